@@ -1,0 +1,91 @@
+//! `hotkern bench`: each subsystem against the seeds' designs, in one run.
+//!
+//! A subsystem's benchmark builds a [`Report`]: one [`Case`] per measured
+//! (name, implementation) pair, plus ratios computed from cases of the same
+//! run, since only ratios carry over from one machine to another.
+
+mod bcache;
+mod cpuhp;
+mod physmem;
+mod progress;
+mod report;
+mod trace;
+
+pub use progress::Progress;
+pub use report::{Case, Report};
+
+/// Options every benchmark takes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BenchOptions {
+    /// Larger inputs, as in the seed documents (minutes rather than seconds).
+    pub full: bool,
+    /// One JSON document on stdout instead of tables.
+    pub json: bool,
+}
+
+/// The subsystems that have a benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Subsystem {
+    Physmem,
+    Bcache,
+    Trace,
+    Cpuhp,
+    All,
+}
+
+impl Subsystem {
+    /// Every subsystem with a benchmark, in the order the tour shows them.
+    pub const EACH: [Subsystem; 4] = [
+        Subsystem::Physmem,
+        Subsystem::Bcache,
+        Subsystem::Trace,
+        Subsystem::Cpuhp,
+    ];
+
+    /// Runs this subsystem's benchmark (not `All`).
+    pub fn measure(self, options: &BenchOptions) -> Result<Report, String> {
+        match self {
+            Subsystem::Physmem => physmem::run(options),
+            Subsystem::Bcache => bcache::run(options),
+            Subsystem::Trace => trace::run(options),
+            Subsystem::Cpuhp => cpuhp::run(options),
+            Subsystem::All => Err("`all` is not a single subsystem".into()),
+        }
+    }
+}
+
+/// Runs one benchmark (or all) and prints tables or JSON.
+pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<(), String> {
+    let chosen: &[Subsystem] = match subsystem {
+        Subsystem::All => &Subsystem::EACH,
+        one => core::slice::from_ref(match one {
+            Subsystem::Physmem => &Subsystem::EACH[0],
+            Subsystem::Bcache => &Subsystem::EACH[1],
+            Subsystem::Trace => &Subsystem::EACH[2],
+            _ => &Subsystem::EACH[3],
+        }),
+    };
+    let mut reports = Vec::new();
+    for each in chosen {
+        reports.push(each.measure(options)?);
+    }
+    if options.json {
+        let documents: Vec<_> = reports.iter().map(Report::to_json).collect();
+        let out = if documents.len() == 1 {
+            documents.into_iter().next().unwrap_or_default()
+        } else {
+            serde_json::Value::Array(documents)
+        };
+        println!("{out}");
+    } else {
+        for report in &reports {
+            println!("{}", report.to_table());
+        }
+    }
+    Ok(())
+}
+
+/// Nanoseconds per operation of `ops` operations that took `elapsed`.
+pub fn ns_per_op(elapsed: std::time::Duration, ops: u64) -> f64 {
+    elapsed.as_secs_f64() * 1e9 / ops.max(1) as f64
+}

@@ -1,0 +1,55 @@
+//! `hotkern`: the demo, the benchmarks and the tools of the hotkern toolkit.
+
+mod bench;
+mod tour;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use bench::{BenchOptions, Subsystem};
+
+/// hotkern: kernel subsystems for machines whose memory, CPUs and disks change
+/// while they run.
+#[derive(Debug, Parser)]
+#[command(name = "hotkern", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The guided tour (what `hotkern` with no arguments runs).
+    Demo,
+    /// Benchmark a subsystem against the seeds' designs, side by side.
+    Bench {
+        /// Which subsystem to measure (`all` runs every one in turn).
+        subsystem: Subsystem,
+        /// The long run: larger inputs, as in the seed documents.
+        #[arg(long)]
+        full: bool,
+        /// Print one JSON document on stdout instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None | Some(Command::Demo) => tour::run(),
+        Some(Command::Bench {
+            subsystem,
+            full,
+            json,
+        }) => bench::run(subsystem, &BenchOptions { full, json }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("hotkern: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! CPU hotplug engine: a step table with classic (Linux) and Bolt engines.
+#![no_std]
+extern crate alloc;

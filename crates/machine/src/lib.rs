@@ -1,0 +1,1 @@
+//! A user-mode machine that hosts every hotkern subsystem.

@@ -1,0 +1,3 @@
+//! An ftrace-class tracer: per-CPU lock-free ring buffers, events, function tracing.
+#![no_std]
+extern crate alloc;
