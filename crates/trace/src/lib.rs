@@ -1,3 +1,5 @@
 //! An ftrace-class tracer: per-CPU lock-free ring buffers, events, function tracing.
 #![no_std]
 extern crate alloc;
+
+pub mod glob;
