@@ -2,4 +2,5 @@
 #![no_std]
 extern crate alloc;
 
+pub mod filter;
 pub mod glob;

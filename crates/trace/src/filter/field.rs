@@ -1,0 +1,152 @@
+//! How a filter sees an event's fields: where they are in the payload and
+//! what type they have.
+
+use alloc::string::String;
+
+/// The type of a field, as far as filtering is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A signed integer of 1, 2, 4 or 8 bytes, compared as `i64`.
+    Signed,
+    /// An unsigned integer of 1, 2, 4 or 8 bytes, compared as `u64`.
+    Unsigned,
+    /// `char name[N]`: the string ends at the first NUL or after N bytes.
+    FixedString,
+    /// `__data_loc char[] name`: a `u32` holding the string's offset in the
+    /// payload (low 16 bits) and its length including the NUL (high 16 bits).
+    DataLocString,
+    /// ftrace's pseudo-field `CPU`: the CPU the event was recorded on.
+    Cpu,
+}
+
+impl FieldKind {
+    /// True for the kinds compared with `==`, `!=` and `~` against strings.
+    pub fn is_string(self) -> bool {
+        matches!(self, FieldKind::FixedString | FieldKind::DataLocString)
+    }
+}
+
+/// One field an expression may name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldSpec {
+    /// The field's name as it appears in the event's `format` file.
+    pub name: String,
+    /// Byte offset in the payload (which starts with the common header).
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
+    /// Its type.
+    pub kind: FieldKind,
+}
+
+impl FieldSpec {
+    /// A signed integer field.
+    pub fn signed(name: &str, offset: usize, size: usize) -> FieldSpec {
+        FieldSpec::new(name, offset, size, FieldKind::Signed)
+    }
+
+    /// An unsigned integer field.
+    pub fn unsigned(name: &str, offset: usize, size: usize) -> FieldSpec {
+        FieldSpec::new(name, offset, size, FieldKind::Unsigned)
+    }
+
+    /// A `char name[size]` field.
+    pub fn fixed_string(name: &str, offset: usize, size: usize) -> FieldSpec {
+        FieldSpec::new(name, offset, size, FieldKind::FixedString)
+    }
+
+    /// A `__data_loc char[] name` field (a 4-byte locator at `offset`).
+    pub fn data_loc_string(name: &str, offset: usize) -> FieldSpec {
+        FieldSpec::new(name, offset, 4, FieldKind::DataLocString)
+    }
+
+    /// A field with the given kind.
+    pub fn new(name: &str, offset: usize, size: usize, kind: FieldKind) -> FieldSpec {
+        FieldSpec {
+            name: String::from(name),
+            offset,
+            size,
+            kind,
+        }
+    }
+
+    /// Builds the spec from a line of an event's `format` file, i.e. from
+    /// its C type, offset, size and signedness.
+    ///
+    /// ```
+    /// use hotkern_trace::filter::{FieldKind, FieldSpec};
+    ///
+    /// assert_eq!(FieldSpec::from_format("comm", "char[16]", 8, 16, true).kind, FieldKind::FixedString);
+    /// assert_eq!(FieldSpec::from_format("msg", "__data_loc char[]", 8, 4, true).kind, FieldKind::DataLocString);
+    /// assert_eq!(FieldSpec::from_format("pid", "pid_t", 24, 4, true).kind, FieldKind::Signed);
+    /// ```
+    pub fn from_format(
+        name: &str,
+        c_type: &str,
+        offset: usize,
+        size: usize,
+        signed: bool,
+    ) -> FieldSpec {
+        let c_type = c_type.trim();
+        let kind = if c_type.starts_with("__data_loc") && c_type.contains("char") {
+            FieldKind::DataLocString
+        } else if c_type.contains("char") && c_type.contains('[') {
+            FieldKind::FixedString
+        } else if signed {
+            FieldKind::Signed
+        } else {
+            FieldKind::Unsigned
+        };
+        FieldSpec::new(name, offset, size, kind)
+    }
+
+    /// The integer value of the field in `payload`, zero- or sign-extended
+    /// to 64 bits; `None` when the payload is too short or the size is not
+    /// an integer size.
+    pub(crate) fn read_bits(&self, payload: &[u8]) -> Option<u64> {
+        let bytes = payload.get(self.offset..self.offset.checked_add(self.size)?)?;
+        let raw = match self.size {
+            1 => u64::from(bytes[0]),
+            2 => u64::from(u16::from_ne_bytes([bytes[0], bytes[1]])),
+            4 => u64::from(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])),
+            8 => u64::from_ne_bytes(bytes.try_into().ok()?),
+            _ => return None,
+        };
+        if self.kind == FieldKind::Signed && self.size < 8 {
+            let shift = 64 - 8 * self.size as u32;
+            Some((((raw << shift) as i64) >> shift) as u64)
+        } else {
+            Some(raw)
+        }
+    }
+
+    /// The string value of the field in `payload` (without its NUL).
+    pub(crate) fn read_str<'p>(&self, payload: &'p [u8]) -> Option<&'p [u8]> {
+        let raw = match self.kind {
+            FieldKind::FixedString => {
+                payload.get(self.offset..self.offset.checked_add(self.size)?)?
+            }
+            FieldKind::DataLocString => {
+                let locator = payload.get(self.offset..self.offset + 4)?;
+                let locator = u32::from_ne_bytes([locator[0], locator[1], locator[2], locator[3]]);
+                let start = (locator & 0xffff) as usize;
+                let len = (locator >> 16) as usize;
+                payload.get(start..start + len)?
+            }
+            _ => return None,
+        };
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        Some(&raw[..end])
+    }
+}
+
+/// The fields of ftrace's common header, which every event carries at the
+/// start of its payload and every filter may name.
+pub fn common_fields() -> [FieldSpec; 4] {
+    [
+        FieldSpec::unsigned("common_type", 0, 2),
+        FieldSpec::unsigned("common_flags", 2, 1),
+        FieldSpec::unsigned("common_preempt_count", 3, 1),
+        FieldSpec::signed("common_pid", 4, 4),
+    ]
+}

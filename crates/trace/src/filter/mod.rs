@@ -1,0 +1,85 @@
+//! Event filters in ftrace's expression language.
+//!
+//! A filter is a boolean expression over an event's fields:
+//! `field op value` with `==`, `!=`, `<`, `<=`, `>`, `>=`, `&` (any common
+//! bit) on integers, `==`, `!=` and `~` (glob) on strings, combined with
+//! `&&`, `||`, `!` and parentheses; `CPU` names the recording CPU. Strings
+//! are quoted, numbers are decimal, `0x` hex or `0` octal, as in ftrace.
+//!
+//! [`Filter::compile`] parses the text once against the event's fields and
+//! turns it into a short-circuit program; [`Filter::matches`] then runs that
+//! program on a payload without allocating. Errors carry ftrace's message
+//! and the byte position of the problem.
+//!
+//! ```
+//! use hotkern_trace::filter::{Filter, FieldSpec};
+//!
+//! let fields = [
+//!     FieldSpec::fixed_string("prev_comm", 8, 16),
+//!     FieldSpec::signed("prev_pid", 24, 4),
+//! ];
+//! let filter = Filter::compile(r#"prev_comm ~ "kwork*" && !(prev_pid < 10)"#, &fields).unwrap();
+//! let mut payload = [0u8; 28];
+//! payload[8..14].copy_from_slice(b"kwork1");
+//! payload[24..28].copy_from_slice(&42i32.to_ne_bytes());
+//! assert!(filter.matches(&payload));
+//! payload[24..28].copy_from_slice(&3i32.to_ne_bytes());
+//! assert!(!filter.matches(&payload));
+//! ```
+
+mod error;
+mod field;
+mod parse;
+mod program;
+pub mod reference;
+
+use alloc::string::String;
+
+pub use error::{FilterError, FilterErrorKind};
+pub use field::{common_fields, FieldKind, FieldSpec};
+pub use parse::{
+    parse, CompareOp, Expr, Operand, Predicate, MAX_DEPTH, MAX_PREDICATES, MAX_STRING_OPERAND,
+};
+
+use program::Program;
+
+/// A compiled event filter.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    text: String,
+    program: Program,
+}
+
+impl Filter {
+    /// Parses and compiles `text` for an event with `fields`.
+    pub fn compile(text: &str, fields: &[FieldSpec]) -> Result<Filter, FilterError> {
+        let expr = parse(text, fields)?;
+        Ok(Filter {
+            text: String::from(text.trim()),
+            program: Program::compile(&expr, fields),
+        })
+    }
+
+    /// True if the event in `payload` passes (the `CPU` pseudo-field reads as 0).
+    pub fn matches(&self, payload: &[u8]) -> bool {
+        self.program.run(payload, 0)
+    }
+
+    /// True if the event in `payload`, recorded on `cpu`, passes.
+    pub fn matches_on(&self, payload: &[u8], cpu: u32) -> bool {
+        self.program.run(payload, cpu)
+    }
+
+    /// The filter as written (what the `filter` file shows).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Number of predicates in the compiled program.
+    pub fn predicates(&self) -> usize {
+        self.program.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,194 @@
+//! The compiled form: a flat list of tests, each with where to go when it
+//! holds and when it does not. `&&`, `||` and `!` disappear into the jump
+//! targets, so evaluation is a loop over at most one test per predicate,
+//! stops as soon as the outcome is known, and never allocates.
+
+use alloc::vec::Vec;
+
+use super::field::FieldSpec;
+use super::parse::{find_field, CompareOp, Expr, FieldLookup, Operand};
+use crate::glob::Glob;
+
+/// Where a test jumps: another test, or a final verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Step(u32),
+    Accept,
+    Reject,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Test {
+    Signed {
+        field: FieldSpec,
+        op: CompareOp,
+        value: i64,
+    },
+    Unsigned {
+        field: FieldSpec,
+        op: CompareOp,
+        value: u64,
+    },
+    Cpu {
+        op: CompareOp,
+        value: u64,
+    },
+    StrEq {
+        field: FieldSpec,
+        value: Vec<u8>,
+        negate: bool,
+    },
+    StrGlob {
+        field: FieldSpec,
+        glob: Glob,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    test: Test,
+    on_true: Target,
+    on_false: Target,
+}
+
+/// A compiled filter program.
+#[derive(Debug, Clone)]
+pub(crate) struct Program {
+    steps: Vec<Step>,
+    entry: Target,
+}
+
+impl Program {
+    /// Compiles a tree the parser has already checked against `fields`.
+    pub(crate) fn compile(expr: &Expr, fields: &[FieldSpec]) -> Program {
+        let mut steps = Vec::new();
+        let entry = emit(expr, fields, Target::Accept, Target::Reject, &mut steps);
+        Program { steps, entry }
+    }
+
+    /// Number of tests in the program.
+    pub(crate) fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    pub(crate) fn run(&self, payload: &[u8], cpu: u32) -> bool {
+        let mut at = self.entry;
+        loop {
+            match at {
+                Target::Accept => return true,
+                Target::Reject => return false,
+                Target::Step(index) => {
+                    let step = &self.steps[index as usize];
+                    at = if step.test.holds(payload, cpu) {
+                        step.on_true
+                    } else {
+                        step.on_false
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Emits `expr` so that it continues at `on_true` / `on_false`; returns its
+/// entry. Children are emitted before their parents, so every jump goes to
+/// an earlier index or a verdict and the program always terminates.
+fn emit(
+    expr: &Expr,
+    fields: &[FieldSpec],
+    on_true: Target,
+    on_false: Target,
+    steps: &mut Vec<Step>,
+) -> Target {
+    match expr {
+        Expr::Not(inner) => emit(inner, fields, on_false, on_true, steps),
+        Expr::And(a, b) => {
+            let second = emit(b, fields, on_true, on_false, steps);
+            emit(a, fields, second, on_false, steps)
+        }
+        Expr::Or(a, b) => {
+            let second = emit(b, fields, on_true, on_false, steps);
+            emit(a, fields, on_true, second, steps)
+        }
+        Expr::Compare(predicate) => {
+            let test = match (find_field(fields, &predicate.field), &predicate.operand) {
+                (Some(FieldLookup::Cpu), Operand::Unsigned(value)) => Test::Cpu {
+                    op: predicate.op,
+                    value: *value,
+                },
+                (Some(FieldLookup::Spec(spec)), Operand::Signed(value)) => Test::Signed {
+                    field: spec.clone(),
+                    op: predicate.op,
+                    value: *value,
+                },
+                (Some(FieldLookup::Spec(spec)), Operand::Unsigned(value)) => Test::Unsigned {
+                    field: spec.clone(),
+                    op: predicate.op,
+                    value: *value,
+                },
+                (Some(FieldLookup::Spec(spec)), Operand::Str(value))
+                    if predicate.op == CompareOp::Glob =>
+                {
+                    Test::StrGlob {
+                        field: spec.clone(),
+                        glob: Glob::new(value),
+                    }
+                }
+                (Some(FieldLookup::Spec(spec)), Operand::Str(value)) => Test::StrEq {
+                    field: spec.clone(),
+                    value: value.as_bytes().to_vec(),
+                    negate: predicate.op == CompareOp::Ne,
+                },
+                // The parser only builds the combinations above.
+                _ => return on_false,
+            };
+            steps.push(Step {
+                test,
+                on_true,
+                on_false,
+            });
+            Target::Step((steps.len() - 1) as u32)
+        }
+    }
+}
+
+fn compare<T: Ord + Copy + core::ops::BitAnd<Output = T> + Default>(
+    op: CompareOp,
+    left: T,
+    right: T,
+) -> bool {
+    match op {
+        CompareOp::Eq => left == right,
+        CompareOp::Ne => left != right,
+        CompareOp::Lt => left < right,
+        CompareOp::Le => left <= right,
+        CompareOp::Gt => left > right,
+        CompareOp::Ge => left >= right,
+        CompareOp::BitAnd => left & right != T::default(),
+        CompareOp::Glob => false,
+    }
+}
+
+impl Test {
+    fn holds(&self, payload: &[u8], cpu: u32) -> bool {
+        match self {
+            Test::Signed { field, op, value } => field
+                .read_bits(payload)
+                .is_some_and(|bits| compare(*op, bits as i64, *value)),
+            Test::Unsigned { field, op, value } => field
+                .read_bits(payload)
+                .is_some_and(|bits| compare(*op, bits, *value)),
+            Test::Cpu { op, value } => compare(*op, u64::from(cpu), *value),
+            Test::StrEq {
+                field,
+                value,
+                negate,
+            } => field
+                .read_str(payload)
+                .is_some_and(|s| (s == value.as_slice()) != *negate),
+            Test::StrGlob { field, glob } => field
+                .read_str(payload)
+                .is_some_and(|s| glob.matches_bytes(s)),
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! A straightforward tree-walking evaluator, the model the compiled program
+//! is tested against. It shares nothing with the program but the tree.
+
+use super::field::{FieldKind, FieldSpec};
+use super::parse::{CompareOp, Expr, Operand, Predicate};
+use crate::glob::glob_match_bytes;
+
+/// Evaluates `expr` on `payload` recorded on `cpu`, the obvious way.
+pub fn evaluate(expr: &Expr, fields: &[FieldSpec], payload: &[u8], cpu: u32) -> bool {
+    match expr {
+        Expr::Not(inner) => !evaluate(inner, fields, payload, cpu),
+        Expr::And(a, b) => evaluate(a, fields, payload, cpu) && evaluate(b, fields, payload, cpu),
+        Expr::Or(a, b) => evaluate(a, fields, payload, cpu) || evaluate(b, fields, payload, cpu),
+        Expr::Compare(predicate) => compare(predicate, fields, payload, cpu),
+    }
+}
+
+fn compare(predicate: &Predicate, fields: &[FieldSpec], payload: &[u8], cpu: u32) -> bool {
+    let spec = fields.iter().find(|f| f.name == predicate.field);
+    match (&predicate.operand, spec) {
+        (Operand::Unsigned(value), None) => {
+            numeric(predicate.op, i128::from(cpu), i128::from(*value))
+        }
+        (Operand::Signed(value), Some(spec)) => match integer(spec, payload) {
+            Some(field) => numeric(predicate.op, field, i128::from(*value)),
+            None => false,
+        },
+        (Operand::Unsigned(value), Some(spec)) => match integer(spec, payload) {
+            Some(field) => numeric(predicate.op, field, i128::from(*value)),
+            None => false,
+        },
+        (Operand::Str(value), Some(spec)) => match string(spec, payload) {
+            Some(field) => match predicate.op {
+                CompareOp::Eq => field == value.as_bytes(),
+                CompareOp::Ne => field != value.as_bytes(),
+                CompareOp::Glob => glob_match_bytes(value.as_bytes(), field),
+                _ => false,
+            },
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+fn numeric(op: CompareOp, left: i128, right: i128) -> bool {
+    match op {
+        CompareOp::Eq => left == right,
+        CompareOp::Ne => left != right,
+        CompareOp::Lt => left < right,
+        CompareOp::Le => left <= right,
+        CompareOp::Gt => left > right,
+        CompareOp::Ge => left >= right,
+        // Both sides are in range of the field's 64-bit type, so the bit
+        // patterns of the low 64 bits are what the hardware would AND.
+        CompareOp::BitAnd => (left as u64) & (right as u64) != 0,
+        CompareOp::Glob => false,
+    }
+}
+
+fn integer(spec: &FieldSpec, payload: &[u8]) -> Option<i128> {
+    if !matches!(spec.size, 1 | 2 | 4 | 8) || spec.offset + spec.size > payload.len() {
+        return None;
+    }
+    let bytes = &payload[spec.offset..spec.offset + spec.size];
+    let mut magnitude: u128 = 0;
+    for (i, &byte) in bytes.iter().enumerate() {
+        let shift = if cfg!(target_endian = "little") {
+            8 * i
+        } else {
+            8 * (spec.size - 1 - i)
+        };
+        magnitude |= u128::from(byte) << shift;
+    }
+    let bits = 8 * spec.size as u32;
+    if spec.kind == FieldKind::Signed && magnitude >> (bits - 1) & 1 == 1 {
+        Some(magnitude as i128 - (1i128 << bits))
+    } else {
+        Some(magnitude as i128)
+    }
+}
+
+fn string<'p>(spec: &FieldSpec, payload: &'p [u8]) -> Option<&'p [u8]> {
+    let (start, len) = match spec.kind {
+        FieldKind::FixedString => (spec.offset, spec.size),
+        FieldKind::DataLocString => {
+            let raw = integer(&FieldSpec::unsigned("", spec.offset, 4), payload)? as u32;
+            ((raw & 0xffff) as usize, (raw >> 16) as usize)
+        }
+        _ => return None,
+    };
+    let raw = payload.get(start..start.checked_add(len)?)?;
+    Some(raw.split(|&b| b == 0).next().unwrap_or(raw))
+}
