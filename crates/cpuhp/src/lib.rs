@@ -1,3 +1,68 @@
-//! CPU hotplug engine: a step table with classic (Linux) and Bolt engines.
+//! CPU hotplug engine: a step table in the style of Linux's hotplug state
+//! machine, run by two engines over the same table and the same callbacks.
+//!
+//! * [`Engine::Classic`] — Linux as the Bolt paper (ATC 2015) describes it:
+//!   synchronous, pessimistic, serial.
+//! * [`Engine::Bolt`] — critical steps on the critical path only, deferrable
+//!   ones on a deferred worker; optimistic reuse; bulk operations over a
+//!   [`CpuSet`] with aggregated `Prepare` steps, one grace period and one
+//!   stop-machine.
+//!
+//! The crate is `no_std` + `alloc`. The machine comes in through
+//! [`Platform`]; locks through `lock_api` (the `R` parameter of [`Hotplug`]).
+//!
+//! # Order and sections
+//!
+//! The table given to [`Hotplug::new`] is the one order of everything:
+//! startups run in ascending order, teardowns in exact reverse. Each step
+//! belongs to a [`Section`]:
+//!
+//! | section | startup (online) | teardown (offline) | may fail |
+//! |---|---|---|---|
+//! | `Prepare` | controlling CPU, before the target starts | controlling CPU, after it stopped | yes |
+//! | `Starting` | target, inside stop-machine | target, inside stop-machine | no |
+//! | `Online` | target's hotplug thread | target's hotplug thread | yes |
+//!
+//! Going down, the engine waits for a grace period after the `Online`
+//! teardowns and before the stop-machine. A failure rolls back every step
+//! the operation had done, in reverse, so the CPU ends where it started;
+//! the [`Error::StepFailed`] names the step.
+//!
+//! # Deferral (`bolt`)
+//!
+//! With `bolt`, callbacks of [`Class::Deferrable`] steps are queued and run
+//! later by [`Hotplug::run_deferred`] (the platform's worker, woken through
+//! [`Platform::kick_deferred`]); [`Hotplug::flush_deferred`] waits for them.
+//! If a CPU is reconfigured again while some of its deferred callbacks are
+//! pending, those are **cancelled** (the step keeps its state: a kept
+//! structure is reused as is); one already running is waited for first.
+//! Critical steps do not wait for deferred ones, so a deferrable step must
+//! not be needed, in either direction, by a critical step of the same CPU.
+//!
+//! # Example
+//!
+//! See [`Hotplug`].
 #![no_std]
+#![warn(missing_docs)]
 extern crate alloc;
+
+mod cpu;
+mod deferred;
+mod error;
+mod hotplug;
+mod invoke;
+mod operation;
+mod platform;
+mod report;
+mod step;
+
+pub use cpu::{CpuId, CpuSet, Iter as CpuSetIter, MAX_CPUS};
+pub use error::Error;
+pub use hotplug::{Engine, Hotplug, StepStatus, Warnings};
+pub use invoke::FailAt;
+pub use platform::Platform;
+pub use report::{Report, Stage, StepTime};
+pub use step::{
+    Callback, CallbackError, Callbacks, Class, Context, Direction, InstanceId, Reuse, Section,
+    StepId, StepSpec,
+};

@@ -1,0 +1,541 @@
+//! The engine's handle: the step table, per-CPU step states, registration
+//! and queries. Operations are in `operation.rs`, deferred work in `deferred.rs`.
+
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use lock_api::{Mutex, RawMutex};
+
+use crate::cpu::{CpuId, CpuSet};
+use crate::deferred::Job;
+use crate::error::Error;
+use crate::invoke::{invoke, Call, FailAt, Registered};
+use crate::platform::Platform;
+use crate::report::StepTime;
+use crate::step::{Callbacks, Direction, InstanceId, Reuse, Section, StepId, StepSpec};
+
+/// Which engine runs operations. Both use the same table and callbacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// Linux as the Bolt paper describes it: synchronous (every step on the
+    /// critical path), pessimistic (callbacks told [`Reuse::No`]) and serial
+    /// (a set of CPUs is done one by one, each with its own grace period and
+    /// stop-machine).
+    Classic,
+    /// Bolt: deferrable steps go to the deferred worker, callbacks are told
+    /// [`Reuse::Yes`], and a set of CPUs is done at once: `Prepare` steps
+    /// called once with the whole set, `Online` steps on all targets in
+    /// parallel, one grace period and one stop-machine for all.
+    Bolt,
+}
+
+impl Engine {
+    pub(crate) fn reuse(self) -> Reuse {
+        match self {
+            Engine::Classic => Reuse::No,
+            Engine::Bolt => Reuse::Yes,
+        }
+    }
+}
+
+/// Where a step stands on one CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepStatus {
+    /// Torn down (or never started).
+    Down,
+    /// Started.
+    Up,
+    /// Logically up: its startup waits on the deferred worker.
+    PendingStartup,
+    /// Logically down: its teardown waits on the deferred worker.
+    PendingTeardown,
+}
+
+impl StepStatus {
+    /// Whether the step counts as up once pending work is done.
+    pub fn is_logically_up(self) -> bool {
+        matches!(self, StepStatus::Up | StepStatus::PendingStartup)
+    }
+}
+
+/// Things that went wrong where no error could be returned. Linux prints a
+/// warning for each; the engine counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Warnings {
+    /// A `Starting` callback failed (treated as done).
+    pub atomic_failures: u64,
+    /// A callback failed while rolling back (treated as done).
+    pub rollback_failures: u64,
+    /// A deferred callback failed; the step stays as it was (see
+    /// [`Hotplug::take_deferred_failures`]).
+    pub deferred_failures: u64,
+}
+
+pub(crate) struct Inner {
+    pub(crate) engine: Engine,
+    pub(crate) possible: CpuSet,
+    pub(crate) online: CpuSet,
+    pub(crate) table: Arc<Vec<Registered>>,
+    /// `states[cpu][step]`, for every CPU up to the highest possible one.
+    pub(crate) states: Vec<Vec<StepStatus>>,
+    pub(crate) times: Vec<StepTime>,
+    pub(crate) queue: VecDeque<Job>,
+    pub(crate) running: Option<Job>,
+    pub(crate) armed: Option<FailAt>,
+    pub(crate) warnings: Warnings,
+    pub(crate) deferred_failures: Vec<Error>,
+}
+
+/// The hotplug engine: one step table, per-CPU step states, and the two
+/// engines that move CPUs between online and offline.
+///
+/// `R` is the lock (`parking_lot::RawMutex` in user space, a spin lock in a
+/// kernel); `P` is the machine. All methods take `&self`, so a `Hotplug`
+/// can be shared (e.g. in an `Arc`) between the controlling thread and the
+/// deferred worker. Operations are serialised by an internal hotplug lock.
+///
+/// Callbacks must not call back into the `Hotplug` (its hotplug lock is
+/// held), and must tolerate running at the same time for different CPUs.
+///
+/// ```
+/// use hotkern_cpuhp::{Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, Platform, Section, StepSpec};
+/// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+/// use std::sync::Arc;
+///
+/// struct Inline;
+/// impl Platform for Inline {
+///     fn now_ns(&self) -> u64 { 0 }
+///     fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) { work(cpu) }
+///     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) { cpus.iter().for_each(|c| work(c)) }
+///     fn synchronize_grace_period(&self) {}
+/// }
+///
+/// let table = [
+///     StepSpec::new("mm:pages", Section::Prepare, Class::Deferrable),
+///     StepSpec::new("sched:migrate", Section::Online, Class::Critical),
+/// ];
+/// let hp: Hotplug<parking_lot::RawMutex, _> =
+///     Hotplug::new(Inline, &table, CpuSet::range(0, 4), CpuSet::range(0, 4), Engine::Bolt).unwrap();
+/// let live = Arc::new(AtomicUsize::new(0));
+/// let (up, down) = (live.clone(), live.clone());
+/// let pages = hp.step_id("mm:pages").unwrap();
+/// hp.setup(pages, Callbacks::new()
+///     .startup(move |ctx| { up.fetch_add(ctx.cpus.len(), SeqCst); Ok(()) })
+///     .teardown(move |ctx| { down.fetch_sub(ctx.cpus.len(), SeqCst); Ok(()) })).unwrap();
+/// assert_eq!(live.load(SeqCst), 4); // started on the four online CPUs
+///
+/// let report = hp.offline_many(CpuSet::range(1, 4)).unwrap();
+/// assert_eq!(report.deferred, 1);     // one aggregated teardown, deferred
+/// assert_eq!(live.load(SeqCst), 4);   // not run yet
+/// hp.flush_deferred();
+/// assert_eq!(live.load(SeqCst), 1);
+/// assert_eq!(hp.online_cpus(), CpuSet::single(CpuId(0)));
+/// ```
+pub struct Hotplug<R: RawMutex, P: Platform> {
+    pub(crate) platform: P,
+    /// The hotplug lock: one reconfiguration (or registration) at a time.
+    pub(crate) ops: Mutex<R, ()>,
+    /// Held while a deferred job runs, so an operation can wait for it.
+    pub(crate) worker: Mutex<R, ()>,
+    pub(crate) inner: Mutex<R, Inner>,
+}
+
+impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
+    /// Builds the engine over `table` (the one order of every step).
+    /// CPUs in `online` start with every step up; the others with every step
+    /// down. Steps have no callbacks until [`setup`](Self::setup).
+    pub fn new(
+        platform: P,
+        table: &[StepSpec],
+        possible: CpuSet,
+        online: CpuSet,
+        engine: Engine,
+    ) -> Result<Self, Error> {
+        if table.len() > u16::MAX as usize {
+            return Err(Error::TooManySteps);
+        }
+        for (i, spec) in table.iter().enumerate() {
+            if table[..i].iter().any(|earlier| earlier.name == spec.name) {
+                return Err(Error::DuplicateName(spec.name));
+            }
+            if i > 0 && spec.section < table[i - 1].section {
+                return Err(Error::SectionOrder(spec.name));
+            }
+        }
+        if let Some(cpu) = online.difference(&possible).first() {
+            return Err(Error::NoSuchCpu(cpu));
+        }
+        if online.is_empty() {
+            return Err(Error::NoOnlineCpu);
+        }
+        let rows = possible.iter().last().map_or(0, |cpu| cpu.index() + 1);
+        let states = (0..rows)
+            .map(|cpu| {
+                let status = if online.contains(CpuId(cpu as u32)) {
+                    StepStatus::Up
+                } else {
+                    StepStatus::Down
+                };
+                vec![status; table.len()]
+            })
+            .collect();
+        let registered = table
+            .iter()
+            .map(|spec| Registered {
+                spec: *spec,
+                callbacks: None,
+                instances: Vec::new(),
+            })
+            .collect();
+        Ok(Hotplug {
+            platform,
+            ops: Mutex::new(()),
+            worker: Mutex::new(()),
+            inner: Mutex::new(Inner {
+                engine,
+                possible,
+                online,
+                table: Arc::new(registered),
+                states,
+                times: vec![StepTime::default(); table.len()],
+                queue: VecDeque::new(),
+                running: None,
+                armed: None,
+                warnings: Warnings::default(),
+                deferred_failures: Vec::new(),
+            }),
+        })
+    }
+
+    /// The machine the engine runs on.
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+
+    /// The engine that runs operations.
+    pub fn engine(&self) -> Engine {
+        self.inner.lock().engine
+    }
+
+    /// Switches engine (after waiting for the hotplug lock and flushing
+    /// deferred work), keeping the table, callbacks and CPU states.
+    pub fn set_engine(&self, engine: Engine) {
+        let _ops = self.ops.lock();
+        self.flush_deferred();
+        self.inner.lock().engine = engine;
+    }
+
+    /// CPUs that may be brought online.
+    pub fn possible_cpus(&self) -> CpuSet {
+        self.inner.lock().possible
+    }
+
+    /// CPUs online now.
+    pub fn online_cpus(&self) -> CpuSet {
+        self.inner.lock().online
+    }
+
+    /// Whether `cpu` is online.
+    pub fn is_online(&self, cpu: CpuId) -> bool {
+        self.inner.lock().online.contains(cpu)
+    }
+
+    /// The step with this name.
+    pub fn step_id(&self, name: &str) -> Option<StepId> {
+        let inner = self.inner.lock();
+        let position = inner.table.iter().position(|r| r.spec.name == name)?;
+        Some(StepId(position as u16))
+    }
+
+    /// The table entry of `step`.
+    pub fn step_spec(&self, step: StepId) -> Option<StepSpec> {
+        self.inner.lock().table.get(step.index()).map(|r| r.spec)
+    }
+
+    /// Number of steps in the table.
+    pub fn step_count(&self) -> usize {
+        self.inner.lock().table.len()
+    }
+
+    /// Where `step` stands on `cpu`.
+    pub fn step_status(&self, cpu: CpuId, step: StepId) -> Option<StepStatus> {
+        let inner = self.inner.lock();
+        inner.states.get(cpu.index())?.get(step.index()).copied()
+    }
+
+    /// Timing of the last run of `step`'s startup and teardown.
+    pub fn step_time(&self, step: StepId) -> Option<StepTime> {
+        self.inner.lock().times.get(step.index()).copied()
+    }
+
+    /// Counters of failures that could not be returned as errors.
+    pub fn warnings(&self) -> Warnings {
+        self.inner.lock().warnings
+    }
+
+    /// Takes the errors of deferred callbacks that failed since the last call.
+    /// A failed deferred teardown leaves its step up (the next online keeps
+    /// it); a failed deferred startup leaves it down (the next offline skips it).
+    pub fn take_deferred_failures(&self) -> Vec<Error> {
+        core::mem::take(&mut self.inner.lock().deferred_failures)
+    }
+
+    /// Arms a one-shot failure (Linux's `hotplug/fail`); replaces any armed one.
+    /// Refused for `Starting` steps, which must not fail.
+    ///
+    /// With `bolt`, a deferrable step fails when the operation reaches it
+    /// (before it would be deferred), so the operation rolls back.
+    pub fn inject_failure(&self, point: FailAt) -> Result<(), Error> {
+        let mut inner = self.inner.lock();
+        let spec = inner
+            .table
+            .get(point.step.index())
+            .map(|r| r.spec)
+            .ok_or(Error::NoSuchStep(point.step))?;
+        if spec.section == Section::Starting {
+            return Err(Error::CannotFail(point.step));
+        }
+        if let Some(cpu) = point.cpu {
+            if !inner.possible.contains(cpu) {
+                return Err(Error::NoSuchCpu(cpu));
+            }
+        }
+        inner.armed = Some(point);
+        Ok(())
+    }
+
+    /// Disarms the injected failure; returns it if it had not fired.
+    pub fn clear_failure(&self) -> Option<FailAt> {
+        self.inner.lock().armed.take()
+    }
+
+    /// The armed failure, if it has not fired yet.
+    pub fn armed_failure(&self) -> Option<FailAt> {
+        self.inner.lock().armed
+    }
+
+    /// Installs `step`'s callbacks and runs its startup on every CPU where
+    /// the step is up (each instance, for a multi-instance step). If one
+    /// fails, the startups done are torn down and nothing is installed.
+    pub fn setup(&self, step: StepId, callbacks: Callbacks) -> Result<(), Error> {
+        self.install(step, callbacks, true)
+    }
+
+    /// Installs `step`'s callbacks without calling them.
+    pub fn setup_nocalls(&self, step: StepId, callbacks: Callbacks) -> Result<(), Error> {
+        self.install(step, callbacks, false)
+    }
+
+    /// Runs `step`'s teardown on every CPU where it is up, then removes its
+    /// callbacks. Refused while a multi-instance step has instances.
+    pub fn remove(&self, step: StepId) -> Result<(), Error> {
+        self.uninstall(step, true)
+    }
+
+    /// Removes `step`'s callbacks without calling them.
+    pub fn remove_nocalls(&self, step: StepId) -> Result<(), Error> {
+        self.uninstall(step, false)
+    }
+
+    /// Adds an instance to a multi-instance step and runs its startup on
+    /// every CPU where the step is up; on failure undoes them and adds nothing.
+    pub fn add_instance(&self, step: StepId, instance: InstanceId) -> Result<(), Error> {
+        self.change_instance(step, instance, Direction::Up, true)
+    }
+
+    /// Adds an instance without calling anything.
+    pub fn add_instance_nocalls(&self, step: StepId, instance: InstanceId) -> Result<(), Error> {
+        self.change_instance(step, instance, Direction::Up, false)
+    }
+
+    /// Runs the instance's teardown on every CPU where the step is up, then
+    /// removes it.
+    pub fn remove_instance(&self, step: StepId, instance: InstanceId) -> Result<(), Error> {
+        self.change_instance(step, instance, Direction::Down, true)
+    }
+
+    /// Removes an instance without calling anything.
+    pub fn remove_instance_nocalls(&self, step: StepId, instance: InstanceId) -> Result<(), Error> {
+        self.change_instance(step, instance, Direction::Down, false)
+    }
+
+    fn install(&self, step: StepId, callbacks: Callbacks, calls: bool) -> Result<(), Error> {
+        let _ops = self.ops.lock();
+        self.flush_deferred();
+        let entry = self.entry(step)?;
+        if entry.callbacks.is_some() {
+            return Err(Error::AlreadySetUp(step));
+        }
+        let updated = Registered {
+            callbacks: Some(callbacks),
+            ..entry
+        };
+        if calls {
+            self.call_everywhere(step, &updated, Direction::Up)?;
+        }
+        self.replace(step, updated);
+        Ok(())
+    }
+
+    fn uninstall(&self, step: StepId, calls: bool) -> Result<(), Error> {
+        let _ops = self.ops.lock();
+        self.flush_deferred();
+        let entry = self.entry(step)?;
+        if entry.callbacks.is_none() {
+            return Err(Error::NotSetUp(step));
+        }
+        if !entry.instances.is_empty() {
+            return Err(Error::HasInstances(step));
+        }
+        if calls {
+            // Teardown while removing cannot be refused: count and go on.
+            if self.call_everywhere(step, &entry, Direction::Down).is_err() {
+                self.inner.lock().warnings.rollback_failures += 1;
+            }
+        }
+        self.replace(
+            step,
+            Registered {
+                callbacks: None,
+                ..entry
+            },
+        );
+        Ok(())
+    }
+
+    fn change_instance(
+        &self,
+        step: StepId,
+        instance: InstanceId,
+        direction: Direction,
+        calls: bool,
+    ) -> Result<(), Error> {
+        let _ops = self.ops.lock();
+        self.flush_deferred();
+        let entry = self.entry(step)?;
+        if !entry.spec.multi {
+            return Err(Error::NotMultiInstance(step));
+        }
+        let present = entry.instances.contains(&instance);
+        let mut instances = entry.instances.clone();
+        match direction {
+            Direction::Up if present => return Err(Error::DuplicateInstance(step, instance)),
+            Direction::Down if !present => return Err(Error::NoSuchInstance(step, instance)),
+            Direction::Up => instances.push(instance),
+            Direction::Down => instances.retain(|i| *i != instance),
+        }
+        if calls {
+            // Call only the one instance: a view of the entry holding just it.
+            let single = Registered {
+                instances: vec![instance],
+                ..entry.clone()
+            };
+            let result = self.call_everywhere(step, &single, direction);
+            match direction {
+                Direction::Up => result?,
+                Direction::Down => {
+                    if result.is_err() {
+                        self.inner.lock().warnings.rollback_failures += 1;
+                    }
+                }
+            }
+        }
+        self.replace(step, Registered { instances, ..entry });
+        Ok(())
+    }
+
+    fn entry(&self, step: StepId) -> Result<Registered, Error> {
+        let inner = self.inner.lock();
+        inner
+            .table
+            .get(step.index())
+            .cloned()
+            .ok_or(Error::NoSuchStep(step))
+    }
+
+    fn replace(&self, step: StepId, entry: Registered) {
+        let mut inner = self.inner.lock();
+        let mut table: Vec<Registered> = inner.table.as_ref().clone();
+        table[step.index()] = entry;
+        inner.table = Arc::new(table);
+    }
+
+    /// Calls `entry`'s callback in `direction` on every CPU where `step` is
+    /// up, each in its section's context. On a failure going up, the CPUs
+    /// already done are torn down again.
+    fn call_everywhere(
+        &self,
+        step: StepId,
+        entry: &Registered,
+        direction: Direction,
+    ) -> Result<(), Error> {
+        let (cpus, engine) = {
+            let inner = self.inner.lock();
+            let cpus: CpuSet = inner
+                .states
+                .iter()
+                .enumerate()
+                .filter(|(_, row)| row[step.index()] == StepStatus::Up)
+                .map(|(cpu, _)| CpuId(cpu as u32))
+                .collect();
+            (cpus, inner.engine)
+        };
+        let call = Call {
+            direction,
+            reuse: engine.reuse(),
+            deferred: false,
+            rollback: false,
+        };
+        let mut done = CpuSet::EMPTY;
+        for cpu in cpus {
+            let result = self.call_in_context(entry, step, cpu, call);
+            match result {
+                Ok(()) => {
+                    done.insert(cpu);
+                }
+                Err(_) if entry.spec.section == Section::Starting => {
+                    self.inner.lock().warnings.atomic_failures += 1;
+                    done.insert(cpu);
+                }
+                Err(error) => {
+                    if direction == Direction::Up {
+                        let undo = Call {
+                            direction: Direction::Down,
+                            rollback: true,
+                            ..call
+                        };
+                        for cpu in done.iter().collect::<Vec<_>>().into_iter().rev() {
+                            if self.call_in_context(entry, step, cpu, undo).is_err() {
+                                self.inner.lock().warnings.rollback_failures += 1;
+                            }
+                        }
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn call_in_context(
+        &self,
+        entry: &Registered,
+        step: StepId,
+        cpu: CpuId,
+        call: Call,
+    ) -> Result<(), Error> {
+        let cpus = CpuSet::single(cpu);
+        match entry.spec.section {
+            Section::Prepare => invoke(&self.platform, entry, step, cpus, call).0,
+            Section::Starting | Section::Online => {
+                let result: Mutex<R, Option<Result<(), Error>>> = Mutex::new(None);
+                self.platform.run_on(cpu, &|_| {
+                    *result.lock() = Some(invoke(&self.platform, entry, step, cpus, call).0);
+                });
+                result.into_inner().unwrap_or(Ok(()))
+            }
+        }
+    }
+}

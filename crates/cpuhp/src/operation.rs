@@ -1,0 +1,618 @@
+//! Online and offline operations: the walk through the sections, deferral,
+//! aggregation, and rollback. `classic` and `bolt` share this walk; they
+//! differ only in what is deferred, the reuse hint, and whether a set of
+//! CPUs goes through it at once or one by one.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use lock_api::{Mutex, RawMutex};
+
+use crate::cpu::{CpuId, CpuSet};
+use crate::deferred::{pending, reached, Job};
+use crate::error::Error;
+use crate::hotplug::{Engine, Hotplug, StepStatus};
+use crate::invoke::{invoke, step_failed, Call, Injector, Registered};
+use crate::platform::Platform;
+use crate::report::{Report, Stage};
+use crate::step::{CallbackError, Class, Direction, Section, StepId};
+
+/// What happened to one step on one CPU inside a parallel section.
+enum Outcome {
+    Ran(Result<(), Error>, u64),
+    Deferred,
+}
+
+/// What each target reported, by CPU.
+type CpuOutcomes = Vec<(CpuId, Vec<(StepId, Outcome)>)>;
+
+/// One operation in progress, over a private copy of the step states.
+struct Walk<'t> {
+    table: &'t [Registered],
+    targets: CpuSet,
+    engine: Engine,
+    injector: Injector,
+    states: Vec<Vec<StepStatus>>,
+    /// Steps whose callback this operation ran, per CPU (what rollback undoes).
+    touched: Vec<Vec<bool>>,
+    online: CpuSet,
+    jobs: Vec<Job>,
+    stages: Vec<Stage>,
+    warnings_atomic: u64,
+    warnings_rollback: u64,
+}
+
+impl Walk<'_> {
+    fn steps(&self, section: Section, direction: Direction) -> Vec<StepId> {
+        let mut steps: Vec<StepId> = (0..self.table.len())
+            .filter(|i| self.table[*i].spec.section == section)
+            .map(|i| StepId(i as u16))
+            .collect();
+        if direction == Direction::Down {
+            steps.reverse();
+        }
+        steps
+    }
+
+    /// Whether `step` on `cpu` has work to do in `direction`.
+    fn eligible(&self, cpu: CpuId, step: StepId, direction: Direction, rollback: bool) -> bool {
+        self.states[cpu.index()][step.index()] == reached(direction.reverse())
+            && (!rollback || self.touched[cpu.index()][step.index()])
+    }
+
+    fn defers(&self, step: StepId, rollback: bool) -> bool {
+        self.engine == Engine::Bolt
+            && !rollback
+            && self.table[step.index()].spec.class == Class::Deferrable
+    }
+
+    fn call(&self, direction: Direction, rollback: bool) -> Call {
+        Call {
+            direction,
+            reuse: self.engine.reuse(),
+            deferred: false,
+            rollback,
+        }
+    }
+
+    fn stage(&mut self, name: &'static str, step: Option<StepId>, nanos: u64) {
+        match self
+            .stages
+            .iter_mut()
+            .find(|s| s.name == name && s.step == step)
+        {
+            Some(stage) => stage.nanos += nanos,
+            None => self.stages.push(Stage { name, step, nanos }),
+        }
+    }
+
+    fn defer(&mut self, step: StepId, direction: Direction, cpus: CpuSet) {
+        for cpu in cpus {
+            self.states[cpu.index()][step.index()] = pending(direction);
+        }
+        match self
+            .jobs
+            .iter_mut()
+            .find(|job| job.step == step && job.direction == direction)
+        {
+            Some(job) => job.cpus = job.cpus.union(&cpus),
+            None => self.jobs.push(Job {
+                step,
+                direction,
+                cpus,
+            }),
+        }
+    }
+
+    /// Records that a callback ran (or, when rolling back, is assumed to
+    /// have run: a failed undo cannot be undone in turn).
+    fn ran(&mut self, step: StepId, direction: Direction, cpus: CpuSet, rollback: bool) {
+        for cpu in cpus {
+            self.states[cpu.index()][step.index()] = reached(direction);
+            if !rollback {
+                self.touched[cpu.index()][step.index()] = true;
+            }
+        }
+    }
+
+    /// Applies what the targets of a parallel section reported, in step
+    /// order; returns the first failure (by CPU) after applying everything
+    /// that succeeded, so that rollback sees it.
+    fn apply(
+        &mut self,
+        direction: Direction,
+        rollback: bool,
+        atomic: bool,
+        reports: CpuOutcomes,
+    ) -> Result<(), Error> {
+        let mut first_error = None;
+        for step in self.steps(
+            if atomic {
+                Section::Starting
+            } else {
+                Section::Online
+            },
+            direction,
+        ) {
+            let mut deferred = CpuSet::EMPTY;
+            let mut nanos = 0;
+            let mut ran_any = false;
+            for (cpu, outcomes) in &reports {
+                for (done, outcome) in outcomes {
+                    if *done != step {
+                        continue;
+                    }
+                    match outcome {
+                        Outcome::Deferred => {
+                            deferred.insert(*cpu);
+                        }
+                        Outcome::Ran(result, took) => {
+                            nanos += took;
+                            ran_any = true;
+                            match result {
+                                Ok(()) => self.ran(step, direction, CpuSet::single(*cpu), rollback),
+                                Err(_) if rollback => {
+                                    self.warnings_rollback += 1;
+                                    self.ran(step, direction, CpuSet::single(*cpu), rollback);
+                                }
+                                Err(_) if atomic => {
+                                    // Starting/dying must not fail; go on as Linux does.
+                                    self.warnings_atomic += 1;
+                                    self.ran(step, direction, CpuSet::single(*cpu), rollback);
+                                }
+                                Err(error) => {
+                                    if first_error.is_none() {
+                                        first_error = Some(*error);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if !deferred.is_empty() {
+                self.defer(step, direction, deferred);
+            }
+            if ran_any {
+                self.stage(self.table[step.index()].spec.name, Some(step), nanos);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Runs `section`'s steps for this CPU, stopping at the first failure.
+    fn run_on_cpu(
+        &self,
+        platform: &(impl Platform + ?Sized),
+        cpu: CpuId,
+        section: Section,
+        direction: Direction,
+        rollback: bool,
+    ) -> Vec<(StepId, Outcome)> {
+        let mut outcomes = Vec::new();
+        let cpus = CpuSet::single(cpu);
+        for step in self.steps(section, direction) {
+            if !self.eligible(cpu, step, direction, rollback) {
+                continue;
+            }
+            let entry = &self.table[step.index()];
+            let atomic = section == Section::Starting;
+            if !rollback && !atomic && self.injector.fires(step, direction, cpus) {
+                let error =
+                    step_failed(entry, step, direction, cpus, None, CallbackError::INJECTED);
+                outcomes.push((step, Outcome::Ran(Err(error), 0)));
+                break;
+            }
+            if self.defers(step, rollback) {
+                outcomes.push((step, Outcome::Deferred));
+                continue;
+            }
+            let (result, nanos) =
+                invoke(platform, entry, step, cpus, self.call(direction, rollback));
+            let failed = result.is_err();
+            outcomes.push((step, Outcome::Ran(result, nanos)));
+            if failed && !rollback && !atomic {
+                break;
+            }
+        }
+        outcomes
+    }
+}
+
+impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
+    /// Brings `cpu` online with the current engine.
+    ///
+    /// On failure the CPU is offline again, every step as before, and the
+    /// error names the failing step.
+    pub fn online(&self, cpu: CpuId) -> Result<Report, Error> {
+        self.reconfigure(cpu_set(cpu)?, Direction::Up)
+    }
+
+    /// Takes `cpu` offline with the current engine. Refused for the last
+    /// online CPU. On failure the CPU is online again, every step as before.
+    pub fn offline(&self, cpu: CpuId) -> Result<Report, Error> {
+        self.reconfigure(cpu_set(cpu)?, Direction::Down)
+    }
+
+    /// Brings every CPU of `cpus` online: one by one with `classic`, in one
+    /// bulk operation with `bolt`. All or nothing: on failure every CPU of
+    /// the set is offline again.
+    pub fn online_many(&self, cpus: CpuSet) -> Result<Report, Error> {
+        self.reconfigure(cpus, Direction::Up)
+    }
+
+    /// Takes every CPU of `cpus` offline (see [`online_many`](Self::online_many)).
+    pub fn offline_many(&self, cpus: CpuSet) -> Result<Report, Error> {
+        self.reconfigure(cpus, Direction::Down)
+    }
+
+    fn reconfigure(&self, cpus: CpuSet, direction: Direction) -> Result<Report, Error> {
+        let _ops = self.ops.lock();
+        let start = self.platform.now_ns();
+        let engine = {
+            let inner = self.inner.lock();
+            if cpus.is_empty() {
+                return Err(Error::EmptySet);
+            }
+            if let Some(cpu) = cpus.difference(&inner.possible).first() {
+                return Err(Error::NoSuchCpu(cpu));
+            }
+            match direction {
+                Direction::Up => {
+                    if let Some(cpu) = cpus.intersection(&inner.online).first() {
+                        return Err(Error::AlreadyOnline(cpu));
+                    }
+                }
+                Direction::Down => {
+                    if let Some(cpu) = cpus.difference(&inner.online).first() {
+                        return Err(Error::AlreadyOffline(cpu));
+                    }
+                    if inner.online.difference(&cpus).is_empty() {
+                        return Err(Error::LastCpu);
+                    }
+                }
+            }
+            inner.engine
+        };
+        let mut report = match engine {
+            Engine::Bolt => self.transition(cpus, direction, engine, false)?,
+            Engine::Classic => {
+                let mut total = Report {
+                    engine,
+                    direction,
+                    cpus,
+                    nanos: 0,
+                    stages: Vec::new(),
+                    deferred: 0,
+                    cancelled: 0,
+                };
+                let mut done: Vec<CpuId> = Vec::new();
+                for cpu in cpus {
+                    match self.transition(CpuSet::single(cpu), direction, engine, false) {
+                        Ok(one) => {
+                            merge(&mut total, one);
+                            done.push(cpu);
+                        }
+                        Err(error) => {
+                            for earlier in done.into_iter().rev() {
+                                let undo = self.transition(
+                                    CpuSet::single(earlier),
+                                    direction.reverse(),
+                                    engine,
+                                    true,
+                                );
+                                if undo.is_err() {
+                                    self.inner.lock().warnings.rollback_failures += 1;
+                                }
+                            }
+                            return Err(error);
+                        }
+                    }
+                }
+                total
+            }
+        };
+        report.nanos = self.platform.now_ns().saturating_sub(start);
+        Ok(report)
+    }
+
+    /// Moves `targets` (all in the right state) through every section.
+    /// With `rollback`, nothing is injected or deferred and failures are
+    /// counted and passed over.
+    fn transition(
+        &self,
+        targets: CpuSet,
+        direction: Direction,
+        engine: Engine,
+        rollback: bool,
+    ) -> Result<Report, Error> {
+        let cancelled = self.cancel_deferred(targets);
+        let (table, states, online, armed) = {
+            let inner = self.inner.lock();
+            let armed = if rollback { None } else { inner.armed };
+            (
+                inner.table.clone(),
+                inner.states.clone(),
+                inner.online,
+                armed,
+            )
+        };
+        let touched = vec![vec![false; table.len()]; states.len()];
+        let mut walk = Walk {
+            table: &table,
+            targets,
+            engine,
+            injector: Injector::new(armed),
+            states: states.clone(),
+            touched,
+            online,
+            jobs: Vec::new(),
+            stages: Vec::new(),
+            warnings_atomic: 0,
+            warnings_rollback: 0,
+        };
+        let sections = match direction {
+            Direction::Up => [Section::Prepare, Section::Starting, Section::Online],
+            Direction::Down => [Section::Online, Section::Starting, Section::Prepare],
+        };
+        let mut entered = 0;
+        let mut failure = None;
+        for section in sections {
+            entered += 1;
+            if let Err(error) = self.run_section(&mut walk, section, direction, rollback) {
+                failure = Some(error);
+                break;
+            }
+        }
+        if let Some(error) = failure {
+            for section in sections[..entered].iter().rev() {
+                // Rolling back never fails: refusals are counted in `walk`.
+                let _ = self.run_section(&mut walk, *section, direction.reverse(), true);
+            }
+            {
+                let mut inner = self.inner.lock();
+                for cpu in targets {
+                    inner.states[cpu.index()] = states[cpu.index()].clone();
+                }
+                inner.warnings.atomic_failures += walk.warnings_atomic;
+                inner.warnings.rollback_failures += walk.warnings_rollback;
+                if walk.injector.has_fired() {
+                    inner.armed = None;
+                }
+            }
+            self.requeue(cancelled);
+            return Err(error);
+        }
+        let deferred = walk.jobs.len();
+        {
+            let mut inner = self.inner.lock();
+            for cpu in targets {
+                inner.states[cpu.index()] = core::mem::take(&mut walk.states[cpu.index()]);
+            }
+            inner.online = walk.online;
+            inner.warnings.atomic_failures += walk.warnings_atomic;
+            inner.warnings.rollback_failures += walk.warnings_rollback;
+            if walk.injector.has_fired() {
+                inner.armed = None;
+            }
+            for stage in &walk.stages {
+                if let Some(step) = stage.step {
+                    let time = &mut inner.times[step.index()];
+                    match direction {
+                        Direction::Up => {
+                            time.startup_nanos = Some(stage.nanos);
+                            time.startup_deferred = false;
+                        }
+                        Direction::Down => {
+                            time.teardown_nanos = Some(stage.nanos);
+                            time.teardown_deferred = false;
+                        }
+                    }
+                }
+            }
+            inner.queue.extend(walk.jobs.iter().copied());
+        }
+        if deferred > 0 {
+            self.platform.kick_deferred();
+        }
+        Ok(Report {
+            engine,
+            direction,
+            cpus: targets,
+            nanos: 0,
+            stages: walk.stages,
+            deferred,
+            cancelled: Self::pairs(&cancelled),
+        })
+    }
+
+    fn run_section(
+        &self,
+        walk: &mut Walk<'_>,
+        section: Section,
+        direction: Direction,
+        rollback: bool,
+    ) -> Result<(), Error> {
+        match section {
+            Section::Prepare => self.run_prepare(walk, direction, rollback),
+            Section::Starting => {
+                self.run_starting(walk, direction, rollback);
+                Ok(())
+            }
+            Section::Online => {
+                let reports = self.run_parallel(walk, Section::Online, direction, rollback);
+                walk.apply(direction, rollback, false, reports)
+            }
+        }
+    }
+
+    /// `Prepare` steps run on the controlling CPU, once per step with every
+    /// target that needs it (a singleton unless `bolt` does a bulk operation).
+    fn run_prepare(
+        &self,
+        walk: &mut Walk<'_>,
+        direction: Direction,
+        rollback: bool,
+    ) -> Result<(), Error> {
+        for step in walk.steps(Section::Prepare, direction) {
+            let cpus: CpuSet = walk
+                .targets
+                .iter()
+                .filter(|cpu| walk.eligible(*cpu, step, direction, rollback))
+                .collect();
+            if cpus.is_empty() {
+                continue;
+            }
+            let entry = &walk.table[step.index()];
+            if !rollback && walk.injector.fires(step, direction, cpus) {
+                return Err(step_failed(
+                    entry,
+                    step,
+                    direction,
+                    cpus,
+                    None,
+                    CallbackError::INJECTED,
+                ));
+            }
+            if walk.defers(step, rollback) {
+                walk.defer(step, direction, cpus);
+                continue;
+            }
+            let (result, nanos) = invoke(
+                &self.platform,
+                entry,
+                step,
+                cpus,
+                walk.call(direction, rollback),
+            );
+            walk.stage(entry.spec.name, Some(step), nanos);
+            match result {
+                Ok(()) => walk.ran(step, direction, cpus, rollback),
+                Err(_) if rollback => {
+                    walk.warnings_rollback += 1;
+                    walk.ran(step, direction, cpus, rollback);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Power, grace period, and the stop-machine in which every target runs
+    /// its `Starting` steps in parallel.
+    fn run_starting(&self, walk: &mut Walk<'_>, direction: Direction, rollback: bool) {
+        let targets = walk.targets;
+        if direction == Direction::Up {
+            let start = self.platform.now_ns();
+            targets.iter().for_each(|cpu| self.platform.power_on(cpu));
+            walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
+        } else {
+            // Readers that saw the CPU as usable must be done before it stops.
+            let start = self.platform.now_ns();
+            self.platform.synchronize_grace_period();
+            walk.stage(
+                "grace-period",
+                None,
+                self.platform.now_ns().saturating_sub(start),
+            );
+        }
+        let start = self.platform.now_ns();
+        let reports = self.stop_machine_section(walk, direction, rollback);
+        walk.stage(
+            "stop-machine",
+            None,
+            self.platform.now_ns().saturating_sub(start),
+        );
+        // Starting steps cannot fail, so there is never an error to return.
+        let _ = walk.apply(direction, rollback, true, reports);
+        match direction {
+            Direction::Up => walk.online = walk.online.union(&targets),
+            Direction::Down => {
+                walk.online = walk.online.difference(&targets);
+                let start = self.platform.now_ns();
+                targets.iter().for_each(|cpu| self.platform.power_off(cpu));
+                walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
+            }
+        }
+    }
+
+    fn stop_machine_section(
+        &self,
+        walk: &Walk<'_>,
+        direction: Direction,
+        rollback: bool,
+    ) -> CpuOutcomes {
+        let reports: Mutex<R, CpuOutcomes> = Mutex::new(Vec::new());
+        let work = |cpu: CpuId| {
+            let outcomes =
+                walk.run_on_cpu(&self.platform, cpu, Section::Starting, direction, rollback);
+            reports.lock().push((cpu, outcomes));
+        };
+        self.platform.stop_machine(walk.targets, &work);
+        sorted(reports.into_inner())
+    }
+
+    /// `Online` steps on every target's hotplug thread (in parallel when
+    /// the platform can).
+    fn run_parallel(
+        &self,
+        walk: &Walk<'_>,
+        section: Section,
+        direction: Direction,
+        rollback: bool,
+    ) -> CpuOutcomes {
+        let reports: Mutex<R, CpuOutcomes> = Mutex::new(Vec::new());
+        let needed: CpuSet = walk
+            .targets
+            .iter()
+            .filter(|cpu| {
+                walk.steps(section, direction)
+                    .iter()
+                    .any(|step| walk.eligible(*cpu, *step, direction, rollback))
+            })
+            .collect();
+        if needed.is_empty() {
+            return Vec::new();
+        }
+        let work = |cpu: CpuId| {
+            let outcomes = walk.run_on_cpu(&self.platform, cpu, section, direction, rollback);
+            reports.lock().push((cpu, outcomes));
+        };
+        if needed.len() == 1 {
+            self.platform
+                .run_on(needed.first().unwrap_or(CpuId(0)), &work);
+        } else {
+            self.platform.run_on_each(needed, &work);
+        }
+        sorted(reports.into_inner())
+    }
+}
+
+fn sorted(mut reports: CpuOutcomes) -> CpuOutcomes {
+    reports.sort_by_key(|(cpu, _)| *cpu);
+    reports
+}
+
+fn cpu_set(cpu: CpuId) -> Result<CpuSet, Error> {
+    let set = CpuSet::single(cpu);
+    if set.is_empty() {
+        Err(Error::NoSuchCpu(cpu))
+    } else {
+        Ok(set)
+    }
+}
+
+fn merge(total: &mut Report, one: Report) {
+    for stage in one.stages {
+        match total
+            .stages
+            .iter_mut()
+            .find(|s| s.name == stage.name && s.step == stage.step)
+        {
+            Some(existing) => existing.nanos += stage.nanos,
+            None => total.stages.push(stage),
+        }
+    }
+    total.deferred += one.deferred;
+    total.cancelled += one.cancelled;
+}

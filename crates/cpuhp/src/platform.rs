@@ -1,0 +1,68 @@
+//! What the engine needs from the machine it runs on.
+
+use crate::cpu::{CpuId, CpuSet};
+
+/// Services the machine provides to the engine.
+///
+/// The engine is pure: every cross-CPU action, every wait and every clock
+/// read goes through this trait. Every method that takes `work` runs it and
+/// returns only when all of it has finished. Work given to the platform never
+/// blocks on the engine, so the platform may run it on any thread it likes.
+///
+/// ```
+/// use hotkern_cpuhp::{CpuId, CpuSet, Platform};
+/// /// Runs everything on the calling thread; enough for single-threaded tests.
+/// struct Inline;
+/// impl Platform for Inline {
+///     fn now_ns(&self) -> u64 { 0 }
+///     fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) { work(cpu) }
+///     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+///         cpus.iter().for_each(|cpu| work(cpu))
+///     }
+///     fn synchronize_grace_period(&self) {}
+/// }
+/// ```
+pub trait Platform: Sync {
+    /// Monotonic time in nanoseconds (for per-step timing).
+    fn now_ns(&self) -> u64;
+
+    /// Runs `work(cpu)` on `cpu`'s hotplug thread and waits for it.
+    /// Used for `Online` steps, while `cpu` is online.
+    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync));
+
+    /// Runs `work(cpu)` on the hotplug thread of every CPU in `cpus`, in
+    /// parallel if the platform can, and waits for all. The default runs them
+    /// one after the other with [`run_on`](Platform::run_on).
+    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        for cpu in cpus {
+            self.run_on(cpu, work);
+        }
+    }
+
+    /// Stops every running CPU, runs `work(cpu)` on each CPU of `cpus` in
+    /// parallel while the others wait with interrupts off, then resumes them.
+    /// On the way up the targets are powered on but not yet in the online
+    /// mask; on the way down they are still online.
+    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync));
+
+    /// Waits for a grace period: every CPU has passed a quiescent state.
+    fn synchronize_grace_period(&self);
+
+    /// Starts `cpu` executing (between the `Prepare` and `Starting` steps of
+    /// a bring-up). Default: nothing.
+    fn power_on(&self, cpu: CpuId) {
+        let _ = cpu;
+    }
+
+    /// Stops `cpu` for good (after its `Starting` steps were torn down).
+    /// Default: nothing.
+    fn power_off(&self, cpu: CpuId) {
+        let _ = cpu;
+    }
+
+    /// Deferred work is pending: arrange for
+    /// [`Hotplug::run_deferred`](crate::Hotplug::run_deferred) to be called
+    /// soon on a worker thread. Called with no engine lock held. Default:
+    /// nothing, so work waits for [`Hotplug::flush_deferred`](crate::Hotplug::flush_deferred).
+    fn kick_deferred(&self) {}
+}
