@@ -4,3 +4,4 @@ extern crate alloc;
 
 pub mod filter;
 pub mod glob;
+pub mod trigger;

@@ -1,0 +1,248 @@
+//! Event triggers: actions run when an event is hit, as written to
+//! ftrace's `events/<system>/<event>/trigger` file.
+//!
+//! `traceon`, `traceoff`, `snapshot`, `stacktrace`,
+//! `enable_event:<system>:<event>`, `disable_event:<system>:<event>`, each
+//! with an optional `:count` and `if <filter>`; and
+//! `hist:keys=…[:vals=…][:sort=…][:size=N][:pause]` with its own filter.
+//! A [`TriggerSet`] holds an event's triggers; the tracer calls
+//! [`TriggerSet::fire`] when the event is hit and the set calls back into
+//! the tracer through [`TriggerActions`].
+//!
+//! ```
+//! use hotkern_trace::filter::FieldSpec;
+//! use hotkern_trace::trigger::{TriggerActions, TriggerSet};
+//!
+//! #[derive(Default)]
+//! struct Switch { on: bool }
+//! impl TriggerActions for Switch {
+//!     fn tracing_on(&self) -> bool { self.on }
+//!     fn set_tracing_on(&mut self, on: bool) { self.on = on; }
+//!     fn snapshot(&mut self) {}
+//!     fn stacktrace(&mut self, _cpu: u32) {}
+//!     fn event_enabled(&self, _: &str, _: &str) -> bool { false }
+//!     fn set_event_enabled(&mut self, _: &str, _: &str, _: bool) {}
+//! }
+//!
+//! let fields = [FieldSpec::signed("pid", 8, 4)];
+//! let mut set = TriggerSet::default();
+//! set.write("traceon:1 if pid == 7", &fields, &|_, _| true).unwrap();
+//! let mut tracer = Switch::default();
+//! let mut payload = [0u8; 12];
+//! payload[8..].copy_from_slice(&7i32.to_ne_bytes());
+//! set.fire(&payload, 0, &mut tracer);
+//! assert!(tracer.on);
+//! assert_eq!(set.to_string(), "traceon:count=0 if pid == 7\n");
+//! ```
+
+mod command;
+mod error;
+pub mod hist;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+
+pub use command::{parse_trigger, TriggerCommand, TriggerLine, TriggerSpec, AVAILABLE_TRIGGERS};
+pub use error::TriggerError;
+use hist::HistTable;
+
+use crate::filter::FieldSpec;
+
+/// What triggers can do to the tracer.
+pub trait TriggerActions {
+    /// Whether the tracing switch (`tracing_on`) is on.
+    fn tracing_on(&self) -> bool;
+    /// Flips the tracing switch.
+    fn set_tracing_on(&mut self, on: bool);
+    /// Swaps the live buffer with the snapshot buffer.
+    fn snapshot(&mut self);
+    /// Records the current call stack into the buffer of `cpu`.
+    fn stacktrace(&mut self, cpu: u32);
+    /// Whether an event is enabled.
+    fn event_enabled(&self, system: &str, event: &str) -> bool;
+    /// Enables or disables an event.
+    fn set_event_enabled(&mut self, system: &str, event: &str, enabled: bool);
+}
+
+#[derive(Debug, Clone)]
+struct Installed {
+    spec: TriggerSpec,
+    hist: HistTable,
+    paused: bool,
+}
+
+/// The triggers of one event.
+#[derive(Debug, Clone, Default)]
+pub struct TriggerSet {
+    triggers: Vec<Installed>,
+}
+
+impl TriggerSet {
+    /// Applies one write to the `trigger` file: adds a trigger, or removes
+    /// one with `!command`. On error nothing changes.
+    pub fn write(
+        &mut self,
+        text: &str,
+        fields: &[FieldSpec],
+        event_exists: &dyn Fn(&str, &str) -> bool,
+    ) -> Result<(), TriggerError> {
+        let line = parse_trigger(text, fields, event_exists)?;
+        let existing = self
+            .triggers
+            .iter()
+            .position(|t| t.spec.command.same_slot(&line.spec.command));
+        match (line.remove, existing) {
+            (true, Some(index)) => {
+                self.triggers.remove(index);
+                Ok(())
+            }
+            (true, None) => Err(TriggerError::NotFound),
+            (false, Some(_)) => Err(TriggerError::Exists),
+            (false, None) => {
+                let paused = matches!(&line.spec.command, TriggerCommand::Hist(h) if h.paused);
+                self.triggers.push(Installed {
+                    spec: line.spec,
+                    hist: HistTable::default(),
+                    paused,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes every trigger.
+    pub fn clear(&mut self) {
+        self.triggers.clear();
+    }
+
+    /// Number of triggers set.
+    pub fn len(&self) -> usize {
+        self.triggers.len()
+    }
+
+    /// True if no trigger is set.
+    pub fn is_empty(&self) -> bool {
+        self.triggers.is_empty()
+    }
+
+    /// True if a trigger targets `system:event` with enable/disable_event.
+    pub fn targets(&self, system: &str, event: &str) -> bool {
+        self.triggers.iter().any(|t| {
+            matches!(&t.spec.command,
+                TriggerCommand::EnableEvent { system: s, event: e }
+                | TriggerCommand::DisableEvent { system: s, event: e } if s == system && e == event)
+        })
+    }
+
+    /// Runs the triggers for one hit of the event (`payload` as recorded on `cpu`).
+    pub fn fire(&mut self, payload: &[u8], cpu: u32, actions: &mut dyn TriggerActions) {
+        for trigger in &mut self.triggers {
+            if let Some(filter) = &trigger.spec.filter {
+                if !filter.matches_on(payload, cpu) {
+                    continue;
+                }
+            }
+            // As in ftrace, a counted trigger only spends a count when it
+            // changes something: traceon while tracing is on is a no-op.
+            let effective = match &trigger.spec.command {
+                TriggerCommand::TraceOn => !actions.tracing_on(),
+                TriggerCommand::TraceOff => actions.tracing_on(),
+                TriggerCommand::EnableEvent { system, event } => !actions.event_enabled(system, event),
+                TriggerCommand::DisableEvent { system, event } => actions.event_enabled(system, event),
+                TriggerCommand::Snapshot | TriggerCommand::StackTrace => true,
+                TriggerCommand::Hist(spec) => {
+                    if !trigger.paused {
+                        trigger.hist.record(spec, payload);
+                    }
+                    continue;
+                }
+            };
+            if !effective || trigger.spec.count == Some(0) {
+                continue;
+            }
+            if let Some(count) = trigger.spec.count.as_mut() {
+                *count -= 1;
+            }
+            match &trigger.spec.command {
+                TriggerCommand::TraceOn => actions.set_tracing_on(true),
+                TriggerCommand::TraceOff => actions.set_tracing_on(false),
+                TriggerCommand::Snapshot => actions.snapshot(),
+                TriggerCommand::StackTrace => actions.stacktrace(cpu),
+                TriggerCommand::EnableEvent { system, event } => actions.set_event_enabled(system, event, true),
+                TriggerCommand::DisableEvent { system, event } => actions.set_event_enabled(system, event, false),
+                TriggerCommand::Hist(_) => {}
+            }
+        }
+    }
+
+    /// The `hist` file of the event: every hist trigger's table.
+    pub fn hist_text(&self) -> String {
+        let mut out = String::new();
+        for trigger in &self.triggers {
+            if let TriggerCommand::Hist(spec) = &trigger.spec.command {
+                if !out.is_empty() {
+                    out.push_str("\n\n");
+                }
+                let mut info = String::new();
+                let _ = write_trigger(&mut info, trigger);
+                let _ = trigger.hist.write(spec, info.trim_end(), &mut out);
+            }
+        }
+        out
+    }
+
+    /// The hist table of the first hist trigger, if any.
+    pub fn hist_table(&self) -> Option<&HistTable> {
+        self.triggers.iter().find_map(|t| match t.spec.command {
+            TriggerCommand::Hist(_) => Some(&t.hist),
+            _ => None,
+        })
+    }
+}
+
+fn write_trigger(out: &mut impl Write, trigger: &Installed) -> fmt::Result {
+    match &trigger.spec.command {
+        TriggerCommand::Hist(spec) => {
+            spec.write_spec(out)?;
+            if let Some(filter) = &trigger.spec.filter {
+                write!(out, " if {}", filter.text())?;
+            }
+            let state = if trigger.paused { "paused" } else { "active" };
+            writeln!(out, " [{state}]")
+        }
+        command => {
+            out.write_str(command.name())?;
+            if let TriggerCommand::EnableEvent { system, event } | TriggerCommand::DisableEvent { system, event } =
+                command
+            {
+                write!(out, ":{system}:{event}")?;
+            }
+            match trigger.spec.count {
+                None => out.write_str(":unlimited")?,
+                Some(count) => write!(out, ":count={count}")?,
+            }
+            if let Some(filter) = &trigger.spec.filter {
+                write!(out, " if {}", filter.text())?;
+            }
+            out.write_char('\n')
+        }
+    }
+}
+
+impl fmt::Display for TriggerSet {
+    /// The `trigger` file: one line per trigger, or ftrace's list of
+    /// available commands when none is set.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.triggers.is_empty() {
+            return writeln!(f, "# Available triggers:\n# {AVAILABLE_TRIGGERS}");
+        }
+        for trigger in &self.triggers {
+            write_trigger(f, trigger)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
