@@ -1,3 +1,102 @@
-//! Hotpluggable physical memory segments (NetBSD `uvm_hotplug(9)`, done better).
+//! Hotpluggable physical memory segments: NetBSD's `uvm_hotplug(9)`, done
+//! better.
+//!
+//! A [`Physmem`] holds segments of page frames and one page descriptor per
+//! frame (the kernel's own type, see [`Page`]). Its life cycle follows
+//! NetBSD's boot:
+//!
+//! 1. **Boot**: [`Physmem::new`] allocates nothing (it can be a `static`);
+//!    [`Physmem::physload`] records memory in fixed storage of `BOOT` slots,
+//!    and [`Physmem::physunload`] / [`Physmem::physunload_force`] steal pages
+//!    from it, all without a heap.
+//! 2. **Page init** ([`Physmem::init_pages`], the "init dance"): one slab of
+//!    descriptors for every boot segment; records move to the heap; readers
+//!    start seeing segments.
+//! 3. **Running**: [`Physmem::plug`] and [`Physmem::unplug`] (whole, front,
+//!    back or middle) at any time. Lookups ([`ReadGuard::find`],
+//!    [`ReadGuard::page`], iteration) take no lock and run concurrently with
+//!    writes; unplugged descriptors are reclaimed once no reader can see them
+//!    ([`epoch`]). Descriptor arrays are carved from slabs by an [`extent`]
+//!    allocator; freed space is reused before a new slab is allocated, and an
+//!    emptied slab is freed.
+//!
+//! Every operation validates before it changes anything and returns a
+//! [`PhysmemError`], leaving the state as it was. [`SegmentHandle`]s stay
+//! valid across other segments' changes and become detectably stale when
+//! their segment is gone.
+//!
+//! ```
+//! use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError};
+//!
+//! let mem: Physmem<BasicPage> = Physmem::new();
+//! // Boot: two segments, the second loaded first (out of order).
+//! let high = mem.physload(Pfn(0x200), Pfn(0x300), Pfn(0x200), Pfn(0x300), FreeList(0))?;
+//! let low = mem.physload(Pfn(0x100), Pfn(0x180), Pfn(0x110), Pfn(0x180), FreeList(1))?;
+//! mem.init_pages()?;
+//!
+//! // Hotplug more, then take a hole out of the middle of it.
+//! let plugged = mem.plug(Pfn(0x1000), PageCount(64))?;
+//! mem.unplug(Pfn(0x1010), PageCount(16))?;
+//! assert_eq!(mem.plug(Pfn(0x1020), PageCount(1)), Err(PhysmemError::Overlap {
+//!     existing_start: Pfn(0x1020), existing_end: Pfn(0x1040) }));
+//!
+//! let guard = mem.read(); // lock-free from here
+//! let (handle, offset) = guard.find(Pfn(0x250)).unwrap();
+//! assert_eq!((handle, offset), (high, PageCount(0x50)));
+//! assert_eq!(guard.page(Pfn(0x250)).unwrap().phys_addr, Pfn(0x250).phys_addr());
+//! let starts: Vec<u64> = guard.segments().map(|s| s.start().0).collect();
+//! assert_eq!(starts, [0x100, 0x200, 0x1000, 0x1020]);
+//! assert_eq!(guard.segment(plugged)?.end(), Pfn(0x1010)); // names the lower half
+//! assert_eq!(guard.segment(low)?.avail_start(), Pfn(0x110));
+//! assert_eq!(guard.highest_frame(), Some(Pfn(0x103f)));
+//! # Ok::<(), PhysmemError>(())
+//! ```
+//!
+//! Walking every frame of every segment, e.g. to fill page caches:
+//!
+//! ```
+//! use hotkern_physmem::{BasicPage, PageCount, Pfn, Physmem};
+//!
+//! let mem: Physmem<BasicPage> = Physmem::initialized();
+//! mem.plug(Pfn(16), PageCount(4)).unwrap();
+//! mem.plug(Pfn(64), PageCount(2)).unwrap();
+//! let guard = mem.read();
+//! let mut frames = Vec::new();
+//! for segment in guard.segments() {
+//!     for (pfn, page) in segment.frames().zip(segment.pages()) {
+//!         assert_eq!(page.phys_addr, Pfn(pfn).phys_addr());
+//!         frames.push(pfn);
+//!     }
+//! }
+//! assert_eq!(frames, [16, 17, 18, 19, 64, 65]);
+//! ```
+//!
+//! The NetBSD designs are kept as [`baseline`]s behind the same
+//! [`PhysSegments`] trait, for tests and benchmarks.
 #![no_std]
+#![warn(missing_docs)]
 extern crate alloc;
+
+pub mod baseline;
+pub mod epoch;
+mod error;
+pub mod extent;
+mod index;
+mod page;
+mod physmem;
+mod read;
+mod segments;
+mod slab;
+mod sync;
+mod table;
+mod types;
+
+pub use error::PhysmemError;
+pub use page::{BasicPage, Page};
+pub use physmem::{DefaultRawMutex, Physmem, DEFAULT_BOOT_SEGMENTS};
+pub use read::{ReadGuard, Segment, Segments};
+pub use segments::PhysSegments;
+pub use types::{
+    FreeList, PageCount, Pfn, PhysAddr, SegmentHandle, SegmentInfo, PAGE_SHIFT, PAGE_SIZE,
+    PFN_LIMIT,
+};

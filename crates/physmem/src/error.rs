@@ -1,0 +1,86 @@
+//! Every way an operation can be refused. A refused operation changes nothing.
+
+use core::fmt;
+
+use crate::types::{Pfn, PageCount};
+
+/// Why a physmem operation was refused; the state is exactly as before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PhysmemError {
+    /// `npages` was zero.
+    ZeroPages,
+    /// The range is empty, reversed, past [`PFN_LIMIT`](crate::PFN_LIMIT), or
+    /// its avail range is not inside it.
+    InvalidRange {
+        /// First frame asked for.
+        start: Pfn,
+        /// One past the last frame asked for.
+        end: Pfn,
+    },
+    /// Some frame of the range is already in a segment.
+    Overlap {
+        /// The existing segment's first frame.
+        existing_start: Pfn,
+        /// One past the existing segment's last frame.
+        existing_end: Pfn,
+    },
+    /// The unplug range does not lie inside one segment.
+    NotInOneSegment {
+        /// First frame asked for.
+        pfn: Pfn,
+        /// Pages asked for.
+        npages: PageCount,
+    },
+    /// The operation would remove the only segment left.
+    LastSegment,
+    /// The fixed boot-time storage (or a fixed-capacity table) is full.
+    StorageFull,
+    /// The page descriptor array could not be allocated.
+    DescriptorAllocation,
+    /// The handle's segment is gone.
+    StaleHandle,
+    /// `physunload`: the segment's free list is not the one asked for.
+    FreeListMismatch,
+    /// `physunload`: neither end of the avail range is at the segment's edge.
+    NoPageAtEnds,
+    /// `physunload_force`: the avail range is empty.
+    NoAvailablePages,
+    /// `init_pages` was called twice.
+    AlreadyInitialized,
+}
+
+impl fmt::Display for PhysmemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PhysmemError::ZeroPages => write!(f, "zero pages requested"),
+            PhysmemError::InvalidRange { start, end } => {
+                write!(f, "invalid range [{}, {})", start.0, end.0)
+            }
+            PhysmemError::Overlap {
+                existing_start,
+                existing_end,
+            } => write!(
+                f,
+                "range overlaps the segment [{}, {})",
+                existing_start.0, existing_end.0
+            ),
+            PhysmemError::NotInOneSegment { pfn, npages } => write!(
+                f,
+                "{} from {} do not lie inside one segment",
+                npages, pfn
+            ),
+            PhysmemError::LastSegment => write!(f, "cannot remove the last segment"),
+            PhysmemError::StorageFull => write!(f, "segment storage is full"),
+            PhysmemError::DescriptorAllocation => {
+                write!(f, "page descriptors could not be allocated")
+            }
+            PhysmemError::StaleHandle => write!(f, "the handle's segment is gone"),
+            PhysmemError::FreeListMismatch => write!(f, "segment is on another free list"),
+            PhysmemError::NoPageAtEnds => {
+                write!(f, "no available page at either end of the segment")
+            }
+            PhysmemError::NoAvailablePages => write!(f, "segment has no available pages"),
+            PhysmemError::AlreadyInitialized => write!(f, "page descriptors already initialised"),
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The published index: an immutable snapshot of all segments that readers
+//! search without locks. A write builds a new one and retires the old.
+//!
+//! Lookup is direct-indexed, so its cost does not grow with fragmentation:
+//! the frame number picks a *section* (2^15 frames, 128 MiB, as Linux's
+//! SPARSEMEM), the section picks a *block* of its own size, and the block
+//! names the first run (segment) that can hold any of its frames. Each
+//! section chooses its block size so that at most [`MAX_SCAN`] runs are
+//! looked at, so a lookup is three dependent loads and a short scan whether
+//! there are 32 segments or 80,000. Sections with one run have one block.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::sync::{AtomicU64, Ordering};
+use crate::types::{FreeList, SegmentHandle};
+
+/// log2 of frames per section, unless the address span needs larger ones.
+pub(crate) const SECTION_SHIFT: u32 = 15;
+/// Most sections in a table; wider spans get larger sections.
+const MAX_SECTIONS: u64 = 1 << 20;
+/// Most runs one lookup examines.
+pub(crate) const MAX_SCAN: usize = 2;
+
+/// One segment as lookups see it; the hot part, 32 bytes.
+pub(crate) struct Run<P> {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// The descriptor of `start`.
+    pub(crate) pages: *const P,
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+}
+
+/// The rest of a segment's attributes, read by getters.
+pub(crate) struct Detail {
+    pub(crate) avail_start: u64,
+    pub(crate) avail_end: u64,
+    pub(crate) free_list: FreeList,
+    pub(crate) start_hint: AtomicU64,
+}
+
+#[derive(Clone, Copy)]
+struct Section {
+    first_block: u32,
+    block_shift: u32,
+}
+
+/// What a write hands to [`Index::build`] for each segment.
+pub(crate) struct Entry<P> {
+    pub(crate) run: Run<P>,
+    pub(crate) avail_start: u64,
+    pub(crate) avail_end: u64,
+    pub(crate) free_list: FreeList,
+    pub(crate) start_hint: u64,
+}
+
+pub(crate) struct Index<P> {
+    shift: u32,
+    base: u64,
+    sections: Box<[Section]>,
+    blocks: Box<[u32]>,
+    /// Sorted by start, followed by a sentinel that ends every scan.
+    runs: Box<[Run<P>]>,
+    details: Box<[Detail]>,
+    /// Slot → run index, `u32::MAX` when the slot is free.
+    slot_runs: Box<[u32]>,
+}
+
+// SAFETY: the raw descriptor pointers are shared references to `P`s that the
+// index's owner keeps alive; an index is only read once published.
+unsafe impl<P: Sync> Send for Index<P> {}
+unsafe impl<P: Sync> Sync for Index<P> {}
+
+const NO_RUN: u32 = u32::MAX;
+
+impl<P> Index<P> {
+    /// Builds the index of `entries`, sorted by start and disjoint.
+    pub(crate) fn build(entries: Vec<Entry<P>>, slot_count: usize) -> Self {
+        let count = entries.len();
+        let mut runs = Vec::with_capacity(count + 1);
+        let mut details = Vec::with_capacity(count);
+        let mut slot_runs = vec![NO_RUN; slot_count];
+        for (i, entry) in entries.into_iter().enumerate() {
+            slot_runs[entry.run.slot as usize] = i as u32;
+            details.push(Detail {
+                avail_start: entry.avail_start,
+                avail_end: entry.avail_end,
+                free_list: entry.free_list,
+                start_hint: AtomicU64::new(entry.start_hint),
+            });
+            runs.push(entry.run);
+        }
+        let (shift, base, sections, blocks) = Self::tables(&runs);
+        runs.push(Run {
+            start: u64::MAX,
+            end: u64::MAX,
+            pages: core::ptr::null(),
+            slot: NO_RUN,
+            generation: 0,
+        });
+        Index {
+            shift,
+            base,
+            sections: sections.into_boxed_slice(),
+            blocks: blocks.into_boxed_slice(),
+            runs: runs.into_boxed_slice(),
+            details: details.into_boxed_slice(),
+            slot_runs: slot_runs.into_boxed_slice(),
+        }
+    }
+
+    fn tables(runs: &[Run<P>]) -> (u32, u64, Vec<Section>, Vec<u32>) {
+        let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
+            return (SECTION_SHIFT, 0, Vec::new(), Vec::new());
+        };
+        let (low, high) = (first.start, last.end - 1);
+        let mut shift = SECTION_SHIFT;
+        while (high >> shift) - (low >> shift) + 1 > MAX_SECTIONS {
+            shift += 1;
+        }
+        let base = low >> shift;
+        let section_count = (high >> shift) - base + 1;
+        let mut sections = Vec::with_capacity(section_count as usize);
+        let mut blocks = Vec::new();
+        let mut first = 0;
+        for s in 0..section_count {
+            let section_start = (base + s) << shift;
+            let section_end = section_start + (1 << shift);
+            while first < runs.len() && runs[first].end <= section_start {
+                first += 1;
+            }
+            let mut last = first;
+            while last < runs.len() && runs[last].start < section_end {
+                last += 1;
+            }
+            let inside = &runs[first..last];
+            let block_shift = Self::block_shift(inside, section_start, shift);
+            sections.push(Section {
+                first_block: blocks.len() as u32,
+                block_shift,
+            });
+            let mut run = first;
+            for block in 0..1u64 << (shift - block_shift) {
+                let block_start = section_start + (block << block_shift);
+                while run < runs.len() && runs[run].end <= block_start {
+                    run += 1;
+                }
+                blocks.push(run as u32);
+            }
+        }
+        (shift, base, sections, blocks)
+    }
+
+    /// The coarsest block size at which no lookup scans more than
+    /// [`MAX_SCAN`] runs, starting near one block per run.
+    fn block_shift(inside: &[Run<P>], section_start: u64, shift: u32) -> u32 {
+        if inside.len() <= 1 {
+            return shift;
+        }
+        let wanted = (inside.len() as u64).next_power_of_two().trailing_zeros();
+        let mut block_shift = shift.saturating_sub(wanted);
+        while block_shift > 0 && Self::worst_scan(inside, section_start, shift, block_shift) > MAX_SCAN {
+            block_shift -= 1;
+        }
+        block_shift
+    }
+
+    /// Runs examined in the worst case: one plus the most run ends falling
+    /// strictly inside one block (ends are sorted, so equal blocks are adjacent).
+    fn worst_scan(inside: &[Run<P>], section_start: u64, shift: u32, block_shift: u32) -> usize {
+        let section_end = section_start + (1 << shift);
+        let mask = (1u64 << block_shift) - 1;
+        let (mut worst, mut current, mut count) = (0, u64::MAX, 0);
+        for run in inside {
+            let end = run.end;
+            if end <= section_start || end >= section_end || (end - section_start) & mask == 0 {
+                continue;
+            }
+            let block = (end - section_start) >> block_shift;
+            if block == current {
+                count += 1;
+            } else {
+                current = block;
+                count = 1;
+            }
+            worst = worst.max(count);
+        }
+        worst + 1
+    }
+
+    /// The run holding `pfn`: the lookup every reader does.
+    #[inline]
+    pub(crate) fn find(&self, pfn: u64) -> Option<usize> {
+        let section = (pfn >> self.shift).wrapping_sub(self.base);
+        let entry = *self.sections.get(section as usize)?;
+        let offset = pfn & ((1u64 << self.shift) - 1);
+        let block = entry.first_block as usize + (offset >> entry.block_shift) as usize;
+        let mut i = self.blocks[block] as usize;
+        loop {
+            let run = &self.runs[i];
+            if pfn < run.end {
+                return (pfn >= run.start).then_some(i);
+            }
+            i += 1;
+        }
+    }
+
+    /// Alternative measured by the benchmark: binary search over all runs
+    /// (FreeBSD's and vm-memory's lookup).
+    pub(crate) fn find_by_binary_search(&self, pfn: u64) -> Option<usize> {
+        let runs = &self.runs[..self.runs.len() - 1];
+        let after = runs.partition_point(|r| r.start <= pfn);
+        let i = after.checked_sub(1)?;
+        (pfn < runs[i].end).then_some(i)
+    }
+
+    /// Alternative measured by the benchmark: the section table narrows the
+    /// runs to one section's, then binary search among them.
+    pub(crate) fn find_by_section_search(&self, pfn: u64) -> Option<usize> {
+        let section = (pfn >> self.shift).wrapping_sub(self.base) as usize;
+        let entry = *self.sections.get(section)?;
+        let low = self.blocks[entry.first_block as usize] as usize;
+        let high = match self.sections.get(section + 1) {
+            Some(next) => self.blocks[next.first_block as usize] as usize + 1,
+            None => self.runs.len() - 1,
+        }
+        .min(self.runs.len() - 1);
+        let runs = &self.runs[low..high];
+        let after = runs.partition_point(|r| r.start <= pfn);
+        let i = after.checked_sub(1)?;
+        (pfn < runs[i].end).then_some(low + i)
+    }
+
+    /// Number of segments.
+    pub(crate) fn len(&self) -> usize {
+        self.runs.len() - 1
+    }
+
+    pub(crate) fn run(&self, i: usize) -> &Run<P> {
+        &self.runs[i]
+    }
+
+    pub(crate) fn detail(&self, i: usize) -> &Detail {
+        &self.details[i]
+    }
+
+    /// The run a live handle names.
+    pub(crate) fn resolve(&self, handle: SegmentHandle) -> Option<usize> {
+        let i = *self.slot_runs.get(handle.slot as usize)?;
+        if i == NO_RUN || self.runs[i as usize].generation != handle.generation {
+            return None;
+        }
+        Some(i as usize)
+    }
+
+    /// Current start hints by slot, so that a rebuild keeps them.
+    pub(crate) fn start_hint(&self, i: usize) -> u64 {
+        self.details[i].start_hint.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of lookup tables (sections and blocks), for the benchmark.
+    pub(crate) fn table_bytes(&self) -> usize {
+        self.sections.len() * core::mem::size_of::<Section>() + self.blocks.len() * 4
+    }
+}

@@ -1,0 +1,485 @@
+//! [`Physmem`]: the segment set, its writer side and its lifecycle.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::ptr;
+
+use lock_api::{Mutex, RawMutex};
+
+use crate::epoch::{Domain, Retired};
+use crate::error::PhysmemError;
+use crate::index::{Entry, Index, Run};
+use crate::page::Page;
+use crate::read::ReadGuard;
+use crate::slab::Slabs;
+use crate::sync::{AtomicPtr, Ordering};
+use crate::table::{Record, Table};
+use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo, PFN_LIMIT};
+
+/// The writer-side lock used when none is named: a spin lock, which works in
+/// a kernel and in user space alike.
+pub type DefaultRawMutex = spin::Mutex<()>;
+
+/// Boot storage slots when none are named (NetBSD's `VM_PHYSSEG_MAX` is 16–32).
+pub const DEFAULT_BOOT_SEGMENTS: usize = 32;
+
+/// Hotpluggable physical memory: segments of frames with their page
+/// descriptors, looked up without locks.
+///
+/// - `P`: the kernel's page descriptor type.
+/// - `R`: the raw mutex serialising writers (plug, unplug, ...).
+/// - `BOOT`: segments [`physload`](Self::physload) can hold before
+///   [`init_pages`](Self::init_pages), in fixed storage that needs no heap.
+///
+/// See the crate documentation for the life cycle and an example.
+pub struct Physmem<P: Page, R: RawMutex = DefaultRawMutex, const BOOT: usize = DEFAULT_BOOT_SEGMENTS>
+{
+    pub(crate) domain: Domain,
+    pub(crate) published: AtomicPtr<Index<P>>,
+    writer: Mutex<R, Writer<P, BOOT>>,
+}
+
+struct Writer<P: Page, const BOOT: usize> {
+    table: Table<BOOT>,
+    slabs: Slabs<P>,
+    retired: Retired<Garbage<P>>,
+    initialized: bool,
+}
+
+/// What a write takes away from readers, freed once none can see it.
+enum Garbage<P> {
+    Index(Box<Index<P>>),
+    Pages { slab: u32, first: u64, count: u64 },
+}
+
+// SAFETY: the raw pointers inside (index, slabs) are owned by the `Physmem`;
+// readers only get shared access to `P`s, so `P: Send + Sync` (from `Page`)
+// is what sharing needs. Writers are serialised by the mutex.
+unsafe impl<P: Page, R: RawMutex + Send, const BOOT: usize> Send for Physmem<P, R, BOOT> {}
+unsafe impl<P: Page, R: RawMutex + Sync, const BOOT: usize> Sync for Physmem<P, R, BOOT> {}
+
+macro_rules! physmem_new {
+    ($domain:expr, $published:expr) => {
+        Physmem {
+            domain: $domain,
+            published: $published,
+            writer: Mutex::const_new(
+                R::INIT,
+                Writer {
+                    table: Table::new(),
+                    slabs: Slabs::new(),
+                    retired: Retired::new(),
+                    initialized: false,
+                },
+            ),
+        }
+    };
+}
+
+impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
+    /// An empty set in boot mode; allocates nothing, so it can be a `static`.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        physmem_new!(Domain::new(), AtomicPtr::new(ptr::null_mut()))
+    }
+
+    /// An empty set in boot mode.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        physmem_new!(Domain::new(), AtomicPtr::new(ptr::null_mut()))
+    }
+
+    /// An empty set with page init already done: for users that only plug
+    /// at run time (tests, the user-mode machine).
+    pub fn initialized() -> Self {
+        let physmem = Self::new();
+        // With no boot segments page init allocates no descriptors; it can
+        // only fail if it was already done, which it was not.
+        let _ = physmem.init_pages();
+        physmem
+    }
+
+    /// Registers memory at boot (NetBSD's `uvm_page_physload`): frames
+    /// `[start, end)`, of which `[avail_start, avail_end)` may be handed out,
+    /// for `free_list`. Before [`init_pages`](Self::init_pages) the segment goes
+    /// to fixed storage without touching the heap; after it, this is a plug
+    /// with the given avail range and free list.
+    pub fn physload(
+        &self,
+        start: Pfn,
+        end: Pfn,
+        avail_start: Pfn,
+        avail_end: Pfn,
+        free_list: FreeList,
+    ) -> Result<SegmentHandle, PhysmemError> {
+        let invalid = PhysmemError::InvalidRange { start, end };
+        if start >= end || end.0 > PFN_LIMIT {
+            return Err(invalid);
+        }
+        if !(start <= avail_start && avail_start <= avail_end && avail_end <= end) {
+            return Err(invalid);
+        }
+        let mut writer = self.writer.lock();
+        self.insert(
+            &mut writer,
+            Record {
+                start: start.0,
+                end: end.0,
+                avail_start: avail_start.0,
+                avail_end: avail_end.0,
+                free_list,
+                start_hint: 0,
+                slab: 0,
+                first: 0,
+            },
+        )
+    }
+
+    /// The page-init step (NetBSD's "init dance" in `uvm_page_init`): creates
+    /// the descriptors of every boot segment from one slab, then moves the
+    /// segment records to the heap and publishes them to readers. From here
+    /// on segments and descriptors come from the heap.
+    pub fn init_pages(&self) -> Result<(), PhysmemError> {
+        let mut guard = self.writer.lock();
+        let writer = &mut *guard;
+        if writer.initialized {
+            return Err(PhysmemError::AlreadyInitialized);
+        }
+        let mut records: Vec<(u32, Record)> = Vec::new();
+        records
+            .try_reserve(BOOT)
+            .map_err(|_| PhysmemError::StorageFull)?;
+        records.extend(writer.table.boot_records());
+        records.sort_by_key(|(_, r)| r.start);
+        let total: u64 = records.iter().map(|(_, r)| r.len()).sum();
+        if total > 0 {
+            let (slab, mut next) = writer.slabs.alloc(total)?;
+            for (_, record) in records.iter_mut() {
+                record.slab = slab;
+                record.first = next;
+                // SAFETY: `[next, next + len)` was just allocated from the slab.
+                unsafe {
+                    writer
+                        .slabs
+                        .get(slab)
+                        .init(next, record.len(), Pfn(record.start))
+                };
+                next += record.len();
+            }
+        }
+        if let Err(error) = writer.table.move_to_heap(&records) {
+            for (_, record) in &records {
+                // SAFETY: initialised above, never published.
+                unsafe { writer.slabs.release(record.slab, record.first, record.len()) };
+            }
+            return Err(error);
+        }
+        writer.initialized = true;
+        self.publish(writer, None);
+        Ok(())
+    }
+
+    /// Whether [`init_pages`](Self::init_pages) has run.
+    pub fn is_initialized(&self) -> bool {
+        self.writer.lock().initialized
+    }
+
+    /// Adds `npages` frames from `pfn` as a new segment (NetBSD's
+    /// `uvm_physseg_plug`) on [`FreeList::DEFAULT`], all available. The
+    /// descriptors reuse space freed by earlier unplugs before a new slab is
+    /// allocated. Refused if any frame is already present.
+    pub fn plug(&self, pfn: Pfn, npages: PageCount) -> Result<SegmentHandle, PhysmemError> {
+        let end = checked_end(pfn, npages)?;
+        self.physload(pfn, end, pfn, end, FreeList::DEFAULT)
+    }
+
+    /// Removes `npages` frames from `pfn`, which must lie inside one segment:
+    /// the whole segment (refused for the last one), its front, its back, or
+    /// its middle, which splits it in two that share its descriptor slab (the
+    /// handle keeps naming the lower part). Descriptor space goes back to the
+    /// slab's extent once no reader can see it; an emptied slab is freed.
+    pub fn unplug(&self, pfn: Pfn, npages: PageCount) -> Result<(), PhysmemError> {
+        let mut writer = self.writer.lock();
+        self.remove_range(&mut writer, pfn, npages)
+    }
+
+    /// Takes one available page from the front or else the back of the
+    /// segment's avail range, if the avail range reaches that end of the
+    /// segment (NetBSD's `uvm_page_physunload`). A segment left empty is
+    /// removed, unless it is the last one.
+    pub fn physunload(
+        &self,
+        handle: SegmentHandle,
+        free_list: FreeList,
+    ) -> Result<Pfn, PhysmemError> {
+        let mut writer = self.writer.lock();
+        let record = writer.table.get(handle)?;
+        if record.free_list != free_list {
+            return Err(PhysmemError::FreeListMismatch);
+        }
+        let pfn = if record.avail_start == record.start && record.avail_start < record.avail_end {
+            record.avail_start
+        } else if record.avail_end == record.end && record.avail_start < record.avail_end {
+            record.avail_end - 1
+        } else {
+            return Err(PhysmemError::NoPageAtEnds);
+        };
+        self.remove_range(&mut writer, Pfn(pfn), PageCount(1))?;
+        Ok(Pfn(pfn))
+    }
+
+    /// Takes the first available page wherever it is (NetBSD's
+    /// `uvm_page_physunload_force`), splitting the segment if needed.
+    pub fn physunload_force(&self, handle: SegmentHandle) -> Result<Pfn, PhysmemError> {
+        let mut writer = self.writer.lock();
+        let record = writer.table.get(handle)?;
+        if record.avail_start >= record.avail_end {
+            return Err(PhysmemError::NoAvailablePages);
+        }
+        self.remove_range(&mut writer, Pfn(record.avail_start), PageCount(1))?;
+        Ok(Pfn(record.avail_start))
+    }
+
+    /// A segment's bounds and attributes, before or after page init.
+    pub fn segment_info(&self, handle: SegmentHandle) -> Result<SegmentInfo, PhysmemError> {
+        Ok(self.writer.lock().table.get(handle)?.info())
+    }
+
+    /// Sets where the page allocator starts looking in the segment.
+    pub fn set_start_hint(&self, handle: SegmentHandle, hint: u64) -> Result<(), PhysmemError> {
+        let mut writer = self.writer.lock();
+        writer.table.get(handle)?;
+        writer.table.set_start_hint(handle.slot, hint);
+        // Readers see it at once in the current index; rebuilds copy it from
+        // the record.
+        let current = self.published.load(Ordering::SeqCst);
+        // SAFETY: the writer lock keeps the published index alive.
+        if let Some(index) = unsafe { current.as_ref() } {
+            if let Some(i) = index.resolve(handle) {
+                index.detail(i).start_hint.store(hint, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of segments (boot or running).
+    pub fn len(&self) -> usize {
+        self.writer.lock().table.count()
+    }
+
+    /// Whether there are no segments.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Enters a lock-free read section (counted on stripe 0). Readers see
+    /// segments once [`init_pages`](Self::init_pages) has run.
+    pub fn read(&self) -> ReadGuard<'_, P> {
+        self.read_on(0)
+    }
+
+    /// As [`read`](Self::read), counted on stripe `cpu` (modulo
+    /// [`epoch::STRIPES`](crate::epoch::STRIPES)): readers on different CPUs
+    /// then do not share a cache line.
+    pub fn read_on(&self, cpu: usize) -> ReadGuard<'_, P> {
+        let pin = self.domain.pin(cpu);
+        let current = self.published.load(Ordering::SeqCst);
+        // SAFETY: loaded inside the pin, so the index stays allocated until
+        // the pin (owned by the guard, which bounds the reference) is dropped.
+        let index = unsafe { current.as_ref() };
+        ReadGuard::new(index, pin)
+    }
+
+    /// Frees retired descriptors, slabs and indexes no reader can see any
+    /// more. Writes do this themselves; call it to reclaim sooner.
+    pub fn reclaim(&self) {
+        let mut guard = self.writer.lock();
+        let writer = &mut *guard;
+        collect(&self.domain, writer);
+    }
+
+    /// Retired items not freed yet (readers were inside).
+    pub fn pending_reclaim(&self) -> usize {
+        self.writer.lock().retired.pending()
+    }
+
+    /// Live descriptor slabs.
+    pub fn slab_count(&self) -> usize {
+        self.writer.lock().slabs.live()
+    }
+
+    fn insert(
+        &self,
+        writer: &mut Writer<P, BOOT>,
+        mut record: Record,
+    ) -> Result<SegmentHandle, PhysmemError> {
+        if let Some(existing) = writer.table.overlap(record.start, record.end) {
+            return Err(PhysmemError::Overlap {
+                existing_start: Pfn(existing.start),
+                existing_end: Pfn(existing.end),
+            });
+        }
+        let slot = writer.table.reserve_slot()?;
+        if writer.initialized {
+            collect(&self.domain, writer);
+            let (slab, first) = writer.slabs.alloc(record.len())?;
+            // SAFETY: just allocated from the slab.
+            unsafe {
+                writer
+                    .slabs
+                    .get(slab)
+                    .init(first, record.len(), Pfn(record.start))
+            };
+            record.slab = slab;
+            record.first = first;
+        }
+        let handle = writer.table.insert(slot, record);
+        if writer.initialized {
+            self.publish(writer, None);
+        }
+        Ok(handle)
+    }
+
+    fn remove_range(
+        &self,
+        writer: &mut Writer<P, BOOT>,
+        pfn: Pfn,
+        npages: PageCount,
+    ) -> Result<(), PhysmemError> {
+        let end = checked_end(pfn, npages)?.0;
+        let outside = PhysmemError::NotInOneSegment { pfn, npages };
+        let (slot, record) = writer.table.containing(pfn.0).ok_or(outside)?;
+        if end > record.end {
+            return Err(outside);
+        }
+        let (start, stop) = (pfn.0, end);
+        let garbage = Garbage::Pages {
+            slab: record.slab,
+            first: record.first + (start - record.start),
+            count: stop - start,
+        };
+        match (start == record.start, stop == record.end) {
+            (true, true) => {
+                if writer.table.count() == 1 {
+                    return Err(PhysmemError::LastSegment);
+                }
+                writer.table.remove(slot);
+            }
+            (true, false) => writer.table.update(slot, record.cut(stop, record.end)),
+            (false, true) => writer.table.update(slot, record.cut(record.start, start)),
+            (false, false) => {
+                let upper = writer.table.reserve_slot()?;
+                writer.table.update(slot, record.cut(record.start, start));
+                let mut right = record.cut(stop, record.end);
+                right.start_hint = 0;
+                writer.table.insert(upper, right);
+            }
+        }
+        if writer.initialized {
+            self.publish(writer, Some(garbage));
+        }
+        Ok(())
+    }
+
+    /// Builds and publishes a new index, then retires the old one and
+    /// `garbage` (both now unreachable for new readers) and reclaims.
+    fn publish(&self, writer: &mut Writer<P, BOOT>, garbage: Option<Garbage<P>>) {
+        let current = self.published.load(Ordering::SeqCst);
+        // SAFETY: the writer lock keeps the published index alive.
+        let current = unsafe { current.as_ref() };
+        let entries: Vec<Entry<P>> = writer
+            .table
+            .sorted()
+            .into_iter()
+            .map(|(slot, record)| {
+                let handle = writer.table.handle(slot);
+                let start_hint = current
+                    .and_then(|index| index.resolve(handle).map(|i| index.start_hint(i)))
+                    .filter(|&hint| hint < record.len())
+                    .unwrap_or(record.start_hint);
+                Entry {
+                    run: Run {
+                        start: record.start,
+                        end: record.end,
+                        pages: writer.slabs.get(record.slab).at(record.first),
+                        slot,
+                        generation: handle.generation,
+                    },
+                    avail_start: record.avail_start,
+                    avail_end: record.avail_end,
+                    free_list: record.free_list,
+                    start_hint,
+                }
+            })
+            .collect();
+        let index = Box::into_raw(Box::new(Index::build(entries, writer.table.slot_count())));
+        let old = self.published.swap(index, Ordering::SeqCst);
+        if !old.is_null() {
+            // SAFETY: `old` came from `Box::into_raw` and is no longer published.
+            writer
+                .retired
+                .retire(Garbage::Index(unsafe { Box::from_raw(old) }));
+        }
+        if let Some(garbage) = garbage {
+            writer.retired.retire(garbage);
+        }
+        collect(&self.domain, writer);
+    }
+}
+
+fn collect<P: Page, const BOOT: usize>(domain: &Domain, writer: &mut Writer<P, BOOT>) {
+    let Writer { retired, slabs, .. } = writer;
+    retired.collect(domain, |garbage| free(slabs, garbage));
+}
+
+fn free<P: Page>(slabs: &mut Slabs<P>, garbage: Garbage<P>) {
+    match garbage {
+        Garbage::Index(index) => drop(index),
+        // SAFETY: retired after being unpublished, and the epoch says no
+        // reader is left that could reach these descriptors.
+        Garbage::Pages { slab, first, count } => unsafe { slabs.release(slab, first, count) },
+    }
+}
+
+fn checked_end(pfn: Pfn, npages: PageCount) -> Result<Pfn, PhysmemError> {
+    if npages.0 == 0 {
+        return Err(PhysmemError::ZeroPages);
+    }
+    match pfn.checked_add(npages) {
+        Some(end) if end.0 <= PFN_LIMIT => Ok(end),
+        _ => Err(PhysmemError::InvalidRange {
+            start: pfn,
+            end: Pfn(pfn.0.saturating_add(npages.0)),
+        }),
+    }
+}
+
+impl<P: Page, R: RawMutex, const BOOT: usize> Default for Physmem<P, R, BOOT> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
+    fn drop(&mut self) {
+        let writer = self.writer.get_mut();
+        let Writer {
+            retired,
+            slabs,
+            table,
+            initialized,
+        } = writer;
+        retired.drain_all(|garbage| free(slabs, garbage));
+        let current = self.published.swap(ptr::null_mut(), Ordering::SeqCst);
+        if !current.is_null() {
+            // SAFETY: from `Box::into_raw`; `&mut self` means no readers.
+            drop(unsafe { Box::from_raw(current) });
+        }
+        if *initialized {
+            for (_, record) in table.sorted() {
+                // SAFETY: live descriptors, and no readers are left.
+                unsafe { slabs.release(record.slab, record.first, record.len()) };
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The lock-free read side: [`ReadGuard`] and the [`Segment`] views it hands out.
+
+use core::iter::FusedIterator;
+use core::ops::Range;
+
+use crate::epoch::Pin;
+use crate::error::PhysmemError;
+use crate::index::Index;
+use crate::sync::Ordering;
+use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo};
+
+/// A lock-free read section over a [`Physmem`](crate::Physmem).
+///
+/// Everything borrowed from the guard (segments, page descriptors) stays
+/// valid until it is dropped, even if the segment is unplugged meanwhile:
+/// the memory is reclaimed only after every guard that could see it is gone.
+/// The guard sees one consistent snapshot; writes made after it was taken
+/// show up in the next guard. Keep guards short: a long one delays the
+/// reclamation of unplugged descriptors.
+pub struct ReadGuard<'a, P> {
+    index: Option<&'a Index<P>>,
+    _pin: Pin<'a>,
+}
+
+impl<'a, P> ReadGuard<'a, P> {
+    pub(crate) fn new(index: Option<&'a Index<P>>, pin: Pin<'a>) -> Self {
+        ReadGuard { index, _pin: pin }
+    }
+
+    fn segment_at(&self, i: usize) -> Segment<'_, P> {
+        Segment {
+            index: self.index.expect("a segment exists only in an index"),
+            i,
+        }
+    }
+
+    /// The segment holding `pfn` and the frame's offset in it
+    /// (NetBSD's `uvm_physseg_find`).
+    #[inline]
+    pub fn find(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
+        let index = self.index?;
+        let i = index.find(pfn.0)?;
+        let run = index.run(i);
+        Some((
+            SegmentHandle {
+                slot: run.slot,
+                generation: run.generation,
+            },
+            PageCount(pfn.0 - run.start),
+        ))
+    }
+
+    /// The descriptor of frame `pfn` (NetBSD's `PHYS_TO_VM_PAGE`).
+    #[inline]
+    pub fn page(&self, pfn: Pfn) -> Option<&P> {
+        let index = self.index?;
+        let run = index.run(index.find(pfn.0)?);
+        // SAFETY: `pfn` is inside the run, whose descriptors are initialised
+        // and kept alive while this guard's pin holds.
+        Some(unsafe { &*run.pages.add((pfn.0 - run.start) as usize) })
+    }
+
+    /// The segment `handle` names, or [`PhysmemError::StaleHandle`].
+    pub fn segment(&self, handle: SegmentHandle) -> Result<Segment<'_, P>, PhysmemError> {
+        let i = self
+            .index
+            .and_then(|index| index.resolve(handle))
+            .ok_or(PhysmemError::StaleHandle)?;
+        Ok(self.segment_at(i))
+    }
+
+    /// The lowest segment, `None` when there is none.
+    pub fn first(&self) -> Option<Segment<'_, P>> {
+        (self.len() > 0).then(|| self.segment_at(0))
+    }
+
+    /// The highest segment, `None` when there is none.
+    pub fn last(&self) -> Option<Segment<'_, P>> {
+        self.len().checked_sub(1).map(|i| self.segment_at(i))
+    }
+
+    /// The segment after `handle`'s; `Ok(None)` after the last one.
+    pub fn next(&self, handle: SegmentHandle) -> Result<Option<Segment<'_, P>>, PhysmemError> {
+        let i = self.segment(handle)?.i + 1;
+        Ok((i < self.len()).then(|| self.segment_at(i)))
+    }
+
+    /// The segment before `handle`'s; `Ok(None)` before the first one.
+    pub fn prev(&self, handle: SegmentHandle) -> Result<Option<Segment<'_, P>>, PhysmemError> {
+        let i = self.segment(handle)?.i;
+        Ok(i.checked_sub(1).map(|i| self.segment_at(i)))
+    }
+
+    /// All segments in address order.
+    pub fn segments(&self) -> Segments<'_, P> {
+        Segments {
+            index: self.index,
+            range: 0..self.len(),
+        }
+    }
+
+    /// Number of segments.
+    pub fn len(&self) -> usize {
+        self.index.map_or(0, Index::len)
+    }
+
+    /// Whether there are no segments.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The highest frame of any segment; `None` when there is none.
+    pub fn highest_frame(&self) -> Option<Pfn> {
+        self.last().map(|s| Pfn(s.end().0 - 1))
+    }
+
+    /// Lookup by binary search over all segments: an alternative kept for
+    /// the benchmark's comparison of lookup designs.
+    #[doc(hidden)]
+    pub fn find_by_binary_search(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
+        self.found(self.index?.find_by_binary_search(pfn.0)?, pfn)
+    }
+
+    /// Lookup by section table then binary search within the section: an
+    /// alternative kept for the benchmark's comparison of lookup designs.
+    #[doc(hidden)]
+    pub fn find_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
+        self.found(self.index?.find_by_section_search(pfn.0)?, pfn)
+    }
+
+    /// Bytes of lookup tables, for the benchmark.
+    #[doc(hidden)]
+    pub fn table_bytes(&self) -> usize {
+        self.index.map_or(0, Index::table_bytes)
+    }
+
+    fn found(&self, i: usize, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
+        let run = self.index?.run(i);
+        Some((
+            SegmentHandle {
+                slot: run.slot,
+                generation: run.generation,
+            },
+            PageCount(pfn.0 - run.start),
+        ))
+    }
+}
+
+/// One segment seen through a [`ReadGuard`].
+pub struct Segment<'g, P> {
+    index: &'g Index<P>,
+    i: usize,
+}
+
+impl<P> Clone for Segment<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Segment<'_, P> {}
+
+impl<'g, P> Segment<'g, P> {
+    /// The handle naming this segment.
+    pub fn handle(&self) -> SegmentHandle {
+        let run = self.index.run(self.i);
+        SegmentHandle {
+            slot: run.slot,
+            generation: run.generation,
+        }
+    }
+
+    /// First frame.
+    pub fn start(&self) -> Pfn {
+        Pfn(self.index.run(self.i).start)
+    }
+
+    /// One past the last frame.
+    pub fn end(&self) -> Pfn {
+        Pfn(self.index.run(self.i).end)
+    }
+
+    /// The frames, as numbers.
+    pub fn frames(&self) -> Range<u64> {
+        let run = self.index.run(self.i);
+        run.start..run.end
+    }
+
+    /// Number of frames.
+    pub fn len(&self) -> PageCount {
+        self.end() - self.start()
+    }
+
+    /// Always false: segments have at least one frame.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// First frame the page allocator may hand out.
+    pub fn avail_start(&self) -> Pfn {
+        Pfn(self.index.detail(self.i).avail_start)
+    }
+
+    /// One past the last frame the page allocator may hand out.
+    pub fn avail_end(&self) -> Pfn {
+        Pfn(self.index.detail(self.i).avail_end)
+    }
+
+    /// The free list.
+    pub fn free_list(&self) -> FreeList {
+        self.index.detail(self.i).free_list
+    }
+
+    /// Where the page allocator starts looking.
+    pub fn start_hint(&self) -> u64 {
+        self.index.detail(self.i).start_hint.load(Ordering::Relaxed)
+    }
+
+    /// All attributes at once.
+    pub fn info(&self) -> SegmentInfo {
+        SegmentInfo {
+            start: self.start(),
+            end: self.end(),
+            avail_start: self.avail_start(),
+            avail_end: self.avail_end(),
+            free_list: self.free_list(),
+            start_hint: self.start_hint(),
+        }
+    }
+
+    /// The descriptors of all frames, indexed from [`start`](Self::start).
+    pub fn pages(&self) -> &'g [P] {
+        let run = self.index.run(self.i);
+        // SAFETY: the run's descriptors are initialised and outlive 'g.
+        unsafe { core::slice::from_raw_parts(run.pages, (run.end - run.start) as usize) }
+    }
+
+    /// The descriptor `index` frames from the start (NetBSD's
+    /// `uvm_physseg_get_pg`).
+    pub fn page(&self, index: u64) -> Option<&'g P> {
+        self.pages().get(usize::try_from(index).ok()?)
+    }
+}
+
+/// Segments in address order; see [`ReadGuard::segments`].
+pub struct Segments<'g, P> {
+    index: Option<&'g Index<P>>,
+    range: Range<usize>,
+}
+
+impl<'g, P> Iterator for Segments<'g, P> {
+    type Item = Segment<'g, P>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let i = self.range.next()?;
+        Some(Segment {
+            index: self.index?,
+            i,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.range.size_hint()
+    }
+}
+
+impl<P> DoubleEndedIterator for Segments<'_, P> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let i = self.range.next_back()?;
+        Some(Segment {
+            index: self.index?,
+            i,
+        })
+    }
+}
+
+impl<P> ExactSizeIterator for Segments<'_, P> {}
+impl<P> FusedIterator for Segments<'_, P> {}

@@ -1,0 +1,156 @@
+//! Slabs of page descriptors. Each slab is one heap allocation whose space
+//! an [`Extent`] hands out to segments; a slab whose extent becomes unused is
+//! released (NetBSD keeps them forever).
+
+use alloc::alloc::{alloc, dealloc, Layout};
+use alloc::vec::Vec;
+use core::ptr::NonNull;
+
+use crate::error::PhysmemError;
+use crate::extent::Extent;
+use crate::page::Page;
+use crate::types::Pfn;
+
+/// One allocation of descriptors and the extent carving it.
+pub(crate) struct Slab<P> {
+    base: NonNull<P>,
+    capacity: u64,
+    pub(crate) extent: Extent,
+}
+
+// SAFETY: a slab owns its descriptors; sharing it is sharing `P`s.
+unsafe impl<P: Send> Send for Slab<P> {}
+unsafe impl<P: Sync> Sync for Slab<P> {}
+
+impl<P: Page> Slab<P> {
+    /// A slab of `capacity` uninitialised descriptors, all free.
+    pub(crate) fn new(capacity: u64) -> Result<Self, PhysmemError> {
+        let count = usize::try_from(capacity).map_err(|_| PhysmemError::DescriptorAllocation)?;
+        let layout = Layout::array::<P>(count).map_err(|_| PhysmemError::DescriptorAllocation)?;
+        let base = if layout.size() == 0 {
+            NonNull::dangling()
+        } else {
+            // SAFETY: the layout has a non-zero size.
+            NonNull::new(unsafe { alloc(layout) }.cast::<P>())
+                .ok_or(PhysmemError::DescriptorAllocation)?
+        };
+        Ok(Slab {
+            base,
+            capacity,
+            extent: Extent::new(capacity),
+        })
+    }
+
+    /// Pointer to descriptor `index`.
+    pub(crate) fn at(&self, index: u64) -> *mut P {
+        debug_assert!(index <= self.capacity);
+        // SAFETY: `index` is within (or one past) the allocation.
+        unsafe { self.base.as_ptr().add(index as usize) }
+    }
+
+    /// Initialises descriptors `[first, first + count)` for frames from `pfn`.
+    ///
+    /// # Safety
+    /// The range must be allocated from the extent and not initialised.
+    pub(crate) unsafe fn init(&self, first: u64, count: u64, pfn: Pfn) {
+        for i in 0..count {
+            // SAFETY: in bounds and uninitialised, per the contract.
+            unsafe { self.at(first + i).write(P::new(Pfn(pfn.0 + i).phys_addr())) };
+        }
+    }
+
+    /// Drops descriptors `[first, first + count)` and returns their space.
+    ///
+    /// # Safety
+    /// The range must be initialised and no reader may still reach it.
+    pub(crate) unsafe fn release(&mut self, first: u64, count: u64) {
+        for i in 0..count {
+            // SAFETY: initialised and unreachable, per the contract.
+            unsafe { core::ptr::drop_in_place(self.at(first + i)) };
+        }
+        // The range was allocated, so freeing only fails if the free-region
+        // list cannot grow; the space then stays unusable rather than wrong.
+        let _ = self.extent.free(first, count);
+    }
+}
+
+impl<P> Drop for Slab<P> {
+    fn drop(&mut self) {
+        if let Ok(layout) = Layout::array::<P>(self.capacity as usize) {
+            if layout.size() != 0 {
+                // SAFETY: allocated in `new` with this layout; descriptors
+                // were dropped by `release` or by the owner's teardown.
+                unsafe { dealloc(self.base.as_ptr().cast(), layout) };
+            }
+        }
+    }
+}
+
+/// All slabs; ids are indices and stay put while the slab lives.
+pub(crate) struct Slabs<P> {
+    slabs: Vec<Option<Slab<P>>>,
+}
+
+impl<P: Page> Slabs<P> {
+    pub(crate) const fn new() -> Self {
+        Slabs { slabs: Vec::new() }
+    }
+
+    pub(crate) fn get(&self, id: u32) -> &Slab<P> {
+        self.slabs[id as usize]
+            .as_ref()
+            .expect("a live segment's slab is live")
+    }
+
+    /// Number of live slabs.
+    pub(crate) fn live(&self) -> usize {
+        self.slabs.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Descriptor space for `count` pages: reuses free space in an existing
+    /// slab first, else allocates a slab of exactly `count`.
+    /// Returns (slab id, first index). Nothing changes on failure.
+    pub(crate) fn alloc(&mut self, count: u64) -> Result<(u32, u64), PhysmemError> {
+        for (id, slab) in self.slabs.iter_mut().enumerate() {
+            if let Some(slab) = slab {
+                if let Ok(first) = slab.extent.alloc(count) {
+                    return Ok((id as u32, first));
+                }
+            }
+        }
+        self.slabs
+            .try_reserve(1)
+            .map_err(|_| PhysmemError::DescriptorAllocation)?;
+        let mut slab = Slab::new(count)?;
+        let first = slab
+            .extent
+            .alloc(count)
+            .map_err(|_| PhysmemError::DescriptorAllocation)?;
+        let id = match self.slabs.iter().position(Option::is_none) {
+            Some(id) => {
+                self.slabs[id] = Some(slab);
+                id
+            }
+            None => {
+                self.slabs.push(Some(slab));
+                self.slabs.len() - 1
+            }
+        };
+        Ok((id as u32, first))
+    }
+
+    /// Drops descriptors and returns their space; frees the slab if unused.
+    ///
+    /// # Safety
+    /// As [`Slab::release`].
+    pub(crate) unsafe fn release(&mut self, id: u32, first: u64, count: u64) {
+        let Some(Some(slab)) = self.slabs.get_mut(id as usize) else {
+            return;
+        };
+        // SAFETY: forwarded contract.
+        unsafe { slab.release(first, count) };
+        if slab.extent.is_unused() {
+            self.slabs[id as usize] = None;
+        }
+    }
+}

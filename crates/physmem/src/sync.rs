@@ -1,0 +1,9 @@
+//! Atomics the lock-free read side uses: `core`'s normally, `loom`'s when the
+//! crate is built for the loom model (`--cfg loom`), so that the model explores
+//! every interleaving of the real code rather than of a copy.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};

@@ -1,0 +1,305 @@
+//! The writer's segment records, by slot. Before page init they live in a
+//! fixed array (no heap: NetBSD's `VM_PHYSSEG_MAX` boot storage); the init
+//! step moves them, slots and generations unchanged, to the heap.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use crate::error::PhysmemError;
+use crate::types::{FreeList, SegmentHandle, SegmentInfo, Pfn};
+
+/// A segment as the writer keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) avail_start: u64,
+    pub(crate) avail_end: u64,
+    pub(crate) free_list: FreeList,
+    pub(crate) start_hint: u64,
+    /// Slab holding the descriptors (meaningful after page init).
+    pub(crate) slab: u32,
+    /// Index in the slab of the descriptor of `start`.
+    pub(crate) first: u64,
+}
+
+impl Record {
+    pub(crate) fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// The record cut to `[start, end)`, its avail range clamped into it.
+    pub(crate) fn cut(&self, start: u64, end: u64) -> Record {
+        let avail_start = self.avail_start.clamp(start, end);
+        let avail_end = self.avail_end.clamp(avail_start, end);
+        let pages = end - start;
+        Record {
+            start,
+            end,
+            avail_start,
+            avail_end,
+            free_list: self.free_list,
+            start_hint: if self.start_hint < pages { self.start_hint } else { 0 },
+            slab: self.slab,
+            first: self.first + (start - self.start),
+        }
+    }
+
+    pub(crate) fn info(&self) -> SegmentInfo {
+        SegmentInfo {
+            start: Pfn(self.start),
+            end: Pfn(self.end),
+            avail_start: Pfn(self.avail_start),
+            avail_end: Pfn(self.avail_end),
+            free_list: self.free_list,
+            start_hint: self.start_hint,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) generation: u32,
+    /// Set when the generation is exhausted: the slot is never used again.
+    retired: bool,
+    pub(crate) record: Option<Record>,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        generation: 0,
+        retired: false,
+        record: None,
+    };
+
+    fn usable(&self) -> bool {
+        self.record.is_none() && !self.retired
+    }
+}
+
+pub(crate) struct Table<const BOOT: usize> {
+    boot: [Slot; BOOT],
+    heap: Vec<Slot>,
+    /// Start → slot, for the heap phase.
+    by_start: BTreeMap<u64, u32>,
+    free_slots: Vec<u32>,
+    on_heap: bool,
+    count: usize,
+}
+
+impl<const BOOT: usize> Table<BOOT> {
+    pub(crate) const fn new() -> Self {
+        Table {
+            boot: [Slot::EMPTY; BOOT],
+            heap: Vec::new(),
+            by_start: BTreeMap::new(),
+            free_slots: Vec::new(),
+            on_heap: false,
+            count: 0,
+        }
+    }
+
+    fn slots(&self) -> &[Slot] {
+        if self.on_heap {
+            &self.heap
+        } else {
+            &self.boot
+        }
+    }
+
+    fn slots_mut(&mut self) -> &mut [Slot] {
+        if self.on_heap {
+            &mut self.heap
+        } else {
+            &mut self.boot
+        }
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots().len()
+    }
+
+    pub(crate) fn get(&self, handle: SegmentHandle) -> Result<Record, PhysmemError> {
+        match self.slots().get(handle.slot as usize) {
+            Some(Slot {
+                generation,
+                record: Some(record),
+                ..
+            }) if *generation == handle.generation => Ok(*record),
+            _ => Err(PhysmemError::StaleHandle),
+        }
+    }
+
+    fn record(&self, slot: u32) -> Record {
+        self.slots()[slot as usize]
+            .record
+            .expect("slot found by lookup is live")
+    }
+
+    pub(crate) fn handle(&self, slot: u32) -> SegmentHandle {
+        SegmentHandle {
+            slot,
+            generation: self.slots()[slot as usize].generation,
+        }
+    }
+
+    /// The segment holding `pfn`: (slot, record).
+    pub(crate) fn containing(&self, pfn: u64) -> Option<(u32, Record)> {
+        if self.on_heap {
+            let (_, &slot) = self.by_start.range(..=pfn).next_back()?;
+            let record = self.record(slot);
+            (pfn < record.end).then_some((slot, record))
+        } else {
+            self.boot.iter().enumerate().find_map(|(i, s)| match s.record {
+                Some(r) if r.start <= pfn && pfn < r.end => Some((i as u32, r)),
+                _ => None,
+            })
+        }
+    }
+
+    /// Some segment sharing a frame with `[start, end)`.
+    pub(crate) fn overlap(&self, start: u64, end: u64) -> Option<Record> {
+        if self.on_heap {
+            let (_, &slot) = self.by_start.range(..end).next_back()?;
+            let record = self.record(slot);
+            (record.end > start).then_some(record)
+        } else {
+            self.boot.iter().find_map(|s| match s.record {
+                Some(r) if r.start < end && start < r.end => Some(r),
+                _ => None,
+            })
+        }
+    }
+
+    /// A slot for a new segment, reserved so that `insert` cannot fail.
+    pub(crate) fn reserve_slot(&mut self) -> Result<u32, PhysmemError> {
+        if self.on_heap {
+            if let Some(&slot) = self.free_slots.last() {
+                return Ok(slot);
+            }
+            if self.heap.len() >= u32::MAX as usize {
+                return Err(PhysmemError::StorageFull);
+            }
+            self.heap
+                .try_reserve(1)
+                .map_err(|_| PhysmemError::StorageFull)?;
+            Ok(self.heap.len() as u32)
+        } else {
+            self.boot
+                .iter()
+                .position(Slot::usable)
+                .map(|i| i as u32)
+                .ok_or(PhysmemError::StorageFull)
+        }
+    }
+
+    /// Puts a new segment in `slot` (from `reserve_slot`).
+    pub(crate) fn insert(&mut self, slot: u32, record: Record) -> SegmentHandle {
+        if self.on_heap {
+            if slot as usize == self.heap.len() {
+                self.heap.push(Slot::EMPTY);
+            } else if self.free_slots.last() == Some(&slot) {
+                self.free_slots.pop();
+            } else {
+                self.free_slots.retain(|&s| s != slot);
+            }
+            self.by_start.insert(record.start, slot);
+        }
+        self.slots_mut()[slot as usize].record = Some(record);
+        self.count += 1;
+        self.handle(slot)
+    }
+
+    /// Replaces a live segment's record (its start may move).
+    pub(crate) fn update(&mut self, slot: u32, record: Record) {
+        let old = self.record(slot);
+        if self.on_heap && old.start != record.start {
+            self.by_start.remove(&old.start);
+            self.by_start.insert(record.start, slot);
+        }
+        self.slots_mut()[slot as usize].record = Some(record);
+    }
+
+    /// Removes a live segment; its handles become stale for good.
+    pub(crate) fn remove(&mut self, slot: u32) {
+        let old = self.record(slot);
+        let on_heap = self.on_heap;
+        if on_heap {
+            self.by_start.remove(&old.start);
+        }
+        let entry = &mut self.slots_mut()[slot as usize];
+        entry.record = None;
+        match entry.generation.checked_add(1) {
+            Some(next) => entry.generation = next,
+            None => entry.retired = true,
+        }
+        let reusable = !entry.retired;
+        if on_heap && reusable {
+            self.free_slots.push(slot);
+        }
+        self.count -= 1;
+    }
+
+    /// Live segments in address order: (slot, record).
+    pub(crate) fn sorted(&self) -> Vec<(u32, Record)> {
+        if self.on_heap {
+            self.by_start
+                .values()
+                .map(|&slot| (slot, self.record(slot)))
+                .collect()
+        } else {
+            let mut live: Vec<(u32, Record)> = self
+                .boot
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.record.map(|r| (i as u32, r)))
+                .collect();
+            live.sort_by_key(|(_, r)| r.start);
+            live
+        }
+    }
+
+    /// Boot records in address order, without the heap (for page init).
+    pub(crate) fn boot_records(&self) -> impl Iterator<Item = (u32, Record)> + '_ {
+        self.boot
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.record.map(|r| (i as u32, r)))
+    }
+
+    /// Moves the boot slots to the heap with `records` (slot → record with
+    /// descriptors assigned); slots and generations are kept.
+    pub(crate) fn move_to_heap(&mut self, records: &[(u32, Record)]) -> Result<(), PhysmemError> {
+        let mut heap = Vec::new();
+        heap.try_reserve(BOOT.max(1))
+            .map_err(|_| PhysmemError::StorageFull)?;
+        heap.extend_from_slice(&self.boot);
+        for &(slot, record) in records {
+            heap[slot as usize].record = Some(record);
+        }
+        let mut free_slots = Vec::new();
+        for (i, slot) in heap.iter().enumerate().rev() {
+            if slot.usable() {
+                free_slots.push(i as u32);
+            }
+        }
+        for &(slot, record) in records {
+            self.by_start.insert(record.start, slot);
+        }
+        self.heap = heap;
+        self.free_slots = free_slots;
+        self.on_heap = true;
+        Ok(())
+    }
+
+    /// Records a start hint.
+    pub(crate) fn set_start_hint(&mut self, slot: u32, hint: u64) {
+        if let Some(record) = self.slots_mut()[slot as usize].record.as_mut() {
+            record.start_hint = hint;
+        }
+    }
+}
