@@ -1,0 +1,667 @@
+//! One CPU's ring buffer: pages written by that CPU alone (plus writers that
+//! nest on it), read by whole pages by anyone holding the reader lock.
+//!
+//! The design in four words (each a single atomic location):
+//!
+//! * `word` = `off:12 | time:52` — the write offset in the tail page and the
+//!   time of the last event reserved. Reserving is one compare-and-exchange
+//!   on it, so an event's position and the time its delta is relative to are
+//!   claimed together: a writer that nests (a signal handler, an interrupt)
+//!   between our load and our exchange makes the exchange fail and we retry.
+//!   Times are made strictly increasing, so the word never repeats a value.
+//!   `off == SEALED` means the page is full and its sealer is moving on.
+//! * `tail` = `seq:48 | page:16` — which page (by sequence number) is being
+//!   written. Only the sealer of the previous page changes it.
+//! * `commit` = `seq:52 | off:12` — everything before it is completely
+//!   written. Only the outermost writer on the CPU moves it, when it
+//!   finishes, to cover what the writers it was interrupted by reserved.
+//! * one slot per ring position = `free:1 | consumed:10 | page:14 | seq:39`.
+//!   The reader and the writer meet only here, through compare-and-exchange:
+//!   the reader swaps a spare page in for the oldest data page (FREE), the
+//!   writer in overwrite mode claims the oldest data page for new data. The
+//!   loser sees a changed slot and retries, so a page has one owner. A reader
+//!   that copies part of the page still being written records how many events
+//!   it consumed in the slot, so a later overwrite counts only the rest lost.
+//!
+//! Accounting: every `reserve` counts one `written`; a refused event counts
+//! one `dropped`; an overwritten page adds its unread events to `overrun`;
+//! events handed to the reader count `read`. Once drained,
+//! `written == read + dropped + overrun` exactly.
+
+use core::cell::UnsafeCell;
+
+use super::local::{AtomicU64, LocalU64, Ordering};
+use super::page::{
+    encode_data_header, encode_time_extend, event_size, PageView, MAX_PAYLOAD, MAX_TIME_DELTA,
+    MISSED_EVENTS, MISSED_STORED, PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE,
+};
+use super::{Mode, RawLock};
+
+const OFF_BITS: u32 = 12;
+const OFF_MASK: u64 = (1 << OFF_BITS) - 1;
+const SEALED: u64 = OFF_MASK;
+const TIME_MASK: u64 = (1 << (64 - OFF_BITS)) - 1;
+
+const SEQ_BITS: u32 = 39;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+const PAGE_SHIFT: u32 = SEQ_BITS;
+const PAGE_BITS: u32 = 14;
+const PAGE_MASK: u64 = (1 << PAGE_BITS) - 1;
+const CONSUMED_SHIFT: u32 = PAGE_SHIFT + PAGE_BITS;
+const CONSUMED_MASK: u64 = (1 << 10) - 1;
+const FREE: u64 = 1 << 63;
+
+/// Most pages one CPU's ring may have (the spare page needs an id too).
+pub const MAX_PAGES_PER_CPU: usize = (1 << PAGE_BITS) - 2;
+
+#[inline(always)]
+fn slot_data(seq: u64, page: u64, consumed: u64) -> u64 {
+    (consumed << CONSUMED_SHIFT) | (page << PAGE_SHIFT) | (seq & SEQ_MASK)
+}
+#[inline(always)]
+fn slot_free(page: u64) -> u64 {
+    FREE | (page << PAGE_SHIFT)
+}
+#[inline(always)]
+fn slot_page(slot: u64) -> usize {
+    ((slot >> PAGE_SHIFT) & PAGE_MASK) as usize
+}
+#[inline(always)]
+fn slot_seq(slot: u64) -> u64 {
+    slot & SEQ_MASK
+}
+#[inline(always)]
+fn slot_consumed(slot: u64) -> u64 {
+    (slot >> CONSUMED_SHIFT) & CONSUMED_MASK
+}
+
+/// Why an event was not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The buffer is full (producer/consumer mode), the page the writer would
+    /// overwrite is still being written by an interrupted writer, or a nested
+    /// writer arrived while the page was being switched. Counted as lost.
+    Lost,
+    /// The payload is larger than [`MAX_PAYLOAD`]; not counted anywhere.
+    TooLarge,
+    /// The CPU number is outside the buffer; not counted anywhere.
+    NoSuchCpu,
+}
+
+#[repr(C, align(4096))]
+struct Page(UnsafeCell<[u8; PAGE_SIZE]>);
+
+impl Page {
+    fn new() -> Self {
+        Page(UnsafeCell::new([0; PAGE_SIZE]))
+    }
+}
+
+#[derive(Debug)]
+struct ReaderState {
+    /// Sequence number of the next page to hand out.
+    read_seq: u64,
+    /// Bytes of page `read_seq` already handed out (a partial read).
+    read_off: usize,
+    /// The page the reader owns, to swap in for the next one it takes.
+    spare: u64,
+    /// `dropped + overrun` when the last page was handed out.
+    lost_seen: u64,
+}
+
+/// Counters of one CPU's buffer (see the module documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Events offered to the buffer.
+    pub written: u64,
+    /// Events handed to readers (including those discarded by a clear).
+    pub read: u64,
+    /// Events refused when offered.
+    pub dropped: u64,
+    /// Recorded events overwritten before they were read.
+    pub overrun: u64,
+}
+
+impl CpuStats {
+    /// Events lost, whichever way.
+    pub fn lost(&self) -> u64 {
+        self.dropped + self.overrun
+    }
+
+    /// Events still in the buffer (exact when no writer is active).
+    pub fn entries(&self) -> u64 {
+        self.written.saturating_sub(self.read + self.lost())
+    }
+}
+
+/// What a page read returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRead {
+    /// Data events in the page.
+    pub events: u64,
+    /// Events lost since the previous page was handed out.
+    pub missed: u64,
+    /// The page is the still-written tail page, of which only the committed
+    /// part was copied.
+    pub partial: bool,
+}
+
+/// One CPU's ring of pages.
+pub(crate) struct CpuBuffer {
+    word: LocalU64,
+    tail: LocalU64,
+    nesting: LocalU64,
+    written: LocalU64,
+    dropped: LocalU64,
+    overrun: LocalU64,
+    commit: AtomicU64,
+    read: AtomicU64,
+    mode: Mode,
+    ring: alloc::boxed::Box<[AtomicU64]>,
+    pages: alloc::boxed::Box<[Page]>,
+    reader: lock_api::Mutex<RawLock, ReaderState>,
+}
+
+// SAFETY: page bytes are written only by the CPU owning the reservation and
+// read only after `commit` (release/acquire) or a slot exchange hands them
+// over; every other field is atomic or behind the reader lock.
+unsafe impl Sync for CpuBuffer {}
+// SAFETY: as above; nothing is tied to a thread.
+unsafe impl Send for CpuBuffer {}
+
+/// Space reserved for one event; dropping it (or [`Reservation::commit`])
+/// commits the event.
+pub struct Reservation<'a> {
+    buffer: &'a CpuBuffer,
+    data: *mut u8,
+    len: usize,
+}
+
+impl Reservation<'_> {
+    /// The event's payload bytes, to fill in.
+    #[inline(always)]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `data..data+len` lies in a page this reservation owns
+        // exclusively until it commits.
+        unsafe { core::slice::from_raw_parts_mut(self.data, self.len) }
+    }
+
+    /// Commits the event.
+    #[inline(always)]
+    pub fn commit(self) {}
+}
+
+impl Drop for Reservation<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.buffer.finish();
+    }
+}
+
+impl CpuBuffer {
+    /// A ring of `pages` pages (at least 2, at most [`MAX_PAGES_PER_CPU`]).
+    pub(crate) fn new(pages: usize, mode: Mode) -> Self {
+        let pages = pages.clamp(2, MAX_PAGES_PER_CPU);
+        let frames: alloc::vec::Vec<Page> = (0..=pages).map(|_| Page::new()).collect();
+        let ring: alloc::vec::Vec<AtomicU64> = (0..pages)
+            .map(|i| {
+                AtomicU64::new(if i == 0 {
+                    slot_data(0, 0, 0)
+                } else {
+                    slot_free(i as u64)
+                })
+            })
+            .collect();
+        CpuBuffer {
+            word: LocalU64::new(0),
+            tail: LocalU64::new(0),
+            nesting: LocalU64::new(0),
+            written: LocalU64::new(0),
+            dropped: LocalU64::new(0),
+            overrun: LocalU64::new(0),
+            commit: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            mode,
+            ring: ring.into_boxed_slice(),
+            pages: frames.into_boxed_slice(),
+            reader: lock_api::Mutex::new(ReaderState {
+                read_seq: 0,
+                read_off: 0,
+                spare: pages as u64,
+                lost_seen: 0,
+            }),
+        }
+    }
+
+    /// Pages in the ring.
+    pub(crate) fn pages(&self) -> usize {
+        self.ring.len()
+    }
+
+    #[inline(always)]
+    fn page_ptr(&self, page: usize) -> *mut u8 {
+        self.pages[page].0.get().cast::<u8>()
+    }
+
+    /// Reserves room for an event of `payload` bytes stamped `now` (ns).
+    /// Only the CPU owning this buffer (and code nested on it) may call this.
+    #[inline]
+    pub(crate) fn reserve(&self, now: u64, payload: usize) -> Result<Reservation<'_>, Refused> {
+        if payload > MAX_PAYLOAD {
+            return Err(Refused::TooLarge);
+        }
+        self.nesting.add(1);
+        self.written.add(1);
+        let need = event_size(payload) as u64;
+        loop {
+            let word = self.word.load();
+            let tail = self.tail.load();
+            let off = word & OFF_MASK;
+            if off == SEALED {
+                // We interrupted the writer that is switching pages.
+                return Err(self.refuse());
+            }
+            let last = word >> OFF_BITS;
+            let now_low = now & TIME_MASK;
+            let mut delta = now_low.wrapping_sub(last) & TIME_MASK;
+            if delta == 0 || delta > TIME_MASK / 2 {
+                // Keep times strictly increasing (no ABA on `word`, and a
+                // writer interrupted after reading the clock stays in order).
+                delta = 1;
+            }
+            let time = (last + delta) & TIME_MASK;
+            let extend = off != 0 && delta > MAX_TIME_DELTA;
+            let size = need + if extend { 8 } else { 0 };
+            if off + size <= PAGE_DATA_SIZE as u64 {
+                let new = (time << OFF_BITS) | (off + size);
+                if self.word.compare_exchange(word, new).is_err() {
+                    continue;
+                }
+                let page = self.page_ptr((tail & 0xffff) as usize);
+                // SAFETY: bytes `off..off+size` of the page's data were just
+                // claimed by the exchange; nobody else writes them.
+                let event = unsafe {
+                    core::slice::from_raw_parts_mut(
+                        page.add(PAGE_HEADER_SIZE + off as usize),
+                        size as usize,
+                    )
+                };
+                let mut at = 0;
+                let header_delta = if off == 0 {
+                    let absolute = now.wrapping_add(time.wrapping_sub(now_low) & TIME_MASK);
+                    // SAFETY: the first event of a page owns its time stamp.
+                    unsafe { core::ptr::write_unaligned(page.cast::<u64>(), absolute.to_le()) };
+                    0
+                } else if extend {
+                    encode_time_extend(event, delta);
+                    at = 8;
+                    0
+                } else {
+                    delta as u32
+                };
+                at += encode_data_header(&mut event[at..], payload, header_delta);
+                return Ok(Reservation {
+                    buffer: self,
+                    // SAFETY: in bounds of `event`.
+                    data: unsafe { event.as_mut_ptr().add(at) },
+                    len: payload,
+                });
+            }
+            if !self.advance(word, tail) {
+                return Err(self.refuse());
+            }
+        }
+    }
+
+    #[cold]
+    fn refuse(&self) -> Refused {
+        self.dropped.add(1);
+        self.finish();
+        Refused::Lost
+    }
+
+    /// Seals the full tail page and moves to the next one. Returns false if
+    /// the event must be dropped; true to retry (moved, or `word` changed).
+    #[cold]
+    fn advance(&self, word: u64, tail: u64) -> bool {
+        let sealed = (word & !OFF_MASK) | SEALED;
+        if self.word.compare_exchange(word, sealed).is_err() {
+            return true;
+        }
+        // From here until `word` is reset, writers nesting on us drop their
+        // events, so this CPU's page switch is ours alone.
+        let seq = tail >> 16;
+        let old_page = (tail & 0xffff) as usize;
+        let next = seq + 1;
+        let n = self.ring.len() as u64;
+        let slot = &self.ring[(next % n) as usize];
+        let new_page = loop {
+            let current = slot.load(Ordering::SeqCst);
+            if current & FREE != 0 {
+                let page = slot_page(current) as u64;
+                if slot
+                    .compare_exchange(
+                        current,
+                        slot_data(next, page, 0),
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    )
+                    .is_ok()
+                {
+                    break page as usize;
+                }
+                continue;
+            }
+            let oldest = next.wrapping_sub(n) & SEQ_MASK;
+            let committed_seq = self.commit.load(Ordering::Acquire) >> OFF_BITS;
+            if slot_seq(current) != oldest
+                || self.mode == Mode::ProducerConsumer
+                || committed_seq <= next - n
+            {
+                // Full (producer/consumer), or an interrupted writer is still
+                // inside the oldest page: refuse rather than corrupt it.
+                self.word.store(word);
+                return false;
+            }
+            let page = slot_page(current) as u64;
+            if slot
+                .compare_exchange(
+                    current,
+                    slot_data(next, page, 0),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+            {
+                let events = self.count_events(page as usize);
+                self.overrun
+                    .add(events.saturating_sub(slot_consumed(current)));
+                break page as usize;
+            }
+        };
+        // SAFETY: the old page's header `commit` is written once, by its
+        // sealer; the new page is ours (just claimed through its slot).
+        unsafe {
+            let old = self.page_ptr(old_page);
+            core::ptr::write_unaligned(old.add(8).cast::<u64>(), (word & OFF_MASK).to_le());
+            let new = self.page_ptr(new_page);
+            core::ptr::write_unaligned(new.cast::<u64>(), 0);
+            core::ptr::write_unaligned(new.add(8).cast::<u64>(), 0);
+        }
+        self.tail.store((next << 16) | new_page as u64);
+        self.word.store(word & !OFF_MASK);
+        true
+    }
+
+    /// Events in a complete page this CPU owns.
+    fn count_events(&self, page: usize) -> u64 {
+        // SAFETY: the caller owns the page (claimed through its slot).
+        let bytes = unsafe { core::slice::from_raw_parts(self.page_ptr(page), PAGE_SIZE) };
+        PageView::new(bytes).map_or(0, |view| view.events().count() as u64)
+    }
+
+    /// Where the next event would go: `seq << 12 | off`.
+    #[inline(always)]
+    fn position(&self) -> u64 {
+        let tail = self.tail.load();
+        let off = self.word.load() & OFF_MASK;
+        let off = if off == SEALED {
+            PAGE_DATA_SIZE as u64
+        } else {
+            off
+        };
+        ((tail >> 16) << OFF_BITS) | off
+    }
+
+    /// Ends a writer: the outermost one publishes everything reserved so far
+    /// (all of it is complete, since nested writers finish before it resumes).
+    #[inline(always)]
+    fn finish(&self) {
+        loop {
+            let position = self.position();
+            if self.nesting.load() == 1 && position > self.commit.load(Ordering::Relaxed) {
+                self.commit.store(position, Ordering::Release);
+            }
+            self.nesting.sub(1);
+            if self.nesting.load() != 0 || self.position() == position {
+                return;
+            }
+            // A writer nested on us after we read the position: commit its
+            // event too.
+            self.nesting.add(1);
+        }
+    }
+
+    /// The counters.
+    pub(crate) fn stats(&self) -> CpuStats {
+        CpuStats {
+            written: self.written.load(),
+            read: self.read.load(Ordering::Acquire),
+            dropped: self.dropped.load(),
+            overrun: self.overrun.load(),
+        }
+    }
+
+    /// Takes the oldest unread page (or, if only the tail page has unread
+    /// committed events, a copy of them) into `out`. Writers are never
+    /// stopped.
+    pub(crate) fn read_page(&self, out: &mut [u8; PAGE_SIZE]) -> Option<PageRead> {
+        let mut state = self.reader.lock();
+        let n = self.ring.len() as u64;
+        loop {
+            let commit = self.commit.load(Ordering::Acquire);
+            let committed_seq = commit >> OFF_BITS;
+            let committed_off = (commit & OFF_MASK) as usize;
+            let tail_seq = self.tail.load() >> 16;
+            let oldest = (tail_seq + 1).saturating_sub(n);
+            if state.read_seq < oldest {
+                state.read_seq = oldest;
+                state.read_off = 0;
+            }
+            let seq = state.read_seq;
+            if seq > committed_seq {
+                return None;
+            }
+            let slot = &self.ring[(seq % n) as usize];
+            let current = slot.load(Ordering::SeqCst);
+            if current & FREE != 0 || slot_seq(current) != (seq & SEQ_MASK) {
+                if current & FREE == 0 && slot_seq(current) > (seq & SEQ_MASK) {
+                    // Overwritten under us.
+                    state.read_seq = seq + 1;
+                    state.read_off = 0;
+                    continue;
+                }
+                return None;
+            }
+            let page = slot_page(current);
+            if seq < committed_seq {
+                // A complete page: swap our spare in for it.
+                if slot
+                    .compare_exchange(
+                        current,
+                        slot_free(state.spare),
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    )
+                    .is_err()
+                {
+                    continue;
+                }
+                state.spare = page as u64;
+                // SAFETY: the exchange made the page ours.
+                let bytes = unsafe { &*self.pages[page].0.get() };
+                let (events, len) = rebase(bytes, state.read_off, None, out);
+                // What the partial reads consumed is exactly what we skipped.
+                debug_assert_eq!(
+                    count_from(bytes, 0).saturating_sub(slot_consumed(current)),
+                    events
+                );
+                state.read_seq = seq + 1;
+                state.read_off = 0;
+                self.read.fetch_add(events, Ordering::AcqRel);
+                let missed = self.mark_missed(&mut state, out, len);
+                return Some(PageRead {
+                    events,
+                    missed,
+                    partial: false,
+                });
+            }
+            // The tail page: copy what is committed and not yet read.
+            if committed_off <= state.read_off {
+                return None;
+            }
+            let mut copy = [0u8; PAGE_SIZE];
+            // SAFETY: bytes below the commit offset (and the time stamp) are
+            // complete and not written again until the page is overwritten,
+            // which the exchange below detects, discarding the copy.
+            unsafe {
+                let source = self.page_ptr(page);
+                core::ptr::copy_nonoverlapping(source, copy.as_mut_ptr(), 8);
+                core::ptr::copy_nonoverlapping(
+                    source.add(PAGE_HEADER_SIZE),
+                    copy.as_mut_ptr().add(PAGE_HEADER_SIZE),
+                    committed_off,
+                );
+            }
+            let (events, len) = rebase(&copy, state.read_off, Some(committed_off), out);
+            if events == 0 {
+                state.read_off = committed_off;
+                return None;
+            }
+            let consumed = slot_consumed(current) + events;
+            if slot
+                .compare_exchange(
+                    current,
+                    slot_data(seq, page as u64, consumed.min(CONSUMED_MASK)),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_err()
+            {
+                continue;
+            }
+            state.read_off = committed_off;
+            self.read.fetch_add(events, Ordering::AcqRel);
+            let missed = self.mark_missed(&mut state, out, len);
+            return Some(PageRead {
+                events,
+                missed,
+                partial: true,
+            });
+        }
+    }
+
+    fn mark_missed(&self, state: &mut ReaderState, out: &mut [u8; PAGE_SIZE], len: usize) -> u64 {
+        let lost = self.dropped.load() + self.overrun.load();
+        let missed = lost - state.lost_seen.min(lost);
+        state.lost_seen = lost;
+        if missed > 0 {
+            let mut commit = len as u64 | MISSED_EVENTS;
+            if len + 8 <= PAGE_DATA_SIZE {
+                out[PAGE_HEADER_SIZE + len..PAGE_HEADER_SIZE + len + 8]
+                    .copy_from_slice(&missed.to_le_bytes());
+                commit |= MISSED_STORED;
+            }
+            out[8..16].copy_from_slice(&commit.to_le_bytes());
+        }
+        missed
+    }
+
+    /// Copies every unread committed page, oldest first, without consuming
+    /// anything (ftrace's `trace` file). Pages overwritten while being copied
+    /// are skipped.
+    pub(crate) fn peek_pages(&self, mut each: impl FnMut(&[u8; PAGE_SIZE])) {
+        let state = self.reader.lock();
+        let n = self.ring.len() as u64;
+        let commit = self.commit.load(Ordering::Acquire);
+        let committed_seq = commit >> OFF_BITS;
+        let committed_off = (commit & OFF_MASK) as usize;
+        let tail_seq = self.tail.load() >> 16;
+        let first = state.read_seq.max((tail_seq + 1).saturating_sub(n));
+        let mut copy = alloc::boxed::Box::new([0u8; PAGE_SIZE]);
+        let mut out = alloc::boxed::Box::new([0u8; PAGE_SIZE]);
+        for seq in first..=committed_seq {
+            let slot = &self.ring[(seq % n) as usize];
+            let before = slot.load(Ordering::SeqCst);
+            if before & FREE != 0 || slot_seq(before) != (seq & SEQ_MASK) {
+                continue;
+            }
+            let end = if seq < committed_seq {
+                None
+            } else {
+                Some(committed_off)
+            };
+            // SAFETY: as in `read_page`; a concurrent overwrite is detected
+            // by re-reading the slot and the copy is then dropped.
+            unsafe {
+                let source = self.page_ptr(slot_page(before));
+                core::ptr::copy_nonoverlapping(source, copy.as_mut_ptr(), PAGE_SIZE);
+            }
+            if slot.load(Ordering::SeqCst) != before {
+                continue;
+            }
+            let skip = if seq == state.read_seq {
+                state.read_off
+            } else {
+                0
+            };
+            let (events, _) = rebase(&copy[..], skip, end, &mut out);
+            if events > 0 {
+                each(&out);
+            }
+        }
+    }
+
+    /// Discards every unread event (counted as read). Returns how many.
+    pub(crate) fn clear(&self) -> u64 {
+        let mut page = alloc::boxed::Box::new([0u8; PAGE_SIZE]);
+        let mut total = 0;
+        while let Some(read) = self.read_page(&mut page) {
+            total += read.events;
+        }
+        total
+    }
+}
+
+/// Events in `page`'s data from byte `from` on.
+fn count_from(page: &[u8], from: usize) -> u64 {
+    PageView::new(page).map_or(0, |view| {
+        view.events().filter(|event| event.offset >= from).count() as u64
+    })
+}
+
+/// Writes into `out` a page holding the events of `page` from data offset
+/// `skip` up to `end` (or the page's own commit), with the time stamp
+/// rebased so deltas still add up. Returns (events, data length).
+fn rebase(page: &[u8], skip: usize, end: Option<usize>, out: &mut [u8; PAGE_SIZE]) -> (u64, usize) {
+    let mut header = [0u8; PAGE_SIZE];
+    header.copy_from_slice(page);
+    if let Some(end) = end {
+        header[8..16].copy_from_slice(&(end as u64).to_le_bytes());
+    }
+    let Ok(view) = PageView::new(&header) else {
+        out[8..16].copy_from_slice(&0u64.to_le_bytes());
+        return (0, 0);
+    };
+    let len = view.data_len();
+    let mut events = view.events();
+    let mut base = view.timestamp();
+    let mut count = 0;
+    // Walk up to `skip`: the time reached there becomes the new base.
+    while events.offset() < skip {
+        if events.next().is_none() {
+            break;
+        }
+        base = events.time();
+    }
+    let start = skip.min(len);
+    for _ in events {
+        count += 1;
+    }
+    let kept = len - start;
+    out[..8].copy_from_slice(&base.to_le_bytes());
+    out[8..16].copy_from_slice(&(kept as u64).to_le_bytes());
+    out[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + kept]
+        .copy_from_slice(&header[PAGE_HEADER_SIZE + start..PAGE_HEADER_SIZE + len]);
+    (count, kept)
+}
