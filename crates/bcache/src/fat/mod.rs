@@ -1,0 +1,366 @@
+//! Reading files from FAT12/16/32 volumes, every disk access going through
+//! a [`BlockCache`].
+//!
+//! Written for this crate rather than taken from the `fatfs` crate: `fatfs`
+//! 0.3 trusts cluster numbers from directory entries and FAT links (a
+//! corrupted image makes it compute `cluster - 2` on cluster 0 or 1 and
+//! multiply cluster numbers without overflow checks — a panic in a debug
+//! build, a read at a wrapped offset in a release build), and it needs
+//! `std`. This reader is `no_std`, validates every number before using it,
+//! bounds every chain walk by the volume's cluster count (so a cyclic chain
+//! is an error, not a hang) and returns a typed [`FatError`] for anything
+//! wrong. It reads the way the seed's loader did: a file in requests of a
+//! chosen size, one FAT lookup per cluster, FAT entries and directory
+//! records read as the few bytes they are, leaving block-sized I/O to the
+//! cache. (`fatfs` is still used, with `std`, to *make* test images.)
+
+mod entry;
+mod layout;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+pub use entry::DirEntry;
+use entry::{Decoder, Record};
+use layout::Layout;
+
+use crate::cache::BlockCache;
+use crate::error::IoError;
+
+/// The three FAT variants, told apart by cluster count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FatType {
+    /// Fewer than 4085 clusters.
+    Fat12,
+    /// Fewer than 65525 clusters.
+    Fat16,
+    /// The rest.
+    Fat32,
+}
+
+/// Why a FAT operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FatError {
+    /// The device failed.
+    Device(IoError),
+    /// The first sector is not a FAT boot sector (the reason given).
+    BadBootSector(&'static str),
+    /// The boot sector describes a volume larger than the device.
+    Truncated {
+        /// Bytes the boot sector claims.
+        volume_bytes: u64,
+        /// Bytes the device has.
+        device_bytes: u64,
+    },
+    /// Structures inside the volume contradict each other (the reason given).
+    Corrupt(&'static str),
+    /// No entry has this name.
+    NotFound(String),
+    /// A path component that should be a directory is a file.
+    NotADirectory(String),
+    /// The path names a directory where a file was expected.
+    NotAFile(String),
+    /// A request size of zero bytes.
+    ZeroRequest,
+}
+
+impl fmt::Display for FatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FatError::Device(e) => write!(f, "device error: {e}"),
+            FatError::BadBootSector(why) => write!(f, "not a FAT volume: {why}"),
+            FatError::Truncated {
+                volume_bytes,
+                device_bytes,
+            } => write!(
+                f,
+                "truncated image: the volume claims {volume_bytes} bytes, the device has {device_bytes}"
+            ),
+            FatError::Corrupt(why) => write!(f, "corrupted volume: {why}"),
+            FatError::NotFound(name) => write!(f, "{name}: no such file or directory"),
+            FatError::NotADirectory(name) => write!(f, "{name}: not a directory"),
+            FatError::NotAFile(name) => write!(f, "{name}: is a directory"),
+            FatError::ZeroRequest => f.write_str("request size must be at least one byte"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for FatError {}
+
+impl From<IoError> for FatError {
+    fn from(e: IoError) -> Self {
+        FatError::Device(e)
+    }
+}
+
+/// What [`FatVolume::walk`] read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalkSummary {
+    /// Directories listed (the starting one included).
+    pub directories: u64,
+    /// Files read.
+    pub files: u64,
+    /// Bytes read from them.
+    pub bytes: u64,
+}
+
+/// A mounted FAT volume on a cache.
+///
+/// ```
+/// use hotkern_bcache::{CacheKind, FatError, FatVolume, MemoryDevice};
+/// let blank = MemoryDevice::zeroed(128, 512).unwrap();
+/// let mut cache = CacheKind::Hotkern.build(blank, 64 << 10);
+/// // A zeroed disk has no boot sector: an error, not a panic.
+/// assert!(matches!(FatVolume::mount(&mut cache), Err(FatError::BadBootSector(_))));
+/// ```
+pub struct FatVolume<'c, C: BlockCache + ?Sized> {
+    cache: &'c mut C,
+    layout: Layout,
+    block_size: u64,
+}
+
+impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
+    /// Reads and checks the boot sector.
+    pub fn mount(cache: &'c mut C) -> Result<Self, FatError> {
+        let block_size = cache.block_size() as u64;
+        let device_bytes = cache.block_count().saturating_mul(block_size);
+        if device_bytes < 512 {
+            return Err(FatError::BadBootSector("device smaller than a boot sector"));
+        }
+        let mut sector = [0u8; 512];
+        cache.read(0, 0, &mut sector)?;
+        let layout = Layout::parse(&sector, device_bytes)?;
+        Ok(FatVolume {
+            cache,
+            layout,
+            block_size,
+        })
+    }
+
+    /// FAT12, FAT16 or FAT32.
+    pub fn fat_type(&self) -> FatType {
+        self.layout.fat_type
+    }
+
+    /// Bytes per cluster.
+    pub fn cluster_bytes(&self) -> u64 {
+        self.layout.cluster_bytes
+    }
+
+    /// The cache underneath (for its statistics).
+    pub fn cache(&mut self) -> &mut C {
+        self.cache
+    }
+
+    fn read_at(&mut self, byte: u64, buf: &mut [u8]) -> Result<(), FatError> {
+        let end = byte
+            .checked_add(buf.len() as u64)
+            .ok_or(FatError::Corrupt("offset overflow"))?;
+        if end > self.layout.volume_bytes {
+            return Err(FatError::Corrupt("read past the end of the volume"));
+        }
+        let block = byte / self.block_size;
+        let offset = (byte % self.block_size) as usize;
+        self.cache.read(block, offset, buf)?;
+        Ok(())
+    }
+
+    fn next_cluster(&mut self, cluster: u32) -> Result<Option<u32>, FatError> {
+        if !self.layout.valid_cluster(cluster) {
+            return Err(FatError::Corrupt("cluster number outside the volume"));
+        }
+        let (at, len) = self.layout.entry_location(cluster);
+        let mut raw = [0u8; 4];
+        self.read_at(at, &mut raw[..len])?;
+        self.layout.decode_entry(cluster, raw)
+    }
+
+    /// The root directory, as an entry to pass to [`read_dir`](Self::read_dir).
+    pub fn root(&self) -> DirEntry {
+        DirEntry {
+            name: String::from("/"),
+            short_name: String::from("/"),
+            is_dir: true,
+            size: 0,
+            first_cluster: self.layout.root_cluster,
+        }
+    }
+
+    /// The entries of directory `dir`, in on-disk order.
+    pub fn read_dir(&mut self, dir: &DirEntry) -> Result<Vec<DirEntry>, FatError> {
+        if !dir.is_dir {
+            return Err(FatError::NotADirectory(dir.name.clone()));
+        }
+        let mut entries = Vec::new();
+        let mut decoder = Decoder::default();
+        let mut raw = [0u8; 32];
+        let fat_type = self.layout.fat_type;
+        if dir.first_cluster == 0 {
+            if fat_type == FatType::Fat32 {
+                return Err(FatError::Corrupt("directory without clusters"));
+            }
+            // The FAT12/16 root: a fixed region after the FATs.
+            for i in 0..self.layout.root_entries {
+                self.read_at(self.layout.root_offset + i * 32, &mut raw)?;
+                match decoder.decode(&raw, fat_type) {
+                    Record::End => break,
+                    Record::Skip => {}
+                    Record::Entry(e) => entries.push(e),
+                }
+            }
+            return Ok(entries);
+        }
+        let per_cluster = self.layout.cluster_bytes / 32;
+        let mut cluster = dir.first_cluster;
+        // A chain longer than the volume's cluster count must loop.
+        for _ in 0..=self.layout.clusters {
+            if !self.layout.valid_cluster(cluster) {
+                return Err(FatError::Corrupt("directory starts outside the volume"));
+            }
+            let base = self.layout.cluster_offset(cluster);
+            for i in 0..per_cluster {
+                self.read_at(base + i * 32, &mut raw)?;
+                match decoder.decode(&raw, fat_type) {
+                    Record::End => return Ok(entries),
+                    Record::Skip => {}
+                    Record::Entry(e) => entries.push(e),
+                }
+            }
+            match self.next_cluster(cluster)? {
+                Some(next) => cluster = next,
+                None => return Ok(entries),
+            }
+        }
+        Err(FatError::Corrupt("directory cluster chain loops"))
+    }
+
+    /// The entry at `path` (`/`-separated, case-insensitive; empty or `/`
+    /// is the root).
+    pub fn lookup(&mut self, path: &str) -> Result<DirEntry, FatError> {
+        let mut current = self.root();
+        for component in path.split(['/', '\\']).filter(|c| !c.is_empty()) {
+            if !current.is_dir {
+                return Err(FatError::NotADirectory(current.name));
+            }
+            let entries = self.read_dir(&current)?;
+            current = entries
+                .into_iter()
+                .find(|e| e.is_named(component))
+                .ok_or_else(|| FatError::NotFound(String::from(component)))?;
+            // `..` of a first-level directory points at cluster 0: the root.
+            if current.is_dir && current.first_cluster == 0 {
+                current = self.root();
+            }
+        }
+        Ok(current)
+    }
+
+    /// Reads the file at `path`, `request_bytes` at a time.
+    ///
+    /// ```
+    /// # #[cfg(feature = "std")] {
+    /// use hotkern_bcache::{image::ImageBuilder, CacheKind, FatVolume, MemoryDevice};
+    /// let mut image = ImageBuilder::new(8 << 20, None).unwrap();
+    /// image.add_file("boot/kernel", &[42u8; 10_000]).unwrap();
+    /// let disk = MemoryDevice::new(image.finish(), 512).unwrap();
+    /// let mut cache = CacheKind::Hotkern.build(disk, 1 << 20);
+    /// let mut volume = FatVolume::mount(&mut cache).unwrap();
+    /// assert_eq!(volume.read_file("/BOOT/KERNEL", 512).unwrap(), vec![42u8; 10_000]);
+    /// # }
+    /// ```
+    pub fn read_file(&mut self, path: &str, request_bytes: usize) -> Result<Vec<u8>, FatError> {
+        let entry = self.lookup(path)?;
+        let mut data = Vec::new();
+        self.read_entry(&entry, request_bytes, &mut data)?;
+        Ok(data)
+    }
+
+    /// Reads the file `entry` into `out` (replacing its contents),
+    /// `request_bytes` at a time, one FAT lookup per cluster.
+    pub fn read_entry(
+        &mut self,
+        entry: &DirEntry,
+        request_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), FatError> {
+        if entry.is_dir {
+            return Err(FatError::NotAFile(entry.name.clone()));
+        }
+        if request_bytes == 0 {
+            return Err(FatError::ZeroRequest);
+        }
+        let size = u64::from(entry.size);
+        let cluster_bytes = self.layout.cluster_bytes;
+        let clusters_needed = size.div_ceil(cluster_bytes);
+        if clusters_needed > u64::from(self.layout.clusters) {
+            return Err(FatError::Corrupt("file larger than the volume"));
+        }
+        out.clear();
+        out.resize(size as usize, 0);
+        let mut cluster = entry.first_cluster;
+        let mut position = 0u64;
+        while position < size {
+            let in_cluster = position % cluster_bytes;
+            if position > 0 && in_cluster == 0 {
+                cluster = self
+                    .next_cluster(cluster)?
+                    .ok_or(FatError::Corrupt("cluster chain shorter than the file"))?;
+            }
+            if !self.layout.valid_cluster(cluster) {
+                return Err(FatError::Corrupt("file cluster outside the volume"));
+            }
+            let n = (request_bytes as u64)
+                .min(cluster_bytes - in_cluster)
+                .min(size - position);
+            let at = self.layout.cluster_offset(cluster) + in_cluster;
+            self.read_at(at, &mut out[position as usize..(position + n) as usize])?;
+            position += n;
+        }
+        Ok(())
+    }
+
+    /// Lists `path` and every directory under it and reads every file,
+    /// `request_bytes` at a time, handing each to `visit(path, contents)`.
+    pub fn walk(
+        &mut self,
+        path: &str,
+        request_bytes: usize,
+        mut visit: impl FnMut(&str, &[u8]),
+    ) -> Result<WalkSummary, FatError> {
+        let start = self.lookup(path)?;
+        let mut summary = WalkSummary::default();
+        let mut pending = alloc::vec![(String::from(path.trim_end_matches('/')), start)];
+        let mut contents = Vec::new();
+        // Each directory is listed once; more listings than clusters means a
+        // directory contains one of its ancestors.
+        while let Some((dir_path, dir)) = pending.pop() {
+            summary.directories += 1;
+            if summary.directories > u64::from(self.layout.clusters) + 1 {
+                return Err(FatError::Corrupt("directory tree loops"));
+            }
+            let entries = self.read_dir(&dir)?;
+            let mut subdirectories = Vec::new();
+            for entry in &entries {
+                if entry.is_dot() {
+                    continue;
+                }
+                let mut child = dir_path.clone();
+                child.push('/');
+                child.push_str(&entry.name);
+                if entry.is_dir {
+                    subdirectories.push((child, entry.clone()));
+                } else {
+                    self.read_entry(entry, request_bytes, &mut contents)?;
+                    summary.files += 1;
+                    summary.bytes += contents.len() as u64;
+                    visit(&child, &contents);
+                }
+            }
+            // Depth first, in on-disk order.
+            pending.extend(subdirectories.into_iter().rev());
+        }
+        Ok(summary)
+    }
+}
