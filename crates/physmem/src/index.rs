@@ -44,6 +44,9 @@ pub(crate) struct Detail {
 #[derive(Clone, Copy)]
 struct Section {
     first_block: u32,
+    /// Blocks past the section's last run are not stored: lookups there
+    /// clamp to the last block and end their scan after the run it names.
+    last_block: u32,
     block_shift: u32,
 }
 
@@ -137,12 +140,17 @@ impl<P> Index<P> {
             }
             let inside = &runs[first..last];
             let block_shift = Self::block_shift(inside, section_start, shift);
+            let covered_end = inside
+                .last()
+                .map_or(section_start + 1, |r| r.end.min(section_end));
+            let block_count = ((covered_end - section_start - 1) >> block_shift) + 1;
             sections.push(Section {
                 first_block: blocks.len() as u32,
+                last_block: (block_count - 1) as u32,
                 block_shift,
             });
             let mut run = first;
-            for block in 0..1u64 << (shift - block_shift) {
+            for block in 0..block_count {
                 let block_start = section_start + (block << block_shift);
                 while run < runs.len() && runs[run].end <= block_start {
                     run += 1;
@@ -196,7 +204,8 @@ impl<P> Index<P> {
         let section = (pfn >> self.shift).wrapping_sub(self.base);
         let entry = *self.sections.get(section as usize)?;
         let offset = pfn & ((1u64 << self.shift) - 1);
-        let block = entry.first_block as usize + (offset >> entry.block_shift) as usize;
+        let block = (offset >> entry.block_shift).min(entry.last_block as u64);
+        let block = entry.first_block as usize + block as usize;
         let mut i = self.blocks[block] as usize;
         loop {
             let run = &self.runs[i];

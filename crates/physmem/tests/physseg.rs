@@ -1,0 +1,401 @@
+//! The semantics NetBSD's t_uvm_physseg checks, as tests of our API, plus
+//! every error path with a check that nothing changed.
+
+use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
+use hotkern_physmem::{
+    BasicPage, FreeList, PageCount, Pfn, PhysSegments, Physmem, PhysmemError, SegmentHandle,
+    SegmentInfo, PFN_LIMIT,
+};
+
+type Mem = Physmem<BasicPage>;
+
+/// Everything observable: segments (with handles) in order, slab count.
+fn state(mem: &Mem) -> (Vec<(SegmentHandle, SegmentInfo)>, usize, usize) {
+    let guard = mem.read();
+    let segments = guard.segments().map(|s| (s.handle(), s.info())).collect();
+    (segments, mem.len(), mem.slab_count())
+}
+
+fn running(ranges: &[(u64, u64)]) -> (Mem, Vec<SegmentHandle>) {
+    let mem = Mem::initialized();
+    let handles = ranges
+        .iter()
+        .map(|&(start, pages)| mem.plug(Pfn(start), PageCount(pages)).unwrap())
+        .collect();
+    (mem, handles)
+}
+
+fn bounds(mem: &Mem, handle: SegmentHandle) -> (u64, u64) {
+    let info = mem.segment_info(handle).unwrap();
+    (info.start.0, info.end.0)
+}
+
+// --- handles -------------------------------------------------------------
+
+/// t_uvm_physseg's handle_immutable: a handle taken before out-of-order
+/// inserts still names the same segment afterwards.
+fn handle_survives_out_of_order_inserts<S: PhysSegments>(set: &mut S) -> bool {
+    let handle = set.plug(Pfn(100), PageCount(10)).unwrap();
+    let before = set.bounds(handle);
+    set.plug(Pfn(10), PageCount(10)).unwrap(); // below: shifts an array
+    set.plug(Pfn(50), PageCount(10)).unwrap(); // between
+    set.plug(Pfn(300), PageCount(10)).unwrap(); // above
+    set.bounds(handle) == before && before == Some((Pfn(100), Pfn(110)))
+}
+
+#[test]
+fn handle_immutability_holds_for_hotkern_and_rbtree_and_fails_for_static() {
+    assert!(handle_survives_out_of_order_inserts(&mut Mem::initialized()));
+    assert!(handle_survives_out_of_order_inserts(
+        &mut RbTreeSegments::<BasicPage>::new()
+    ));
+    // The paper found the same: array indices move.
+    assert!(!handle_survives_out_of_order_inserts(
+        &mut StaticSegments::<BasicPage>::new(16)
+    ));
+}
+
+#[test]
+fn boot_handles_survive_page_init_and_out_of_order_physload() {
+    let mem = Mem::new();
+    let b = mem
+        .physload(Pfn(200), Pfn(300), Pfn(200), Pfn(300), FreeList(0))
+        .unwrap();
+    let a = mem
+        .physload(Pfn(0), Pfn(100), Pfn(0), Pfn(100), FreeList(0))
+        .unwrap();
+    let c = mem
+        .physload(Pfn(100), Pfn(150), Pfn(100), Pfn(150), FreeList(0))
+        .unwrap();
+    mem.init_pages().unwrap();
+    assert_eq!(bounds(&mem, a), (0, 100));
+    assert_eq!(bounds(&mem, b), (200, 300));
+    assert_eq!(bounds(&mem, c), (100, 150));
+    // One slab holds every boot segment's descriptors.
+    assert_eq!(mem.slab_count(), 1);
+    let guard = mem.read();
+    assert_eq!(guard.find(Pfn(120)), Some((c, PageCount(20))));
+    for pfn in [0, 99, 100, 149, 200, 299] {
+        assert_eq!(guard.page(Pfn(pfn)).unwrap().phys_addr, Pfn(pfn).phys_addr());
+    }
+}
+
+#[test]
+fn a_removed_segments_handle_is_stale_even_after_its_slot_is_reused() {
+    let (mem, h) = running(&[(0, 10), (100, 10)]);
+    mem.unplug(Pfn(100), PageCount(10)).unwrap();
+    let new = mem.plug(Pfn(500), PageCount(10)).unwrap();
+    assert_ne!(new, h[1]);
+    assert_eq!(mem.segment_info(h[1]), Err(PhysmemError::StaleHandle));
+    let guard = mem.read();
+    assert!(matches!(guard.segment(h[1]), Err(PhysmemError::StaleHandle)));
+    assert!(matches!(guard.next(h[1]), Err(PhysmemError::StaleHandle)));
+    assert!(matches!(guard.prev(h[1]), Err(PhysmemError::StaleHandle)));
+    assert_eq!(mem.physunload(h[1], FreeList(0)), Err(PhysmemError::StaleHandle));
+    assert_eq!(mem.physunload_force(h[1]), Err(PhysmemError::StaleHandle));
+    assert_eq!(mem.set_start_hint(h[1], 1), Err(PhysmemError::StaleHandle));
+    assert_eq!(bounds(&mem, new), (500, 510));
+}
+
+// --- iteration -----------------------------------------------------------
+
+#[test]
+fn first_last_next_prev_at_the_ends_and_on_an_empty_set() {
+    let empty = Mem::initialized();
+    let guard = empty.read();
+    assert!(guard.first().is_none());
+    assert!(guard.last().is_none());
+    assert_eq!(guard.highest_frame(), None);
+    assert_eq!(guard.segments().count(), 0);
+    drop(guard);
+
+    let (mem, h) = running(&[(300, 5), (100, 5), (200, 5)]);
+    let guard = mem.read();
+    assert_eq!(guard.first().unwrap().handle(), h[1]);
+    assert_eq!(guard.last().unwrap().handle(), h[0]);
+    assert_eq!(guard.next(h[1]).unwrap().unwrap().handle(), h[2]);
+    assert_eq!(guard.next(h[2]).unwrap().unwrap().handle(), h[0]);
+    assert!(guard.next(h[0]).unwrap().is_none());
+    assert_eq!(guard.prev(h[0]).unwrap().unwrap().handle(), h[2]);
+    assert!(guard.prev(h[1]).unwrap().is_none());
+    let order: Vec<_> = guard.segments().map(|s| s.handle()).collect();
+    assert_eq!(order, [h[1], h[2], h[0]]);
+    let reversed: Vec<_> = guard.segments().rev().map(|s| s.handle()).collect();
+    assert_eq!(reversed, [h[0], h[2], h[1]]);
+    assert_eq!(guard.segments().len(), 3);
+    assert_eq!(guard.highest_frame(), Some(Pfn(304)));
+}
+
+// --- find ---------------------------------------------------------------
+
+#[test]
+fn find_hits_every_frame_and_misses_holes_and_the_outside() {
+    let (mem, h) = running(&[(8, 8), (32, 1), (1 << 20, 3)]);
+    let guard = mem.read();
+    for pfn in 8..16 {
+        assert_eq!(guard.find(Pfn(pfn)), Some((h[0], PageCount(pfn - 8))));
+    }
+    assert_eq!(guard.find(Pfn(32)), Some((h[1], PageCount(0))));
+    assert_eq!(guard.find(Pfn((1 << 20) + 2)), Some((h[2], PageCount(2))));
+    for miss in [0, 7, 16, 31, 33, (1 << 20) - 1, (1 << 20) + 3, PFN_LIMIT, u64::MAX] {
+        assert_eq!(guard.find(Pfn(miss)), None, "pfn {miss}");
+        assert!(guard.page(Pfn(miss)).is_none());
+    }
+    let segment = guard.segment(h[0]).unwrap();
+    assert_eq!(segment.page(3).unwrap().phys_addr, Pfn(11).phys_addr());
+    assert!(segment.page(8).is_none());
+}
+
+// --- unplug -------------------------------------------------------------
+
+#[test]
+fn unplug_whole_front_back_and_middle() {
+    let (mem, h) = running(&[(0, 100), (1000, 10)]);
+    // Front.
+    mem.unplug(Pfn(0), PageCount(10)).unwrap();
+    assert_eq!(bounds(&mem, h[0]), (10, 100));
+    // Back.
+    mem.unplug(Pfn(90), PageCount(10)).unwrap();
+    assert_eq!(bounds(&mem, h[0]), (10, 90));
+    // Middle: the handle keeps the lower part; the upper part is new.
+    mem.unplug(Pfn(40), PageCount(20)).unwrap();
+    assert_eq!(bounds(&mem, h[0]), (10, 40));
+    let guard = mem.read();
+    let (upper, offset) = guard.find(Pfn(60)).unwrap();
+    assert_eq!(offset, PageCount(0));
+    assert_eq!(guard.segment(upper).unwrap().end(), Pfn(90));
+    assert!(guard.find(Pfn(50)).is_none());
+    // Both halves still have the right descriptors, from one shared slab.
+    assert_eq!(guard.page(Pfn(39)).unwrap().phys_addr, Pfn(39).phys_addr());
+    assert_eq!(guard.page(Pfn(60)).unwrap().phys_addr, Pfn(60).phys_addr());
+    let lower_base = guard.segment(h[0]).unwrap().pages().as_ptr();
+    let upper_base = guard.segment(upper).unwrap().pages().as_ptr();
+    assert_eq!(upper_base as usize - lower_base as usize, 50 * size_of::<BasicPage>());
+    drop(guard);
+    assert_eq!(mem.slab_count(), 2);
+    // Whole.
+    mem.unplug(Pfn(1000), PageCount(10)).unwrap();
+    assert_eq!(mem.segment_info(h[1]), Err(PhysmemError::StaleHandle));
+    assert_eq!(mem.len(), 2);
+    // The emptied slab is freed (NetBSD keeps it).
+    assert_eq!(mem.slab_count(), 1);
+}
+
+#[test]
+fn descriptor_space_is_reused_after_unplug_before_a_new_slab() {
+    let (mem, h) = running(&[(0, 64), (1000, 8)]);
+    let base = mem.read().segment(h[0]).unwrap().pages().as_ptr() as usize;
+    mem.unplug(Pfn(16), PageCount(16)).unwrap();
+    assert_eq!(mem.slab_count(), 2);
+    let reused = mem.plug(Pfn(5000), PageCount(16)).unwrap();
+    assert_eq!(mem.slab_count(), 2, "no new slab");
+    let guard = mem.read();
+    let at = guard.segment(reused).unwrap().pages().as_ptr() as usize;
+    assert_eq!(at, base + 16 * size_of::<BasicPage>());
+    assert_eq!(guard.page(Pfn(5003)).unwrap().phys_addr, Pfn(5003).phys_addr());
+    drop(guard);
+    // A plug larger than any hole gets a slab of its own.
+    mem.plug(Pfn(9000), PageCount(17)).unwrap();
+    assert_eq!(mem.slab_count(), 3);
+}
+
+#[test]
+fn unplugged_descriptors_outlive_the_readers_that_can_see_them() {
+    let (mem, _) = running(&[(0, 8), (100, 8)]);
+    let guard = mem.read();
+    let page = guard.page(Pfn(101)).unwrap();
+    mem.unplug(Pfn(100), PageCount(8)).unwrap();
+    assert!(mem.pending_reclaim() > 0);
+    assert_eq!(mem.slab_count(), 2, "slab kept while a reader may use it");
+    // The old snapshot still answers, and its descriptor is intact.
+    assert_eq!(page.phys_addr, Pfn(101).phys_addr());
+    assert!(guard.find(Pfn(101)).is_some());
+    assert!(mem.read().find(Pfn(101)).is_none(), "new readers see the unplug");
+    drop(guard);
+    mem.reclaim();
+    assert_eq!(mem.pending_reclaim(), 0);
+    assert_eq!(mem.slab_count(), 1);
+}
+
+// --- physunload ----------------------------------------------------------
+
+fn boot(segments: &[(u64, u64, u64, u64, u32)]) -> (Mem, Vec<SegmentHandle>) {
+    let mem = Mem::new();
+    let handles = segments
+        .iter()
+        .map(|&(s, e, a, b, list)| {
+            mem.physload(Pfn(s), Pfn(e), Pfn(a), Pfn(b), FreeList(list))
+                .unwrap()
+        })
+        .collect();
+    (mem, handles)
+}
+
+#[test]
+fn physunload_front_back_none_delete_and_force_before_and_after_page_init() {
+    for init in [false, true] {
+        let (mem, h) = boot(&[
+            (0, 10, 0, 10, 0),      // avail from the front
+            (100, 110, 105, 110, 0), // avail reaches only the back
+            (200, 210, 202, 208, 0), // avail reaches neither end
+            (300, 301, 300, 301, 1), // one page
+        ]);
+        if init {
+            mem.init_pages().unwrap();
+        }
+        // Front.
+        assert_eq!(mem.physunload(h[0], FreeList(0)), Ok(Pfn(0)));
+        let info = mem.segment_info(h[0]).unwrap();
+        assert_eq!((info.start, info.avail_start), (Pfn(1), Pfn(1)));
+        // Back.
+        assert_eq!(mem.physunload(h[1], FreeList(0)), Ok(Pfn(109)));
+        let info = mem.segment_info(h[1]).unwrap();
+        assert_eq!((info.end, info.avail_end), (Pfn(109), Pfn(109)));
+        // None: nothing changes.
+        let before = mem.segment_info(h[2]).unwrap();
+        assert_eq!(mem.physunload(h[2], FreeList(0)), Err(PhysmemError::NoPageAtEnds));
+        assert_eq!(mem.segment_info(h[2]), Ok(before));
+        // Wrong free list.
+        assert_eq!(mem.physunload(h[3], FreeList(0)), Err(PhysmemError::FreeListMismatch));
+        // Delete: the last page of a segment takes the segment.
+        assert_eq!(mem.physunload(h[3], FreeList(1)), Ok(Pfn(300)));
+        assert_eq!(mem.segment_info(h[3]), Err(PhysmemError::StaleHandle));
+        assert_eq!(mem.len(), 3);
+        // Force takes the first available page even mid-segment (a split).
+        assert_eq!(mem.physunload_force(h[2]), Ok(Pfn(202)));
+        let info = mem.segment_info(h[2]).unwrap();
+        assert_eq!((info.start, info.end), (Pfn(200), Pfn(202)));
+        assert_eq!(mem.len(), 4);
+        if init {
+            let guard = mem.read();
+            let upper = guard.find(Pfn(203)).unwrap().0;
+            let upper = guard.segment(upper).unwrap();
+            assert_eq!((upper.start(), upper.avail_start(), upper.avail_end()), (Pfn(203), Pfn(203), Pfn(208)));
+            assert!(guard.find(Pfn(0)).is_none());
+            assert!(guard.find(Pfn(1)).is_some());
+        }
+        // Force on an empty avail range.
+        let (lower_avail_start, lower_avail_end) = (info.avail_start, info.avail_end);
+        assert_eq!(lower_avail_start, lower_avail_end);
+        assert_eq!(mem.physunload_force(h[2]), Err(PhysmemError::NoAvailablePages));
+    }
+}
+
+#[test]
+fn physunload_of_the_last_page_of_the_last_segment_is_refused() {
+    let (mem, h) = boot(&[(7, 8, 7, 8, 0)]);
+    assert_eq!(mem.physunload(h[0], FreeList(0)), Err(PhysmemError::LastSegment));
+    assert_eq!(mem.physunload_force(h[0]), Err(PhysmemError::LastSegment));
+    assert_eq!(bounds(&mem, h[0]), (7, 8));
+}
+
+// --- errors leave everything as it was ----------------------------------
+
+#[test]
+fn every_refused_operation_changes_nothing() {
+    let (mem, h) = running(&[(100, 50), (300, 10)]);
+    let before = state(&mem);
+    macro_rules! check {
+        ($op:expr, $expected:expr) => {
+            assert_eq!($op.map(drop), Err($expected), "{}", stringify!($op));
+            assert_eq!(state(&mem), before, "{} changed the state", stringify!($op));
+        };
+    }
+    use PhysmemError::*;
+    check!(mem.plug(Pfn(0), PageCount(0)), ZeroPages);
+    check!(mem.unplug(Pfn(100), PageCount(0)), ZeroPages);
+    let (start, end) = (Pfn(u64::MAX - 1), Pfn(u64::MAX));
+    check!(mem.plug(start, PageCount(4)), InvalidRange { start, end });
+    let (start, end) = (Pfn(PFN_LIMIT - 1), Pfn(PFN_LIMIT + 1));
+    check!(mem.plug(start, PageCount(2)), InvalidRange { start, end });
+    let (start, end) = (Pfn(10), Pfn(10));
+    check!(mem.physload(start, end, start, end, FreeList(0)), InvalidRange { start, end });
+    let (start, end) = (Pfn(10), Pfn(20));
+    check!(mem.physload(start, end, Pfn(5), end, FreeList(0)), InvalidRange { start, end });
+    check!(mem.physload(start, end, Pfn(15), Pfn(12), FreeList(0)), InvalidRange { start, end });
+    check!(mem.physload(start, end, start, Pfn(21), FreeList(0)), InvalidRange { start, end });
+    // Overlap on the first frame, on the last frame, and all around.
+    let (existing_start, existing_end) = (Pfn(100), Pfn(150));
+    check!(mem.plug(Pfn(149), PageCount(10)), Overlap { existing_start, existing_end });
+    check!(mem.plug(Pfn(90), PageCount(11)), Overlap { existing_start, existing_end });
+    let (existing_start, existing_end) = (Pfn(300), Pfn(310));
+    check!(mem.plug(Pfn(250), PageCount(100)), Overlap { existing_start, existing_end });
+    // Unplug ranges not inside one segment: across its end, in a hole,
+    // from a hole into it, over all of it and more.
+    for (pfn, npages) in [(140, 20), (200, 1), (99, 2), (100, 300)] {
+        let (pfn, npages) = (Pfn(pfn), PageCount(npages));
+        check!(mem.unplug(pfn, npages), NotInOneSegment { pfn, npages });
+    }
+    // Descriptors for 2^39 frames (4 TiB of them) cannot be allocated.
+    check!(mem.plug(Pfn(1 << 39), PageCount(1 << 39)), DescriptorAllocation);
+    check!(mem.init_pages(), AlreadyInitialized);
+    check!(mem.physunload(h[0], FreeList(9)), FreeListMismatch);
+    // The last segment cannot go.
+    mem.unplug(Pfn(300), PageCount(10)).unwrap();
+    let before = state(&mem);
+    assert_eq!(mem.unplug(Pfn(100), PageCount(50)), Err(PhysmemError::LastSegment));
+    assert_eq!(state(&mem), before);
+}
+
+#[test]
+fn boot_storage_full_refuses_physload_and_middle_unplug_without_change() {
+    let mem: Physmem<BasicPage, hotkern_physmem::DefaultRawMutex, 2> = Physmem::new();
+    let a = mem.physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0)).unwrap();
+    mem.physload(Pfn(20), Pfn(30), Pfn(20), Pfn(30), FreeList(0)).unwrap();
+    assert_eq!(
+        mem.physload(Pfn(40), Pfn(50), Pfn(40), Pfn(50), FreeList(0)),
+        Err(PhysmemError::StorageFull)
+    );
+    assert_eq!(mem.unplug(Pfn(4), PageCount(2)), Err(PhysmemError::StorageFull));
+    assert_eq!(mem.physunload_force(a), Ok(Pfn(0)));
+    assert_eq!(mem.segment_info(a).unwrap().start, Pfn(1));
+    assert_eq!(mem.len(), 2);
+    // After page init the records are on the heap: no such limit.
+    mem.init_pages().unwrap();
+    mem.plug(Pfn(40), PageCount(10)).unwrap();
+    mem.unplug(Pfn(4), PageCount(2)).unwrap();
+    assert_eq!(mem.len(), 4);
+}
+
+#[test]
+fn start_hint_is_kept_across_unrelated_writes() {
+    let (mem, h) = running(&[(0, 100), (200, 10)]);
+    mem.set_start_hint(h[0], 42).unwrap();
+    assert_eq!(mem.read().segment(h[0]).unwrap().start_hint(), 42);
+    mem.plug(Pfn(500), PageCount(1)).unwrap();
+    assert_eq!(mem.read().segment(h[0]).unwrap().start_hint(), 42);
+    assert_eq!(mem.segment_info(h[0]).unwrap().start_hint, 42);
+    // A hint past a shrunken segment's end is reset.
+    mem.unplug(Pfn(40), PageCount(60)).unwrap();
+    assert_eq!(mem.read().segment(h[0]).unwrap().start_hint(), 0);
+}
+
+#[test]
+fn descriptors_are_dropped_exactly_once() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LIVE: AtomicI64 = AtomicI64::new(0);
+    struct Counted;
+    impl hotkern_physmem::Page for Counted {
+        fn new(_: hotkern_physmem::PhysAddr) -> Self {
+            LIVE.fetch_add(1, Ordering::SeqCst);
+            Counted
+        }
+    }
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    {
+        let mem: Physmem<Counted> = Physmem::new();
+        mem.physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0)).unwrap();
+        mem.init_pages().unwrap();
+        mem.plug(Pfn(100), PageCount(20)).unwrap();
+        assert_eq!(LIVE.load(Ordering::SeqCst), 30);
+        mem.unplug(Pfn(105), PageCount(5)).unwrap();
+        assert_eq!(LIVE.load(Ordering::SeqCst), 25);
+        mem.unplug(Pfn(0), PageCount(10)).unwrap();
+        assert_eq!(LIVE.load(Ordering::SeqCst), 15);
+    }
+    assert_eq!(LIVE.load(Ordering::SeqCst), 0);
+}
