@@ -390,9 +390,17 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             return Err(Error::HasInstances(step));
         }
         if calls {
-            // Teardown while removing cannot be refused: count and go on.
-            if self.call_everywhere(step, &entry, Direction::Down).is_err() {
-                self.inner.lock().warnings.rollback_failures += 1;
+            // Teardowns cannot be refused; failures are counted in `warnings`.
+            let _ = self.call_everywhere(step, &entry, Direction::Down);
+        }
+        {
+            // An empty slot is up exactly on the online CPUs.
+            let mut inner = self.inner.lock();
+            let online = inner.online;
+            for (cpu, row) in inner.states.iter_mut().enumerate() {
+                if !online.contains(CpuId(cpu as u32)) {
+                    row[step.index()] = StepStatus::Down;
+                }
             }
         }
         self.replace(
@@ -432,15 +440,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 instances: vec![instance],
                 ..entry.clone()
             };
-            let result = self.call_everywhere(step, &single, direction);
-            match direction {
-                Direction::Up => result?,
-                Direction::Down => {
-                    if result.is_err() {
-                        self.inner.lock().warnings.rollback_failures += 1;
-                    }
-                }
-            }
+            // Going down never fails (failures are counted in `warnings`).
+            self.call_everywhere(step, &single, direction)?;
         }
         self.replace(step, Registered { instances, ..entry });
         Ok(())
@@ -499,17 +500,19 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                     self.inner.lock().warnings.atomic_failures += 1;
                     done.insert(cpu);
                 }
+                Err(_) if direction == Direction::Down => {
+                    // Going away cannot be refused: count it and go on.
+                    self.inner.lock().warnings.rollback_failures += 1;
+                }
                 Err(error) => {
-                    if direction == Direction::Up {
-                        let undo = Call {
-                            direction: Direction::Down,
-                            rollback: true,
-                            ..call
-                        };
-                        for cpu in done.iter().collect::<Vec<_>>().into_iter().rev() {
-                            if self.call_in_context(entry, step, cpu, undo).is_err() {
-                                self.inner.lock().warnings.rollback_failures += 1;
-                            }
+                    let undo = Call {
+                        direction: Direction::Down,
+                        rollback: true,
+                        ..call
+                    };
+                    for cpu in done.iter().collect::<Vec<_>>().into_iter().rev() {
+                        if self.call_in_context(entry, step, cpu, undo).is_err() {
+                            self.inner.lock().warnings.rollback_failures += 1;
                         }
                     }
                     return Err(error);
@@ -527,15 +530,18 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         call: Call,
     ) -> Result<(), Error> {
         let cpus = CpuSet::single(cpu);
+        let running = self.inner.lock().online.contains(cpu);
         match entry.spec.section {
-            Section::Prepare => invoke(&self.platform, entry, step, cpus, call).0,
-            Section::Starting | Section::Online => {
+            // A step can be up on an offline CPU only if its deferred teardown
+            // failed; that CPU runs nothing, so the caller makes the call.
+            Section::Starting | Section::Online if running => {
                 let result: Mutex<R, Option<Result<(), Error>>> = Mutex::new(None);
                 self.platform.run_on(cpu, &|_| {
                     *result.lock() = Some(invoke(&self.platform, entry, step, cpus, call).0);
                 });
                 result.into_inner().unwrap_or(Ok(()))
             }
+            _ => invoke(&self.platform, entry, step, cpus, call).0,
         }
     }
 }

@@ -31,6 +31,8 @@ struct Walk<'t> {
     table: &'t [Registered],
     targets: CpuSet,
     engine: Engine,
+    /// Undoing a bulk operation: callbacks are told `rollback`.
+    undo: bool,
     injector: Injector,
     states: Vec<Vec<StepStatus>>,
     /// Steps whose callback this operation ran, per CPU (what rollback undoes).
@@ -71,7 +73,7 @@ impl Walk<'_> {
             direction,
             reuse: self.engine.reuse(),
             deferred: false,
-            rollback,
+            rollback: rollback || self.undo,
         }
     }
 
@@ -317,19 +319,19 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     }
 
     /// Moves `targets` (all in the right state) through every section.
-    /// With `rollback`, nothing is injected or deferred and failures are
-    /// counted and passed over.
+    /// With `undo` (undoing part of a failed bulk operation), nothing is
+    /// injected and callbacks are told they are rolling back.
     fn transition(
         &self,
         targets: CpuSet,
         direction: Direction,
         engine: Engine,
-        rollback: bool,
+        undo: bool,
     ) -> Result<Report, Error> {
         let cancelled = self.cancel_deferred(targets);
         let (table, states, online, armed) = {
             let inner = self.inner.lock();
-            let armed = if rollback { None } else { inner.armed };
+            let armed = if undo { None } else { inner.armed };
             (
                 inner.table.clone(),
                 inner.states.clone(),
@@ -342,6 +344,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             table: &table,
             targets,
             engine,
+            undo,
             injector: Injector::new(armed),
             states: states.clone(),
             touched,
@@ -359,7 +362,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         let mut failure = None;
         for section in sections {
             entered += 1;
-            if let Err(error) = self.run_section(&mut walk, section, direction, rollback) {
+            if let Err(error) = self.run_section(&mut walk, section, direction, false) {
                 failure = Some(error);
                 break;
             }
