@@ -276,9 +276,7 @@ impl<D: BlockDevice> HotkernCache<D> {
                     .tune(stream)
                     .min(self.io_cap.saturating_sub(run))
                     .min(self.block_count - miss_end);
-                while readahead < wanted && !self.index.contains_key(&(miss_end + readahead)) {
-                    readahead += 1;
-                }
+                readahead = wanted;
             }
             let n = (run + readahead) as usize;
             let ring = if readahead > 0 || n > self.rings[REUSE_RING].len {
@@ -294,6 +292,14 @@ impl<D: BlockDevice> HotkernCache<D> {
                 &mut self.stats,
             )?;
             for j in 0..n {
+                // Read-ahead may cover blocks cached elsewhere: the fresh
+                // copy (the device is always current) replaces the old one.
+                if let Some(old) = self.index.remove(&(block + j as u64)) {
+                    self.slots[old] = Slot {
+                        block: EMPTY,
+                        readahead: false,
+                    };
+                }
                 self.slots[at + j] = Slot {
                     block: block + j as u64,
                     readahead: j as u64 >= run,
@@ -436,5 +442,58 @@ impl<D: BlockDevice> BlockCache for HotkernCache<D> {
 
     fn name(&self) -> &'static str {
         "hotkern"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryDevice;
+
+    fn cache() -> HotkernCache<MemoryDevice> {
+        HotkernCache::new(MemoryDevice::zeroed(4096, 512).unwrap(), 1 << 20)
+    }
+
+    #[test]
+    fn a_new_stream_starts_at_the_initial_window() {
+        let mut c = cache();
+        assert_eq!(c.tune(0), 32);
+    }
+
+    #[test]
+    fn window_doubles_when_consumed_and_halves_when_mostly_wasted() {
+        let mut c = cache();
+        c.streams[0] = Stream {
+            active: true,
+            window: 32,
+            ra_start: 100,
+            ra_end: 132,
+            consumed: 32,
+            ..Stream::default()
+        };
+        assert_eq!(c.tune(0), 64);
+        c.streams[0].consumed = 15;
+        assert_eq!(c.tune(0), 32);
+        c.streams[0].consumed = 20;
+        assert_eq!(c.tune(0), 32, "more than half used: unchanged");
+        c.streams[0].window = c.io_cap;
+        c.streams[0].consumed = 32;
+        assert_eq!(c.tune(0), c.io_cap, "never above the per-I/O cap");
+        c.streams[0].window = 1;
+        c.streams[0].consumed = 0;
+        assert_eq!(c.tune(0), 1, "never below one block");
+    }
+
+    #[test]
+    fn read_ahead_is_capped_at_the_device_transfer() {
+        let device = MemoryDevice::zeroed(8192, 512).unwrap().with_max_transfer(16).unwrap();
+        let mut c = HotkernCache::new(device, 1 << 20);
+        let mut buf = [0u8; 512];
+        for block in 0..1000 {
+            c.read(block, 0, &mut buf).unwrap();
+        }
+        let stats = c.stats();
+        assert!(stats.device_bytes <= 1016 * 512, "{stats}");
+        assert!(stats.device_ops >= 1000 / 16, "{stats}");
     }
 }

@@ -321,6 +321,28 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         Ok(())
     }
 
+    /// How many runs of contiguous clusters the file `entry` occupies
+    /// (1 for a file laid out in one piece, 0 for an empty one).
+    pub fn fragments(&mut self, entry: &DirEntry) -> Result<u64, FatError> {
+        if entry.first_cluster == 0 {
+            return Ok(0);
+        }
+        let mut cluster = entry.first_cluster;
+        let mut runs = 1;
+        for _ in 0..=self.layout.clusters {
+            match self.next_cluster(cluster)? {
+                None => return Ok(runs),
+                Some(next) => {
+                    if next != cluster + 1 {
+                        runs += 1;
+                    }
+                    cluster = next;
+                }
+            }
+        }
+        Err(FatError::Corrupt("cluster chain loops"))
+    }
+
     /// Lists `path` and every directory under it and reads every file,
     /// `request_bytes` at a time, handing each to `visit(path, contents)`.
     pub fn walk(

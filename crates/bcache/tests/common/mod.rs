@@ -1,0 +1,85 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use hotkern_bcache::{check_transfer, BlockDevice, IoError};
+
+/// A memory device whose bytes the test can read while a cache owns it.
+#[derive(Clone)]
+pub struct SharedDisk {
+    pub bytes: Rc<RefCell<Vec<u8>>>,
+    pub block_size: usize,
+    pub max_transfer: u32,
+}
+
+impl SharedDisk {
+    pub fn new(blocks: usize, block_size: usize, max_transfer: u32, seed: u64) -> Self {
+        SharedDisk {
+            bytes: Rc::new(RefCell::new(pattern(blocks * block_size, seed))),
+            block_size,
+            max_transfer,
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.bytes.borrow().clone()
+    }
+}
+
+impl BlockDevice for SharedDisk {
+    fn block_size(&self) -> usize {
+        self.block_size
+    }
+    fn block_count(&self) -> u64 {
+        (self.bytes.borrow().len() / self.block_size) as u64
+    }
+    fn max_transfer_blocks(&self) -> u32 {
+        self.max_transfer
+    }
+    fn read_blocks(&mut self, first: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        check_transfer(self, first, buf.len())?;
+        let at = first as usize * self.block_size;
+        buf.copy_from_slice(&self.bytes.borrow()[at..at + buf.len()]);
+        Ok(())
+    }
+    fn write_blocks(&mut self, first: u64, data: &[u8]) -> Result<(), IoError> {
+        check_transfer(self, first, data.len())?;
+        let at = first as usize * self.block_size;
+        self.bytes.borrow_mut()[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// Deterministic bytes that differ from block to block.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// A small deterministic generator for test sequences.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Fault injection: failed transfers leave nothing wrong in any cache.
+
+mod common;
+
+use common::{pattern, Rng, SharedDisk};
+use hotkern_bcache::{BlockCache, BlockDevice, CacheKind, FaultyDevice, IoError, GARBAGE};
+
+#[test]
+fn a_failed_read_leaves_nothing_half_filled() {
+    for kind in CacheKind::ALL {
+        let disk = SharedDisk::new(256, 512, 16, 5);
+        let truth = disk.snapshot();
+        let mut faulty = FaultyDevice::new(disk.clone());
+        // The very first transfer fails after scribbling garbage.
+        faulty.fail_read_op(0);
+        let mut cache = kind.build(faulty, 64 * 512);
+        let mut buf = vec![0u8; 1024];
+        let err = cache.read(10, 100, &mut buf).unwrap_err();
+        assert_eq!(err, IoError::Medium { block: 10 }, "{kind}");
+        // The same bytes again, and every block a read-ahead would have
+        // covered: all must come from the device, none from the failed buffer.
+        for block in 10..60u64 {
+            let mut again = vec![0u8; 512];
+            cache.read(block, 0, &mut again).unwrap();
+            let at = block as usize * 512;
+            assert!(again[..] == truth[at..at + 512], "{kind} served a failed transfer");
+            assert!(again.iter().any(|&b| b != GARBAGE));
+        }
+    }
+}
+
+#[test]
+fn a_failed_write_never_leaves_the_cache_claiming_data_the_device_lacks() {
+    for kind in CacheKind::ALL {
+        for torn in [false, true] {
+            let disk = SharedDisk::new(64, 512, 4, 9);
+            let mut faulty = FaultyDevice::new(disk.clone());
+            faulty.tear_writes(torn);
+            faulty.fail_write_op(0);
+            let mut cache = kind.build(faulty, 32 * 512);
+            // Warm the cache so the blocks about to be written are cached.
+            let mut warm = vec![0u8; 4096];
+            cache.read(4, 0, &mut warm).unwrap();
+            let new = pattern(4096 - 200, 77);
+            assert!(cache.write(4, 100, &new).is_err(), "{kind}");
+            // Whatever landed (nothing, or a torn half), reads agree with it.
+            let device_now = disk.snapshot();
+            let mut back = vec![0u8; 4096];
+            cache.read(4, 0, &mut back).unwrap();
+            assert!(
+                back[..] == device_now[4 * 512..4 * 512 + 4096],
+                "{kind} (torn: {torn}) claims data the device lacks"
+            );
+            // A successful retry shows the new data.
+            cache.write(4, 100, &new).unwrap();
+            cache.read(4, 100, &mut back[..new.len()]).unwrap();
+            assert!(back[..new.len()] == new[..], "{kind}");
+        }
+    }
+}
+
+#[test]
+fn random_faults_never_produce_a_wrong_byte() {
+    for kind in CacheKind::ALL {
+        let disk = SharedDisk::new(128, 512, 8, 21);
+        let mut faulty = FaultyDevice::new(disk.clone());
+        faulty.fail_at_rate(150_000, 150_000, 99);
+        faulty.tear_writes(true);
+        let mut cache = kind.build(faulty, 24 * 512);
+        let mut rng = Rng(0x1234_5678 ^ kind.name().len() as u64);
+        let total = 128 * 512u64;
+        let (mut failed, mut served) = (0, 0);
+        for step in 0..3000u64 {
+            let at = if rng.below(3) == 0 {
+                rng.below(total)
+            } else {
+                (step * 512) % total
+            };
+            let len = (1 + rng.below(3000)).min(total - at) as usize;
+            let (block, offset) = (at / 512, (at % 512) as usize);
+            if rng.below(5) == 0 {
+                let data = pattern(len, step);
+                if cache.write(block, offset, &data).is_err() {
+                    failed += 1;
+                }
+            } else {
+                let mut buf = vec![0u8; len];
+                match cache.read(block, offset, &mut buf) {
+                    Ok(()) => {
+                        served += 1;
+                        let truth = disk.snapshot();
+                        assert!(
+                            buf[..] == truth[at as usize..at as usize + len],
+                            "{kind}: wrong bytes at step {step}"
+                        );
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+        }
+        assert!(failed > 50 && served > 500, "{kind}: {failed} failed, {served} served");
+    }
+}
+
+#[test]
+fn a_bad_sector_fails_only_the_reads_that_cover_it() {
+    let mut disk = FaultyDevice::new(SharedDisk::new(32, 512, 8, 1));
+    disk.fail_block(7);
+    let mut buf = vec![0u8; 512 * 4];
+    assert!(disk.read_blocks(4, &mut buf).is_err());
+    assert!(disk.read_blocks(8, &mut buf).is_ok());
+    assert_eq!(disk.failures(), 1);
+}
