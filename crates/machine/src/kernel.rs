@@ -1,0 +1,597 @@
+//! The kernel every vCPU runs: per-CPU state, the scheduler loop, and the
+//! services hotplug steps and tasks use (placing work, running a function
+//! on a CPU, stop-machine, booting and killing vCPUs).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::audit::{Audit, Violation};
+use crate::cpumask::CpuMask;
+use crate::eventlog::{Event, EventKind, EventLogs};
+use crate::frames::FramePool;
+use crate::kthread::{Kthread, Role};
+use crate::ledger::{Item, Ledger};
+use crate::pagecache::PageCaches;
+use crate::rcu::{Callback, Rcu};
+use crate::sched::{Domains, RunQueue};
+use crate::signal::{set_current_cpu, Doorbells};
+use crate::stop_machine::StopMachine;
+use crate::sysfs::Sysfs;
+use crate::task::{Context, Task, TaskStatus};
+use crate::timer::{Timer, Timers};
+use crate::vmstat::Vmstat;
+use crate::workqueue::{Work, Workqueue};
+
+/// A deferred piece of work that runs on a vCPU: a work item, a timer, an
+/// RCU callback.
+pub type Job = Box<dyn FnOnce(&mut Context<'_>) + Send>;
+
+/// A function run on a vCPU at its request ("smp call").
+type Call = Box<dyn FnOnce() + Send>;
+
+/// Where a vCPU is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Life {
+    /// Powered off: the thread sleeps until booted.
+    Dead,
+    /// Running its scheduler loop.
+    Alive,
+    /// Its dying steps ran; it leaves the loop at the next turn.
+    Dying,
+}
+
+pub(crate) struct Vcpu {
+    life: Mutex<Life>,
+    life_changed: Condvar,
+    pub(crate) runqueue: Mutex<RunQueue>,
+    calls: Mutex<VecDeque<Call>>,
+    stop_seen: AtomicU64,
+}
+
+/// Items that could not be placed because no CPU could take them; they
+/// are placed again when a CPU becomes active.
+enum Limbo {
+    Task(Task),
+    Work(Work),
+    Timer(Timer),
+    Rcu(u64, Job),
+}
+
+pub(crate) struct Kernel {
+    pub(crate) cpus: usize,
+    pub(crate) vcpus: Box<[Vcpu]>,
+    pub(crate) doorbells: Arc<Doorbells>,
+    online: AtomicU64,
+    active: AtomicU64,
+    pub(crate) stop: StopMachine,
+    pub(crate) rcu: Arc<Rcu>,
+    pub(crate) timers: Timers,
+    pub(crate) workqueue: Workqueue,
+    pub(crate) kthreads: Box<[[Mutex<Option<Kthread>>; 3]]>,
+    pub(crate) pages: PageCaches,
+    pub(crate) sysfs: Sysfs,
+    pub(crate) vmstat: Vmstat,
+    pub(crate) events: EventLogs,
+    pub(crate) epoch: Instant,
+    pub(crate) domains: Domains,
+    pub(crate) audit: Audit,
+    pub(crate) ledger: Ledger,
+    limbo: Mutex<Vec<Limbo>>,
+    pub(crate) shutdown: AtomicBool,
+    next_cpu: AtomicUsize,
+    me: Weak<Kernel>,
+}
+
+impl Kernel {
+    pub(crate) fn new(cpus: usize, first_frame: u64, frames: u64) -> std::io::Result<Arc<Kernel>> {
+        let doorbells = Arc::new(Doorbells::new(cpus));
+        let rcu = Rcu::start(cpus, Arc::clone(&doorbells))?;
+        Ok(Arc::new_cyclic(|me| Kernel {
+            cpus,
+            vcpus: (0..cpus)
+                .map(|_| Vcpu {
+                    life: Mutex::new(Life::Dead),
+                    life_changed: Condvar::new(),
+                    runqueue: Mutex::new(RunQueue::default()),
+                    calls: Mutex::new(VecDeque::new()),
+                    stop_seen: AtomicU64::new(0),
+                })
+                .collect(),
+            doorbells,
+            online: AtomicU64::new(0),
+            active: AtomicU64::new(0),
+            stop: StopMachine::default(),
+            rcu,
+            timers: Timers::new(cpus),
+            workqueue: Workqueue::new(cpus),
+            kthreads: (0..cpus).map(|_| Default::default()).collect(),
+            pages: PageCaches::new(cpus, FramePool::new(first_frame, frames)),
+            sysfs: Sysfs::new(cpus),
+            vmstat: Vmstat::new(cpus),
+            events: EventLogs::new(cpus),
+            epoch: Instant::now(),
+            domains: Domains::default(),
+            audit: Audit::default(),
+            ledger: Ledger::default(),
+            limbo: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            next_cpu: AtomicUsize::new(0),
+            me: me.clone(),
+        }))
+    }
+
+    pub(crate) fn arc(&self) -> Option<Arc<Kernel>> {
+        self.me.upgrade()
+    }
+
+    /// Nanoseconds since the machine started.
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn trace(&self, cpu: usize, kind: EventKind, id: u64) {
+        self.events.record(Event {
+            nanos: self.now_ns(),
+            cpu,
+            kind,
+            id,
+        });
+    }
+
+    // ----- masks -----
+
+    pub(crate) fn online_mask(&self) -> CpuMask {
+        CpuMask::from_bits(self.online.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn active_mask(&self) -> CpuMask {
+        CpuMask::from_bits(self.active.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn is_online(&self, cpu: usize) -> bool {
+        self.online_mask().contains(cpu)
+    }
+
+    pub(crate) fn set_online(&self, cpu: usize, online: bool) {
+        let bit = CpuMask::one(cpu).bits();
+        if online {
+            self.online.fetch_or(bit, Ordering::SeqCst);
+        } else {
+            self.online.fetch_and(!bit, Ordering::SeqCst);
+        }
+    }
+
+    pub(crate) fn set_active(&self, cpu: usize, active: bool) {
+        let bit = CpuMask::one(cpu).bits();
+        if active {
+            self.active.fetch_or(bit, Ordering::SeqCst);
+        } else {
+            self.active.fetch_and(!bit, Ordering::SeqCst);
+        }
+    }
+
+    /// A live CPU outside `leaving` to inherit a leaving CPU's work.
+    pub(crate) fn heir(&self, leaving: CpuMask) -> Option<usize> {
+        let online = self.online_mask().minus(leaving);
+        online
+            .and(self.active_mask())
+            .lowest()
+            .or_else(|| online.lowest())
+    }
+
+    pub(crate) fn life(&self, cpu: usize) -> Life {
+        *self.vcpus[cpu].life.lock()
+    }
+
+    // ----- booting and killing vCPUs -----
+
+    /// Powers `cpu` on: its thread leaves the dead loop. False if it was not dead.
+    pub(crate) fn boot(&self, cpu: usize) -> bool {
+        let vcpu = &self.vcpus[cpu];
+        let mut life = vcpu.life.lock();
+        if *life != Life::Dead {
+            return false;
+        }
+        *life = Life::Alive;
+        vcpu.life_changed.notify_all();
+        true
+    }
+
+    /// After its dying steps: `cpu` leaves the scheduler loop at its next turn.
+    pub(crate) fn mark_dying(&self, cpu: usize) {
+        let vcpu = &self.vcpus[cpu];
+        let mut life = vcpu.life.lock();
+        if *life == Life::Alive {
+            *life = Life::Dying;
+        }
+    }
+
+    /// Waits until `cpu`'s thread has left the scheduler loop.
+    pub(crate) fn wait_dead(&self, cpu: usize) {
+        let vcpu = &self.vcpus[cpu];
+        let mut life = vcpu.life.lock();
+        while *life != Life::Dead {
+            if *life == Life::Dying {
+                // It may be asleep; make sure it notices.
+                self.doorbells.ring(cpu);
+            }
+            vcpu.life_changed
+                .wait_for(&mut life, Duration::from_millis(50));
+        }
+    }
+
+    /// Runs `work(cpu)` on every vCPU of `cpus` (in parallel, each on its
+    /// own thread) and waits for all of them. A dead vCPU's share runs on
+    /// the calling thread. A panic in `work` is raised again here.
+    pub(crate) fn run_on_each(&self, cpus: CpuMask, work: &(dyn Fn(usize) + Sync)) {
+        struct Borrowed(*const (dyn Fn(usize) + Sync));
+        // SAFETY: the pointee is `Sync`, and this function does not return
+        // until every call made from it has finished.
+        unsafe impl Send for Borrowed {}
+        // SAFETY: only the lifetime is erased; see `Borrowed`.
+        let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe {
+            core::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), _>(
+                work as *const (dyn Fn(usize) + Sync),
+            )
+        };
+        let done = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
+        let mut sent = 0;
+        let mut inline = Vec::new();
+        for cpu in cpus.iter() {
+            if cpu >= self.cpus || self.life(cpu) == Life::Dead {
+                inline.push(cpu);
+                continue;
+            }
+            let signal = Arc::clone(&done);
+            let borrowed = Borrowed(erased);
+            self.vcpus[cpu].calls.lock().push_back(Box::new(move || {
+                let borrowed = borrowed;
+                // SAFETY: `run_on_each` waits for this call before returning.
+                let work = unsafe { &*borrowed.0 };
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(cpu)));
+                let (state, cv) = &*signal;
+                let mut state = state.lock();
+                state.0 += 1;
+                state.1 |= outcome.is_err();
+                cv.notify_all();
+            }));
+            self.doorbells.ring(cpu);
+            sent += 1;
+        }
+        for cpu in inline {
+            work(cpu);
+        }
+        let (state, cv) = &*done;
+        let mut state = state.lock();
+        while state.0 < sent {
+            cv.wait(&mut state);
+        }
+        if state.1 {
+            panic!("a function run on a vCPU panicked");
+        }
+    }
+
+    /// Spawns kernel thread `role` of `cpu` (parked).
+    pub(crate) fn spawn_kthread(&self, cpu: usize, role: Role) -> std::io::Result<Kthread> {
+        let me = self.me.clone();
+        Kthread::spawn(cpu, role, move || {
+            if let Some(kernel) = me.upgrade() {
+                kernel.kthread_turn(cpu, role);
+            }
+        })
+    }
+
+    /// Runs `work(cpu)` on every vCPU of `targets` inside one stop-machine
+    /// that every online vCPU (and every target) joins.
+    pub(crate) fn stop_machine(&self, targets: CpuMask, work: &(dyn Fn(usize) + Sync)) {
+        let participants = self.online_mask().or(targets);
+        let only_targets = |cpu: usize| {
+            if targets.contains(cpu) {
+                work(cpu);
+            }
+        };
+        self.stop
+            .run(participants, &only_targets, |cpu| self.doorbells.ring(cpu));
+    }
+
+    // ----- placing work -----
+
+    /// Puts `task` on `preferred`'s run queue, or on another active CPU's
+    /// if that one does not take tasks now.
+    pub(crate) fn push_task(&self, preferred: usize, task: Task) {
+        let mut task = task;
+        for cpu in self.candidates(preferred, self.active_mask()) {
+            let mut runqueue = self.vcpus[cpu].runqueue.lock();
+            match runqueue.push(task) {
+                Ok(()) => {
+                    drop(runqueue);
+                    self.doorbells.ring(cpu);
+                    return;
+                }
+                Err(back) => task = back,
+            }
+        }
+        self.limbo.lock().push(Limbo::Task(task));
+        self.replace_limbo_if_possible();
+    }
+
+    pub(crate) fn queue_work(&self, preferred: usize, id: u64, job: Job) {
+        let mut work = Work { id, job };
+        for cpu in self.candidates(preferred, self.online_mask()) {
+            match self.workqueue.queue(cpu, work) {
+                Ok(()) => {
+                    self.doorbells.ring(cpu);
+                    return;
+                }
+                Err(back) => work = back,
+            }
+        }
+        self.limbo.lock().push(Limbo::Work(work));
+        self.replace_limbo_if_possible();
+    }
+
+    pub(crate) fn arm_timer(&self, preferred: usize, deadline: Instant, id: u64, job: Job) {
+        let mut timer = Timer { deadline, id, job };
+        for cpu in self.candidates(preferred, self.online_mask()) {
+            match self.timers.arm(cpu, timer) {
+                Ok(()) => {
+                    self.doorbells.ring(cpu);
+                    return;
+                }
+                Err(back) => timer = back,
+            }
+        }
+        self.limbo.lock().push(Limbo::Timer(timer));
+        self.replace_limbo_if_possible();
+    }
+
+    pub(crate) fn call_rcu(&self, preferred: usize, id: u64, job: Job) {
+        let mut callback = Callback::Job(id, job);
+        for cpu in self.candidates(preferred, self.online_mask()) {
+            match self.rcu.call(cpu, callback) {
+                Ok(()) => return,
+                Err(back) => callback = back,
+            }
+        }
+        if let Callback::Job(id, job) = callback {
+            self.limbo.lock().push(Limbo::Rcu(id, job));
+            self.replace_limbo_if_possible();
+        }
+    }
+
+    /// Frees something after a grace period without waiting for it.
+    pub(crate) fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
+        let mut callback = Callback::Internal(free);
+        for cpu in self.online_mask().iter() {
+            match self.rcu.call(cpu, callback) {
+                Ok(()) => return,
+                Err(back) => callback = back,
+            }
+        }
+        // No CPU has RCU data (the machine is going down): wait instead.
+        self.rcu.synchronize();
+        if let Callback::Internal(free) = callback {
+            free();
+        }
+    }
+
+    /// `preferred` first, then the members of `mask` after it, wrapping.
+    fn candidates(&self, preferred: usize, mask: CpuMask) -> impl Iterator<Item = usize> {
+        let n = self.cpus;
+        let preferred = preferred.min(n.saturating_sub(1));
+        (0..n)
+            .map(move |offset| (preferred + offset) % n)
+            .filter(move |&cpu| cpu == preferred || mask.contains(cpu))
+    }
+
+    /// Places items in limbo again; called when a CPU becomes active.
+    pub(crate) fn replace_limbo_if_possible(&self) {
+        if self.active_mask().is_empty() {
+            return;
+        }
+        let waiting = core::mem::take(&mut *self.limbo.lock());
+        if waiting.is_empty() {
+            return;
+        }
+        let start = self.active_mask().lowest().unwrap_or(0);
+        for item in waiting {
+            match item {
+                Limbo::Task(task) => self.push_task(start, task),
+                Limbo::Work(work) => self.queue_work(start, work.id, work.job),
+                Limbo::Timer(timer) => self.arm_timer(start, timer.deadline, timer.id, timer.job),
+                Limbo::Rcu(id, job) => self.call_rcu(start, id, job),
+            }
+        }
+    }
+
+    /// A round-robin choice among active CPUs, for submissions from outside.
+    pub(crate) fn next_submit_cpu(&self) -> usize {
+        let active = self.active_mask();
+        let count = active.count().max(1);
+        let nth = self.next_cpu.fetch_add(1, Ordering::Relaxed) % count;
+        active.iter().nth(nth).unwrap_or(0)
+    }
+
+    /// The least-loaded active CPU of `cpu`'s domain (read under RCU).
+    pub(crate) fn balance_target(&self, cpu: usize) -> usize {
+        let span = self.domains.span_of(cpu).and(self.active_mask());
+        span.iter()
+            .min_by_key(|&other| {
+                self.vmstat
+                    .with(other, |s| s.nr_running.load(Ordering::Relaxed))
+                    .unwrap_or(u64::MAX)
+            })
+            .unwrap_or(cpu)
+    }
+
+    // ----- running things -----
+
+    /// Runs a deferred job on `cpu` and records its completion.
+    pub(crate) fn run_job(&self, cpu: usize, item: Item, id: u64, job: Job) {
+        self.check_running_online(cpu, item.name());
+        self.trace(cpu, EventKind::Job, id);
+        let mut context = Context { kernel: self, cpu };
+        job(&mut context);
+        if !self.ledger.complete(item, id) {
+            self.audit.violation(Violation::RanTwice {
+                what: item.name(),
+                id,
+            });
+        }
+    }
+
+    fn check_running_online(&self, cpu: usize, what: &'static str) {
+        if !self.is_online(cpu) || self.life(cpu) != Life::Alive {
+            self.audit.violation(Violation::RanOffline { what, cpu });
+        }
+    }
+
+    /// What kernel thread `role` of `cpu` does in one turn.
+    pub(crate) fn kthread_turn(&self, cpu: usize, role: Role) {
+        set_current_cpu(Some(cpu));
+        match role {
+            Role::Softirq => {
+                for timer in self.timers.take_due(cpu, Instant::now()) {
+                    self.run_job(cpu, Item::Timer, timer.id, timer.job);
+                }
+            }
+            Role::Worker => {
+                // A bounded batch, so the CPU comes back to its loop.
+                for _ in 0..16 {
+                    let Some(work) = self.workqueue.next(cpu) else {
+                        break;
+                    };
+                    self.run_job(cpu, Item::Work, work.id, work.job);
+                }
+            }
+            Role::RcuCallbacks => {
+                self.check_running_online(cpu, "rcu callbacks");
+                for callback in self.rcu.take_ready(cpu) {
+                    match callback {
+                        Callback::Job(id, job) => {
+                            self.run_job(cpu, Item::RcuCallback, id, job);
+                        }
+                        Callback::Internal(free) => free(),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives the vCPU to its kernel threads that have something to do.
+    fn dispatch_kthreads(&self, cpu: usize) -> bool {
+        let mut ran = false;
+        let now = Instant::now();
+        let wants = [
+            self.timers.has_due(cpu, now),
+            self.workqueue.has_work(cpu),
+            self.rcu.has_ready(cpu),
+        ];
+        for role in Role::ALL {
+            if wants[role.index()] {
+                if let Some(thread) = self.kthreads[cpu][role.index()].lock().as_ref() {
+                    ran |= thread.dispatch();
+                }
+                self.rcu.quiescent(cpu);
+            }
+        }
+        ran
+    }
+
+    fn run_one_task(&self, cpu: usize) -> bool {
+        let Some(mut task) = self.vcpus[cpu].runqueue.lock().pop() else {
+            return false;
+        };
+        self.check_running_online(cpu, "task");
+        self.trace(cpu, EventKind::TaskSlice, task.id);
+        self.vmstat.with(cpu, |stats| {
+            stats.slices.fetch_add(1, Ordering::Relaxed);
+        });
+        let status = {
+            let mut context = Context { kernel: self, cpu };
+            (task.body)(&mut context)
+        };
+        match status {
+            TaskStatus::Again => self.push_task(cpu, task),
+            TaskStatus::Done => {
+                if !self.ledger.complete(Item::Task, task.id) {
+                    self.audit.violation(Violation::RanTwice {
+                        what: "task",
+                        id: task.id,
+                    });
+                }
+            }
+        }
+        true
+    }
+
+    fn run_calls(&self, cpu: usize) -> bool {
+        let mut ran = false;
+        loop {
+            let Some(call) = self.vcpus[cpu].calls.lock().pop_front() else {
+                return ran;
+            };
+            call();
+            ran = true;
+        }
+    }
+
+    /// The scheduler loop of vCPU `cpu`'s thread.
+    pub(crate) fn vcpu_main(&self, cpu: usize) {
+        set_current_cpu(Some(cpu));
+        let vcpu = &self.vcpus[cpu];
+        loop {
+            {
+                let mut life = vcpu.life.lock();
+                if *life == Life::Dying {
+                    *life = Life::Dead;
+                    vcpu.life_changed.notify_all();
+                }
+                while *life == Life::Dead && !self.shutdown.load(Ordering::SeqCst) {
+                    self.doorbells.get(cpu).idle.store(true, Ordering::SeqCst);
+                    vcpu.life_changed.wait(&mut life);
+                }
+                self.doorbells.get(cpu).idle.store(false, Ordering::SeqCst);
+                if self.shutdown.load(Ordering::SeqCst) {
+                    return;
+                }
+            }
+            let mut busy = self.stop.poll(cpu, &vcpu.stop_seen);
+            if self.life(cpu) != Life::Alive {
+                continue;
+            }
+            busy |= self.run_calls(cpu);
+            self.rcu.quiescent(cpu);
+            if self.is_online(cpu) {
+                busy |= self.dispatch_kthreads(cpu);
+                busy |= self.run_one_task(cpu);
+                self.rcu.quiescent(cpu);
+                let queued = vcpu.runqueue.lock().len() as u64;
+                self.vmstat.with(cpu, |stats| {
+                    stats.nr_running.store(queued, Ordering::Relaxed);
+                });
+            }
+            if !busy {
+                let deadline = self.timers.next_deadline(cpu);
+                self.doorbells
+                    .get(cpu)
+                    .idle_wait(deadline, || self.rcu.idle_entered(cpu));
+            }
+        }
+    }
+
+    /// Stops every vCPU thread's loop (they exit at their next turn).
+    pub(crate) fn stop_vcpus(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        for (cpu, vcpu) in self.vcpus.iter().enumerate() {
+            let _life = vcpu.life.lock();
+            vcpu.life_changed.notify_all();
+            drop(_life);
+            self.doorbells.ring(cpu);
+        }
+    }
+}

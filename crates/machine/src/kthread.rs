@@ -1,0 +1,201 @@
+//! Per-CPU kernel threads that are real OS threads.
+//!
+//! A kernel thread bound to a vCPU only runs when that vCPU's scheduler hands
+//! it the CPU: the vCPU thread wakes it and waits until it yields, as a
+//! context switch on one CPU would. So a thread of an offline vCPU cannot run,
+//! whatever state it is in, and parking is a flag the scheduler honours.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+/// What a per-CPU kernel thread does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// `ksoftirqd/N`: runs the CPU's expired timers.
+    Softirq,
+    /// `kworker/N`: runs the CPU's workqueue items.
+    Worker,
+    /// `rcuc/N`: invokes the CPU's RCU callbacks whose grace period ended.
+    RcuCallbacks,
+}
+
+impl Role {
+    /// Every role; each online CPU has one thread of each.
+    pub const ALL: [Role; 3] = [Role::Softirq, Role::Worker, Role::RcuCallbacks];
+
+    /// The thread's name without the CPU number.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Role::Softirq => "ksoftirqd",
+            Role::Worker => "kworker",
+            Role::RcuCallbacks => "rcuc",
+        }
+    }
+
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Role::Softirq => 0,
+            Role::Worker => 1,
+            Role::RcuCallbacks => 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// Waiting for its vCPU to run it.
+    Sleeping,
+    /// Holding its vCPU.
+    Running,
+}
+
+struct State {
+    turn: Turn,
+    parked: bool,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+/// One kernel thread bound to one vCPU.
+pub(crate) struct Kthread {
+    shared: Arc<Shared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Kthread {
+    /// Spawns the OS thread; it starts parked and waits for its first turn.
+    pub(crate) fn spawn(
+        cpu: usize,
+        role: Role,
+        mut work: impl FnMut() + Send + 'static,
+    ) -> std::io::Result<Kthread> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                turn: Turn::Sleeping,
+                parked: true,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let theirs = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name(format!("{}/{cpu}", role.name()))
+            .spawn(move || loop {
+                {
+                    let mut state = theirs.state.lock();
+                    while state.turn != Turn::Running && !state.stop {
+                        theirs.wake.wait(&mut state);
+                    }
+                    if state.stop {
+                        return;
+                    }
+                }
+                work();
+                let mut state = theirs.state.lock();
+                state.turn = Turn::Sleeping;
+                theirs.wake.notify_all();
+            })?;
+        Ok(Kthread {
+            shared,
+            handle: Some(handle),
+        })
+    }
+
+    /// Gives the thread its vCPU until it yields; false if it is parked.
+    /// Called only by the thread's own vCPU.
+    pub(crate) fn dispatch(&self) -> bool {
+        let mut state = self.shared.state.lock();
+        if state.parked || state.stop {
+            return false;
+        }
+        state.turn = Turn::Running;
+        self.shared.wake.notify_all();
+        while state.turn == Turn::Running {
+            self.shared.wake.wait(&mut state);
+        }
+        true
+    }
+
+    /// Parks the thread: once this returns it is not running and will not
+    /// run until unparked.
+    pub(crate) fn park(&self) {
+        let mut state = self.shared.state.lock();
+        state.parked = true;
+        while state.turn == Turn::Running {
+            self.shared.wake.wait(&mut state);
+        }
+    }
+
+    /// Lets the vCPU run the thread again.
+    pub(crate) fn unpark(&self) {
+        self.shared.state.lock().parked = false;
+    }
+
+    /// Whether the thread is parked.
+    pub(crate) fn is_parked(&self) -> bool {
+        self.shared.state.lock().parked
+    }
+
+    /// Stops the thread and joins it.
+    pub(crate) fn stop(mut self) {
+        self.stop_and_join();
+    }
+
+    /// Tells the thread to exit without waiting; `stop` then only joins.
+    /// Lets a caller stopping many threads wait for all exits at once.
+    pub(crate) fn request_stop(&self) {
+        let mut state = self.shared.state.lock();
+        state.stop = true;
+        state.parked = true;
+        self.shared.wake.notify_all();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.request_stop();
+        if let Some(handle) = self.handle.take() {
+            // The thread body cannot panic except inside `work`, whose panic
+            // has already been reported on stderr by the runtime.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Kthread {
+    fn drop(&mut self) {
+        // Never leak an OS thread, even on an error path.
+        self.stop_and_join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn runs_only_when_dispatched_and_unparked() {
+        let runs = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&runs);
+        let thread = Kthread::spawn(0, Role::Worker, move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        assert!(!thread.dispatch(), "a new thread starts parked");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        thread.unpark();
+        assert!(thread.dispatch());
+        assert!(thread.dispatch());
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        thread.park();
+        assert!(thread.is_parked());
+        assert!(!thread.dispatch());
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        thread.stop();
+    }
+}

@@ -1,0 +1,538 @@
+//! The public face of the machine: build it, give it tasks, take CPUs
+//! offline and online (one or many), check its invariants, shut it down.
+
+use core::fmt;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hotkern_cpuhp::{Callbacks, Class, CpuSet, Direction, Engine, FailAt, Report, Section};
+
+use crate::audit::{Counts, Resource, Violation};
+use crate::cpumask::{CpuMask, MAX_CPUS};
+use crate::eventlog::Event;
+use crate::invariants;
+use crate::kernel::Kernel;
+use crate::kthread::Role;
+use crate::ledger::{Item, Tally};
+use crate::platform::{
+    to_set, DeferredWorker, Engine as HotplugEngine, MachinePlatform, WorkerBell,
+};
+use crate::steps::STEPS;
+use crate::sysfs::SysfsError;
+use crate::task::{Context, Task, TaskStatus};
+
+/// Why the machine refused something. Nothing changed when it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MachineError {
+    /// The builder was given an impossible configuration.
+    Config(&'static str),
+    /// No vCPU has this number.
+    NoSuchCpu(usize),
+    /// No step has this name.
+    NoSuchStep(String),
+    /// The hotplug engine refused or an operation failed (and was rolled back).
+    Hotplug(hotkern_cpuhp::Error),
+    /// The host refused to create a thread.
+    Spawn(String),
+}
+
+impl fmt::Display for MachineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MachineError::Config(why) => write!(f, "bad machine configuration: {why}"),
+            MachineError::NoSuchCpu(cpu) => write!(f, "no vCPU {cpu}"),
+            MachineError::NoSuchStep(name) => write!(f, "no hotplug step named {name:?}"),
+            MachineError::Hotplug(error) => write!(f, "hotplug: {error}"),
+            MachineError::Spawn(why) => write!(f, "cannot create a thread: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for MachineError {}
+
+impl From<hotkern_cpuhp::Error> for MachineError {
+    fn from(error: hotkern_cpuhp::Error) -> Self {
+        MachineError::Hotplug(error)
+    }
+}
+
+fn spawn_error(error: std::io::Error) -> MachineError {
+    MachineError::Spawn(error.to_string())
+}
+
+/// One of the machine's hotplug steps, as registered with the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepInfo {
+    /// `subsystem:what`.
+    pub name: &'static str,
+    /// Where its callbacks run.
+    pub section: Section,
+    /// Critical or deferrable.
+    pub class: Class,
+    /// Why it has that class.
+    pub reason: &'static str,
+}
+
+/// What [`Machine::shutdown`] found.
+#[derive(Debug, Clone)]
+pub struct ShutdownReport {
+    /// Tasks, work items, timers and RCU callbacks: issued, completed, lost.
+    pub tallies: Vec<(Item, Tally)>,
+    /// Every broken invariant, including resources leaked at the end.
+    pub violations: Vec<Violation>,
+    /// Creations and destructions per kind of per-CPU resource.
+    pub counts: BTreeMap<Resource, Counts>,
+}
+
+impl ShutdownReport {
+    /// Whether everything completed exactly once and nothing broke.
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty()
+            && self
+                .tallies
+                .iter()
+                .all(|(_, t)| t.outstanding == 0 && t.completed_twice == 0)
+    }
+}
+
+/// Configures a [`Machine`].
+#[derive(Debug, Clone)]
+pub struct MachineBuilder {
+    cpus: usize,
+    online: Option<usize>,
+    engine: Engine,
+    frames: u64,
+}
+
+impl MachineBuilder {
+    /// Number of vCPUs (1 to 64; default 4).
+    pub fn cpus(mut self, cpus: usize) -> Self {
+        self.cpus = cpus;
+        self
+    }
+
+    /// How many vCPUs (the first ones) are online at start; default all.
+    pub fn online(mut self, online: usize) -> Self {
+        self.online = Some(online);
+        self
+    }
+
+    /// The hotplug engine (default [`Engine::Classic`]).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
+    }
+
+    /// Page frames of memory plugged at start (default 16384, 64 MiB).
+    pub fn memory_frames(mut self, frames: u64) -> Self {
+        self.frames = frames;
+        self
+    }
+
+    /// Starts the machine: vCPU threads, the grace-period thread, the
+    /// deferred worker, and every subsystem's steps on the online vCPUs.
+    pub fn build(self) -> Result<Machine, MachineError> {
+        if self.cpus == 0 || self.cpus > MAX_CPUS {
+            return Err(MachineError::Config("cpus must be between 1 and 64"));
+        }
+        let online = self.online.unwrap_or(self.cpus);
+        if online == 0 || online > self.cpus {
+            return Err(MachineError::Config(
+                "online must be between 1 and the number of cpus",
+            ));
+        }
+        if self.frames == 0 {
+            return Err(MachineError::Config("memory must hold at least one frame"));
+        }
+        Machine::start(self.cpus, online, self.engine, self.frames)
+    }
+}
+
+/// A running user-mode machine.
+///
+/// ```
+/// use hotkern_machine::{Engine, Machine, TaskStatus};
+///
+/// let machine = Machine::builder().cpus(4).engine(Engine::Bolt).build().unwrap();
+/// for _ in 0..100 {
+///     machine.submit(|ctx| {
+///         let page = ctx.alloc_page().expect("memory");
+///         ctx.free_page(page);
+///         TaskStatus::Done
+///     });
+/// }
+/// let report = machine.offline(3).unwrap();
+/// println!("offline took {} µs", report.nanos / 1000);
+/// machine.online(3).unwrap();
+/// assert!(machine.wait_idle(std::time::Duration::from_secs(10)));
+/// assert!(machine.check_invariants().is_empty());
+/// let done = machine.shutdown();
+/// assert!(done.is_clean(), "{done:?}");
+/// ```
+pub struct Machine {
+    kernel: Arc<Kernel>,
+    engine: Arc<HotplugEngine>,
+    vcpu_threads: Vec<JoinHandle<()>>,
+    worker: Option<DeferredWorker>,
+    ever_kept: AtomicBool,
+    down: bool,
+}
+
+impl Machine {
+    /// A builder with the defaults: 4 vCPUs, all online, classic engine.
+    pub fn builder() -> MachineBuilder {
+        MachineBuilder {
+            cpus: 4,
+            online: None,
+            engine: Engine::Classic,
+            frames: 16 * 1024,
+        }
+    }
+
+    /// Every hotplug step the machine's subsystems register, in table order.
+    pub fn steps() -> Vec<StepInfo> {
+        STEPS
+            .iter()
+            .map(|def| StepInfo {
+                name: def.spec.name,
+                section: def.spec.section,
+                class: def.spec.class,
+                reason: def.reason,
+            })
+            .collect()
+    }
+
+    fn start(
+        cpus: usize,
+        online: usize,
+        engine: Engine,
+        frames: u64,
+    ) -> Result<Machine, MachineError> {
+        // Frames start above the first MiB, as on a PC.
+        let kernel = Kernel::new(cpus, 256, frames).map_err(spawn_error)?;
+        let mut machine = Machine {
+            kernel: Arc::clone(&kernel),
+            engine: Arc::new(
+                HotplugEngine::new(
+                    MachinePlatform {
+                        kernel: Arc::clone(&kernel),
+                        worker: Arc::new(WorkerBell::default()),
+                    },
+                    &STEPS.map(|def| def.spec),
+                    CpuSet::range(0, cpus as u32),
+                    CpuSet::range(0, online as u32),
+                    engine,
+                )
+                .map_err(MachineError::Hotplug)?,
+            ),
+            vcpu_threads: Vec::new(),
+            worker: None,
+            ever_kept: AtomicBool::new(engine == Engine::Bolt),
+            down: false,
+        };
+        for cpu in 0..cpus {
+            let theirs = Arc::clone(&kernel);
+            let handle = std::thread::Builder::new()
+                .name(format!("vcpu/{cpu}"))
+                .spawn(move || theirs.vcpu_main(cpu))
+                .map_err(spawn_error)?;
+            machine.vcpu_threads.push(handle);
+        }
+        for cpu in 0..online {
+            kernel.boot(cpu);
+        }
+        // Boot: every step's startup on the online vCPUs, in table order.
+        for (index, def) in STEPS.iter().enumerate() {
+            let step = hotkern_cpuhp::StepId(index as u16);
+            let mut callbacks = Callbacks::new();
+            if let Some(startup) = def.startup {
+                let k = Arc::clone(&kernel);
+                callbacks = callbacks.startup(move |ctx| startup(&k, ctx));
+            }
+            if let Some(teardown) = def.teardown {
+                let k = Arc::clone(&kernel);
+                callbacks = callbacks.teardown(move |ctx| teardown(&k, ctx));
+            }
+            machine.engine.setup(step, callbacks)?;
+        }
+        let bell = Arc::clone(&machine.engine.platform().worker);
+        machine.worker =
+            Some(DeferredWorker::spawn(bell, Arc::clone(&machine.engine)).map_err(spawn_error)?);
+        Ok(machine)
+    }
+
+    /// Number of vCPUs.
+    pub fn cpus(&self) -> usize {
+        self.kernel.cpus
+    }
+
+    /// The engine running operations.
+    pub fn engine(&self) -> Engine {
+        self.engine.engine()
+    }
+
+    /// Switches engine (waits for deferred work first).
+    pub fn set_engine(&self, engine: Engine) {
+        self.engine.set_engine(engine);
+        if engine == Engine::Bolt {
+            // Bolt may keep structures of offline CPUs from now on.
+            self.ever_kept.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// vCPUs online now.
+    pub fn online_cpus(&self) -> CpuMask {
+        self.kernel.online_mask()
+    }
+
+    /// vCPUs the scheduler places tasks on now.
+    pub fn active_cpus(&self) -> CpuMask {
+        self.kernel.active_mask()
+    }
+
+    /// Submits a task; it runs slice by slice until it returns
+    /// [`TaskStatus::Done`]. Returns its id.
+    pub fn submit(&self, body: impl FnMut(&mut Context<'_>) -> TaskStatus + Send + 'static) -> u64 {
+        let id = self.kernel.ledger.issue(Item::Task);
+        let cpu = self.kernel.next_submit_cpu();
+        self.kernel.push_task(
+            cpu,
+            Task {
+                id,
+                body: Box::new(body),
+            },
+        );
+        id
+    }
+
+    fn check_cpu(&self, cpu: usize) -> Result<(), MachineError> {
+        if cpu < self.kernel.cpus {
+            Ok(())
+        } else {
+            Err(MachineError::NoSuchCpu(cpu))
+        }
+    }
+
+    fn check_mask(&self, cpus: CpuMask) -> Result<CpuSet, MachineError> {
+        match cpus.minus(CpuMask::first(self.kernel.cpus)).lowest() {
+            Some(cpu) => Err(MachineError::NoSuchCpu(cpu)),
+            None => Ok(to_set(cpus)),
+        }
+    }
+
+    /// Takes `cpu` offline. On failure it is online again, as before.
+    pub fn offline(&self, cpu: usize) -> Result<Report, MachineError> {
+        self.check_cpu(cpu)?;
+        Ok(self.engine.offline(hotkern_cpuhp::CpuId(cpu as u32))?)
+    }
+
+    /// Brings `cpu` online. On failure it is offline again, as before.
+    pub fn online(&self, cpu: usize) -> Result<Report, MachineError> {
+        self.check_cpu(cpu)?;
+        Ok(self.engine.online(hotkern_cpuhp::CpuId(cpu as u32))?)
+    }
+
+    /// Takes every vCPU of `cpus` offline: one by one with classic, in one
+    /// bulk operation with Bolt. All or nothing.
+    pub fn offline_many(&self, cpus: CpuMask) -> Result<Report, MachineError> {
+        Ok(self.engine.offline_many(self.check_mask(cpus)?)?)
+    }
+
+    /// Brings every vCPU of `cpus` online (see [`Machine::offline_many`]).
+    pub fn online_many(&self, cpus: CpuMask) -> Result<Report, MachineError> {
+        Ok(self.engine.online_many(self.check_mask(cpus)?)?)
+    }
+
+    /// Waits until every deferred callback has run.
+    pub fn wait_deferred(&self) {
+        self.engine.flush_deferred();
+    }
+
+    /// Deferred callbacks still pending.
+    pub fn pending_deferred(&self) -> usize {
+        self.engine.pending_deferred()
+    }
+
+    /// Waits until every task, work item, timer and RCU callback handed to
+    /// the machine has completed, or `timeout` passes; returns whether all did.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        self.kernel.ledger.wait_drained(timeout)
+    }
+
+    /// Counts for one kind of item.
+    pub fn tally(&self, item: Item) -> Tally {
+        self.kernel.ledger.tally(item)
+    }
+
+    /// Arms a one-shot failure of step `name` in `direction` (for `cpu`, or
+    /// any CPU), as Linux's `hotplug/fail`.
+    pub fn inject_failure(
+        &self,
+        name: &str,
+        direction: Direction,
+        cpu: Option<usize>,
+    ) -> Result<(), MachineError> {
+        if let Some(cpu) = cpu {
+            self.check_cpu(cpu)?;
+        }
+        let step = self
+            .engine
+            .step_id(name)
+            .ok_or_else(|| MachineError::NoSuchStep(name.to_owned()))?;
+        self.engine.inject_failure(FailAt {
+            step,
+            direction,
+            cpu: cpu.map(|c| hotkern_cpuhp::CpuId(c as u32)),
+        })?;
+        Ok(())
+    }
+
+    /// Disarms an injected failure that has not fired.
+    pub fn clear_failure(&self) {
+        self.engine.clear_failure();
+    }
+
+    /// Reads a sysfs node, e.g. `devices/system/cpu/cpu1/online`.
+    pub fn sysfs_read(&self, path: &str) -> Result<String, SysfsError> {
+        self.kernel.sysfs.read(path, self.kernel.online_mask())
+    }
+
+    /// Every visible sysfs node.
+    pub fn sysfs_list(&self) -> Vec<String> {
+        self.kernel.sysfs.list(self.kernel.online_mask())
+    }
+
+    /// The trace: every event the per-CPU buffers hold, and how many they overwrote.
+    pub fn trace(&self) -> (Vec<Event>, u64) {
+        self.kernel.events.snapshot()
+    }
+
+    /// Creations and destructions per kind of per-CPU resource so far.
+    pub fn resource_counts(&self) -> BTreeMap<Resource, Counts> {
+        self.kernel.audit.counts()
+    }
+
+    /// Live kernel threads (OS threads) of every vCPU.
+    pub fn kernel_threads(&self) -> usize {
+        let mut count = 0;
+        for cpu in 0..self.kernel.cpus {
+            for role in Role::ALL {
+                count += usize::from(self.kernel.kthreads[cpu][role.index()].lock().is_some());
+            }
+        }
+        count
+    }
+
+    /// Free page frames in the shared pool, and the pool's size.
+    pub fn frames(&self) -> (u64, u64) {
+        let pool = &self.kernel.pages.pool;
+        (pool.free_frames(), pool.total_frames())
+    }
+
+    /// Waits for deferred work, then checks every invariant: the masks
+    /// against each vCPU's state, the per-CPU resources against the online
+    /// set, page frame accounting, and every violation seen while running.
+    /// Empty when all hold.
+    pub fn check_invariants(&self) -> Vec<Violation> {
+        self.wait_deferred();
+        let engine_online = crate::platform::to_mask(self.engine.online_cpus());
+        let frees_everything =
+            !self.ever_kept.load(Ordering::Relaxed) && self.engine.engine() == Engine::Classic;
+        let mut found = self.kernel.audit.violations();
+        found.extend(invariants::check(
+            &self.kernel,
+            engine_online,
+            frees_everything,
+        ));
+        found
+    }
+
+    /// Stops the machine: waits for deferred work, stops and joins the
+    /// worker, every vCPU thread, every kernel thread and the grace-period
+    /// thread, frees every per-CPU resource, and reports what it found.
+    /// Items still pending are counted as outstanding.
+    pub fn shutdown(mut self) -> ShutdownReport {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> ShutdownReport {
+        if !self.down {
+            self.down = true;
+            self.engine.flush_deferred();
+            if let Some(mut worker) = self.worker.take() {
+                worker.stop();
+            }
+            self.kernel.stop_vcpus();
+            for handle in self.vcpu_threads.drain(..) {
+                let _ = handle.join();
+            }
+            release_everything(&self.kernel);
+            self.kernel.rcu.stop();
+        }
+        let mut violations = self.kernel.audit.violations();
+        for (resource, cpu) in self.kernel.audit.live() {
+            violations.push(Violation::Leak { resource, cpu });
+        }
+        ShutdownReport {
+            tallies: self.kernel.ledger.tallies(),
+            violations,
+            counts: self.kernel.audit.counts(),
+        }
+    }
+}
+
+/// Frees whatever per-CPU resource is left once every vCPU has stopped:
+/// an online CPU's full set, and what Bolt kept for offline ones.
+fn release_everything(k: &Kernel) {
+    // No vCPU runs: grace periods must not wait for any.
+    for cpu in 0..k.cpus {
+        k.rcu.set_tracked(cpu, false);
+    }
+    let mut threads = Vec::new();
+    for cpu in 0..k.cpus {
+        for role in Role::ALL {
+            if let Some(thread) = k.kthreads[cpu][role.index()].lock().take() {
+                thread.request_stop();
+                threads.push((cpu, role, thread));
+            }
+        }
+    }
+    for (cpu, role, thread) in threads {
+        thread.stop();
+        k.audit.destroyed(Resource::Kthread(role), cpu);
+    }
+    let all = CpuMask::first(k.cpus);
+    for cpu in 0..k.cpus {
+        if k.pages.free(cpu) {
+            k.audit.destroyed(Resource::PageCache, cpu);
+        }
+        if k.events.retire(cpu, false) {
+            k.audit.destroyed(Resource::EventLog, cpu);
+        }
+        if k.workqueue.free(cpu).is_some() {
+            k.audit.destroyed(Resource::WorkerPool, cpu);
+        }
+        if k.timers.free(cpu).is_some() {
+            k.audit.destroyed(Resource::TimerBase, cpu);
+        }
+        if k.rcu.drop_data(cpu) {
+            k.audit.destroyed(Resource::RcuData, cpu);
+        }
+    }
+    for cpu in k.sysfs.remove(all).iter() {
+        k.audit.destroyed(Resource::SysfsNodes, cpu);
+    }
+    for cpu in k.vmstat.retire(all, &k.rcu).iter() {
+        k.audit.destroyed(Resource::Vmstat, cpu);
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        // Never leak a thread, even when the owner forgot to shut down.
+        let _ = self.stop();
+    }
+}

@@ -1,0 +1,140 @@
+//! What the machine gives the hotplug engine: running a function on a vCPU,
+//! stop-machine, grace periods, powering vCPUs on and off, the clock, and
+//! the deferred worker thread that completes Bolt's deferred callbacks.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use hotkern_cpuhp::{CpuId, CpuSet, Hotplug, Platform};
+use parking_lot::{Condvar, Mutex};
+
+use crate::cpumask::CpuMask;
+use crate::kernel::Kernel;
+
+/// The engine as the machine instantiates it.
+pub(crate) type Engine = Hotplug<parking_lot::RawMutex, MachinePlatform>;
+
+pub(crate) fn to_mask(cpus: CpuSet) -> CpuMask {
+    cpus.iter().map(CpuId::index).collect()
+}
+
+pub(crate) fn to_set(cpus: CpuMask) -> CpuSet {
+    cpus.iter().map(|cpu| CpuId(cpu as u32)).collect()
+}
+
+/// The machine as a [`Platform`].
+pub(crate) struct MachinePlatform {
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) worker: Arc<WorkerBell>,
+}
+
+impl Platform for MachinePlatform {
+    fn now_ns(&self) -> u64 {
+        self.kernel.now_ns()
+    }
+
+    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
+        self.run_on_each(CpuSet::single(cpu), work);
+    }
+
+    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        self.kernel
+            .run_on_each(to_mask(cpus), &|cpu| work(CpuId(cpu as u32)));
+    }
+
+    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        self.kernel
+            .stop_machine(to_mask(cpus), &|cpu| work(CpuId(cpu as u32)));
+    }
+
+    fn synchronize_grace_period(&self) {
+        self.kernel.rcu.synchronize();
+    }
+
+    fn power_on(&self, cpu: CpuId) {
+        if cpu.index() < self.kernel.cpus {
+            self.kernel.boot(cpu.index());
+        }
+    }
+
+    fn power_off(&self, cpu: CpuId) {
+        if cpu.index() < self.kernel.cpus {
+            self.kernel.mark_dying(cpu.index());
+            self.kernel.wait_dead(cpu.index());
+        }
+    }
+
+    fn kick_deferred(&self) {
+        self.worker.kick();
+    }
+}
+
+#[derive(Default)]
+struct BellState {
+    kicked: bool,
+    stop: bool,
+}
+
+/// Wakes the deferred worker.
+#[derive(Default)]
+pub(crate) struct WorkerBell {
+    state: Mutex<BellState>,
+    wake: Condvar,
+}
+
+impl WorkerBell {
+    fn kick(&self) {
+        self.state.lock().kicked = true;
+        self.wake.notify_all();
+    }
+}
+
+/// The thread that runs Bolt's deferred callbacks (the paper's "master
+/// thread"): it sleeps until the engine kicks it.
+pub(crate) struct DeferredWorker {
+    bell: Arc<WorkerBell>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl DeferredWorker {
+    pub(crate) fn spawn(
+        bell: Arc<WorkerBell>,
+        engine: Arc<Engine>,
+    ) -> std::io::Result<DeferredWorker> {
+        let theirs = Arc::clone(&bell);
+        let handle = std::thread::Builder::new()
+            .name("cpuhp-deferred".into())
+            .spawn(move || loop {
+                {
+                    let mut state = theirs.state.lock();
+                    while !state.kicked && !state.stop {
+                        theirs.wake.wait(&mut state);
+                    }
+                    if state.stop {
+                        return;
+                    }
+                    state.kicked = false;
+                }
+                engine.run_deferred();
+            })?;
+        Ok(DeferredWorker {
+            bell,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the worker (after its current job) and joins it.
+    pub(crate) fn stop(&mut self) {
+        self.bell.state.lock().stop = true;
+        self.bell.wake.notify_all();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for DeferredWorker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

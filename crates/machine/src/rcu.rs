@@ -1,0 +1,383 @@
+//! RCU-like grace periods over the vCPUs' quiescent states.
+//!
+//! A vCPU is in a read-side critical section whenever it runs something (a
+//! task slice, a kernel thread's turn, a callback); it passes a quiescent
+//! state each time round its scheduler loop, and an idle or untracked
+//! (offline) vCPU is quiescent throughout. A grace-period thread, as
+//! Linux's `rcu_gp` kthread, waits until every vCPU it tracked at the start
+//! of a grace period has passed a quiescent state, then ends it; many
+//! `synchronize` callers share one grace period.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::cpumask::CpuMask;
+use crate::signal::{current_cpu, Doorbells};
+
+/// Something to run after a grace period.
+pub(crate) enum Callback {
+    /// A machine job with its ledger id, run on the CPU's `rcuc` thread.
+    Job(u64, crate::kernel::Job),
+    /// The machine's own clean-up (freeing an unpublished structure).
+    Internal(Box<dyn FnOnce() + Send>),
+}
+
+#[derive(Default)]
+struct PerCpu {
+    /// Quiescent states passed.
+    quiescent: AtomicU64,
+    /// Whether grace periods wait for this vCPU (it is online).
+    tracked: AtomicBool,
+    /// A grace period waits for this vCPU's next quiescent state.
+    wanted: AtomicBool,
+    /// Callbacks waiting on this vCPU; `None` when its RCU data is torn down.
+    callbacks: Mutex<Option<VecDeque<(u64, Callback)>>>,
+    pending: AtomicUsize,
+}
+
+#[derive(Default)]
+struct GracePeriods {
+    completed: u64,
+    in_progress: bool,
+    requested: u64,
+    stop: bool,
+}
+
+pub(crate) struct Rcu {
+    state: Mutex<GracePeriods>,
+    /// Wakes the grace-period thread (requests and quiescent reports).
+    to_thread: Condvar,
+    /// Wakes `synchronize` callers.
+    ended: Condvar,
+    completed: AtomicU64,
+    cpus: Box<[PerCpu]>,
+    doorbells: Arc<Doorbells>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Rcu {
+    pub(crate) fn start(cpus: usize, doorbells: Arc<Doorbells>) -> std::io::Result<Arc<Rcu>> {
+        let rcu = Arc::new(Rcu {
+            state: Mutex::new(GracePeriods::default()),
+            to_thread: Condvar::new(),
+            ended: Condvar::new(),
+            completed: AtomicU64::new(0),
+            cpus: (0..cpus).map(|_| PerCpu::default()).collect(),
+            doorbells,
+            thread: Mutex::new(None),
+        });
+        let theirs = Arc::clone(&rcu);
+        let handle = std::thread::Builder::new()
+            .name("rcu_gp".into())
+            .spawn(move || theirs.grace_period_thread())?;
+        *rcu.thread.lock() = Some(handle);
+        Ok(rcu)
+    }
+
+    /// Stops the grace-period thread and joins it.
+    pub(crate) fn stop(&self) {
+        self.state.lock().stop = true;
+        self.to_thread.notify_all();
+        if let Some(handle) = self.thread.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    /// Grace periods completed so far.
+    pub(crate) fn completed(&self) -> u64 {
+        self.completed.load(Ordering::SeqCst)
+    }
+
+    /// Waits for a full grace period: every read-side section running now
+    /// has ended when this returns.
+    pub(crate) fn synchronize(&self) {
+        // A vCPU blocked here runs nothing: it is quiescent while it waits,
+        // as a task that sleeps in `synchronize_rcu` lets its CPU switch.
+        let blocked = current_cpu().map(|cpu| {
+            let bell = self.doorbells.get(cpu);
+            let was_idle = bell.idle.swap(true, Ordering::SeqCst);
+            self.idle_entered(cpu);
+            (bell, was_idle)
+        });
+        let mut state = self.state.lock();
+        let target = Self::request(&mut state);
+        self.to_thread.notify_all();
+        while state.completed < target {
+            self.ended.wait(&mut state);
+        }
+        drop(state);
+        if let Some((bell, was_idle)) = blocked {
+            bell.idle.store(was_idle, Ordering::SeqCst);
+        }
+    }
+
+    /// Asks for the first grace period that starts after now; returns its number.
+    fn request(state: &mut GracePeriods) -> u64 {
+        let target = state.completed + if state.in_progress { 2 } else { 1 };
+        state.requested = state.requested.max(target);
+        target
+    }
+
+    /// vCPU `cpu` passed a quiescent state.
+    pub(crate) fn quiescent(&self, cpu: usize) {
+        let me = &self.cpus[cpu];
+        me.quiescent.fetch_add(1, Ordering::SeqCst);
+        if me.wanted.swap(false, Ordering::SeqCst) {
+            let _state = self.state.lock();
+            self.to_thread.notify_all();
+        }
+    }
+
+    /// Starts or stops waiting for `cpu` (its online state, for RCU).
+    pub(crate) fn set_tracked(&self, cpu: usize, tracked: bool) {
+        let me = &self.cpus[cpu];
+        me.tracked.store(tracked, Ordering::SeqCst);
+        if !tracked {
+            // A grace period waiting on this vCPU must not wait forever.
+            let _state = self.state.lock();
+            self.to_thread.notify_all();
+        }
+    }
+
+    pub(crate) fn is_tracked(&self, cpu: usize) -> bool {
+        self.cpus[cpu].tracked.load(Ordering::SeqCst)
+    }
+
+    /// Called when a vCPU goes idle, so a grace period waiting for it ends.
+    pub(crate) fn idle_entered(&self, cpu: usize) {
+        if self.cpus[cpu].wanted.swap(false, Ordering::SeqCst) {
+            let _state = self.state.lock();
+            self.to_thread.notify_all();
+        }
+    }
+
+    /// Creates `cpu`'s callback list; false if it already exists.
+    pub(crate) fn create_data(&self, cpu: usize) -> bool {
+        let mut list = self.cpus[cpu].callbacks.lock();
+        if list.is_some() {
+            return false;
+        }
+        *list = Some(VecDeque::new());
+        true
+    }
+
+    /// Hands `cpu`'s callbacks to `heir` with their grace periods
+    /// unchanged, keeping `cpu`'s (now empty) list; returns how many moved.
+    /// Nothing moves if the heir has no list.
+    pub(crate) fn migrate(&self, cpu: usize, heir: usize) -> usize {
+        if cpu == heir {
+            return 0;
+        }
+        let mut from = self.cpus[cpu].callbacks.lock();
+        let Some(list) = from.as_mut() else {
+            return 0;
+        };
+        if list.is_empty() {
+            return 0;
+        }
+        let mut to = self.cpus[heir].callbacks.lock();
+        let Some(target) = to.as_mut() else {
+            return 0;
+        };
+        let moved = list.len();
+        target.extend(list.drain(..));
+        // Keep the heir's list ordered by grace period.
+        target.make_contiguous().sort_by_key(|(gp, _)| *gp);
+        self.cpus[cpu].pending.fetch_sub(moved, Ordering::SeqCst);
+        self.cpus[heir].pending.fetch_add(moved, Ordering::SeqCst);
+        drop(to);
+        drop(from);
+        self.doorbells.ring(heir);
+        moved
+    }
+
+    /// Frees `cpu`'s callback list; false (and nothing changes) if it does
+    /// not exist or still holds callbacks.
+    pub(crate) fn free_data(&self, cpu: usize) -> bool {
+        let mut list = self.cpus[cpu].callbacks.lock();
+        if list.as_ref().is_none_or(|l| !l.is_empty()) {
+            return false;
+        }
+        *list = None;
+        true
+    }
+
+    /// Frees `cpu`'s callback list whatever it holds (the machine is
+    /// stopping; callbacks left are counted as outstanding by the ledger).
+    pub(crate) fn drop_data(&self, cpu: usize) -> bool {
+        let dropped = self.cpus[cpu].callbacks.lock().take();
+        self.cpus[cpu].pending.store(0, Ordering::SeqCst);
+        dropped.is_some()
+    }
+
+    /// Whether `cpu` has RCU data.
+    pub(crate) fn has_data(&self, cpu: usize) -> bool {
+        self.cpus[cpu].callbacks.lock().is_some()
+    }
+
+    /// Queues `callback` on `cpu` to run after a grace period. Returns the
+    /// callback if `cpu` has no RCU data.
+    pub(crate) fn call(&self, cpu: usize, callback: Callback) -> Result<(), Callback> {
+        let target = {
+            let mut state = self.state.lock();
+            let target = Self::request(&mut state);
+            self.to_thread.notify_all();
+            target
+        };
+        let me = &self.cpus[cpu];
+        let mut list = me.callbacks.lock();
+        match list.as_mut() {
+            Some(list) => {
+                list.push_back((target, callback));
+                me.pending.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            None => Err(callback),
+        }
+    }
+
+    /// Whether `cpu` has a callback whose grace period has ended.
+    pub(crate) fn has_ready(&self, cpu: usize) -> bool {
+        let me = &self.cpus[cpu];
+        if me.pending.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let done = self.completed();
+        me.callbacks
+            .lock()
+            .as_ref()
+            .and_then(|list| list.front())
+            .is_some_and(|(gp, _)| *gp <= done)
+    }
+
+    /// Takes `cpu`'s callbacks whose grace period has ended.
+    pub(crate) fn take_ready(&self, cpu: usize) -> Vec<Callback> {
+        let me = &self.cpus[cpu];
+        let done = self.completed();
+        let mut ready = Vec::new();
+        let mut list = me.callbacks.lock();
+        if let Some(list) = list.as_mut() {
+            while list.front().is_some_and(|(gp, _)| *gp <= done) {
+                if let Some((_, callback)) = list.pop_front() {
+                    ready.push(callback);
+                }
+            }
+        }
+        me.pending.fetch_sub(ready.len(), Ordering::SeqCst);
+        ready
+    }
+
+    fn grace_period_thread(&self) {
+        let mut state = self.state.lock();
+        loop {
+            while state.requested <= state.completed && !state.stop {
+                self.to_thread.wait(&mut state);
+            }
+            if state.stop {
+                return;
+            }
+            state.in_progress = true;
+            let mut waiting = CpuMask::EMPTY;
+            let mut snapshot = vec![0u64; self.cpus.len()];
+            for (cpu, me) in self.cpus.iter().enumerate() {
+                if me.tracked.load(Ordering::SeqCst) && !self.doorbells.is_idle(cpu) {
+                    snapshot[cpu] = me.quiescent.load(Ordering::SeqCst);
+                    me.wanted.store(true, Ordering::SeqCst);
+                    waiting = waiting.with(cpu);
+                }
+            }
+            drop(state);
+            for cpu in waiting.iter() {
+                self.doorbells.ring(cpu);
+            }
+            state = self.state.lock();
+            loop {
+                for cpu in waiting.iter() {
+                    let me = &self.cpus[cpu];
+                    if !me.tracked.load(Ordering::SeqCst)
+                        || self.doorbells.is_idle(cpu)
+                        || me.quiescent.load(Ordering::SeqCst) != snapshot[cpu]
+                    {
+                        waiting = waiting.without(cpu);
+                    }
+                }
+                if waiting.is_empty() || state.stop {
+                    break;
+                }
+                self.to_thread.wait(&mut state);
+            }
+            state.completed += 1;
+            state.in_progress = false;
+            self.completed.store(state.completed, Ordering::SeqCst);
+            self.ended.notify_all();
+            // vCPUs holding callbacks may now run them.
+            for (cpu, me) in self.cpus.iter().enumerate() {
+                if me.pending.load(Ordering::SeqCst) > 0 {
+                    self.doorbells.ring(cpu);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn grace_period_waits_for_a_busy_cpu_and_ignores_untracked_ones() {
+        let doorbells = Arc::new(Doorbells::new(2));
+        let rcu = Rcu::start(2, Arc::clone(&doorbells)).unwrap();
+        rcu.set_tracked(0, true);
+        rcu.set_tracked(1, false);
+        // CPU 0 is "busy" (not idle, no quiescent state): synchronize blocks.
+        let waiter = {
+            let rcu = Arc::clone(&rcu);
+            std::thread::spawn(move || rcu.synchronize())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!waiter.is_finished());
+        assert_eq!(rcu.completed(), 0);
+        rcu.quiescent(0);
+        waiter.join().unwrap();
+        assert!(rcu.completed() >= 1);
+        rcu.stop();
+    }
+
+    #[test]
+    fn callbacks_run_after_their_grace_period_and_survive_migration() {
+        let doorbells = Arc::new(Doorbells::new(2));
+        let rcu = Rcu::start(2, Arc::clone(&doorbells)).unwrap();
+        rcu.set_tracked(0, true);
+        assert!(rcu.create_data(0) && rcu.create_data(1));
+        assert!(!rcu.create_data(0));
+        let ran = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&ran);
+        let callback = Callback::Internal(Box::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+        assert!(rcu.call(1, callback).is_ok());
+        assert!(!rcu.has_ready(1), "no grace period has ended yet");
+        assert_eq!(rcu.migrate(1, 0), 1);
+        assert!(rcu.free_data(1));
+        assert!(!rcu.has_data(1));
+        assert!(rcu.call(1, Callback::Internal(Box::new(|| {}))).is_err());
+        // End the grace period: CPU 0 passes a quiescent state.
+        while !rcu.has_ready(0) {
+            rcu.quiescent(0);
+            std::thread::yield_now();
+        }
+        for callback in rcu.take_ready(0) {
+            if let Callback::Internal(run) = callback {
+                run();
+            }
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        rcu.stop();
+    }
+}

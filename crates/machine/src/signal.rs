@@ -1,0 +1,82 @@
+//! Waking a vCPU: the machine's inter-processor interrupt.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+/// One vCPU's doorbell. Whoever gives a vCPU something to do rings it; the
+/// vCPU sleeps on it only when it has found nothing to do since the last ring.
+#[derive(Default)]
+pub(crate) struct Doorbell {
+    rung: Mutex<bool>,
+    wake: Condvar,
+    /// The vCPU is asleep in its idle loop: RCU counts it as quiescent.
+    pub(crate) idle: AtomicBool,
+}
+
+impl Doorbell {
+    /// Wakes the vCPU (or makes its next idle check return at once).
+    pub(crate) fn ring(&self) {
+        let mut rung = self.rung.lock();
+        *rung = true;
+        self.wake.notify_one();
+    }
+
+    /// Sleeps until rung or until `until`; `on_idle` runs after the vCPU
+    /// has marked itself idle and before it sleeps.
+    pub(crate) fn idle_wait(&self, until: Option<Instant>, on_idle: impl FnOnce()) {
+        let mut rung = self.rung.lock();
+        if !*rung {
+            self.idle.store(true, Ordering::SeqCst);
+            on_idle();
+            match until {
+                Some(deadline) => {
+                    let _ = self.wake.wait_until(&mut rung, deadline);
+                }
+                None => self.wake.wait(&mut rung),
+            }
+            self.idle.store(false, Ordering::SeqCst);
+        }
+        *rung = false;
+    }
+}
+
+/// The doorbells of every vCPU.
+pub(crate) struct Doorbells(Box<[Doorbell]>);
+
+impl Doorbells {
+    pub(crate) fn new(cpus: usize) -> Self {
+        Doorbells((0..cpus).map(|_| Doorbell::default()).collect())
+    }
+
+    pub(crate) fn ring(&self, cpu: usize) {
+        if let Some(bell) = self.0.get(cpu) {
+            bell.ring();
+        }
+    }
+
+    pub(crate) fn get(&self, cpu: usize) -> &Doorbell {
+        &self.0[cpu]
+    }
+
+    pub(crate) fn is_idle(&self, cpu: usize) -> bool {
+        self.0
+            .get(cpu)
+            .is_some_and(|bell| bell.idle.load(Ordering::SeqCst))
+    }
+}
+
+thread_local! {
+    static CURRENT_CPU: core::cell::Cell<Option<usize>> = const { core::cell::Cell::new(None) };
+}
+
+/// The vCPU the calling thread is, if it is a vCPU thread.
+pub(crate) fn current_cpu() -> Option<usize> {
+    CURRENT_CPU.with(core::cell::Cell::get)
+}
+
+/// Marks the calling thread as vCPU `cpu`.
+pub(crate) fn set_current_cpu(cpu: Option<usize>) {
+    CURRENT_CPU.with(|current| current.set(cpu));
+}

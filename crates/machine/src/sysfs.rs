@@ -1,0 +1,212 @@
+//! sysfs-like per-CPU nodes under `devices/system/cpu/cpuN/`: topology and
+//! cache attributes created when a CPU comes up and removed when it goes.
+//! Opening a node checks that its CPU is online, so nodes an engine keeps
+//! for an offline CPU are never visible (Bolt's check at `open`).
+
+use core::fmt;
+use std::collections::BTreeMap;
+
+use parking_lot::RwLock;
+
+use crate::cpumask::CpuMask;
+
+/// Why a sysfs read failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SysfsError {
+    /// No such node, or its CPU is offline.
+    NotFound(String),
+}
+
+impl fmt::Display for SysfsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SysfsError::NotFound(path) => write!(f, "no such sysfs node: {path}"),
+        }
+    }
+}
+
+impl std::error::Error for SysfsError {}
+
+enum Value {
+    Text(String),
+    /// `online`: read from the mask at open.
+    Online,
+}
+
+struct Node {
+    cpu: usize,
+    value: Value,
+}
+
+/// Cache levels described under `cache/indexN`: (level, type, size).
+const CACHES: [(u32, &str, &str); 4] = [
+    (1, "Data", "32K"),
+    (1, "Instruction", "32K"),
+    (2, "Unified", "1024K"),
+    (3, "Unified", "32768K"),
+];
+
+pub(crate) struct Sysfs {
+    nodes: RwLock<BTreeMap<String, Node>>,
+    cpus: usize,
+}
+
+fn prefix(cpu: usize) -> String {
+    format!("devices/system/cpu/cpu{cpu}/")
+}
+
+impl Sysfs {
+    pub(crate) fn new(cpus: usize) -> Self {
+        Sysfs {
+            nodes: RwLock::new(BTreeMap::new()),
+            cpus,
+        }
+    }
+
+    fn nodes_of(&self, cpu: usize) -> Vec<(String, Node)> {
+        let base = prefix(cpu);
+        // Two threads per core, one package: siblings are cpu^1.
+        let sibling = cpu ^ 1;
+        let siblings: CpuMask = [cpu, sibling]
+            .into_iter()
+            .filter(|c| *c < self.cpus)
+            .collect();
+        let mut nodes = vec![
+            (format!("{base}online"), Value::Online),
+            (
+                format!("{base}topology/core_id"),
+                Value::Text((cpu / 2).to_string()),
+            ),
+            (
+                format!("{base}topology/physical_package_id"),
+                Value::Text("0".into()),
+            ),
+            (
+                format!("{base}topology/thread_siblings_list"),
+                Value::Text(siblings.to_string()),
+            ),
+            (
+                format!("{base}topology/core_siblings_list"),
+                Value::Text(CpuMask::first(self.cpus).to_string()),
+            ),
+        ];
+        for (index, (level, kind, size)) in CACHES.iter().enumerate() {
+            let dir = format!("{base}cache/index{index}/");
+            let shared = if *level < 3 {
+                siblings
+            } else {
+                CpuMask::first(self.cpus)
+            };
+            nodes.push((format!("{dir}level"), Value::Text(level.to_string())));
+            nodes.push((format!("{dir}type"), Value::Text((*kind).into())));
+            nodes.push((format!("{dir}size"), Value::Text((*size).into())));
+            nodes.push((
+                format!("{dir}shared_cpu_list"),
+                Value::Text(shared.to_string()),
+            ));
+        }
+        nodes
+            .into_iter()
+            .map(|(path, value)| (path, Node { cpu, value }))
+            .collect()
+    }
+
+    /// Creates the nodes of every CPU in `cpus` that lacks them; returns
+    /// the CPUs whose nodes were created.
+    pub(crate) fn create(&self, cpus: CpuMask) -> CpuMask {
+        let built: Vec<(usize, Vec<(String, Node)>)> =
+            cpus.iter().map(|cpu| (cpu, self.nodes_of(cpu))).collect();
+        let mut tree = self.nodes.write();
+        let mut created = CpuMask::EMPTY;
+        for (cpu, nodes) in built {
+            if tree.contains_key(&format!("{}online", prefix(cpu))) {
+                continue;
+            }
+            tree.extend(nodes);
+            created = created.with(cpu);
+        }
+        created
+    }
+
+    /// Removes the nodes of every CPU in `cpus`; returns the CPUs that had nodes.
+    pub(crate) fn remove(&self, cpus: CpuMask) -> CpuMask {
+        let mut tree = self.nodes.write();
+        let before = tree.len();
+        let mut removed = CpuMask::EMPTY;
+        tree.retain(|_, node| {
+            let gone = cpus.contains(node.cpu);
+            if gone {
+                removed = removed.with(node.cpu);
+            }
+            !gone
+        });
+        debug_assert!(tree.len() <= before);
+        removed
+    }
+
+    /// Whether `cpu` has nodes.
+    pub(crate) fn has(&self, cpu: usize) -> bool {
+        self.nodes
+            .read()
+            .contains_key(&format!("{}online", prefix(cpu)))
+    }
+
+    /// Reads a node; nodes of CPUs outside `online` are not found.
+    pub(crate) fn read(&self, path: &str, online: CpuMask) -> Result<String, SysfsError> {
+        let tree = self.nodes.read();
+        let node = tree
+            .get(path)
+            .filter(|node| online.contains(node.cpu))
+            .ok_or_else(|| SysfsError::NotFound(path.to_owned()))?;
+        Ok(match &node.value {
+            Value::Text(text) => text.clone(),
+            Value::Online => "1".into(),
+        })
+    }
+
+    /// Paths visible now, given the online mask.
+    pub(crate) fn list(&self, online: CpuMask) -> Vec<String> {
+        self.nodes
+            .read()
+            .iter()
+            .filter(|(_, node)| online.contains(node.cpu))
+            .map(|(path, _)| path.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_appear_and_go_per_cpu_and_hide_when_offline() {
+        let sysfs = Sysfs::new(4);
+        assert_eq!(
+            sysfs.create(CpuMask::from_bits(0b11)),
+            CpuMask::from_bits(0b11)
+        );
+        assert_eq!(sysfs.create(CpuMask::from_bits(0b11)), CpuMask::EMPTY);
+        let online = CpuMask::from_bits(0b11);
+        assert_eq!(
+            sysfs
+                .read(
+                    "devices/system/cpu/cpu1/topology/thread_siblings_list",
+                    online
+                )
+                .unwrap(),
+            "0-1"
+        );
+        assert_eq!(
+            sysfs.read("devices/system/cpu/cpu1/online", CpuMask::one(0)),
+            Err(SysfsError::NotFound(
+                "devices/system/cpu/cpu1/online".into()
+            ))
+        );
+        let per_cpu = sysfs.list(CpuMask::one(0)).len();
+        assert_eq!(per_cpu, 21);
+        assert_eq!(sysfs.remove(CpuMask::from_bits(0b110)), CpuMask::one(1));
+        assert!(!sysfs.has(1) && sysfs.has(0));
+        assert_eq!(sysfs.list(online).len(), per_cpu);
+    }
+}

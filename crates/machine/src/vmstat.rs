@@ -1,0 +1,129 @@
+//! Per-CPU statistics (Linux's per-CPU vmstat and run-queue counters).
+//!
+//! Each CPU updates its own counters; any vCPU reads any CPU's through an
+//! RCU-protected pointer without a lock (load balancing reads every CPU's
+//! `nr_running`). So retiring a CPU's counters takes a grace period before
+//! they can be freed, and the values are folded into machine-wide totals.
+
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::cpumask::CpuMask;
+use crate::rcu::Rcu;
+
+/// One CPU's counters.
+#[derive(Default)]
+pub(crate) struct CpuStats {
+    /// Tasks waiting in the CPU's run queue, as its vCPU last saw.
+    pub(crate) nr_running: AtomicU64,
+    /// Task slices run.
+    pub(crate) slices: AtomicU64,
+    /// Page frames allocated through the CPU's cache.
+    pub(crate) pages_allocated: AtomicU64,
+    /// Page frames freed through it.
+    pub(crate) pages_freed: AtomicU64,
+}
+
+/// Machine-wide sums of counters folded from retired CPUs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    /// Task slices run.
+    pub slices: u64,
+    /// Page frames allocated through per-CPU caches.
+    pub pages_allocated: u64,
+    /// Page frames freed through them.
+    pub pages_freed: u64,
+}
+
+pub(crate) struct Vmstat {
+    per_cpu: Box<[AtomicPtr<CpuStats>]>,
+    folded: Mutex<Totals>,
+}
+
+impl Vmstat {
+    pub(crate) fn new(cpus: usize) -> Self {
+        Vmstat {
+            per_cpu: (0..cpus).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            folded: Mutex::new(Totals::default()),
+        }
+    }
+
+    /// Publishes fresh counters for `cpu`; false if it has some.
+    pub(crate) fn create(&self, cpu: usize) -> bool {
+        let fresh = Box::into_raw(Box::default());
+        match self.per_cpu[cpu].compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(_) => {
+                // SAFETY: `fresh` was never published.
+                drop(unsafe { Box::from_raw(fresh) });
+                false
+            }
+        }
+    }
+
+    pub(crate) fn exists(&self, cpu: usize) -> bool {
+        !self.per_cpu[cpu].load(Ordering::Acquire).is_null()
+    }
+
+    /// Runs `read` on `cpu`'s counters, if any. Only for code running on a
+    /// vCPU (inside its read-side section) or on the hotplug path.
+    pub(crate) fn with<R>(&self, cpu: usize, read: impl FnOnce(&CpuStats) -> R) -> Option<R> {
+        let stats = self.per_cpu.get(cpu)?.load(Ordering::Acquire);
+        // SAFETY: a published pointer is freed only after a grace period
+        // that began after it was unpublished; the caller is a vCPU between
+        // two quiescent states, or the hotplug path that alone retires.
+        unsafe { stats.as_ref() }.map(read)
+    }
+
+    /// Unpublishes the counters of `cpus`, waits one grace period for the
+    /// readers, folds them into the totals and frees them. Returns the CPUs
+    /// that had counters.
+    pub(crate) fn retire(&self, cpus: CpuMask, rcu: &Rcu) -> CpuMask {
+        let mut retired = Vec::new();
+        let mut had = CpuMask::EMPTY;
+        for cpu in cpus.iter() {
+            let old = self.per_cpu[cpu].swap(ptr::null_mut(), Ordering::AcqRel);
+            if !old.is_null() {
+                retired.push(old);
+                had = had.with(cpu);
+            }
+        }
+        if retired.is_empty() {
+            return had;
+        }
+        rcu.synchronize();
+        let mut totals = self.folded.lock();
+        for old in retired {
+            // SAFETY: unpublished before a full grace period; no reader is left.
+            let stats = unsafe { Box::from_raw(old) };
+            totals.slices += stats.slices.load(Ordering::Relaxed);
+            totals.pages_allocated += stats.pages_allocated.load(Ordering::Relaxed);
+            totals.pages_freed += stats.pages_freed.load(Ordering::Relaxed);
+        }
+        had
+    }
+
+    /// Totals folded so far from retired counters.
+    pub(crate) fn folded(&self) -> Totals {
+        *self.folded.lock()
+    }
+}
+
+impl Drop for Vmstat {
+    fn drop(&mut self) {
+        for slot in self.per_cpu.iter() {
+            let old = slot.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !old.is_null() {
+                // SAFETY: dropping the machine: no vCPU runs any more.
+                drop(unsafe { Box::from_raw(old) });
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! A machine goes through offline and online operations with each engine,
+//! and every invariant holds afterwards.
+
+use std::time::Duration;
+
+use hotkern_machine::{CpuMask, Engine, Item, Machine, MachineError, Resource, Role, TaskStatus};
+
+fn busy_tasks(machine: &Machine, count: usize, slices: u32) {
+    for n in 0..count {
+        let mut left = slices;
+        machine.submit(move |ctx| {
+            let page = ctx.alloc_page().expect("memory");
+            let mut sum = 0u64;
+            for i in 0..200u64 {
+                sum = sum.wrapping_add(i * page);
+            }
+            std::hint::black_box(sum);
+            ctx.free_page(page);
+            if n % 7 == 0 && left == slices {
+                ctx.queue_work(|_| {});
+                ctx.arm_timer(Duration::from_micros(200), |_| {});
+                ctx.call_rcu(|_| {});
+            }
+            left -= 1;
+            if left == 0 {
+                TaskStatus::Done
+            } else {
+                TaskStatus::Again
+            }
+        });
+    }
+}
+
+fn round_trip(engine: Engine) {
+    let machine = Machine::builder().cpus(4).engine(engine).build().unwrap();
+    assert_eq!(machine.online_cpus(), CpuMask::first(4));
+    assert_eq!(machine.kernel_threads(), 12);
+    busy_tasks(&machine, 300, 3);
+    machine.offline(3).unwrap();
+    assert!(!machine.online_cpus().contains(3));
+    machine.offline_many(CpuMask::from_bits(0b0110)).unwrap();
+    assert_eq!(machine.online_cpus(), CpuMask::one(0));
+    assert!(
+        machine.check_invariants().is_empty(),
+        "{:?}",
+        machine.check_invariants()
+    );
+    machine.online_many(CpuMask::from_bits(0b1110)).unwrap();
+    assert!(machine.wait_idle(Duration::from_secs(20)));
+    let violations = machine.check_invariants();
+    assert!(violations.is_empty(), "{violations:?}");
+    let tally = machine.tally(Item::Task);
+    assert_eq!((tally.issued, tally.completed_once), (300, 300));
+    let report = machine.shutdown();
+    assert!(report.is_clean(), "{report:?}");
+    for (resource, counts) in &report.counts {
+        assert_eq!(counts.created, counts.destroyed, "{resource}");
+    }
+}
+
+#[test]
+fn classic_round_trip_keeps_every_invariant() {
+    round_trip(Engine::Classic);
+}
+
+#[test]
+fn bolt_round_trip_keeps_every_invariant() {
+    round_trip(Engine::Bolt);
+}
+
+#[test]
+fn classic_destroys_threads_and_bolt_parks_them() {
+    let classic = Machine::builder()
+        .cpus(3)
+        .engine(Engine::Classic)
+        .build()
+        .unwrap();
+    classic.offline(2).unwrap();
+    assert_eq!(classic.kernel_threads(), 6);
+    let created = classic.resource_counts()[&Resource::Kthread(Role::Worker)].created;
+    classic.online(2).unwrap();
+    assert_eq!(classic.kernel_threads(), 9);
+    assert_eq!(
+        classic.resource_counts()[&Resource::Kthread(Role::Worker)].created,
+        created + 1
+    );
+    assert!(classic.shutdown().is_clean());
+
+    let bolt = Machine::builder()
+        .cpus(3)
+        .engine(Engine::Bolt)
+        .build()
+        .unwrap();
+    bolt.offline(2).unwrap();
+    bolt.wait_deferred();
+    assert_eq!(bolt.kernel_threads(), 9, "parked, not destroyed");
+    let created = bolt.resource_counts()[&Resource::Kthread(Role::Worker)].created;
+    bolt.online(2).unwrap();
+    bolt.wait_deferred();
+    assert_eq!(
+        bolt.resource_counts()[&Resource::Kthread(Role::Worker)].created,
+        created,
+        "reused"
+    );
+    assert!(bolt.check_invariants().is_empty());
+    assert!(bolt.shutdown().is_clean());
+}
+
+#[test]
+fn bad_requests_are_refused_and_change_nothing() {
+    let machine = Machine::builder().cpus(2).build().unwrap();
+    assert_eq!(machine.offline(5).unwrap_err(), MachineError::NoSuchCpu(5));
+    assert!(matches!(
+        machine.online_many(CpuMask::from_bits(0b100)),
+        Err(MachineError::NoSuchCpu(2))
+    ));
+    assert!(matches!(machine.online(1), Err(MachineError::Hotplug(_))));
+    machine.offline(1).unwrap();
+    assert!(
+        matches!(machine.offline(0), Err(MachineError::Hotplug(_))),
+        "last CPU"
+    );
+    assert!(matches!(
+        machine.inject_failure("nope", hotkern_machine::Direction::Up, None),
+        Err(MachineError::NoSuchStep(_))
+    ));
+    assert_eq!(machine.online_cpus(), CpuMask::one(0));
+    assert!(machine.check_invariants().is_empty());
+    assert!(Machine::builder().cpus(0).build().is_err());
+    assert!(Machine::builder().cpus(65).build().is_err());
+    assert!(Machine::builder().cpus(2).online(3).build().is_err());
+    assert!(machine.shutdown().is_clean());
+}
