@@ -11,3 +11,4 @@ pub mod ring;
 pub mod filter;
 pub mod glob;
 pub mod trigger;
+pub mod output;

@@ -27,7 +27,13 @@ pub struct FormatField {
 impl FormatField {
     /// The field as the filter language sees it.
     pub fn spec(&self) -> FieldSpec {
-        FieldSpec::from_format(&self.name, &self.c_type, self.offset, self.size, self.signed)
+        FieldSpec::from_format(
+            &self.name,
+            &self.c_type,
+            self.offset,
+            self.size,
+            self.signed,
+        )
     }
 }
 
@@ -81,7 +87,10 @@ impl EventDescription {
         let mut fields = Vec::new();
         let mut print_fmt = None;
         for (index, line) in text.lines().enumerate() {
-            let error = |message| FormatError { line: index + 1, message };
+            let error = |message| FormatError {
+                line: index + 1,
+                message,
+            };
             let trimmed = line.trim();
             if let Some(value) = trimmed.strip_prefix("name:") {
                 name = Some(value.trim().to_string());
@@ -99,8 +108,14 @@ impl EventDescription {
         }
         Ok(EventDescription {
             system: system.to_string(),
-            name: name.ok_or(FormatError { line: 1, message: "no name" })?,
-            id: id.ok_or(FormatError { line: 2, message: "no ID" })?,
+            name: name.ok_or(FormatError {
+                line: 1,
+                message: "no name",
+            })?,
+            id: id.ok_or(FormatError {
+                line: 2,
+                message: "no ID",
+            })?,
             fields,
             print_fmt: print_fmt.unwrap_or_default(),
         })
@@ -115,7 +130,10 @@ impl EventDescription {
     /// graph events call them `graph_ent.func`, `ret.func`).
     pub fn field_like(&self, name: &str) -> Option<&FormatField> {
         self.fields.iter().find(|f| {
-            f.name == name || f.name.strip_suffix(name).is_some_and(|head| head.ends_with('.'))
+            f.name == name
+                || f.name
+                    .strip_suffix(name)
+                    .is_some_and(|head| head.ends_with('.'))
         })
     }
 

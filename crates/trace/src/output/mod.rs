@@ -1,10 +1,27 @@
 //! What the tracer shows: ftrace's `trace` text, Chrome trace-event JSON,
 //! and trace-cmd's `trace.dat`.
+//!
+//! Everything here works from a [`TraceData`]: event descriptions parsed
+//! from ftrace `format` text, symbol and task tables, and the decoded
+//! records in time order. A live tracer and a `trace.dat` file both become
+//! a `TraceData`, so both print through the same code.
 
+mod data;
 mod format;
+mod graph;
+mod json;
 mod printf;
 mod symbols;
+mod text;
+pub mod tracedat;
 
+pub use data::{Entry, Record, TraceData};
 pub use format::{read_int, read_str, EventDescription, FormatError, FormatField};
-pub use printf::{write_raw_fields, PrintFormat};
+pub use graph::{duration_mark, write_duration, write_graph_trace};
+pub use json::{write_chrome_json, write_json_string};
+pub use printf::{render_binary, write_raw_fields, PrintFormat};
 pub use symbols::{Comms, Symbols};
+pub use text::{
+    flag, latency_flags, split_timestamp, write_default_header, write_event_body, write_event_line,
+    write_lost_line, write_trace,
+};

@@ -75,8 +75,15 @@ impl PrintFormat {
     }
 }
 
-fn render_field(spec: &Spec, field: &FormatField, payload: &[u8], symbols: &Symbols, out: &mut String) {
-    let is_string_field = field.c_type.contains("char") && (field.c_type.contains('[') || field.c_type.starts_with("__data_loc"));
+fn render_field(
+    spec: &Spec,
+    field: &FormatField,
+    payload: &[u8],
+    symbols: &Symbols,
+    out: &mut String,
+) {
+    let is_string_field = field.c_type.contains("char")
+        && (field.c_type.contains('[') || field.c_type.starts_with("__data_loc"));
     if spec.conversion == b's' {
         let text = if is_string_field {
             let bytes = read_str(field, payload).unwrap_or_default();
@@ -116,12 +123,16 @@ fn render_field(spec: &Spec, field: &FormatField, payload: &[u8], symbols: &Symb
 
 fn integer_text(spec: &Spec, conversion: u8, raw: u64) -> String {
     let bits = u32::from(spec.bytes) * 8;
-    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
     let unsigned = raw & mask;
     let signed = if bits >= 64 {
         raw as i64
     } else {
-        (((unsigned << (64 - bits)) as i64) >> (64 - bits)) as i64
+        ((unsigned << (64 - bits)) as i64) >> (64 - bits)
     };
     let mut text = match conversion {
         b'd' | b'i' => {
@@ -307,18 +318,26 @@ fn resolve_arg(event: &EventDescription, arg: &str) -> Arg {
     // Drop casts: `(void *)REC->func`, `(unsigned long)REC->x`.
     while arg.starts_with('(') {
         match arg.find(')') {
-            Some(close) if arg[close + 1..].trim_start().starts_with("REC->") => arg = arg[close + 1..].trim_start(),
+            Some(close) if arg[close + 1..].trim_start().starts_with("REC->") => {
+                arg = arg[close + 1..].trim_start()
+            }
             _ => break,
         }
     }
     let name = if let Some(name) = arg.strip_prefix("REC->") {
         name
-    } else if let Some(inner) = arg.strip_prefix("__get_str(").and_then(|a| a.strip_suffix(')')) {
+    } else if let Some(inner) = arg
+        .strip_prefix("__get_str(")
+        .and_then(|a| a.strip_suffix(')'))
+    {
         inner.trim()
     } else {
         return Arg::Unsupported;
     };
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    {
         return Arg::Unsupported;
     }
     match event.field(name) {
@@ -331,12 +350,17 @@ fn resolve_arg(event: &EventDescription, arg: &str) -> Arg {
 /// event's print format cannot be rendered.
 pub fn write_raw_fields(event: &EventDescription, payload: &[u8], out: &mut String) {
     let mut first = true;
-    for field in event.fields.iter().filter(|f| !f.name.starts_with("common_")) {
+    for field in event
+        .fields
+        .iter()
+        .filter(|f| !f.name.starts_with("common_"))
+    {
         if !first {
             out.push(' ');
         }
         first = false;
-        let is_string = field.c_type.contains("char") && (field.c_type.contains('[') || field.c_type.starts_with("__data_loc"));
+        let is_string = field.c_type.contains("char")
+            && (field.c_type.contains('[') || field.c_type.starts_with("__data_loc"));
         if is_string {
             let text = read_str(field, payload).unwrap_or_default();
             let _ = write!(out, "{}={}", field.name, String::from_utf8_lossy(text));
@@ -355,5 +379,55 @@ pub fn write_raw_fields(event: &EventDescription, payload: &[u8], out: &mut Stri
         } else {
             let _ = write!(out, "{}=ARRAY[{}]", field.name, field.size);
         }
+    }
+}
+
+/// Renders a `trace_printk` record: `format` applied to arguments packed
+/// the way the kernel's `vbin_printf` packs them (4-byte aligned words,
+/// 8-byte values as two words, strings inline with their NUL).
+pub fn render_binary(format: &str, mut args: &[u8], symbols: &Symbols, out: &mut String) {
+    let mut used = 0usize;
+    for piece in parse_pieces(format) {
+        let spec = match piece {
+            Piece::Literal(text) => {
+                out.push_str(&text);
+                continue;
+            }
+            Piece::Spec(spec) if spec.conversion == b'%' => {
+                out.push('%');
+                continue;
+            }
+            Piece::Spec(spec) => spec,
+        };
+        if spec.conversion == b's' {
+            let end = args.iter().position(|&b| b == 0).unwrap_or(args.len());
+            let text = String::from_utf8_lossy(&args[..end]).into_owned();
+            pad(&spec, &text, out);
+            let taken = (end + 1).min(args.len());
+            args = &args[taken..];
+            used += taken;
+            continue;
+        }
+        let size = usize::from(spec.bytes).max(if spec.conversion == b'p' { 8 } else { 4 });
+        let align = size.min(4);
+        let skip = (align - used % align) % align;
+        if args.len() < skip + size {
+            out.push('?');
+            args = &[];
+            continue;
+        }
+        let mut raw = [0u8; 8];
+        raw[..size].copy_from_slice(&args[skip..skip + size]);
+        args = &args[skip + size..];
+        used += skip + size;
+        let value = u64::from_le_bytes(raw);
+        let field = FormatField {
+            name: String::new(),
+            c_type: String::from("u64"),
+            offset: 0,
+            size: 8,
+            signed: false,
+        };
+        render_field(&spec, &field, &value.to_le_bytes(), symbols, out);
     }
 }

@@ -27,13 +27,16 @@ impl Symbols {
 
     /// Adds a global text symbol.
     pub fn insert(&mut self, address: u64, name: &str) {
-        self.by_address.insert(address, (String::from(name), 'T', None));
+        self.by_address
+            .insert(address, (String::from(name), 'T', None));
     }
 
     /// Adds a symbol with its kallsyms type letter and module.
     pub fn insert_full(&mut self, address: u64, name: &str, kind: char, module: Option<&str>) {
-        self.by_address
-            .insert(address, (String::from(name), kind, module.map(String::from)));
+        self.by_address.insert(
+            address,
+            (String::from(name), kind, module.map(String::from)),
+        );
     }
 
     /// Parses `kallsyms` text (`address type name [module]` lines); lines
@@ -42,7 +45,9 @@ impl Symbols {
         let mut symbols = Symbols::new();
         for line in text.lines() {
             let mut parts = line.split_whitespace();
-            let (Some(address), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            let (Some(address), Some(kind), Some(name)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
                 continue;
             };
             let Ok(address) = u64::from_str_radix(address, 16) else {

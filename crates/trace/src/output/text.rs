@@ -1,0 +1,214 @@
+//! The `trace` file in ftrace's text format: the default layout
+//! (`comm-pid [cpu] flags timestamp: event: body`) and the
+//! function_graph layout (`cpu) duration | calls`).
+
+use alloc::string::String;
+use core::fmt::Write;
+
+use super::data::{Entry, Record, TraceData};
+use super::format::read_str;
+use super::printf::{render_binary, write_raw_fields};
+
+/// `common_flags` bits, as ftrace defines them.
+pub mod flag {
+    /// Interrupts were off.
+    pub const IRQS_OFF: u8 = 0x01;
+    /// The platform cannot tell whether interrupts were off.
+    pub const IRQS_NOSUPPORT: u8 = 0x02;
+    /// A reschedule was pending.
+    pub const NEED_RESCHED: u8 = 0x04;
+    /// In a hard interrupt.
+    pub const HARDIRQ: u8 = 0x08;
+    /// In a soft interrupt.
+    pub const SOFTIRQ: u8 = 0x10;
+    /// A preemption reschedule was pending.
+    pub const PREEMPT_RESCHED: u8 = 0x20;
+    /// In an NMI.
+    pub const NMI: u8 = 0x40;
+    /// Bottom halves were off.
+    pub const BH_OFF: u8 = 0x80;
+}
+
+/// The five latency columns (`irqs-off`, `need-resched`, `hardirq/softirq`,
+/// `preempt-depth`, `migrate-disable`).
+///
+/// ```
+/// use hotkern_trace::output::{latency_flags, flag};
+///
+/// assert_eq!(latency_flags(0, 0), ".....");
+/// assert_eq!(latency_flags(flag::IRQS_OFF | flag::HARDIRQ, 0x12), "d.h21");
+/// ```
+pub fn latency_flags(flags: u8, preempt_count: u8) -> String {
+    let irqs_off = if flags & flag::IRQS_OFF != 0 && flags & flag::BH_OFF != 0 {
+        'D'
+    } else if flags & flag::IRQS_OFF != 0 {
+        'd'
+    } else if flags & flag::BH_OFF != 0 {
+        'b'
+    } else if flags & flag::IRQS_NOSUPPORT != 0 {
+        'X'
+    } else {
+        '.'
+    };
+    let need_resched = match (
+        flags & flag::NEED_RESCHED != 0,
+        flags & flag::PREEMPT_RESCHED != 0,
+    ) {
+        (true, true) => 'N',
+        (true, false) => 'n',
+        (false, true) => 'p',
+        (false, false) => '.',
+    };
+    let (nmi, hard, soft) = (
+        flags & flag::NMI != 0,
+        flags & flag::HARDIRQ != 0,
+        flags & flag::SOFTIRQ != 0,
+    );
+    let irq = match (nmi, hard, soft) {
+        (true, true, _) => 'Z',
+        (true, false, _) => 'z',
+        (false, true, true) => 'H',
+        (false, true, false) => 'h',
+        (false, false, true) => 's',
+        _ => '.',
+    };
+    let digit = |v: u8| {
+        if v == 0 {
+            '.'
+        } else {
+            char::from_digit(u32::from(v), 16).unwrap_or('?')
+        }
+    };
+    let mut out = String::with_capacity(5);
+    out.push(irqs_off);
+    out.push(need_resched);
+    out.push(irq);
+    out.push(digit(preempt_count & 0xf));
+    out.push(digit(preempt_count >> 4));
+    out
+}
+
+/// Seconds and microseconds as ftrace prints them (rounded to the
+/// nearest microsecond).
+pub fn split_timestamp(ns: u64) -> (u64, u64) {
+    let micros = ns.saturating_add(500) / 1000;
+    (micros / 1_000_000, micros % 1_000_000)
+}
+
+/// Writes the text of an event after the context columns: `func <-parent`
+/// for the function tracer, `name: body` for everything else.
+pub fn write_event_body(data: &TraceData, record: &Record, out: &mut String) {
+    let Some(event) = data.event(record.event_id()) else {
+        let _ = write!(out, "Unknown event id {}", record.event_id());
+        return;
+    };
+    let symbol = |address: u64| -> String {
+        match data.symbols.lookup(address) {
+            Some((name, 0)) => String::from(name),
+            Some((name, offset)) => alloc::format!("{name}+0x{offset:x}"),
+            None => alloc::format!("0x{address:x}"),
+        }
+    };
+    let field = |name: &str| data.field_value(record, name);
+    match (event.system.as_str(), event.name.as_str()) {
+        ("ftrace", "function") => {
+            out.push_str(&symbol(field("ip").unwrap_or(0)));
+            if let Some(parent) = field("parent_ip").filter(|&p| p != 0) {
+                out.push_str(" <-");
+                out.push_str(&symbol(parent));
+            }
+        }
+        ("ftrace", "print") => {
+            out.push_str(&symbol(field("ip").unwrap_or(0)));
+            out.push_str(": ");
+            if let Some(buf) = event.field("buf") {
+                let text = read_str(buf, &record.payload).unwrap_or_default();
+                out.push_str(&String::from_utf8_lossy(text));
+            }
+        }
+        ("ftrace", "bprint") => {
+            out.push_str(&symbol(field("ip").unwrap_or(0)));
+            out.push_str(": ");
+            let format = field("fmt").and_then(|address| data.printk_formats.get(&address));
+            match (format, event.field("buf")) {
+                (Some(format), Some(buf)) => {
+                    let args = record.payload.get(buf.offset..).unwrap_or_default();
+                    render_binary(format, args, &data.symbols, out);
+                }
+                _ => out.push_str("<unknown format>"),
+            }
+        }
+        _ => {
+            out.push_str(&event.name);
+            out.push_str(": ");
+            match data.print_format(event.id) {
+                Some(format) => format.render(&record.payload, &data.symbols, out),
+                None => write_raw_fields(event, &record.payload, out),
+            }
+        }
+    }
+}
+
+/// Writes one line of the default layout.
+pub fn write_event_line(data: &TraceData, record: &Record, out: &mut String) {
+    let (secs, micros) = split_timestamp(record.timestamp_ns);
+    let _ = write!(
+        out,
+        "{:>16}-{:<7} [{:03}] {} {:5}.{:06}: ",
+        data.comms.get(record.pid()),
+        record.pid(),
+        record.cpu,
+        latency_flags(record.flags(), record.preempt_count()),
+        secs,
+        micros
+    );
+    write_event_body(data, record, out);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+/// The header of the default layout (with the `irq-info` columns).
+pub fn write_default_header(data: &TraceData, tracer: &str, out: &mut String) {
+    let _ = write!(
+        out,
+        "# tracer: {tracer}\n#\n# entries-in-buffer/entries-written: {}/{}   #P:{}\n#\n",
+        data.event_count(),
+        data.entries_written.max(data.event_count() as u64),
+        data.cpus
+    );
+    out.push_str(
+        "#                                _-----=> irqs-off/BH-disabled\n\
+#                               / _----=> need-resched\n\
+#                              | / _---=> hardirq/softirq\n\
+#                              || / _--=> preempt-depth\n\
+#                              ||| / _-=> migrate-disable\n\
+#                              |||| /     delay\n\
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n\
+#              | |         |   |||||     |         |\n",
+    );
+}
+
+/// Writes the whole `trace` file for `tracer`.
+pub fn write_trace(data: &TraceData, tracer: &str, out: &mut String) {
+    if tracer == "function_graph" {
+        super::graph::write_graph_trace(data, out);
+        return;
+    }
+    write_default_header(data, tracer, out);
+    for entry in &data.entries {
+        match entry {
+            Entry::Event(record) => write_event_line(data, record, out),
+            Entry::Lost { cpu, count } => write_lost_line(*cpu, *count, out),
+        }
+    }
+}
+
+/// `CPU:N [LOST M EVENTS]`.
+pub fn write_lost_line(cpu: u32, count: u64, out: &mut String) {
+    if count == 0 {
+        let _ = writeln!(out, "CPU:{cpu} [LOST EVENTS]");
+    } else {
+        let _ = writeln!(out, "CPU:{cpu} [LOST {count} EVENTS]");
+    }
+}
