@@ -94,9 +94,7 @@ impl Span {
             blocks: (len as u64).div_ceil(bs),
             device_blocks: block_count,
         };
-        let first = block
-            .checked_add(offset as u64 / bs)
-            .ok_or(out_of_range)?;
+        let first = block.checked_add(offset as u64 / bs).ok_or(out_of_range)?;
         let offset = offset % block_size;
         let end_byte = (offset as u64)
             .checked_add(len as u64)

@@ -137,12 +137,16 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
         let op = self.read_ops;
         self.read_ops += 1;
         let rate = self.read_rate_per_million;
-        if self.failing_reads.contains(&op) || self.covers_bad_block(first, blocks) || self.roll(rate)
+        if self.failing_reads.contains(&op)
+            || self.covers_bad_block(first, blocks)
+            || self.roll(rate)
         {
             self.failures += 1;
             // Half the buffer may already hold data when the error comes.
             let half = buf.len() / 2;
-            let _ = self.inner.read_blocks(first, &mut buf[..half - half % self.block_size()]);
+            let _ = self
+                .inner
+                .read_blocks(first, &mut buf[..half - half % self.block_size()]);
             buf[half..].fill(GARBAGE);
             return Err(IoError::Medium { block: first });
         }

@@ -223,7 +223,9 @@ impl<D: BlockDevice> BlockCache for FreeBsd2016Cache<D> {
         } else {
             let device = &mut self.device;
             let stats = &mut self.stats;
-            merged = merge_write(&span, bs, data, |b, into| read_split(device, b, into, stats))?;
+            merged = merge_write(&span, bs, data, |b, into| {
+                read_split(device, b, into, stats)
+            })?;
             &merged
         };
         for b in span.first..span.end {

@@ -486,7 +486,10 @@ mod tests {
 
     #[test]
     fn read_ahead_is_capped_at_the_device_transfer() {
-        let device = MemoryDevice::zeroed(8192, 512).unwrap().with_max_transfer(16).unwrap();
+        let device = MemoryDevice::zeroed(8192, 512)
+            .unwrap()
+            .with_max_transfer(16)
+            .unwrap();
         let mut c = HotkernCache::new(device, 1 << 20);
         let mut buf = [0u8; 512];
         for block in 0..1000 {

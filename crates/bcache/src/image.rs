@@ -57,7 +57,7 @@ impl ImageBuilder {
         if let Some(cluster) = cluster_bytes {
             options = options.bytes_per_cluster(cluster);
         }
-        fatfs::format_volume(&mut Cursor::new(&mut bytes[..]), options)?;
+        fatfs::format_volume(Cursor::new(&mut bytes[..]), options)?;
         Ok(ImageBuilder { bytes })
     }
 

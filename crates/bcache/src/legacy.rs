@@ -270,7 +270,9 @@ impl<D: BlockDevice> BlockCache for LegacyCache<D> {
         } else {
             let device = &mut self.device;
             let stats = &mut self.stats;
-            merged = merge_write(&span, bs, data, |b, into| read_split(device, b, into, stats))?;
+            merged = merge_write(&span, bs, data, |b, into| {
+                read_split(device, b, into, stats)
+            })?;
             &merged
         };
         if !bypass || self.store.borrow().unit == Some(self.unit) {

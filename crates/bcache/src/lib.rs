@@ -32,8 +32,8 @@ extern crate std;
 mod cache;
 mod device;
 mod error;
-mod faulty;
 mod fat;
+mod faulty;
 #[cfg(feature = "std")]
 mod file;
 mod freebsd2016;

@@ -76,7 +76,9 @@ impl<D: BlockDevice> BlockCache for NoCache<D> {
         }
         let device = &mut self.device;
         let stats = &mut self.stats;
-        let merged = merge_write(&span, bs, data, |b, into| read_split(device, b, into, stats))?;
+        let merged = merge_write(&span, bs, data, |b, into| {
+            read_split(device, b, into, stats)
+        })?;
         write_split(&mut self.device, span.first, &merged, &mut self.stats)
     }
 

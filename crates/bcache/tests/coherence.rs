@@ -48,7 +48,9 @@ fn run(cache: &mut dyn BlockCache, model: &mut [u8], ops: &[Op]) -> usize {
                 // Offsets beyond one block are allowed and normalised.
                 let block = at / bs / 2;
                 let offset = (at - block * bs) as usize;
-                cache.write(block, offset, &data).expect("write inside the device");
+                cache
+                    .write(block, offset, &data)
+                    .expect("write inside the device");
                 model[at as usize..at as usize + len].copy_from_slice(&data);
             }
         }
@@ -127,7 +129,10 @@ fn requests_outside_the_device_are_refused_and_change_nothing() {
         let mut cache = kind.build(disk.clone(), 8 * 512);
         let mut buf = [0u8; 600];
         assert!(cache.read(15, 0, &mut buf).is_err(), "{kind}");
-        assert!(cache.read(u64::MAX, usize::MAX, &mut buf).is_err(), "{kind}");
+        assert!(
+            cache.read(u64::MAX, usize::MAX, &mut buf).is_err(),
+            "{kind}"
+        );
         assert!(cache.write(16, 0, &[1]).is_err(), "{kind}");
         assert!(cache.write(0, 16 * 512 - 1, &[1, 2]).is_err(), "{kind}");
         assert_eq!(cache.stats().device_ops, 0, "{kind} touched the device");

@@ -23,7 +23,10 @@ fn a_failed_read_leaves_nothing_half_filled() {
             let mut again = vec![0u8; 512];
             cache.read(block, 0, &mut again).unwrap();
             let at = block as usize * 512;
-            assert!(again[..] == truth[at..at + 512], "{kind} served a failed transfer");
+            assert!(
+                again[..] == truth[at..at + 512],
+                "{kind} served a failed transfer"
+            );
             assert!(again.iter().any(|&b| b != GARBAGE));
         }
     }
@@ -98,7 +101,10 @@ fn random_faults_never_produce_a_wrong_byte() {
                 }
             }
         }
-        assert!(failed > 50 && served > 500, "{kind}: {failed} failed, {served} served");
+        assert!(
+            failed > 50 && served > 500,
+            "{kind}: {failed} failed, {served} served"
+        );
     }
 }
 

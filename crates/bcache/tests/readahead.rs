@@ -4,9 +4,7 @@
 mod common;
 
 use common::SharedDisk;
-use hotkern_bcache::{
-    BlockCache, CacheKind, FreeBsd2016Cache, HotkernCache, FREEBSD_READAHEAD,
-};
+use hotkern_bcache::{BlockCache, CacheKind, FreeBsd2016Cache, HotkernCache, FREEBSD_READAHEAD};
 
 #[test]
 fn sequential_reads_up_to_the_last_byte_never_read_past_the_device() {
@@ -32,7 +30,11 @@ fn sequential_reads_up_to_the_last_byte_never_read_past_the_device() {
             let stats = cache.stats();
             // `none` rereads a block for every piece of it; the others
             // read each of the 40 blocks once.
-            let reads = if kind == CacheKind::None { 40 * block_size as u64 / 512 } else { 1 };
+            let reads = if kind == CacheKind::None {
+                40 * block_size as u64 / 512
+            } else {
+                1
+            };
             assert!(
                 stats.device_bytes <= reads * 40 * block_size as u64,
                 "{kind}: read {} bytes for 40 blocks",
@@ -92,7 +94,10 @@ fn random_access_gets_no_read_ahead_and_sequential_access_does() {
     let stats = cache.stats();
     assert!(stats.readahead_issued > 1900, "{stats}");
     // Almost all of it was used, and the transfers grew to the device's limit.
-    assert!(stats.readahead_consumed * 100 >= stats.readahead_issued * 95, "{stats}");
+    assert!(
+        stats.readahead_consumed * 100 >= stats.readahead_issued * 95,
+        "{stats}"
+    );
     assert!(stats.device_ops < 30, "{stats}");
 }
 
@@ -103,7 +108,9 @@ fn fat_like(cache: &mut dyn BlockCache, fat_block: u64, data_start: u64, data_bl
     let mut entry = [0u8; 4];
     for i in 0..data_blocks {
         if i % 8 == 0 {
-            cache.read(fat_block, (i as usize / 8 % 128) * 4, &mut entry).unwrap();
+            cache
+                .read(fat_block, (i as usize / 8 % 128) * 4, &mut entry)
+                .unwrap();
         }
         cache.read(data_start + i, 0, &mut buf).unwrap();
     }

@@ -169,10 +169,16 @@ impl Layout {
         };
         if value >= end_of_chain {
             Ok(None)
+        } else if value == cluster {
+            // Longer cycles are caught by bounding every walk by the cluster
+            // count; a file's reads are also bounded by its size.
+            Err(FatError::Corrupt("cluster links to itself"))
         } else if self.valid_cluster(value) {
             Ok(Some(value))
         } else {
-            Err(FatError::Corrupt("cluster chain links to a free, bad or missing cluster"))
+            Err(FatError::Corrupt(
+                "cluster chain links to a free, bad or missing cluster",
+            ))
         }
     }
 }

@@ -1,0 +1,100 @@
+//! Device time on the modeled presets: deterministic, so the issue's
+//! targets can be tests.
+
+mod common;
+
+use common::pattern;
+use hotkern_bcache::image::ImageBuilder;
+use hotkern_bcache::{
+    BlockCache, CacheKind, DeviceModel, FatType, FatVolume, MemoryDevice, ModeledDevice, StripedSet,
+};
+
+const BUDGET: usize = 16 << 20;
+
+fn image(file: &[u8]) -> Vec<u8> {
+    let mut builder = ImageBuilder::new(48 << 20, Some(FatType::Fat32)).unwrap();
+    builder.add_file("boot/kernel.bin", file).unwrap();
+    builder.finish()
+}
+
+/// Modeled nanoseconds to load the file with `kind` on `model`.
+fn load(bytes: Vec<u8>, model: DeviceModel, kind: CacheKind, file: &[u8]) -> (u64, Vec<u8>) {
+    let mut disk = MemoryDevice::new(bytes, model.block_size).unwrap();
+    let ns = {
+        let modeled = ModeledDevice::new(&mut disk, model);
+        let clock = modeled.clock();
+        let mut cache = kind.build(modeled, BUDGET);
+        let data = FatVolume::mount(&mut cache)
+            .unwrap()
+            .read_file("boot/kernel.bin", 512)
+            .unwrap();
+        assert!(data == file, "{kind} on {} loaded wrong bytes", model.name);
+        clock.now_ns()
+    };
+    (ns, disk.into_bytes())
+}
+
+#[test]
+fn hotkern_is_near_the_physical_limit_and_never_behind_the_seed() {
+    let file = pattern(8 << 20, 42);
+    let mut bytes = image(&file);
+    for model in DeviceModel::PRESETS {
+        let limit = model.limit_ns(file.len() as u64);
+        let (ours, b) = load(bytes, model, CacheKind::Hotkern, &file);
+        let (seed, b) = load(b, model, CacheKind::FreeBsd2016, &file);
+        let (legacy, b) = load(b, model, CacheKind::Legacy, &file);
+        bytes = b;
+        assert!(
+            ours as f64 <= limit as f64 * 1.10,
+            "{}: hotkern {ours} ns vs limit {limit} ns",
+            model.name
+        );
+        assert!(
+            ours <= seed,
+            "{}: hotkern {ours} > freebsd2016 {seed}",
+            model.name
+        );
+        assert!(legacy > ours);
+        if model.name == "usb-stick" {
+            assert!(legacy >= 20 * ours, "legacy {legacy} vs hotkern {ours}");
+        }
+    }
+}
+
+#[test]
+fn a_file_loads_from_a_striped_set_of_four() {
+    let file = pattern(3 << 20, 17);
+    striped_load(&file, &image(&file));
+}
+
+fn striped_load(file: &[u8], image: &[u8]) {
+    let member_blocks = (image.len() / 4 / 512).next_multiple_of(128);
+    let mut disks: Vec<MemoryDevice> = (0..4)
+        .map(|_| MemoryDevice::zeroed(member_blocks, 512).unwrap())
+        .collect();
+    {
+        let members = CacheKind::None
+            .build_set(disks.iter_mut().collect(), 0)
+            .unwrap();
+        let mut set = StripedSet::new(members, 128).unwrap();
+        set.write(0, 0, image).unwrap();
+    }
+    for kind in CacheKind::ALL {
+        let members = kind.build_set(disks.iter_mut().collect(), BUDGET).unwrap();
+        let mut set = StripedSet::new(members, 128).unwrap();
+        let data = FatVolume::mount(&mut set)
+            .unwrap()
+            .read_file("boot/kernel.bin", 512)
+            .unwrap();
+        assert!(data == file, "{kind}");
+        let stats = set.stats();
+        assert!(stats.requests > (file.len() / 512) as u64);
+        if kind == CacheKind::Hotkern {
+            // Each member sees its share as a sequential stream.
+            assert!(
+                stats.device_ops < (file.len() / (32 << 10)) as u64,
+                "{stats}"
+            );
+        }
+    }
+}
