@@ -1,0 +1,177 @@
+//! Model check of the deferred-work race with `loom`: a real (loom) thread
+//! runs the deferred worker while the controlling thread reconfigures the
+//! same CPU again. Every interleaving of the engine's lock operations is
+//! explored; in each, callbacks must never start a step twice or tear down
+//! a step that is not up, and the end state must be exact.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p hotkern-cpuhp --test loom`.
+#![cfg(loom)]
+
+use std::sync::OnceLock;
+
+use hotkern_cpuhp::{
+    Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, Platform, Section, StepId, StepSpec,
+    StepStatus,
+};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+/// A `lock_api` mutex over a loom atomic, so loom sees every lock and
+/// unlock as a scheduling point. The atomic is created on first use because
+/// `lock_api` wants a `const` initial value and loom objects must be
+/// created inside the model.
+struct LoomRawMutex {
+    locked: OnceLock<AtomicBool>,
+}
+
+impl LoomRawMutex {
+    fn flag(&self) -> &AtomicBool {
+        self.locked.get_or_init(|| AtomicBool::new(false))
+    }
+}
+
+unsafe impl lock_api::RawMutex for LoomRawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = LoomRawMutex {
+        locked: OnceLock::new(),
+    };
+    type GuardMarker = lock_api::GuardSend;
+
+    fn lock(&self) {
+        while !self.try_lock() {
+            thread::yield_now();
+        }
+    }
+
+    fn try_lock(&self) -> bool {
+        self.flag()
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    unsafe fn unlock(&self) {
+        self.flag().store(false, Ordering::Release);
+    }
+}
+
+/// Everything runs on the calling thread; the worker is the loom thread.
+struct Inline;
+
+impl Platform for Inline {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
+        work(cpu)
+    }
+    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        cpus.iter().for_each(|cpu| work(cpu))
+    }
+    fn synchronize_grace_period(&self) {}
+}
+
+const TABLE: &[StepSpec] = &[
+    StepSpec::new("bp:pages", Section::Prepare, Class::Deferrable),
+    StepSpec::new("ap:active", Section::Online, Class::Critical),
+    StepSpec::new("ap:sysfs", Section::Online, Class::Deferrable),
+];
+
+type Hp = Hotplug<LoomRawMutex, Inline>;
+
+/// Physical state of each step on CPU 1, kept by the callbacks.
+struct Cpu1 {
+    up: [AtomicBool; 3],
+}
+
+fn machine() -> (Arc<Hp>, Arc<Cpu1>) {
+    let all = CpuSet::range(0, 2);
+    let hp = Arc::new(Hp::new(Inline, TABLE, all, all, Engine::Bolt).unwrap());
+    let cpu1 = Arc::new(Cpu1 {
+        up: [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)],
+    });
+    for index in 0..TABLE.len() {
+        let (a, b) = (cpu1.clone(), cpu1.clone());
+        let callbacks = Callbacks::new()
+            .startup(move |ctx| {
+                if ctx.cpus.contains(CpuId(1)) {
+                    assert!(!a.up[index].swap(true, Ordering::AcqRel), "started twice");
+                }
+                Ok(())
+            })
+            .teardown(move |ctx| {
+                if ctx.cpus.contains(CpuId(1)) {
+                    assert!(b.up[index].swap(false, Ordering::AcqRel), "torn down while down");
+                }
+                Ok(())
+            });
+        hp.setup(StepId(index as u16), callbacks).unwrap();
+    }
+    (hp, cpu1)
+}
+
+fn assert_cpu1(hp: &Hp, cpu1: &Cpu1, up: bool) {
+    assert_eq!(hp.is_online(CpuId(1)), up);
+    assert_eq!(hp.pending_deferred(), 0);
+    for index in 0..TABLE.len() {
+        let expected = if up { StepStatus::Up } else { StepStatus::Down };
+        assert_eq!(hp.step_status(CpuId(1), StepId(index as u16)), Some(expected));
+        assert_eq!(cpu1.up[index].load(Ordering::Acquire), up);
+    }
+}
+
+static ITERATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn builder() -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder
+}
+
+/// CPU 1 goes offline (its deferrable teardowns are deferred) and comes
+/// back while the worker runs them: each pending teardown is either run
+/// before the online (which then starts the step again) or cancelled (the
+/// step stays up), and a running one is waited for.
+#[test]
+fn online_races_deferred_teardown() {
+    builder().check(|| {
+        ITERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (hp, cpu1) = machine();
+        hp.offline(CpuId(1)).unwrap();
+        assert_eq!(hp.pending_deferred(), 2);
+        let worker = {
+            let hp = hp.clone();
+            thread::spawn(move || {
+                hp.run_deferred();
+            })
+        };
+        hp.online(CpuId(1)).unwrap();
+        worker.join().unwrap();
+        hp.flush_deferred();
+        assert_cpu1(&hp, &cpu1, true);
+    });
+    eprintln!("explored {} interleavings", ITERATIONS.load(std::sync::atomic::Ordering::Relaxed));
+}
+
+/// The mirror race: CPU 1 comes online (deferrable startups deferred) and
+/// goes offline again while the worker runs them.
+#[test]
+fn offline_races_deferred_startup() {
+    builder().check(|| {
+        let (hp, cpu1) = machine();
+        hp.offline(CpuId(1)).unwrap();
+        hp.flush_deferred();
+        hp.online(CpuId(1)).unwrap();
+        assert_eq!(hp.pending_deferred(), 2);
+        let worker = {
+            let hp = hp.clone();
+            thread::spawn(move || {
+                hp.run_deferred();
+            })
+        };
+        hp.offline(CpuId(1)).unwrap();
+        worker.join().unwrap();
+        hp.flush_deferred();
+        assert_cpu1(&hp, &cpu1, false);
+    });
+}
