@@ -15,6 +15,14 @@ const FUNCTION_FORMAT: &str = "name: function\nID: 1\nformat:\n\
 \tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n\n\
 print fmt: \" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip\n";
 
+const LONG_FORMAT: &str = "name: a_very_long_event_name_for_padding\nID: 601\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:unsigned long long value;\toffset:8;\tsize:8;\tsigned:0;\n\n\
+print fmt: \"value=0x%08llx\", REC->value\n";
+
 const DEMO_FORMAT: &str = "name: demo_tick\nID: 600\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
@@ -40,9 +48,14 @@ fn sample() -> (TraceDat, Vec<(u32, u64, Vec<u8>)>) {
     let mut expected = Vec::new();
     for i in 0..300u64 {
         let cpu = (i % 2) as usize;
-        let time = 1_000_000_000 + i * 1_000 + if i > 150 { 5_000_000_000 } else { 0 };
+        let time =
+            1_000_000_000 + i * 1_000 + (i % 5) * 250 + if i > 150 { 5_000_000_000 } else { 0 };
         let pid = 100 + cpu as i32;
-        let payload = if i % 3 == 0 {
+        let payload = if i % 7 == 5 {
+            let mut p = header(601, pid);
+            p.extend_from_slice(&(i * 4097).to_le_bytes());
+            p
+        } else if i % 3 == 0 {
             let mut p = header(600, pid);
             let mut comm = [0u8; 16];
             comm[..6].copy_from_slice(b"worker");
@@ -75,7 +88,10 @@ fn sample() -> (TraceDat, Vec<(u32, u64, Vec<u8>)>) {
         header_page: HEADER_PAGE_FORMAT.to_string(),
         header_event: HEADER_EVENT_FORMAT.to_string(),
         ftrace_formats: vec![FUNCTION_FORMAT.to_string()],
-        systems: vec![("demo".to_string(), vec![DEMO_FORMAT.to_string()])],
+        systems: vec![(
+            "demo".to_string(),
+            vec![DEMO_FORMAT.to_string(), LONG_FORMAT.to_string()],
+        )],
         kallsyms: symbols.to_kallsyms(),
         printk_formats: String::new(),
         cmdlines: comms.to_saved_cmdlines(),
@@ -141,4 +157,40 @@ fn damaged_files_are_refused_not_panicked_on() {
         read_trace_dat(&bad),
         Err(TraceDatError::UnsupportedVersion(_))
     ));
+}
+
+/// When trace-cmd is installed, our report of the sample must equal its
+/// `report -N` output line for line (scripts/check-trace-cmd does the same
+/// for the demo's file).
+#[test]
+fn report_matches_trace_cmd_when_available() {
+    use hotkern_trace::output::write_report;
+    let (file, _) = sample();
+    let bytes = write_trace_dat(&file);
+    let data = read_trace_dat(&bytes).unwrap().to_trace_data().unwrap();
+    let mut ours = String::new();
+    write_report(&data, true, &mut ours);
+    assert!(ours.starts_with("cpus=2\n"));
+    assert_eq!(ours.lines().count(), 301);
+    let path = std::env::temp_dir().join(format!("hotkern-sample-{}.dat", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let output = std::process::Command::new("trace-cmd")
+        .args(["report", "-N", "-t"])
+        .arg(&path)
+        .output();
+    let _ = std::fs::remove_file(&path);
+    let Ok(output) = output else {
+        eprintln!("trace-cmd not installed; skipping the comparison");
+        return;
+    };
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let theirs = String::from_utf8(output.stdout).unwrap();
+    for (line, (a, b)) in ours.lines().zip(theirs.lines()).enumerate() {
+        assert_eq!(a, b, "line {line}");
+    }
+    assert_eq!(ours.lines().count(), theirs.lines().count());
 }

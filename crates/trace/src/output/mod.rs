@@ -11,6 +11,7 @@ mod format;
 mod graph;
 mod json;
 mod printf;
+mod report;
 mod symbols;
 mod text;
 pub mod tracedat;
@@ -20,6 +21,7 @@ pub use format::{read_int, read_str, EventDescription, FormatError, FormatField}
 pub use graph::{duration_mark, write_duration, write_graph_trace};
 pub use json::{write_chrome_json, write_json_string};
 pub use printf::{render_binary, write_raw_fields, PrintFormat};
+pub use report::write_report;
 pub use symbols::{Comms, Symbols};
 pub use text::{
     flag, latency_flags, split_timestamp, write_default_header, write_event_body, write_event_line,
