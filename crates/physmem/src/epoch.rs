@@ -35,7 +35,7 @@
 
 use alloc::vec::Vec;
 
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicUsize, Ordering};
 
 /// Reader counter stripes. Fewer under loom to keep the model small.
 #[cfg(not(loom))]
@@ -55,6 +55,7 @@ pub struct Domain {
     stripes: [Stripe; STRIPES],
 }
 
+#[cfg(not(loom))]
 macro_rules! domain_new {
     () => {
         Domain {
@@ -91,22 +92,25 @@ impl Domain {
     pub fn pin(&self, stripe: usize) -> Pin<'_> {
         let stripe = &self.stripes[stripe % STRIPES];
         loop {
-            let epoch = self.epoch.load(Ordering::SeqCst);
+            let epoch = self.epoch.load(Ordering::Acquire);
             let counter = &stripe.readers[epoch & 1];
-            counter.fetch_add(1, Ordering::SeqCst);
-            if self.epoch.load(Ordering::SeqCst) == epoch {
+            counter.fetch_add(1, Ordering::Relaxed);
+            // Store-load ordering against the writer's flip: either the
+            // writer's counter check sees our increment, or we see its flip.
+            fence(Ordering::SeqCst);
+            if self.epoch.load(Ordering::Acquire) == epoch {
                 return Pin { counter };
             }
             // The writer flipped between our two loads: being counted under
             // a stale parity would let it free what we are about to read.
-            counter.fetch_sub(1, Ordering::SeqCst);
+            counter.fetch_sub(1, Ordering::Release);
         }
     }
 
     fn drained(&self, parity: usize) -> bool {
         self.stripes
             .iter()
-            .all(|s| s.readers[parity & 1].load(Ordering::SeqCst) == 0)
+            .all(|s| s.readers[parity & 1].load(Ordering::Acquire) == 0)
     }
 }
 
@@ -157,7 +161,8 @@ impl<G> Retired<G> {
     /// Frees (passes to `free`) all garbage no reader can still see; never waits.
     pub fn collect(&mut self, domain: &Domain, mut free: impl FnMut(G)) {
         if !self.waiting.is_empty() {
-            let previous = domain.epoch.load(Ordering::SeqCst).wrapping_sub(1);
+            let previous = domain.epoch.load(Ordering::Relaxed).wrapping_sub(1);
+            fence(Ordering::SeqCst);
             if !domain.drained(previous) {
                 return;
             }
@@ -168,7 +173,9 @@ impl<G> Retired<G> {
         }
         // The parity we flip to was seen drained after the last flip (the
         // waiting bag is empty), so no reader counted there holds old data.
-        let old = domain.epoch.fetch_add(1, Ordering::SeqCst);
+        let old = domain.epoch.fetch_add(1, Ordering::AcqRel);
+        // Pairs with the fence in `pin`: see there.
+        fence(Ordering::SeqCst);
         core::mem::swap(&mut self.current, &mut self.waiting);
         if domain.drained(old) {
             self.waiting.drain(..).for_each(&mut free);

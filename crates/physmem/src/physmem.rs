@@ -252,7 +252,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         writer.table.set_start_hint(handle.slot, hint);
         // Readers see it at once in the current index; rebuilds copy it from
         // the record.
-        let current = self.published.load(Ordering::SeqCst);
+        let current = self.published.load(Ordering::Acquire);
         // SAFETY: the writer lock keeps the published index alive.
         if let Some(index) = unsafe { current.as_ref() } {
             if let Some(i) = index.resolve(handle) {
@@ -283,7 +283,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     /// then do not share a cache line.
     pub fn read_on(&self, cpu: usize) -> ReadGuard<'_, P> {
         let pin = self.domain.pin(cpu);
-        let current = self.published.load(Ordering::SeqCst);
+        let current = self.published.load(Ordering::Acquire);
         // SAFETY: loaded inside the pin, so the index stays allocated until
         // the pin (owned by the guard, which bounds the reference) is dropped.
         let index = unsafe { current.as_ref() };
@@ -384,7 +384,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     /// Builds and publishes a new index, then retires the old one and
     /// `garbage` (both now unreachable for new readers) and reclaims.
     fn publish(&self, writer: &mut Writer<P, BOOT>, garbage: Option<Garbage<P>>) {
-        let current = self.published.load(Ordering::SeqCst);
+        let current = self.published.load(Ordering::Acquire);
         // SAFETY: the writer lock keeps the published index alive.
         let current = unsafe { current.as_ref() };
         let entries: Vec<Entry<P>> = writer
@@ -413,7 +413,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             })
             .collect();
         let index = Box::into_raw(Box::new(Index::build(entries, writer.table.slot_count())));
-        let old = self.published.swap(index, Ordering::SeqCst);
+        let old = self.published.swap(index, Ordering::AcqRel);
         if !old.is_null() {
             // SAFETY: `old` came from `Box::into_raw` and is no longer published.
             writer
@@ -470,7 +470,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
             initialized,
         } = writer;
         retired.drain_all(|garbage| free(slabs, garbage));
-        let current = self.published.swap(ptr::null_mut(), Ordering::SeqCst);
+        let current = self.published.swap(ptr::null_mut(), Ordering::AcqRel);
         if !current.is_null() {
             // SAFETY: from `Box::into_raw`; `&mut self` means no readers.
             drop(unsafe { Box::from_raw(current) });
