@@ -11,12 +11,14 @@
 //! Under `loom`, and on other architectures, the operations fall back to
 //! sequentially consistent atomics, which are strictly stronger.
 
-#[cfg(loom)]
-#[allow(unused_imports)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use core::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+};
+#[cfg(loom)]
+#[allow(unused_imports)]
+pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
 };
 

@@ -186,12 +186,15 @@ impl RingBuffer {
 
     /// The counters of all CPUs added up.
     pub fn total_stats(&self) -> CpuStats {
-        self.cpus.iter().map(CpuBuffer::stats).fold(CpuStats::default(), |a, b| CpuStats {
-            written: a.written + b.written,
-            read: a.read + b.read,
-            dropped: a.dropped + b.dropped,
-            overrun: a.overrun + b.overrun,
-        })
+        self.cpus
+            .iter()
+            .map(CpuBuffer::stats)
+            .fold(CpuStats::default(), |a, b| CpuStats {
+                written: a.written + b.written,
+                read: a.read + b.read,
+                dropped: a.dropped + b.dropped,
+                overrun: a.overrun + b.overrun,
+            })
     }
 
     /// Discards every unread event of every CPU (counted as read).

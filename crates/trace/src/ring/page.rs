@@ -389,10 +389,16 @@ mod tests {
 
     #[test]
     fn malformed_pages_are_reported_not_panicked_on() {
-        assert_eq!(PageView::new(&[0u8; 10]).unwrap_err(), PageError::WrongSize(10));
+        assert_eq!(
+            PageView::new(&[0u8; 10]).unwrap_err(),
+            PageError::WrongSize(10)
+        );
         let mut page = vec![0u8; PAGE_SIZE];
         page[8..16].copy_from_slice(&5000u64.to_le_bytes());
-        assert_eq!(PageView::new(&page).unwrap_err(), PageError::CommitTooLarge(5000));
+        assert_eq!(
+            PageView::new(&page).unwrap_err(),
+            PageError::CommitTooLarge(5000)
+        );
         // A large-event header claiming more data than committed.
         let mut page = vec![0u8; PAGE_SIZE];
         page[8..16].copy_from_slice(&12u64.to_le_bytes());
@@ -408,7 +414,10 @@ mod tests {
         let len = 8u64;
         page[8..16].copy_from_slice(&(len | MISSED_EVENTS | MISSED_STORED).to_le_bytes());
         page[PAGE_HEADER_SIZE + 8..PAGE_HEADER_SIZE + 16].copy_from_slice(&42u64.to_le_bytes());
-        assert_eq!(PageView::new(&page).unwrap().missed_events(), Some(Some(42)));
+        assert_eq!(
+            PageView::new(&page).unwrap().missed_events(),
+            Some(Some(42))
+        );
         page[8..16].copy_from_slice(&(len | MISSED_EVENTS).to_le_bytes());
         assert_eq!(PageView::new(&page).unwrap().missed_events(), Some(None));
         page[8..16].copy_from_slice(&len.to_le_bytes());

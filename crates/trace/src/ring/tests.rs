@@ -203,10 +203,19 @@ fn nested_writer_during_page_switch_is_dropped_and_counted() {
 
 #[test]
 fn bad_arguments_are_refused_without_side_effects() {
-    assert_eq!(RingBuffer::new(0, 4, Mode::Overwrite).unwrap_err(), RingError::NoCpus);
-    assert_eq!(RingBuffer::new(1, 1, Mode::Overwrite).unwrap_err(), RingError::BadPageCount(1));
+    assert_eq!(
+        RingBuffer::new(0, 4, Mode::Overwrite).unwrap_err(),
+        RingError::NoCpus
+    );
+    assert_eq!(
+        RingBuffer::new(1, 1, Mode::Overwrite).unwrap_err(),
+        RingError::BadPageCount(1)
+    );
     let ring = RingBuffer::new(1, 2, Mode::Overwrite).unwrap();
-    assert_eq!(write(&ring, 0, 1, 1, page::MAX_PAYLOAD + 1), Err(Refused::TooLarge));
+    assert_eq!(
+        write(&ring, 0, 1, 1, page::MAX_PAYLOAD + 1),
+        Err(Refused::TooLarge)
+    );
     assert_eq!(write(&ring, 5, 1, 1, 8), Err(Refused::NoSuchCpu));
     assert_eq!(ring.stats(0).unwrap(), CpuStats::default());
     assert_eq!(ring.stats(5), Err(RingError::NoSuchCpu(5)));

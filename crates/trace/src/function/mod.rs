@@ -1,0 +1,362 @@
+//! Function tracing: call sites instrumented by `#[hotkern_trace::function]`,
+//! the `function` and `function_graph` tracers, their filters and task
+//! filters, `max_graph_depth`, and the function profiler.
+//!
+//! ```
+//! use hotkern_trace::function::{duration_marker, FunctionSite};
+//!
+//! #[hotkern_trace::function]
+//! fn checksum(bytes: &[u8]) -> u32 {
+//!     bytes.iter().map(|&b| u32::from(b)).sum()
+//! }
+//!
+//! assert_eq!(checksum(b"ab"), 195); // no tracer installed: one load, one branch
+//! assert_eq!(duration_marker(150_000), '!');
+//! ```
+
+pub mod filter;
+pub mod pid;
+mod profile;
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+pub use filter::{Selection, Selector, SelectorError};
+pub use pid::{BadPid, PidList};
+pub use profile::ProfileEntry;
+pub(crate) use profile::ProfileTable;
+
+use crate::event::UNREGISTERED;
+use crate::ring::local::LocalU64;
+
+/// Deepest call nesting tracked per CPU; deeper calls are not recorded.
+pub const MAX_DEPTH: usize = 128;
+
+/// Most instrumented functions (profiling tables are sized for this).
+pub const MAX_SITES: usize = 8192;
+
+/// An instrumented function: its identity and the mask the entry tests.
+#[derive(Debug)]
+pub struct FunctionSite {
+    mask: AtomicU32,
+    index: AtomicU32,
+    module: &'static str,
+    name: &'static str,
+    file: &'static str,
+    line: u32,
+    instrumented: bool,
+}
+
+impl FunctionSite {
+    /// Used by the `#[function]` attribute.
+    pub const fn new(module: &'static str, name: &'static str, file: &'static str, line: u32) -> Self {
+        FunctionSite {
+            mask: AtomicU32::new(UNREGISTERED),
+            index: AtomicU32::new(u32::MAX),
+            module,
+            name,
+            file,
+            line,
+            instrumented: true,
+        }
+    }
+
+    /// A symbol that is not instrumented (the `ip` of `trace_marker` and
+    /// `trace_printk!` events): it appears in the symbol table only.
+    pub const fn symbol(module: &'static str, name: &'static str, file: &'static str, line: u32) -> Self {
+        FunctionSite {
+            mask: AtomicU32::new(0),
+            index: AtomicU32::new(u32::MAX),
+            module,
+            name,
+            file,
+            line,
+            instrumented: false,
+        }
+    }
+
+    /// Whether this is an instrumented function (else only a symbol).
+    pub fn is_instrumented(&self) -> bool {
+        self.instrumented
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The Rust module path (what `:mod:` matches).
+    pub fn module(&self) -> &'static str {
+        self.module
+    }
+
+    /// Source file and line.
+    pub fn location(&self) -> (&'static str, u32) {
+        (self.file, self.line)
+    }
+
+    /// The function's address in traces (`ip`, `func`): the site's address.
+    /// Taking it registers the site, so the symbol table can name it.
+    pub fn address(&'static self) -> u64 {
+        if self.index.load(Ordering::Relaxed) == u32::MAX {
+            register(self);
+        }
+        self as *const FunctionSite as u64
+    }
+
+    /// Index in the site registry (registering it if needed).
+    pub fn index(&'static self) -> usize {
+        let index = self.index.load(Ordering::Acquire);
+        if index != u32::MAX {
+            return index as usize;
+        }
+        register(self)
+    }
+
+    pub(crate) fn set_instance(&self, slot: usize, on: bool) {
+        if on {
+            self.mask.fetch_or(1 << slot, Ordering::AcqRel);
+        } else {
+            self.mask.fetch_and(!(1 << slot), Ordering::AcqRel);
+        }
+    }
+}
+
+/// Returned by [`enter`]; its drop is the function's exit.
+#[must_use]
+pub struct FunctionGuard {
+    site: &'static FunctionSite,
+    entered: u32,
+}
+
+/// The entry hook (called by the attribute's expansion).
+#[inline(always)]
+pub fn enter(site: &'static FunctionSite) -> FunctionGuard {
+    let mask = site.mask.load(Ordering::Relaxed);
+    if mask == 0 {
+        return FunctionGuard { site, entered: 0 };
+    }
+    enter_slow(site, mask)
+}
+
+#[cold]
+#[inline(never)]
+fn enter_slow(site: &'static FunctionSite, mut mask: u32) -> FunctionGuard {
+    if mask & UNREGISTERED != 0 {
+        register(site);
+        mask = site.mask.load(Ordering::Acquire);
+    }
+    let mut entered = 0;
+    let mut bits = mask & !UNREGISTERED;
+    while bits != 0 {
+        let slot = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if let Some(tracer) = crate::tracer::instance(slot) {
+            if tracer.function_entry(site) {
+                entered |= 1 << slot;
+            }
+        }
+    }
+    FunctionGuard { site, entered }
+}
+
+impl Drop for FunctionGuard {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.entered != 0 {
+            exit_slow(self.site, self.entered);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn exit_slow(site: &'static FunctionSite, entered: u32) {
+    let mut bits = entered;
+    while bits != 0 {
+        let slot = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if let Some(tracer) = crate::tracer::instance(slot) {
+            tracer.function_exit(site);
+        }
+    }
+}
+
+static SITES: spin::Mutex<Vec<&'static FunctionSite>> = spin::Mutex::new(Vec::new());
+
+/// Registers a site (idempotent): it gets an index and each installed
+/// tracer decides whether it wants it.
+pub fn register(site: &'static FunctionSite) -> usize {
+    let index = {
+        let mut sites = SITES.lock();
+        let index = site.index.load(Ordering::Acquire);
+        if index != u32::MAX {
+            return index as usize;
+        }
+        if sites.len() >= MAX_SITES {
+            site.mask.store(0, Ordering::Release);
+            return usize::MAX;
+        }
+        let index = sites.len();
+        sites.push(site);
+        site.index.store(index as u32, Ordering::Release);
+        index
+    };
+    if site.instrumented {
+        crate::tracer::for_each_instance(|slot, tracer| {
+            site.set_instance(slot, tracer.function_wants(site));
+        });
+    }
+    site.mask.fetch_and(!UNREGISTERED, Ordering::AcqRel);
+    index
+}
+
+/// Every registered site, by index.
+pub fn sites() -> Vec<&'static FunctionSite> {
+    SITES.lock().clone()
+}
+
+/// The site at `address` (a traced `ip`).
+pub fn site_at(address: u64) -> Option<&'static FunctionSite> {
+    SITES
+        .lock()
+        .iter()
+        .copied()
+        .find(|s| *s as *const FunctionSite as u64 == address)
+}
+
+/// The kallsyms-like symbol table of instrumented functions: (address, name),
+/// sorted by address.
+pub fn symbols() -> Vec<(u64, &'static str)> {
+    let mut table: Vec<(u64, &'static str)> = sites()
+        .into_iter()
+        .map(|s| (s as *const FunctionSite as u64, s.name))
+        .collect();
+    table.sort_unstable();
+    table
+}
+
+/// ftrace's duration marker for function_graph: `$` > 1 s, `@` > 100 ms,
+/// `*` > 10 ms, `#` > 1 ms, `!` > 100 µs, `+` > 10 µs, else a space.
+pub fn duration_marker(ns: u64) -> char {
+    match ns {
+        n if n > 1_000_000_000 => '$',
+        n if n > 100_000_000 => '@',
+        n if n > 10_000_000 => '*',
+        n if n > 1_000_000 => '#',
+        n if n > 100_000 => '!',
+        n if n > 10_000 => '+',
+        _ => ' ',
+    }
+}
+
+/// What the tracer runs (`current_tracer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TracerKind {
+    /// Only events.
+    #[default]
+    Nop,
+    /// One `function` event per call.
+    Function,
+    /// `funcgraph_entry` / `funcgraph_exit` pairs with durations.
+    FunctionGraph,
+    /// The latency detector.
+    Hwlat,
+}
+
+impl TracerKind {
+    /// All tracers, as `available_tracers` lists them.
+    pub const ALL: [TracerKind; 4] = [
+        TracerKind::Hwlat,
+        TracerKind::FunctionGraph,
+        TracerKind::Function,
+        TracerKind::Nop,
+    ];
+
+    /// ftrace's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TracerKind::Nop => "nop",
+            TracerKind::Function => "function",
+            TracerKind::FunctionGraph => "function_graph",
+            TracerKind::Hwlat => "hwlat",
+        }
+    }
+
+    /// Parses ftrace's name.
+    pub fn from_name(name: &str) -> Option<TracerKind> {
+        TracerKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            TracerKind::Nop => 0,
+            TracerKind::Function => 1,
+            TracerKind::FunctionGraph => 2,
+            TracerKind::Hwlat => 3,
+        }
+    }
+
+    pub(crate) fn from_code(code: u32) -> TracerKind {
+        match code {
+            1 => TracerKind::Function,
+            2 => TracerKind::FunctionGraph,
+            3 => TracerKind::Hwlat,
+            _ => TracerKind::Nop,
+        }
+    }
+}
+
+/// One CPU's shadow stack of open calls.
+pub(crate) struct CpuCalls {
+    pub(crate) depth: LocalU64,
+    pub(crate) frames: [Frame; MAX_DEPTH],
+}
+
+#[derive(Default)]
+pub(crate) struct Frame {
+    pub(crate) ip: LocalU64,
+    pub(crate) calltime: LocalU64,
+    /// 1 if this call was recorded (passed pid filter and depth limit).
+    pub(crate) recorded: LocalU64,
+}
+
+impl CpuCalls {
+    pub(crate) fn new() -> Self {
+        CpuCalls {
+            depth: LocalU64::new(0),
+            frames: core::array::from_fn(|_| Frame::default()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_follow_ftrace_thresholds() {
+        let cases = [
+            (5_000, ' '),
+            (10_000, ' '),
+            (10_001, '+'),
+            (100_001, '!'),
+            (1_000_001, '#'),
+            (10_000_001, '*'),
+            (100_000_001, '@'),
+            (1_000_000_001, '$'),
+        ];
+        for (ns, marker) in cases {
+            assert_eq!(duration_marker(ns), marker, "{ns} ns");
+        }
+    }
+
+    #[test]
+    fn tracer_names_round_trip() {
+        for kind in TracerKind::ALL {
+            assert_eq!(TracerKind::from_name(kind.name()), Some(kind));
+            assert_eq!(TracerKind::from_code(kind.code()), kind);
+        }
+        assert_eq!(TracerKind::from_name("blk"), None);
+    }
+}

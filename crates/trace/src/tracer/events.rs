@@ -1,0 +1,176 @@
+//! Event switches (`events/<sys>/<event>/enable`, `set_event`), hooks for
+//! filters and triggers, `set_event_pid`, and the recording path of events
+//! defined with `define_event!`.
+
+use alloc::boxed::Box;
+use core::sync::atomic::Ordering;
+
+use super::{TraceError, Tracer};
+use crate::event::{self, EventFormat};
+
+/// The event is recorded.
+pub(crate) const ENABLED: u8 = 1;
+/// The event has a hook (filter / triggers) that runs when it is hit.
+pub(crate) const HOOKED: u8 = 2;
+
+/// Biggest payload built on the stack for a hooked event; larger ones are
+/// built on the heap.
+const STACK_PAYLOAD: usize = 512;
+
+/// Runs when a hooked event is hit: a filter, triggers, a histogram.
+///
+/// The payload is the event exactly as it would be recorded (common header
+/// included), built before anything is written, so a filter costs no
+/// buffer space when it rejects.
+pub trait EventHook: Send + Sync {
+    /// Decides whether the (enabled) event is recorded. Called even when
+    /// the event is not enabled (`enabled == false`, ftrace's soft-disabled
+    /// event with triggers) or tracing is off; its answer is then ignored.
+    fn before(&self, tracer: &Tracer, cpu: usize, payload: &[u8], enabled: bool) -> bool;
+
+    /// Called after the decision, with whether the event was recorded.
+    fn after(&self, _tracer: &Tracer, _cpu: usize, _payload: &[u8], _recorded: bool) {}
+}
+
+pub(crate) struct HookBox(pub(crate) Box<dyn EventHook>);
+
+impl Tracer {
+    /// Every event a user can switch (registered `define_event!` events),
+    /// plus the built-in `ftrace/*` formats, for `available_events` and the
+    /// `format` files.
+    pub fn event_formats(&self) -> alloc::vec::Vec<EventFormat> {
+        event::all_formats()
+    }
+
+    /// The format of event `id`.
+    pub fn event_format(&self, id: u16) -> Option<EventFormat> {
+        event::all_formats().into_iter().find(|f| f.id == id)
+    }
+
+    /// The id of `system:name`.
+    pub fn event_id(&self, system: &str, name: &str) -> Option<u16> {
+        event::all_formats()
+            .into_iter()
+            .find(|f| f.system == system && f.name == name)
+            .map(|f| f.id)
+    }
+
+    fn switchable(&self, id: u16) -> Result<&'static event::Event, TraceError> {
+        event::by_id(id).ok_or(TraceError::NoSuchEvent(id))
+    }
+
+    /// Whether event `id` is enabled (`enable` file).
+    pub fn event_enabled(&self, id: u16) -> bool {
+        self.event_state
+            .get(usize::from(id))
+            .is_some_and(|s| s.load(Ordering::Relaxed) & ENABLED != 0)
+    }
+
+    /// Enables or disables event `id`.
+    pub fn set_event_enabled(&self, id: u16, on: bool) -> Result<(), TraceError> {
+        let event = self.switchable(id)?;
+        let state = &self.event_state[usize::from(id)];
+        if on {
+            state.fetch_or(ENABLED, Ordering::AcqRel);
+        } else {
+            state.fetch_and(!ENABLED, Ordering::AcqRel);
+        }
+        self.refresh_event_mask(event);
+        Ok(())
+    }
+
+    /// Disables every event.
+    pub fn disable_all_events(&self) {
+        for event in event::registered() {
+            let id = usize::from(event.id());
+            self.event_state[id].fetch_and(!ENABLED, Ordering::AcqRel);
+            self.refresh_event_mask(event);
+        }
+    }
+
+    /// Installs (or with `None` removes) the hook of event `id`. A replaced
+    /// hook is kept until the tracer is dropped: a writer may be running it.
+    pub fn set_event_hook(&self, id: u16, hook: Option<Box<dyn EventHook>>) -> Result<(), TraceError> {
+        let event = self.switchable(id)?;
+        let index = usize::from(id);
+        let state = &self.event_state[index];
+        match hook {
+            Some(hook) => {
+                let boxed = Box::new(HookBox(hook));
+                let pointer = &*boxed as *const HookBox as *mut HookBox;
+                self.hook_store.lock().push(boxed);
+                self.hooks[index].store(pointer, Ordering::Release);
+                state.fetch_or(HOOKED, Ordering::AcqRel);
+            }
+            None => {
+                state.fetch_and(!HOOKED, Ordering::AcqRel);
+                self.hooks[index].store(core::ptr::null_mut(), Ordering::Release);
+            }
+        }
+        self.refresh_event_mask(event);
+        Ok(())
+    }
+
+    /// `set_event_pid`: when not empty, only these tasks' events are recorded.
+    pub fn event_pids(&self) -> &crate::function::PidList {
+        &self.event_pids
+    }
+
+    fn refresh_event_mask(&self, event: &'static event::Event) {
+        if let Some(slot) = self.slot() {
+            let state = self.event_state[usize::from(event.id())].load(Ordering::Acquire);
+            event.set_instance(slot, state != 0);
+        }
+    }
+
+    pub(crate) fn refresh_event_masks(&self) {
+        for event in event::registered() {
+            self.refresh_event_mask(event);
+        }
+    }
+
+    /// Records event `id` (called by `Event::emit` for installed tracers).
+    pub(crate) fn record_event(&self, id: u16, size: usize, fill: &dyn Fn(&mut [u8])) {
+        let Some(state) = self.event_state.get(usize::from(id)) else {
+            return;
+        };
+        let state = state.load(Ordering::Relaxed);
+        if state == 0 {
+            return;
+        }
+        if self.event_pids.is_active() && !self.event_pids.contains(self.context.current_pid()) {
+            return;
+        }
+        let Some(cpu) = self.context.current_cpu() else {
+            return;
+        };
+        if state & HOOKED == 0 {
+            if self.tracing_on() {
+                let now = self.clock.now_ns();
+                self.write_at(cpu, now, id, size, fill);
+            }
+            return;
+        }
+        let hook = self.hooks[usize::from(id)].load(Ordering::Acquire);
+        if hook.is_null() {
+            return;
+        }
+        // SAFETY: hooks are kept alive in `hook_store` for the tracer's life.
+        let hook = unsafe { &(*hook).0 };
+        let mut stack = [0u8; STACK_PAYLOAD];
+        let mut heap = alloc::vec::Vec::new();
+        let payload: &mut [u8] = if size <= STACK_PAYLOAD {
+            &mut stack[..size]
+        } else {
+            heap.resize(size, 0);
+            &mut heap[..]
+        };
+        payload[..2].copy_from_slice(&id.to_ne_bytes());
+        payload[4..8].copy_from_slice(&self.context.current_pid().to_ne_bytes());
+        fill(payload);
+        let enabled = state & ENABLED != 0;
+        let accept = hook.before(self, cpu, payload, enabled);
+        let recorded = enabled && accept && self.write_payload(payload);
+        hook.after(self, cpu, payload, recorded);
+    }
+}

@@ -1,0 +1,328 @@
+//! The function tracers' controls (`current_tracer`, `set_ftrace_filter`,
+//! `set_ftrace_notrace`, `set_ftrace_pid`, `max_graph_depth`,
+//! `function_profile_enabled`, fork-following options) and their entry and
+//! exit hooks.
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+use super::{TraceError, TraceOption, Tracer};
+use crate::event::format;
+use crate::function::{self, FunctionSite, PidList, ProfileEntry, ProfileTable, TracerKind, MAX_DEPTH};
+
+impl Tracer {
+    /// `current_tracer`.
+    pub fn current_tracer(&self) -> TracerKind {
+        TracerKind::from_code(self.kind.load(Ordering::Acquire))
+    }
+
+    /// Sets `current_tracer`. `hwlat` needs an installed tracer and `std`;
+    /// leaving `hwlat` stops its thread.
+    pub fn set_current_tracer(&self, kind: TracerKind) -> Result<(), TraceError> {
+        let previous = self.current_tracer();
+        if kind == TracerKind::Hwlat {
+            self.start_hwlat()?;
+        } else if previous == TracerKind::Hwlat {
+            #[cfg(feature = "std")]
+            crate::hwlat::stop(self);
+        }
+        self.kind.store(kind.code(), Ordering::Release);
+        self.refresh_function_masks();
+        Ok(())
+    }
+
+    #[cfg(feature = "std")]
+    fn start_hwlat(&self) -> Result<(), TraceError> {
+        let slot = self.slot().ok_or(TraceError::NotInstalled)?;
+        let tracer = super::instance(slot).ok_or(TraceError::NotInstalled)?;
+        crate::hwlat::start(tracer)
+    }
+
+    #[cfg(not(feature = "std"))]
+    fn start_hwlat(&self) -> Result<(), TraceError> {
+        Err(TraceError::Unavailable("hwlat"))
+    }
+
+    /// Writes `set_ftrace_filter` (`append` = `>>`). Errors change nothing.
+    pub fn set_ftrace_filter(&self, text: &str, append: bool) -> Result<(), TraceError> {
+        self.filter.lock().0.write(text, append)?;
+        self.refresh_function_masks();
+        Ok(())
+    }
+
+    /// Writes `set_ftrace_notrace`.
+    pub fn set_ftrace_notrace(&self, text: &str, append: bool) -> Result<(), TraceError> {
+        self.filter.lock().1.write(text, append)?;
+        self.refresh_function_masks();
+        Ok(())
+    }
+
+    /// The selectors written to `set_ftrace_filter`, one per line.
+    pub fn ftrace_filter_text(&self) -> String {
+        self.filter.lock().0.text()
+    }
+
+    /// The selectors written to `set_ftrace_notrace`, one per line.
+    pub fn ftrace_notrace_text(&self) -> String {
+        self.filter.lock().1.text()
+    }
+
+    /// Whether a function passes `set_ftrace_filter` and `set_ftrace_notrace`.
+    pub fn function_selected(&self, site: &FunctionSite) -> bool {
+        let filters = self.filter.lock();
+        let (filter, notrace) = &*filters;
+        site.is_instrumented()
+            && (filter.is_empty() || filter.selects(site.name(), site.module()))
+            && !notrace.selects(site.name(), site.module())
+    }
+
+    /// Instrumented functions, for `available_filter_functions`.
+    pub fn available_functions(&self) -> Vec<&'static FunctionSite> {
+        function::sites()
+            .into_iter()
+            .filter(|s| s.is_instrumented())
+            .collect()
+    }
+
+    /// Functions the filters currently select (`enabled_functions`).
+    pub fn selected_functions(&self) -> Vec<&'static FunctionSite> {
+        self.available_functions()
+            .into_iter()
+            .filter(|s| self.function_selected(s))
+            .collect()
+    }
+
+    /// `set_ftrace_pid`: when not empty, only these tasks are function-traced.
+    pub fn ftrace_pids(&self) -> &PidList {
+        &self.ftrace_pids
+    }
+
+    /// Sets an option.
+    pub fn set_option(&self, option: TraceOption, on: bool) {
+        if on {
+            self.options.fetch_or(option.bit(), Ordering::AcqRel);
+        } else {
+            self.options.fetch_and(!option.bit(), Ordering::AcqRel);
+        }
+    }
+
+    /// Reads an option.
+    pub fn option(&self, option: TraceOption) -> bool {
+        self.options.load(Ordering::Acquire) & option.bit() != 0
+    }
+
+    /// Tells the tracer that task `parent` created `child`: with
+    /// `function-fork` / `event-fork`, a listed parent's child joins the list
+    /// (the platform calls this; see [`crate::platform::spawn`]).
+    pub fn on_fork(&self, parent: i32, child: i32) {
+        if self.option(TraceOption::FunctionFork) && self.ftrace_pids.contains(parent) {
+            let _ = self.ftrace_pids.add(&[i64::from(child)]);
+        }
+        if self.option(TraceOption::EventFork) && self.event_pids.contains(parent) {
+            let _ = self.event_pids.add(&[i64::from(child)]);
+        }
+    }
+
+    /// `max_graph_depth` (0 = unlimited).
+    pub fn max_graph_depth(&self) -> u32 {
+        self.max_depth.load(Ordering::Relaxed)
+    }
+
+    /// Sets `max_graph_depth` (0 = unlimited; at most [`MAX_DEPTH`]).
+    pub fn set_max_graph_depth(&self, depth: u32) -> Result<(), TraceError> {
+        if depth as usize > MAX_DEPTH {
+            return Err(TraceError::BadDepth(depth));
+        }
+        self.max_depth.store(depth, Ordering::Release);
+        Ok(())
+    }
+
+    /// `function_profile_enabled`. Enabling resets the counters.
+    pub fn set_function_profile(&self, on: bool) {
+        if on {
+            let _guard = self.filter.lock();
+            let tables = self.profiles.load(Ordering::Acquire);
+            if tables.is_null() {
+                let fresh: Box<Vec<ProfileTable>> =
+                    Box::new((0..self.cpus).map(|_| ProfileTable::new()).collect());
+                self.profiles.store(Box::into_raw(fresh), Ordering::Release);
+            } else {
+                // SAFETY: profile tables live until the tracer drops.
+                for table in unsafe { &*tables }.iter() {
+                    table.reset();
+                }
+            }
+        }
+        self.profile_on.store(on, Ordering::Release);
+        self.refresh_function_masks();
+    }
+
+    /// Whether the profiler runs.
+    pub fn function_profile_enabled(&self) -> bool {
+        self.profile_on.load(Ordering::Acquire)
+    }
+
+    /// `trace_stat/function<cpu>`: rows by total time, longest first.
+    pub fn function_profile(&self, cpu: usize) -> Vec<ProfileEntry> {
+        let tables = self.profiles.load(Ordering::Acquire);
+        if tables.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: as above.
+        let tables = unsafe { &*tables };
+        tables
+            .get(cpu)
+            .map_or_else(Vec::new, |t| t.entries(&function::sites()))
+    }
+
+    /// Whether this tracer wants `site`'s entry hook at all.
+    pub(crate) fn function_wants(&self, site: &FunctionSite) -> bool {
+        let kind = self.current_tracer();
+        let active = matches!(kind, TracerKind::Function | TracerKind::FunctionGraph)
+            || self.function_profile_enabled();
+        active && self.function_selected(site)
+    }
+
+    pub(crate) fn refresh_function_masks(&self) {
+        if let Some(slot) = self.slot() {
+            for site in function::sites() {
+                site.set_instance(slot, self.function_wants(site));
+            }
+        }
+    }
+
+    /// Entry hook: pushes the call; records `function` or `funcgraph_entry`.
+    /// Returns whether the call was entered (then `function_exit` follows).
+    pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
+        let Some(cpu) = self.context.current_cpu() else {
+            return false;
+        };
+        if self.ftrace_pids.is_active() && !self.ftrace_pids.contains(self.context.current_pid()) {
+            return false;
+        }
+        let calls = &self.calls[cpu];
+        let depth = calls.depth.load() as usize;
+        if depth >= MAX_DEPTH {
+            return false;
+        }
+        // Claim the frame before filling it: a handler nesting on us from
+        // here on uses the next one.
+        calls.depth.add(1);
+        let now = self.clock.now_ns();
+        let frame = &calls.frames[depth];
+        frame.ip.store(site.address());
+        frame.calltime.store(now);
+        let max = self.max_depth.load(Ordering::Relaxed) as usize;
+        let record = self.tracing_on() && (max == 0 || depth < max);
+        frame.recorded.store(u64::from(record));
+        if record {
+            match self.current_tracer() {
+                TracerKind::Function => {
+                    let parent = if depth > 0 {
+                        calls.frames[depth - 1].ip.load()
+                    } else {
+                        0
+                    };
+                    self.write_at(cpu, now, format::FUNCTION_ID, 24, |p| {
+                        p[8..16].copy_from_slice(&site.address().to_ne_bytes());
+                        p[16..24].copy_from_slice(&parent.to_ne_bytes());
+                    });
+                }
+                TracerKind::FunctionGraph => {
+                    self.write_at(cpu, now, format::FUNCGRAPH_ENTRY_ID, 24, |p| {
+                        p[8..16].copy_from_slice(&site.address().to_ne_bytes());
+                        p[16..20].copy_from_slice(&(depth as i32).to_ne_bytes());
+                        p[20..24].fill(0);
+                    });
+                }
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// Exit hook: pops the call; records `funcgraph_exit`; profiles.
+    pub(crate) fn function_exit(&self, site: &'static FunctionSite) {
+        let Some(cpu) = self.context.current_cpu() else {
+            return;
+        };
+        let calls = &self.calls[cpu];
+        let depth = calls.depth.load() as usize;
+        if depth == 0 {
+            return;
+        }
+        let frame = &calls.frames[depth - 1];
+        let now = self.clock.now_ns();
+        let calltime = frame.calltime.load();
+        if frame.recorded.load() != 0 && self.current_tracer() == TracerKind::FunctionGraph {
+            self.write_at(cpu, now, format::FUNCGRAPH_EXIT_ID, 40, |p| {
+                p[8..16].copy_from_slice(&site.address().to_ne_bytes());
+                p[16..20].copy_from_slice(&((depth - 1) as i32).to_ne_bytes());
+                p[20..24].fill(0);
+                p[24..32].copy_from_slice(&calltime.to_ne_bytes());
+                p[32..40].copy_from_slice(&now.to_ne_bytes());
+            });
+        }
+        if self.profile_on.load(Ordering::Relaxed) {
+            let tables = self.profiles.load(Ordering::Acquire);
+            if !tables.is_null() {
+                // SAFETY: profile tables live until the tracer drops.
+                if let Some(table) = unsafe { &*tables }.get(cpu) {
+                    table.record(site.index(), now.saturating_sub(calltime));
+                }
+            }
+        }
+        calls.depth.sub(1);
+    }
+
+    /// Records a `trace_printk!` (`ftrace/bprint`) event.
+    pub(crate) fn record_bprint(&self, ip: u64, format_address: u64, args_len: usize, encode: &dyn Fn(&mut [u8])) {
+        if !self.tracing_on() {
+            return;
+        }
+        let Some(cpu) = self.context.current_cpu() else {
+            return;
+        };
+        let now = self.clock.now_ns();
+        self.write_at(cpu, now, format::BPRINT_ID, 24 + args_len, |p| {
+            p[8..16].copy_from_slice(&ip.to_ne_bytes());
+            p[16..24].copy_from_slice(&format_address.to_ne_bytes());
+            encode(&mut p[24..]);
+        });
+    }
+
+    /// Records a hwlat sample (called by the detector thread).
+    #[cfg(feature = "std")]
+    pub(crate) fn record_hwlat(&self, sample: &crate::hwlat::HwlatSample) -> bool {
+        if !self.tracing_on() {
+            return false;
+        }
+        let Some(cpu) = self.context.current_cpu() else {
+            return false;
+        };
+        let now = self.clock.now_ns();
+        self.write_at(cpu, now, format::HWLAT_ID, 56, |p| {
+            p[8..16].copy_from_slice(&sample.duration_us.to_ne_bytes());
+            p[16..24].copy_from_slice(&sample.outer_duration_us.to_ne_bytes());
+            p[24..32].copy_from_slice(&0u64.to_ne_bytes());
+            p[32..40].copy_from_slice(&sample.timestamp_ns.to_ne_bytes());
+            p[40..44].copy_from_slice(&0u32.to_ne_bytes());
+            p[44..48].copy_from_slice(&sample.seqnum.to_ne_bytes());
+            p[48..52].copy_from_slice(&sample.count.to_ne_bytes());
+            p[52..56].fill(0);
+        })
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let tables = self.profiles.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        if !tables.is_null() {
+            // SAFETY: allocated with Box in `set_function_profile`; the tracer
+            // is being dropped, so no writer uses it.
+            drop(unsafe { Box::from_raw(tables) });
+        }
+    }
+}

@@ -1,0 +1,686 @@
+//! [`Tracer`]: one trace instance — per-CPU buffers (live and snapshot),
+//! the event switches, the function tracers and their filters. The methods
+//! here are what ftrace's control files do; the tracefs-style text layer is
+//! built on them.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hotkern_trace::platform::{MonotonicClock, ThreadCpus};
+//! use hotkern_trace::{TraceConfig, Tracer};
+//!
+//! let tracer = Tracer::new(TraceConfig::small(), Arc::new(MonotonicClock::new()), ThreadCpus::new(2)).unwrap();
+//! tracer.write_marker("hello").unwrap();
+//! let records = tracer.drain_records();
+//! assert_eq!(records.len(), 1);
+//! assert_eq!(records[0].string(16), "hello\n");
+//! ```
+
+mod events;
+mod functions;
+pub mod record;
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
+
+pub use events::EventHook;
+pub use record::Record;
+
+use crate::event::{self, format, MAX_EVENT_IDS, MAX_INSTANCES};
+use crate::function::{self, CpuCalls, PidList, ProfileTable, Selection, SelectorError, TracerKind};
+use crate::platform::{Clock, CpuContext};
+use crate::ring::{self, CpuStats, Mode, PageRead, RawLock, RingBuffer, RingError, PAGE_SIZE};
+
+type Mutex<T> = lock_api::Mutex<RawLock, T>;
+
+/// How a tracer is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceConfig {
+    /// Data bytes per CPU in KiB (`buffer_size_kb`).
+    pub buffer_kb: usize,
+    /// What a full buffer does.
+    pub mode: Mode,
+}
+
+impl Default for TraceConfig {
+    /// ftrace's default: 1408 KiB per CPU, overwrite.
+    fn default() -> Self {
+        TraceConfig {
+            buffer_kb: 1408,
+            mode: Mode::Overwrite,
+        }
+    }
+}
+
+impl TraceConfig {
+    /// 64 KiB per CPU, overwrite: tests and demos.
+    pub fn small() -> Self {
+        TraceConfig {
+            buffer_kb: 64,
+            mode: Mode::Overwrite,
+        }
+    }
+}
+
+/// Why a tracer operation was refused. Nothing changed when one is returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceError {
+    /// The buffer geometry is invalid.
+    Ring(RingError),
+    /// `buffer_size_kb` of 0 or too large.
+    BadBufferSize(usize),
+    /// No event with this id (or it is a built-in that cannot be switched).
+    NoSuchEvent(u16),
+    /// A `set_ftrace_filter` / `set_ftrace_notrace` parse error.
+    Selector(SelectorError),
+    /// A task id out of range.
+    BadPid(i64),
+    /// All instance slots are taken.
+    TooManyInstances,
+    /// The operation needs an installed tracer (see [`Tracer::install`]).
+    NotInstalled,
+    /// The tracer is not available in this build (hwlat without `std`).
+    Unavailable(&'static str),
+    /// A hwlat setting out of range (`width` must be below `window`, both > 0).
+    BadHwlat,
+    /// The snapshot buffer is not allocated.
+    NoSnapshot,
+    /// The payload is larger than a page can hold.
+    TooLarge(usize),
+    /// `max_graph_depth` above the deepest tracked nesting.
+    BadDepth(u32),
+}
+
+impl core::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            TraceError::Ring(e) => write!(f, "{e}"),
+            TraceError::BadBufferSize(kb) => write!(f, "invalid buffer size {kb} KiB"),
+            TraceError::NoSuchEvent(id) => write!(f, "no switchable event with id {id}"),
+            TraceError::Selector(e) => write!(f, "{e}"),
+            TraceError::BadPid(pid) => write!(f, "invalid pid {pid}"),
+            TraceError::TooManyInstances => write!(f, "all {MAX_INSTANCES} tracer instance slots are in use"),
+            TraceError::NotInstalled => write!(f, "the tracer is not installed"),
+            TraceError::Unavailable(what) => write!(f, "{what} is not available in this build"),
+            TraceError::BadHwlat => write!(f, "hwlat needs 0 < width < window"),
+            TraceError::NoSnapshot => write!(f, "the snapshot buffer is not allocated"),
+            TraceError::TooLarge(n) => write!(f, "{n} bytes do not fit in one event"),
+            TraceError::BadDepth(d) => write!(
+                f,
+                "max_graph_depth {d} exceeds {}",
+                crate::function::MAX_DEPTH
+            ),
+        }
+    }
+}
+
+impl From<RingError> for TraceError {
+    fn from(e: RingError) -> Self {
+        TraceError::Ring(e)
+    }
+}
+
+impl From<SelectorError> for TraceError {
+    fn from(e: SelectorError) -> Self {
+        TraceError::Selector(e)
+    }
+}
+
+/// Trace options (`options/<name>`) kept by the tracer itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceOption {
+    /// `function-fork`: children of `set_ftrace_pid` tasks join the list.
+    FunctionFork,
+    /// `event-fork`: children of `set_event_pid` tasks join the list.
+    EventFork,
+}
+
+impl TraceOption {
+    fn bit(self) -> u32 {
+        match self {
+            TraceOption::FunctionFork => 1,
+            TraceOption::EventFork => 2,
+        }
+    }
+}
+
+struct Buffers {
+    /// Every ring this tracer allocated. A ring is never freed while the
+    /// tracer lives: a writer may still be finishing an event in a ring that
+    /// was just swapped out (a kernel would free it after a grace period).
+    owned: Vec<Box<RingBuffer>>,
+    /// Indices (in `owned`) of rings replaced by a resize, oldest first;
+    /// readers drain them before the live ring.
+    retired: Vec<usize>,
+    /// A freed snapshot ring kept for reuse.
+    idle_spare: Option<usize>,
+}
+
+/// A trace instance. See the [module documentation](self).
+pub struct Tracer {
+    clock: Arc<dyn Clock>,
+    context: &'static dyn CpuContext,
+    cpus: usize,
+    on: AtomicBool,
+    kind: AtomicU32,
+    live: AtomicPtr<RingBuffer>,
+    spare: AtomicPtr<RingBuffer>,
+    buffers: Mutex<Buffers>,
+    /// Per event id: [`events::ENABLED`] | [`events::HOOKED`].
+    event_state: Box<[AtomicU8]>,
+    hooks: Box<[AtomicPtr<events::HookBox>]>,
+    hook_store: Mutex<Vec<Box<events::HookBox>>>,
+    filter: Mutex<(Selection, Selection)>,
+    ftrace_pids: PidList,
+    event_pids: PidList,
+    options: AtomicU32,
+    max_depth: AtomicU32,
+    profile_on: AtomicBool,
+    profiles: AtomicPtr<Vec<ProfileTable>>,
+    calls: Box<[CpuCalls]>,
+    slot: AtomicU32,
+    #[cfg(feature = "std")]
+    pub(crate) hwlat: std::sync::Mutex<crate::hwlat::HwlatState>,
+}
+
+// SAFETY: the raw pointers point into rings and hooks the tracer owns and
+// never frees while it lives; everything else is atomic or locked.
+unsafe impl Send for Tracer {}
+// SAFETY: as above.
+unsafe impl Sync for Tracer {}
+
+impl core::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tracer")
+            .field("cpus", &self.cpus)
+            .field("tracing_on", &self.tracing_on())
+            .field("current_tracer", &self.current_tracer())
+            .field("buffer_size_kb", &self.buffer_size_kb())
+            .finish()
+    }
+}
+
+const NOT_INSTALLED: u32 = u32::MAX;
+
+static INSTANCES: [AtomicPtr<Tracer>; MAX_INSTANCES] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_INSTANCES];
+static INSTALLED: AtomicU32 = AtomicU32::new(0);
+
+/// The installed tracer in `slot`.
+#[inline]
+pub(crate) fn instance(slot: usize) -> Option<&'static Tracer> {
+    let tracer = INSTANCES.get(slot)?.load(Ordering::Acquire);
+    // SAFETY: installed tracers are leaked, so the pointer stays valid.
+    (!tracer.is_null()).then(|| unsafe { &*tracer })
+}
+
+/// Bit mask of installed slots (what `trace_printk!` tests).
+#[inline(always)]
+pub(crate) fn installed_mask() -> u32 {
+    INSTALLED.load(Ordering::Relaxed)
+}
+
+/// Calls `each(slot, tracer)` for every installed tracer.
+pub(crate) fn for_each_instance(mut each: impl FnMut(usize, &'static Tracer)) {
+    for slot in 0..MAX_INSTANCES {
+        if let Some(tracer) = instance(slot) {
+            each(slot, tracer);
+        }
+    }
+}
+
+impl Tracer {
+    /// A tracer with one ring per CPU of `context`. Tracing is on, the
+    /// current tracer is `nop`, no event is enabled.
+    pub fn new(
+        config: TraceConfig,
+        clock: Arc<dyn Clock>,
+        context: &'static dyn CpuContext,
+    ) -> Result<Tracer, TraceError> {
+        let cpus = context.cpus();
+        let pages = pages_for(config.buffer_kb)?;
+        let live = Box::new(RingBuffer::new(cpus, pages, config.mode)?);
+        let mut owned = Vec::new();
+        let live_ptr = &*live as *const RingBuffer as *mut RingBuffer;
+        owned.push(live);
+        Ok(Tracer {
+            clock,
+            context,
+            cpus,
+            on: AtomicBool::new(true),
+            kind: AtomicU32::new(TracerKind::Nop.code()),
+            live: AtomicPtr::new(live_ptr),
+            spare: AtomicPtr::new(ptr::null_mut()),
+            buffers: Mutex::new(Buffers {
+                owned,
+                retired: Vec::new(),
+                idle_spare: None,
+            }),
+            event_state: (0..MAX_EVENT_IDS).map(|_| AtomicU8::new(0)).collect(),
+            hooks: (0..MAX_EVENT_IDS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            hook_store: Mutex::new(Vec::new()),
+            filter: Mutex::new((Selection::default(), Selection::default())),
+            ftrace_pids: PidList::new(),
+            event_pids: PidList::new(),
+            options: AtomicU32::new(0),
+            max_depth: AtomicU32::new(0),
+            profile_on: AtomicBool::new(false),
+            profiles: AtomicPtr::new(ptr::null_mut()),
+            calls: (0..cpus).map(|_| CpuCalls::new()).collect(),
+            slot: AtomicU32::new(NOT_INSTALLED),
+            #[cfg(feature = "std")]
+            hwlat: std::sync::Mutex::new(crate::hwlat::HwlatState::default()),
+        })
+    }
+
+    /// A tracer on the user-space platform: [`ThreadCpus`](crate::platform::ThreadCpus)
+    /// with `cpus` slots and the monotonic clock.
+    #[cfg(feature = "std")]
+    pub fn with_threads(config: TraceConfig, cpus: usize) -> Result<Tracer, TraceError> {
+        Tracer::new(
+            config,
+            Arc::new(crate::platform::MonotonicClock::new()),
+            crate::platform::ThreadCpus::new(cpus),
+        )
+    }
+
+    /// Makes the tracer reachable from static call sites (events,
+    /// `#[function]`, `trace_printk!`). The tracer lives for the rest of the
+    /// program (a writer may hold it at any time); [`Tracer::uninstall`]
+    /// detaches it and frees its slot.
+    pub fn install(self) -> Result<&'static Tracer, TraceError> {
+        let tracer: &'static Tracer = Box::leak(Box::new(self));
+        let pointer = tracer as *const Tracer as *mut Tracer;
+        for (slot, cell) in INSTANCES.iter().enumerate() {
+            if cell
+                .compare_exchange(ptr::null_mut(), pointer, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                tracer.slot.store(slot as u32, Ordering::Release);
+                INSTALLED.fetch_or(1 << slot, Ordering::AcqRel);
+                tracer.refresh_event_masks();
+                tracer.refresh_function_masks();
+                return Ok(tracer);
+            }
+        }
+        Err(TraceError::TooManyInstances)
+    }
+
+    /// Detaches an installed tracer from every call site and frees its slot.
+    /// Its data stays readable.
+    pub fn uninstall(&'static self) {
+        let Some(slot) = self.slot() else {
+            return;
+        };
+        #[cfg(feature = "std")]
+        crate::hwlat::stop(self);
+        INSTALLED.fetch_and(!(1 << slot), Ordering::AcqRel);
+        for event in event::registered() {
+            event.set_instance(slot, false);
+        }
+        for site in function::sites() {
+            site.set_instance(slot, false);
+        }
+        INSTANCES[slot].store(ptr::null_mut(), Ordering::Release);
+        self.slot.store(NOT_INSTALLED, Ordering::Release);
+    }
+
+    /// The instance slot, if installed.
+    pub fn slot(&self) -> Option<usize> {
+        let slot = self.slot.load(Ordering::Acquire);
+        (slot != NOT_INSTALLED).then_some(slot as usize)
+    }
+
+    /// Number of CPUs (one buffer each).
+    pub fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// The clock's name (`trace_clock`).
+    pub fn clock_name(&self) -> &'static str {
+        self.clock.name()
+    }
+
+    /// The current time on the trace clock.
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// The name of task `pid`, if the platform knows it.
+    pub fn comm(&self, pid: i32) -> Option<alloc::string::String> {
+        if pid == 0 {
+            return Some("<idle>".into());
+        }
+        self.context.comm(pid)
+    }
+
+    /// `tracing_on`.
+    pub fn tracing_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Sets `tracing_on`. Events still reach their hooks (triggers) while
+    /// off, as in ftrace, but nothing is recorded.
+    pub fn set_tracing_on(&self, on: bool) {
+        self.on.store(on, Ordering::Release);
+    }
+
+    #[inline(always)]
+    fn live_ring(&self) -> &RingBuffer {
+        // SAFETY: rings are owned by `buffers` and never freed while the
+        // tracer lives.
+        unsafe { &*self.live.load(Ordering::Acquire) }
+    }
+
+    fn spare_ring(&self) -> Option<&RingBuffer> {
+        let spare = self.spare.load(Ordering::Acquire);
+        // SAFETY: as in `live_ring`.
+        (!spare.is_null()).then(|| unsafe { &*spare })
+    }
+
+    /// Records one event on the current CPU at `now`: writes the common
+    /// header, then `fill` writes the rest of the `size`-byte payload.
+    /// Returns whether it was recorded.
+    #[inline]
+    pub(crate) fn write_at(
+        &self,
+        cpu: usize,
+        now: u64,
+        id: u16,
+        size: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let ring = self.live_ring();
+        // SAFETY: `cpu` comes from the platform's `current_cpu`, whose
+        // contract makes this thread its only (non-nested) writer.
+        let Ok(mut reservation) = (unsafe { ring.reserve(cpu, now, size) }) else {
+            return false;
+        };
+        let payload = reservation.payload_mut();
+        let pid = self.context.current_pid();
+        payload[..2].copy_from_slice(&id.to_ne_bytes());
+        payload[2] = 0;
+        payload[3] = 0;
+        payload[4..8].copy_from_slice(&pid.to_ne_bytes());
+        fill(payload);
+        true
+    }
+
+    /// Records an already encoded payload (common header included) on the
+    /// current CPU, if tracing is on. Used for events whose payload was
+    /// built before deciding to record it (filters, triggers).
+    pub fn write_payload(&self, payload: &[u8]) -> bool {
+        if !self.tracing_on() || payload.len() < format::COMMON_HEADER_SIZE {
+            return false;
+        }
+        let Some(cpu) = self.context.current_cpu() else {
+            return false;
+        };
+        let now = self.clock.now_ns();
+        let ring = self.live_ring();
+        // SAFETY: as in `write_at`.
+        unsafe { ring.write(cpu, now, payload) }.is_ok()
+    }
+
+    /// Writes `text` to the buffer as `trace_marker` does: an `ftrace/print`
+    /// event, a newline added if missing. Returns the bytes taken from
+    /// `text` (longer text is cut to fit one event).
+    pub fn write_marker(&self, text: &str) -> Result<usize, TraceError> {
+        let limit = ring::page::MAX_PAYLOAD - 16 - 2;
+        let mut taken = text.len().min(limit);
+        while !text.is_char_boundary(taken) {
+            taken -= 1;
+        }
+        let body = &text.as_bytes()[..taken];
+        let newline = !body.ends_with(b"\n");
+        let size = 16 + body.len() + usize::from(newline) + 1;
+        if !self.tracing_on() {
+            return Ok(taken);
+        }
+        let Some(cpu) = self.context.current_cpu() else {
+            return Ok(taken);
+        };
+        let ip = crate::marker::MARKER_SYMBOL.address();
+        let now = self.clock.now_ns();
+        self.write_at(cpu, now, format::PRINT_ID, size, |payload| {
+            payload[8..16].copy_from_slice(&ip.to_ne_bytes());
+            payload[16..16 + body.len()].copy_from_slice(body);
+            let mut at = 16 + body.len();
+            if newline {
+                payload[at] = b'\n';
+                at += 1;
+            }
+            payload[at..].fill(0);
+        });
+        Ok(taken)
+    }
+
+    // ---------------------------------------------------------------
+    // Buffers: size, mode, snapshot, reading.
+
+    /// `buffer_size_kb`: data KiB per CPU.
+    pub fn buffer_size_kb(&self) -> usize {
+        self.live_ring().size_kb()
+    }
+
+    /// The live buffer's full-buffer behaviour (`options/overwrite`).
+    pub fn mode(&self) -> Mode {
+        self.live_ring().mode()
+    }
+
+    /// Changes the per-CPU buffer size while tracing runs. The old ring's
+    /// unread events stay readable (readers drain it first).
+    pub fn set_buffer_size_kb(&self, kb: usize) -> Result<(), TraceError> {
+        let pages = pages_for(kb)?;
+        self.replace_live(pages, self.mode())
+    }
+
+    /// Switches overwrite / producer-consumer mode (`options/overwrite`).
+    pub fn set_mode(&self, mode: Mode) -> Result<(), TraceError> {
+        if mode == self.mode() {
+            return Ok(());
+        }
+        self.replace_live(self.live_ring().pages_per_cpu(), mode)
+    }
+
+    fn replace_live(&self, pages: usize, mode: Mode) -> Result<(), TraceError> {
+        let mut buffers = self.buffers.lock();
+        let fresh = Box::new(RingBuffer::new(self.cpus, pages, mode)?);
+        let spare = if self.spare_ring().is_some() {
+            Some(Box::new(RingBuffer::new(self.cpus, pages, mode)?))
+        } else {
+            None
+        };
+        let old = self.live.load(Ordering::Acquire);
+        let old_index = buffers
+            .owned
+            .iter()
+            .position(|r| ptr::eq(&**r, old))
+            .unwrap_or(0);
+        let fresh_ptr = &*fresh as *const RingBuffer as *mut RingBuffer;
+        buffers.owned.push(fresh);
+        buffers.retired.push(old_index);
+        if let Some(spare) = spare {
+            let spare_ptr = &*spare as *const RingBuffer as *mut RingBuffer;
+            buffers.owned.push(spare);
+            self.spare.store(spare_ptr, Ordering::Release);
+        }
+        buffers.idle_spare = None;
+        self.live.store(fresh_ptr, Ordering::Release);
+        Ok(())
+    }
+
+    /// Allocates the snapshot buffer (`echo 1 > snapshot` does this first).
+    pub fn snapshot_allocate(&self) -> Result<(), TraceError> {
+        let mut buffers = self.buffers.lock();
+        if self.spare_ring().is_some() {
+            return Ok(());
+        }
+        let live = self.live_ring();
+        let reuse = buffers.idle_spare.take().filter(|&i| {
+            let ring = &buffers.owned[i];
+            ring.pages_per_cpu() == live.pages_per_cpu() && ring.mode() == live.mode()
+        });
+        let index = match reuse {
+            Some(index) => index,
+            None => {
+                let ring = Box::new(RingBuffer::new(self.cpus, live.pages_per_cpu(), live.mode())?);
+                buffers.owned.push(ring);
+                buffers.owned.len() - 1
+            }
+        };
+        let ring = &*buffers.owned[index] as *const RingBuffer as *mut RingBuffer;
+        self.spare.store(ring, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether the snapshot buffer is allocated.
+    pub fn snapshot_allocated(&self) -> bool {
+        self.spare_ring().is_some()
+    }
+
+    /// Swaps the live buffer with the snapshot buffer (allocating it first
+    /// if needed): what was recorded becomes the snapshot, tracing goes on
+    /// in the old spare, which is cleared first.
+    pub fn snapshot_swap(&self) -> Result<(), TraceError> {
+        self.snapshot_allocate()?;
+        let _buffers = self.buffers.lock();
+        let spare = self.spare.load(Ordering::Acquire);
+        // SAFETY: non-null (allocated above, and only changed under the lock).
+        unsafe { &*spare }.clear();
+        let old = self.live.swap(spare, Ordering::AcqRel);
+        self.spare.store(old, Ordering::Release);
+        Ok(())
+    }
+
+    /// Frees the snapshot buffer (`echo 0 > snapshot`); its memory is kept
+    /// for reuse.
+    pub fn snapshot_free(&self) {
+        let mut buffers = self.buffers.lock();
+        let spare = self.spare.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !spare.is_null() {
+            // SAFETY: owned ring.
+            unsafe { &*spare }.clear();
+            buffers.idle_spare = buffers.owned.iter().position(|r| ptr::eq(&**r, spare));
+        }
+    }
+
+    /// Clears the snapshot buffer (`echo 2 > snapshot`).
+    pub fn snapshot_clear(&self) -> Result<(), TraceError> {
+        self.spare_ring().ok_or(TraceError::NoSnapshot)?.clear();
+        Ok(())
+    }
+
+    /// The snapshot's events (not consumed), all CPUs, in time order.
+    pub fn snapshot_records(&self) -> Result<Vec<Record>, TraceError> {
+        let ring = self.spare_ring().ok_or(TraceError::NoSnapshot)?;
+        let mut records = Vec::new();
+        for cpu in 0..self.cpus {
+            ring.peek_pages(cpu, |page| records.extend(Record::from_page(cpu, page)));
+        }
+        record::merge(&mut records);
+        Ok(records)
+    }
+
+    /// Takes the oldest unread page of `cpu` (raw, ftrace layout) into `out`.
+    /// Pages from rings replaced by a resize come first.
+    pub fn read_page(&self, cpu: usize, out: &mut [u8; PAGE_SIZE]) -> Option<PageRead> {
+        {
+            let buffers = self.buffers.lock();
+            for &index in &buffers.retired {
+                if let Some(read) = buffers.owned[index].read_page(cpu, out) {
+                    return Some(read);
+                }
+            }
+        }
+        self.live_ring().read_page(cpu, out)
+    }
+
+    /// Reads (consumes) every unread page of `cpu`.
+    pub fn drain_pages(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
+        let mut pages = Vec::new();
+        loop {
+            let mut page = Box::new([0u8; PAGE_SIZE]);
+            if self.read_page(cpu, &mut page).is_none() {
+                return pages;
+            }
+            pages.push(page);
+        }
+    }
+
+    /// Reads (consumes) every unread event of every CPU, in time order.
+    pub fn drain_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for cpu in 0..self.cpus {
+            for page in self.drain_pages(cpu) {
+                records.extend(Record::from_page(cpu, &page));
+            }
+        }
+        record::merge(&mut records);
+        records
+    }
+
+    /// Copies every unread event of every CPU without consuming them (the
+    /// `trace` file), in time order.
+    pub fn peek_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        let buffers = self.buffers.lock();
+        for cpu in 0..self.cpus {
+            for &index in &buffers.retired {
+                buffers.owned[index].peek_pages(cpu, |page| records.extend(Record::from_page(cpu, page)));
+            }
+            self.live_ring()
+                .peek_pages(cpu, |page| records.extend(Record::from_page(cpu, page)));
+        }
+        record::merge(&mut records);
+        records
+    }
+
+    /// Discards every unread event (`echo > trace`).
+    pub fn clear(&self) {
+        let buffers = self.buffers.lock();
+        for &index in &buffers.retired {
+            buffers.owned[index].clear();
+        }
+        self.live_ring().clear();
+    }
+
+    /// Counters of `cpu` summed over every ring this tracer used (live,
+    /// replaced and snapshot), so `written == read + lost` once all are read.
+    pub fn stats(&self, cpu: usize) -> Result<CpuStats, TraceError> {
+        if cpu >= self.cpus {
+            return Err(TraceError::Ring(RingError::NoSuchCpu(cpu)));
+        }
+        let buffers = self.buffers.lock();
+        let mut total = CpuStats::default();
+        for ring in &buffers.owned {
+            let s = ring.stats(cpu)?;
+            total.written += s.written;
+            total.read += s.read;
+            total.dropped += s.dropped;
+            total.overrun += s.overrun;
+        }
+        Ok(total)
+    }
+
+    /// Events lost on `cpu` so far.
+    pub fn lost(&self, cpu: usize) -> u64 {
+        self.stats(cpu).map_or(0, |s| s.lost())
+    }
+}
+
+fn pages_for(kb: usize) -> Result<usize, TraceError> {
+    if kb == 0 {
+        return Err(TraceError::BadBufferSize(kb));
+    }
+    let pages = ring::pages_for_kb(kb);
+    if pages > ring::MAX_PAGES_PER_CPU {
+        return Err(TraceError::BadBufferSize(kb));
+    }
+    Ok(pages)
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests;

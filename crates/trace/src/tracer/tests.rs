@@ -1,0 +1,473 @@
+//! Tracer tests. Installed tracers and call sites are process-wide and the
+//! test harness runs tests in parallel, so every test selects its own
+//! functions (by module) and looks only at its own task's records.
+
+use super::*;
+use crate::event::format::{BPRINT_ID, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID, PRINT_ID};
+use crate::platform::{ManualClock, ThreadCpus};
+use alloc::string::String;
+use alloc::vec;
+use std::boxed::Box;
+
+fn me() -> i32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::gettid() }
+}
+
+fn mine(records: Vec<Record>) -> Vec<Record> {
+    let pid = me();
+    records.into_iter().filter(|r| r.pid == pid).collect()
+}
+
+fn installed() -> &'static Tracer {
+    Tracer::with_threads(TraceConfig::small(), 4)
+        .unwrap()
+        .install()
+        .unwrap()
+}
+
+fn name_at(address: u64) -> &'static str {
+    function::site_at(address).map_or("?", |s| s.name())
+}
+
+mod graph_funcs {
+    #[crate::function]
+    pub fn outer(n: u64) -> u64 {
+        inner(n) + inner(n + 1)
+    }
+
+    #[crate::function]
+    pub fn inner(n: u64) -> u64 {
+        leaf(n) * 2
+    }
+
+    #[crate::function]
+    pub fn leaf(n: u64) -> u64 {
+        n + 1
+    }
+
+    #[crate::function]
+    pub fn early_return(n: u64) -> Result<u64, ()> {
+        if n == 0 {
+            return Err(());
+        }
+        Ok(n)
+    }
+}
+
+#[test]
+fn function_graph_records_nested_entries_and_exits_with_durations() {
+    let tracer = installed();
+    tracer.set_ftrace_filter(":mod:*::graph_funcs", false).unwrap();
+    tracer.set_current_tracer(TracerKind::FunctionGraph).unwrap();
+    assert_eq!(graph_funcs::outer(1), 10);
+    assert!(graph_funcs::early_return(0).is_err());
+    tracer.set_current_tracer(TracerKind::Nop).unwrap();
+    let records = mine(tracer.drain_records());
+    let shape: Vec<(u16, &str, i64)> = records
+        .iter()
+        .map(|r| (r.event_id, name_at(r.unsigned(8, 8)), r.signed(16, 4)))
+        .collect();
+    let (e, x) = (FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID);
+    assert_eq!(
+        shape,
+        vec![
+            (e, "outer", 0),
+            (e, "inner", 1),
+            (e, "leaf", 2),
+            (x, "leaf", 2),
+            (x, "inner", 1),
+            (e, "inner", 1),
+            (e, "leaf", 2),
+            (x, "leaf", 2),
+            (x, "inner", 1),
+            (x, "outer", 0),
+            (e, "early_return", 0),
+            (x, "early_return", 0),
+        ]
+    );
+    for exit in records.iter().filter(|r| r.event_id == FUNCGRAPH_EXIT_ID) {
+        let (call, ret) = (exit.unsigned(24, 8), exit.unsigned(32, 8));
+        assert!(ret >= call);
+        assert_eq!(exit.timestamp_ns, ret);
+    }
+    // Nothing runs once the tracer is back to nop.
+    graph_funcs::outer(1);
+    assert!(mine(tracer.drain_records()).is_empty());
+    tracer.uninstall();
+}
+
+mod depth_funcs {
+    #[crate::function]
+    pub fn a() {
+        b();
+    }
+    #[crate::function]
+    pub fn b() {
+        c();
+    }
+    #[crate::function]
+    pub fn c() {}
+}
+
+#[test]
+fn max_graph_depth_limits_what_is_recorded() {
+    let tracer = installed();
+    tracer.set_ftrace_filter(":mod:*::depth_funcs", false).unwrap();
+    assert_eq!(tracer.set_max_graph_depth(1000), Err(TraceError::BadDepth(1000)));
+    tracer.set_max_graph_depth(2).unwrap();
+    tracer.set_current_tracer(TracerKind::FunctionGraph).unwrap();
+    depth_funcs::a();
+    tracer.set_current_tracer(TracerKind::Nop).unwrap();
+    let names: Vec<&str> = mine(tracer.drain_records())
+        .iter()
+        .map(|r| name_at(r.unsigned(8, 8)))
+        .collect();
+    assert_eq!(names, vec!["a", "b", "b", "a"]);
+    tracer.uninstall();
+}
+
+mod filter_funcs {
+    #[crate::function]
+    pub fn read_block() {}
+    #[crate::function]
+    pub fn read_page() {}
+    #[crate::function]
+    pub fn write_block() {}
+    pub mod net {
+        #[crate::function]
+        pub fn read_socket() {}
+    }
+}
+
+fn called_functions(tracer: &Tracer) -> Vec<&'static str> {
+    filter_funcs::read_block();
+    filter_funcs::read_page();
+    filter_funcs::write_block();
+    filter_funcs::net::read_socket();
+    let mut names: Vec<&str> = mine(tracer.drain_records())
+        .iter()
+        .filter(|r| r.event_id == FUNCTION_ID)
+        .map(|r| name_at(r.unsigned(8, 8)))
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+#[test]
+fn function_filters_globs_modules_and_notrace() {
+    let tracer = installed();
+    tracer.set_current_tracer(TracerKind::Function).unwrap();
+    tracer.set_ftrace_filter("read_*:mod:*::filter_funcs", false).unwrap();
+    assert_eq!(called_functions(tracer), vec!["read_block", "read_page", "read_socket"]);
+    tracer.set_ftrace_filter("read_*:mod:!*::filter_funcs::net", false).unwrap();
+    // The negated module selects every module but net — restrict to ours.
+    tracer.set_ftrace_notrace(":mod:!*::filter_funcs", false).unwrap();
+    assert_eq!(called_functions(tracer), vec!["read_block", "read_page"]);
+    tracer.set_ftrace_filter("*_block:mod:*::filter_funcs", false).unwrap();
+    tracer.set_ftrace_notrace("write*", true).unwrap();
+    assert_eq!(called_functions(tracer), vec!["read_block"]);
+    // A bad write changes nothing.
+    assert!(matches!(
+        tracer.set_ftrace_filter("ok bad:cmd", false),
+        Err(TraceError::Selector(_))
+    ));
+    assert_eq!(tracer.ftrace_filter_text(), "*_block:mod:*::filter_funcs\n");
+    assert_eq!(called_functions(tracer), vec!["read_block"]);
+    let selected: Vec<&str> = tracer
+        .selected_functions()
+        .iter()
+        .filter(|s| s.module().contains("filter_funcs"))
+        .map(|s| s.name())
+        .collect();
+    assert_eq!(selected, vec!["read_block"]);
+    tracer.set_current_tracer(TracerKind::Nop).unwrap();
+    tracer.uninstall();
+}
+
+mod parent_funcs {
+    #[crate::function]
+    pub fn caller() {
+        callee();
+    }
+    #[crate::function]
+    pub fn callee() {}
+}
+
+#[test]
+fn function_tracer_reports_the_parent() {
+    let tracer = installed();
+    tracer.set_ftrace_filter(":mod:*::parent_funcs", false).unwrap();
+    tracer.set_current_tracer(TracerKind::Function).unwrap();
+    parent_funcs::caller();
+    tracer.set_current_tracer(TracerKind::Nop).unwrap();
+    let pairs: Vec<(&str, &str)> = mine(tracer.drain_records())
+        .iter()
+        .map(|r| (name_at(r.unsigned(8, 8)), name_at(r.unsigned(16, 8))))
+        .collect();
+    assert_eq!(pairs, vec![("caller", "?"), ("callee", "caller")]);
+    tracer.uninstall();
+}
+
+mod pid_funcs {
+    #[crate::function]
+    pub fn work() {}
+}
+
+#[test]
+fn pid_filter_follows_children_with_function_fork() {
+    let tracer = installed();
+    tracer.set_ftrace_filter(":mod:*::pid_funcs", false).unwrap();
+    tracer.set_current_tracer(TracerKind::Function).unwrap();
+    tracer.ftrace_pids().add(&[i64::from(me())]).unwrap();
+    tracer.set_option(TraceOption::FunctionFork, true);
+    let fork = move |parent, child| tracer.on_fork(parent, child);
+    let child = crate::platform::spawn(fork, || {
+        pid_funcs::work();
+        me()
+    })
+    .join()
+    .unwrap();
+    // Without function-fork a child is not followed.
+    tracer.set_option(TraceOption::FunctionFork, false);
+    let fork = move |parent, child| tracer.on_fork(parent, child);
+    let stranger = crate::platform::spawn(fork, || {
+        pid_funcs::work();
+        me()
+    })
+    .join()
+    .unwrap();
+    pid_funcs::work();
+    tracer.set_current_tracer(TracerKind::Nop).unwrap();
+    let pids: Vec<i32> = tracer
+        .drain_records()
+        .iter()
+        .filter(|r| r.event_id == FUNCTION_ID && name_at(r.unsigned(8, 8)) == "work")
+        .map(|r| r.pid)
+        .collect();
+    assert!(pids.contains(&child));
+    assert!(pids.contains(&me()));
+    assert!(!pids.contains(&stranger));
+    assert!(tracer.ftrace_pids().contains(child));
+    tracer.uninstall();
+}
+
+mod profile_funcs {
+    #[crate::function]
+    pub fn slow() {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    #[crate::function]
+    pub fn fast() {}
+}
+
+#[test]
+fn profiler_counts_hits_and_time_per_cpu() {
+    let tracer = installed();
+    tracer.set_ftrace_filter(":mod:*::profile_funcs", false).unwrap();
+    tracer.set_function_profile(true);
+    for _ in 0..3 {
+        profile_funcs::slow();
+    }
+    for _ in 0..10 {
+        profile_funcs::fast();
+    }
+    tracer.set_function_profile(false);
+    let rows: Vec<_> = (0..tracer.cpus())
+        .flat_map(|cpu| tracer.function_profile(cpu))
+        .filter(|r| r.module.contains("profile_funcs"))
+        .collect();
+    let slow = rows.iter().find(|r| r.function == "slow").unwrap();
+    let fast = rows.iter().find(|r| r.function == "fast").unwrap();
+    assert_eq!((slow.hits, fast.hits), (3, 10));
+    assert!(slow.time_ns >= 600_000);
+    assert!(slow.avg_ns() >= 200_000 && slow.avg_ns() > fast.avg_ns());
+    // Profiling alone records no events.
+    assert!(mine(tracer.drain_records()).is_empty());
+    tracer.uninstall();
+}
+
+crate::define_event! {
+    /// An event for tracer tests.
+    pub tracer_test_event in tracertest {
+        a: u32,
+        b: u64,
+        c: i16,
+    }
+    print "a=%u b=%llu c=%d", a, b, c
+}
+
+#[test]
+fn events_record_only_when_enabled_and_by_pid() {
+    let tracer = installed();
+    let id = tracer_test_event::EVENT.id();
+    assert_eq!(tracer.event_id("tracertest", "tracer_test_event"), Some(id));
+    tracer_test_event::trace(1, 2, 3);
+    tracer.set_event_enabled(id, true).unwrap();
+    assert!(tracer.event_enabled(id));
+    tracer_test_event::trace(4, 5, -6);
+    tracer.event_pids().add(&[1]).unwrap();
+    tracer_test_event::trace(7, 8, 9);
+    tracer.event_pids().clear();
+    tracer.set_tracing_on(false);
+    tracer_test_event::trace(10, 11, 12);
+    tracer.set_tracing_on(true);
+    tracer.set_event_enabled(id, false).unwrap();
+    tracer_test_event::trace(13, 14, 15);
+    let records: Vec<Record> = mine(tracer.drain_records())
+        .into_iter()
+        .filter(|r| r.event_id == id)
+        .collect();
+    assert_eq!(records.len(), 1);
+    assert_eq!((records[0].unsigned(8, 4), records[0].unsigned(16, 8), records[0].signed(24, 2)), (4, 5, -6));
+    assert_eq!(tracer.set_event_enabled(9, true), Err(TraceError::NoSuchEvent(9)));
+    assert_eq!(tracer.set_event_enabled(PRINT_ID, true), Err(TraceError::NoSuchEvent(PRINT_ID)));
+    tracer.uninstall();
+}
+
+struct OnlyOdd(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl EventHook for OnlyOdd {
+    fn before(&self, _tracer: &Tracer, _cpu: usize, payload: &[u8], _enabled: bool) -> bool {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        payload[8] % 2 == 1
+    }
+}
+
+#[test]
+fn hooks_see_every_hit_and_decide_what_is_recorded() {
+    let tracer = installed();
+    let id = tracer_test_event::EVENT.id();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tracer.set_event_hook(id, Some(Box::new(OnlyOdd(hits.clone())))).unwrap();
+    // Soft-disabled: the hook runs, nothing is recorded.
+    tracer_test_event::trace(1, 0, 0);
+    tracer.set_event_enabled(id, true).unwrap();
+    for a in 2..6 {
+        tracer_test_event::trace(a, 0, 0);
+    }
+    tracer.set_event_hook(id, None).unwrap();
+    tracer_test_event::trace(6, 0, 0);
+    let values: Vec<u64> = mine(tracer.drain_records())
+        .iter()
+        .filter(|r| r.event_id == id)
+        .map(|r| r.unsigned(8, 4))
+        .collect();
+    assert_eq!(values, vec![3, 5, 6]);
+    assert!(hits.load(Ordering::Relaxed) >= 5);
+    tracer.set_event_enabled(id, false).unwrap();
+    tracer.uninstall();
+}
+
+#[test]
+fn printk_formats_at_read_time() {
+    let tracer = installed();
+    let name = String::from("disk0");
+    crate::trace_printk!("{}: {} blocks, {:x} {}", name, 12u32, 255u8, true);
+    let records: Vec<Record> = mine(tracer.drain_records())
+        .into_iter()
+        .filter(|r| r.event_id == BPRINT_ID)
+        .collect();
+    assert_eq!(records.len(), 1);
+    let text = crate::printk::format_bprint(&records[0].payload).unwrap();
+    assert_eq!(text, "disk0: 12 blocks, ff true");
+    let address = records[0].unsigned(16, 8);
+    let formats = crate::printk::formats();
+    let c = formats.iter().find(|(a, _)| *a == address).unwrap();
+    assert_eq!(c.1, "%s: %llu blocks, %llx %s");
+    tracer.uninstall();
+}
+
+#[test]
+fn markers_add_a_newline_and_are_cut_to_fit() {
+    let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap();
+    tracer.write_marker("already\n").unwrap();
+    let long = "x".repeat(10_000);
+    let taken = tracer.write_marker(&long).unwrap();
+    assert!(taken < 4096);
+    let records = tracer.drain_records();
+    assert_eq!(records[0].string(16), "already\n");
+    assert_eq!(records[1].string(16).len(), taken + 1);
+    assert_eq!(name_at(records[0].unsigned(8, 8)), "tracing_mark_write");
+}
+
+#[test]
+fn resize_keeps_unread_events_and_accounting() {
+    let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap();
+    for i in 0..100 {
+        tracer.write_marker(&alloc::format!("before {i}")).unwrap();
+    }
+    assert_eq!(tracer.set_buffer_size_kb(0), Err(TraceError::BadBufferSize(0)));
+    // Reported like ftrace: whole pages of 4080 data bytes, in KiB.
+    assert_eq!(tracer.buffer_size_kb(), 17 * 4080 / 1024);
+    tracer.set_buffer_size_kb(16).unwrap();
+    assert_eq!(tracer.buffer_size_kb(), 5 * 4080 / 1024);
+    for i in 0..10 {
+        tracer.write_marker(&alloc::format!("after {i}")).unwrap();
+    }
+    let texts: Vec<String> = tracer.drain_records().iter().map(|r| r.string(16).into()).collect();
+    assert_eq!(texts.len(), 110);
+    assert_eq!(texts[0], "before 0\n");
+    assert_eq!(texts[109], "after 9\n");
+    let stats = tracer.stats(0).unwrap();
+    assert_eq!((stats.written, stats.read, stats.lost()), (110, 110, 0));
+    tracer.set_mode(Mode::ProducerConsumer).unwrap();
+    assert_eq!(tracer.mode(), Mode::ProducerConsumer);
+}
+
+#[test]
+fn snapshot_swaps_live_and_spare() {
+    let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap();
+    assert_eq!(tracer.snapshot_clear(), Err(TraceError::NoSnapshot));
+    tracer.write_marker("one").unwrap();
+    tracer.snapshot_swap().unwrap();
+    tracer.write_marker("two").unwrap();
+    let snap: Vec<String> = tracer.snapshot_records().unwrap().iter().map(|r| r.string(16).into()).collect();
+    assert_eq!(snap, vec!["one\n"]);
+    let live: Vec<String> = tracer.peek_records().iter().map(|r| r.string(16).into()).collect();
+    assert_eq!(live, vec!["two\n"]);
+    tracer.snapshot_swap().unwrap();
+    let snap: Vec<String> = tracer.snapshot_records().unwrap().iter().map(|r| r.string(16).into()).collect();
+    assert_eq!(snap, vec!["two\n"]);
+    // The old spare was cleared before becoming live.
+    assert!(tracer.peek_records().is_empty());
+    tracer.snapshot_clear().unwrap();
+    assert!(tracer.snapshot_records().unwrap().is_empty());
+    tracer.snapshot_free();
+    assert!(!tracer.snapshot_allocated());
+    assert_eq!(tracer.snapshot_records(), Err(TraceError::NoSnapshot));
+}
+
+#[test]
+fn manual_clock_gives_exact_timestamps_and_clear_empties() {
+    let clock = Arc::new(ManualClock::new(1_000));
+    let tracer = Tracer::new(TraceConfig::small(), clock.clone(), ThreadCpus::new(1)).unwrap();
+    tracer.write_marker("a").unwrap();
+    clock.advance(5_000_000_000);
+    tracer.write_marker("b").unwrap();
+    let times: Vec<u64> = tracer.peek_records().iter().map(|r| r.timestamp_ns).collect();
+    assert_eq!(times, vec![1_000, 5_000_001_000]);
+    tracer.clear();
+    assert!(tracer.drain_records().is_empty());
+    assert_eq!(tracer.stats(7), Err(TraceError::Ring(RingError::NoSuchCpu(7))));
+}
+
+#[test]
+fn threads_beyond_the_cpu_count_are_not_traced() {
+    let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap();
+    let tracer = &tracer;
+    std::thread::scope(|s| {
+        let (hold, release) = std::sync::mpsc::channel::<()>();
+        let (ready, wait) = std::sync::mpsc::channel::<()>();
+        s.spawn(move || {
+            tracer.write_marker("owner").unwrap();
+            ready.send(()).unwrap();
+            release.recv().unwrap();
+        });
+        wait.recv().unwrap();
+        s.spawn(|| tracer.write_marker("ignored").unwrap()).join().unwrap();
+        hold.send(()).unwrap();
+    });
+    let texts: Vec<String> = tracer.drain_records().iter().map(|r| r.string(16).into()).collect();
+    assert_eq!(texts, vec!["owner\n"]);
+}
