@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use lock_api::RawMutex;
 
 use crate::cpu::CpuSet;
-use crate::hotplug::{Hotplug, StepStatus};
+use crate::hotplug::{Hotplug, Inner, StepStatus};
 use crate::invoke::{invoke, Call};
 use crate::platform::Platform;
 use crate::step::{Direction, Section, StepId};
@@ -21,6 +21,8 @@ use crate::step::{Direction, Section, StepId};
 /// One deferred callback: a step, a direction, and the CPUs it is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Job {
+    /// Set when queued; a cancelled part keeps the id of its job.
+    pub(crate) id: u64,
     pub(crate) step: StepId,
     pub(crate) direction: Direction,
     pub(crate) cpus: CpuSet,
@@ -56,6 +58,10 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 let Some(job) = inner.queue.pop_front() else {
                     break;
                 };
+                if job.cpus.is_empty() {
+                    // Cancelled entirely by an operation still in progress.
+                    continue;
+                }
                 inner.running = Some(job);
                 (job, inner.table.clone())
             };
@@ -122,7 +128,12 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// Deferred jobs queued or running.
     pub fn pending_deferred(&self) -> usize {
         let inner = self.inner.lock();
-        inner.queue.len() + usize::from(inner.running.is_some())
+        let queued = inner
+            .queue
+            .iter()
+            .filter(|job| !job.cpus.is_empty())
+            .count();
+        queued + usize::from(inner.running.is_some())
     }
 
     /// Cancels the pending deferred work of `cpus` and waits for a running
@@ -143,7 +154,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             }
             cancelled.push(Job { cpus: hit, ..*job });
         }
-        inner_ref.queue.retain(|job| !job.cpus.is_empty());
+        // An emptied job stays queued (and is skipped by the worker) so that
+        // a failed operation can put the cancelled part back in place.
         while inner
             .running
             .is_some_and(|job| !job.cpus.intersection(&cpus).is_empty())
@@ -157,20 +169,39 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     }
 
     /// Puts cancelled jobs back (the operation that cancelled them failed).
+    /// If every job they came from is still queued, each part goes back
+    /// into its job, exactly as before; otherwise (the worker has started
+    /// on them) all parts go to the back in order, which keeps each CPU's
+    /// deferred callbacks in order.
     pub(crate) fn requeue(&self, jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
         }
         {
             let mut inner = self.inner.lock();
-            for job in jobs {
-                for cpu in job.cpus {
-                    inner.states[cpu.index()][job.step.index()] = pending(job.direction);
+            let all_queued = jobs
+                .iter()
+                .all(|part| inner.queue.iter().any(|job| job.id == part.id));
+            for part in jobs {
+                for cpu in part.cpus {
+                    inner.states[cpu.index()][part.step.index()] = pending(part.direction);
                 }
-                inner.queue.push_back(job);
+                match inner.queue.iter_mut().find(|job| job.id == part.id) {
+                    Some(job) if all_queued => job.cpus = job.cpus.union(&part.cpus),
+                    _ => inner.queue.push_back(part),
+                }
             }
         }
         self.platform.kick_deferred();
+    }
+
+    /// Queues an operation's deferred jobs, numbering them.
+    pub(crate) fn enqueue(inner: &mut Inner, jobs: &[Job]) {
+        for job in jobs {
+            let id = inner.next_job;
+            inner.next_job += 1;
+            inner.queue.push_back(Job { id, ..*job });
+        }
     }
 
     /// Counts the (CPU, step) pairs in `jobs`.

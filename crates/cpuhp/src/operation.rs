@@ -99,6 +99,7 @@ impl Walk<'_> {
         {
             Some(job) => job.cpus = job.cpus.union(&cpus),
             None => self.jobs.push(Job {
+                id: 0,
                 step,
                 direction,
                 cpus,
@@ -413,7 +414,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                     }
                 }
             }
-            inner.queue.extend(walk.jobs.iter().copied());
+            inner.queue.retain(|job| !job.cpus.is_empty());
+            Self::enqueue(&mut inner, &walk.jobs);
         }
         if deferred > 0 {
             self.platform.kick_deferred();

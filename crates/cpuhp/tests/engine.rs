@@ -436,7 +436,7 @@ fn bolt_bulk_aggregates_prepare_steps_and_uses_one_stop_machine() {
                 .count(),
             7
         );
-        assert_eq!(report.stage("stop-machine").is_some(), true);
+        assert!(report.stage("stop-machine").is_some());
         assert_eq!(hp.online_cpus(), CpuSet::single(CpuId(0)));
         assert_consistent(&hp, &world);
         hp.flush_deferred();

@@ -66,7 +66,7 @@ impl Platform for Inline {
         work(cpu)
     }
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        cpus.iter().for_each(|cpu| work(cpu))
+        cpus.iter().for_each(work)
     }
     fn synchronize_grace_period(&self) {}
 }
@@ -88,7 +88,11 @@ fn machine() -> (Arc<Hp>, Arc<Cpu1>) {
     let all = CpuSet::range(0, 2);
     let hp = Arc::new(Hp::new(Inline, TABLE, all, all, Engine::Bolt).unwrap());
     let cpu1 = Arc::new(Cpu1 {
-        up: [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)],
+        up: [
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+        ],
     });
     for index in 0..TABLE.len() {
         let (a, b) = (cpu1.clone(), cpu1.clone());
@@ -101,7 +105,10 @@ fn machine() -> (Arc<Hp>, Arc<Cpu1>) {
             })
             .teardown(move |ctx| {
                 if ctx.cpus.contains(CpuId(1)) {
-                    assert!(b.up[index].swap(false, Ordering::AcqRel), "torn down while down");
+                    assert!(
+                        b.up[index].swap(false, Ordering::AcqRel),
+                        "torn down while down"
+                    );
                 }
                 Ok(())
             });
@@ -115,7 +122,10 @@ fn assert_cpu1(hp: &Hp, cpu1: &Cpu1, up: bool) {
     assert_eq!(hp.pending_deferred(), 0);
     for index in 0..TABLE.len() {
         let expected = if up { StepStatus::Up } else { StepStatus::Down };
-        assert_eq!(hp.step_status(CpuId(1), StepId(index as u16)), Some(expected));
+        assert_eq!(
+            hp.step_status(CpuId(1), StepId(index as u16)),
+            Some(expected)
+        );
         assert_eq!(cpu1.up[index].load(Ordering::Acquire), up);
     }
 }
@@ -150,7 +160,10 @@ fn online_races_deferred_teardown() {
         hp.flush_deferred();
         assert_cpu1(&hp, &cpu1, true);
     });
-    eprintln!("explored {} interleavings", ITERATIONS.load(std::sync::atomic::Ordering::Relaxed));
+    eprintln!(
+        "explored {} interleavings",
+        ITERATIONS.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 /// The mirror race: CPU 1 comes online (deferrable startups deferred) and

@@ -149,10 +149,13 @@ pub struct Refusal {
     pub instance: Option<InstanceId>,
 }
 
+/// A step's name, a CPU and an instance.
+pub type Key = (&'static str, CpuId, Option<InstanceId>);
+
 #[derive(Default)]
 pub struct World {
     /// Physical state: which (step, CPU, instance) its callbacks brought up.
-    pub up: Mutex<HashMap<(&'static str, CpuId, Option<InstanceId>), bool>>,
+    pub up: Mutex<HashMap<Key, bool>>,
     pub calls: Mutex<Vec<Call>>,
     pub violations: Mutex<Vec<String>>,
     pub refusals: Mutex<Vec<Refusal>>,
