@@ -403,7 +403,7 @@ mod user {
         fn spawn_reports_parent_and_child() {
             let (tx, rx) = std::sync::mpsc::channel();
             let me = current_tid();
-            spawn(move |p, c| tx.send((p, c)).unwrap(), || current_tid())
+            spawn(move |p, c| tx.send((p, c)).unwrap(), current_tid)
                 .join()
                 .unwrap();
             let (parent, child) = rx.recv().unwrap();

@@ -150,6 +150,8 @@ struct Buffers {
     /// Every ring this tracer allocated. A ring is never freed while the
     /// tracer lives: a writer may still be finishing an event in a ring that
     /// was just swapped out (a kernel would free it after a grace period).
+    /// Boxed so that a ring's address survives the vector growing.
+    #[allow(clippy::vec_box)]
     owned: Vec<Box<RingBuffer>>,
     /// Indices (in `owned`) of rings replaced by a resize, oldest first;
     /// readers drain them before the live ring.
@@ -171,6 +173,8 @@ pub struct Tracer {
     /// Per event id: [`events::ENABLED`] | [`events::HOOKED`].
     event_state: Box<[AtomicU8]>,
     hooks: Box<[AtomicPtr<events::HookBox>]>,
+    /// Boxed for stable addresses: writers hold raw pointers to hooks.
+    #[allow(clippy::vec_box)]
     hook_store: Mutex<Vec<Box<events::HookBox>>>,
     filter: Mutex<(Selection, Selection)>,
     ftrace_pids: PidList,
