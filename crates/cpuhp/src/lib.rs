@@ -53,8 +53,10 @@ mod hotplug;
 mod invoke;
 mod operation;
 mod platform;
+mod register;
 mod report;
 mod step;
+mod walk;
 
 pub use cpu::{CpuId, CpuSet, Iter as CpuSetIter, MAX_CPUS};
 pub use error::Error;

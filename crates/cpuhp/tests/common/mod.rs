@@ -330,3 +330,19 @@ pub fn statuses(hp: &Hp) -> Vec<Vec<StepStatus>> {
 pub fn step(hp: &Hp, name: &str) -> StepId {
     hp.step_id(name).unwrap()
 }
+
+pub const ENGINES: [Engine; 2] = [Engine::Classic, Engine::Bolt];
+
+pub fn names(calls: &[Call], direction: Direction) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for call in calls.iter().filter(|c| c.direction == direction) {
+        if out.last() != Some(&call.name) {
+            out.push(call.name);
+        }
+    }
+    out
+}
+
+pub fn table_names() -> Vec<&'static str> {
+    TABLE.iter().map(|s| s.name).collect()
+}

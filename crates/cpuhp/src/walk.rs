@@ -1,0 +1,225 @@
+//! One operation's walk over the step table: a private copy of the step
+//! states, what the operation did (for rollback), what it deferred, and
+//! its timed stages.
+
+use alloc::vec::Vec;
+
+use crate::cpu::{CpuId, CpuSet};
+use crate::deferred::{pending, reached, Job};
+use crate::error::Error;
+use crate::hotplug::{Engine, StepStatus};
+use crate::invoke::{invoke, step_failed, Call, Injector, Registered};
+use crate::platform::Platform;
+use crate::report::Stage;
+use crate::step::{CallbackError, Class, Direction, Section, StepId};
+
+/// What happened to one step on one CPU inside a parallel section.
+pub(crate) enum Outcome {
+    Ran(Result<(), Error>, u64),
+    Deferred,
+}
+
+/// What each target reported, by CPU.
+pub(crate) type CpuOutcomes = Vec<(CpuId, Vec<(StepId, Outcome)>)>;
+
+/// One operation in progress, over a private copy of the step states.
+pub(crate) struct Walk<'t> {
+    pub(crate) table: &'t [Registered],
+    pub(crate) targets: CpuSet,
+    pub(crate) engine: Engine,
+    /// Undoing a bulk operation: callbacks are told `rollback`.
+    pub(crate) undo: bool,
+    pub(crate) injector: Injector,
+    pub(crate) states: Vec<Vec<StepStatus>>,
+    /// Steps whose callback this operation ran, per CPU (what rollback undoes).
+    pub(crate) touched: Vec<Vec<bool>>,
+    pub(crate) online: CpuSet,
+    pub(crate) jobs: Vec<Job>,
+    pub(crate) stages: Vec<Stage>,
+    pub(crate) warnings_atomic: u64,
+    pub(crate) warnings_rollback: u64,
+}
+
+impl Walk<'_> {
+    pub(crate) fn steps(&self, section: Section, direction: Direction) -> Vec<StepId> {
+        let mut steps: Vec<StepId> = (0..self.table.len())
+            .filter(|i| self.table[*i].spec.section == section)
+            .map(|i| StepId(i as u16))
+            .collect();
+        if direction == Direction::Down {
+            steps.reverse();
+        }
+        steps
+    }
+
+    /// Whether `step` on `cpu` has work to do in `direction`.
+    pub(crate) fn eligible(
+        &self,
+        cpu: CpuId,
+        step: StepId,
+        direction: Direction,
+        rollback: bool,
+    ) -> bool {
+        self.states[cpu.index()][step.index()] == reached(direction.reverse())
+            && (!rollback || self.touched[cpu.index()][step.index()])
+    }
+
+    pub(crate) fn defers(&self, step: StepId, rollback: bool) -> bool {
+        self.engine == Engine::Bolt
+            && !rollback
+            && self.table[step.index()].spec.class == Class::Deferrable
+    }
+
+    pub(crate) fn call(&self, direction: Direction, rollback: bool) -> Call {
+        Call {
+            direction,
+            reuse: self.engine.reuse(),
+            deferred: false,
+            rollback: rollback || self.undo,
+        }
+    }
+
+    pub(crate) fn stage(&mut self, name: &'static str, step: Option<StepId>, nanos: u64) {
+        match self
+            .stages
+            .iter_mut()
+            .find(|s| s.name == name && s.step == step)
+        {
+            Some(stage) => stage.nanos += nanos,
+            None => self.stages.push(Stage { name, step, nanos }),
+        }
+    }
+
+    pub(crate) fn defer(&mut self, step: StepId, direction: Direction, cpus: CpuSet) {
+        for cpu in cpus {
+            self.states[cpu.index()][step.index()] = pending(direction);
+        }
+        match self
+            .jobs
+            .iter_mut()
+            .find(|job| job.step == step && job.direction == direction)
+        {
+            Some(job) => job.cpus = job.cpus.union(&cpus),
+            None => self.jobs.push(Job {
+                id: 0,
+                step,
+                direction,
+                cpus,
+            }),
+        }
+    }
+
+    /// Records that a callback ran (or, when rolling back, is assumed to
+    /// have run: a failed undo cannot be undone in turn).
+    pub(crate) fn ran(&mut self, step: StepId, direction: Direction, cpus: CpuSet, rollback: bool) {
+        for cpu in cpus {
+            self.states[cpu.index()][step.index()] = reached(direction);
+            if !rollback {
+                self.touched[cpu.index()][step.index()] = true;
+            }
+        }
+    }
+
+    /// Applies what the targets of a parallel section reported, in step
+    /// order; returns the first failure (by CPU) after applying everything
+    /// that succeeded, so that rollback sees it.
+    pub(crate) fn apply(
+        &mut self,
+        direction: Direction,
+        rollback: bool,
+        atomic: bool,
+        reports: CpuOutcomes,
+    ) -> Result<(), Error> {
+        let mut first_error = None;
+        for step in self.steps(
+            if atomic {
+                Section::Starting
+            } else {
+                Section::Online
+            },
+            direction,
+        ) {
+            let mut deferred = CpuSet::EMPTY;
+            let mut nanos = 0;
+            let mut ran_any = false;
+            for (cpu, outcomes) in &reports {
+                for (done, outcome) in outcomes {
+                    if *done != step {
+                        continue;
+                    }
+                    match outcome {
+                        Outcome::Deferred => {
+                            deferred.insert(*cpu);
+                        }
+                        Outcome::Ran(result, took) => {
+                            nanos += took;
+                            ran_any = true;
+                            match result {
+                                Ok(()) => self.ran(step, direction, CpuSet::single(*cpu), rollback),
+                                Err(_) if rollback => {
+                                    self.warnings_rollback += 1;
+                                    self.ran(step, direction, CpuSet::single(*cpu), rollback);
+                                }
+                                Err(_) if atomic => {
+                                    // Starting/dying must not fail; go on as Linux does.
+                                    self.warnings_atomic += 1;
+                                    self.ran(step, direction, CpuSet::single(*cpu), rollback);
+                                }
+                                Err(error) => {
+                                    if first_error.is_none() {
+                                        first_error = Some(*error);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if !deferred.is_empty() {
+                self.defer(step, direction, deferred);
+            }
+            if ran_any {
+                self.stage(self.table[step.index()].spec.name, Some(step), nanos);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Runs `section`'s steps for this CPU, stopping at the first failure.
+    pub(crate) fn run_on_cpu(
+        &self,
+        platform: &(impl Platform + ?Sized),
+        cpu: CpuId,
+        section: Section,
+        direction: Direction,
+        rollback: bool,
+    ) -> Vec<(StepId, Outcome)> {
+        let mut outcomes = Vec::new();
+        let cpus = CpuSet::single(cpu);
+        for step in self.steps(section, direction) {
+            if !self.eligible(cpu, step, direction, rollback) {
+                continue;
+            }
+            let entry = &self.table[step.index()];
+            let atomic = section == Section::Starting;
+            if !rollback && !atomic && self.injector.fires(step, direction, cpus) {
+                let error =
+                    step_failed(entry, step, direction, cpus, None, CallbackError::INJECTED);
+                outcomes.push((step, Outcome::Ran(Err(error), 0)));
+                break;
+            }
+            if self.defers(step, rollback) {
+                outcomes.push((step, Outcome::Deferred));
+                continue;
+            }
+            let (result, nanos) =
+                invoke(platform, entry, step, cpus, self.call(direction, rollback));
+            let failed = result.is_err();
+            outcomes.push((step, Outcome::Ran(result, nanos)));
+            if failed && !rollback && !atomic {
+                break;
+            }
+        }
+        outcomes
+    }
+}

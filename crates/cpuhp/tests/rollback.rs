@@ -1,0 +1,222 @@
+//! Failures: injected at every step in both directions for both engines,
+//! real callback refusals, and failures where nothing can be rolled back.
+
+mod common;
+
+use common::*;
+use hotkern_cpuhp::{
+    CallbackError, Class, CpuId, CpuSet, Direction, Engine, Error, FailAt, Section, StepId,
+    StepStatus,
+};
+
+/// Injects a failure at every fallible step, both directions, both engines,
+/// single and bulk, flushed or with deferred work pending: the operation
+/// fails naming the step and every CPU ends where it started.
+#[test]
+fn injected_failure_at_every_step_rolls_back() {
+    for engine in ENGINES {
+        for bulk in [false, true] {
+            for pending in [false, true] {
+                for (index, spec) in TABLE.iter().enumerate() {
+                    if spec.section == Section::Starting {
+                        continue;
+                    }
+                    for direction in [Direction::Up, Direction::Down] {
+                        let (hp, world) = machine(engine, 5, false);
+                        let targets = if bulk {
+                            CpuSet::range(2, 5)
+                        } else {
+                            CpuSet::single(CpuId(3))
+                        };
+                        if direction == Direction::Up {
+                            hp.offline_many(targets).unwrap();
+                        } else {
+                            // Online with deferred startups possibly pending.
+                            hp.offline_many(targets).unwrap();
+                            hp.flush_deferred();
+                            hp.online_many(targets).unwrap();
+                        }
+                        if !pending {
+                            hp.flush_deferred();
+                        }
+                        let before = statuses(&hp);
+                        let online = hp.online_cpus();
+                        let pending_before = hp.pending_deferred();
+                        let failing = StepId(index as u16);
+                        // The last target fails: the others are already done by then.
+                        let cpu = targets.iter().last().unwrap();
+                        hp.inject_failure(FailAt {
+                            step: failing,
+                            direction,
+                            cpu: Some(cpu),
+                        })
+                        .unwrap();
+                        let result = match direction {
+                            Direction::Up => hp.online_many(targets),
+                            Direction::Down => hp.offline_many(targets),
+                        };
+                        let what = format!(
+                            "{engine:?} bulk={bulk} pending={pending} {} {direction:?}",
+                            spec.name
+                        );
+                        if pending && engine == Engine::Bolt && spec.class == Class::Deferrable {
+                            // The step was pending the other way: cancelling it
+                            // leaves nothing to do, so it is never reached.
+                            assert!(result.is_ok(), "{what}: {result:?}");
+                            assert_eq!(hp.armed_failure().map(|f| f.step), Some(failing), "{what}");
+                            hp.flush_deferred();
+                            assert_consistent(&hp, &world);
+                            continue;
+                        }
+                        match result {
+                            Err(Error::StepFailed {
+                                step,
+                                direction: d,
+                                cause,
+                                ..
+                            }) => {
+                                assert_eq!(
+                                    (step, d, cause),
+                                    (failing, direction, CallbackError::INJECTED),
+                                    "{what}"
+                                );
+                            }
+                            other => panic!("{what}: {other:?}"),
+                        }
+                        assert_eq!(statuses(&hp), before, "{what}");
+                        assert_eq!(hp.online_cpus(), online, "{what}");
+                        assert_eq!(hp.pending_deferred(), pending_before, "{what}");
+                        assert_eq!(hp.armed_failure(), None, "{what}: one-shot");
+                        assert_consistent(&hp, &world);
+                        hp.flush_deferred();
+                        assert_consistent(&hp, &world);
+                        // The same operation now succeeds.
+                        match direction {
+                            Direction::Up => hp.online_many(targets).unwrap(),
+                            Direction::Down => hp.offline_many(targets).unwrap(),
+                        };
+                        hp.flush_deferred();
+                        assert_consistent(&hp, &world);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A real callback failure (not injected) rolls back the same way, and the
+/// rollback calls are marked as such.
+#[test]
+fn failing_callback_rolls_back_every_step_done() {
+    for engine in ENGINES {
+        for (index, spec) in TABLE.iter().enumerate() {
+            if spec.section == Section::Starting
+                || (engine == Engine::Bolt && spec.class == Class::Deferrable)
+            {
+                continue;
+            }
+            for direction in [Direction::Up, Direction::Down] {
+                let (hp, world) = machine(engine, 3, false);
+                if direction == Direction::Up {
+                    hp.offline(CpuId(2)).unwrap();
+                }
+                hp.flush_deferred();
+                let before = statuses(&hp);
+                world.take_calls();
+                world.refuse(Refusal {
+                    name: spec.name,
+                    direction,
+                    cpu: Some(CpuId(2)),
+                    instance: None,
+                });
+                let result = match direction {
+                    Direction::Up => hp.online(CpuId(2)),
+                    Direction::Down => hp.offline(CpuId(2)),
+                };
+                assert!(
+                    matches!(result, Err(Error::StepFailed { step, cpu: CpuId(2), .. }) if step == StepId(index as u16)),
+                    "{engine:?} {} {direction:?}: {result:?}",
+                    spec.name
+                );
+                let calls = world.take_calls();
+                let undone = calls.iter().filter(|c| c.rollback).count();
+                let done = calls
+                    .iter()
+                    .filter(|c| !c.rollback && c.direction == direction)
+                    .count()
+                    - 1;
+                assert_eq!(undone, done, "every call done is undone once");
+                assert_eq!(statuses(&hp), before);
+                assert_consistent(&hp, &world);
+            }
+        }
+    }
+}
+
+#[test]
+fn classic_bulk_failure_brings_back_the_cpus_already_done() {
+    let (hp, world) = machine(Engine::Classic, 5, false);
+    let before = statuses(&hp);
+    world.refuse(Refusal {
+        name: "ap:sysfs",
+        direction: Direction::Down,
+        cpu: Some(CpuId(4)),
+        instance: None,
+    });
+    let error = hp.offline_many(CpuSet::range(1, 5)).unwrap_err();
+    assert!(matches!(error, Error::StepFailed { cpu: CpuId(4), .. }));
+    assert_eq!(hp.online_cpus(), CpuSet::range(0, 5));
+    assert_eq!(statuses(&hp), before);
+    assert_consistent(&hp, &world);
+}
+
+#[test]
+fn failed_deferred_teardown_is_reported_and_keeps_the_step() {
+    let (hp, world) = machine(Engine::Bolt, 3, false);
+    world.refuse(Refusal {
+        name: "ap:kthread",
+        direction: Direction::Down,
+        cpu: Some(CpuId(1)),
+        instance: None,
+    });
+    hp.offline(CpuId(1)).unwrap();
+    hp.flush_deferred();
+    let failures = hp.take_deferred_failures();
+    assert_eq!(failures.len(), 1);
+    assert!(matches!(
+        failures[0],
+        Error::StepFailed {
+            name: "ap:kthread",
+            ..
+        }
+    ));
+    assert!(hp.take_deferred_failures().is_empty());
+    assert_eq!(hp.warnings().deferred_failures, 1);
+    let kthread = step(&hp, "ap:kthread");
+    assert_eq!(hp.step_status(CpuId(1), kthread), Some(StepStatus::Up));
+    assert_consistent(&hp, &world);
+    // Back online: the step is still up, so its startup is not called again.
+    world.take_calls();
+    hp.online(CpuId(1)).unwrap();
+    hp.flush_deferred();
+    assert!(world.take_calls().iter().all(|c| c.name != "ap:kthread"));
+    assert_consistent(&hp, &world);
+}
+
+#[test]
+fn starting_failures_are_counted_not_rolled_back() {
+    let (hp, world) = machine(Engine::Classic, 3, false);
+    world.refuse(Refusal {
+        name: "ap:sched-starting",
+        direction: Direction::Down,
+        cpu: None,
+        instance: None,
+    });
+    hp.offline(CpuId(2)).unwrap();
+    assert_eq!(hp.warnings().atomic_failures, 1);
+    assert!(!hp.is_online(CpuId(2)));
+    assert_eq!(
+        hp.step_status(CpuId(2), step(&hp, "ap:sched-starting")),
+        Some(StepStatus::Down)
+    );
+}
