@@ -288,7 +288,42 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// Refused for `Starting` steps, which must not fail.
     ///
     /// With `bolt`, a deferrable step fails when the operation reaches it
-    /// (before it would be deferred), so the operation rolls back.
+    /// (before it would be deferred), so the operation rolls back. A step
+    /// that an operation does not reach (e.g. one whose pending deferred
+    /// teardown is cancelled instead) leaves the failure armed.
+    ///
+    /// ```
+    /// # use hotkern_cpuhp::*;
+    /// # struct Inline;
+    /// # impl Platform for Inline {
+    /// #     fn now_ns(&self) -> u64 { 0 }
+    /// #     fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) { work(cpu) }
+    /// #     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) { cpus.iter().for_each(work) }
+    /// #     fn synchronize_grace_period(&self) {}
+    /// # }
+    /// let table = [
+    ///     StepSpec::new("mm:pages", Section::Prepare, Class::Critical),
+    ///     StepSpec::new("sched:starting", Section::Starting, Class::Critical),
+    ///     StepSpec::new("sched:active", Section::Online, Class::Critical),
+    /// ];
+    /// let all = CpuSet::range(0, 2);
+    /// let hp: Hotplug<parking_lot::RawMutex, _> =
+    ///     Hotplug::new(Inline, &table, all, all, Engine::Classic).unwrap();
+    /// let pages = hp.step_id("mm:pages").unwrap();
+    /// hp.inject_failure(FailAt { step: pages, direction: Direction::Down, cpu: None }).unwrap();
+    ///
+    /// // mm:pages is the last teardown: every step before it is rolled back.
+    /// let error = hp.offline(CpuId(1)).unwrap_err();
+    /// assert!(matches!(error, Error::StepFailed { step, .. } if step == pages));
+    /// assert!(hp.is_online(CpuId(1)));
+    /// assert_eq!(hp.step_status(CpuId(1), StepId(2)), Some(StepStatus::Up));
+    /// assert_eq!(hp.armed_failure(), None); // one-shot
+    /// hp.offline(CpuId(1)).unwrap();
+    ///
+    /// let starting = hp.step_id("sched:starting").unwrap();
+    /// let refused = hp.inject_failure(FailAt { step: starting, direction: Direction::Up, cpu: None });
+    /// assert_eq!(refused, Err(Error::CannotFail(starting)));
+    /// ```
     pub fn inject_failure(&self, point: FailAt) -> Result<(), Error> {
         let mut inner = self.inner.lock();
         let spec = inner

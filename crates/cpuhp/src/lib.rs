@@ -39,9 +39,27 @@
 //! Critical steps do not wait for deferred ones, so a deferrable step must
 //! not be needed, in either direction, by a critical step of the same CPU.
 //!
+//! # The API at a glance
+//!
+//! * Build: [`Hotplug::new`]`(platform, &[StepSpec], possible, online, Engine)`.
+//! * Subscribe: [`Hotplug::setup`] / [`setup_nocalls`](Hotplug::setup_nocalls)
+//!   with [`Callbacks`] (`Fn(&Context) -> Result<(), CallbackError>`),
+//!   [`remove`](Hotplug::remove), [`add_instance`](Hotplug::add_instance) /
+//!   [`remove_instance`](Hotplug::remove_instance) (and `_nocalls`).
+//! * Reconfigure: [`online`](Hotplug::online), [`offline`](Hotplug::offline),
+//!   [`online_many`](Hotplug::online_many), [`offline_many`](Hotplug::offline_many),
+//!   each returning a [`Report`] with per-stage times, or a typed [`Error`].
+//! * Deferred work: [`run_deferred`](Hotplug::run_deferred) (the worker),
+//!   [`flush_deferred`](Hotplug::flush_deferred), [`pending_deferred`](Hotplug::pending_deferred),
+//!   [`take_deferred_failures`](Hotplug::take_deferred_failures).
+//! * Inspect: [`online_cpus`](Hotplug::online_cpus), [`step_status`](Hotplug::step_status),
+//!   [`step_time`](Hotplug::step_time), [`warnings`](Hotplug::warnings).
+//! * Test: [`inject_failure`](Hotplug::inject_failure) with a [`FailAt`].
+//! * Switch: [`set_engine`](Hotplug::set_engine).
+//!
 //! # Example
 //!
-//! See [`Hotplug`].
+//! See [`Hotplug`] and [`Hotplug::inject_failure`].
 #![no_std]
 #![warn(missing_docs)]
 extern crate alloc;
