@@ -27,6 +27,7 @@ pub use hotkern_trace_macros::function;
 pub use tracer::{EventHook, Record, TraceConfig, TraceError, TraceOption, Tracer};
 
 // Control and output (filters, triggers, the tracefs-style interface, writers).
+pub mod control;
 pub mod filter;
 pub mod glob;
 pub mod output;

@@ -98,7 +98,7 @@ fn payload() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3000))]
+    #![proptest_config(ProptestConfig::with_cases(1500))]
 
     #[test]
     fn program_agrees_with_reference(expr in expression(), payloads in proptest::collection::vec(payload(), 4), cpu in 0u32..4) {

@@ -171,6 +171,9 @@ pub fn read_str<'p>(field: &FormatField, payload: &'p [u8]) -> Option<&'p [u8]> 
         )? as u32;
         let start = (locator & 0xffff) as usize;
         payload.get(start..start + (locator >> 16) as usize)?
+    } else if field.c_type.ends_with("[]") {
+        // A trailing dynamic array (`char buf[]`) runs to the end of the payload.
+        payload.get(field.offset..)?
     } else {
         payload.get(field.offset..field.offset.checked_add(field.size)?)?
     };

@@ -49,11 +49,25 @@ pub fn duration_mark(ns: u64) -> char {
         .map_or(' ', |(_, mark)| *mark)
 }
 
-/// The duration column: `mark`, blank, then microseconds with up to 3
-/// decimals so that the number takes at most 7 digits, then ` us`, padded.
+/// The duration column: `mark`, blank, the duration, then `|  `.
 pub fn write_duration(ns: u64, out: &mut String) {
     out.push(duration_mark(ns));
     out.push(' ');
+    write_graph_duration(ns, out);
+    out.push_str("|  ");
+}
+
+/// A duration as ftrace prints it in function_graph and `trace_stat`:
+/// microseconds with up to 3 decimals so that the number takes at most 7
+/// digits, then ` us `, padded to 12 columns.
+///
+/// ```
+/// use hotkern_trace::output::write_graph_duration;
+/// let mut out = String::new();
+/// write_graph_duration(374, &mut out);
+/// assert_eq!(out, "0.374 us    ");
+/// ```
+pub fn write_graph_duration(ns: u64, out: &mut String) {
     let micros = alloc::format!("{}", ns / 1000);
     out.push_str(&micros);
     let mut len = micros.len();
@@ -68,7 +82,6 @@ pub fn write_duration(ns: u64, out: &mut String) {
     for _ in len..8 {
         out.push(' ');
     }
-    out.push_str("|  ");
 }
 
 const FILL_FULL: &str = "              |  ";

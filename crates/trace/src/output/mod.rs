@@ -18,7 +18,7 @@ pub mod tracedat;
 
 pub use data::{Entry, Record, TraceData};
 pub use format::{read_int, read_str, EventDescription, FormatError, FormatField};
-pub use graph::{duration_mark, write_duration, write_graph_trace};
+pub use graph::{duration_mark, write_duration, write_graph_duration, write_graph_trace};
 pub use json::{write_chrome_json, write_json_string};
 pub use printf::{render_binary, write_raw_fields, PrintFormat};
 pub use report::write_report;

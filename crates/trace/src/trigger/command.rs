@@ -57,9 +57,16 @@ impl TriggerCommand {
         match (self, other) {
             (TriggerCommand::Hist(a), TriggerCommand::Hist(b)) => a.same_layout(b),
             (
-                TriggerCommand::EnableEvent { system, event } | TriggerCommand::DisableEvent { system, event },
-                TriggerCommand::EnableEvent { system: s2, event: e2 }
-                | TriggerCommand::DisableEvent { system: s2, event: e2 },
+                TriggerCommand::EnableEvent { system, event }
+                | TriggerCommand::DisableEvent { system, event },
+                TriggerCommand::EnableEvent {
+                    system: s2,
+                    event: e2,
+                }
+                | TriggerCommand::DisableEvent {
+                    system: s2,
+                    event: e2,
+                },
             ) => self.name() == other.name() && system == s2 && event == e2,
             _ => self.name() == other.name(),
         }
@@ -87,7 +94,8 @@ pub struct TriggerLine {
 }
 
 /// The commands this implementation accepts, as the empty `trigger` file lists them.
-pub const AVAILABLE_TRIGGERS: &str = "traceon traceoff snapshot stacktrace enable_event disable_event hist";
+pub const AVAILABLE_TRIGGERS: &str =
+    "traceon traceoff snapshot stacktrace enable_event disable_event hist";
 
 /// Parses `text` for an event with `fields`. `event_exists(system, event)`
 /// answers for `enable_event`/`disable_event` targets.
@@ -138,8 +146,12 @@ pub fn parse_trigger(
         "snapshot" => TriggerCommand::Snapshot,
         "stacktrace" => TriggerCommand::StackTrace,
         "enable_event" | "disable_event" => {
-            let (system, at) = parts.next().ok_or(TriggerError::InvalidArgument { position: end })?;
-            let (event, _) = parts.next().ok_or(TriggerError::InvalidArgument { position: end })?;
+            let (system, at) = parts
+                .next()
+                .ok_or(TriggerError::InvalidArgument { position: end })?;
+            let (event, _) = parts
+                .next()
+                .ok_or(TriggerError::InvalidArgument { position: end })?;
             if system.is_empty() || event.is_empty() {
                 return Err(TriggerError::InvalidArgument { position: at });
             }
@@ -182,7 +194,11 @@ pub fn parse_trigger(
     }
     Ok(TriggerLine {
         remove,
-        spec: TriggerSpec { command, count, filter },
+        spec: TriggerSpec {
+            command,
+            count,
+            filter,
+        },
     })
 }
 
@@ -201,8 +217,10 @@ fn parse_if(rest: &str, base: usize, fields: &[FieldSpec]) -> Result<Option<Filt
         return Err(TriggerError::InvalidArgument { position });
     }
     let filter_start = position + 2;
-    Filter::compile(after_if, fields).map(Some).map_err(|mut error| {
-        error.position += filter_start;
-        TriggerError::Filter(error)
-    })
+    Filter::compile(after_if, fields)
+        .map(Some)
+        .map_err(|mut error| {
+            error.position += filter_start;
+            TriggerError::Filter(error)
+        })
 }

@@ -58,9 +58,13 @@ impl fmt::Display for TriggerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TriggerError::Empty => f.write_str("Invalid argument: empty trigger"),
-            TriggerError::UnknownCommand { .. } => f.write_str("Invalid argument: unknown trigger command"),
+            TriggerError::UnknownCommand { .. } => {
+                f.write_str("Invalid argument: unknown trigger command")
+            }
             TriggerError::InvalidArgument { .. } => f.write_str("Invalid argument"),
-            TriggerError::NoSuchEvent { .. } => f.write_str("No such file or directory: no such event"),
+            TriggerError::NoSuchEvent { .. } => {
+                f.write_str("No such file or directory: no such event")
+            }
             TriggerError::Filter(error) => write!(f, "{}", error.kind.message()),
             TriggerError::Hist { message, .. } => f.write_str(message),
             TriggerError::Exists => f.write_str("File exists"),

@@ -111,9 +111,13 @@ impl HistSpec {
                         if item == "hitcount" {
                             continue;
                         }
-                        let field = find(fields, item).ok_or(hist_error("Couldn't find field", item_at))?;
+                        let field =
+                            find(fields, item).ok_or(hist_error("Couldn't find field", item_at))?;
                         if field.kind.is_string() {
-                            return Err(hist_error("Invalid value field: strings cannot be summed", item_at));
+                            return Err(hist_error(
+                                "Invalid value field: strings cannot be summed",
+                                item_at,
+                            ));
                         }
                         if values.len() == MAX_VALUES {
                             return Err(hist_error("Too many values", item_at));
@@ -192,7 +196,13 @@ impl HistSpec {
                 KeyDisplay::Hex => ".hex",
                 KeyDisplay::Log2 => ".log2",
             };
-            write!(out, "{}{}{}", if i > 0 { "," } else { "" }, key.field.name, suffix)?;
+            write!(
+                out,
+                "{}{}{}",
+                if i > 0 { "," } else { "" },
+                key.field.name,
+                suffix
+            )?;
         }
         out.write_str(":vals=hitcount")?;
         for value in &self.values {
@@ -201,7 +211,13 @@ impl HistSpec {
         out.write_str(":sort=")?;
         for (i, key) in self.sort.iter().enumerate() {
             let suffix = if key.descending { ".descending" } else { "" };
-            write!(out, "{}{}{}", if i > 0 { "," } else { "" }, key.name, suffix)?;
+            write!(
+                out,
+                "{}{}{}",
+                if i > 0 { "," } else { "" },
+                key.name,
+                suffix
+            )?;
         }
         write!(out, ":size={}", self.size)
     }
@@ -259,7 +275,9 @@ impl HistTable {
                 _ => {
                     let raw = field.read_bits(payload).unwrap_or(0);
                     KeyPart::Int(match hist_key.display {
-                        KeyDisplay::Log2 => u64::from(raw.max(1).next_power_of_two().trailing_zeros()),
+                        KeyDisplay::Log2 => {
+                            u64::from(raw.max(1).next_power_of_two().trailing_zeros())
+                        }
                         _ => raw,
                     })
                 }
@@ -314,7 +332,11 @@ impl HistTable {
         rows.sort_by(|a, b| {
             for key in &spec.sort {
                 let order = sort_value(spec, &key.name, a).cmp(&sort_value(spec, &key.name, b));
-                let order = if key.descending { order.reverse() } else { order };
+                let order = if key.descending {
+                    order.reverse()
+                } else {
+                    order
+                };
                 if order.is_ne() {
                     return order;
                 }
@@ -353,14 +375,23 @@ impl HistTable {
 }
 
 /// Sort values compare as (kind, number, string) so keys and sums mix.
-fn sort_value<'e>(spec: &HistSpec, name: &str, row: &(&'e Vec<KeyPart>, &'e Entry)) -> (i128, &'e [u8]) {
+fn sort_value<'e>(
+    spec: &HistSpec,
+    name: &str,
+    row: &(&'e Vec<KeyPart>, &'e Entry),
+) -> (i128, &'e [u8]) {
     if name == "hitcount" {
         return (i128::from(row.1.hitcount), &[]);
     }
     if let Some(i) = spec.values.iter().position(|v| v.name == name) {
         return (i128::from(row.1.sums[i]), &[]);
     }
-    match spec.keys.iter().position(|k| k.field.name == name).map(|i| &row.0[i]) {
+    match spec
+        .keys
+        .iter()
+        .position(|k| k.field.name == name)
+        .map(|i| &row.0[i])
+    {
         Some(KeyPart::Int(v)) => (i128::from(*v), &[]),
         Some(KeyPart::Signed(v)) => (i128::from(*v), &[]),
         Some(KeyPart::Str(s)) => (0, s.as_slice()),

@@ -65,6 +65,29 @@ pub trait TriggerActions {
     fn set_event_enabled(&mut self, system: &str, event: &str, enabled: bool);
 }
 
+/// When a trigger runs relative to the recording of its event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirePhase {
+    /// Unfiltered action triggers, before the event is recorded.
+    BeforeRecord,
+    /// Filtered triggers and `hist`, after the event is recorded.
+    AfterRecord,
+    /// Every trigger.
+    All,
+}
+
+impl FirePhase {
+    fn includes(self, trigger: &Installed) -> bool {
+        let early = trigger.spec.filter.is_none()
+            && !matches!(trigger.spec.command, TriggerCommand::Hist(_));
+        match self {
+            FirePhase::BeforeRecord => early,
+            FirePhase::AfterRecord => !early,
+            FirePhase::All => true,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Installed {
     spec: TriggerSpec,
@@ -135,9 +158,30 @@ impl TriggerSet {
         })
     }
 
-    /// Runs the triggers for one hit of the event (`payload` as recorded on `cpu`).
+    /// Runs every trigger for one hit of the event (`payload` as recorded on `cpu`).
     pub fn fire(&mut self, payload: &[u8], cpu: u32, actions: &mut dyn TriggerActions) {
+        self.fire_phase(payload, cpu, actions, FirePhase::All);
+    }
+
+    /// True if some trigger runs in `phase`.
+    pub fn has_phase(&self, phase: FirePhase) -> bool {
+        self.triggers.iter().any(|t| phase.includes(t))
+    }
+
+    /// Runs the triggers that belong to `phase`: as in ftrace, triggers
+    /// without a filter run before the event is recorded (so `traceoff`
+    /// keeps its own event out), the filtered ones and `hist` after it.
+    pub fn fire_phase(
+        &mut self,
+        payload: &[u8],
+        cpu: u32,
+        actions: &mut dyn TriggerActions,
+        phase: FirePhase,
+    ) {
         for trigger in &mut self.triggers {
+            if !phase.includes(trigger) {
+                continue;
+            }
             if let Some(filter) = &trigger.spec.filter {
                 if !filter.matches_on(payload, cpu) {
                     continue;
@@ -148,8 +192,12 @@ impl TriggerSet {
             let effective = match &trigger.spec.command {
                 TriggerCommand::TraceOn => !actions.tracing_on(),
                 TriggerCommand::TraceOff => actions.tracing_on(),
-                TriggerCommand::EnableEvent { system, event } => !actions.event_enabled(system, event),
-                TriggerCommand::DisableEvent { system, event } => actions.event_enabled(system, event),
+                TriggerCommand::EnableEvent { system, event } => {
+                    !actions.event_enabled(system, event)
+                }
+                TriggerCommand::DisableEvent { system, event } => {
+                    actions.event_enabled(system, event)
+                }
                 TriggerCommand::Snapshot | TriggerCommand::StackTrace => true,
                 TriggerCommand::Hist(spec) => {
                     if !trigger.paused {
@@ -169,8 +217,12 @@ impl TriggerSet {
                 TriggerCommand::TraceOff => actions.set_tracing_on(false),
                 TriggerCommand::Snapshot => actions.snapshot(),
                 TriggerCommand::StackTrace => actions.stacktrace(cpu),
-                TriggerCommand::EnableEvent { system, event } => actions.set_event_enabled(system, event, true),
-                TriggerCommand::DisableEvent { system, event } => actions.set_event_enabled(system, event, false),
+                TriggerCommand::EnableEvent { system, event } => {
+                    actions.set_event_enabled(system, event, true)
+                }
+                TriggerCommand::DisableEvent { system, event } => {
+                    actions.set_event_enabled(system, event, false)
+                }
                 TriggerCommand::Hist(_) => {}
             }
         }
@@ -213,8 +265,8 @@ fn write_trigger(out: &mut impl Write, trigger: &Installed) -> fmt::Result {
         }
         command => {
             out.write_str(command.name())?;
-            if let TriggerCommand::EnableEvent { system, event } | TriggerCommand::DisableEvent { system, event } =
-                command
+            if let TriggerCommand::EnableEvent { system, event }
+            | TriggerCommand::DisableEvent { system, event } = command
             {
                 write!(out, ":{system}:{event}")?;
             }

@@ -83,16 +83,21 @@ fn counted_traceoff_spends_counts_only_when_effective() {
 fn filters_enable_event_snapshot_stacktrace() {
     let mut set = TriggerSet::default();
     let f = fields();
-    set.write("enable_event:sched:sched_switch if pid > 10", &f, &exists).unwrap();
+    set.write("enable_event:sched:sched_switch if pid > 10", &f, &exists)
+        .unwrap();
     set.write("snapshot:1", &f, &exists).unwrap();
-    set.write("stacktrace if comm ~ \"k*\"", &f, &exists).unwrap();
+    set.write("stacktrace if comm ~ \"k*\"", &f, &exists)
+        .unwrap();
     let mut tracer = Recorder::default();
     set.fire(&payload(3, 0, "user"), 2, &mut tracer);
     assert!(tracer.enabled.is_empty());
     assert_eq!(tracer.snapshots, 1);
     assert!(tracer.stacks.is_empty());
     set.fire(&payload(11, 0, "kworker"), 3, &mut tracer);
-    assert_eq!(tracer.enabled, vec![("sched".to_string(), "sched_switch".to_string())]);
+    assert_eq!(
+        tracer.enabled,
+        vec![("sched".to_string(), "sched_switch".to_string())]
+    );
     assert_eq!(tracer.snapshots, 1);
     assert_eq!(tracer.stacks, vec![3]);
     assert!(set.targets("sched", "sched_switch"));
@@ -114,13 +119,29 @@ fn duplicates_removal_and_errors_leave_the_set_unchanged() {
         ("!traceoff", TriggerError::NotFound),
         ("tracenever", TriggerError::UnknownCommand { position: 0 }),
         ("traceoff:x", TriggerError::InvalidArgument { position: 9 }),
-        ("traceoff:1:2", TriggerError::InvalidArgument { position: 11 }),
-        ("enable_event:sched", TriggerError::InvalidArgument { position: 18 }),
-        ("enable_event:sched:nope", TriggerError::NoSuchEvent { position: 13 }),
-        ("traceoff iff pid == 1", TriggerError::InvalidArgument { position: 9 }),
+        (
+            "traceoff:1:2",
+            TriggerError::InvalidArgument { position: 11 },
+        ),
+        (
+            "enable_event:sched",
+            TriggerError::InvalidArgument { position: 18 },
+        ),
+        (
+            "enable_event:sched:nope",
+            TriggerError::NoSuchEvent { position: 13 },
+        ),
+        (
+            "traceoff iff pid == 1",
+            TriggerError::InvalidArgument { position: 9 },
+        ),
     ];
     for (text, expected) in bad {
-        assert_eq!(&set.write(text, &f, &exists).unwrap_err(), expected, "{text:?}");
+        assert_eq!(
+            &set.write(text, &f, &exists).unwrap_err(),
+            expected,
+            "{text:?}"
+        );
         assert_eq!(set.to_string(), before);
     }
     let error = set.write("traceoff if pidd == 1", &f, &exists).unwrap_err();
@@ -135,8 +156,12 @@ fn duplicates_removal_and_errors_leave_the_set_unchanged() {
 fn hist_aggregates_sorts_and_prints_like_ftrace() {
     let f = fields();
     let mut set = TriggerSet::default();
-    set.write("hist:keys=pid:vals=bytes:sort=bytes.descending if pid != 0", &f, &exists)
-        .unwrap();
+    set.write(
+        "hist:keys=pid:vals=bytes:sort=bytes.descending if pid != 0",
+        &f,
+        &exists,
+    )
+    .unwrap();
     let mut tracer = Recorder::default();
     for (pid, bytes) in [(1, 10), (2, 100), (1, 5), (0, 1000), (3, 1)] {
         set.fire(&payload(pid, bytes, "x"), 0, &mut tracer);

@@ -1,0 +1,93 @@
+//! Errors of the control interface, named after the errno ftrace returns.
+
+use alloc::string::String;
+use core::fmt;
+
+use crate::filter::FilterError;
+use crate::trigger::TriggerError;
+
+/// Why a read or write of a control file failed. A failed write changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlError {
+    /// No such file (`ENOENT`).
+    NoSuchFile(String),
+    /// The file cannot be written (`EACCES`: read-only files).
+    ReadOnly(String),
+    /// The file cannot be read (`EINVAL` from `trace_marker`).
+    WriteOnly(String),
+    /// The value is not acceptable (`EINVAL`); `reason` says why.
+    InvalidArgument {
+        /// The file.
+        file: String,
+        /// What is wrong with the value.
+        reason: String,
+    },
+    /// An event filter did not parse (`EINVAL`; the error is also in `error_log`).
+    Filter {
+        /// The file.
+        file: String,
+        /// The parse error, with its position.
+        error: FilterError,
+    },
+    /// A trigger was refused (`EINVAL`, `EEXIST` or `ENOENT`).
+    Trigger {
+        /// The file.
+        file: String,
+        /// Why.
+        error: TriggerError,
+    },
+    /// The operation is not possible now (`EBUSY`).
+    Busy {
+        /// The file.
+        file: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ControlError {
+    /// The errno name ftrace would return (`EINVAL`, `ENOENT`, …).
+    pub fn errno(&self) -> &'static str {
+        match self {
+            ControlError::NoSuchFile(_) => "ENOENT",
+            ControlError::ReadOnly(_) => "EACCES",
+            ControlError::Trigger {
+                error: TriggerError::Exists,
+                ..
+            } => "EEXIST",
+            ControlError::Trigger {
+                error: TriggerError::NotFound | TriggerError::NoSuchEvent { .. },
+                ..
+            } => "ENOENT",
+            ControlError::Busy { .. } => "EBUSY",
+            _ => "EINVAL",
+        }
+    }
+
+    pub(crate) fn invalid(file: &str, reason: impl Into<String>) -> ControlError {
+        ControlError::InvalidArgument {
+            file: String::from(file),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for ControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControlError::NoSuchFile(file) => write!(f, "{file}: No such file or directory"),
+            ControlError::ReadOnly(file) => write!(f, "{file}: Permission denied"),
+            ControlError::WriteOnly(file) => {
+                write!(f, "{file}: Invalid argument (write-only file)")
+            }
+            ControlError::InvalidArgument { file, reason } => {
+                write!(f, "{file}: Invalid argument ({reason})")
+            }
+            ControlError::Filter { file, error } => write!(f, "{file}: Invalid argument ({error})"),
+            ControlError::Trigger { file, error } => write!(f, "{file}: {error}"),
+            ControlError::Busy { file, reason } => {
+                write!(f, "{file}: Device or resource busy ({reason})")
+            }
+        }
+    }
+}

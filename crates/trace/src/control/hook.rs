@@ -1,0 +1,84 @@
+//! The hook a control interface installs on an event with a filter or
+//! triggers: the filter decides whether the event is recorded, the
+//! triggers act on the tracer.
+
+use alloc::sync::Arc;
+
+use crate::filter::Filter;
+use crate::ring::RawLock;
+use crate::trigger::{FirePhase, TriggerActions, TriggerSet};
+use crate::{EventHook, Tracer};
+
+pub(crate) type SharedTriggers = Arc<lock_api::Mutex<RawLock, TriggerSet>>;
+
+/// Filter and triggers of one event. A new hook is installed whenever the
+/// filter changes (the filter itself is immutable, so evaluating it takes
+/// no lock); the trigger set is shared between versions.
+pub(crate) struct ControlHook {
+    pub(crate) filter: Option<Filter>,
+    pub(crate) triggers: SharedTriggers,
+}
+
+/// What triggers may do, on a real tracer.
+pub(crate) struct TracerActions<'t> {
+    pub(crate) tracer: &'t Tracer,
+}
+
+impl TriggerActions for TracerActions<'_> {
+    fn tracing_on(&self) -> bool {
+        self.tracer.tracing_on()
+    }
+
+    fn set_tracing_on(&mut self, on: bool) {
+        self.tracer.set_tracing_on(on);
+    }
+
+    fn snapshot(&mut self) {
+        let _ = self.tracer.snapshot_swap();
+    }
+
+    fn stacktrace(&mut self, _cpu: u32) {
+        // The tracer exposes no call stack to this layer; the trigger
+        // leaves a marker where the stack would be.
+        let _ = self.tracer.write_marker("<stack trace>");
+    }
+
+    fn event_enabled(&self, system: &str, event: &str) -> bool {
+        self.tracer
+            .event_id(system, event)
+            .is_some_and(|id| self.tracer.event_enabled(id))
+    }
+
+    fn set_event_enabled(&mut self, system: &str, event: &str, enabled: bool) {
+        if let Some(id) = self.tracer.event_id(system, event) {
+            let _ = self.tracer.set_event_enabled(id, enabled);
+        }
+    }
+}
+
+impl ControlHook {
+    fn fire(&self, tracer: &Tracer, cpu: usize, payload: &[u8], phase: FirePhase) {
+        // A writer nested on this CPU (an interrupt, a signal handler) may
+        // hit the event while the set is held: it skips the triggers rather
+        // than deadlock.
+        if let Some(mut triggers) = self.triggers.try_lock() {
+            if triggers.has_phase(phase) {
+                let mut actions = TracerActions { tracer };
+                triggers.fire_phase(payload, cpu as u32, &mut actions, phase);
+            }
+        }
+    }
+}
+
+impl EventHook for ControlHook {
+    fn before(&self, tracer: &Tracer, cpu: usize, payload: &[u8], _enabled: bool) -> bool {
+        self.fire(tracer, cpu, payload, FirePhase::BeforeRecord);
+        self.filter
+            .as_ref()
+            .is_none_or(|filter| filter.matches_on(payload, cpu as u32))
+    }
+
+    fn after(&self, tracer: &Tracer, cpu: usize, payload: &[u8], _recorded: bool) {
+        self.fire(tracer, cpu, payload, FirePhase::AfterRecord);
+    }
+}

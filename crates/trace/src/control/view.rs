@@ -1,0 +1,173 @@
+//! Turning a live [`Tracer`]'s buffers into the output side's
+//! [`TraceData`] (for `trace`, `trace_pipe`, JSON) and [`TraceDat`] (for
+//! `trace.dat`).
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use crate::output::tracedat::{decode_pages, TraceDat};
+use crate::output::{Comms, Entry, EventDescription, Record, Symbols, TraceData};
+use crate::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
+use crate::ring::PAGE_SIZE;
+use crate::tracer::Record as RawRecord;
+use crate::Tracer;
+
+/// The event descriptions of every event the tracer knows, parsed from
+/// their `format` text (so live output and trace.dat agree).
+pub fn event_descriptions(tracer: &Tracer) -> Vec<EventDescription> {
+    tracer
+        .event_formats()
+        .iter()
+        .filter_map(|format| EventDescription::parse(&format.system, &format.to_format_file()).ok())
+        .collect()
+}
+
+/// The symbol table: instrumented functions, the `trace_marker` writer and
+/// `trace_printk` call sites.
+pub fn symbols() -> Symbols {
+    let mut symbols = Symbols::new();
+    for (address, name) in crate::function::symbols() {
+        symbols.insert(address, name);
+    }
+    symbols.insert(crate::marker::MARKER_SYMBOL.address(), "tracing_mark_write");
+    symbols
+}
+
+/// An empty [`TraceData`] with everything but the events filled in.
+pub fn skeleton(tracer: &Tracer) -> TraceData {
+    let mut data = TraceData::new(tracer.cpus() as u32);
+    for event in event_descriptions(tracer) {
+        data.add_event(event);
+    }
+    data.symbols = symbols();
+    data.printk_formats = crate::printk::formats().into_iter().collect();
+    data
+}
+
+fn fill_comms(tracer: &Tracer, data: &mut TraceData) {
+    let pids: BTreeSet<i32> = data
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Event(r) => Some(r.pid()),
+            Entry::Lost { .. } => None,
+        })
+        .collect();
+    let mut comms = Comms::new();
+    for pid in pids {
+        if let Some(comm) = tracer.comm(pid) {
+            comms.insert(pid, &comm);
+        }
+    }
+    data.comms = comms;
+}
+
+fn convert(record: RawRecord) -> Entry {
+    Entry::Event(Record {
+        cpu: record.cpu as u32,
+        timestamp_ns: record.timestamp_ns,
+        payload: record.payload,
+    })
+}
+
+/// The unread events, not consumed (the `trace` file). `entries_written`
+/// counts what was lost too.
+pub fn peek(tracer: &Tracer) -> TraceData {
+    let mut data = skeleton(tracer);
+    data.entries = tracer.peek_records().into_iter().map(convert).collect();
+    let lost: u64 = (0..tracer.cpus()).map(|cpu| tracer.lost(cpu)).sum();
+    data.entries_written = data.event_count() as u64 + lost;
+    fill_comms(tracer, &mut data);
+    data
+}
+
+/// The snapshot buffer's events (the `snapshot` file), if allocated.
+pub fn snapshot(tracer: &Tracer) -> Option<TraceData> {
+    let records = tracer.snapshot_records().ok()?;
+    let mut data = skeleton(tracer);
+    data.entries = records.into_iter().map(convert).collect();
+    data.entries_written = data.event_count() as u64;
+    fill_comms(tracer, &mut data);
+    Some(data)
+}
+
+/// Reads (consumes) every unread page, per CPU.
+pub fn drain_pages(tracer: &Tracer) -> Vec<Vec<u8>> {
+    (0..tracer.cpus())
+        .map(|cpu| {
+            let mut bytes = Vec::new();
+            for page in tracer.drain_pages(cpu) {
+                bytes.extend_from_slice(&page[..]);
+            }
+            bytes
+        })
+        .collect()
+}
+
+/// Consumes the unread events (the `trace_pipe` file), with a loss marker
+/// wherever a page says events were lost before it.
+pub fn consume(tracer: &Tracer) -> TraceData {
+    let pages = drain_pages(tracer);
+    trace_data_from_pages(tracer, &pages)
+}
+
+/// A [`TraceData`] from raw per-CPU pages taken from `tracer`.
+pub fn trace_data_from_pages(tracer: &Tracer, pages: &[Vec<u8>]) -> TraceData {
+    let mut data = skeleton(tracer);
+    let streams = pages
+        .iter()
+        .enumerate()
+        .map(|(cpu, bytes)| decode_pages(cpu as u32, bytes, PAGE_SIZE).unwrap_or_default())
+        .collect();
+    data.merge(streams);
+    data.entries_written = data.event_count() as u64;
+    fill_comms(tracer, &mut data);
+    data
+}
+
+/// A `trace.dat` holding `pages` (raw, per CPU) recorded by `tracer`.
+pub fn trace_dat(tracer: &Tracer, pages: Vec<Vec<u8>>) -> TraceDat {
+    let data = trace_data_from_pages(tracer, &pages);
+    let mut ftrace_formats = Vec::new();
+    let mut systems: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for format in tracer.event_formats() {
+        let text = format.to_format_file();
+        if format.system == "ftrace" {
+            ftrace_formats.push(text);
+        } else {
+            systems.entry(format.system.clone()).or_default().push(text);
+        }
+    }
+    let mut printk_formats = String::new();
+    for (address, format) in crate::printk::formats() {
+        let _ = writeln!(printk_formats, "0x{address:x} : \"{}\"", escape(&format));
+    }
+    TraceDat {
+        page_size: PAGE_SIZE as u32,
+        header_page: HEADER_PAGE_FORMAT.to_string(),
+        header_event: HEADER_EVENT_FORMAT.to_string(),
+        ftrace_formats,
+        systems: systems.into_iter().collect(),
+        kallsyms: symbols().to_kallsyms(),
+        printk_formats,
+        cmdlines: data.comms.to_saved_cmdlines(),
+        options: Vec::new(),
+        cpu_data: pages,
+    }
+}
+
+fn escape(format: &str) -> String {
+    let mut out = String::new();
+    for c in format.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out
+}
