@@ -2,6 +2,7 @@
 
 mod bench;
 mod tour;
+mod trace_cmd;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Record a demo trace (`trace demo -o DIR`) or print a saved trace.dat
+    /// (`trace report FILE`).
+    Trace {
+        #[command(subcommand)]
+        command: trace_cmd::TraceCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -44,6 +51,7 @@ fn main() -> ExitCode {
             full,
             json,
         }) => bench::run(subsystem, &BenchOptions { full, json }),
+        Some(Command::Trace { command }) => trace_cmd::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

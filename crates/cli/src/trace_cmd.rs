@@ -1,0 +1,239 @@
+//! `hotkern trace`: record a demo trace, print a saved one.
+//!
+//! `hotkern trace demo -o DIR` runs a small multi-threaded request-handling
+//! workload under the function_graph tracer with a few events enabled and
+//! writes `DIR/trace.dat` (trace-cmd's format), `DIR/trace.txt` (ftrace's
+//! `trace` text) and `DIR/trace.json` (Chrome trace events, for Perfetto).
+//! `hotkern trace report FILE` prints a `trace.dat` the way
+//! `trace-cmd report -N` does.
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use hotkern_trace::control::{view, Control};
+use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
+use hotkern_trace::output::{write_chrome_json, write_report, write_trace};
+use hotkern_trace::{TraceConfig, Tracer};
+
+/// The `hotkern trace` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Trace a built-in multi-threaded workload; write trace.dat, trace.txt
+    /// and trace.json into DIR and print `events: N`.
+    Demo {
+        /// Output directory (created if missing).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Worker threads.
+        #[arg(long, default_value_t = 3)]
+        threads: usize,
+        /// Requests per worker.
+        #[arg(long, default_value_t = 150)]
+        requests: u32,
+    },
+    /// Print a saved trace.dat as `trace-cmd report -N` does.
+    Report {
+        /// The trace.dat file.
+        file: PathBuf,
+        /// Print nanosecond time stamps (as `trace-cmd report -t`).
+        #[arg(short = 't', long = "ns")]
+        full_timestamps: bool,
+    },
+}
+
+/// Runs a `hotkern trace` subcommand.
+pub fn run(command: TraceCommand) -> Result<(), String> {
+    match command {
+        TraceCommand::Demo {
+            output,
+            threads,
+            requests,
+        } => demo(&output, threads, requests),
+        TraceCommand::Report {
+            file,
+            full_timestamps,
+        } => report(&file, full_timestamps),
+    }
+}
+
+/// The traced workload: requests parsed, checksummed and looked up, with
+/// an occasional cache miss that reads a block.
+mod workload {
+    hotkern_trace::define_event! {
+        /// A request arrives.
+        pub request_start in demo {
+            id: u32,
+            bytes: u32,
+        }
+        print "id=%u bytes=%u", id, bytes
+    }
+
+    hotkern_trace::define_event! {
+        /// A request is answered.
+        pub request_done in demo {
+            id: u32,
+            status: i32,
+            checksum: u64,
+        }
+        print "id=%u status=%d checksum=0x%llx", id, status, checksum
+    }
+
+    hotkern_trace::define_event! {
+        /// A lookup missed the cache.
+        pub cache_miss in demo {
+            block: u64,
+        }
+        print "block=%llu", block
+    }
+
+    /// Handles one request.
+    #[hotkern_trace::function]
+    pub fn handle_request(id: u32, data: &[u8]) -> u64 {
+        request_start::trace(id, data.len() as u32);
+        let header = parse_header(data);
+        let sum = checksum(data);
+        let hit = lookup(u64::from(id) ^ header);
+        let status = if hit { 200 } else { 404 };
+        request_done::trace(id, status, sum);
+        sum ^ header
+    }
+
+    #[hotkern_trace::function]
+    fn parse_header(data: &[u8]) -> u64 {
+        data.iter()
+            .take(8)
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+    }
+
+    #[hotkern_trace::function]
+    fn checksum(data: &[u8]) -> u64 {
+        data.iter().fold(0xcbf2_9ce4_8422_2325u64, |acc, &b| {
+            (acc ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+    }
+
+    #[hotkern_trace::function]
+    fn lookup(key: u64) -> bool {
+        if key % 7 == 0 {
+            cache_miss::trace(key);
+            return read_block(key) != 0;
+        }
+        true
+    }
+
+    #[hotkern_trace::function]
+    fn read_block(block: u64) -> u64 {
+        std::hint::black_box(block.rotate_left(13) | 1)
+    }
+
+    /// Registers the events so they can be enabled before they first fire.
+    pub fn register() {
+        hotkern_trace::event::register(&request_start::EVENT);
+        hotkern_trace::event::register(&request_done::EVENT);
+        hotkern_trace::event::register(&cache_miss::EVENT);
+    }
+}
+
+fn demo(dir: &Path, threads: usize, requests: u32) -> Result<(), String> {
+    let threads = threads.clamp(1, 16);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    workload::register();
+    // One CPU slot per worker plus one for this thread (it writes markers).
+    let tracer = Tracer::with_threads(TraceConfig::default(), threads + 1)
+        .and_then(Tracer::install)
+        .map_err(|e| e.to_string())?;
+    let result = record_demo(tracer, dir, threads, requests);
+    tracer.uninstall();
+    result
+}
+
+fn record_demo(
+    tracer: &'static Tracer,
+    dir: &Path,
+    threads: usize,
+    requests: u32,
+) -> Result<(), String> {
+    let control = Control::new(tracer);
+    let setup = [
+        ("current_tracer", "function_graph"),
+        ("set_ftrace_filter", ":mod:hotkern::trace_cmd::workload"),
+        ("set_event", "demo:*"),
+        ("trace", ""),
+    ];
+    for (file, value) in setup {
+        control.write(file, value).map_err(|e| e.to_string())?;
+    }
+    control
+        .write("trace_marker", "demo starts")
+        .map_err(|e| e.to_string())?;
+    let workers: Vec<_> = (0..threads)
+        .map(|index| {
+            std::thread::Builder::new()
+                .name(format!("worker-{index}"))
+                .spawn(move || {
+                    let mut total = 0u64;
+                    for request in 0..requests {
+                        let id = index as u32 * 10_000 + request;
+                        let data: Vec<u8> = (0..64 + (request % 32) as usize)
+                            .map(|i| (i as u32 ^ id) as u8)
+                            .collect();
+                        total ^= workload::handle_request(id, &data);
+                    }
+                    total
+                })
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot start a worker: {e}"))?;
+    for worker in workers {
+        worker.join().map_err(|_| "a worker panicked".to_string())?;
+    }
+    control
+        .write("trace_marker", "demo ends")
+        .map_err(|e| e.to_string())?;
+    control
+        .write("tracing_on", "0")
+        .map_err(|e| e.to_string())?;
+
+    let lost: u64 = (0..tracer.cpus()).map(|cpu| tracer.lost(cpu)).sum();
+    if lost != 0 {
+        return Err(format!(
+            "{lost} events were lost; the demo buffer is too small"
+        ));
+    }
+    let pages = view::drain_pages(tracer);
+    let data = view::trace_data_from_pages(tracer, &pages);
+    let events = data.event_count();
+
+    let mut text = String::new();
+    write_trace(&data, "function_graph", &mut text);
+    write_file(&dir.join("trace.txt"), text.as_bytes())?;
+    let mut json = String::new();
+    write_chrome_json(&data, &mut json);
+    write_file(&dir.join("trace.json"), json.as_bytes())?;
+    let file = view::trace_dat(tracer, pages);
+    write_file(&dir.join("trace.dat"), &write_trace_dat(&file))?;
+
+    println!("wrote {}/trace.dat, trace.txt, trace.json", dir.display());
+    println!("events: {events}");
+    Ok(())
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn report(file: &Path, full_timestamps: bool) -> Result<(), String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let trace = read_trace_dat(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    let data = trace
+        .to_trace_data()
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut out = String::new();
+    write_report(&data, full_timestamps, &mut out);
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = lock.write_all(out.as_bytes());
+    Ok(())
+}
