@@ -1,6 +1,7 @@
 //! `hotkern`: the demo, the benchmarks and the tools of the hotkern toolkit.
 
 mod bench;
+mod load;
 mod tour;
 mod trace_cmd;
 
@@ -40,6 +41,20 @@ enum Command {
         #[command(subcommand)]
         command: trace_cmd::TraceCommand,
     },
+    /// Load one file from a FAT image through a block cache on a modeled
+    /// device; print its size, device and host time, SHA-256 and bcachestat.
+    Load {
+        /// The FAT12/16/32 image file.
+        image: std::path::PathBuf,
+        /// The file inside the image, e.g. `boot/kernel/kernel`.
+        path: String,
+        /// The device the image sits on.
+        #[arg(long, default_value = "usb-stick", value_parser = load::DEVICES)]
+        device: String,
+        /// The cache design.
+        #[arg(long, default_value = "hotkern", value_parser = load::CACHES)]
+        cache: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,6 +66,12 @@ fn main() -> ExitCode {
             full,
             json,
         }) => bench::run(subsystem, &BenchOptions { full, json }),
+        Some(Command::Load {
+            image,
+            path,
+            device,
+            cache,
+        }) => load::run(&image, &path, &device, &cache),
         Some(Command::Trace { command }) => trace_cmd::run(command),
     };
     match result {
