@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use hotkern_bcache::{CacheKind, DeviceModel, FatVolume, FileDevice, ModeledDevice};
+use hotkern_bcache::{
+    CacheKind, DeviceModel, FatVolume, FileDevice, ModeledDevice, LEGACY_CACHE_BYTES,
+};
 use sha2::{Digest, Sha256};
 
 /// Cache memory, as in the seed.
@@ -51,7 +53,12 @@ pub fn run(image: &Path, path: &str, device: &str, cache: &str) -> Result<(), St
         model.bytes_per_second / 1_000_000,
         model.max_transfer_bytes / 1024
     );
-    println!("cache     {} ({} MiB)", kind.name(), BUDGET >> 20);
+    let memory = match kind {
+        CacheKind::Legacy => format!("{} KiB, fixed", LEGACY_CACHE_BYTES >> 10),
+        CacheKind::None => "no memory".to_owned(),
+        _ => format!("{} MiB", BUDGET >> 20),
+    };
+    println!("cache     {} ({memory})", kind.name());
     println!(
         "modeled   {:.3} s of device time (physical limit {:.3} s: {:.3}x)",
         modeled_ns as f64 / 1e9,
@@ -76,4 +83,49 @@ pub fn run(image: &Path, path: &str, device: &str, cache: &str) -> Result<(), St
     println!("  device ops          {}", stats.device_ops);
     println!("  device bytes        {}", stats.device_bytes);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotkern_bcache::image::ImageBuilder;
+
+    fn image_file(name: &str) -> std::path::PathBuf {
+        let mut image = ImageBuilder::new(8 << 20, None).unwrap();
+        image.add_file("boot/kernel", &[7u8; 100_000]).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("hotkern-load-{}-{name}.img", std::process::id()));
+        std::fs::write(&path, image.finish()).unwrap();
+        path
+    }
+
+    #[test]
+    fn loads_on_every_device_with_every_cache() {
+        let path = image_file("ok");
+        for device in DEVICES {
+            for cache in CACHES {
+                run(&path, "boot/kernel", device, cache).unwrap();
+            }
+        }
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn bad_paths_images_and_names_are_errors() {
+        let path = image_file("bad");
+        assert!(run(&path, "boot/missing", "hdd", "hotkern")
+            .unwrap_err()
+            .contains("no such file"));
+        assert!(run(&path, "boot", "hdd", "hotkern").is_err());
+        assert!(run(&path, "boot/kernel", "floppy", "hotkern").is_err());
+        assert!(run(&path, "boot/kernel", "hdd", "lru").is_err());
+        let missing = path.with_extension("missing");
+        assert!(run(&missing, "boot/kernel", "hdd", "hotkern").is_err());
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..4096]).unwrap();
+        assert!(run(&path, "boot/kernel", "hdd", "hotkern")
+            .unwrap_err()
+            .contains("truncated"));
+        let _ = std::fs::remove_file(path);
+    }
 }
