@@ -98,7 +98,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                     reached(job.direction.reverse())
                 };
                 for cpu in cpus {
-                    inner.states[cpu.index()][job.step.index()] = status;
+                    inner.states.set(cpu, job.step, status);
                 }
             }
             inner.warnings.deferred_failures += failures.len() as u64;
@@ -150,7 +150,9 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             }
             job.cpus = job.cpus.difference(&hit);
             for cpu in hit {
-                inner_ref.states[cpu.index()][job.step.index()] = reached(job.direction.reverse());
+                inner_ref
+                    .states
+                    .set(cpu, job.step, reached(job.direction.reverse()));
             }
             cancelled.push(Job { cpus: hit, ..*job });
         }
@@ -184,7 +186,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 .all(|part| inner.queue.iter().any(|job| job.id == part.id));
             for part in jobs {
                 for cpu in part.cpus {
-                    inner.states[cpu.index()][part.step.index()] = pending(part.direction);
+                    inner.states.set(cpu, part.step, pending(part.direction));
                 }
                 match inner.queue.iter_mut().find(|job| job.id == part.id) {
                     Some(job) if all_queued => job.cpus = job.cpus.union(&part.cpus),

@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::invoke::{FailAt, Registered};
 use crate::platform::Platform;
 use crate::report::StepTime;
+use crate::states::StateTable;
 use crate::step::{Reuse, Section, StepId, StepSpec};
 
 /// Which engine runs operations. Both use the same table and callbacks.
@@ -78,8 +79,8 @@ pub(crate) struct Inner {
     pub(crate) possible: CpuSet,
     pub(crate) online: CpuSet,
     pub(crate) table: Arc<Vec<Registered>>,
-    /// `states[cpu][step]`, for every CPU up to the highest possible one.
-    pub(crate) states: Vec<Vec<StepStatus>>,
+    /// Every step on every CPU up to the highest possible one.
+    pub(crate) states: StateTable,
     pub(crate) times: Vec<StepTime>,
     pub(crate) queue: VecDeque<Job>,
     pub(crate) next_job: u64,
@@ -172,16 +173,13 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             return Err(Error::NoOnlineCpu);
         }
         let rows = possible.iter().last().map_or(0, |cpu| cpu.index() + 1);
-        let states = (0..rows)
-            .map(|cpu| {
-                let status = if online.contains(CpuId(cpu as u32)) {
-                    StepStatus::Up
-                } else {
-                    StepStatus::Down
-                };
-                vec![status; table.len()]
-            })
-            .collect();
+        let states = StateTable::new(rows, table.len(), |cpu| {
+            if online.contains(CpuId(cpu as u32)) {
+                StepStatus::Up
+            } else {
+                StepStatus::Down
+            }
+        });
         let registered = table
             .iter()
             .map(|spec| Registered {
@@ -264,7 +262,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// Where `step` stands on `cpu`.
     pub fn step_status(&self, cpu: CpuId, step: StepId) -> Option<StepStatus> {
         let inner = self.inner.lock();
-        inner.states.get(cpu.index())?.get(step.index()).copied()
+        inner.states.get(cpu, step)
     }
 
     /// Timing of the last run of `step`'s startup and teardown.

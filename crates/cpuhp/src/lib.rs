@@ -73,6 +73,7 @@ mod operation;
 mod platform;
 mod register;
 mod report;
+mod states;
 mod step;
 mod walk;
 

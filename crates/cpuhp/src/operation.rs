@@ -135,7 +135,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 armed,
             )
         };
-        let touched = vec![vec![false; table.len()]; states.len()];
+        let touched = vec![false; table.len() * states.rows()];
         let mut walk = Walk {
             table: &table,
             targets,
@@ -171,7 +171,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             {
                 let mut inner = self.inner.lock();
                 for cpu in targets {
-                    inner.states[cpu.index()] = states[cpu.index()].clone();
+                    inner.states.copy_row(cpu, &states);
                 }
                 inner.warnings.atomic_failures += walk.warnings_atomic;
                 inner.warnings.rollback_failures += walk.warnings_rollback;
@@ -186,7 +186,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         {
             let mut inner = self.inner.lock();
             for cpu in targets {
-                inner.states[cpu.index()] = core::mem::take(&mut walk.states[cpu.index()]);
+                inner.states.copy_row(cpu, &walk.states);
             }
             inner.online = walk.online;
             inner.warnings.atomic_failures += walk.warnings_atomic;
@@ -367,8 +367,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             .iter()
             .filter(|cpu| {
                 walk.steps(section, direction)
-                    .iter()
-                    .any(|step| walk.eligible(*cpu, *step, direction, rollback))
+                    .any(|step| walk.eligible(*cpu, step, direction, rollback))
             })
             .collect();
         if needed.is_empty() {

@@ -96,9 +96,9 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             // An empty slot is up exactly on the online CPUs.
             let mut inner = self.inner.lock();
             let online = inner.online;
-            for (cpu, row) in inner.states.iter_mut().enumerate() {
-                if !online.contains(CpuId(cpu as u32)) {
-                    row[step.index()] = StepStatus::Down;
+            for cpu in (0..inner.states.rows()).map(|cpu| CpuId(cpu as u32)) {
+                if !online.contains(cpu) {
+                    inner.states.set(cpu, step, StepStatus::Down);
                 }
             }
         }
@@ -173,12 +173,9 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     ) -> Result<(), Error> {
         let (cpus, engine) = {
             let inner = self.inner.lock();
-            let cpus: CpuSet = inner
-                .states
-                .iter()
-                .enumerate()
-                .filter(|(_, row)| row[step.index()] == StepStatus::Up)
-                .map(|(cpu, _)| CpuId(cpu as u32))
+            let cpus: CpuSet = (0..inner.states.rows())
+                .map(|cpu| CpuId(cpu as u32))
+                .filter(|cpu| inner.states.at(*cpu, step) == StepStatus::Up)
                 .collect();
             (cpus, inner.engine)
         };

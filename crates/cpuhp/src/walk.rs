@@ -7,10 +7,11 @@ use alloc::vec::Vec;
 use crate::cpu::{CpuId, CpuSet};
 use crate::deferred::{pending, reached, Job};
 use crate::error::Error;
-use crate::hotplug::{Engine, StepStatus};
+use crate::hotplug::Engine;
 use crate::invoke::{invoke, step_failed, Call, Injector, Registered};
 use crate::platform::Platform;
 use crate::report::Stage;
+use crate::states::StateTable;
 use crate::step::{CallbackError, Class, Direction, Section, StepId};
 
 /// What happened to one step on one CPU inside a parallel section.
@@ -30,9 +31,9 @@ pub(crate) struct Walk<'t> {
     /// Undoing a bulk operation: callbacks are told `rollback`.
     pub(crate) undo: bool,
     pub(crate) injector: Injector,
-    pub(crate) states: Vec<Vec<StepStatus>>,
+    pub(crate) states: StateTable,
     /// Steps whose callback this operation ran, per CPU (what rollback undoes).
-    pub(crate) touched: Vec<Vec<bool>>,
+    pub(crate) touched: Vec<bool>,
     pub(crate) online: CpuSet,
     pub(crate) jobs: Vec<Job>,
     pub(crate) stages: Vec<Stage>,
@@ -40,16 +41,27 @@ pub(crate) struct Walk<'t> {
     pub(crate) warnings_rollback: u64,
 }
 
-impl Walk<'_> {
-    pub(crate) fn steps(&self, section: Section, direction: Direction) -> Vec<StepId> {
-        let mut steps: Vec<StepId> = (0..self.table.len())
-            .filter(|i| self.table[*i].spec.section == section)
-            .map(|i| StepId(i as u16))
-            .collect();
-        if direction == Direction::Down {
-            steps.reverse();
-        }
-        steps
+/// `section`'s steps in the order `direction` runs them. A table lists its
+/// sections in order, so each is a contiguous range.
+pub(crate) fn section_steps(
+    table: &[Registered],
+    section: Section,
+    direction: Direction,
+) -> impl Iterator<Item = StepId> {
+    let lo = table.partition_point(|r| r.spec.section < section);
+    let hi = table.partition_point(|r| r.spec.section <= section);
+    let up = direction == Direction::Up;
+    (lo..hi).map(move |i| StepId(if up { i } else { hi - 1 - (i - lo) } as u16))
+}
+
+impl<'t> Walk<'t> {
+    /// `section`'s steps in the order `direction` runs them.
+    pub(crate) fn steps(
+        &self,
+        section: Section,
+        direction: Direction,
+    ) -> impl Iterator<Item = StepId> + 't {
+        section_steps(self.table, section, direction)
     }
 
     /// Whether `step` on `cpu` has work to do in `direction`.
@@ -60,8 +72,8 @@ impl Walk<'_> {
         direction: Direction,
         rollback: bool,
     ) -> bool {
-        self.states[cpu.index()][step.index()] == reached(direction.reverse())
-            && (!rollback || self.touched[cpu.index()][step.index()])
+        self.states.at(cpu, step) == reached(direction.reverse())
+            && (!rollback || self.touched[cpu.index() * self.table.len() + step.index()])
     }
 
     pub(crate) fn defers(&self, step: StepId, rollback: bool) -> bool {
@@ -92,7 +104,7 @@ impl Walk<'_> {
 
     pub(crate) fn defer(&mut self, step: StepId, direction: Direction, cpus: CpuSet) {
         for cpu in cpus {
-            self.states[cpu.index()][step.index()] = pending(direction);
+            self.states.set(cpu, step, pending(direction));
         }
         match self
             .jobs
@@ -113,9 +125,9 @@ impl Walk<'_> {
     /// have run: a failed undo cannot be undone in turn).
     pub(crate) fn ran(&mut self, step: StepId, direction: Direction, cpus: CpuSet, rollback: bool) {
         for cpu in cpus {
-            self.states[cpu.index()][step.index()] = reached(direction);
+            self.states.set(cpu, step, reached(direction));
             if !rollback {
-                self.touched[cpu.index()][step.index()] = true;
+                self.touched[cpu.index() * self.table.len() + step.index()] = true;
             }
         }
     }
