@@ -76,28 +76,14 @@ impl<C: BlockCache> StripedSet<C> {
         )
     }
 
-    /// Calls `each(member, member_block, offset, range)` for the piece of the
-    /// request that lies in each stripe, in order.
-    fn pieces(
-        &self,
-        span: &Span,
-        mut each: impl FnMut(usize, u64, usize, core::ops::Range<usize>) -> Result<(), IoError>,
-    ) -> Result<(), IoError> {
-        let bs = self.block_size;
-        let mut block = span.first;
-        let mut offset = span.offset;
-        let mut done = 0;
-        while done < span.len {
-            let left_in_stripe = self.stripe_blocks - block % self.stripe_blocks;
-            let room = left_in_stripe as usize * bs - offset;
-            let take = room.min(span.len - done);
-            let (member, member_block) = self.locate(block);
-            each(member, member_block, offset, done..done + take)?;
-            done += take;
-            block += left_in_stripe;
-            offset = 0;
-        }
-        Ok(())
+    /// The piece of a request that starts `offset` bytes into `block` and
+    /// has `left` bytes to go: (member, member block, bytes in this stripe,
+    /// first block of the next stripe).
+    fn piece(&self, block: u64, offset: usize, left: usize) -> (usize, u64, usize, u64) {
+        let left_in_stripe = self.stripe_blocks - block % self.stripe_blocks;
+        let room = left_in_stripe as usize * self.block_size - offset;
+        let (member, member_block) = self.locate(block);
+        (member, member_block, room.min(left), block + left_in_stripe)
     }
 }
 
@@ -113,13 +99,11 @@ impl<C: BlockCache> BlockCache for StripedSet<C> {
     fn read(&mut self, block: u64, offset: usize, buf: &mut [u8]) -> Result<(), IoError> {
         let span = Span::new(block, offset, buf.len(), self.block_size, self.block_count)?;
         self.requests += 1;
-        let mut plan = Vec::new();
-        self.pieces(&span, |m, b, o, r| {
-            plan.push((m, b, o, r));
-            Ok(())
-        })?;
-        for (member, member_block, offset, range) in plan {
-            self.members[member].read(member_block, offset, &mut buf[range])?;
+        let (mut block, mut offset, mut done) = (span.first, span.offset, 0);
+        while done < span.len {
+            let (member, member_block, take, next) = self.piece(block, offset, span.len - done);
+            self.members[member].read(member_block, offset, &mut buf[done..done + take])?;
+            (block, offset, done) = (next, 0, done + take);
         }
         Ok(())
     }
@@ -127,13 +111,11 @@ impl<C: BlockCache> BlockCache for StripedSet<C> {
     fn write(&mut self, block: u64, offset: usize, data: &[u8]) -> Result<(), IoError> {
         let span = Span::new(block, offset, data.len(), self.block_size, self.block_count)?;
         self.requests += 1;
-        let mut plan = Vec::new();
-        self.pieces(&span, |m, b, o, r| {
-            plan.push((m, b, o, r));
-            Ok(())
-        })?;
-        for (member, member_block, offset, range) in plan {
-            self.members[member].write(member_block, offset, &data[range])?;
+        let (mut block, mut offset, mut done) = (span.first, span.offset, 0);
+        while done < span.len {
+            let (member, member_block, take, next) = self.piece(block, offset, span.len - done);
+            self.members[member].write(member_block, offset, &data[done..done + take])?;
+            (block, offset, done) = (next, 0, done + take);
         }
         Ok(())
     }
