@@ -10,8 +10,8 @@
 use std::sync::OnceLock;
 
 use hotkern_cpuhp::{
-    Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, Platform, Section, StepId, StepSpec,
-    StepStatus,
+    Callbacks, Class, CpuId, CpuSet, Direction, Engine, FailAt, Hotplug, Platform, Section, StepId,
+    StepSpec, StepStatus,
 };
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
@@ -79,54 +79,55 @@ const TABLE: &[StepSpec] = &[
 
 type Hp = Hotplug<LoomRawMutex, Inline>;
 
-/// Physical state of each step on CPU 1, kept by the callbacks.
-struct Cpu1 {
-    up: [AtomicBool; 3],
+/// Physical state of each step on CPUs 1 and 2 (CPU 0 is never touched),
+/// kept by the callbacks.
+struct Physical {
+    up: Vec<AtomicBool>,
 }
 
-fn machine() -> (Arc<Hp>, Arc<Cpu1>) {
-    let all = CpuSet::range(0, 2);
+impl Physical {
+    fn flag(&self, cpu: CpuId, step: usize) -> &AtomicBool {
+        &self.up[(cpu.index() - 1) * TABLE.len() + step]
+    }
+}
+
+fn machine(cpus: u32) -> (Arc<Hp>, Arc<Physical>) {
+    let all = CpuSet::range(0, cpus);
     let hp = Arc::new(Hp::new(Inline, TABLE, all, all, Engine::Bolt).unwrap());
-    let cpu1 = Arc::new(Cpu1 {
-        up: [
-            AtomicBool::new(false),
-            AtomicBool::new(false),
-            AtomicBool::new(false),
-        ],
+    let physical = Arc::new(Physical {
+        up: (0..2 * TABLE.len())
+            .map(|_| AtomicBool::new(false))
+            .collect(),
     });
     for index in 0..TABLE.len() {
-        let (a, b) = (cpu1.clone(), cpu1.clone());
+        let (a, b) = (physical.clone(), physical.clone());
         let callbacks = Callbacks::new()
             .startup(move |ctx| {
-                if ctx.cpus.contains(CpuId(1)) {
-                    assert!(!a.up[index].swap(true, Ordering::AcqRel), "started twice");
+                for cpu in ctx.cpus.iter().filter(|cpu| cpu.0 > 0) {
+                    let was = a.flag(cpu, index).swap(true, Ordering::AcqRel);
+                    assert!(!was, "started twice");
                 }
                 Ok(())
             })
             .teardown(move |ctx| {
-                if ctx.cpus.contains(CpuId(1)) {
-                    assert!(
-                        b.up[index].swap(false, Ordering::AcqRel),
-                        "torn down while down"
-                    );
+                for cpu in ctx.cpus.iter().filter(|cpu| cpu.0 > 0) {
+                    let was = b.flag(cpu, index).swap(false, Ordering::AcqRel);
+                    assert!(was, "torn down while down");
                 }
                 Ok(())
             });
         hp.setup(StepId(index as u16), callbacks).unwrap();
     }
-    (hp, cpu1)
+    (hp, physical)
 }
 
-fn assert_cpu1(hp: &Hp, cpu1: &Cpu1, up: bool) {
-    assert_eq!(hp.is_online(CpuId(1)), up);
+fn assert_cpu(hp: &Hp, physical: &Physical, cpu: CpuId, up: bool) {
+    assert_eq!(hp.is_online(cpu), up);
     assert_eq!(hp.pending_deferred(), 0);
     for index in 0..TABLE.len() {
         let expected = if up { StepStatus::Up } else { StepStatus::Down };
-        assert_eq!(
-            hp.step_status(CpuId(1), StepId(index as u16)),
-            Some(expected)
-        );
-        assert_eq!(cpu1.up[index].load(Ordering::Acquire), up);
+        assert_eq!(hp.step_status(cpu, StepId(index as u16)), Some(expected));
+        assert_eq!(physical.flag(cpu, index).load(Ordering::Acquire), up);
     }
 }
 
@@ -146,7 +147,7 @@ fn builder() -> loom::model::Builder {
 fn online_races_deferred_teardown() {
     builder().check(|| {
         ITERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (hp, cpu1) = machine();
+        let (hp, physical) = machine(2);
         hp.offline(CpuId(1)).unwrap();
         assert_eq!(hp.pending_deferred(), 2);
         let worker = {
@@ -158,7 +159,7 @@ fn online_races_deferred_teardown() {
         hp.online(CpuId(1)).unwrap();
         worker.join().unwrap();
         hp.flush_deferred();
-        assert_cpu1(&hp, &cpu1, true);
+        assert_cpu(&hp, &physical, CpuId(1), true);
     });
     eprintln!(
         "explored {} interleavings",
@@ -171,7 +172,7 @@ fn online_races_deferred_teardown() {
 #[test]
 fn offline_races_deferred_startup() {
     builder().check(|| {
-        let (hp, cpu1) = machine();
+        let (hp, physical) = machine(2);
         hp.offline(CpuId(1)).unwrap();
         hp.flush_deferred();
         hp.online(CpuId(1)).unwrap();
@@ -185,6 +186,37 @@ fn offline_races_deferred_startup() {
         hp.offline(CpuId(1)).unwrap();
         worker.join().unwrap();
         hp.flush_deferred();
-        assert_cpu1(&hp, &cpu1, false);
+        assert_cpu(&hp, &physical, CpuId(1), false);
+    });
+}
+
+/// A bulk offline leaves one aggregated deferred teardown for CPUs 1 and 2.
+/// CPU 1 then tries to come back but fails (injected), so the part of the
+/// job it cancelled must be put back, while the worker may be running the
+/// rest. Both CPUs must end offline with every step torn down exactly once.
+#[test]
+fn failed_online_puts_cancelled_work_back_while_the_worker_runs() {
+    builder().check(|| {
+        let (hp, physical) = machine(3);
+        hp.offline_many(CpuSet::range(1, 3)).unwrap();
+        assert_eq!(hp.pending_deferred(), 2);
+        let active = hp.step_id("ap:active").unwrap();
+        let point = FailAt {
+            step: active,
+            direction: Direction::Up,
+            cpu: None,
+        };
+        hp.inject_failure(point).unwrap();
+        let worker = {
+            let hp = hp.clone();
+            thread::spawn(move || {
+                hp.run_deferred();
+            })
+        };
+        assert!(hp.online(CpuId(1)).is_err());
+        worker.join().unwrap();
+        hp.flush_deferred();
+        assert_cpu(&hp, &physical, CpuId(1), false);
+        assert_cpu(&hp, &physical, CpuId(2), false);
     });
 }
