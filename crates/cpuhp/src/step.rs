@@ -27,8 +27,12 @@ pub enum Class {
     /// Needed for correctness at once (migrating tasks, updating masks).
     Critical,
     /// May finish later (freeing memory, tearing down per-CPU nodes). The
-    /// `bolt` engine hands these to the deferred worker; such a step must not
-    /// depend on running in strict order relative to critical steps.
+    /// `bolt` engine hands these to the deferred worker, which runs them on
+    /// its own thread (not on the target, not inside a stop-machine) with
+    /// [`Context::deferred`] set, in the table's order among themselves but
+    /// after the operation's critical steps. Such a step must therefore not
+    /// be needed by a critical step of the same CPU, and its callbacks must
+    /// not assume they run on the target. `classic` runs them like any other.
     Deferrable,
 }
 
