@@ -104,4 +104,6 @@ fn concurrent_controllers_and_worker_keep_states_exact() {
     }
     assert_consistent(&hp, &world);
     assert_eq!(hp.warnings(), Default::default());
+    // One reconfiguration at a time: no two stop-machines ever overlapped.
+    assert_eq!(hp.platform().overlaps.load(Ordering::SeqCst), 0);
 }

@@ -52,6 +52,9 @@ pub struct Mock {
     pub parallel: bool,
     pub events: Mutex<Vec<Event>>,
     pub powered: Mutex<CpuSet>,
+    /// Stop-machines running now; more than one means two reconfigurations overlapped.
+    stopping: AtomicU64,
+    pub overlaps: AtomicU64,
 }
 
 impl Mock {
@@ -61,6 +64,8 @@ impl Mock {
             parallel,
             events: Mutex::new(Vec::new()),
             powered: Mutex::new(online),
+            stopping: AtomicU64::new(0),
+            overlaps: AtomicU64::new(0),
         }
     }
 
@@ -105,7 +110,11 @@ impl Platform for Mock {
 
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
         self.record(Event::StopMachine(cpus));
+        if self.stopping.fetch_add(1, SeqCst) > 0 {
+            self.overlaps.fetch_add(1, SeqCst);
+        }
         self.each(cpus, Place::StopMachine, work);
+        self.stopping.fetch_sub(1, SeqCst);
     }
 
     fn synchronize_grace_period(&self) {
