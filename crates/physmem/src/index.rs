@@ -10,7 +10,6 @@
 //! there are 32 segments or 80,000. Sections with one run have one block.
 
 use alloc::boxed::Box;
-use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::sync::{AtomicU64, Ordering};
@@ -33,12 +32,32 @@ pub(crate) struct Run<P> {
     pub(crate) generation: u32,
 }
 
+impl<P> Clone for Run<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Run<P> {}
+
 /// The rest of a segment's attributes, read by getters.
 pub(crate) struct Detail {
     pub(crate) avail_start: u64,
     pub(crate) avail_end: u64,
     pub(crate) free_list: FreeList,
     pub(crate) start_hint: AtomicU64,
+}
+
+impl Detail {
+    #[inline]
+    fn copy(&self) -> Detail {
+        Detail {
+            avail_start: self.avail_start,
+            avail_end: self.avail_end,
+            free_list: self.free_list,
+            start_hint: AtomicU64::new(self.start_hint.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -59,16 +78,24 @@ pub(crate) struct Entry<P> {
     pub(crate) start_hint: u64,
 }
 
+struct Buffers<P> {
+    sections: Vec<Section>,
+    blocks: Vec<u32>,
+    runs: Vec<Run<P>>,
+    details: Vec<Detail>,
+    slot_runs: Vec<u32>,
+}
+
 pub(crate) struct Index<P> {
     shift: u32,
     base: u64,
-    sections: Box<[Section]>,
-    blocks: Box<[u32]>,
+    sections: Vec<Section>,
+    blocks: Vec<u32>,
     /// Sorted by start, followed by a sentinel that ends every scan.
-    runs: Box<[Run<P>]>,
-    details: Box<[Detail]>,
+    runs: Vec<Run<P>>,
+    details: Vec<Detail>,
     /// Slot → run index, `u32::MAX` when the slot is free.
-    slot_runs: Box<[u32]>,
+    slot_runs: Vec<u32>,
 }
 
 // SAFETY: the raw descriptor pointers are shared references to `P`s that the
@@ -80,11 +107,48 @@ const NO_RUN: u32 = u32::MAX;
 
 impl<P> Index<P> {
     /// Builds the index of `entries`, sorted by start and disjoint.
-    pub(crate) fn build(entries: Vec<Entry<P>>, slot_count: usize) -> Self {
+    /// Takes the vectors of a reclaimed index, emptied, so that a write
+    /// reuses warm memory instead of faulting in fresh pages.
+    fn buffers(spare: Option<Box<Index<P>>>) -> Buffers<P> {
+        match spare {
+            Some(index) => {
+                let Index {
+                    mut sections,
+                    mut blocks,
+                    mut runs,
+                    mut details,
+                    mut slot_runs,
+                    ..
+                } = *index;
+                sections.clear();
+                blocks.clear();
+                runs.clear();
+                details.clear();
+                slot_runs.clear();
+                Buffers { sections, blocks, runs, details, slot_runs }
+            }
+            None => Buffers {
+                sections: Vec::new(),
+                blocks: Vec::new(),
+                runs: Vec::new(),
+                details: Vec::new(),
+                slot_runs: Vec::new(),
+            },
+        }
+    }
+
+    pub(crate) fn build(entries: Vec<Entry<P>>, slot_count: usize, spare: Option<Box<Index<P>>>) -> Self {
         let count = entries.len();
-        let mut runs = Vec::with_capacity(count + 1);
-        let mut details = Vec::with_capacity(count);
-        let mut slot_runs = vec![NO_RUN; slot_count];
+        let Buffers {
+            mut sections,
+            mut blocks,
+            mut runs,
+            mut details,
+            mut slot_runs,
+        } = Self::buffers(spare);
+        runs.reserve(count + 1);
+        details.reserve(count);
+        slot_runs.resize(slot_count, NO_RUN);
         for (i, entry) in entries.into_iter().enumerate() {
             slot_runs[entry.run.slot as usize] = i as u32;
             details.push(Detail {
@@ -95,28 +159,102 @@ impl<P> Index<P> {
             });
             runs.push(entry.run);
         }
-        let (shift, base, sections, blocks) = Self::tables(&runs);
-        runs.push(Run {
+        let (shift, base) = Self::tables(&runs, &mut sections, &mut blocks);
+        runs.push(Self::sentinel());
+        Index {
+            shift,
+            base,
+            sections,
+            blocks,
+            runs,
+            details,
+            slot_runs,
+        }
+    }
+
+    /// A copy of this index with runs `[at, at + remove)` replaced by
+    /// `insert` (sorted, fitting in that place): the common write, done with
+    /// bulk copies instead of a rebuild from the writer's records.
+    pub(crate) fn splice(
+        &self,
+        at: usize,
+        remove: usize,
+        insert: Vec<Entry<P>>,
+        slot_count: usize,
+        spare: Option<Box<Index<P>>>,
+    ) -> Self {
+        let old_len = self.len();
+        let tail = at + remove;
+        debug_assert!(tail <= old_len);
+        let added = insert.len();
+        let count = old_len - remove + added;
+        let Buffers {
+            mut sections,
+            mut blocks,
+            mut runs,
+            mut details,
+            mut slot_runs,
+        } = Self::buffers(spare);
+        runs.reserve(count + 1);
+        details.reserve(count);
+        runs.extend_from_slice(&self.runs[..at]);
+        details.extend(self.details[..at].iter().map(Detail::copy));
+        slot_runs.extend_from_slice(&self.slot_runs);
+        slot_runs.resize(slot_count, NO_RUN);
+        for run in &self.runs[at..tail] {
+            slot_runs[run.slot as usize] = NO_RUN;
+        }
+        // Runs after the replaced ones move by the difference in count.
+        if added != remove {
+            for index in slot_runs.iter_mut() {
+                if *index != NO_RUN && *index as usize >= tail {
+                    *index = (*index as usize + added - remove) as u32;
+                }
+            }
+        }
+        for (k, entry) in insert.into_iter().enumerate() {
+            slot_runs[entry.run.slot as usize] = (at + k) as u32;
+            details.push(Detail {
+                avail_start: entry.avail_start,
+                avail_end: entry.avail_end,
+                free_list: entry.free_list,
+                start_hint: AtomicU64::new(entry.start_hint),
+            });
+            runs.push(entry.run);
+        }
+        runs.extend_from_slice(&self.runs[tail..old_len]);
+        details.extend(self.details[tail..old_len].iter().map(Detail::copy));
+        let (shift, base) = Self::tables(&runs, &mut sections, &mut blocks);
+        runs.push(Self::sentinel());
+        Index {
+            shift,
+            base,
+            sections,
+            blocks,
+            runs,
+            details,
+            slot_runs,
+        }
+    }
+
+    /// Index of the first run starting at or after `start`.
+    pub(crate) fn position(&self, start: u64) -> usize {
+        self.runs[..self.len()].partition_point(|r| r.start < start)
+    }
+
+    fn sentinel() -> Run<P> {
+        Run {
             start: u64::MAX,
             end: u64::MAX,
             pages: core::ptr::null(),
             slot: NO_RUN,
             generation: 0,
-        });
-        Index {
-            shift,
-            base,
-            sections: sections.into_boxed_slice(),
-            blocks: blocks.into_boxed_slice(),
-            runs: runs.into_boxed_slice(),
-            details: details.into_boxed_slice(),
-            slot_runs: slot_runs.into_boxed_slice(),
         }
     }
 
-    fn tables(runs: &[Run<P>]) -> (u32, u64, Vec<Section>, Vec<u32>) {
+    fn tables(runs: &[Run<P>], sections: &mut Vec<Section>, blocks: &mut Vec<u32>) -> (u32, u64) {
         let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
-            return (SECTION_SHIFT, 0, Vec::new(), Vec::new());
+            return (SECTION_SHIFT, 0);
         };
         let (low, high) = (first.start, last.end - 1);
         let mut shift = SECTION_SHIFT;
@@ -125,8 +263,7 @@ impl<P> Index<P> {
         }
         let base = low >> shift;
         let section_count = (high >> shift) - base + 1;
-        let mut sections = Vec::with_capacity(section_count as usize);
-        let mut blocks = Vec::new();
+        sections.reserve(section_count as usize);
         let mut first = 0;
         for s in 0..section_count {
             let section_start = (base + s) << shift;
@@ -149,16 +286,22 @@ impl<P> Index<P> {
                 last_block: (block_count - 1) as u32,
                 block_shift,
             });
-            let mut run = first;
-            for block in 0..block_count {
-                let block_start = section_start + (block << block_shift);
-                while run < runs.len() && runs[run].end <= block_start {
-                    run += 1;
+            // Block k names the first run ending after the block's start:
+            // run i covers the blocks starting in [end of run i-1, end of run i).
+            let table_start = blocks.len();
+            blocks.resize(table_start + block_count as usize, last as u32);
+            let mut block = 0u64;
+            for (i, run) in runs[first..last].iter().enumerate() {
+                let end = run.end.min(section_start + (block_count << block_shift));
+                // Blocks whose start is below `end`.
+                let upto = (end.saturating_sub(section_start) + (1 << block_shift) - 1) >> block_shift;
+                if upto > block {
+                    blocks[table_start + block as usize..table_start + upto as usize].fill((first + i) as u32);
+                    block = upto;
                 }
-                blocks.push(run as u32);
             }
         }
-        (shift, base, sections, blocks)
+        (shift, base)
     }
 
     /// The coarsest block size at which no lookup scans more than
@@ -262,11 +405,6 @@ impl<P> Index<P> {
             return None;
         }
         Some(i as usize)
-    }
-
-    /// Current start hints by slot, so that a rebuild keeps them.
-    pub(crate) fn start_hint(&self, i: usize) -> u64 {
-        self.details[i].start_hint.load(Ordering::Relaxed)
     }
 
     /// Bytes of lookup tables (sections and blocks), for the benchmark.

@@ -43,6 +43,8 @@ struct Writer<P: Page, const BOOT: usize> {
     table: Table<BOOT>,
     slabs: Slabs<P>,
     retired: Retired<Garbage<P>>,
+    /// A reclaimed index whose memory the next write reuses.
+    spare: Option<Box<Index<P>>>,
     initialized: bool,
 }
 
@@ -69,6 +71,7 @@ macro_rules! physmem_new {
                     table: Table::new(),
                     slabs: Slabs::new(),
                     retired: Retired::new(),
+                    spare: None,
                     initialized: false,
                 },
             ),
@@ -175,7 +178,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             return Err(error);
         }
         writer.initialized = true;
-        self.publish(writer, None);
+        self.publish(writer, None, None);
         Ok(())
     }
 
@@ -335,7 +338,12 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         let handle = writer.table.insert(slot, record);
         if writer.initialized {
-            self.publish(writer, None);
+            let change = Change {
+                at_start: record.start,
+                remove: 0,
+                slots: [Some(slot), None],
+            };
+            self.publish(writer, Some(change), None);
         }
         Ok(handle)
     }
@@ -358,61 +366,94 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             first: record.first + (start - record.start),
             count: stop - start,
         };
-        match (start == record.start, stop == record.end) {
+        let slots = match (start == record.start, stop == record.end) {
             (true, true) => {
                 if writer.table.count() == 1 {
                     return Err(PhysmemError::LastSegment);
                 }
                 writer.table.remove(slot);
+                [None, None]
             }
-            (true, false) => writer.table.update(slot, record.cut(stop, record.end)),
-            (false, true) => writer.table.update(slot, record.cut(record.start, start)),
+            (true, false) => {
+                writer.table.update(slot, record.cut(stop, record.end));
+                [Some(slot), None]
+            }
+            (false, true) => {
+                writer.table.update(slot, record.cut(record.start, start));
+                [Some(slot), None]
+            }
             (false, false) => {
                 let upper = writer.table.reserve_slot()?;
                 writer.table.update(slot, record.cut(record.start, start));
                 let mut right = record.cut(stop, record.end);
                 right.start_hint = 0;
                 writer.table.insert(upper, right);
+                [Some(slot), Some(upper)]
             }
-        }
+        };
         if writer.initialized {
-            self.publish(writer, Some(garbage));
+            let change = Change {
+                at_start: record.start,
+                remove: 1,
+                slots,
+            };
+            self.publish(writer, Some(change), Some(garbage));
         }
         Ok(())
     }
 
-    /// Builds and publishes a new index, then retires the old one and
-    /// `garbage` (both now unreachable for new readers) and reclaims.
-    fn publish(&self, writer: &mut Writer<P, BOOT>, garbage: Option<Garbage<P>>) {
+    /// The index entry of the segment in `slot`.
+    fn entry(writer: &Writer<P, BOOT>, slot: u32) -> Entry<P> {
+        let handle = writer.table.handle(slot);
+        let record = writer
+            .table
+            .get(handle)
+            .expect("a slot named by a write is live");
+        Entry {
+            run: Run {
+                start: record.start,
+                end: record.end,
+                pages: writer.slabs.get(record.slab).at(record.first),
+                slot,
+                generation: handle.generation,
+            },
+            avail_start: record.avail_start,
+            avail_end: record.avail_end,
+            free_list: record.free_list,
+            start_hint: record.start_hint,
+        }
+    }
+
+    /// Publishes a new index reflecting `change` (or everything, when there
+    /// is no change or no index yet), then retires the old one and `garbage`
+    /// (both now unreachable for new readers) and reclaims.
+    fn publish(&self, writer: &mut Writer<P, BOOT>, change: Option<Change>, garbage: Option<Garbage<P>>) {
         let current = self.published.load(Ordering::Acquire);
         // SAFETY: the writer lock keeps the published index alive.
         let current = unsafe { current.as_ref() };
-        let entries: Vec<Entry<P>> = writer
-            .table
-            .sorted()
-            .into_iter()
-            .map(|(slot, record)| {
-                let handle = writer.table.handle(slot);
-                let start_hint = current
-                    .and_then(|index| index.resolve(handle).map(|i| index.start_hint(i)))
-                    .filter(|&hint| hint < record.len())
-                    .unwrap_or(record.start_hint);
-                Entry {
-                    run: Run {
-                        start: record.start,
-                        end: record.end,
-                        pages: writer.slabs.get(record.slab).at(record.first),
-                        slot,
-                        generation: handle.generation,
-                    },
-                    avail_start: record.avail_start,
-                    avail_end: record.avail_end,
-                    free_list: record.free_list,
-                    start_hint,
-                }
-            })
-            .collect();
-        let index = Box::into_raw(Box::new(Index::build(entries, writer.table.slot_count())));
+        let slot_count = writer.table.slot_count();
+        let index = match (current, change) {
+            (Some(current), Some(change)) => {
+                let at = current.position(change.at_start);
+                let entries = change
+                    .slots
+                    .iter()
+                    .flatten()
+                    .map(|&slot| Self::entry(writer, slot))
+                    .collect();
+                current.splice(at, change.remove, entries, slot_count, writer.spare.take())
+            }
+            _ => {
+                let entries = writer
+                    .table
+                    .sorted()
+                    .into_iter()
+                    .map(|(slot, _)| Self::entry(writer, slot))
+                    .collect();
+                Index::build(entries, slot_count, writer.spare.take())
+            }
+        };
+        let index = Box::into_raw(Box::new(index));
         let old = self.published.swap(index, Ordering::AcqRel);
         if !old.is_null() {
             // SAFETY: `old` came from `Box::into_raw` and is no longer published.
@@ -427,9 +468,26 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     }
 }
 
+/// What a write did to the address-ordered segments: the `remove` (0 or 1)
+/// segments starting at `at_start` were replaced by those in `slots`, in
+/// address order.
+struct Change {
+    at_start: u64,
+    remove: usize,
+    slots: [Option<u32>; 2],
+}
+
 fn collect<P: Page, const BOOT: usize>(domain: &Domain, writer: &mut Writer<P, BOOT>) {
-    let Writer { retired, slabs, .. } = writer;
-    retired.collect(domain, |garbage| free(slabs, garbage));
+    let Writer {
+        retired,
+        slabs,
+        spare,
+        ..
+    } = writer;
+    retired.collect(domain, |garbage| match garbage {
+        Garbage::Index(index) if spare.is_none() => *spare = Some(index),
+        garbage => free(slabs, garbage),
+    });
 }
 
 fn free<P: Page>(slabs: &mut Slabs<P>, garbage: Garbage<P>) {
@@ -468,6 +526,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
             slabs,
             table,
             initialized,
+            ..
         } = writer;
         retired.drain_all(|garbage| free(slabs, garbage));
         let current = self.published.swap(ptr::null_mut(), Ordering::AcqRel);

@@ -3,6 +3,7 @@
 //! released (NetBSD keeps them forever).
 
 use alloc::alloc::{alloc, dealloc, Layout};
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 
@@ -89,11 +90,19 @@ impl<P> Drop for Slab<P> {
 /// All slabs; ids are indices and stay put while the slab lives.
 pub(crate) struct Slabs<P> {
     slabs: Vec<Option<Slab<P>>>,
+    /// Slabs with free space, so that a plug does not visit full ones.
+    with_space: BTreeSet<u32>,
+    /// Ids of freed slabs, reused before the vector grows.
+    free_ids: Vec<u32>,
 }
 
 impl<P: Page> Slabs<P> {
     pub(crate) const fn new() -> Self {
-        Slabs { slabs: Vec::new() }
+        Slabs {
+            slabs: Vec::new(),
+            with_space: BTreeSet::new(),
+            free_ids: Vec::new(),
+        }
     }
 
     pub(crate) fn get(&self, id: u32) -> &Slab<P> {
@@ -111,14 +120,21 @@ impl<P: Page> Slabs<P> {
     /// slab first, else allocates a slab of exactly `count`.
     /// Returns (slab id, first index). Nothing changes on failure.
     pub(crate) fn alloc(&mut self, count: u64) -> Result<(u32, u64), PhysmemError> {
-        for (id, slab) in self.slabs.iter_mut().enumerate() {
-            if let Some(slab) = slab {
-                if let Ok(first) = slab.extent.alloc(count) {
-                    return Ok((id as u32, first));
+        for &id in &self.with_space {
+            let Some(Some(slab)) = self.slabs.get_mut(id as usize) else {
+                continue;
+            };
+            if let Ok(first) = slab.extent.alloc(count) {
+                if slab.extent.free_units() == 0 {
+                    self.with_space.remove(&id);
                 }
+                return Ok((id, first));
             }
         }
         self.slabs
+            .try_reserve(1)
+            .map_err(|_| PhysmemError::DescriptorAllocation)?;
+        self.free_ids
             .try_reserve(1)
             .map_err(|_| PhysmemError::DescriptorAllocation)?;
         let mut slab = Slab::new(count)?;
@@ -126,8 +142,9 @@ impl<P: Page> Slabs<P> {
             .extent
             .alloc(count)
             .map_err(|_| PhysmemError::DescriptorAllocation)?;
-        let id = match self.slabs.iter().position(Option::is_none) {
+        let id = match self.free_ids.pop() {
             Some(id) => {
+                let id = id as usize;
                 self.slabs[id] = Some(slab);
                 id
             }
@@ -151,6 +168,10 @@ impl<P: Page> Slabs<P> {
         unsafe { slab.release(first, count) };
         if slab.extent.is_unused() {
             self.slabs[id as usize] = None;
+            self.with_space.remove(&id);
+            self.free_ids.push(id);
+        } else {
+            self.with_space.insert(id);
         }
     }
 }
