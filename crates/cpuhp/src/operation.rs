@@ -111,6 +111,23 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             }
         };
         report.nanos = self.platform.now_ns().saturating_sub(start);
+        let mut inner = self.inner.lock();
+        for stage in &report.stages {
+            if let Some(step) = stage.step {
+                let time = &mut inner.times[step.index()];
+                match direction {
+                    Direction::Up => {
+                        time.startup_nanos = Some(stage.nanos);
+                        time.startup_deferred = false;
+                    }
+                    Direction::Down => {
+                        time.teardown_nanos = Some(stage.nanos);
+                        time.teardown_deferred = false;
+                    }
+                }
+            }
+        }
+        drop(inner);
         Ok(report)
     }
 
@@ -193,21 +210,6 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             inner.warnings.rollback_failures += walk.warnings_rollback;
             if walk.injector.has_fired() {
                 inner.armed = None;
-            }
-            for stage in &walk.stages {
-                if let Some(step) = stage.step {
-                    let time = &mut inner.times[step.index()];
-                    match direction {
-                        Direction::Up => {
-                            time.startup_nanos = Some(stage.nanos);
-                            time.startup_deferred = false;
-                        }
-                        Direction::Down => {
-                            time.teardown_nanos = Some(stage.nanos);
-                            time.teardown_deferred = false;
-                        }
-                    }
-                }
             }
             inner.queue.retain(|job| !job.cpus.is_empty());
             Self::enqueue(&mut inner, &walk.jobs);

@@ -347,6 +347,14 @@ fn reports_time_every_step_and_stage() {
         assert_eq!(perf.startup_nanos, None);
         let report = hp.online(CpuId(2)).unwrap();
         assert!(report.stage("grace-period").is_none());
+        // A bulk operation records the whole operation's time per step.
+        let report = hp.offline_many(CpuSet::range(1, 3)).unwrap();
+        let perf = hp.step_time(step(&hp, "bp:perf")).unwrap();
+        assert_eq!(perf.teardown_nanos, report.stage("bp:perf"));
+        if engine == Engine::Classic {
+            // Two CPUs, one after the other: the mock clock makes each 10 ns.
+            assert_eq!(report.stage("bp:perf"), Some(20));
+        }
         assert!(hp
             .step_time(step(&hp, "bp:perf"))
             .unwrap()
