@@ -179,6 +179,12 @@ fn record_demo(
                             .collect();
                         total ^= workload::handle_request(id, &data);
                     }
+                    hotkern_trace::trace_printk!(
+                        "worker {} handled {} requests, digest {:#x}",
+                        index as u32,
+                        requests,
+                        total
+                    );
                     total
                 })
         })

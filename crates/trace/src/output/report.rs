@@ -12,7 +12,7 @@ use core::fmt::Write;
 
 use super::data::{Entry, TraceData};
 use super::printf::write_raw_fields;
-use super::text::split_timestamp;
+use super::text::{split_timestamp, write_event_body};
 
 /// Writes `data` as `trace-cmd report -N` does; `full_ns` prints
 /// nanosecond time stamps as `-t` does.
@@ -53,11 +53,17 @@ pub fn write_report(data: &TraceData, full_ns: bool, out: &mut String) {
                         }
                         out.push(' ');
                         let mut body = String::new();
-                        match data.print_format(event.id) {
-                            Some(format) => {
-                                format.render(&record.payload, &data.symbols, &mut body)
+                        if event.system == "ftrace" && event.name == "bprint" {
+                            // trace-cmd formats trace_printk records with
+                            // the printk-format table, not the print fmt.
+                            write_event_body(data, record, &mut body);
+                        } else {
+                            match data.print_format(event.id) {
+                                Some(format) => {
+                                    format.render(&record.payload, &data.symbols, &mut body)
+                                }
+                                None => write_raw_fields(event, &record.payload, &mut body),
                             }
-                            None => write_raw_fields(event, &record.payload, &mut body),
                         }
                         out.push_str(body.trim_end_matches('\n'));
                     }
