@@ -1,6 +1,7 @@
 //! Timing of operations, per stage and per step.
 
 use alloc::vec::Vec;
+use core::fmt;
 
 use crate::cpu::CpuSet;
 use crate::step::{Direction, StepId};
@@ -42,6 +43,15 @@ pub struct Report {
 }
 
 impl Report {
+    /// Time spent in the operation's steps (the sum of its step stages).
+    pub fn step_nanos(&self) -> u64 {
+        self.stages
+            .iter()
+            .filter(|s| s.step.is_some())
+            .map(|s| s.nanos)
+            .sum()
+    }
+
     /// The time recorded for a stage by name, if it ran.
     pub fn stage(&self, name: &str) -> Option<u64> {
         self.stages.iter().find(|s| s.name == name).map(|s| s.nanos)
@@ -59,4 +69,77 @@ pub struct StepTime {
     pub teardown_deferred: bool,
     /// Whether that last startup ran on the deferred worker.
     pub startup_deferred: bool,
+}
+
+/// One line for the operation, then one per stage:
+///
+/// ```text
+/// bolt offline 1-3: 41.2 us, 2 deferred, 0 cancelled
+///   ap:sched-active          3.1 us
+///   grace-period            12.0 us
+/// ```
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let engine = match self.engine {
+            Engine::Classic => "classic",
+            Engine::Bolt => "bolt",
+        };
+        let what = match self.direction {
+            Direction::Up => "online",
+            Direction::Down => "offline",
+        };
+        write!(
+            f,
+            "{engine} {what} {}: {:.1} us, {} deferred, {} cancelled",
+            self.cpus,
+            self.nanos as f64 / 1000.0,
+            self.deferred,
+            self.cancelled
+        )?;
+        for stage in &self.stages {
+            write!(
+                f,
+                "\n  {:<24}{:>8.1} us",
+                stage.name,
+                stage.nanos as f64 / 1000.0
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+    use alloc::vec;
+
+    #[test]
+    fn display_lists_every_stage() {
+        let report = Report {
+            engine: Engine::Bolt,
+            direction: Direction::Down,
+            cpus: CpuSet::range(1, 4),
+            nanos: 41_200,
+            stages: vec![
+                Stage {
+                    name: "ap:sched-active",
+                    step: Some(StepId(8)),
+                    nanos: 3_100,
+                },
+                Stage {
+                    name: "grace-period",
+                    step: None,
+                    nanos: 12_000,
+                },
+            ],
+            deferred: 2,
+            cancelled: 0,
+        };
+        let text = format!("{report}");
+        assert!(text.starts_with("bolt offline 1-3: 41.2 us, 2 deferred, 0 cancelled"));
+        assert!(text.contains("ap:sched-active") && text.contains("12.0 us"));
+        assert_eq!(text.lines().count(), 3);
+        assert_eq!(report.step_nanos(), 3_100);
+    }
 }
