@@ -9,7 +9,8 @@
 //! the request plus read-ahead; read-ahead never wraps past the end of the
 //! cache (near the end it shrinks, down to nothing), is halved by a miss of
 //! more than `BCACHE_MINREADAHEAD` blocks and doubled back by every request
-//! served entirely from the cache. Requests over half the cache bypass it;
+//! served entirely from the cache. Requests over half the cache that start
+//! on a block boundary bypass it;
 //! writes invalidate the blocks they cover.
 //!
 //! Deliberate differences: the original had no idea of the disk's size and
@@ -41,10 +42,10 @@ const INVALID: u64 = u64::MAX;
 /// let mut cache = FreeBsd2016Cache::new(MemoryDevice::zeroed(4096, 512).unwrap(), 64 << 10);
 /// assert_eq!(cache.slots(), 128);
 /// let mut buf = [0u8; 512];
-/// cache.read(0, 0, &mut buf).unwrap(); // one miss, 126 blocks of read-ahead (never wrapping)
+/// cache.read(0, 0, &mut buf).unwrap(); // one miss, 127 blocks of read-ahead (up to the cache's end)
 /// cache.read(1, 0, &mut buf).unwrap();
 /// assert_eq!(cache.stats().block_hits, 1);
-/// assert_eq!(cache.stats().readahead_issued, 126);
+/// assert_eq!(cache.stats().readahead_issued, 127);
 /// ```
 #[derive(Debug)]
 pub struct FreeBsd2016Cache<D> {
@@ -134,7 +135,7 @@ impl<D: BlockDevice> FreeBsd2016Cache<D> {
             let room = (self.nblks - self.slot(p_blk + p_size)) as u64;
             let mut ra = 0;
             if room != self.nblks as u64 {
-                ra = self.ra.min(room - 1);
+                ra = self.ra.min(room);
             }
             ra = ra.min(self.device.block_count() - (p_blk + p_size));
             p_size += ra;
@@ -181,7 +182,7 @@ impl<D: BlockDevice> BlockCache for FreeBsd2016Cache<D> {
         if span.len == 0 {
             return Ok(());
         }
-        if span.len * 2 / bs > self.nblks {
+        if span.offset == 0 && span.len * 2 / bs > self.nblks {
             self.stats.bypasses += 1;
             return read_uncached(
                 &mut self.device,
@@ -214,7 +215,7 @@ impl<D: BlockDevice> BlockCache for FreeBsd2016Cache<D> {
         if span.len == 0 {
             return Ok(());
         }
-        if span.len * 2 / bs > self.nblks {
+        if span.offset == 0 && span.len * 2 / bs > self.nblks {
             self.stats.bypasses += 1;
         }
         let merged;
