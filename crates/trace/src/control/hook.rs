@@ -38,9 +38,7 @@ impl TriggerActions for TracerActions<'_> {
     }
 
     fn stacktrace(&mut self, _cpu: u32) {
-        // The tracer exposes no call stack to this layer; the trigger
-        // leaves a marker where the stack would be.
-        let _ = self.tracer.write_marker("<stack trace>");
+        let _ = self.tracer.write_marker(&stack_text());
     }
 
     fn event_enabled(&self, system: &str, event: &str) -> bool {
@@ -81,4 +79,48 @@ impl EventHook for ControlHook {
     fn after(&self, tracer: &Tracer, cpu: usize, payload: &[u8], _recorded: bool) {
         self.fire(tracer, cpu, payload, FirePhase::AfterRecord);
     }
+}
+
+/// The caller's stack in ftrace's `<stack trace>` / ` => function` form,
+/// innermost first, without the tracer's own frames. Without `std` there is
+/// no unwinder, and only the heading is written.
+#[cfg_attr(not(feature = "std"), allow(unused_mut))]
+fn stack_text() -> alloc::string::String {
+    let mut text = alloc::string::String::from("<stack trace>\n");
+    #[cfg(feature = "std")]
+    {
+        let trace = alloc::format!("{}", std::backtrace::Backtrace::force_capture());
+        let mut frames = 0;
+        for line in trace.lines() {
+            // Frames print as "  12: path::to::function"; the "at file:line"
+            // lines that follow are skipped.
+            let Some((number, name)) = line.trim_start().split_once(": ") else {
+                continue;
+            };
+            if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let internal = [
+                "std::",
+                "core::",
+                "alloc::",
+                "hotkern_trace::",
+                "<alloc::",
+                "__rust",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix));
+            if internal || name.starts_with('<') && name.contains("hotkern_trace") {
+                continue;
+            }
+            text.push_str(" => ");
+            text.push_str(name);
+            text.push('\n');
+            frames += 1;
+            if frames == 16 {
+                break;
+            }
+        }
+    }
+    text
 }
