@@ -62,11 +62,12 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     fn install(&self, step: StepId, callbacks: Callbacks, calls: bool) -> Result<(), Error> {
         let _ops = self.ops.lock();
-        self.flush_deferred();
         let entry = self.entry(step)?;
         if entry.callbacks.is_some() {
             return Err(Error::AlreadySetUp(step));
         }
+        // Deferred work uses the table as it was; finish it first.
+        self.flush_deferred();
         let updated = Registered {
             callbacks: Some(callbacks),
             ..entry
@@ -80,7 +81,6 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     fn uninstall(&self, step: StepId, calls: bool) -> Result<(), Error> {
         let _ops = self.ops.lock();
-        self.flush_deferred();
         let entry = self.entry(step)?;
         if entry.callbacks.is_none() {
             return Err(Error::NotSetUp(step));
@@ -88,6 +88,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         if !entry.instances.is_empty() {
             return Err(Error::HasInstances(step));
         }
+        // Pending teardowns of this step must run before it loses its callbacks.
+        self.flush_deferred();
         if calls {
             // Teardowns cannot be refused; failures are counted in `warnings`.
             let _ = self.call_everywhere(step, &entry, Direction::Down);
@@ -120,7 +122,6 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         calls: bool,
     ) -> Result<(), Error> {
         let _ops = self.ops.lock();
-        self.flush_deferred();
         let entry = self.entry(step)?;
         if !entry.spec.multi {
             return Err(Error::NotMultiInstance(step));
@@ -133,6 +134,9 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             Direction::Up => instances.push(instance),
             Direction::Down => instances.retain(|i| *i != instance),
         }
+        // Pending callbacks call every instance the step had; finish them
+        // before the set changes.
+        self.flush_deferred();
         if calls {
             // Call only the one instance: a view of the entry holding just it.
             let single = Registered {

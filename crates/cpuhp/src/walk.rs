@@ -133,7 +133,7 @@ impl<'t> Walk<'t> {
     }
 
     /// Applies what the targets of a parallel section reported, in step
-    /// order; returns the first failure (by CPU) after applying everything
+    /// order; returns the first failure in step order after applying everything
     /// that succeeded, so that rollback sees it.
     pub(crate) fn apply(
         &mut self,

@@ -201,3 +201,34 @@ fn instances_are_called_one_by_one_and_validated() {
     hp.remove_instance(queues, c).unwrap();
     assert!(!world.is_up("bp:queues", CpuId(0), Some(c)));
 }
+
+#[test]
+fn refused_registration_leaves_deferred_work_pending() {
+    let (hp, world) = machine(Engine::Bolt, 3, false);
+    hp.offline(CpuId(2)).unwrap();
+    let pending = hp.pending_deferred();
+    assert!(pending > 0);
+    let before = statuses(&hp);
+    let perf = step(&hp, "bp:perf");
+    let queues = step(&hp, "bp:queues");
+    assert_eq!(
+        hp.setup(perf, world.callbacks(Section::Prepare)).err(),
+        Some(Error::AlreadySetUp(perf))
+    );
+    assert_eq!(hp.remove(queues).err(), Some(Error::HasInstances(queues)));
+    assert_eq!(
+        hp.add_instance(queues, A).err(),
+        Some(Error::DuplicateInstance(queues, A))
+    );
+    assert_eq!(
+        hp.remove_instance(perf, A).err(),
+        Some(Error::NotMultiInstance(perf))
+    );
+    assert_eq!(hp.pending_deferred(), pending);
+    assert_eq!(statuses(&hp), before);
+    // An accepted registration finishes the deferred work first.
+    hp.add_instance(queues, InstanceId(7)).unwrap();
+    assert_eq!(hp.pending_deferred(), 0);
+    assert!(!world.is_up("bp:queues", CpuId(2), Some(InstanceId(7))));
+    assert!(world.is_up("bp:queues", CpuId(1), Some(InstanceId(7))));
+}
