@@ -4,16 +4,17 @@
 //! each lookup scans every entry; a miss evicts the entry with the oldest
 //! use stamp (LRU by a global counter, found by a second linear scan);
 //! requests whose size is over half the cache (8 KiB) bypass it; the whole
-//! cache is flushed whenever a request names a different device unit than
-//! the previous one; no read-ahead. Partial-block requests read the whole
+//! cache is flushed whenever a request (bypassed or not) names a different
+//! device unit than the previous one; no read-ahead. Partial-block requests read the whole
 //! blocks into a bounce buffer and copy the piece, as the old file systems'
 //! private buffers did.
 //!
-//! Two deliberate differences, both in the baseline's favour or neutral:
+//! Three deliberate differences, all in the baseline's favour or neutral:
 //! entries do not expire after 2 s (the original asked the BIOS clock on
 //! every lookup and dropped older entries, which could only lose hits), and
 //! a bypassed large write invalidates the blocks it covers (the original
-//! left them, so a later read could return stale data).
+//! left them, so a later read could return stale data), and an insertion
+//! checks every entry for the block (the original skipped entry 0).
 
 use alloc::rc::Rc;
 use alloc::vec;
@@ -182,6 +183,8 @@ impl<D: BlockDevice> BlockCache for LegacyCache<D> {
         }
         let nblk = span.blocks() as usize;
         let cache_blocks = self.store.borrow().blocks();
+        // The unit check comes first: even a bypassed request flushes.
+        self.select_unit();
         if nblk * 2 > cache_blocks {
             self.stats.bypasses += 1;
             return read_uncached(
@@ -192,7 +195,6 @@ impl<D: BlockDevice> BlockCache for LegacyCache<D> {
                 &mut self.stats,
             );
         }
-        self.select_unit();
         let aligned = span.aligned(bs);
         let covered = nblk * bs;
         if !aligned && self.bounce.len() < covered {
@@ -258,11 +260,10 @@ impl<D: BlockDevice> BlockCache for LegacyCache<D> {
             return Ok(());
         }
         let nblk = span.blocks() as usize;
+        self.select_unit();
         let bypass = nblk * 2 > self.store.borrow().blocks();
         if bypass {
             self.stats.bypasses += 1;
-        } else {
-            self.select_unit();
         }
         let merged;
         let whole: &[u8] = if span.aligned(bs) {
@@ -275,7 +276,7 @@ impl<D: BlockDevice> BlockCache for LegacyCache<D> {
             })?;
             &merged
         };
-        if !bypass || self.store.borrow().unit == Some(self.unit) {
+        {
             let mut store = self.store.borrow_mut();
             for b in span.first..span.end {
                 store.invalidate(b);
