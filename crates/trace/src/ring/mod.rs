@@ -31,11 +31,12 @@ use cpu::CpuBuffer;
 
 /// The raw mutex behind every lock of this crate: `parking_lot` in user
 /// space, a spin lock without `std`.
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", not(loom)))]
 pub type RawLock = parking_lot::RawMutex;
 /// The raw mutex behind every lock of this crate: `parking_lot` in user
-/// space, a spin lock without `std`.
-#[cfg(not(feature = "std"))]
+/// space, a spin lock without `std` (and under loom, whose scheduler cannot
+/// see through parking_lot's thread parking; the models never contend it).
+#[cfg(any(not(feature = "std"), loom))]
 pub type RawLock = spin::Mutex<()>;
 
 /// What a full buffer does with a new event.
