@@ -18,6 +18,7 @@ use crate::output::EventDescription;
 use crate::trigger::TriggerSet;
 
 /// An event as the control files see it.
+#[derive(Clone)]
 pub(crate) struct EventEntry {
     pub(crate) format: EventFormat,
     pub(crate) description: Option<EventDescription>,
@@ -35,8 +36,18 @@ impl EventEntry {
 }
 
 impl Control<'_> {
+    /// Every event, parsed once per set of registered events (the list
+    /// only grows, so its length tells whether the cache is current).
     pub(crate) fn events(&self) -> Vec<EventEntry> {
-        self.tracer
+        let registered = crate::event::registered().len();
+        let mut catalog = self.catalog.lock();
+        if let Some((count, entries)) = &*catalog {
+            if *count == registered {
+                return entries.as_ref().clone();
+            }
+        }
+        let entries: Vec<EventEntry> = self
+            .tracer
             .event_formats()
             .into_iter()
             .map(|format| {
@@ -47,7 +58,9 @@ impl Control<'_> {
                     description,
                 }
             })
-            .collect()
+            .collect();
+        *catalog = Some((registered, Arc::new(entries.clone())));
+        entries
     }
 
     fn find_event(&self, system: &str, name: &str) -> Option<EventEntry> {
@@ -276,12 +289,7 @@ impl Control<'_> {
 
     pub(crate) fn triggers_of(&self, id: u16) -> super::hook::SharedTriggers {
         let mut state = self.state.lock();
-        state
-            .events
-            .entry(id)
-            .or_default()
-            .triggers
-            .clone()
+        state.events.entry(id).or_default().triggers.clone()
     }
 
     fn compile(

@@ -31,6 +31,7 @@ pub mod view;
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
@@ -59,6 +60,7 @@ pub(crate) struct State {
 pub struct Control<'t> {
     pub(crate) tracer: &'t Tracer,
     pub(crate) state: lock_api::Mutex<RawLock, State>,
+    pub(crate) catalog: lock_api::Mutex<RawLock, Option<(usize, Arc<Vec<events::EventEntry>>)>>,
 }
 
 impl core::fmt::Debug for Control<'_> {
@@ -108,6 +110,7 @@ impl<'t> Control<'t> {
                 events: BTreeMap::new(),
                 error_log: Vec::new(),
             }),
+            catalog: lock_api::Mutex::new(None),
         }
     }
 
