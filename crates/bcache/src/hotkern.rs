@@ -105,6 +105,9 @@ pub struct HotkernCache<D> {
     clock: u64,
     io_cap: u64,
     initial_window: u64,
+    /// Slot of the block found last: sequential requests find the next
+    /// block there or in the following slot without hashing.
+    hint: usize,
     stats: CacheStats,
 }
 
@@ -149,6 +152,7 @@ impl<D: BlockDevice> HotkernCache<D> {
             clock: 0,
             io_cap,
             initial_window,
+            hint: 0,
             stats: CacheStats::default(),
         }
     }
@@ -241,6 +245,19 @@ impl<D: BlockDevice> HotkernCache<D> {
         at
     }
 
+    /// The slot holding `block`, if cached.
+    fn find(&mut self, block: u64) -> Option<usize> {
+        for slot in [self.hint, self.hint + 1] {
+            if self.slots.get(slot).is_some_and(|s| s.block == block) {
+                self.hint = slot;
+                return Some(slot);
+            }
+        }
+        let slot = *self.index.get(&block)?;
+        self.hint = slot;
+        Some(slot)
+    }
+
     fn copy_piece(&self, span: &Span, block: u64, slot: usize, buf: &mut [u8]) {
         let bs = self.block_size;
         let (in_block, in_buf, len) = span.piece(block, bs);
@@ -258,7 +275,7 @@ impl<D: BlockDevice> HotkernCache<D> {
         let bs = self.block_size;
         let mut block = span.first;
         while block < span.end {
-            if let Some(&slot) = self.index.get(&block) {
+            if let Some(slot) = self.find(block) {
                 self.hit(slot, stream);
                 self.copy_piece(span, block, slot, buf);
                 block += 1;
@@ -292,19 +309,19 @@ impl<D: BlockDevice> HotkernCache<D> {
                 &mut self.stats,
             )?;
             for j in 0..n {
+                let b = block + j as u64;
+                self.slots[at + j] = Slot {
+                    block: b,
+                    readahead: j as u64 >= run,
+                };
                 // Read-ahead may cover blocks cached elsewhere: the fresh
                 // copy (the device is always current) replaces the old one.
-                if let Some(old) = self.index.remove(&(block + j as u64)) {
+                if let Some(old) = self.index.insert(b, at + j) {
                     self.slots[old] = Slot {
                         block: EMPTY,
                         readahead: false,
                     };
                 }
-                self.slots[at + j] = Slot {
-                    block: block + j as u64,
-                    readahead: j as u64 >= run,
-                };
-                self.index.insert(block + j as u64, at + j);
             }
             if readahead > 0 {
                 self.stats.readahead_issued += readahead;
