@@ -56,11 +56,14 @@ pub(crate) struct State {
     pub(crate) error_log: Vec<String>,
 }
 
+/// The parsed event list and the registered-event count it was built for.
+pub(crate) type Catalog = (usize, Arc<Vec<events::EventEntry>>);
+
 /// The control files of one tracer.
 pub struct Control<'t> {
     pub(crate) tracer: &'t Tracer,
     pub(crate) state: lock_api::Mutex<RawLock, State>,
-    pub(crate) catalog: lock_api::Mutex<RawLock, Option<(usize, Arc<Vec<events::EventEntry>>)>>,
+    pub(crate) catalog: lock_api::Mutex<RawLock, Option<Catalog>>,
 }
 
 impl core::fmt::Debug for Control<'_> {
