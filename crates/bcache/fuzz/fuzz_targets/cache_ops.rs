@@ -22,16 +22,24 @@ fuzz_target!(|data: &[u8]| {
     let mut cache = kind.build(disk, budget);
     for (step, op) in ops.chunks_exact(6).enumerate() {
         let at = (usize::from(u16::from_le_bytes([op[1], op[2]])) * 7) % total;
-        let len = (usize::from(u16::from_le_bytes([op[3], op[4]])) % (3 * block_size)).min(total - at);
+        let len =
+            (usize::from(u16::from_le_bytes([op[3], op[4]])) % (3 * block_size)).min(total - at);
         let (block, offset) = ((at / block_size) as u64, at % block_size);
         if op[0] % 4 == 0 {
             let bytes: Vec<u8> = (0..len).map(|i| op[5].wrapping_add(i as u8)).collect();
-            cache.write(block, offset, &bytes).expect("write inside the device");
+            cache
+                .write(block, offset, &bytes)
+                .expect("write inside the device");
             model[at..at + len].copy_from_slice(&bytes);
         } else {
             let mut buf = vec![0u8; len];
-            cache.read(block, offset, &mut buf).expect("read inside the device");
-            assert!(buf == model[at..at + len], "{kind}: step {step} read wrong bytes");
+            cache
+                .read(block, offset, &mut buf)
+                .expect("read inside the device");
+            assert!(
+                buf == model[at..at + len],
+                "{kind}: step {step} read wrong bytes"
+            );
         }
     }
 });

@@ -15,7 +15,9 @@ fn template() -> &'static [u8] {
         let mut image = ImageBuilder::new(256 << 10, Some(FatType::Fat12)).expect("format");
         for i in 0..6u8 {
             let name = format!("dir{}/a-long-file-name-{i}.txt", i % 2);
-            image.add_file(&name, &vec![i; 700 * usize::from(i)]).expect("write");
+            image
+                .add_file(&name, &vec![i; 700 * usize::from(i)])
+                .expect("write");
         }
         image.finish()
     })
