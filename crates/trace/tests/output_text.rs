@@ -301,3 +301,71 @@ fn merge_orders_by_time_then_cpu_and_keeps_losses_with_their_event() {
         .collect();
     assert_eq!(order, ["0@10", "lost1x2", "1@20", "0@30", "1@30"]);
 }
+
+#[test]
+fn graph_options_change_columns() {
+    use hotkern_trace::output::{write_trace_with, TextOptions};
+    let mut data = trace_data(2);
+    data.entries = vec![
+        event(1, 1_000, entry(&data, 1234, FUNC_C, 0)),
+        event(1, 1_100, entry(&data, 1234, FUNC_A, 1)),
+        event(1, 1_200, exit(&data, 1234, FUNC_A, 1, 1_100, 1_474)),
+        event(1, 2_000, exit(&data, 1234, FUNC_C, 0, 1_000, 13_250)),
+    ];
+    let options = TextOptions {
+        graph_tail: true,
+        graph_proc: true,
+        graph_overhead: false,
+        graph_abstime: true,
+        ..TextOptions::default()
+    };
+    let mut text = String::new();
+    write_trace_with(&data, "function_graph", &options, &mut text);
+    let expected = "\
+# tracer: function_graph
+#
+#     TIME        CPU  TASK/PID         DURATION                  FUNCTION CALLS
+#      |          |     |    |           |   |                     |   |   |   |
+    0.000001 |   1)   bash-1234    |               |  worker_thread() {
+    0.000001 |   1)   bash-1234    |   0.374 us    |    schedule();
+    0.000002 |   1)   bash-1234    |   12.250 us   |  } /* worker_thread */
+";
+    assert_eq!(text, expected);
+    let bare = TextOptions {
+        graph_cpu: false,
+        graph_duration: false,
+        ..TextOptions::default()
+    };
+    let mut text = String::new();
+    write_trace_with(&data, "function_graph", &bare, &mut text);
+    assert!(text.ends_with("#               FUNCTION CALLS\n#               |   |   |   |\nworker_thread() {\n  schedule();\n}\n"), "{text}");
+}
+
+#[test]
+fn print_parent_off_drops_the_caller() {
+    use hotkern_trace::output::{write_trace_with, TextOptions};
+    let mut data = trace_data(1);
+    let function = payload(
+        &data,
+        "function",
+        77,
+        0,
+        0,
+        &[
+            ("ip", &FUNC_A.to_le_bytes()),
+            ("parent_ip", &FUNC_C.to_le_bytes()),
+        ],
+    );
+    data.entries = vec![event(0, 5_000, function)];
+    let options = TextOptions {
+        print_parent: false,
+        irq_info: false,
+        ..TextOptions::default()
+    };
+    let mut text = String::new();
+    write_trace_with(&data, "function", &options, &mut text);
+    assert!(
+        text.ends_with("\n     kworker/1:2-77      [000]      0.000005: schedule\n"),
+        "{text}"
+    );
+}

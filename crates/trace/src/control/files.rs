@@ -9,9 +9,7 @@ use super::error::ControlError;
 use super::events::parse_bool;
 use super::{view, Control};
 use crate::function::{PidList, TracerKind};
-use crate::output::{
-    write_event_line, write_graph_duration, write_lost_line, write_trace, Entry, TraceData,
-};
+use crate::output::{write_graph_duration, write_lines_with, write_trace_with, TextOptions};
 use crate::ring::Mode;
 use crate::TraceOption;
 
@@ -25,7 +23,20 @@ const READ_ONLY: &[&str] = &[
     "trace_pipe",
 ];
 
-const OPTIONS: &[&str] = &["overwrite", "function-fork", "event-fork"];
+/// `options/*`, in `trace_options` order.
+pub(crate) const OPTIONS: &[&str] = &[
+    "overwrite",
+    "function-fork",
+    "event-fork",
+    "irq-info",
+    "print-parent",
+    "funcgraph-cpu",
+    "funcgraph-overhead",
+    "funcgraph-duration",
+    "funcgraph-proc",
+    "funcgraph-abstime",
+    "funcgraph-tail",
+];
 
 impl Control<'_> {
     pub(crate) fn read_file(&self, path: &str) -> Result<String, ControlError> {
@@ -43,7 +54,13 @@ impl Control<'_> {
             ["buffer_total_size_kb"] => line(&(t.buffer_size_kb() * t.cpus())),
             ["trace"] => {
                 let mut out = String::new();
-                write_trace(&view::peek(t), t.current_tracer().name(), &mut out);
+                let options = self.state.lock().text;
+                write_trace_with(
+                    &view::peek(t),
+                    t.current_tracer().name(),
+                    &options,
+                    &mut out,
+                );
                 out
             }
             ["trace_pipe"] => self.trace_pipe(),
@@ -199,12 +216,14 @@ impl Control<'_> {
     }
 
     fn option(&self, path: &str, name: &str) -> Result<bool, ControlError> {
-        match name {
-            "overwrite" => Ok(self.tracer.mode() == Mode::Overwrite),
-            "function-fork" => Ok(self.tracer.option(TraceOption::FunctionFork)),
-            "event-fork" => Ok(self.tracer.option(TraceOption::EventFork)),
-            _ => Err(ControlError::NoSuchFile(path.to_string())),
-        }
+        let text = self.state.lock().text;
+        Ok(match name {
+            "overwrite" => self.tracer.mode() == Mode::Overwrite,
+            "function-fork" => self.tracer.option(TraceOption::FunctionFork),
+            "event-fork" => self.tracer.option(TraceOption::EventFork),
+            _ => *text_option(&mut text.clone(), name)
+                .ok_or_else(|| ControlError::NoSuchFile(path.to_string()))?,
+        })
     }
 
     fn set_option(&self, path: &str, name: &str, on: bool) -> Result<(), ControlError> {
@@ -227,24 +246,31 @@ impl Control<'_> {
                 self.tracer.set_option(TraceOption::EventFork, on);
                 Ok(())
             }
-            _ => Err(ControlError::invalid(path, "no such option")),
+            _ => {
+                let mut state = self.state.lock();
+                let slot = text_option(&mut state.text, name)
+                    .ok_or_else(|| ControlError::invalid(path, "no such option"))?;
+                *slot = on;
+                Ok(())
+            }
         }
     }
 
     /// `trace_pipe`: the lines of `trace` without its header, consumed.
     fn trace_pipe(&self) -> String {
         let data = view::consume(self.tracer);
+        let options = self.state.lock().text;
         let mut out = String::new();
         if self.tracer.current_tracer() == TracerKind::FunctionGraph {
             let mut text = String::new();
-            crate::output::write_graph_trace(&data, &mut text);
+            crate::output::write_graph_trace_with(&data, &options, &mut text);
             for line in text.lines().skip_while(|l| l.starts_with('#')) {
                 out.push_str(line);
                 out.push('\n');
             }
             return out;
         }
-        write_lines(&data, &mut out);
+        write_lines_with(&data, &options, &mut out);
         out
     }
 
@@ -252,8 +278,9 @@ impl Control<'_> {
         let name = self.tracer.current_tracer().name();
         match view::snapshot(self.tracer) {
             Some(data) => {
+                let options = self.state.lock().text;
                 let mut out = String::new();
-                write_trace(&data, name, &mut out);
+                write_trace_with(&data, name, &options, &mut out);
                 out
             }
             None => alloc::format!(
@@ -318,14 +345,19 @@ impl Control<'_> {
     }
 }
 
-/// The default layout's lines (no header), as `trace_pipe` shows them.
-pub(crate) fn write_lines(data: &TraceData, out: &mut String) {
-    for entry in &data.entries {
-        match entry {
-            Entry::Event(record) => write_event_line(data, record, out),
-            Entry::Lost { cpu, count } => write_lost_line(*cpu, *count, out),
-        }
-    }
+/// The display option called `name`.
+fn text_option<'o>(options: &'o mut TextOptions, name: &str) -> Option<&'o mut bool> {
+    Some(match name {
+        "irq-info" => &mut options.irq_info,
+        "print-parent" => &mut options.print_parent,
+        "funcgraph-cpu" => &mut options.graph_cpu,
+        "funcgraph-overhead" => &mut options.graph_overhead,
+        "funcgraph-duration" => &mut options.graph_duration,
+        "funcgraph-proc" => &mut options.graph_proc,
+        "funcgraph-abstime" => &mut options.graph_abstime,
+        "funcgraph-tail" => &mut options.graph_tail,
+        _ => return None,
+    })
 }
 
 fn pid_text(list: &PidList, empty: &str) -> String {

@@ -54,6 +54,7 @@ pub(crate) struct EventSettings {
 pub(crate) struct State {
     pub(crate) events: BTreeMap<u16, EventSettings>,
     pub(crate) error_log: Vec<String>,
+    pub(crate) text: crate::output::TextOptions,
 }
 
 /// The parsed event list and the registered-event count it was built for.
@@ -85,9 +86,6 @@ pub const FILES: &[&str] = &[
     "error_log",
     "function_profile_enabled",
     "max_graph_depth",
-    "options/event-fork",
-    "options/function-fork",
-    "options/overwrite",
     "printk_formats",
     "saved_cmdlines",
     "set_event",
@@ -112,6 +110,7 @@ impl<'t> Control<'t> {
             state: lock_api::Mutex::new(State {
                 events: BTreeMap::new(),
                 error_log: Vec::new(),
+                text: crate::output::TextOptions::default(),
             }),
             catalog: lock_api::Mutex::new(None),
         }
@@ -140,6 +139,9 @@ impl<'t> Control<'t> {
     /// Every file, event and `trace_stat` files included.
     pub fn list(&self) -> Vec<String> {
         let mut files: Vec<String> = FILES.iter().map(|f| String::from(*f)).collect();
+        for option in files::OPTIONS {
+            files.push(alloc::format!("options/{option}"));
+        }
         for cpu in 0..self.tracer.cpus() {
             files.push(alloc::format!("trace_stat/function{cpu}"));
             files.push(alloc::format!("per_cpu/cpu{cpu}/stats"));

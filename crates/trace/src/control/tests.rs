@@ -393,10 +393,24 @@ fn simple_files_round_trip() {
     assert_eq!(control.read("options/overwrite").unwrap(), "0\n");
     control.write("trace_options", "overwrite").unwrap();
     control.write("trace_options", "function-fork").unwrap();
-    assert_eq!(
-        control.read("trace_options").unwrap(),
-        "overwrite\nfunction-fork\nnoevent-fork\n"
+    assert!(control
+        .read("trace_options")
+        .unwrap()
+        .starts_with("overwrite\nfunction-fork\nnoevent-fork\nirq-info\nprint-parent\n"));
+    // Display options change the text, not the data.
+    control.write("trace_marker", "opts").unwrap();
+    control.write("options/irq-info", "0").unwrap();
+    let text = control.read("trace").unwrap();
+    assert!(
+        text.contains("#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n"),
+        "{text}"
     );
+    assert!(!text.contains("irqs-off"));
+    let line = text.lines().find(|l| l.contains("opts")).unwrap();
+    assert!(line.contains("]  ") && !line.contains("....."), "{line}");
+    control.write("trace_options", "irq-info").unwrap();
+    assert!(control.read("trace").unwrap().contains("irqs-off"));
+    control.write("trace", "").unwrap();
     assert_eq!(
         control.read("set_ftrace_filter").unwrap(),
         "#### all functions enabled ####\n"

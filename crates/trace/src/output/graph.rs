@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use super::data::{Entry, Record, TraceData};
-use super::text::{write_event_body, write_lost_line};
+use super::text::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
 
 const INDENT: usize = 2;
 const PROCINFO_WIDTH: usize = 14;
@@ -95,9 +95,60 @@ struct CpuState {
 
 /// Writes the whole function_graph `trace` file.
 pub fn write_graph_trace(data: &TraceData, out: &mut String) {
+    write_graph_trace_with(data, &TextOptions::default(), out);
+}
+
+/// The two header lines, per the `funcgraph-*` options.
+fn write_graph_header(options: &TextOptions, out: &mut String) {
+    out.push('#');
+    if options.graph_abstime {
+        out.push_str("     TIME       ");
+    }
+    if options.graph_cpu {
+        out.push_str(" CPU");
+    }
+    if options.graph_proc {
+        out.push_str("  TASK/PID       ");
+    }
+    if options.graph_duration {
+        out.push_str("  DURATION   ");
+    }
+    out.push_str("               FUNCTION CALLS\n#");
+    if options.graph_abstime {
+        out.push_str("      |         ");
+    }
+    if options.graph_cpu {
+        out.push_str(" |  ");
+    }
+    if options.graph_proc {
+        out.push_str("   |    |        ");
+    }
+    if options.graph_duration {
+        out.push_str("   |   |      ");
+    }
+    out.push_str("               |   |   |   |\n");
+}
+
+/// The duration column: a duration, or blanks (`None`), unless disabled.
+fn duration_column(ns: Option<u64>, options: &TextOptions, out: &mut String) {
+    if !options.graph_duration {
+        return;
+    }
+    match ns {
+        None => out.push_str(FILL_FULL),
+        Some(ns) if options.graph_overhead => write_duration(ns, out),
+        Some(ns) => {
+            out.push_str("  ");
+            write_graph_duration(ns, out);
+            out.push_str("|  ");
+        }
+    }
+}
+
+/// [`write_graph_trace`] with display options.
+pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut String) {
     out.push_str("# tracer: function_graph\n#\n");
-    out.push_str("# CPU  DURATION                  FUNCTION CALLS\n");
-    out.push_str("# |     |   |                     |   |   |   |\n");
+    write_graph_header(options, out);
     let cpu_width = alloc::format!("{}", data.cpus.max(1) - 1).len();
     let entry_id = data.event_named("funcgraph_entry").map(|e| e.id);
     let exit_id = data.event_named("funcgraph_exit").map(|e| e.id);
@@ -127,7 +178,17 @@ pub fn write_graph_trace(data: &TraceData, out: &mut String) {
         };
         let state = cpus.entry(record.cpu).or_default();
         write_pid_change(data, record, state, cpu_width, out);
-        let _ = write!(out, " {:>cpu_width$}) ", record.cpu);
+        if options.graph_abstime {
+            let (secs, micros) = split_timestamp(record.timestamp_ns);
+            let _ = write!(out, "{secs:5}.{micros:06} |  ");
+        }
+        if options.graph_cpu {
+            let _ = write!(out, " {:>cpu_width$}) ", record.cpu);
+        }
+        if options.graph_proc {
+            write_proc(data, record.pid(), out);
+            out.push_str(" | ");
+        }
         let id = Some(record.event_id());
         let func = data.field_value(record, "func").unwrap_or(0);
         let depth = data.field_value(record, "depth").unwrap_or(0) as i64;
@@ -147,14 +208,14 @@ pub fn write_graph_trace(data: &TraceData, out: &mut String) {
                 Some((n, exit)) => {
                     skip[n] = true;
                     state.depth = depth - 1;
-                    write_duration(call_duration(data, exit), out);
+                    duration_column(Some(call_duration(data, exit)), options, out);
                     indent(depth, out);
                     let _ = writeln!(out, "{name}();");
                 }
                 None => {
                     state.depth = depth;
                     state.entered.insert(depth as u64, func);
-                    out.push_str(FILL_FULL);
+                    duration_column(None, options, out);
                     indent(depth, out);
                     let _ = writeln!(out, "{name}() {{");
                 }
@@ -162,21 +223,21 @@ pub fn write_graph_trace(data: &TraceData, out: &mut String) {
         } else if id == exit_id {
             let matched = state.entered.remove(&(depth as u64)) == Some(func);
             state.depth = depth - 1;
-            write_duration(call_duration(data, record), out);
+            duration_column(Some(call_duration(data, record)), options, out);
             indent(depth, out);
-            if matched {
+            if matched && !options.graph_tail {
                 out.push_str("}\n");
             } else {
                 let _ = writeln!(out, "}} /* {name} */");
             }
         } else {
-            out.push_str(FILL_FULL);
+            duration_column(None, options, out);
             if state.depth > 0 {
                 indent(state.depth + 1, out);
             }
             out.push_str("/* ");
             let mut body = String::new();
-            write_event_body(data, record, &mut body);
+            write_event_body_with(data, record, options, &mut body);
             out.push_str(body.trim_end_matches('\n'));
             out.push_str(" */\n");
         }

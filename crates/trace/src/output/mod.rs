@@ -18,12 +18,15 @@ pub mod tracedat;
 
 pub use data::{Entry, Record, TraceData};
 pub use format::{read_int, read_str, EventDescription, FormatError, FormatField};
-pub use graph::{duration_mark, write_duration, write_graph_duration, write_graph_trace};
+pub use graph::{
+    duration_mark, write_duration, write_graph_duration, write_graph_trace, write_graph_trace_with,
+};
 pub use json::{write_chrome_json, write_json_string};
 pub use printf::{render_binary, write_raw_fields, PrintFormat};
 pub use report::write_report;
 pub use symbols::{Comms, Symbols};
 pub use text::{
-    flag, latency_flags, split_timestamp, write_default_header, write_event_body, write_event_line,
-    write_lost_line, write_trace,
+    flag, latency_flags, split_timestamp, write_default_header, write_default_header_with,
+    write_event_body, write_event_body_with, write_event_line, write_event_line_with,
+    write_lines_with, write_lost_line, write_trace, write_trace_with, TextOptions,
 };

@@ -29,6 +29,43 @@ pub mod flag {
     pub const BH_OFF: u8 = 0x80;
 }
 
+/// ftrace's display options (`options/<name>`) that change the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextOptions {
+    /// `irq-info`: the five latency columns of the default layout.
+    pub irq_info: bool,
+    /// `print-parent`: `func <-parent` for the function tracer.
+    pub print_parent: bool,
+    /// `funcgraph-cpu`: the `N)` CPU column.
+    pub graph_cpu: bool,
+    /// `funcgraph-overhead`: the duration markers (`+`, `!`, `#` …).
+    pub graph_overhead: bool,
+    /// `funcgraph-duration`: the duration column.
+    pub graph_duration: bool,
+    /// `funcgraph-proc`: the task column.
+    pub graph_proc: bool,
+    /// `funcgraph-abstime`: the time stamp column.
+    pub graph_abstime: bool,
+    /// `funcgraph-tail`: name the function at every closing brace.
+    pub graph_tail: bool,
+}
+
+impl Default for TextOptions {
+    /// ftrace's defaults.
+    fn default() -> Self {
+        TextOptions {
+            irq_info: true,
+            print_parent: true,
+            graph_cpu: true,
+            graph_overhead: true,
+            graph_duration: true,
+            graph_proc: false,
+            graph_abstime: false,
+            graph_tail: false,
+        }
+    }
+}
+
 /// The five latency columns (`irqs-off`, `need-resched`, `hardirq/softirq`,
 /// `preempt-depth`, `migrate-disable`).
 ///
@@ -98,6 +135,16 @@ pub fn split_timestamp(ns: u64) -> (u64, u64) {
 /// Writes the text of an event after the context columns: `func <-parent`
 /// for the function tracer, `name: body` for everything else.
 pub fn write_event_body(data: &TraceData, record: &Record, out: &mut String) {
+    write_event_body_with(data, record, &TextOptions::default(), out);
+}
+
+/// [`write_event_body`] with display options.
+pub fn write_event_body_with(
+    data: &TraceData,
+    record: &Record,
+    options: &TextOptions,
+    out: &mut String,
+) {
     let Some(event) = data.event(record.event_id()) else {
         let _ = write!(out, "Unknown event id {}", record.event_id());
         return;
@@ -113,7 +160,7 @@ pub fn write_event_body(data: &TraceData, record: &Record, out: &mut String) {
     match (event.system.as_str(), event.name.as_str()) {
         ("ftrace", "function") => {
             out.push_str(&symbol(field("ip").unwrap_or(0)));
-            if let Some(parent) = field("parent_ip").filter(|&p| p != 0) {
+            if let Some(parent) = field("parent_ip").filter(|&p| p != 0 && options.print_parent) {
                 out.push_str(" <-");
                 out.push_str(&symbol(parent));
             }
@@ -151,18 +198,29 @@ pub fn write_event_body(data: &TraceData, record: &Record, out: &mut String) {
 
 /// Writes one line of the default layout.
 pub fn write_event_line(data: &TraceData, record: &Record, out: &mut String) {
+    write_event_line_with(data, record, &TextOptions::default(), out);
+}
+
+/// [`write_event_line`] with display options.
+pub fn write_event_line_with(
+    data: &TraceData,
+    record: &Record,
+    options: &TextOptions,
+    out: &mut String,
+) {
     let (secs, micros) = split_timestamp(record.timestamp_ns);
     let _ = write!(
         out,
-        "{:>16}-{:<7} [{:03}] {} {:5}.{:06}: ",
+        "{:>16}-{:<7} [{:03}] ",
         data.comms.get(record.pid()),
         record.pid(),
-        record.cpu,
-        latency_flags(record.flags(), record.preempt_count()),
-        secs,
-        micros
+        record.cpu
     );
-    write_event_body(data, record, out);
+    if options.irq_info {
+        out.push_str(&latency_flags(record.flags(), record.preempt_count()));
+    }
+    let _ = write!(out, " {secs:5}.{micros:06}: ");
+    write_event_body_with(data, record, options, out);
     if !out.ends_with('\n') {
         out.push('\n');
     }
@@ -170,6 +228,16 @@ pub fn write_event_line(data: &TraceData, record: &Record, out: &mut String) {
 
 /// The header of the default layout (with the `irq-info` columns).
 pub fn write_default_header(data: &TraceData, tracer: &str, out: &mut String) {
+    write_default_header_with(data, tracer, &TextOptions::default(), out);
+}
+
+/// [`write_default_header`] with display options.
+pub fn write_default_header_with(
+    data: &TraceData,
+    tracer: &str,
+    options: &TextOptions,
+    out: &mut String,
+) {
     let _ = write!(
         out,
         "# tracer: {tracer}\n#\n# entries-in-buffer/entries-written: {}/{}   #P:{}\n#\n",
@@ -177,6 +245,13 @@ pub fn write_default_header(data: &TraceData, tracer: &str, out: &mut String) {
         data.entries_written.max(data.event_count() as u64),
         data.cpus
     );
+    if !options.irq_info {
+        out.push_str(
+            "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n\
+#              | |         |         |         |\n",
+        );
+        return;
+    }
     out.push_str(
         "#                                _-----=> irqs-off/BH-disabled\n\
 #                               / _----=> need-resched\n\
@@ -191,14 +266,24 @@ pub fn write_default_header(data: &TraceData, tracer: &str, out: &mut String) {
 
 /// Writes the whole `trace` file for `tracer`.
 pub fn write_trace(data: &TraceData, tracer: &str, out: &mut String) {
+    write_trace_with(data, tracer, &TextOptions::default(), out);
+}
+
+/// [`write_trace`] with display options.
+pub fn write_trace_with(data: &TraceData, tracer: &str, options: &TextOptions, out: &mut String) {
     if tracer == "function_graph" {
-        super::graph::write_graph_trace(data, out);
+        super::graph::write_graph_trace_with(data, options, out);
         return;
     }
-    write_default_header(data, tracer, out);
+    write_default_header_with(data, tracer, options, out);
+    write_lines_with(data, options, out);
+}
+
+/// The lines of the default layout without the header (`trace_pipe`).
+pub fn write_lines_with(data: &TraceData, options: &TextOptions, out: &mut String) {
     for entry in &data.entries {
         match entry {
-            Entry::Event(record) => write_event_line(data, record, out),
+            Entry::Event(record) => write_event_line_with(data, record, options, out),
             Entry::Lost { cpu, count } => write_lost_line(*cpu, *count, out),
         }
     }
