@@ -1,0 +1,116 @@
+//! A live tracer, driven through the control files, saved as trace.dat and
+//! read back: our page decoder agrees with the recorder's, event for event,
+//! and (when trace-cmd is installed) so does the real `trace-cmd report`.
+
+use hotkern_trace::control::{view, Control};
+use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
+use hotkern_trace::output::{write_report, Entry};
+use hotkern_trace::{Record, TraceConfig, Tracer};
+
+hotkern_trace::define_event! {
+    /// A unit of work.
+    pub rt_work in roundtrip {
+        item: u32,
+        cost: u64,
+        tag: [u8; 8],
+    }
+    print "item=%u cost=%llu tag=%s", item, cost, tag
+}
+
+mod funcs {
+    #[hotkern_trace::function]
+    pub fn rt_outer(n: u64) -> u64 {
+        rt_inner(n) + rt_inner(n + 1)
+    }
+
+    #[hotkern_trace::function]
+    pub fn rt_inner(n: u64) -> u64 {
+        super::rt_work::trace(n as u32, n * 3, *b"inner\0\0\0");
+        std::hint::black_box(n * 2)
+    }
+}
+
+#[test]
+fn live_trace_survives_trace_dat_event_for_event() {
+    hotkern_trace::event::register(&rt_work::EVENT);
+    let tracer = Tracer::with_threads(TraceConfig::small(), 3)
+        .and_then(Tracer::install)
+        .unwrap();
+    let control = Control::new(tracer);
+    control.write("current_tracer", "function_graph").unwrap();
+    control
+        .write("set_ftrace_filter", "rt_*:mod:live_roundtrip::funcs")
+        .unwrap();
+    control.write("set_event", "roundtrip:rt_work").unwrap();
+    control
+        .write("events/roundtrip/rt_work/filter", "item != 7")
+        .unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..2u64 {
+            scope.spawn(move || {
+                for n in 0..40 {
+                    funcs::rt_outer(t * 100 + n);
+                }
+            });
+        }
+    });
+    control.write("tracing_on", "0").unwrap();
+    let pages = view::drain_pages(tracer);
+    tracer.uninstall();
+
+    // The recorder's own decoding of the same pages.
+    let mut theirs: Vec<Record> = Vec::new();
+    for (cpu, bytes) in pages.iter().enumerate() {
+        for page in bytes.chunks(hotkern_trace::ring::PAGE_SIZE) {
+            let page: &[u8; hotkern_trace::ring::PAGE_SIZE] = page.try_into().unwrap();
+            theirs.extend(Record::from_page(cpu, page));
+        }
+    }
+    hotkern_trace::tracer::record::merge(&mut theirs);
+
+    let file = view::trace_dat(tracer, pages);
+    let bytes = write_trace_dat(&file);
+    let data = read_trace_dat(&bytes).unwrap().to_trace_data().unwrap();
+    let ours: Vec<(usize, u64, Vec<u8>)> = data
+        .entries
+        .iter()
+        .map(|e| match e {
+            Entry::Event(r) => (r.cpu as usize, r.timestamp_ns, r.payload.clone()),
+            Entry::Lost { .. } => panic!("nothing was lost"),
+        })
+        .collect();
+    assert_eq!(ours.len(), theirs.len());
+    // 2 threads × 40 × (outer + 2 inner) entry/exit pairs, plus the events
+    // that passed the filter (item 7 comes up twice, both in thread 0).
+    let work = ours
+        .iter()
+        .filter(|(_, _, p)| u16::from_le_bytes([p[0], p[1]]) == rt_work::EVENT.id())
+        .count();
+    assert_eq!(ours.len(), 2 * 40 * 3 * 2 + work);
+    assert_eq!(work, 2 * 40 * 2 - 2);
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!((a.0, a.1), (b.cpu, b.timestamp_ns));
+        assert_eq!(
+            &a.2[..b.payload.len().min(a.2.len())],
+            &b.payload[..b.payload.len().min(a.2.len())]
+        );
+    }
+
+    let mut report = String::new();
+    write_report(&data, true, &mut report);
+    assert!(
+        report.contains("rt_work:              item=8 cost=24 tag=inner\n"),
+        "{report}"
+    );
+    let path = std::env::temp_dir().join(format!("hotkern-live-{}.dat", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let output = std::process::Command::new("trace-cmd")
+        .args(["report", "-N", "-t"])
+        .arg(&path)
+        .output();
+    let _ = std::fs::remove_file(&path);
+    if let Ok(output) = output {
+        assert!(output.status.success());
+        assert_eq!(String::from_utf8(output.stdout).unwrap(), report);
+    }
+}
