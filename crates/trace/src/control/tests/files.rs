@@ -1,0 +1,155 @@
+//! Top-level files and the `trace` text.
+
+use super::*;
+
+#[test]
+fn simple_files_round_trip() {
+    let tracer = Tracer::with_threads(TraceConfig::small(), 2).unwrap();
+    let control = Control::new(&tracer);
+    assert_eq!(
+        control.read("available_tracers").unwrap(),
+        "hwlat function_graph function nop\n"
+    );
+    control.write("current_tracer", "function\n").unwrap();
+    assert_eq!(control.read("current_tracer").unwrap(), "function\n");
+    control.write("buffer_size_kb", "128").unwrap();
+    let kb: usize = control
+        .read("buffer_size_kb")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(kb >= 128);
+    assert_eq!(
+        control.read("buffer_total_size_kb").unwrap(),
+        alloc::format!("{}\n", kb * 2)
+    );
+    control.write("set_ftrace_pid", "10 11").unwrap();
+    control.append("set_ftrace_pid", "12").unwrap();
+    assert_eq!(control.read("set_ftrace_pid").unwrap(), "10\n11\n12\n");
+    control.write("set_ftrace_pid", "").unwrap();
+    assert_eq!(control.read("set_ftrace_pid").unwrap(), "no pid\n");
+    control.write("max_graph_depth", "3").unwrap();
+    assert_eq!(control.read("max_graph_depth").unwrap(), "3\n");
+    control.write("options/overwrite", "0").unwrap();
+    assert_eq!(control.read("options/overwrite").unwrap(), "0\n");
+    control.write("trace_options", "overwrite").unwrap();
+    control.write("trace_options", "function-fork").unwrap();
+    assert!(control
+        .read("trace_options")
+        .unwrap()
+        .starts_with("overwrite\nfunction-fork\nnoevent-fork\nirq-info\nprint-parent\n"));
+    // Display options change the text, not the data.
+    control.write("trace_marker", "opts").unwrap();
+    control.write("options/irq-info", "0").unwrap();
+    let text = control.read("trace").unwrap();
+    assert!(
+        text.contains("#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n"),
+        "{text}"
+    );
+    assert!(!text.contains("irqs-off"));
+    let line = text.lines().find(|l| l.contains("opts")).unwrap();
+    assert!(line.contains("]  ") && !line.contains("....."), "{line}");
+    control.write("trace_options", "irq-info").unwrap();
+    assert!(control.read("trace").unwrap().contains("irqs-off"));
+    control.write("trace", "").unwrap();
+    assert_eq!(
+        control.read("set_ftrace_filter").unwrap(),
+        "#### all functions enabled ####\n"
+    );
+    assert!(control
+        .read("snapshot")
+        .unwrap()
+        .contains("* Snapshot is freed *"));
+    control.write("trace_marker", "before snapshot").unwrap();
+    control.write("snapshot", "1").unwrap();
+    assert!(control
+        .read("snapshot")
+        .unwrap()
+        .contains("tracing_mark_write: before snapshot\n"));
+    assert!(!control.read("trace").unwrap().contains("before snapshot"));
+    control.write("snapshot", "0").unwrap();
+    assert!(control
+        .read("snapshot")
+        .unwrap()
+        .contains("* Snapshot is freed *"));
+    assert_eq!(control.read("trace_marker").unwrap_err().errno(), "EINVAL");
+    assert_eq!(
+        control.read("/sys/kernel/tracing/tracing_on").unwrap(),
+        "1\n"
+    );
+    assert!(control
+        .read("trace_stat/function0")
+        .unwrap()
+        .starts_with("  Function "));
+    assert!(control
+        .read("per_cpu/cpu1/stats")
+        .unwrap()
+        .starts_with("entries: "));
+    assert!(control
+        .read("events/ftrace/function/format")
+        .unwrap()
+        .starts_with("name: function\nID: 1\n"));
+    assert_eq!(control.read("events/ftrace/function/id").unwrap(), "1\n");
+    assert_eq!(
+        control
+            .write("events/ftrace/function/enable", "1")
+            .unwrap_err()
+            .errno(),
+        "ENOENT"
+    );
+    let files = control.list();
+    assert!(
+        files
+            .iter()
+            .any(|f| f == "events/ctltest/ctl_request/trigger")
+            || files.len() > 20
+    );
+    for file in files {
+        if file != "trace_pipe" {
+            // Every listed file can be read (trace_marker is write-only).
+            let result = control.read(&file);
+            assert!(
+                result.is_ok() || file == "trace_marker",
+                "{file}: {result:?}"
+            );
+        }
+    }
+    let _ = vec![0u8];
+}
+
+#[test]
+fn trace_text_has_ftrace_header_and_lines() {
+    let tracer = Tracer::with_threads(TraceConfig::small(), 2).unwrap();
+    let control = Control::new(&tracer);
+    control.write("trace_marker", "one").unwrap();
+    control.write("trace_marker", "two\n").unwrap();
+    let text = control.read("trace").unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "# tracer: nop");
+    assert_eq!(lines[2], "# entries-in-buffer/entries-written: 2/2   #P:2");
+    assert_eq!(
+        lines[10],
+        "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION"
+    );
+    assert_eq!(
+        lines[11],
+        "#              | |         |   |||||     |         |"
+    );
+    assert!(
+        lines[12].ends_with(": tracing_mark_write: one"),
+        "{}",
+        lines[12]
+    );
+    assert!(
+        lines[13].ends_with(": tracing_mark_write: two"),
+        "{}",
+        lines[13]
+    );
+    assert_eq!(lines.len(), 14);
+    control.write("trace", "").unwrap();
+    assert!(control
+        .read("trace")
+        .unwrap()
+        .contains("entries-in-buffer/entries-written: 0/"));
+}

@@ -1,0 +1,132 @@
+//! Function-tracer files: filters, profiling, stack triggers.
+
+use super::*;
+
+mod ctl_funcs {
+    #[crate::function]
+    pub fn read_page(n: u64) -> u64 {
+        read_block(n) + 1
+    }
+
+    #[crate::function]
+    pub fn read_block(n: u64) -> u64 {
+        core::hint::black_box(n * 3)
+    }
+
+    #[crate::function]
+    pub fn write_page(n: u64) -> u64 {
+        core::hint::black_box(n ^ 5)
+    }
+
+    pub mod net {
+        #[crate::function]
+        pub fn send_packet(n: u64) -> u64 {
+            core::hint::black_box(n + 7)
+        }
+    }
+}
+
+fn touch_functions() {
+    ctl_funcs::read_page(1);
+    ctl_funcs::write_page(1);
+    ctl_funcs::net::send_packet(1);
+}
+
+#[test]
+fn ftrace_filter_globs_modules_negation_and_append() {
+    let tracer = installed();
+    touch_functions();
+    let control = Control::new(tracer);
+    let module = "hotkern_trace::control::tests::functions::ctl_funcs";
+    let mine = |control: &Control<'_>| -> Vec<String> {
+        let text = control.read("set_ftrace_filter").unwrap();
+        text.lines()
+            .filter(|l| ["read_page", "read_block", "write_page", "send_packet"].contains(l))
+            .map(String::from)
+            .collect()
+    };
+    control.write("set_ftrace_filter", "read_*").unwrap();
+    assert_eq!(mine(&control), ["read_block", "read_page"]);
+    control.append("set_ftrace_filter", "!read_b*").unwrap();
+    assert_eq!(mine(&control), ["read_page"]);
+    control.append("set_ftrace_filter", "*_page").unwrap();
+    assert_eq!(mine(&control), ["read_page", "write_page"]);
+    control
+        .write("set_ftrace_filter", &alloc::format!("*:mod:{module}::net"))
+        .unwrap();
+    assert_eq!(mine(&control), ["send_packet"]);
+    control
+        .write("set_ftrace_filter", &alloc::format!("*:mod:!{module}::net"))
+        .unwrap();
+    let selected = mine(&control);
+    assert!(
+        selected.contains(&"read_page".to_string())
+            && !selected.contains(&"send_packet".to_string())
+    );
+    control.write("set_ftrace_notrace", "write_*").unwrap();
+    assert!(!mine(&control).contains(&"write_page".to_string()));
+    assert_eq!(control.read("set_ftrace_notrace").unwrap(), "write_*\n");
+    control.write("set_ftrace_filter", "").unwrap();
+    assert_eq!(
+        control.read("set_ftrace_filter").unwrap(),
+        "#### all functions enabled ####\n"
+    );
+    assert!(control
+        .read("available_filter_functions")
+        .unwrap()
+        .contains("send_packet\n"));
+    tracer.uninstall();
+}
+
+#[test]
+fn function_profile_fills_trace_stat() {
+    let tracer = installed();
+    let control = Control::new(tracer);
+    control
+        .write(
+            "set_ftrace_filter",
+            ":mod:hotkern_trace::control::tests::functions::ctl_funcs",
+        )
+        .unwrap();
+    control.write("current_tracer", "function").unwrap();
+    control.write("function_profile_enabled", "1").unwrap();
+    for n in 0..5 {
+        ctl_funcs::read_page(n);
+    }
+    let mut table = String::new();
+    for cpu in 0..tracer.cpus() {
+        table.push_str(
+            &control
+                .read(&alloc::format!("trace_stat/function{cpu}"))
+                .unwrap(),
+        );
+    }
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("read_page "))
+        .unwrap_or_else(|| panic!("{table}"));
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(columns[1], "5", "{row}");
+    assert_eq!(columns[3], "us", "{row}");
+    // The function tracer wrote one `function` line per call.
+    let text = control.read("trace").unwrap();
+    assert!(text.contains(": read_block <-read_page\n"), "{text}");
+    assert!(text.starts_with("# tracer: function\n"));
+    tracer.uninstall();
+}
+
+#[test]
+fn stacktrace_trigger_records_the_callers() {
+    let tracer = installed();
+    let control = Control::new(tracer);
+    control
+        .write("events/ctltest/ctl_reply/trigger", "stacktrace:1")
+        .unwrap();
+    ctl_reply::trace(3);
+    ctl_reply::trace(4);
+    let text = control.read("trace").unwrap();
+    assert_eq!(text.matches("<stack trace>").count(), 1, "{text}");
+    #[cfg(feature = "std")]
+    assert!(text.contains(" => "), "{text}");
+    tracer.uninstall();
+}
