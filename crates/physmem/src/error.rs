@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::types::{Pfn, PageCount};
+use crate::types::{PageCount, Pfn};
 
 /// Why a physmem operation was refused; the state is exactly as before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,11 +64,9 @@ impl fmt::Display for PhysmemError {
                 "range overlaps the segment [{}, {})",
                 existing_start.0, existing_end.0
             ),
-            PhysmemError::NotInOneSegment { pfn, npages } => write!(
-                f,
-                "{} from {} do not lie inside one segment",
-                npages, pfn
-            ),
+            PhysmemError::NotInOneSegment { pfn, npages } => {
+                write!(f, "{} from {} do not lie inside one segment", npages, pfn)
+            }
             PhysmemError::LastSegment => write!(f, "cannot remove the last segment"),
             PhysmemError::StorageFull => write!(f, "segment storage is full"),
             PhysmemError::DescriptorAllocation => {

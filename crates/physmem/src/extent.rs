@@ -164,7 +164,16 @@ impl<S: RegionStore> Extent<S> {
         if size > 0 {
             // An empty store always has room for one region unless its
             // capacity is zero, in which case the extent is simply full.
-            if store.insert(0, Region { start: 0, len: size }).is_err() {
+            if store
+                .insert(
+                    0,
+                    Region {
+                        start: 0,
+                        len: size,
+                    },
+                )
+                .is_err()
+            {
                 return Extent {
                     size,
                     free_units: 0,

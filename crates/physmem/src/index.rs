@@ -1,24 +1,34 @@
 //! The published index: an immutable snapshot of all segments that readers
-//! search without locks. A write builds a new one and retires the old.
+//! search without locks.
 //!
 //! Lookup is direct-indexed, so its cost does not grow with fragmentation:
-//! the frame number picks a *section* (2^15 frames, 128 MiB, as Linux's
-//! SPARSEMEM), the section picks a *block* of its own size, and the block
-//! names the first run (segment) that can hold any of its frames. Each
-//! section chooses its block size so that at most [`MAX_SCAN`] runs are
-//! looked at, so a lookup is three dependent loads and a short scan whether
-//! there are 32 segments or 80,000. Sections with one run have one block.
+//! the frame number picks a *section* (2^9 frames, 2 MiB, Linux's sub-section
+//! size) in a flat table,
+//! the section picks a *block* of its own size, and the block names the first
+//! run (segment) that can hold any of its frames. Each section chooses its
+//! block size so that at most [`MAX_SCAN`] runs are looked at, so a lookup is
+//! four dependent loads and a short scan whether there are 32 segments or
+//! 80,000.
+//!
+//! Sections are separate allocations shared between successive indexes: a
+//! write rebuilds only the sections its segments overlap, copies the section
+//! table (one pointer per section) and the slot table, and retires what it
+//! replaced. Readers of untouched sections keep their caches warm, and a
+//! write costs O(sections + slots) copying plus O(runs in the touched
+//! sections), not a rebuild of everything.
 
 use alloc::boxed::Box;
+use alloc::vec;
 use alloc::vec::Vec;
+use core::ptr;
 
 use crate::sync::{AtomicU64, Ordering};
 use crate::types::{FreeList, SegmentHandle};
 
 /// log2 of frames per section, unless the address span needs larger ones.
-pub(crate) const SECTION_SHIFT: u32 = 15;
+pub(crate) const SECTION_SHIFT: u32 = 9;
 /// Most sections in a table; wider spans get larger sections.
-const MAX_SECTIONS: u64 = 1 << 20;
+const MAX_SECTIONS: u64 = 1 << 16;
 /// Most runs one lookup examines.
 pub(crate) const MAX_SCAN: usize = 2;
 
@@ -45,31 +55,11 @@ pub(crate) struct Detail {
     pub(crate) avail_start: u64,
     pub(crate) avail_end: u64,
     pub(crate) free_list: FreeList,
+    /// Every section a segment spans has a copy; the writer sets them all.
     pub(crate) start_hint: AtomicU64,
 }
 
-impl Detail {
-    #[inline]
-    fn copy(&self) -> Detail {
-        Detail {
-            avail_start: self.avail_start,
-            avail_end: self.avail_end,
-            free_list: self.free_list,
-            start_hint: AtomicU64::new(self.start_hint.load(Ordering::Relaxed)),
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Section {
-    first_block: u32,
-    /// Blocks past the section's last run are not stored: lookups there
-    /// clamp to the last block and end their scan after the run it names.
-    last_block: u32,
-    block_shift: u32,
-}
-
-/// What a write hands to [`Index::build`] for each segment.
+/// What a write hands to the index for each segment.
 pub(crate) struct Entry<P> {
     pub(crate) run: Run<P>,
     pub(crate) avail_start: u64,
@@ -78,241 +68,106 @@ pub(crate) struct Entry<P> {
     pub(crate) start_hint: u64,
 }
 
-struct Buffers<P> {
-    sections: Vec<Section>,
-    blocks: Vec<u32>,
-    runs: Vec<Run<P>>,
-    details: Vec<Detail>,
-    slot_runs: Vec<u32>,
+impl<P> Clone for Entry<P> {
+    fn clone(&self) -> Self {
+        Entry {
+            run: self.run,
+            avail_start: self.avail_start,
+            avail_end: self.avail_end,
+            free_list: self.free_list,
+            start_hint: self.start_hint,
+        }
+    }
 }
 
-pub(crate) struct Index<P> {
-    shift: u32,
-    base: u64,
-    sections: Vec<Section>,
+/// The runs overlapping one section, and the block table into them.
+pub(crate) struct Section<P> {
+    start: u64,
+    block_shift: u32,
+    /// Blocks past the section's last run are not stored: lookups there
+    /// clamp to the last block and end their scan after the run it names.
+    last_block: u32,
     blocks: Vec<u32>,
     /// Sorted by start, followed by a sentinel that ends every scan.
     runs: Vec<Run<P>>,
     details: Vec<Detail>,
-    /// Slot → run index, `u32::MAX` when the slot is free.
-    slot_runs: Vec<u32>,
+    /// Under loom, every read touches this cell and drop writes it, so the
+    /// model reports any section freed while a reader can still use it.
+    #[cfg(loom)]
+    alive: loom::cell::UnsafeCell<()>,
 }
 
-// SAFETY: the raw descriptor pointers are shared references to `P`s that the
-// index's owner keeps alive; an index is only read once published.
-unsafe impl<P: Sync> Send for Index<P> {}
-unsafe impl<P: Sync> Sync for Index<P> {}
-
-const NO_RUN: u32 = u32::MAX;
-
-impl<P> Index<P> {
-    /// Builds the index of `entries`, sorted by start and disjoint.
-    /// Takes the vectors of a reclaimed index, emptied, so that a write
-    /// reuses warm memory instead of faulting in fresh pages.
-    fn buffers(spare: Option<Box<Index<P>>>) -> Buffers<P> {
-        match spare {
-            Some(index) => {
-                let Index {
-                    mut sections,
-                    mut blocks,
-                    mut runs,
-                    mut details,
-                    mut slot_runs,
-                    ..
-                } = *index;
-                sections.clear();
-                blocks.clear();
-                runs.clear();
-                details.clear();
-                slot_runs.clear();
-                Buffers { sections, blocks, runs, details, slot_runs }
-            }
-            None => Buffers {
-                sections: Vec::new(),
-                blocks: Vec::new(),
-                runs: Vec::new(),
-                details: Vec::new(),
-                slot_runs: Vec::new(),
-            },
-        }
+#[cfg(loom)]
+impl<P> Drop for Section<P> {
+    fn drop(&mut self) {
+        self.alive.with_mut(|_| ());
     }
+}
 
-    pub(crate) fn build(entries: Vec<Entry<P>>, slot_count: usize, spare: Option<Box<Index<P>>>) -> Self {
-        let count = entries.len();
-        let Buffers {
-            mut sections,
-            mut blocks,
-            mut runs,
-            mut details,
-            mut slot_runs,
-        } = Self::buffers(spare);
-        runs.reserve(count + 1);
-        details.reserve(count);
-        slot_runs.resize(slot_count, NO_RUN);
-        for (i, entry) in entries.into_iter().enumerate() {
-            slot_runs[entry.run.slot as usize] = i as u32;
-            details.push(Detail {
-                avail_start: entry.avail_start,
-                avail_end: entry.avail_end,
-                free_list: entry.free_list,
-                start_hint: AtomicU64::new(entry.start_hint),
-            });
-            runs.push(entry.run);
+const NO_START: u64 = u64::MAX;
+
+fn sentinel<P>() -> Run<P> {
+    Run {
+        start: u64::MAX,
+        end: u64::MAX,
+        pages: ptr::null(),
+        slot: u32::MAX,
+        generation: 0,
+    }
+}
+
+impl<P> Section<P> {
+    /// The section of `1 << shift` frames from `start`, holding `entries`
+    /// (sorted, disjoint, each overlapping the section).
+    fn build(start: u64, shift: u32, entries: &[Entry<P>]) -> Self {
+        let end = start + (1 << shift);
+        let mut runs: Vec<Run<P>> = entries.iter().map(|e| e.run).collect();
+        let details = entries
+            .iter()
+            .map(|e| Detail {
+                avail_start: e.avail_start,
+                avail_end: e.avail_end,
+                free_list: e.free_list,
+                start_hint: AtomicU64::new(e.start_hint),
+            })
+            .collect();
+        let block_shift = Self::block_shift(&runs, start, shift);
+        let covered_end = runs.last().map_or(start + 1, |r| r.end.min(end));
+        let block_count = ((covered_end - start - 1) >> block_shift) + 1;
+        // Block k names the first run ending after the block's start:
+        // run i covers the blocks starting in [end of run i-1, end of run i).
+        let mut blocks = vec![runs.len() as u32; block_count as usize];
+        let mut block = 0u64;
+        for (i, run) in runs.iter().enumerate() {
+            let run_end = run.end.min(start + (block_count << block_shift));
+            let upto = (run_end - start).div_ceil(1 << block_shift);
+            if upto > block {
+                blocks[block as usize..upto as usize].fill(i as u32);
+                block = upto;
+            }
         }
-        let (shift, base) = Self::tables(&runs, &mut sections, &mut blocks);
-        runs.push(Self::sentinel());
-        Index {
-            shift,
-            base,
-            sections,
+        runs.push(sentinel());
+        Section {
+            start,
+            block_shift,
+            last_block: (block_count - 1) as u32,
             blocks,
             runs,
             details,
-            slot_runs,
+            #[cfg(loom)]
+            alive: loom::cell::UnsafeCell::new(()),
         }
-    }
-
-    /// A copy of this index with runs `[at, at + remove)` replaced by
-    /// `insert` (sorted, fitting in that place): the common write, done with
-    /// bulk copies instead of a rebuild from the writer's records.
-    pub(crate) fn splice(
-        &self,
-        at: usize,
-        remove: usize,
-        insert: Vec<Entry<P>>,
-        slot_count: usize,
-        spare: Option<Box<Index<P>>>,
-    ) -> Self {
-        let old_len = self.len();
-        let tail = at + remove;
-        debug_assert!(tail <= old_len);
-        let added = insert.len();
-        let count = old_len - remove + added;
-        let Buffers {
-            mut sections,
-            mut blocks,
-            mut runs,
-            mut details,
-            mut slot_runs,
-        } = Self::buffers(spare);
-        runs.reserve(count + 1);
-        details.reserve(count);
-        runs.extend_from_slice(&self.runs[..at]);
-        details.extend(self.details[..at].iter().map(Detail::copy));
-        slot_runs.extend_from_slice(&self.slot_runs);
-        slot_runs.resize(slot_count, NO_RUN);
-        for run in &self.runs[at..tail] {
-            slot_runs[run.slot as usize] = NO_RUN;
-        }
-        // Runs after the replaced ones move by the difference in count.
-        if added != remove {
-            for index in slot_runs.iter_mut() {
-                if *index != NO_RUN && *index as usize >= tail {
-                    *index = (*index as usize + added - remove) as u32;
-                }
-            }
-        }
-        for (k, entry) in insert.into_iter().enumerate() {
-            slot_runs[entry.run.slot as usize] = (at + k) as u32;
-            details.push(Detail {
-                avail_start: entry.avail_start,
-                avail_end: entry.avail_end,
-                free_list: entry.free_list,
-                start_hint: AtomicU64::new(entry.start_hint),
-            });
-            runs.push(entry.run);
-        }
-        runs.extend_from_slice(&self.runs[tail..old_len]);
-        details.extend(self.details[tail..old_len].iter().map(Detail::copy));
-        let (shift, base) = Self::tables(&runs, &mut sections, &mut blocks);
-        runs.push(Self::sentinel());
-        Index {
-            shift,
-            base,
-            sections,
-            blocks,
-            runs,
-            details,
-            slot_runs,
-        }
-    }
-
-    /// Index of the first run starting at or after `start`.
-    pub(crate) fn position(&self, start: u64) -> usize {
-        self.runs[..self.len()].partition_point(|r| r.start < start)
-    }
-
-    fn sentinel() -> Run<P> {
-        Run {
-            start: u64::MAX,
-            end: u64::MAX,
-            pages: core::ptr::null(),
-            slot: NO_RUN,
-            generation: 0,
-        }
-    }
-
-    fn tables(runs: &[Run<P>], sections: &mut Vec<Section>, blocks: &mut Vec<u32>) -> (u32, u64) {
-        let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
-            return (SECTION_SHIFT, 0);
-        };
-        let (low, high) = (first.start, last.end - 1);
-        let mut shift = SECTION_SHIFT;
-        while (high >> shift) - (low >> shift) + 1 > MAX_SECTIONS {
-            shift += 1;
-        }
-        let base = low >> shift;
-        let section_count = (high >> shift) - base + 1;
-        sections.reserve(section_count as usize);
-        let mut first = 0;
-        for s in 0..section_count {
-            let section_start = (base + s) << shift;
-            let section_end = section_start + (1 << shift);
-            while first < runs.len() && runs[first].end <= section_start {
-                first += 1;
-            }
-            let mut last = first;
-            while last < runs.len() && runs[last].start < section_end {
-                last += 1;
-            }
-            let inside = &runs[first..last];
-            let block_shift = Self::block_shift(inside, section_start, shift);
-            let covered_end = inside
-                .last()
-                .map_or(section_start + 1, |r| r.end.min(section_end));
-            let block_count = ((covered_end - section_start - 1) >> block_shift) + 1;
-            sections.push(Section {
-                first_block: blocks.len() as u32,
-                last_block: (block_count - 1) as u32,
-                block_shift,
-            });
-            // Block k names the first run ending after the block's start:
-            // run i covers the blocks starting in [end of run i-1, end of run i).
-            let table_start = blocks.len();
-            blocks.resize(table_start + block_count as usize, last as u32);
-            let mut block = 0u64;
-            for (i, run) in runs[first..last].iter().enumerate() {
-                let end = run.end.min(section_start + (block_count << block_shift));
-                // Blocks whose start is below `end`.
-                let upto = (end.saturating_sub(section_start) + (1 << block_shift) - 1) >> block_shift;
-                if upto > block {
-                    blocks[table_start + block as usize..table_start + upto as usize].fill((first + i) as u32);
-                    block = upto;
-                }
-            }
-        }
-        (shift, base)
     }
 
     /// The coarsest block size at which no lookup scans more than
     /// [`MAX_SCAN`] runs, starting near one block per run.
-    fn block_shift(inside: &[Run<P>], section_start: u64, shift: u32) -> u32 {
-        if inside.len() <= 1 {
+    fn block_shift(runs: &[Run<P>], start: u64, shift: u32) -> u32 {
+        if runs.len() <= 1 {
             return shift;
         }
-        let wanted = (inside.len() as u64).next_power_of_two().trailing_zeros();
+        let wanted = (runs.len() as u64).next_power_of_two().trailing_zeros();
         let mut block_shift = shift.saturating_sub(wanted);
-        while block_shift > 0 && Self::worst_scan(inside, section_start, shift, block_shift) > MAX_SCAN {
+        while block_shift > 0 && Self::worst_scan(runs, start, shift, block_shift) > MAX_SCAN {
             block_shift -= 1;
         }
         block_shift
@@ -320,16 +175,15 @@ impl<P> Index<P> {
 
     /// Runs examined in the worst case: one plus the most run ends falling
     /// strictly inside one block (ends are sorted, so equal blocks are adjacent).
-    fn worst_scan(inside: &[Run<P>], section_start: u64, shift: u32, block_shift: u32) -> usize {
-        let section_end = section_start + (1 << shift);
+    fn worst_scan(runs: &[Run<P>], start: u64, shift: u32, block_shift: u32) -> usize {
+        let end = start + (1 << shift);
         let mask = (1u64 << block_shift) - 1;
         let (mut worst, mut current, mut count) = (0, u64::MAX, 0);
-        for run in inside {
-            let end = run.end;
-            if end <= section_start || end >= section_end || (end - section_start) & mask == 0 {
+        for run in runs {
+            if run.end >= end || (run.end - start) & mask == 0 {
                 continue;
             }
-            let block = (end - section_start) >> block_shift;
+            let block = (run.end - start) >> block_shift;
             if block == current {
                 count += 1;
             } else {
@@ -341,15 +195,13 @@ impl<P> Index<P> {
         worst + 1
     }
 
-    /// The run holding `pfn`: the lookup every reader does.
+    /// The run holding `pfn`, which must not lie below the section.
     #[inline]
-    pub(crate) fn find(&self, pfn: u64) -> Option<usize> {
-        let section = (pfn >> self.shift).wrapping_sub(self.base);
-        let entry = *self.sections.get(section as usize)?;
-        let offset = pfn & ((1u64 << self.shift) - 1);
-        let block = (offset >> entry.block_shift).min(entry.last_block as u64);
-        let block = entry.first_block as usize + block as usize;
-        let mut i = self.blocks[block] as usize;
+    fn find(&self, pfn: u64) -> Option<usize> {
+        #[cfg(loom)]
+        self.alive.with(|_| ());
+        let block = ((pfn - self.start) >> self.block_shift).min(self.last_block as u64);
+        let mut i = self.blocks[block as usize] as usize;
         loop {
             let run = &self.runs[i];
             if pfn < run.end {
@@ -359,33 +211,15 @@ impl<P> Index<P> {
         }
     }
 
-    /// Alternative measured by the benchmark: binary search over all runs
-    /// (FreeBSD's and vm-memory's lookup).
-    pub(crate) fn find_by_binary_search(&self, pfn: u64) -> Option<usize> {
-        let runs = &self.runs[..self.runs.len() - 1];
-        let after = runs.partition_point(|r| r.start <= pfn);
-        let i = after.checked_sub(1)?;
+    /// Alternative measured by the benchmark: binary search among the
+    /// section's runs instead of the block table.
+    fn find_by_search(&self, pfn: u64) -> Option<usize> {
+        let runs = &self.runs[..self.len()];
+        let i = runs.partition_point(|r| r.start <= pfn).checked_sub(1)?;
         (pfn < runs[i].end).then_some(i)
     }
 
-    /// Alternative measured by the benchmark: the section table narrows the
-    /// runs to one section's, then binary search among them.
-    pub(crate) fn find_by_section_search(&self, pfn: u64) -> Option<usize> {
-        let section = (pfn >> self.shift).wrapping_sub(self.base) as usize;
-        let entry = *self.sections.get(section)?;
-        let low = self.blocks[entry.first_block as usize] as usize;
-        let high = match self.sections.get(section + 1) {
-            Some(next) => self.blocks[next.first_block as usize] as usize + 1,
-            None => self.runs.len() - 1,
-        }
-        .min(self.runs.len() - 1);
-        let runs = &self.runs[low..high];
-        let after = runs.partition_point(|r| r.start <= pfn);
-        let i = after.checked_sub(1)?;
-        (pfn < runs[i].end).then_some(low + i)
-    }
-
-    /// Number of segments.
+    /// Runs in the section.
     pub(crate) fn len(&self) -> usize {
         self.runs.len() - 1
     }
@@ -398,17 +232,364 @@ impl<P> Index<P> {
         &self.details[i]
     }
 
-    /// The run a live handle names.
-    pub(crate) fn resolve(&self, handle: SegmentHandle) -> Option<usize> {
-        let i = *self.slot_runs.get(handle.slot as usize)?;
-        if i == NO_RUN || self.runs[i as usize].generation != handle.generation {
-            return None;
-        }
-        Some(i as usize)
+    /// Whether run `i` starts in this section (each segment is listed once
+    /// by iteration: in the section holding its first frame).
+    fn owns(&self, i: usize) -> bool {
+        self.runs[i].start >= self.start
     }
 
-    /// Bytes of lookup tables (sections and blocks), for the benchmark.
+    fn bytes(&self) -> usize {
+        self.blocks.len() * 4
+            + self.runs.len() * core::mem::size_of::<Run<P>>()
+            + self.details.len() * core::mem::size_of::<Detail>()
+    }
+}
+
+/// A run's place: section number in the table, the section, the run in it.
+pub(crate) type Place<'a, P> = (usize, &'a Section<P>, usize);
+
+pub(crate) struct Index<P> {
+    shift: u32,
+    base: u64,
+    /// One per section from `base`; null where no run overlaps. Owned by
+    /// the index, shared with the next one for the sections a write keeps.
+    sections: Vec<*const Section<P>>,
+    /// Slot → first frame of its segment, `NO_START` when the slot is free.
+    slot_starts: Vec<u64>,
+    len: usize,
+    /// As in [`Section`]: lets loom catch an index freed under a reader.
+    #[cfg(loom)]
+    alive: loom::cell::UnsafeCell<()>,
+}
+
+#[cfg(loom)]
+impl<P> Drop for Index<P> {
+    fn drop(&mut self) {
+        self.alive.with_mut(|_| ());
+    }
+}
+
+// SAFETY: the raw pointers are to sections (owned through the index) and
+// to descriptors that the index's owner keeps alive; an index is only read
+// once published.
+unsafe impl<P: Sync> Send for Index<P> {}
+unsafe impl<P: Sync> Sync for Index<P> {}
+
+/// What a write changed, for [`Index::update`].
+pub(crate) struct Update<'e, P> {
+    /// Frames whose segments changed: the old and the new extents.
+    pub(crate) frames: (u64, u64),
+    /// The segments of `slots` that are live after the write, sorted.
+    pub(crate) entries: &'e [Entry<P>],
+    /// Lowest start and highest end after the write, `None` when empty.
+    pub(crate) span: Option<(u64, u64)>,
+    /// Slots whose segment moved, appeared or went: (slot, new start).
+    pub(crate) slots: &'e [(u32, Option<u64>)],
+    pub(crate) slot_count: usize,
+    pub(crate) len: usize,
+}
+
+impl<P> Index<P> {
+    /// An index of `entries` (sorted, disjoint) from scratch.
+    pub(crate) fn build(entries: &[Entry<P>], slot_count: usize) -> Self {
+        let mut slot_starts = vec![NO_START; slot_count];
+        for entry in entries {
+            slot_starts[entry.run.slot as usize] = entry.run.start;
+        }
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return Index {
+                shift: SECTION_SHIFT,
+                base: 0,
+                sections: Vec::new(),
+                slot_starts,
+                len: 0,
+                #[cfg(loom)]
+                alive: loom::cell::UnsafeCell::new(()),
+            };
+        };
+        let (low, high) = (first.run.start, last.run.end);
+        let shift = shift_for(low, high);
+        let base = low >> shift;
+        let count = ((high - 1) >> shift) - base + 1;
+        let mut sections = vec![ptr::null(); count as usize];
+        fill_sections(&mut sections, base, shift, (base, base + count), entries);
+        Index {
+            shift,
+            base,
+            sections,
+            slot_starts,
+            len: entries.len(),
+            #[cfg(loom)]
+            alive: loom::cell::UnsafeCell::new(()),
+        }
+    }
+
+    /// The index after a write: sections the write touched are rebuilt from
+    /// `update.entries`, the others are shared. Returns the new index and the
+    /// sections of this one it no longer uses (to retire), or `None` when
+    /// the span needs larger sections (build from scratch instead).
+    pub(crate) fn update(&self, update: Update<'_, P>) -> Option<(Self, Vec<*const Section<P>>)> {
+        let shift = self.shift;
+        let mut slot_starts = self.slot_starts.clone();
+        slot_starts.resize(update.slot_count, NO_START);
+        for &(slot, start) in update.slots {
+            slot_starts[slot as usize] = start.unwrap_or(NO_START);
+        }
+        let (base, count) = match update.span {
+            Some((low, high)) => {
+                if shift_for(low, high) != shift {
+                    return None;
+                }
+                let base = low >> shift;
+                (base, ((high - 1) >> shift) - base + 1)
+            }
+            None => (0, 0),
+        };
+        let (frames_low, frames_high) = update.frames;
+        let touched = (frames_low >> shift, ((frames_high - 1) >> shift) + 1);
+        let mut sections = vec![ptr::null(); count as usize];
+        let mut retired = Vec::new();
+        for (i, &old) in self.sections.iter().enumerate() {
+            if old.is_null() {
+                continue;
+            }
+            let number = self.base + i as u64;
+            let kept =
+                !(touched.0..touched.1).contains(&number) && (base..base + count).contains(&number);
+            if kept {
+                sections[(number - base) as usize] = old;
+            } else {
+                retired.push(old);
+            }
+        }
+        // A touched section holds its old runs, less the segments the write
+        // changed, plus their new versions: no walk over the writer's records.
+        let changed = |slot: u32| update.slots.iter().any(|&(s, _)| s == slot);
+        let mut list: Vec<Entry<P>> = Vec::new();
+        for number in touched.0.max(base)..touched.1.min(base + count) {
+            let start = number << shift;
+            let end = start + (1 << shift);
+            list.clear();
+            let old = number
+                .checked_sub(self.base)
+                .and_then(|n| self.section(n as usize));
+            if let Some(old) = old {
+                for i in 0..old.len() {
+                    let run = old.run(i);
+                    if !changed(run.slot) {
+                        let detail = old.detail(i);
+                        list.push(Entry {
+                            run: *run,
+                            avail_start: detail.avail_start,
+                            avail_end: detail.avail_end,
+                            free_list: detail.free_list,
+                            start_hint: detail.start_hint.load(Ordering::Relaxed),
+                        });
+                    }
+                }
+            }
+            for entry in update.entries {
+                if entry.run.start < end && entry.run.end > start {
+                    let at = list.partition_point(|e| e.run.start < entry.run.start);
+                    list.insert(at, entry.clone());
+                }
+            }
+            if list.is_empty() {
+                continue;
+            }
+            let section = Box::new(Section::build(start, shift, &list));
+            sections[(number - base) as usize] = Box::into_raw(section);
+        }
+        Some((
+            Index {
+                shift,
+                base,
+                sections,
+                slot_starts,
+                len: update.len,
+                #[cfg(loom)]
+                alive: loom::cell::UnsafeCell::new(()),
+            },
+            retired,
+        ))
+    }
+
+    /// The sections this index owns, for teardown.
+    pub(crate) fn sections(&self) -> impl Iterator<Item = *const Section<P>> + '_ {
+        self.sections.iter().copied().filter(|s| !s.is_null())
+    }
+
+    fn section(&self, number: usize) -> Option<&Section<P>> {
+        #[cfg(loom)]
+        self.alive.with(|_| ());
+        let section = *self.sections.get(number)?;
+        // SAFETY: non-null section pointers stay valid as long as the index
+        // that lists them (they are retired together with or after it).
+        unsafe { section.as_ref() }
+    }
+
+    /// The run holding `pfn`: the lookup every reader does.
+    #[inline]
+    pub(crate) fn find(&self, pfn: u64) -> Option<(&Section<P>, usize)> {
+        let number = (pfn >> self.shift).wrapping_sub(self.base);
+        let section = self.section(number as usize)?;
+        section.find(pfn).map(|i| (section, i))
+    }
+
+    /// As [`find`](Self::find), with the section number.
+    pub(crate) fn place(&self, pfn: u64) -> Option<Place<'_, P>> {
+        let number = (pfn >> self.shift).wrapping_sub(self.base) as usize;
+        let section = self.section(number)?;
+        section.find(pfn).map(|i| (number, section, i))
+    }
+
+    /// Alternative lookup measured by the benchmark.
+    pub(crate) fn find_by_section_search(&self, pfn: u64) -> Option<(&Section<P>, usize)> {
+        let number = (pfn >> self.shift).wrapping_sub(self.base);
+        let section = self.section(number as usize)?;
+        section.find_by_search(pfn).map(|i| (section, i))
+    }
+
+    /// Number of segments.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Where a live handle's segment is listed (in its first section).
+    pub(crate) fn resolve(&self, handle: SegmentHandle) -> Option<Place<'_, P>> {
+        let start = *self.slot_starts.get(handle.slot as usize)?;
+        if start == NO_START {
+            return None;
+        }
+        let place = self.place(start)?;
+        let run = place.1.run(place.2);
+        (run.slot == handle.slot && run.generation == handle.generation).then_some(place)
+    }
+
+    /// The lowest segment.
+    pub(crate) fn first(&self) -> Option<Place<'_, P>> {
+        (0..self.sections.len()).find_map(|n| {
+            let section = self.section(n)?;
+            (0..section.len())
+                .find(|&i| section.owns(i))
+                .map(|i| (n, section, i))
+        })
+    }
+
+    /// The highest segment.
+    pub(crate) fn last(&self) -> Option<Place<'_, P>> {
+        (0..self.sections.len()).rev().find_map(|n| {
+            let section = self.section(n)?;
+            section.len().checked_sub(1).map(|i| (n, section, i))
+        })
+    }
+
+    /// The segment after the one at `place`.
+    pub(crate) fn next(&self, place: Place<'_, P>) -> Option<Place<'_, P>> {
+        let (number, _, _) = place;
+        let start = place.1.run(place.2).start;
+        (number..self.sections.len()).find_map(|n| {
+            let section = self.section(n)?;
+            let i = section.runs[..section.len()].partition_point(|r| r.start <= start);
+            (i < section.len()).then_some((n, section, i))
+        })
+    }
+
+    /// The segment before the one at `place`.
+    pub(crate) fn prev(&self, place: Place<'_, P>) -> Option<Place<'_, P>> {
+        let (number, _, _) = place;
+        let start = place.1.run(place.2).start;
+        (0..=number).rev().find_map(|n| {
+            let section = self.section(n)?;
+            let i = section.runs[..section.len()].partition_point(|r| r.start < start);
+            i.checked_sub(1).map(|i| (n, section, i))
+        })
+    }
+
+    /// The segment listed at (section `n`, run `i`) if that section owns it,
+    /// for iteration in address order.
+    pub(crate) fn owned(&self, n: usize, i: usize) -> Option<Option<Place<'_, P>>> {
+        match self.section(n) {
+            None => None,
+            Some(section) if i >= section.len() => None,
+            Some(section) => Some(section.owns(i).then_some((n, section, i))),
+        }
+    }
+
+    /// Runs listed in section `n` (0 when it has none).
+    pub(crate) fn runs_in(&self, n: usize) -> usize {
+        self.section(n).map_or(0, Section::len)
+    }
+
+    /// Number of sections in the table.
+    pub(crate) fn section_count(&self) -> usize {
+        self.sections.len()
+    }
+
+    /// Sets a segment's start hint in every section listing it (writer only).
+    pub(crate) fn set_start_hint(&self, handle: SegmentHandle, hint: u64) {
+        let Some((first, section, i)) = self.resolve(handle) else {
+            return;
+        };
+        let end = section.run(i).end;
+        let mut n = first;
+        while let Some(section) = self.section(n) {
+            let Some(i) = (0..section.len()).find(|&i| section.run(i).slot == handle.slot) else {
+                break;
+            };
+            section.detail(i).start_hint.store(hint, Ordering::Relaxed);
+            if section.start + (1 << self.shift) >= end {
+                break;
+            }
+            n += 1;
+        }
+    }
+
+    /// Bytes of the section table and sections, for the benchmark.
     pub(crate) fn table_bytes(&self) -> usize {
-        self.sections.len() * core::mem::size_of::<Section>() + self.blocks.len() * 4
+        let sections: usize = (0..self.sections.len())
+            .filter_map(|n| self.section(n))
+            .map(Section::bytes)
+            .sum();
+        self.sections.len() * core::mem::size_of::<*const Section<P>>() + sections
+    }
+}
+
+/// The smallest section shift (at least [`SECTION_SHIFT`]) that keeps the
+/// table over `[low, high)` within [`MAX_SECTIONS`].
+fn shift_for(low: u64, high: u64) -> u32 {
+    let mut shift = SECTION_SHIFT;
+    while ((high - 1) >> shift) - (low >> shift) + 1 > MAX_SECTIONS {
+        shift += 1;
+    }
+    shift
+}
+
+/// Builds sections `touched.0 .. touched.1` (absolute numbers) of a table
+/// starting at section `base`, from `entries` (sorted, disjoint; must hold
+/// every segment overlapping those sections).
+fn fill_sections<P>(
+    sections: &mut [*const Section<P>],
+    base: u64,
+    shift: u32,
+    touched: (u64, u64),
+    entries: &[Entry<P>],
+) {
+    let mut first = 0;
+    for number in touched.0..touched.1 {
+        let start = number << shift;
+        let end = start + (1 << shift);
+        while first < entries.len() && entries[first].run.end <= start {
+            first += 1;
+        }
+        let count = entries[first..]
+            .iter()
+            .take_while(|e| e.run.start < end)
+            .count();
+        let inside = &entries[first..first + count];
+        if !inside.is_empty() {
+            let section = Box::new(Section::build(start, shift, inside));
+            sections[(number - base) as usize] = Box::into_raw(section);
+        }
     }
 }

@@ -8,7 +8,7 @@ use lock_api::{Mutex, RawMutex};
 
 use crate::epoch::{Domain, Retired};
 use crate::error::PhysmemError;
-use crate::index::{Entry, Index, Run};
+use crate::index::{Entry, Index, Run, Section, Update};
 use crate::page::Page;
 use crate::read::ReadGuard;
 use crate::slab::Slabs;
@@ -32,8 +32,11 @@ pub const DEFAULT_BOOT_SEGMENTS: usize = 32;
 ///   [`init_pages`](Self::init_pages), in fixed storage that needs no heap.
 ///
 /// See the crate documentation for the life cycle and an example.
-pub struct Physmem<P: Page, R: RawMutex = DefaultRawMutex, const BOOT: usize = DEFAULT_BOOT_SEGMENTS>
-{
+pub struct Physmem<
+    P: Page,
+    R: RawMutex = DefaultRawMutex,
+    const BOOT: usize = DEFAULT_BOOT_SEGMENTS,
+> {
     pub(crate) domain: Domain,
     pub(crate) published: AtomicPtr<Index<P>>,
     writer: Mutex<R, Writer<P, BOOT>>,
@@ -43,14 +46,13 @@ struct Writer<P: Page, const BOOT: usize> {
     table: Table<BOOT>,
     slabs: Slabs<P>,
     retired: Retired<Garbage<P>>,
-    /// A reclaimed index whose memory the next write reuses.
-    spare: Option<Box<Index<P>>>,
     initialized: bool,
 }
 
 /// What a write takes away from readers, freed once none can see it.
 enum Garbage<P> {
     Index(Box<Index<P>>),
+    Section(Box<Section<P>>),
     Pages { slab: u32, first: u64, count: u64 },
 }
 
@@ -71,7 +73,6 @@ macro_rules! physmem_new {
                     table: Table::new(),
                     slabs: Slabs::new(),
                     retired: Retired::new(),
-                    spare: None,
                     initialized: false,
                 },
             ),
@@ -173,7 +174,11 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         if let Err(error) = writer.table.move_to_heap(&records) {
             for (_, record) in &records {
                 // SAFETY: initialised above, never published.
-                unsafe { writer.slabs.release(record.slab, record.first, record.len()) };
+                unsafe {
+                    writer
+                        .slabs
+                        .release(record.slab, record.first, record.len())
+                };
             }
             return Err(error);
         }
@@ -253,14 +258,12 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         let mut writer = self.writer.lock();
         writer.table.get(handle)?;
         writer.table.set_start_hint(handle.slot, hint);
-        // Readers see it at once in the current index; rebuilds copy it from
-        // the record.
+        // Readers see it at once in the current index; later indexes copy
+        // it from the record.
         let current = self.published.load(Ordering::Acquire);
         // SAFETY: the writer lock keeps the published index alive.
         if let Some(index) = unsafe { current.as_ref() } {
-            if let Some(i) = index.resolve(handle) {
-                index.detail(i).start_hint.store(hint, Ordering::Relaxed);
-            }
+            index.set_start_hint(handle, hint);
         }
         Ok(())
     }
@@ -339,8 +342,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         let handle = writer.table.insert(slot, record);
         if writer.initialized {
             let change = Change {
-                at_start: record.start,
-                remove: 0,
+                frames: (record.start, record.end),
                 slots: [Some(slot), None],
             };
             self.publish(writer, Some(change), None);
@@ -372,7 +374,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                     return Err(PhysmemError::LastSegment);
                 }
                 writer.table.remove(slot);
-                [None, None]
+                [Some(slot), None]
             }
             (true, false) => {
                 writer.table.update(slot, record.cut(stop, record.end));
@@ -393,8 +395,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         };
         if writer.initialized {
             let change = Change {
-                at_start: record.start,
-                remove: 1,
+                frames: (record.start, record.end),
                 slots,
             };
             self.publish(writer, Some(change), Some(garbage));
@@ -425,32 +426,56 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     }
 
     /// Publishes a new index reflecting `change` (or everything, when there
-    /// is no change or no index yet), then retires the old one and `garbage`
-    /// (both now unreachable for new readers) and reclaims.
-    fn publish(&self, writer: &mut Writer<P, BOOT>, change: Option<Change>, garbage: Option<Garbage<P>>) {
+    /// is no change or no index yet), then retires what readers can no
+    /// longer reach (the old index, replaced sections, `garbage`) and
+    /// reclaims.
+    fn publish(
+        &self,
+        writer: &mut Writer<P, BOOT>,
+        change: Option<Change>,
+        garbage: Option<Garbage<P>>,
+    ) {
         let current = self.published.load(Ordering::Acquire);
         // SAFETY: the writer lock keeps the published index alive.
         let current = unsafe { current.as_ref() };
         let slot_count = writer.table.slot_count();
-        let index = match (current, change) {
+        let updated = match (current, change) {
             (Some(current), Some(change)) => {
-                let at = current.position(change.at_start);
-                let entries = change
+                let entries: Vec<Entry<P>> = change
                     .slots
                     .iter()
                     .flatten()
+                    .filter(|&&slot| writer.table.start_of(slot).is_some())
                     .map(|&slot| Self::entry(writer, slot))
                     .collect();
-                current.splice(at, change.remove, entries, slot_count, writer.spare.take())
+                let slots: Vec<(u32, Option<u64>)> = change
+                    .slots
+                    .iter()
+                    .flatten()
+                    .map(|&slot| (slot, writer.table.start_of(slot)))
+                    .collect();
+                current.update(Update {
+                    frames: change.frames,
+                    entries: &entries,
+                    span: writer.table.span(),
+                    slots: &slots,
+                    slot_count,
+                    len: writer.table.count(),
+                })
             }
-            _ => {
-                let entries = writer
+            _ => None,
+        };
+        let (index, replaced) = match updated {
+            Some(updated) => updated,
+            None => {
+                let entries: Vec<Entry<P>> = writer
                     .table
                     .sorted()
                     .into_iter()
                     .map(|(slot, _)| Self::entry(writer, slot))
                     .collect();
-                Index::build(entries, slot_count, writer.spare.take())
+                let replaced = current.map_or(Vec::new(), |c| c.sections().collect());
+                (Index::build(&entries, slot_count), replaced)
             }
         };
         let index = Box::into_raw(Box::new(index));
@@ -461,6 +486,13 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 .retired
                 .retire(Garbage::Index(unsafe { Box::from_raw(old) }));
         }
+        for section in replaced {
+            // SAFETY: sections come from `Box::into_raw`; this one is in no
+            // published index any more and is retired exactly once.
+            writer.retired.retire(Garbage::Section(unsafe {
+                Box::from_raw(section.cast_mut())
+            }));
+        }
         if let Some(garbage) = garbage {
             writer.retired.retire(garbage);
         }
@@ -468,31 +500,22 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     }
 }
 
-/// What a write did to the address-ordered segments: the `remove` (0 or 1)
-/// segments starting at `at_start` were replaced by those in `slots`, in
-/// address order.
+/// What a write did: the frames whose segments changed (old and new
+/// extents together) and the slots it touched.
 struct Change {
-    at_start: u64,
-    remove: usize,
+    frames: (u64, u64),
     slots: [Option<u32>; 2],
 }
 
 fn collect<P: Page, const BOOT: usize>(domain: &Domain, writer: &mut Writer<P, BOOT>) {
-    let Writer {
-        retired,
-        slabs,
-        spare,
-        ..
-    } = writer;
-    retired.collect(domain, |garbage| match garbage {
-        Garbage::Index(index) if spare.is_none() => *spare = Some(index),
-        garbage => free(slabs, garbage),
-    });
+    let Writer { retired, slabs, .. } = writer;
+    retired.collect(domain, |garbage| free(slabs, garbage));
 }
 
 fn free<P: Page>(slabs: &mut Slabs<P>, garbage: Garbage<P>) {
     match garbage {
         Garbage::Index(index) => drop(index),
+        Garbage::Section(section) => drop(section),
         // SAFETY: retired after being unpublished, and the epoch says no
         // reader is left that could reach these descriptors.
         Garbage::Pages { slab, first, count } => unsafe { slabs.release(slab, first, count) },
@@ -532,7 +555,11 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
         let current = self.published.swap(ptr::null_mut(), Ordering::AcqRel);
         if !current.is_null() {
             // SAFETY: from `Box::into_raw`; `&mut self` means no readers.
-            drop(unsafe { Box::from_raw(current) });
+            let index = unsafe { Box::from_raw(current) };
+            for section in index.sections() {
+                // SAFETY: owned by the last index, freed once here.
+                drop(unsafe { Box::from_raw(section.cast_mut()) });
+            }
         }
         if *initialized {
             for (_, record) in table.sorted() {

@@ -5,7 +5,7 @@ use core::ops::Range;
 
 use crate::epoch::Pin;
 use crate::error::PhysmemError;
-use crate::index::Index;
+use crate::index::{Index, Place, Section};
 use crate::sync::Ordering;
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo};
 
@@ -27,20 +27,12 @@ impl<'a, P> ReadGuard<'a, P> {
         ReadGuard { index, _pin: pin }
     }
 
-    fn segment_at(&self, i: usize) -> Segment<'_, P> {
-        Segment {
-            index: self.index.expect("a segment exists only in an index"),
-            i,
-        }
-    }
-
     /// The segment holding `pfn` and the frame's offset in it
     /// (NetBSD's `uvm_physseg_find`).
     #[inline]
     pub fn find(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
-        let index = self.index?;
-        let i = index.find(pfn.0)?;
-        let run = index.run(i);
+        let (section, i) = self.index?.find(pfn.0)?;
+        let run = section.run(i);
         Some((
             SegmentHandle {
                 slot: run.slot,
@@ -53,8 +45,8 @@ impl<'a, P> ReadGuard<'a, P> {
     /// The descriptor of frame `pfn` (NetBSD's `PHYS_TO_VM_PAGE`).
     #[inline]
     pub fn page(&self, pfn: Pfn) -> Option<&P> {
-        let index = self.index?;
-        let run = index.run(index.find(pfn.0)?);
+        let (section, i) = self.index?.find(pfn.0)?;
+        let run = section.run(i);
         // SAFETY: `pfn` is inside the run, whose descriptors are initialised
         // and kept alive while this guard's pin holds.
         Some(unsafe { &*run.pages.add((pfn.0 - run.start) as usize) })
@@ -62,40 +54,44 @@ impl<'a, P> ReadGuard<'a, P> {
 
     /// The segment `handle` names, or [`PhysmemError::StaleHandle`].
     pub fn segment(&self, handle: SegmentHandle) -> Result<Segment<'_, P>, PhysmemError> {
-        let i = self
-            .index
+        self.index
             .and_then(|index| index.resolve(handle))
-            .ok_or(PhysmemError::StaleHandle)?;
-        Ok(self.segment_at(i))
+            .map(view)
+            .ok_or(PhysmemError::StaleHandle)
     }
 
     /// The lowest segment, `None` when there is none.
     pub fn first(&self) -> Option<Segment<'_, P>> {
-        (self.len() > 0).then(|| self.segment_at(0))
+        self.index?.first().map(view)
     }
 
     /// The highest segment, `None` when there is none.
     pub fn last(&self) -> Option<Segment<'_, P>> {
-        self.len().checked_sub(1).map(|i| self.segment_at(i))
+        self.index?.last().map(view)
     }
 
     /// The segment after `handle`'s; `Ok(None)` after the last one.
     pub fn next(&self, handle: SegmentHandle) -> Result<Option<Segment<'_, P>>, PhysmemError> {
-        let i = self.segment(handle)?.i + 1;
-        Ok((i < self.len()).then(|| self.segment_at(i)))
+        let index = self.index.ok_or(PhysmemError::StaleHandle)?;
+        let place = index.resolve(handle).ok_or(PhysmemError::StaleHandle)?;
+        Ok(index.next(place).map(view))
     }
 
     /// The segment before `handle`'s; `Ok(None)` before the first one.
     pub fn prev(&self, handle: SegmentHandle) -> Result<Option<Segment<'_, P>>, PhysmemError> {
-        let i = self.segment(handle)?.i;
-        Ok(i.checked_sub(1).map(|i| self.segment_at(i)))
+        let index = self.index.ok_or(PhysmemError::StaleHandle)?;
+        let place = index.resolve(handle).ok_or(PhysmemError::StaleHandle)?;
+        Ok(index.prev(place).map(view))
     }
 
     /// All segments in address order.
     pub fn segments(&self) -> Segments<'_, P> {
+        let sections = self.index.map_or(0, Index::section_count);
         Segments {
             index: self.index,
-            range: 0..self.len(),
+            front: (0, 0),
+            back: (sections, 0),
+            remaining: self.len(),
         }
     }
 
@@ -114,28 +110,12 @@ impl<'a, P> ReadGuard<'a, P> {
         self.last().map(|s| Pfn(s.end().0 - 1))
     }
 
-    /// Lookup by binary search over all segments: an alternative kept for
-    /// the benchmark's comparison of lookup designs.
-    #[doc(hidden)]
-    pub fn find_by_binary_search(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
-        self.found(self.index?.find_by_binary_search(pfn.0)?, pfn)
-    }
-
-    /// Lookup by section table then binary search within the section: an
-    /// alternative kept for the benchmark's comparison of lookup designs.
+    /// Lookup by binary search among the section's runs instead of the
+    /// block table: an alternative kept for the benchmark's comparison.
     #[doc(hidden)]
     pub fn find_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
-        self.found(self.index?.find_by_section_search(pfn.0)?, pfn)
-    }
-
-    /// Bytes of lookup tables, for the benchmark.
-    #[doc(hidden)]
-    pub fn table_bytes(&self) -> usize {
-        self.index.map_or(0, Index::table_bytes)
-    }
-
-    fn found(&self, i: usize, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
-        let run = self.index?.run(i);
+        let (section, i) = self.index?.find_by_section_search(pfn.0)?;
+        let run = section.run(i);
         Some((
             SegmentHandle {
                 slot: run.slot,
@@ -144,11 +124,24 @@ impl<'a, P> ReadGuard<'a, P> {
             PageCount(pfn.0 - run.start),
         ))
     }
+
+    /// Bytes of lookup tables, for the benchmark.
+    #[doc(hidden)]
+    pub fn table_bytes(&self) -> usize {
+        self.index.map_or(0, Index::table_bytes)
+    }
+}
+
+fn view<P>(place: Place<'_, P>) -> Segment<'_, P> {
+    Segment {
+        section: place.1,
+        i: place.2,
+    }
 }
 
 /// One segment seen through a [`ReadGuard`].
 pub struct Segment<'g, P> {
-    index: &'g Index<P>,
+    section: &'g Section<P>,
     i: usize,
 }
 
@@ -163,7 +156,7 @@ impl<P> Copy for Segment<'_, P> {}
 impl<'g, P> Segment<'g, P> {
     /// The handle naming this segment.
     pub fn handle(&self) -> SegmentHandle {
-        let run = self.index.run(self.i);
+        let run = self.section.run(self.i);
         SegmentHandle {
             slot: run.slot,
             generation: run.generation,
@@ -172,17 +165,17 @@ impl<'g, P> Segment<'g, P> {
 
     /// First frame.
     pub fn start(&self) -> Pfn {
-        Pfn(self.index.run(self.i).start)
+        Pfn(self.section.run(self.i).start)
     }
 
     /// One past the last frame.
     pub fn end(&self) -> Pfn {
-        Pfn(self.index.run(self.i).end)
+        Pfn(self.section.run(self.i).end)
     }
 
     /// The frames, as numbers.
     pub fn frames(&self) -> Range<u64> {
-        let run = self.index.run(self.i);
+        let run = self.section.run(self.i);
         run.start..run.end
     }
 
@@ -198,22 +191,25 @@ impl<'g, P> Segment<'g, P> {
 
     /// First frame the page allocator may hand out.
     pub fn avail_start(&self) -> Pfn {
-        Pfn(self.index.detail(self.i).avail_start)
+        Pfn(self.section.detail(self.i).avail_start)
     }
 
     /// One past the last frame the page allocator may hand out.
     pub fn avail_end(&self) -> Pfn {
-        Pfn(self.index.detail(self.i).avail_end)
+        Pfn(self.section.detail(self.i).avail_end)
     }
 
     /// The free list.
     pub fn free_list(&self) -> FreeList {
-        self.index.detail(self.i).free_list
+        self.section.detail(self.i).free_list
     }
 
     /// Where the page allocator starts looking.
     pub fn start_hint(&self) -> u64 {
-        self.index.detail(self.i).start_hint.load(Ordering::Relaxed)
+        self.section
+            .detail(self.i)
+            .start_hint
+            .load(Ordering::Relaxed)
     }
 
     /// All attributes at once.
@@ -230,7 +226,7 @@ impl<'g, P> Segment<'g, P> {
 
     /// The descriptors of all frames, indexed from [`start`](Self::start).
     pub fn pages(&self) -> &'g [P] {
-        let run = self.index.run(self.i);
+        let run = self.section.run(self.i);
         // SAFETY: the run's descriptors are initialised and outlive 'g.
         unsafe { core::slice::from_raw_parts(run.pages, (run.end - run.start) as usize) }
     }
@@ -245,32 +241,56 @@ impl<'g, P> Segment<'g, P> {
 /// Segments in address order; see [`ReadGuard::segments`].
 pub struct Segments<'g, P> {
     index: Option<&'g Index<P>>,
-    range: Range<usize>,
+    /// Next (section, run) to look at from the front.
+    front: (usize, usize),
+    /// One past the next (section, run) to look at from the back.
+    back: (usize, usize),
+    remaining: usize,
 }
 
 impl<'g, P> Iterator for Segments<'g, P> {
     type Item = Segment<'g, P>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let i = self.range.next()?;
-        Some(Segment {
-            index: self.index?,
-            i,
-        })
+        let index = self.index?;
+        while self.remaining > 0 && self.front.0 < index.section_count() {
+            let (n, i) = self.front;
+            match index.owned(n, i) {
+                None => self.front = (n + 1, 0),
+                Some(owned) => {
+                    self.front.1 += 1;
+                    if let Some(place) = owned {
+                        self.remaining -= 1;
+                        return Some(view(place));
+                    }
+                }
+            }
+        }
+        None
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.range.size_hint()
+        (self.remaining, Some(self.remaining))
     }
 }
 
 impl<P> DoubleEndedIterator for Segments<'_, P> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        let i = self.range.next_back()?;
-        Some(Segment {
-            index: self.index?,
-            i,
-        })
+        let index = self.index?;
+        while self.remaining > 0 {
+            let (n, i) = self.back;
+            if i == 0 {
+                let n = n.checked_sub(1)?;
+                self.back = (n, index.runs_in(n));
+                continue;
+            }
+            self.back.1 -= 1;
+            if let Some(Some(place)) = index.owned(n, i - 1) {
+                self.remaining -= 1;
+                return Some(view(place));
+            }
+        }
+        None
     }
 }
 

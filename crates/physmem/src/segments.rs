@@ -75,7 +75,9 @@ impl<P: Page, R: RawMutex, const BOOT: usize> PhysSegments for Physmem<P, R, BOO
     }
 
     fn bounds(&self, handle: SegmentHandle) -> Option<(Pfn, Pfn)> {
-        self.segment_info(handle).ok().map(|info| (info.start, info.end))
+        self.segment_info(handle)
+            .ok()
+            .map(|info| (info.start, info.end))
     }
 
     fn first(&self) -> Option<SegmentHandle> {

@@ -6,7 +6,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use crate::error::PhysmemError;
-use crate::types::{FreeList, SegmentHandle, SegmentInfo, Pfn};
+use crate::types::{FreeList, Pfn, SegmentHandle, SegmentInfo};
 
 /// A segment as the writer keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,11 @@ impl Record {
             avail_start,
             avail_end,
             free_list: self.free_list,
-            start_hint: if self.start_hint < pages { self.start_hint } else { 0 },
+            start_hint: if self.start_hint < pages {
+                self.start_hint
+            } else {
+                0
+            },
             slab: self.slab,
             first: self.first + (start - self.start),
         }
@@ -154,10 +158,13 @@ impl<const BOOT: usize> Table<BOOT> {
             let record = self.record(slot);
             (pfn < record.end).then_some((slot, record))
         } else {
-            self.boot.iter().enumerate().find_map(|(i, s)| match s.record {
-                Some(r) if r.start <= pfn && pfn < r.end => Some((i as u32, r)),
-                _ => None,
-            })
+            self.boot
+                .iter()
+                .enumerate()
+                .find_map(|(i, s)| match s.record {
+                    Some(r) if r.start <= pfn && pfn < r.end => Some((i as u32, r)),
+                    _ => None,
+                })
         }
     }
 
@@ -242,6 +249,25 @@ impl<const BOOT: usize> Table<BOOT> {
             self.free_slots.push(slot);
         }
         self.count -= 1;
+    }
+
+    /// The first frame of the segment in `slot`, if it is live.
+    pub(crate) fn start_of(&self, slot: u32) -> Option<u64> {
+        self.slots().get(slot as usize)?.record.map(|r| r.start)
+    }
+
+    /// Lowest start and highest end of all segments.
+    pub(crate) fn span(&self) -> Option<(u64, u64)> {
+        if self.on_heap {
+            let (&low, _) = self.by_start.first_key_value()?;
+            let (_, &last) = self.by_start.last_key_value()?;
+            Some((low, self.record(last).end))
+        } else {
+            let live = self.boot.iter().filter_map(|s| s.record);
+            let low = live.clone().map(|r| r.start).min()?;
+            let high = live.map(|r| r.end).max()?;
+            Some((low, high))
+        }
     }
 
     /// Live segments in address order: (slot, record).

@@ -1,6 +1,8 @@
 //! Boot-time loading needs no heap: a counting allocator sees no allocation
 //! from `new`, `physload`, `physunload` or a boot-time split, and page init
 //! makes one slab for all boot segments.
+// These use real threads and atomics; the loom build runs only tests/loom.rs.
+#![cfg(not(loom))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,13 +45,19 @@ fn boot_phase_allocates_nothing_and_page_init_uses_one_slab() {
     assert_eq!(after, before, "boot operations touched the heap");
     assert_eq!(stolen, Pfn(0x100));
     assert_eq!((info.start, info.end), (Pfn(0), Pfn(0x40)));
-    assert!(MEMORY.read().find(Pfn(0x10)).is_none(), "readers wait for page init");
+    assert!(
+        MEMORY.read().find(Pfn(0x10)).is_none(),
+        "readers wait for page init"
+    );
 
     MEMORY.init_pages().unwrap();
     assert!(ALLOCATIONS.load(Ordering::SeqCst) > after);
     assert_eq!(MEMORY.slab_count(), 1);
     assert_eq!(MEMORY.len(), 3);
     let guard = MEMORY.read();
-    assert_eq!(guard.page(Pfn(0x150)).unwrap().phys_addr, Pfn(0x150).phys_addr());
+    assert_eq!(
+        guard.page(Pfn(0x150)).unwrap().phys_addr,
+        Pfn(0x150).phys_addr()
+    );
     assert_eq!(guard.find(Pfn(0x48)).unwrap().1, PageCount(0));
 }

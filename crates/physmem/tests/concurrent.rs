@@ -1,5 +1,7 @@
 //! Real threads: readers look pages up without locks while a writer plugs
 //! and unplugs (whole, front, back, middle) as fast as it can.
+// These use real threads and atomics; the loom build runs only tests/loom.rs.
+#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -71,7 +73,11 @@ fn readers_see_consistent_pages_while_a_writer_churns() {
     assert!(rounds > 10, "writer made progress: {rounds}");
     assert!(total_hits > 0);
     mem.reclaim();
-    assert_eq!(mem.pending_reclaim(), 0, "nothing left once readers are gone");
+    assert_eq!(
+        mem.pending_reclaim(),
+        0,
+        "nothing left once readers are gone"
+    );
     assert_eq!(mem.len(), 1);
     assert_eq!(mem.slab_count(), 1, "churned slabs were freed");
 }

@@ -1,5 +1,7 @@
 //! Model-based property test: random plug/unplug/find/iterate sequences run
 //! against a plain reference model, for all three implementations.
+// These use real threads and atomics; the loom build runs only tests/loom.rs.
+#![cfg(not(loom))]
 
 use std::collections::BTreeMap;
 
@@ -27,9 +29,8 @@ fn op() -> impl Strategy<Value = Op> {
 /// Frames spread over several 128 MiB sections, with segments that cross
 /// section boundaries, so that the section and block tables are exercised.
 fn wide_op() -> impl Strategy<Value = Op> {
-    let pfn = (0u64..5, 0u64..40, 0u64..8).prop_map(|(section, block, low)| {
-        (section << 15) + (block << 11) + low * 3
-    });
+    let pfn = (0u64..5, 0u64..40, 0u64..8)
+        .prop_map(|(section, block, low)| (section << 15) + (block << 11) + low * 3);
     prop_oneof![
         4 => (pfn.clone(), 0u64..70_000).prop_map(|(p, n)| Op::Plug(p, n)),
         4 => (pfn.clone(), 0u64..5_000).prop_map(|(p, n)| Op::Unplug(p, n)),
@@ -148,7 +149,10 @@ fn check_iteration<S: PhysSegments>(set: &S, model: &Model) -> Result<(), TestCa
     let mut at = set.first();
     while let Some(h) = at {
         forward.push(bounds(set, h).unwrap());
-        prop_assert!(forward.len() <= expected.len(), "iteration runs past the end");
+        prop_assert!(
+            forward.len() <= expected.len(),
+            "iteration runs past the end"
+        );
         at = set.next(h);
     }
     prop_assert_eq!(&forward, &expected);
@@ -169,7 +173,47 @@ fn check_iteration<S: PhysSegments>(set: &S, model: &Model) -> Result<(), TestCa
     Ok(())
 }
 
-fn run<S: PhysSegments>(mut set: S, handles: Handles, ops: &[Op]) -> Result<(), TestCaseError> {
+type Extra<S> = fn(&S, &[(u64, u64)]) -> Result<(), TestCaseError>;
+
+fn no_extra<S>(_: &S, _: &[(u64, u64)]) -> Result<(), TestCaseError> {
+    Ok(())
+}
+
+/// hotkern's own iterator, both ways, and its page descriptors.
+fn hotkern_views(mem: &Physmem<BasicPage>, expected: &[(u64, u64)]) -> Result<(), TestCaseError> {
+    let guard = mem.read();
+    let forward: Vec<(u64, u64)> = guard.segments().map(|s| (s.start().0, s.end().0)).collect();
+    prop_assert_eq!(&forward, expected);
+    let mut backward: Vec<(u64, u64)> = guard
+        .segments()
+        .rev()
+        .map(|s| (s.start().0, s.end().0))
+        .collect();
+    backward.reverse();
+    prop_assert_eq!(&backward, expected);
+    prop_assert_eq!(guard.segments().len(), expected.len());
+    for segment in guard.segments() {
+        let pages = segment.pages();
+        prop_assert_eq!(pages.len() as u64, segment.len().0);
+        prop_assert_eq!(pages[0].phys_addr, segment.start().phys_addr());
+        prop_assert_eq!(
+            pages[pages.len() - 1].phys_addr,
+            Pfn(segment.end().0 - 1).phys_addr()
+        );
+    }
+    Ok(())
+}
+
+fn run<S: PhysSegments>(set: S, handles: Handles, ops: &[Op]) -> Result<(), TestCaseError> {
+    run_with(set, handles, ops, no_extra::<S>)
+}
+
+fn run_with<S: PhysSegments>(
+    mut set: S,
+    handles: Handles,
+    ops: &[Op],
+    extra: Extra<S>,
+) -> Result<(), TestCaseError> {
     let mut model = Model::default();
     let mut known: Vec<(u32, S::Handle)> = Vec::new();
     for op in ops {
@@ -205,7 +249,10 @@ fn run<S: PhysSegments>(mut set: S, handles: Handles, ops: &[Op]) -> Result<(), 
                 let hits = set.sum_lookups(&[Pfn(pfn)]);
                 prop_assert_eq!(hits, want.map_or(0, |(_, offset)| offset + 1));
             }
-            Op::Iterate => check_iteration(&set, &model)?,
+            Op::Iterate => {
+                check_iteration(&set, &model)?;
+                extra(&set, &model.list())?;
+            }
         }
         prop_assert_eq!(set.count(), model.segments.len());
         if handles != Handles::Moving {
@@ -221,7 +268,8 @@ fn run<S: PhysSegments>(mut set: S, handles: Handles, ops: &[Op]) -> Result<(), 
             }
         }
     }
-    check_iteration(&set, &model)
+    check_iteration(&set, &model)?;
+    extra(&set, &model.list())
 }
 
 fn config() -> ProptestConfig {
@@ -236,7 +284,7 @@ proptest! {
 
     #[test]
     fn hotkern_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
-        run(Physmem::<BasicPage>::initialized(), Handles::Stable, &ops)?;
+        run_with(Physmem::<BasicPage>::initialized(), Handles::Stable, &ops, hotkern_views)?;
     }
 
     #[test]
@@ -257,6 +305,6 @@ proptest! {
 
     #[test]
     fn hotkern_matches_the_model_across_sections(ops in prop::collection::vec(wide_op(), 1..40)) {
-        run(Physmem::<BasicPage>::initialized(), Handles::Stable, &ops)?;
+        run_with(Physmem::<BasicPage>::initialized(), Handles::Stable, &ops, hotkern_views)?;
     }
 }

@@ -1,5 +1,7 @@
 //! The semantics NetBSD's t_uvm_physseg checks, as tests of our API, plus
 //! every error path with a check that nothing changed.
+// These use real threads and atomics; the loom build runs only tests/loom.rs.
+#![cfg(not(loom))]
 
 use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
 use hotkern_physmem::{
@@ -46,9 +48,9 @@ fn handle_survives_out_of_order_inserts<S: PhysSegments>(set: &mut S) -> bool {
 #[test]
 fn handle_immutability_holds_for_hotkern_and_rbtree_and_fails_for_static() {
     assert!(handle_survives_out_of_order_inserts(&mut Mem::initialized()));
-    assert!(handle_survives_out_of_order_inserts(
-        &mut RbTreeSegments::<BasicPage>::new()
-    ));
+    assert!(handle_survives_out_of_order_inserts(&mut RbTreeSegments::<
+        BasicPage,
+    >::new()));
     // The paper found the same: array indices move.
     assert!(!handle_survives_out_of_order_inserts(
         &mut StaticSegments::<BasicPage>::new(16)
@@ -76,7 +78,10 @@ fn boot_handles_survive_page_init_and_out_of_order_physload() {
     let guard = mem.read();
     assert_eq!(guard.find(Pfn(120)), Some((c, PageCount(20))));
     for pfn in [0, 99, 100, 149, 200, 299] {
-        assert_eq!(guard.page(Pfn(pfn)).unwrap().phys_addr, Pfn(pfn).phys_addr());
+        assert_eq!(
+            guard.page(Pfn(pfn)).unwrap().phys_addr,
+            Pfn(pfn).phys_addr()
+        );
     }
 }
 
@@ -88,10 +93,16 @@ fn a_removed_segments_handle_is_stale_even_after_its_slot_is_reused() {
     assert_ne!(new, h[1]);
     assert_eq!(mem.segment_info(h[1]), Err(PhysmemError::StaleHandle));
     let guard = mem.read();
-    assert!(matches!(guard.segment(h[1]), Err(PhysmemError::StaleHandle)));
+    assert!(matches!(
+        guard.segment(h[1]),
+        Err(PhysmemError::StaleHandle)
+    ));
     assert!(matches!(guard.next(h[1]), Err(PhysmemError::StaleHandle)));
     assert!(matches!(guard.prev(h[1]), Err(PhysmemError::StaleHandle)));
-    assert_eq!(mem.physunload(h[1], FreeList(0)), Err(PhysmemError::StaleHandle));
+    assert_eq!(
+        mem.physunload(h[1], FreeList(0)),
+        Err(PhysmemError::StaleHandle)
+    );
     assert_eq!(mem.physunload_force(h[1]), Err(PhysmemError::StaleHandle));
     assert_eq!(mem.set_start_hint(h[1], 1), Err(PhysmemError::StaleHandle));
     assert_eq!(bounds(&mem, new), (500, 510));
@@ -137,7 +148,17 @@ fn find_hits_every_frame_and_misses_holes_and_the_outside() {
     }
     assert_eq!(guard.find(Pfn(32)), Some((h[1], PageCount(0))));
     assert_eq!(guard.find(Pfn((1 << 20) + 2)), Some((h[2], PageCount(2))));
-    for miss in [0, 7, 16, 31, 33, (1 << 20) - 1, (1 << 20) + 3, PFN_LIMIT, u64::MAX] {
+    for miss in [
+        0,
+        7,
+        16,
+        31,
+        33,
+        (1 << 20) - 1,
+        (1 << 20) + 3,
+        PFN_LIMIT,
+        u64::MAX,
+    ] {
         assert_eq!(guard.find(Pfn(miss)), None, "pfn {miss}");
         assert!(guard.page(Pfn(miss)).is_none());
     }
@@ -170,7 +191,10 @@ fn unplug_whole_front_back_and_middle() {
     assert_eq!(guard.page(Pfn(60)).unwrap().phys_addr, Pfn(60).phys_addr());
     let lower_base = guard.segment(h[0]).unwrap().pages().as_ptr();
     let upper_base = guard.segment(upper).unwrap().pages().as_ptr();
-    assert_eq!(upper_base as usize - lower_base as usize, 50 * size_of::<BasicPage>());
+    assert_eq!(
+        upper_base as usize - lower_base as usize,
+        50 * size_of::<BasicPage>()
+    );
     drop(guard);
     assert_eq!(mem.slab_count(), 2);
     // Whole.
@@ -192,7 +216,10 @@ fn descriptor_space_is_reused_after_unplug_before_a_new_slab() {
     let guard = mem.read();
     let at = guard.segment(reused).unwrap().pages().as_ptr() as usize;
     assert_eq!(at, base + 16 * size_of::<BasicPage>());
-    assert_eq!(guard.page(Pfn(5003)).unwrap().phys_addr, Pfn(5003).phys_addr());
+    assert_eq!(
+        guard.page(Pfn(5003)).unwrap().phys_addr,
+        Pfn(5003).phys_addr()
+    );
     drop(guard);
     // A plug larger than any hole gets a slab of its own.
     mem.plug(Pfn(9000), PageCount(17)).unwrap();
@@ -210,7 +237,10 @@ fn unplugged_descriptors_outlive_the_readers_that_can_see_them() {
     // The old snapshot still answers, and its descriptor is intact.
     assert_eq!(page.phys_addr, Pfn(101).phys_addr());
     assert!(guard.find(Pfn(101)).is_some());
-    assert!(mem.read().find(Pfn(101)).is_none(), "new readers see the unplug");
+    assert!(
+        mem.read().find(Pfn(101)).is_none(),
+        "new readers see the unplug"
+    );
     drop(guard);
     mem.reclaim();
     assert_eq!(mem.pending_reclaim(), 0);
@@ -235,7 +265,7 @@ fn boot(segments: &[(u64, u64, u64, u64, u32)]) -> (Mem, Vec<SegmentHandle>) {
 fn physunload_front_back_none_delete_and_force_before_and_after_page_init() {
     for init in [false, true] {
         let (mem, h) = boot(&[
-            (0, 10, 0, 10, 0),      // avail from the front
+            (0, 10, 0, 10, 0),       // avail from the front
             (100, 110, 105, 110, 0), // avail reaches only the back
             (200, 210, 202, 208, 0), // avail reaches neither end
             (300, 301, 300, 301, 1), // one page
@@ -253,10 +283,16 @@ fn physunload_front_back_none_delete_and_force_before_and_after_page_init() {
         assert_eq!((info.end, info.avail_end), (Pfn(109), Pfn(109)));
         // None: nothing changes.
         let before = mem.segment_info(h[2]).unwrap();
-        assert_eq!(mem.physunload(h[2], FreeList(0)), Err(PhysmemError::NoPageAtEnds));
+        assert_eq!(
+            mem.physunload(h[2], FreeList(0)),
+            Err(PhysmemError::NoPageAtEnds)
+        );
         assert_eq!(mem.segment_info(h[2]), Ok(before));
         // Wrong free list.
-        assert_eq!(mem.physunload(h[3], FreeList(0)), Err(PhysmemError::FreeListMismatch));
+        assert_eq!(
+            mem.physunload(h[3], FreeList(0)),
+            Err(PhysmemError::FreeListMismatch)
+        );
         // Delete: the last page of a segment takes the segment.
         assert_eq!(mem.physunload(h[3], FreeList(1)), Ok(Pfn(300)));
         assert_eq!(mem.segment_info(h[3]), Err(PhysmemError::StaleHandle));
@@ -270,21 +306,30 @@ fn physunload_front_back_none_delete_and_force_before_and_after_page_init() {
             let guard = mem.read();
             let upper = guard.find(Pfn(203)).unwrap().0;
             let upper = guard.segment(upper).unwrap();
-            assert_eq!((upper.start(), upper.avail_start(), upper.avail_end()), (Pfn(203), Pfn(203), Pfn(208)));
+            assert_eq!(
+                (upper.start(), upper.avail_start(), upper.avail_end()),
+                (Pfn(203), Pfn(203), Pfn(208))
+            );
             assert!(guard.find(Pfn(0)).is_none());
             assert!(guard.find(Pfn(1)).is_some());
         }
         // Force on an empty avail range.
         let (lower_avail_start, lower_avail_end) = (info.avail_start, info.avail_end);
         assert_eq!(lower_avail_start, lower_avail_end);
-        assert_eq!(mem.physunload_force(h[2]), Err(PhysmemError::NoAvailablePages));
+        assert_eq!(
+            mem.physunload_force(h[2]),
+            Err(PhysmemError::NoAvailablePages)
+        );
     }
 }
 
 #[test]
 fn physunload_of_the_last_page_of_the_last_segment_is_refused() {
     let (mem, h) = boot(&[(7, 8, 7, 8, 0)]);
-    assert_eq!(mem.physunload(h[0], FreeList(0)), Err(PhysmemError::LastSegment));
+    assert_eq!(
+        mem.physunload(h[0], FreeList(0)),
+        Err(PhysmemError::LastSegment)
+    );
     assert_eq!(mem.physunload_force(h[0]), Err(PhysmemError::LastSegment));
     assert_eq!(bounds(&mem, h[0]), (7, 8));
 }
@@ -309,17 +354,47 @@ fn every_refused_operation_changes_nothing() {
     let (start, end) = (Pfn(PFN_LIMIT - 1), Pfn(PFN_LIMIT + 1));
     check!(mem.plug(start, PageCount(2)), InvalidRange { start, end });
     let (start, end) = (Pfn(10), Pfn(10));
-    check!(mem.physload(start, end, start, end, FreeList(0)), InvalidRange { start, end });
+    check!(
+        mem.physload(start, end, start, end, FreeList(0)),
+        InvalidRange { start, end }
+    );
     let (start, end) = (Pfn(10), Pfn(20));
-    check!(mem.physload(start, end, Pfn(5), end, FreeList(0)), InvalidRange { start, end });
-    check!(mem.physload(start, end, Pfn(15), Pfn(12), FreeList(0)), InvalidRange { start, end });
-    check!(mem.physload(start, end, start, Pfn(21), FreeList(0)), InvalidRange { start, end });
+    check!(
+        mem.physload(start, end, Pfn(5), end, FreeList(0)),
+        InvalidRange { start, end }
+    );
+    check!(
+        mem.physload(start, end, Pfn(15), Pfn(12), FreeList(0)),
+        InvalidRange { start, end }
+    );
+    check!(
+        mem.physload(start, end, start, Pfn(21), FreeList(0)),
+        InvalidRange { start, end }
+    );
     // Overlap on the first frame, on the last frame, and all around.
     let (existing_start, existing_end) = (Pfn(100), Pfn(150));
-    check!(mem.plug(Pfn(149), PageCount(10)), Overlap { existing_start, existing_end });
-    check!(mem.plug(Pfn(90), PageCount(11)), Overlap { existing_start, existing_end });
+    check!(
+        mem.plug(Pfn(149), PageCount(10)),
+        Overlap {
+            existing_start,
+            existing_end
+        }
+    );
+    check!(
+        mem.plug(Pfn(90), PageCount(11)),
+        Overlap {
+            existing_start,
+            existing_end
+        }
+    );
     let (existing_start, existing_end) = (Pfn(300), Pfn(310));
-    check!(mem.plug(Pfn(250), PageCount(100)), Overlap { existing_start, existing_end });
+    check!(
+        mem.plug(Pfn(250), PageCount(100)),
+        Overlap {
+            existing_start,
+            existing_end
+        }
+    );
     // Unplug ranges not inside one segment: across its end, in a hole,
     // from a hole into it, over all of it and more.
     for (pfn, npages) in [(140, 20), (200, 1), (99, 2), (100, 300)] {
@@ -327,26 +402,38 @@ fn every_refused_operation_changes_nothing() {
         check!(mem.unplug(pfn, npages), NotInOneSegment { pfn, npages });
     }
     // Descriptors for 2^39 frames (4 TiB of them) cannot be allocated.
-    check!(mem.plug(Pfn(1 << 39), PageCount(1 << 39)), DescriptorAllocation);
+    check!(
+        mem.plug(Pfn(1 << 39), PageCount(1 << 39)),
+        DescriptorAllocation
+    );
     check!(mem.init_pages(), AlreadyInitialized);
     check!(mem.physunload(h[0], FreeList(9)), FreeListMismatch);
     // The last segment cannot go.
     mem.unplug(Pfn(300), PageCount(10)).unwrap();
     let before = state(&mem);
-    assert_eq!(mem.unplug(Pfn(100), PageCount(50)), Err(PhysmemError::LastSegment));
+    assert_eq!(
+        mem.unplug(Pfn(100), PageCount(50)),
+        Err(PhysmemError::LastSegment)
+    );
     assert_eq!(state(&mem), before);
 }
 
 #[test]
 fn boot_storage_full_refuses_physload_and_middle_unplug_without_change() {
     let mem: Physmem<BasicPage, hotkern_physmem::DefaultRawMutex, 2> = Physmem::new();
-    let a = mem.physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0)).unwrap();
-    mem.physload(Pfn(20), Pfn(30), Pfn(20), Pfn(30), FreeList(0)).unwrap();
+    let a = mem
+        .physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0))
+        .unwrap();
+    mem.physload(Pfn(20), Pfn(30), Pfn(20), Pfn(30), FreeList(0))
+        .unwrap();
     assert_eq!(
         mem.physload(Pfn(40), Pfn(50), Pfn(40), Pfn(50), FreeList(0)),
         Err(PhysmemError::StorageFull)
     );
-    assert_eq!(mem.unplug(Pfn(4), PageCount(2)), Err(PhysmemError::StorageFull));
+    assert_eq!(
+        mem.unplug(Pfn(4), PageCount(2)),
+        Err(PhysmemError::StorageFull)
+    );
     assert_eq!(mem.physunload_force(a), Ok(Pfn(0)));
     assert_eq!(mem.segment_info(a).unwrap().start, Pfn(1));
     assert_eq!(mem.len(), 2);
@@ -388,7 +475,8 @@ fn descriptors_are_dropped_exactly_once() {
     }
     {
         let mem: Physmem<Counted> = Physmem::new();
-        mem.physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0)).unwrap();
+        mem.physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0))
+            .unwrap();
         mem.init_pages().unwrap();
         mem.plug(Pfn(100), PageCount(20)).unwrap();
         assert_eq!(LIVE.load(Ordering::SeqCst), 30);

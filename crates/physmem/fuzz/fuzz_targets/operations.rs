@@ -6,20 +6,36 @@
 use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
-use hotkern_physmem::{
-    BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle,
-};
+use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Physload { start: u16, pages: u8, avail_skip: u8, list: bool },
+    Physload {
+        start: u16,
+        pages: u8,
+        avail_skip: u8,
+        list: bool,
+    },
     InitPages,
-    Plug { pfn: u16, pages: u8 },
-    Unplug { pfn: u16, pages: u8 },
-    Physunload { which: u8, list: bool },
-    PhysunloadForce { which: u8 },
-    Find { pfn: u16 },
+    Plug {
+        pfn: u16,
+        pages: u8,
+    },
+    Unplug {
+        pfn: u16,
+        pages: u8,
+    },
+    Physunload {
+        which: u8,
+        list: bool,
+    },
+    PhysunloadForce {
+        which: u8,
+    },
+    Find {
+        pfn: u16,
+    },
     Reclaim,
 }
 
@@ -42,14 +58,22 @@ fn containing(model: &Model, pfn: u64) -> Option<(u64, Seg)> {
 fn cut(seg: Seg, start: u64, end: u64) -> Seg {
     let avail_start = seg.avail_start.clamp(start, end);
     let avail_end = seg.avail_end.clamp(avail_start, end);
-    Seg { end, avail_start, avail_end, list: seg.list }
+    Seg {
+        end,
+        avail_start,
+        avail_end,
+        list: seg.list,
+    }
 }
 
 fn model_unplug(model: &mut Model, pfn: u64, n: u64) -> Result<(), PhysmemError> {
     if n == 0 {
         return Err(PhysmemError::ZeroPages);
     }
-    let outside = PhysmemError::NotInOneSegment { pfn: Pfn(pfn), npages: PageCount(n) };
+    let outside = PhysmemError::NotInOneSegment {
+        pfn: Pfn(pfn),
+        npages: PageCount(n),
+    };
     let (start, seg) = containing(model, pfn).ok_or(outside)?;
     let stop = pfn + n;
     if stop > seg.end {
@@ -71,7 +95,10 @@ fn model_unplug(model: &mut Model, pfn: u64, n: u64) -> Result<(), PhysmemError>
 fn model_load(model: &mut Model, start: u64, seg: Seg) -> Result<(), PhysmemError> {
     if let Some((_, other)) = model.range(..seg.end).next_back() {
         if other.end > start {
-            return Err(PhysmemError::Overlap { existing_start: Pfn(0), existing_end: Pfn(0) });
+            return Err(PhysmemError::Overlap {
+                existing_start: Pfn(0),
+                existing_end: Pfn(0),
+            });
         }
     }
     model.insert(start, seg);
@@ -105,16 +132,38 @@ fuzz_target!(|ops: Vec<Op>| {
     };
     for op in ops.into_iter().take(64) {
         match op {
-            Op::Physload { start, pages, avail_skip, list } => {
+            Op::Physload {
+                start,
+                pages,
+                avail_skip,
+                list,
+            } => {
                 let (start, end) = (start as u64, start as u64 + pages as u64);
                 let avail_start = (start + avail_skip as u64).min(end);
-                let seg = Seg { end, avail_start, avail_end: end, list: list as u32 };
+                let seg = Seg {
+                    end,
+                    avail_start,
+                    avail_end: end,
+                    list: list as u32,
+                };
                 let got = mem
-                    .physload(Pfn(start), Pfn(end), Pfn(avail_start), Pfn(end), FreeList(list as u32))
+                    .physload(
+                        Pfn(start),
+                        Pfn(end),
+                        Pfn(avail_start),
+                        Pfn(end),
+                        FreeList(list as u32),
+                    )
                     .map(drop);
                 let want = if start >= end {
-                    Err(PhysmemError::InvalidRange { start: Pfn(start), end: Pfn(end) })
-                } else if !initialized && model.len() == 4 && model_load(&mut model.clone(), start, seg).is_ok() {
+                    Err(PhysmemError::InvalidRange {
+                        start: Pfn(start),
+                        end: Pfn(end),
+                    })
+                } else if !initialized
+                    && model.len() == 4
+                    && model_load(&mut model.clone(), start, seg).is_ok()
+                {
                     Err(PhysmemError::StorageFull)
                 } else {
                     model_load(&mut model, start, seg)
@@ -123,17 +172,29 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::InitPages => {
                 let got = mem.init_pages();
-                let want = if initialized { Err(PhysmemError::AlreadyInitialized) } else { Ok(()) };
+                let want = if initialized {
+                    Err(PhysmemError::AlreadyInitialized)
+                } else {
+                    Ok(())
+                };
                 assert_eq!(got, want);
                 initialized = true;
             }
             Op::Plug { pfn, pages } => {
                 let (start, n) = (pfn as u64, pages as u64);
                 let got = mem.plug(Pfn(start), PageCount(n)).map(drop);
-                let seg = Seg { end: start + n, avail_start: start, avail_end: start + n, list: 0 };
+                let seg = Seg {
+                    end: start + n,
+                    avail_start: start,
+                    avail_end: start + n,
+                    list: 0,
+                };
                 let want = if n == 0 {
                     Err(PhysmemError::ZeroPages)
-                } else if !initialized && model.len() == 4 && model_load(&mut model.clone(), start, seg).is_ok() {
+                } else if !initialized
+                    && model.len() == 4
+                    && model_load(&mut model.clone(), start, seg).is_ok()
+                {
                     Err(PhysmemError::StorageFull)
                 } else {
                     model_load(&mut model, start, seg)
@@ -162,7 +223,8 @@ fuzz_target!(|ops: Vec<Op>| {
                         let want = model_unplug(&mut model, start, 1).map(|()| Pfn(start));
                         assert_eq!(got, want);
                     } else if seg.avail_end == seg.end && seg.avail_start < seg.avail_end {
-                        let want = model_unplug(&mut model, seg.end - 1, 1).map(|()| Pfn(seg.end - 1));
+                        let want =
+                            model_unplug(&mut model, seg.end - 1, 1).map(|()| Pfn(seg.end - 1));
                         assert_eq!(got, want);
                     } else {
                         assert_eq!(got, Err(PhysmemError::NoPageAtEnds));
@@ -176,7 +238,8 @@ fuzz_target!(|ops: Vec<Op>| {
                     if seg.avail_start >= seg.avail_end {
                         assert_eq!(got, Err(PhysmemError::NoAvailablePages));
                     } else {
-                        let want = model_unplug(&mut model, seg.avail_start, 1).map(|()| Pfn(seg.avail_start));
+                        let want = model_unplug(&mut model, seg.avail_start, 1)
+                            .map(|()| Pfn(seg.avail_start));
                         assert_eq!(got, want);
                     }
                 }
@@ -186,7 +249,10 @@ fuzz_target!(|ops: Vec<Op>| {
                 let guard = mem.read();
                 let got = guard.find(Pfn(pfn)).map(|(h, off)| {
                     let s = guard.segment(h).unwrap();
-                    assert_eq!(guard.page(Pfn(pfn)).unwrap().phys_addr, Pfn(pfn).phys_addr());
+                    assert_eq!(
+                        guard.page(Pfn(pfn)).unwrap().phys_addr,
+                        Pfn(pfn).phys_addr()
+                    );
                     (s.start().0, s.end().0, off.0)
                 });
                 let want = if initialized {
@@ -203,12 +269,17 @@ fuzz_target!(|ops: Vec<Op>| {
             let guard = mem.read();
             let got: Vec<_> = guard
                 .segments()
-                .map(|s| (s.start().0, Seg {
-                    end: s.end().0,
-                    avail_start: s.avail_start().0,
-                    avail_end: s.avail_end().0,
-                    list: s.free_list().0,
-                }))
+                .map(|s| {
+                    (
+                        s.start().0,
+                        Seg {
+                            end: s.end().0,
+                            avail_start: s.avail_start().0,
+                            avail_end: s.avail_end().0,
+                            list: s.free_list().0,
+                        },
+                    )
+                })
                 .collect();
             let want: Vec<_> = model.iter().map(|(&s, &seg)| (s, seg)).collect();
             assert_eq!(got, want);

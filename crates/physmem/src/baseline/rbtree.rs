@@ -6,7 +6,6 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
 use core::cell::Cell;
 
-
 use intrusive_collections::{intrusive_adapter, Bound, KeyAdapter, RBTree, RBTreeLink};
 
 use super::{checked_range, descriptors, Descriptors};

@@ -164,7 +164,9 @@ impl<P: Page> PhysSegments for StaticSegments<P> {
     }
 
     fn prev(&self, handle: usize) -> Option<usize> {
-        (handle < self.segments.len()).then_some(handle)?.checked_sub(1)
+        (handle < self.segments.len())
+            .then_some(handle)?
+            .checked_sub(1)
     }
 
     fn count(&self) -> usize {
