@@ -1,7 +1,558 @@
-//! `hotkern bench physmem` (not built yet).
+//! `hotkern bench physmem`: NetBSD's t_uvm_physseg_load side by side for
+//! `static` (sorted array, binary search), `rbtree` (UVM_HOTPLUG) and
+//! `hotkern` (direct-indexed published index), plus lookups under churn and
+//! the cost of a plug+unplug pair.
+//!
+//! Every random input (lookup addresses, unplug lengths) is generated before
+//! the timed region and shared by all implementations; each implementation's
+//! lookups are summed into a checksum, which must agree across them.
 
-use super::{BenchOptions, Report};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
 
-pub fn run(_options: &BenchOptions) -> Result<Report, String> {
-    Err("the physmem benchmark is not built yet".into())
+use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
+use hotkern_physmem::{BasicPage, PageCount, Pfn, PhysSegments, Physmem};
+
+use super::{BenchOptions, Case, Progress, Report};
+
+type Hotkern = Physmem<BasicPage>;
+
+const IMPLS: [&str; 3] = ["static", "rbtree", "hotkern"];
+
+/// Lookups a small case repeats up to, so its timing is not all noise.
+const MIN_TIMED_LOOKUPS: usize = 100_000;
+/// Lookups done inside one read guard in the churn cases.
+const CHURN_BATCH: usize = 1024;
+
+/// splitmix64: a fixed-seed generator, so every run sees the same inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn label(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}K", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// Random frames of random byte addresses in `[0, bytes)`.
+fn random_pfns(rng: &mut Rng, count: usize, bytes: u64) -> Vec<Pfn> {
+    (0..count)
+        .map(|_| Pfn(rng.below(bytes) >> hotkern_physmem::PAGE_SHIFT))
+        .collect()
+}
+
+/// Times `rounds` passes of lookups over `pfns`; returns (elapsed, checksum).
+fn time_lookups<S: PhysSegments>(set: &S, pfns: &[Pfn], rounds: usize) -> (Duration, u64) {
+    let start = Instant::now();
+    let mut sum = 0u64;
+    for _ in 0..rounds {
+        sum = sum.wrapping_add(set.sum_lookups(black_box(pfns)));
+    }
+    (start.elapsed(), black_box(sum))
+}
+
+/// hotkern with a read guard taken and dropped around every single lookup.
+fn time_guard_each(set: &Hotkern, pfns: &[Pfn]) -> Duration {
+    let start = Instant::now();
+    let mut sum = 0u64;
+    for &pfn in pfns {
+        sum = sum.wrapping_add(PhysSegments::find(set, black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
+    }
+    black_box(sum);
+    start.elapsed()
+}
+
+fn new_impl(name: &str, static_capacity: usize) -> Box<dyn FnOnce() -> AnySet> {
+    match name {
+        "static" => Box::new(move || AnySet::Static(StaticSegments::new(static_capacity))),
+        "rbtree" => Box::new(|| AnySet::RbTree(RbTreeSegments::new())),
+        _ => Box::new(|| AnySet::Hotkern(Hotkern::initialized())),
+    }
+}
+
+/// The three implementations, so cases can loop over them.
+enum AnySet {
+    Static(StaticSegments<BasicPage>),
+    RbTree(RbTreeSegments<BasicPage>),
+    Hotkern(Hotkern),
+}
+
+macro_rules! with_set {
+    ($set:expr, $s:ident => $body:expr) => {
+        match $set {
+            AnySet::Static($s) => $body,
+            AnySet::RbTree($s) => $body,
+            AnySet::Hotkern($s) => $body,
+        }
+    };
+}
+
+/// 32 segments of 8 pages covering PFN 0..256 (t_uvm_physseg_load's set).
+fn build_fixed<S: PhysSegments>(set: &mut S) -> Result<(), String> {
+    for i in 0..32u64 {
+        set.plug(Pfn(i * 8), PageCount(8))
+            .map_err(|e| format!("fixed set-up: {e}"))?;
+    }
+    Ok(())
+}
+
+/// One segment of `pages`, then for every 8th frame `unplug(pf, len)` with
+/// the pre-drawn `len` (rand % 7 + 1).
+fn build_fragmented<S: PhysSegments>(
+    set: &mut S,
+    pages: u64,
+    lengths: &[u64],
+) -> Result<(), String> {
+    set.plug(Pfn(0), PageCount(pages))
+        .map_err(|e| format!("fragmented set-up: {e}"))?;
+    for (i, &len) in lengths.iter().enumerate() {
+        set.unplug(Pfn(i as u64 * 8), PageCount(len))
+            .map_err(|e| format!("fragmented set-up: {e}"))?;
+    }
+    Ok(())
+}
+
+struct Checksums(Vec<(String, u64)>);
+
+impl Checksums {
+    fn agree(&self) -> bool {
+        self.0.windows(2).all(|w| w[0].1 == w[1].1)
+    }
+}
+
+pub fn run(options: &BenchOptions) -> Result<Report, String> {
+    let full = options.full;
+    let mut report = Report::new("physmem");
+    let mut rng = Rng(0x5eed_0f_1a7e);
+
+    let mut fixed_sizes: Vec<u64> = vec![100, 1_000, 10_000, 100_000, 1_000_000];
+    if full {
+        fixed_sizes.extend([10_000_000, 100_000_000]);
+    }
+    let fragmented_sizes: [(u64, &str); 4] = [
+        (1 << 20, "1MB"),
+        (64 << 20, "64MB"),
+        (128 << 20, "128MB"),
+        (256 << 20, "256MB"),
+    ];
+    let fragmented_lookups = if full { 10_000_000 } else { 1_000_000 };
+    let churn_lookups = if full { 20_000_000 } else { 2_000_000 };
+    let plug_unplug_sizes: [(usize, &str); 3] = [(32, "32"), (1_000, "1K"), (8_000, "8K")];
+    let plug_unplug_pairs = if full { 20_000 } else { 2_000 };
+
+    let steps =
+        (fixed_sizes.len() * 3 + fragmented_sizes.len() * 3 + 2 + plug_unplug_sizes.len() * 3 + 1)
+            as u64;
+    let progress = Progress::new("physmem", steps);
+
+    // fixed/<N> ----------------------------------------------------------
+    // One buffer of the largest size up to 10M; 100M reuses it ten times.
+    let buffer_len = (*fixed_sizes.last().unwrap_or(&1)).min(10_000_000) as usize;
+    let fixed_pfns = random_pfns(&mut rng, buffer_len, 1 << 20);
+    let mut fixed_sets: Vec<AnySet> = Vec::new();
+    for name in IMPLS {
+        let mut set = new_impl(name, 32)();
+        with_set!(&mut set, s => build_fixed(s))?;
+        fixed_sets.push(set);
+    }
+    let mut mismatches = Vec::new();
+    for &n in &fixed_sizes {
+        let case = format!("fixed/{}", label(n));
+        let (slice_len, rounds) = if n as usize <= buffer_len {
+            let len = n as usize;
+            (len, (MIN_TIMED_LOOKUPS / len).max(1))
+        } else {
+            (buffer_len, (n as usize) / buffer_len)
+        };
+        let pfns = &fixed_pfns[..slice_len];
+        let mut sums = Checksums(Vec::new());
+        for (name, set) in IMPLS.iter().zip(&fixed_sets) {
+            progress.start(&format!("{case} {name}"));
+            let (elapsed, sum) = with_set!(set, s => time_lookups(s, pfns, rounds));
+            let ops = (slice_len * rounds) as u64;
+            let mut row = Case::new(&case, *name, ops)
+                .ns_per_op(super::ns_per_op(elapsed, ops))
+                .with("lookups", n);
+            if let AnySet::Hotkern(h) = set {
+                let each = &pfns[..slice_len.min(1_000_000)];
+                let t = time_guard_each(h, each);
+                row = row.with(
+                    "guard_each_ns_per_op",
+                    super::ns_per_op(t, each.len() as u64),
+                );
+            }
+            report.cases.push(row);
+            sums.0.push((name.to_string(), sum));
+            progress.advance();
+        }
+        if !sums.agree() {
+            mismatches.push(case.clone());
+        }
+        let key = case.replace('/', "-");
+        report.ratio(
+            &format!("{key}/static_over_hotkern"),
+            &case,
+            "ns_per_op",
+            "static",
+            "hotkern",
+        );
+        report.ratio(
+            &format!("{key}/rbtree_over_hotkern"),
+            &case,
+            "ns_per_op",
+            "rbtree",
+            "hotkern",
+        );
+    }
+    drop(fixed_sets);
+
+    // fragmented/<S> -----------------------------------------------------
+    for &(bytes, size) in &fragmented_sizes {
+        let case = format!("fragmented/{size}");
+        let pages = bytes >> hotkern_physmem::PAGE_SHIFT;
+        let lengths: Vec<u64> = (0..pages / 8).map(|_| rng.below(7) + 1).collect();
+        let pfns = random_pfns(&mut rng, fragmented_lookups, bytes);
+        let mut sums = Checksums(Vec::new());
+        for name in IMPLS {
+            progress.start(&format!("{case} {name}"));
+            // `static` gets room for every fragment: the strongest fair baseline.
+            let mut set = new_impl(name, lengths.len() + 1)();
+            let setup = Instant::now();
+            with_set!(&mut set, s => build_fragmented(s, pages, &lengths))?;
+            let setup = setup.elapsed();
+            let (elapsed, sum) = with_set!(&set, s => time_lookups(s, &pfns, 1));
+            let segments = with_set!(&set, s => s.count());
+            let ops = pfns.len() as u64;
+            let mut row = Case::new(&case, name, ops)
+                .ns_per_op(super::ns_per_op(elapsed, ops))
+                .with("segments", segments as u64)
+                .with("setup_ms", setup.as_secs_f64() * 1e3);
+            if let AnySet::Hotkern(h) = &set {
+                let each = &pfns[..pfns.len().min(1_000_000)];
+                let t = time_guard_each(h, each);
+                row = row.with(
+                    "guard_each_ns_per_op",
+                    super::ns_per_op(t, each.len() as u64),
+                );
+                if size == "256MB" {
+                    lookup_designs(&mut report, h, &pfns);
+                }
+            }
+            report.cases.push(row);
+            sums.0.push((name.to_string(), sum));
+            progress.advance();
+        }
+        if !sums.agree() {
+            mismatches.push(case.clone());
+        }
+        let key = case.replace('/', "-");
+        report.ratio(
+            &format!("{key}/rbtree_over_hotkern"),
+            &case,
+            "ns_per_op",
+            "rbtree",
+            "hotkern",
+        );
+        report.ratio(
+            &format!("{key}/static_over_hotkern"),
+            &case,
+            "ns_per_op",
+            "static",
+            "hotkern",
+        );
+    }
+    let frag = |size: &str| {
+        report
+            .case(&format!("fragmented/{size}"), "hotkern")
+            .and_then(|c| c.ns_per_op)
+    };
+    if let (Some(big), Some(small)) = (frag("256MB"), frag("1MB")) {
+        report
+            .ratios
+            .insert("hotkern/fragmented-256MB_over_1MB".into(), big / small);
+    }
+
+    // churn/idle, churn/busy ---------------------------------------------
+    let churn_pages = (64u64 << 20) >> hotkern_physmem::PAGE_SHIFT;
+    let churn_lengths: Vec<u64> = (0..churn_pages / 8).map(|_| rng.below(7) + 1).collect();
+    let churn_pfns = random_pfns(&mut rng, churn_lookups, 64 << 20);
+    let mut churn_sums = Vec::new();
+    for busy in [false, true] {
+        let case = if busy { "churn/busy" } else { "churn/idle" };
+        progress.start(case);
+        let mut mem = Hotkern::initialized();
+        build_fragmented(&mut mem, churn_pages, &churn_lengths)?;
+        let (elapsed, sum, writes) = churn(Arc::new(mem), &churn_pfns, busy);
+        churn_sums.push(sum);
+        let ops = churn_pfns.len() as u64;
+        report.cases.push(
+            Case::new(case, "hotkern", ops)
+                .ns_per_op(super::ns_per_op(elapsed, ops))
+                .with("writer_ops", writes)
+                .with("segments", churn_lengths.len() as u64),
+        );
+        progress.advance();
+    }
+    if churn_sums.windows(2).any(|w| w[0] != w[1]) {
+        mismatches.push("churn".into());
+    }
+    if let (Some(busy), Some(idle)) = (
+        report
+            .case("churn/busy", "hotkern")
+            .and_then(|c| c.ns_per_op),
+        report
+            .case("churn/idle", "hotkern")
+            .and_then(|c| c.ns_per_op),
+    ) {
+        report
+            .ratios
+            .insert("churn/busy_over_idle".into(), busy / idle);
+    }
+
+    // plug-unplug/<segments> ---------------------------------------------
+    for &(segments, size) in &plug_unplug_sizes {
+        let case = format!("plug-unplug/{size}");
+        let holes: Vec<u64> = (0..plug_unplug_pairs)
+            .map(|_| rng.below(segments as u64))
+            .collect();
+        for name in IMPLS {
+            progress.start(&format!("{case} {name}"));
+            let mut set = new_impl(name, segments + 1)();
+            let elapsed = with_set!(&mut set, s => plug_unplug(s, segments, &holes))?;
+            let ops = holes.len() as u64;
+            report
+                .cases
+                .push(Case::new(&case, name, ops).ns_per_op(super::ns_per_op(elapsed, ops)));
+            progress.advance();
+        }
+        let key = case.replace('/', "-");
+        report.ratio(
+            &format!("{key}/hotkern_over_rbtree"),
+            &case,
+            "ns_per_op",
+            "hotkern",
+            "rbtree",
+        );
+        report.ratio(
+            &format!("{key}/hotkern_over_static"),
+            &case,
+            "ns_per_op",
+            "hotkern",
+            "static",
+        );
+    }
+    progress.advance();
+    drop(progress);
+
+    notes(&mut report, &fixed_sizes, full, &mismatches);
+    if !mismatches.is_empty() {
+        return Err(format!(
+            "implementations disagree on {}",
+            mismatches.join(", ")
+        ));
+    }
+    Ok(report)
+}
+
+/// The lookup designs measured on the same 256 MB fragmented snapshot:
+/// hotkern's block tables against binary search within each section. A
+/// global binary search over all segments is the `static` baseline itself.
+fn lookup_designs(report: &mut Report, mem: &Hotkern, pfns: &[Pfn]) {
+    let case = "lookup-design/fragmented-256MB";
+    let guard = mem.read();
+    let hit = |found: Option<(hotkern_physmem::SegmentHandle, PageCount)>| {
+        found.map_or(0, |(_, o)| o.0 + 1)
+    };
+    let timings = [
+        ("section+blocks", time_design(pfns, |p| hit(guard.find(p)))),
+        (
+            "section+bsearch",
+            time_design(pfns, |p| hit(guard.find_by_section_search(p))),
+        ),
+    ];
+    let mut sums = Vec::new();
+    for (name, (elapsed, sum)) in timings {
+        sums.push(sum);
+        let mut row = Case::new(case, name, pfns.len() as u64)
+            .ns_per_op(super::ns_per_op(elapsed, pfns.len() as u64));
+        if name == "section+blocks" {
+            row = row.with("table_bytes", guard.table_bytes() as u64);
+        }
+        report.cases.push(row);
+    }
+    if sums.windows(2).any(|w| w[0] != w[1]) {
+        report
+            .notes
+            .push("lookup designs DISAGREE on 256MB lookups".into());
+    }
+    report.ratio(
+        "lookup-design-256MB/section+bsearch_over_section+blocks",
+        case,
+        "ns_per_op",
+        "section+bsearch",
+        "section+blocks",
+    );
+}
+
+/// Times one lookup design over `pfns`; generic so each design is inlined.
+fn time_design(pfns: &[Pfn], find: impl Fn(Pfn) -> u64) -> (Duration, u64) {
+    let start = Instant::now();
+    let sum: u64 = pfns.iter().map(|&p| find(black_box(p))).sum();
+    (start.elapsed(), black_box(sum))
+}
+
+/// Lookups on this thread, batched under short read guards; with `busy`,
+/// another thread plugs and unplugs a 64-page segment meanwhile.
+/// Returns (elapsed, checksum, writer operations done).
+fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> (Duration, u64, u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let writer = busy.then(|| {
+        let (mem, stop, writes) = (mem.clone(), stop.clone(), writes.clone());
+        thread::spawn(move || {
+            // Beyond the looked-up range, so the checksum is unaffected.
+            let base = Pfn(1 << 20);
+            while !stop.load(Ordering::Relaxed) {
+                if mem.plug(base, PageCount(64)).is_ok() && mem.unplug(base, PageCount(64)).is_ok()
+                {
+                    writes.fetch_add(2, Ordering::Relaxed);
+                }
+            }
+        })
+    });
+    if busy {
+        // Let the writer get going before the clock starts.
+        while writes.load(Ordering::Relaxed) < 4 {
+            thread::yield_now();
+        }
+    }
+    let start = Instant::now();
+    let mut sum = 0u64;
+    for chunk in pfns.chunks(CHURN_BATCH) {
+        let guard = mem.read();
+        for &pfn in chunk {
+            sum = sum.wrapping_add(guard.find(black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
+        }
+    }
+    let elapsed = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    (elapsed, black_box(sum), writes.load(Ordering::Relaxed))
+}
+
+/// `segments` segments of 4 pages every 8 frames, then one plug+unplug pair
+/// per entry of `holes`, each filling and emptying that segment's hole.
+fn plug_unplug<S: PhysSegments>(
+    set: &mut S,
+    segments: usize,
+    holes: &[u64],
+) -> Result<Duration, String> {
+    for i in 0..segments as u64 {
+        set.plug(Pfn(i * 8), PageCount(4))
+            .map_err(|e| format!("plug-unplug set-up: {e}"))?;
+    }
+    let start = Instant::now();
+    for &hole in holes {
+        let pfn = Pfn(hole * 8 + 4);
+        black_box(
+            set.plug(pfn, PageCount(4))
+                .map_err(|e| format!("plug: {e}"))?,
+        );
+        set.unplug(pfn, PageCount(4))
+            .map_err(|e| format!("unplug: {e}"))?;
+    }
+    Ok(start.elapsed())
+}
+
+fn notes(report: &mut Report, fixed_sizes: &[u64], full: bool, mismatches: &[String]) {
+    let met = |ok: bool| if ok { "met" } else { "MISSED" };
+    let ns =
+        |report: &Report, case: &str, name: &str| report.case(case, name).and_then(|c| c.ns_per_op);
+    if !full {
+        report.notes.push(
+            "quick run: fixed up to 1M lookups, 1M lookups per fragmented case, 2M per churn case; \
+             --full runs 10M/100M fixed and 10M fragmented"
+                .into(),
+        );
+    }
+    report.notes.push(
+        "small fixed cases repeat their N lookups up to 100K timed lookups; lookups run inside one \
+         read guard per batch, guard_each_ns_per_op takes a guard per lookup"
+            .into(),
+    );
+    let biggest = format!(
+        "fixed/{}",
+        label(
+            *fixed_sizes
+                .iter()
+                .filter(|&&n| n <= 10_000_000)
+                .max()
+                .unwrap_or(&0)
+        )
+    );
+    if let (Some(s), Some(h)) = (
+        ns(report, &biggest, "static"),
+        ns(report, &biggest, "hotkern"),
+    ) {
+        report.notes.push(format!(
+            "target hotkern <= static on fixed/10M: {} on {biggest} ({h:.2} vs {s:.2} ns)",
+            met(h <= s)
+        ));
+    }
+    let case = "fragmented/256MB";
+    if let (Some(r), Some(s), Some(h)) = (
+        ns(report, case, "rbtree"),
+        ns(report, case, "static"),
+        ns(report, case, "hotkern"),
+    ) {
+        report.notes.push(format!(
+            "target >= 5x faster than rbtree at 256MB: {} ({:.1}x); no slower than static: {} ({:.2}x)",
+            met(r / h >= 5.0),
+            r / h,
+            met(h <= s),
+            s / h
+        ));
+    }
+    if let Some(&ratio) = report.ratios.get("hotkern/fragmented-256MB_over_1MB") {
+        report.notes.push(format!(
+            "target hotkern 256MB within 1.5x of 1MB: {} ({ratio:.2}x)",
+            met(ratio <= 1.5)
+        ));
+    }
+    if let Some(&ratio) = report.ratios.get("churn/busy_over_idle") {
+        report.notes.push(format!(
+            "target churn/busy within 1.25x of churn/idle: {} ({ratio:.2}x)",
+            met(ratio <= 1.25)
+        ));
+    }
+    report.notes.push(
+        "plug-unplug: hotkern rebuilds and republishes its lookup index on every write (O(segments)), \
+         the price of lock-free, fragmentation-independent lookups"
+            .into(),
+    );
+    if mismatches.is_empty() {
+        report
+            .notes
+            .push("all implementations returned identical lookup checksums".into());
+    }
 }
