@@ -1,22 +1,32 @@
 //! Deferred work (`bolt`): callbacks of deferrable steps that run after the
 //! operation returned, on whatever thread calls [`Hotplug::run_deferred`].
 //!
-//! Race rule: when an operation starts on a CPU, its pending deferred
-//! callbacks are **cancelled** — the step keeps the state it had before it
-//! was deferred (a cancelled teardown leaves the step up, so the startup is
-//! skipped and the kept structures are used as they are; a cancelled startup
-//! leaves it down, so the teardown is skipped). A deferred callback already
-//! running for that CPU is waited for before the operation touches anything.
+//! Race rules, applied when an operation starts on a CPU that still has
+//! deferred callbacks pending:
+//!
+//! * a pending **teardown** (the CPU went offline and now comes back) is
+//!   **cancelled**: the step stays up, its startup is skipped, and the kept
+//!   structures are used as they are. Nothing ran on the CPU while it was
+//!   offline, so they are exactly as the critical teardowns left them.
+//! * a pending **startup** (the CPU came online and now goes away) is
+//!   **completed** first, on the calling thread, and the step is then torn
+//!   down like any other: the CPU ran in between and may have used the
+//!   step's structures, so skipping both calls could leave state behind.
+//!
+//! A deferred callback already running for that CPU is waited for, and
+//! none touching the CPU runs while the operation is in progress.
 
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use lock_api::RawMutex;
 
 use crate::cpu::CpuSet;
+use crate::error::Error;
 use crate::hotplug::{Hotplug, Inner, StepStatus};
-use crate::invoke::{invoke, Call};
+use crate::invoke::{invoke, Call, Registered};
 use crate::platform::Platform;
-use crate::step::{Direction, Section, StepId};
+use crate::step::{Direction, Reuse, Section, StepId};
 
 /// One deferred callback: a step, a direction, and the CPUs it is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +53,23 @@ pub(crate) fn reached(direction: Direction) -> StepStatus {
     }
 }
 
+/// What running one job did.
+struct Executed {
+    /// Each call's CPUs and whether it succeeded.
+    outcomes: Vec<(CpuSet, bool)>,
+    failures: Vec<Error>,
+    nanos: u64,
+}
+
+/// Deferred work settled at the start of an operation.
+pub(crate) struct Settled {
+    /// Cancelled teardowns, to put back if the operation fails.
+    pub(crate) cancelled: Vec<Job>,
+    /// Pending startups completed, and the time they took.
+    pub(crate) finished: usize,
+    pub(crate) finish_nanos: u64,
+}
+
 impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// Runs deferred callbacks until none is pending; returns how many jobs
     /// ran. The platform's worker calls this after
@@ -59,61 +86,16 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                     break;
                 };
                 if job.cpus.is_empty() {
-                    // Cancelled entirely by an operation still in progress.
+                    // Taken over entirely by an operation.
                     continue;
                 }
                 inner.running = Some(job);
                 (job, inner.table.clone())
             };
-            let entry = &table[job.step.index()];
-            let call = Call {
-                direction: job.direction,
-                reuse: crate::step::Reuse::Yes,
-                deferred: true,
-                rollback: false,
-            };
-            let mut outcomes: Vec<(CpuSet, bool)> = Vec::new();
-            let mut failures = Vec::new();
-            let mut nanos = 0;
-            let mut run = |cpus: CpuSet| {
-                let (result, took) = invoke(&self.platform, entry, job.step, cpus, call);
-                nanos += took;
-                outcomes.push((cpus, result.is_ok()));
-                if let Err(error) = result {
-                    failures.push(error);
-                }
-            };
-            if entry.spec.section == Section::Prepare {
-                run(job.cpus);
-            } else {
-                job.cpus.iter().for_each(|cpu| run(CpuSet::single(cpu)));
-            }
+            let executed = self.execute(&table, job);
             let mut inner = self.inner.lock();
             inner.running = None;
-            for (cpus, ok) in outcomes {
-                // A failed deferred callback leaves the step where it was.
-                let status = if ok {
-                    reached(job.direction)
-                } else {
-                    reached(job.direction.reverse())
-                };
-                for cpu in cpus {
-                    inner.states.set(cpu, job.step, status);
-                }
-            }
-            inner.warnings.deferred_failures += failures.len() as u64;
-            inner.deferred_failures.extend(failures);
-            let time = &mut inner.times[job.step.index()];
-            match job.direction {
-                Direction::Up => {
-                    time.startup_nanos = Some(nanos);
-                    time.startup_deferred = true;
-                }
-                Direction::Down => {
-                    time.teardown_nanos = Some(nanos);
-                    time.teardown_deferred = true;
-                }
-            }
+            record(&mut inner, job, executed);
             ran += 1;
         }
         ran
@@ -136,38 +118,95 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         queued + usize::from(inner.running.is_some())
     }
 
-    /// Cancels the pending deferred work of `cpus` and waits for a running
-    /// job that touches them. Returns the cancelled parts, to put back if
-    /// the operation fails.
-    pub(crate) fn cancel_deferred(&self, cpus: CpuSet) -> Vec<Job> {
+    /// Calls `job`'s callback: once with the whole set for a `Prepare`
+    /// step, once per CPU otherwise.
+    fn execute(&self, table: &[Registered], job: Job) -> Executed {
+        let entry = &table[job.step.index()];
+        let call = Call {
+            direction: job.direction,
+            reuse: Reuse::Yes,
+            deferred: true,
+            rollback: false,
+        };
+        let mut executed = Executed {
+            outcomes: Vec::new(),
+            failures: Vec::new(),
+            nanos: 0,
+        };
+        let mut run = |cpus: CpuSet| {
+            let (result, took) = invoke(&self.platform, entry, job.step, cpus, call);
+            executed.nanos += took;
+            executed.outcomes.push((cpus, result.is_ok()));
+            if let Err(error) = result {
+                executed.failures.push(error);
+            }
+        };
+        if entry.spec.section == Section::Prepare {
+            run(job.cpus);
+        } else {
+            job.cpus.iter().for_each(|cpu| run(CpuSet::single(cpu)));
+        }
+        executed
+    }
+
+    /// Settles the deferred work of `cpus` before an operation on them:
+    /// cancels pending teardowns, completes pending startups, and waits for
+    /// a running job that touches them. See the module's race rules.
+    pub(crate) fn settle_deferred(&self, cpus: CpuSet) -> Settled {
         let mut cancelled = Vec::new();
-        let mut inner = self.inner.lock();
-        let inner_ref = &mut *inner;
-        for job in inner_ref.queue.iter_mut() {
-            let hit = job.cpus.intersection(&cpus);
-            if hit.is_empty() {
-                continue;
-            }
-            job.cpus = job.cpus.difference(&hit);
-            for cpu in hit {
-                inner_ref
-                    .states
-                    .set(cpu, job.step, reached(job.direction.reverse()));
-            }
-            cancelled.push(Job { cpus: hit, ..*job });
-        }
-        // An emptied job stays queued (and is skipped by the worker) so that
-        // a failed operation can put the cancelled part back in place.
-        while inner
-            .running
-            .is_some_and(|job| !job.cpus.intersection(&cpus).is_empty())
+        let mut finish = Vec::new();
+        let table: Arc<Vec<Registered>>;
         {
-            drop(inner);
-            // The worker holds this lock for the whole job.
-            drop(self.worker.lock());
-            inner = self.inner.lock();
+            let mut inner = self.inner.lock();
+            let inner_ref = &mut *inner;
+            for job in inner_ref.queue.iter_mut() {
+                let hit = job.cpus.intersection(&cpus);
+                if hit.is_empty() {
+                    continue;
+                }
+                // An emptied job stays queued (the worker skips it) so that a
+                // failed operation can put a cancelled part back in place.
+                job.cpus = job.cpus.difference(&hit);
+                let part = Job { cpus: hit, ..*job };
+                match job.direction {
+                    Direction::Down => {
+                        for cpu in hit {
+                            inner_ref.states.set(cpu, job.step, StepStatus::Up);
+                        }
+                        cancelled.push(part);
+                    }
+                    Direction::Up => finish.push(part),
+                }
+            }
+            while inner
+                .running
+                .is_some_and(|job| !job.cpus.intersection(&cpus).is_empty())
+            {
+                drop(inner);
+                // The worker holds this lock for the whole job.
+                drop(self.worker.lock());
+                inner = self.inner.lock();
+            }
+            table = inner.table.clone();
         }
-        cancelled
+        let start = self.platform.now_ns();
+        if !finish.is_empty() {
+            // Jobs run one at a time, whoever runs them.
+            let _worker = self.worker.lock();
+            for part in &finish {
+                let executed = self.execute(&table, *part);
+                record(&mut self.inner.lock(), *part, executed);
+            }
+        }
+        Settled {
+            cancelled,
+            finished: finish.len(),
+            finish_nanos: if finish.is_empty() {
+                0
+            } else {
+                self.platform.now_ns().saturating_sub(start)
+            },
+        }
     }
 
     /// Puts cancelled jobs back (the operation that cancelled them failed).
@@ -209,5 +248,33 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// Counts the (CPU, step) pairs in `jobs`.
     pub(crate) fn pairs(jobs: &[Job]) -> usize {
         jobs.iter().map(|job| job.cpus.len()).sum()
+    }
+}
+
+/// Applies a job's outcome: a failed deferred callback leaves the step
+/// where it was before it was deferred.
+fn record(inner: &mut Inner, job: Job, executed: Executed) {
+    for (cpus, ok) in executed.outcomes {
+        let status = if ok {
+            reached(job.direction)
+        } else {
+            reached(job.direction.reverse())
+        };
+        for cpu in cpus {
+            inner.states.set(cpu, job.step, status);
+        }
+    }
+    inner.warnings.deferred_failures += executed.failures.len() as u64;
+    inner.deferred_failures.extend(executed.failures);
+    let time = &mut inner.times[job.step.index()];
+    match job.direction {
+        Direction::Up => {
+            time.startup_nanos = Some(executed.nanos);
+            time.startup_deferred = true;
+        }
+        Direction::Down => {
+            time.teardown_nanos = Some(executed.nanos);
+            time.teardown_deferred = true;
+        }
     }
 }

@@ -33,11 +33,14 @@
 //! With `bolt`, callbacks of [`Class::Deferrable`] steps are queued and run
 //! later by [`Hotplug::run_deferred`] (the platform's worker, woken through
 //! [`Platform::kick_deferred`]); [`Hotplug::flush_deferred`] waits for them.
-//! If a CPU is reconfigured again while some of its deferred callbacks are
-//! pending, those are **cancelled** (the step keeps its state: a kept
-//! structure is reused as is); one already running is waited for first.
-//! Critical steps do not wait for deferred ones, so a deferrable step must
-//! not be needed, in either direction, by a critical step of the same CPU.
+//! If a CPU comes back online while deferred teardowns are pending, they
+//! are **cancelled** (the step stays up and its kept structures are reused
+//! as they are, its startup skipped); if it goes offline while deferred
+//! startups are pending, they are **completed** first (it ran meanwhile, so
+//! the step must really be torn down). A deferred callback already running
+//! for the CPU is waited for. Critical steps do not wait for deferred ones,
+//! so a deferrable step must not be needed, in either direction, by a
+//! critical step of the same CPU.
 //!
 //! # The API at a glance
 //!

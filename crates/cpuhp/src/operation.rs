@@ -141,7 +141,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         engine: Engine,
         undo: bool,
     ) -> Result<Report, Error> {
-        let cancelled = self.cancel_deferred(targets);
+        let settled = self.settle_deferred(targets);
         let (table, states, online, armed) = {
             let inner = self.inner.lock();
             let armed = if undo { None } else { inner.armed };
@@ -167,6 +167,9 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             warnings_atomic: 0,
             warnings_rollback: 0,
         };
+        if settled.finished > 0 {
+            walk.stage("finish-deferred", None, settled.finish_nanos);
+        }
         let sections = match direction {
             Direction::Up => [Section::Prepare, Section::Starting, Section::Online],
             Direction::Down => [Section::Online, Section::Starting, Section::Prepare],
@@ -196,7 +199,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                     inner.armed = None;
                 }
             }
-            self.requeue(cancelled);
+            self.requeue(settled.cancelled);
             return Err(error);
         }
         let deferred = walk.jobs.len();
@@ -224,7 +227,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             nanos: 0,
             stages: walk.stages,
             deferred,
-            cancelled: Self::pairs(&cancelled),
+            cancelled: Self::pairs(&settled.cancelled),
         })
     }
 

@@ -10,8 +10,10 @@ use crate::Engine;
 /// One timed piece of an operation's critical path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stage {
-    /// A step's name, or one of the engine's own stages:
-    /// `"grace-period"`, `"stop-machine"`, `"power"`, `"rollback"`.
+    /// A step's name, or one of the engine's own stages: `"grace-period"`,
+    /// `"stop-machine"`, `"power"`, or `"finish-deferred"` (deferred
+    /// startups of a target that were still pending and had to be completed
+    /// before taking it down).
     pub name: &'static str,
     /// The step, for a step's callbacks.
     pub step: Option<StepId>,
@@ -37,8 +39,8 @@ pub struct Report {
     pub stages: Vec<Stage>,
     /// Callbacks handed to the deferred worker (one per step and CPU set).
     pub deferred: usize,
-    /// Pending deferred callbacks cancelled because their CPU came back
-    /// (or went away again) first.
+    /// Pending deferred teardowns cancelled because their CPU came back
+    /// first, counted per (CPU, step).
     pub cancelled: usize,
 }
 

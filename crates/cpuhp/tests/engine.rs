@@ -169,25 +169,41 @@ fn bolt_coming_back_before_the_deferred_teardown_cancels_it() {
 }
 
 #[test]
-fn bolt_going_away_before_the_deferred_startup_cancels_it() {
+fn bolt_going_away_before_the_deferred_startup_completes_it() {
     let (hp, world) = machine(Engine::Bolt, 4, false);
     hp.offline(CpuId(1)).unwrap();
     hp.flush_deferred();
     hp.online(CpuId(1)).unwrap();
     world.take_calls();
     let report = hp.offline(CpuId(1)).unwrap();
-    let deferrable = TABLE
+    let deferrable: Vec<_> = TABLE
         .iter()
         .filter(|s| s.class == Class::Deferrable)
-        .count();
-    assert_eq!(report.cancelled, deferrable);
-    assert_eq!(report.deferred, 0);
-    assert_eq!(hp.flush_deferred(), 0);
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(report.cancelled, 0);
+    assert!(report.stage("finish-deferred").is_some());
+    // The pending startups ran first (in table order, as deferred calls)...
+    let calls = world.take_calls();
+    let first: Vec<_> = calls
+        .iter()
+        .take_while(|c| c.direction == Direction::Up)
+        .collect();
+    assert!(first.iter().all(|c| c.deferred));
+    assert_eq!(names(&calls, Direction::Up), deferrable);
+    // ...and the steps are then torn down like any other: deferred again.
+    assert_eq!(report.deferred, deferrable.len());
     assert_consistent(&hp, &world);
-    // A pending job for another CPU is not touched by the cancellation.
+    assert_eq!(hp.flush_deferred(), deferrable.len());
+    assert_consistent(&hp, &world);
+    // Pending work of another CPU is left to the worker.
     hp.offline(CpuId(2)).unwrap();
     hp.online(CpuId(1)).unwrap();
     assert!(hp.pending_deferred() > 0);
+    assert_eq!(
+        hp.step_status(CpuId(2), step(&hp, "ap:sysfs")),
+        Some(StepStatus::PendingTeardown)
+    );
     hp.flush_deferred();
     assert_eq!(
         hp.step_status(CpuId(2), step(&hp, "ap:sysfs")),

@@ -168,7 +168,9 @@ fn online_races_deferred_teardown() {
 }
 
 /// The mirror race: CPU 1 comes online (deferrable startups deferred) and
-/// goes offline again while the worker runs them.
+/// goes offline again while the worker runs them. Each pending startup is
+/// run by the worker or completed by the offline first, and then torn down
+/// exactly once.
 #[test]
 fn offline_races_deferred_startup() {
     builder().check(|| {
