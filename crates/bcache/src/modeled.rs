@@ -4,6 +4,15 @@
 //! The clock makes device time deterministic, so a benchmark or a test can
 //! say how long a load *would* take on a USB stick or a remote virtual CD
 //! without owning one, and compare designs on the same figures.
+//!
+//! | preset      | block  | latency/op | bandwidth | largest transfer |
+//! |-------------|--------|------------|-----------|------------------|
+//! | `usb-stick` | 512 B  | 1.5 ms     | 20 MB/s   | 64 KiB           |
+//! | `ipmi-cd`   | 2048 B | 5 ms       | 4 MB/s    | 64 KiB           |
+//! | `hdd`       | 512 B  | 2 ms       | 150 MB/s  | 64 KiB           |
+//! | `nvme`      | 4096 B | 25 µs      | 2 GB/s    | 256 KiB          |
+//!
+//! Each constant below says why its figures were chosen.
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU64, Ordering};
