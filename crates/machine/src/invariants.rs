@@ -53,6 +53,9 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuMask, frees_everything: bool) 
         if k.workqueue.is_bound(cpu) != up {
             mismatch("workqueue", cpu);
         }
+        if k.pages.is_enabled(cpu) != up {
+            mismatch("page cache", cpu);
+        }
         let visible = k
             .sysfs
             .read(&format!("devices/system/cpu/cpu{cpu}/online"), online)
@@ -100,21 +103,93 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuMask, frees_everything: bool) 
         });
     }
     let pool = &k.pages.pool;
-    let cached: u64 = (0..k.cpus).map(|cpu| k.pages.cached(cpu) as u64).sum();
-    let held = k.pages.held();
+    let (free, cached, held) = k.pages.accounting();
     if pool.bad_returns() != 0 {
         found.push(Violation::PageAccounting {
             detail: format!("{} frames given back twice or foreign", pool.bad_returns()),
         });
     }
-    if pool.free_frames() as i64 + cached as i64 + held != pool.total_frames() as i64 {
+    if free as i64 + cached as i64 + held != pool.total_frames() as i64 {
         found.push(Violation::PageAccounting {
             detail: format!(
-                "free {} + cached {cached} + held {held} != total {}",
-                pool.free_frames(),
+                "free {free} + cached {cached} + held {held} != total {}",
                 pool.total_frames()
             ),
         });
     }
     found
+}
+
+/// Where one vCPU and each of its subsystems stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuState {
+    /// In the online mask.
+    pub online: bool,
+    /// In the active mask.
+    pub active: bool,
+    /// Its thread runs the scheduler loop.
+    pub powered: bool,
+    /// Its run queue takes tasks.
+    pub runqueue_open: bool,
+    /// Grace periods wait for it.
+    pub rcu_tracked: bool,
+    /// Its timer base fires.
+    pub timers_enabled: bool,
+    /// Its worker pool is bound.
+    pub workqueue_bound: bool,
+    /// Its sysfs nodes are visible.
+    pub sysfs_visible: bool,
+    /// Each kernel thread: `None` if absent, else whether it is parked.
+    pub kthreads: Vec<Option<bool>>,
+    /// Per-CPU resources alive for it.
+    pub resources: Vec<Resource>,
+}
+
+/// A snapshot of the machine's hotplug-relevant state, to compare before
+/// and after an operation that was rolled back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineState {
+    /// Each vCPU's state.
+    pub cpus: Vec<CpuState>,
+    /// The CPUs the scheduling domains span.
+    pub domains: CpuMask,
+}
+
+pub(crate) fn snapshot(k: &Kernel) -> MachineState {
+    let online = k.online_mask();
+    let active = k.active_mask();
+    let live = k.audit.live();
+    let cpus = (0..k.cpus)
+        .map(|cpu| CpuState {
+            online: online.contains(cpu),
+            active: active.contains(cpu),
+            powered: k.life(cpu) == Life::Alive,
+            runqueue_open: k.vcpus[cpu].runqueue.lock().is_open(),
+            rcu_tracked: k.rcu.is_tracked(cpu),
+            timers_enabled: k.timers.is_enabled(cpu),
+            workqueue_bound: k.workqueue.is_bound(cpu),
+            sysfs_visible: k
+                .sysfs
+                .read(&format!("devices/system/cpu/cpu{cpu}/online"), online)
+                .is_ok(),
+            kthreads: Role::ALL
+                .iter()
+                .map(|role| {
+                    k.kthreads[cpu][role.index()]
+                        .lock()
+                        .as_ref()
+                        .map(|t| t.is_parked())
+                })
+                .collect(),
+            resources: live
+                .iter()
+                .filter(|(_, owner)| *owner == cpu)
+                .map(|(resource, _)| *resource)
+                .collect(),
+        })
+        .collect();
+    MachineState {
+        cpus,
+        domains: k.domains.built_over(),
+    }
 }

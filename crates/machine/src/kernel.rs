@@ -553,6 +553,7 @@ impl Kernel {
                 }
                 while *life == Life::Dead && !self.shutdown.load(Ordering::SeqCst) {
                     self.doorbells.get(cpu).idle.store(true, Ordering::SeqCst);
+                    self.rcu.idle_entered(cpu);
                     vcpu.life_changed.wait(&mut life);
                 }
                 self.doorbells.get(cpu).idle.store(false, Ordering::SeqCst);

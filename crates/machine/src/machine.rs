@@ -13,7 +13,7 @@ use hotkern_cpuhp::{Callbacks, Class, CpuSet, Direction, Engine, FailAt, Report,
 use crate::audit::{Counts, Resource, Violation};
 use crate::cpumask::{CpuMask, MAX_CPUS};
 use crate::eventlog::Event;
-use crate::invariants;
+use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
 use crate::kthread::Role;
 use crate::ledger::{Item, Tally};
@@ -430,6 +430,13 @@ impl Machine {
     pub fn frames(&self) -> (u64, u64) {
         let pool = &self.kernel.pages.pool;
         (pool.free_frames(), pool.total_frames())
+    }
+
+    /// Waits for deferred work, then takes a snapshot of every vCPU's
+    /// hotplug-relevant state and resources.
+    pub fn state(&self) -> MachineState {
+        self.wait_deferred();
+        invariants::snapshot(&self.kernel)
     }
 
     /// Waits for deferred work, then checks every invariant: the masks

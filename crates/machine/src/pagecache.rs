@@ -14,8 +14,16 @@ pub(crate) const BATCH: usize = 63;
 /// A cache holding more than this returns a batch to the pool.
 pub(crate) const HIGH: usize = 6 * BATCH;
 
+/// One CPU's cache. A kept cache (Bolt) stays allocated while its CPU is
+/// offline but is disabled: it is used only between its step's startup
+/// and teardown, so it holds nothing when the step is down.
+struct Cache {
+    frames: Vec<u64>,
+    enabled: bool,
+}
+
 pub(crate) struct PageCaches {
-    caches: Box<[Mutex<Option<Vec<u64>>>]>,
+    caches: Box<[Mutex<Option<Cache>>]>,
     pub(crate) pool: FramePool,
     /// Frames handed out and not yet freed.
     held: AtomicI64,
@@ -30,56 +38,62 @@ impl PageCaches {
         }
     }
 
-    /// Creates `cpu`'s empty cache; false if it exists.
+    /// Enables `cpu`'s cache, creating it (empty) unless it was kept;
+    /// returns whether it was created.
     pub(crate) fn create(&self, cpu: usize) -> bool {
         let mut cache = self.caches[cpu].lock();
-        if cache.is_some() {
+        if let Some(kept) = cache.as_mut() {
+            kept.enabled = true;
             return false;
         }
-        *cache = Some(Vec::with_capacity(HIGH + BATCH));
+        *cache = Some(Cache {
+            frames: Vec::with_capacity(HIGH + BATCH),
+            enabled: true,
+        });
         true
     }
 
-    pub(crate) fn exists(&self, cpu: usize) -> bool {
-        self.caches[cpu].lock().is_some()
+    /// Whether `cpu`'s cache is in use.
+    pub(crate) fn is_enabled(&self, cpu: usize) -> bool {
+        self.caches[cpu].lock().as_ref().is_some_and(|c| c.enabled)
     }
 
-    /// Returns every frame of `cpu`'s cache to the pool, keeping the
-    /// (empty) cache; the number of frames returned.
+    /// Disables `cpu`'s cache and returns its frames to the pool, keeping
+    /// the (empty) cache; the number of frames returned.
     pub(crate) fn drain(&self, cpu: usize) -> usize {
         let mut cache = self.caches[cpu].lock();
-        let Some(frames) = cache.as_mut() else {
+        let Some(cache) = cache.as_mut() else {
             return 0;
         };
-        let count = frames.len();
-        self.pool.give_back(frames);
-        frames.clear();
+        cache.enabled = false;
+        let count = cache.frames.len();
+        self.pool.give_back(&cache.frames);
+        cache.frames.clear();
         count
     }
 
     /// Frees `cpu`'s cache after draining it; false if there was none.
     pub(crate) fn free(&self, cpu: usize) -> bool {
-        let Some(frames) = self.caches[cpu].lock().take() else {
+        let Some(cache) = self.caches[cpu].lock().take() else {
             return false;
         };
-        self.pool.give_back(&frames);
+        self.pool.give_back(&cache.frames);
         true
     }
 
     /// Takes a frame through `cpu`'s cache.
     pub(crate) fn alloc(&self, cpu: usize) -> Option<u64> {
+        // Every path holds the CPU's cache lock while frames move, so that
+        // `accounting` (which holds every cache lock) sees no frame in flight.
         let mut cache = self.caches[cpu].lock();
-        let frame = match cache.as_mut() {
-            Some(frames) => {
-                if frames.is_empty() {
-                    frames.extend(self.pool.take(BATCH));
+        let frame = match cache.as_mut().filter(|c| c.enabled) {
+            Some(cache) => {
+                if cache.frames.is_empty() {
+                    cache.frames.extend(self.pool.take(BATCH));
                 }
-                frames.pop()
+                cache.frames.pop()
             }
-            None => {
-                drop(cache);
-                self.pool.take(1).pop()
-            }
+            None => self.pool.take(1).pop(),
         };
         if frame.is_some() {
             self.held.fetch_add(1, Ordering::Relaxed);
@@ -94,25 +108,39 @@ impl PageCaches {
 
     /// Returns a frame through `cpu`'s cache.
     pub(crate) fn free_frame(&self, cpu: usize, frame: u64) {
-        self.held.fetch_sub(1, Ordering::Relaxed);
         let mut cache = self.caches[cpu].lock();
-        match cache.as_mut() {
-            Some(frames) => {
-                frames.push(frame);
-                if frames.len() > HIGH {
-                    let spill = frames.split_off(frames.len() - BATCH);
+        self.held.fetch_sub(1, Ordering::Relaxed);
+        match cache.as_mut().filter(|c| c.enabled) {
+            Some(cache) => {
+                cache.frames.push(frame);
+                if cache.frames.len() > HIGH {
+                    let spill = cache.frames.split_off(cache.frames.len() - BATCH);
                     self.pool.give_back(&spill);
                 }
             }
-            None => {
-                drop(cache);
-                self.pool.give_back(&[frame]);
-            }
+            None => self.pool.give_back(&[frame]),
         }
+    }
+
+    /// (free in the pool, sitting in caches, held by users), read at one
+    /// instant: every cache lock is held while counting.
+    pub(crate) fn accounting(&self) -> (u64, u64, i64) {
+        let caches: Vec<_> = self.caches.iter().map(|c| c.lock()).collect();
+        let cached = caches
+            .iter()
+            .map(|c| c.as_ref().map_or(0, |c| c.frames.len() as u64))
+            .sum();
+        let free = self.pool.free_frames();
+        let held = self.held.load(Ordering::Relaxed);
+        drop(caches);
+        (free, cached, held)
     }
 
     /// Frames sitting in `cpu`'s cache.
     pub(crate) fn cached(&self, cpu: usize) -> usize {
-        self.caches[cpu].lock().as_ref().map_or(0, Vec::len)
+        self.caches[cpu]
+            .lock()
+            .as_ref()
+            .map_or(0, |c| c.frames.len())
     }
 }

@@ -32,7 +32,10 @@ struct PerCpu {
     quiescent: AtomicU64,
     /// Whether grace periods wait for this vCPU (it is online).
     tracked: AtomicBool,
-    /// A grace period waits for this vCPU's next quiescent state.
+    /// A grace period waits for this vCPU's next quiescent state. Only the
+    /// grace-period thread clears it: a vCPU that cleared it could consume
+    /// the flag with a quiescent state from before the snapshot and then
+    /// never wake the thread again.
     wanted: AtomicBool,
     /// Callbacks waiting on this vCPU; `None` when its RCU data is torn down.
     callbacks: Mutex<Option<VecDeque<(u64, Callback)>>>,
@@ -126,7 +129,7 @@ impl Rcu {
     pub(crate) fn quiescent(&self, cpu: usize) {
         let me = &self.cpus[cpu];
         me.quiescent.fetch_add(1, Ordering::SeqCst);
-        if me.wanted.swap(false, Ordering::SeqCst) {
+        if me.wanted.load(Ordering::SeqCst) {
             let _state = self.state.lock();
             self.to_thread.notify_all();
         }
@@ -149,7 +152,7 @@ impl Rcu {
 
     /// Called when a vCPU goes idle, so a grace period waiting for it ends.
     pub(crate) fn idle_entered(&self, cpu: usize) {
-        if self.cpus[cpu].wanted.swap(false, Ordering::SeqCst) {
+        if self.cpus[cpu].wanted.load(Ordering::SeqCst) {
             let _state = self.state.lock();
             self.to_thread.notify_all();
         }
@@ -303,6 +306,7 @@ impl Rcu {
                         || me.quiescent.load(Ordering::SeqCst) != snapshot[cpu]
                     {
                         waiting = waiting.without(cpu);
+                        me.wanted.store(false, Ordering::SeqCst);
                     }
                 }
                 if waiting.is_empty() || state.stop {
@@ -314,12 +318,16 @@ impl Rcu {
             state.in_progress = false;
             self.completed.store(state.completed, Ordering::SeqCst);
             self.ended.notify_all();
-            // vCPUs holding callbacks may now run them.
+            // vCPUs holding callbacks may now run them. Doorbells are rung
+            // without the state lock: an idling vCPU holds its doorbell
+            // while it reports to us.
+            drop(state);
             for (cpu, me) in self.cpus.iter().enumerate() {
                 if me.pending.load(Ordering::SeqCst) > 0 {
                     self.doorbells.ring(cpu);
                 }
             }
+            state = self.state.lock();
         }
     }
 }
