@@ -71,6 +71,25 @@
 //! assert_eq!(frames, [16, 17, 18, 19, 64, 65]);
 //! ```
 //!
+//! # Design
+//!
+//! - **Lookup** ([`ReadGuard::find`], [`ReadGuard::page`]): readers search a
+//!   published, immutable index. The frame number indexes a flat table of
+//!   2 MiB sections; each section has a block table sized so that a lookup
+//!   examines at most two runs. Cost: four dependent loads and a short scan,
+//!   the same at 32 segments as at 8,192 (NetBSD's rbtree pays O(log n)
+//!   cache misses, the static array O(log n) probes).
+//! - **Writes** ([`Physmem::plug`], [`Physmem::unplug`], ...) serialise on the
+//!   `R` mutex, rebuild only the sections the change touches, copy the section
+//!   and slot tables, publish the new index with one atomic swap and retire
+//!   what readers might still hold: the old index, replaced sections and
+//!   unplugged descriptors.
+//! - **Reclamation** ([`epoch`]): a reader is counted in one of two striped
+//!   counters picked by the epoch's parity; the writer frees retired memory
+//!   once the counters of the parity it flipped away from drain. Writers never
+//!   wait for readers; a long read section only delays reclamation.
+//!   [`Physmem::read_on`] spreads readers over counter stripes per CPU.
+//!
 //! The NetBSD designs are kept as [`baseline`]s behind the same
 //! [`PhysSegments`] trait, for tests and benchmarks.
 #![no_std]

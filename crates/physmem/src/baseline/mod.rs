@@ -1,5 +1,6 @@
-//! The seed's designs, kept as baselines behind [`PhysSegments`]
-//! (crate::PhysSegments) so that benchmarks compare old and new in one run.
+//! The seed's designs, kept as baselines behind
+//! [`PhysSegments`](crate::PhysSegments) so that benchmarks compare old and
+//! new in one run.
 //!
 //! Both allocate page descriptors on plug (one slab per plug, shared by the
 //! halves of a split) so that plug costs compare fairly; they validate inputs
