@@ -94,10 +94,6 @@ impl EventLogs {
         true
     }
 
-    pub(crate) fn exists(&self, cpu: usize) -> bool {
-        self.rings[cpu].lock().is_some()
-    }
-
     /// Records an event in `cpu`'s ring (dropped if it has none).
     pub(crate) fn record(&self, event: Event) {
         if let Some(ring) = self.rings[event.cpu].lock().as_mut() {
@@ -169,7 +165,6 @@ mod tests {
         assert_eq!(events.len(), RING_EVENTS);
         assert_eq!(events[0].id, 5);
         assert!(logs.retire(1, false));
-        assert!(!logs.exists(1));
         let (after, overwritten) = logs.snapshot();
         assert_eq!(after, events);
         assert_eq!(overwritten, 5);

@@ -124,10 +124,6 @@ impl Kernel {
         }))
     }
 
-    pub(crate) fn arc(&self) -> Option<Arc<Kernel>> {
-        self.me.upgrade()
-    }
-
     /// Nanoseconds since the machine started.
     pub(crate) fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64

@@ -96,6 +96,7 @@ impl Ledger {
     }
 
     /// Items issued but not completed, over every kind.
+    #[cfg(test)]
     pub fn outstanding(&self) -> u64 {
         self.books.lock().outstanding
     }

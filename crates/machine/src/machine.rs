@@ -23,6 +23,7 @@ use crate::platform::{
 use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
 use crate::task::{Context, Task, TaskStatus};
+use crate::vmstat::Totals;
 
 /// Why the machine refused something. Nothing changed when it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -408,6 +409,12 @@ impl Machine {
     /// The trace: every event the per-CPU buffers hold, and how many they overwrote.
     pub fn trace(&self) -> (Vec<Event>, u64) {
         self.kernel.events.snapshot()
+    }
+
+    /// Machine-wide counters (task slices, page frames allocated and
+    /// freed): every CPU's, plus those folded from CPUs that went away.
+    pub fn counters(&self) -> Totals {
+        self.kernel.vmstat.sum()
     }
 
     /// Creations and destructions per kind of per-CPU resource so far.

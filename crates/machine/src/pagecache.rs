@@ -101,11 +101,6 @@ impl PageCaches {
         frame
     }
 
-    /// Frames handed out and not freed yet.
-    pub(crate) fn held(&self) -> i64 {
-        self.held.load(Ordering::Relaxed)
-    }
-
     /// Returns a frame through `cpu`'s cache.
     pub(crate) fn free_frame(&self, cpu: usize, frame: u64) {
         let mut cache = self.caches[cpu].lock();

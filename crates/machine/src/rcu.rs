@@ -218,6 +218,7 @@ impl Rcu {
     }
 
     /// Whether `cpu` has RCU data.
+    #[cfg(test)]
     pub(crate) fn has_data(&self, cpu: usize) -> bool {
         self.cpus[cpu].callbacks.lock().is_some()
     }

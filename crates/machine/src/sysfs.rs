@@ -145,6 +145,7 @@ impl Sysfs {
     }
 
     /// Whether `cpu` has nodes.
+    #[cfg(test)]
     pub(crate) fn has(&self, cpu: usize) -> bool {
         self.nodes
             .read()

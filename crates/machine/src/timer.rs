@@ -61,10 +61,6 @@ impl Timers {
         true
     }
 
-    pub(crate) fn exists(&self, cpu: usize) -> bool {
-        self.bases[cpu].lock().is_some()
-    }
-
     /// Lets `cpu`'s timers fire, or stops them; false if it has no base.
     pub(crate) fn set_enabled(&self, cpu: usize, enabled: bool) -> bool {
         match self.bases[cpu].lock().as_mut() {

@@ -98,8 +98,10 @@ impl Vmstat {
         if retired.is_empty() {
             return had;
         }
-        rcu.synchronize();
+        // Held across the grace period and the frees: `sum` readers that
+        // are not vCPUs are excluded by this lock instead of by RCU.
         let mut totals = self.folded.lock();
+        rcu.synchronize();
         for old in retired {
             // SAFETY: unpublished before a full grace period; no reader is left.
             let stats = unsafe { Box::from_raw(old) };
@@ -110,9 +112,21 @@ impl Vmstat {
         had
     }
 
-    /// Totals folded so far from retired counters.
-    pub(crate) fn folded(&self) -> Totals {
-        *self.folded.lock()
+    /// Machine-wide totals: the folded ones plus every live CPU's. Holds
+    /// the fold lock, which `retire` holds while it frees, so any thread may
+    /// call it.
+    pub(crate) fn sum(&self) -> Totals {
+        let folded = self.folded.lock();
+        let mut totals = *folded;
+        for cpu in 0..self.per_cpu.len() {
+            self.with(cpu, |stats| {
+                totals.slices += stats.slices.load(Ordering::Relaxed);
+                totals.pages_allocated += stats.pages_allocated.load(Ordering::Relaxed);
+                totals.pages_freed += stats.pages_freed.load(Ordering::Relaxed);
+            });
+        }
+        drop(folded);
+        totals
     }
 }
 
@@ -125,5 +139,30 @@ impl Drop for Vmstat {
                 drop(unsafe { Box::from_raw(old) });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::Doorbells;
+    use std::sync::Arc;
+
+    #[test]
+    fn retired_counters_are_folded_not_lost() {
+        let rcu = Rcu::start(2, Arc::new(Doorbells::new(2))).unwrap();
+        let stats = Vmstat::new(2);
+        assert!(stats.create(0) && stats.create(1) && !stats.create(1));
+        stats.with(1, |s| s.slices.fetch_add(5, Ordering::Relaxed));
+        stats.with(0, |s| s.pages_freed.fetch_add(2, Ordering::Relaxed));
+        assert_eq!(
+            stats.retire(CpuMask::from_bits(0b10), &rcu),
+            CpuMask::one(1)
+        );
+        assert!(!stats.exists(1));
+        assert_eq!(stats.retire(CpuMask::from_bits(0b10), &rcu), CpuMask::EMPTY);
+        let totals = stats.sum();
+        assert_eq!((totals.slices, totals.pages_freed), (5, 2));
+        rcu.stop();
     }
 }

@@ -41,10 +41,6 @@ impl Workqueue {
         true
     }
 
-    pub(crate) fn exists(&self, cpu: usize) -> bool {
-        self.pools[cpu].lock().is_some()
-    }
-
     /// Frees `cpu`'s pool; returns work it still held, or `None` if there was no pool.
     pub(crate) fn free(&self, cpu: usize) -> Option<Vec<Work>> {
         self.pools[cpu]

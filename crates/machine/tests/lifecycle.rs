@@ -51,6 +51,12 @@ fn round_trip(engine: Engine) {
     assert!(violations.is_empty(), "{violations:?}");
     let tally = machine.tally(Item::Task);
     assert_eq!((tally.issued, tally.completed_once), (300, 300));
+    // Each slice took and returned one page; counters of CPUs that went
+    // offline were folded in, not lost.
+    let counters = machine.counters();
+    assert_eq!(counters.slices, 900);
+    assert_eq!(counters.pages_allocated, counters.pages_freed);
+    assert!(counters.pages_allocated >= 900);
     let report = machine.shutdown();
     assert!(report.is_clean(), "{report:?}");
     for (resource, counts) in &report.counts {
