@@ -1,45 +1,81 @@
 //! The machine's pool of free page frames, the memory the per-CPU page
-//! caches draw from. It knows which frames are free, so a frame given back
-//! twice or one it never handed out is caught rather than duplicated.
+//! caches draw from. The memory is registered with `hotkern-physmem`, as a
+//! kernel plugs RAM: every frame has a page descriptor that physmem creates,
+//! and every frame that moves in or out of the pool is looked up by PFN
+//! (`PHYS_TO_VM_PAGE`) and its descriptor's state flipped atomically, so a
+//! frame given back twice, or one no segment holds, is caught rather than
+//! duplicated.
 
+use core::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hotkern_physmem::{Page, PageCount, Pfn, PhysAddr, Physmem, PhysmemError};
 use parking_lot::Mutex;
+
+/// The machine's page descriptor (its `struct vm_page`).
+pub struct MachinePage {
+    phys_addr: PhysAddr,
+    /// In the free pool (not in a CPU cache, not held by a user).
+    free: AtomicBool,
+}
+
+impl Page for MachinePage {
+    fn new(phys_addr: PhysAddr) -> Self {
+        MachinePage {
+            phys_addr,
+            free: AtomicBool::new(true),
+        }
+    }
+}
+
+impl fmt::Debug for MachinePage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MachinePage")
+            .field("phys_addr", &self.phys_addr)
+            .field("free", &self.free.load(Ordering::Relaxed))
+            .finish()
+    }
+}
 
 struct Inner {
     /// Free frames, taken from the end.
     free: Vec<u64>,
-    /// One bit per frame of the range: set while the frame is free.
-    is_free: Vec<u64>,
+    total: u64,
     bad_returns: u64,
 }
 
-/// Free page frames of one physical range.
+/// Free page frames of the memory plugged into the machine.
 pub(crate) struct FramePool {
-    first: u64,
-    frames: u64,
+    memory: Physmem<MachinePage>,
     inner: Mutex<Inner>,
 }
 
 impl FramePool {
-    /// A pool holding every frame of `first..first + frames`.
-    pub(crate) fn new(first: u64, frames: u64) -> Self {
-        let words = frames.div_ceil(64) as usize;
-        let mut is_free = vec![u64::MAX; words];
-        if frames % 64 != 0 {
-            if let Some(last) = is_free.last_mut() {
-                *last = (1u64 << (frames % 64)) - 1;
-            }
-        }
-        // Hand out low frames first.
-        let free = (first..first + frames).rev().collect();
-        FramePool {
-            first,
-            frames,
+    /// A pool holding every frame of `first..first + frames`, plugged into
+    /// physmem as one segment.
+    pub(crate) fn new(first: u64, frames: u64) -> Result<Self, PhysmemError> {
+        let pool = FramePool {
+            memory: Physmem::initialized(),
             inner: Mutex::new(Inner {
-                free,
-                is_free,
+                free: Vec::new(),
+                total: 0,
                 bad_returns: 0,
             }),
-        }
+        };
+        pool.plug(first, frames)?;
+        Ok(pool)
+    }
+
+    /// Plugs `first..first + frames` (memory hot-add) and frees its frames
+    /// into the pool. Refused, changing nothing, if it overlaps memory
+    /// already plugged.
+    pub(crate) fn plug(&self, first: u64, frames: u64) -> Result<(), PhysmemError> {
+        let mut inner = self.inner.lock();
+        self.memory.plug(Pfn(first), PageCount(frames))?;
+        // Hand out low frames first.
+        inner.free.extend((first..first + frames).rev());
+        inner.total += frames;
+        Ok(())
     }
 
     /// Takes up to `count` frames.
@@ -47,30 +83,29 @@ impl FramePool {
         let mut inner = self.inner.lock();
         let at = inner.free.len().saturating_sub(count);
         let taken = inner.free.split_off(at);
+        let memory = self.memory.read();
         for &frame in &taken {
-            let bit = frame - self.first;
-            inner.is_free[(bit / 64) as usize] &= !(1 << (bit % 64));
+            if let Some(page) = memory.page(Pfn(frame)) {
+                page.free.store(false, Ordering::Release);
+            }
         }
         taken
     }
 
-    /// Gives frames back; a frame that is already free or outside the
-    /// range is refused and counted.
+    /// Gives frames back; a frame that is already free or in no segment is
+    /// refused and counted.
     pub(crate) fn give_back(&self, frames: &[u64]) {
         let mut inner = self.inner.lock();
+        let memory = self.memory.read();
         for &frame in frames {
-            if frame < self.first || frame >= self.first + self.frames {
+            let returned = memory
+                .page(Pfn(frame))
+                .is_some_and(|page| !page.free.swap(true, Ordering::AcqRel));
+            if returned {
+                inner.free.push(frame);
+            } else {
                 inner.bad_returns += 1;
-                continue;
             }
-            let bit = frame - self.first;
-            let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
-            if inner.is_free[word] & mask != 0 {
-                inner.bad_returns += 1;
-                continue;
-            }
-            inner.is_free[word] |= mask;
-            inner.free.push(frame);
         }
     }
 
@@ -79,14 +114,19 @@ impl FramePool {
         self.inner.lock().free.len() as u64
     }
 
-    /// Frames in the range.
+    /// Frames plugged.
     pub(crate) fn total_frames(&self) -> u64 {
-        self.frames
+        self.inner.lock().total
     }
 
-    /// Frames given back twice or from outside the range.
+    /// Frames given back twice or from outside the plugged memory.
     pub(crate) fn bad_returns(&self) -> u64 {
         self.inner.lock().bad_returns
+    }
+
+    /// Memory segments plugged.
+    pub(crate) fn segments(&self) -> usize {
+        self.memory.len()
     }
 }
 
@@ -96,7 +136,7 @@ mod tests {
 
     #[test]
     fn double_and_foreign_returns_are_refused() {
-        let pool = FramePool::new(100, 70);
+        let pool = FramePool::new(100, 70).unwrap();
         let taken = pool.take(3);
         assert_eq!(taken.len(), 3);
         assert_eq!(pool.free_frames(), 67);
@@ -107,5 +147,18 @@ mod tests {
         assert_eq!(pool.bad_returns(), 3);
         assert_eq!(pool.take(100).len(), 70);
         assert!(pool.take(1).is_empty());
+    }
+
+    #[test]
+    fn hot_added_memory_joins_the_pool_and_overlaps_are_refused() {
+        let pool = FramePool::new(0, 16).unwrap();
+        assert!(pool.plug(8, 16).is_err());
+        assert_eq!((pool.total_frames(), pool.segments()), (16, 1));
+        pool.plug(1000, 4).unwrap();
+        assert_eq!((pool.total_frames(), pool.segments()), (20, 2));
+        let all = pool.take(20);
+        assert!(all.contains(&1003) && all.contains(&0));
+        pool.give_back(&all);
+        assert_eq!((pool.free_frames(), pool.bad_returns()), (20, 0));
     }
 }

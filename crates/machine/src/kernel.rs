@@ -87,7 +87,7 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
-    pub(crate) fn new(cpus: usize, first_frame: u64, frames: u64) -> std::io::Result<Arc<Kernel>> {
+    pub(crate) fn new(cpus: usize, memory: FramePool) -> std::io::Result<Arc<Kernel>> {
         let doorbells = Arc::new(Doorbells::new(cpus));
         let rcu = Rcu::start(cpus, Arc::clone(&doorbells))?;
         Ok(Arc::new_cyclic(|me| Kernel {
@@ -109,7 +109,7 @@ impl Kernel {
             timers: Timers::new(cpus),
             workqueue: Workqueue::new(cpus),
             kthreads: (0..cpus).map(|_| Default::default()).collect(),
-            pages: PageCaches::new(cpus, FramePool::new(first_frame, frames)),
+            pages: PageCaches::new(cpus, memory),
             sysfs: Sysfs::new(cpus),
             vmstat: Vmstat::new(cpus),
             events: EventLogs::new(cpus),

@@ -13,6 +13,7 @@ use hotkern_cpuhp::{Callbacks, Class, CpuSet, Direction, Engine, FailAt, Report,
 use crate::audit::{Counts, Resource, Violation};
 use crate::cpumask::{CpuMask, MAX_CPUS};
 use crate::eventlog::Event;
+use crate::frames::FramePool;
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
 use crate::kthread::Role;
@@ -38,6 +39,8 @@ pub enum MachineError {
     Hotplug(hotkern_cpuhp::Error),
     /// The host refused to create a thread.
     Spawn(String),
+    /// physmem refused the memory range.
+    Memory(hotkern_physmem::PhysmemError),
 }
 
 impl fmt::Display for MachineError {
@@ -48,6 +51,7 @@ impl fmt::Display for MachineError {
             MachineError::NoSuchStep(name) => write!(f, "no hotplug step named {name:?}"),
             MachineError::Hotplug(error) => write!(f, "hotplug: {error}"),
             MachineError::Spawn(why) => write!(f, "cannot create a thread: {why}"),
+            MachineError::Memory(error) => write!(f, "memory: {error}"),
         }
     }
 }
@@ -213,7 +217,8 @@ impl Machine {
         frames: u64,
     ) -> Result<Machine, MachineError> {
         // Frames start above the first MiB, as on a PC.
-        let kernel = Kernel::new(cpus, 256, frames).map_err(spawn_error)?;
+        let memory = FramePool::new(256, frames).map_err(MachineError::Memory)?;
+        let kernel = Kernel::new(cpus, memory).map_err(spawn_error)?;
         let mut machine = Machine {
             kernel: Arc::clone(&kernel),
             engine: Arc::new(
@@ -431,6 +436,22 @@ impl Machine {
             }
         }
         count
+    }
+
+    /// Hot-adds memory: plugs frames `first..first + frames` into physmem
+    /// and frees them into the pool. Refused, changing nothing, if the range
+    /// is empty or overlaps plugged memory.
+    pub fn plug_memory(&self, first: u64, frames: u64) -> Result<(), MachineError> {
+        self.kernel
+            .pages
+            .pool
+            .plug(first, frames)
+            .map_err(MachineError::Memory)
+    }
+
+    /// Memory segments plugged (one at start, one per hot-add).
+    pub fn memory_segments(&self) -> usize {
+        self.kernel.pages.pool.segments()
     }
 
     /// Free page frames in the shared pool, and the pool's size.

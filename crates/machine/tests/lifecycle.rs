@@ -135,5 +135,16 @@ fn bad_requests_are_refused_and_change_nothing() {
     assert!(Machine::builder().cpus(0).build().is_err());
     assert!(Machine::builder().cpus(65).build().is_err());
     assert!(Machine::builder().cpus(2).online(3).build().is_err());
+    // Memory hot-add: a new physmem segment whose frames join the pool;
+    // an overlapping range is refused and changes nothing.
+    let (free, total) = machine.frames();
+    assert!(matches!(
+        machine.plug_memory(256, 8),
+        Err(MachineError::Memory(_))
+    ));
+    assert_eq!(machine.frames(), (free, total));
+    machine.plug_memory(1 << 30, 512).unwrap();
+    assert_eq!(machine.frames(), (free + 512, total + 512));
+    assert_eq!(machine.memory_segments(), 2);
     assert!(machine.shutdown().is_clean());
 }
