@@ -180,7 +180,7 @@ fn specific_corruptions_give_errors() {
         corrupt(&|b| b[13] = 0),
         Err(FatError::BadBootSector(_))
     ));
-    // The file's chain links cluster 3 to itself: a loop, not a hang.
+    // The file's chain links its first cluster to itself: a loop, not a hang.
     let first = {
         let disk = MemoryDevice::new(image.clone(), 512).unwrap();
         let mut cache = CacheKind::None.build(disk, 0);
@@ -190,7 +190,12 @@ fn specific_corruptions_give_errors() {
     let self_loop = move |b: &mut Vec<u8>| {
         b[fat + first * 4..fat + first * 4 + 4].copy_from_slice(&(first as u32).to_le_bytes());
     };
-    assert!(matches!(corrupt(&self_loop), Err(FatError::Corrupt(_))));
+    assert_eq!(
+        corrupt(&self_loop),
+        Err(FatError::ChainLoops {
+            first_cluster: first as u32
+        })
+    );
     // A link to cluster 1 (reserved) or to a free entry.
     let to_one = move |b: &mut Vec<u8>| {
         b[fat + first * 4..fat + first * 4 + 4].copy_from_slice(&1u32.to_le_bytes())

@@ -7,20 +7,23 @@
 //! multiply cluster numbers without overflow checks — a panic in a debug
 //! build, a read at a wrapped offset in a release build), and it needs
 //! `std`. This reader is `no_std`, validates every number before using it,
-//! bounds every chain walk by the volume's cluster count (so a cyclic chain
-//! is an error, not a hang) and returns a typed [`FatError`] for anything
-//! wrong. It reads the way the seed's loader did: a file in requests of a
+//! watches every chain walk for a revisited cluster (so a cyclic chain is an
+//! error, not a hang or a file's bytes read twice) and returns a typed
+//! [`FatError`] for anything wrong. It reads the way the seed's loader did: a file in requests of a
 //! chosen size, one FAT lookup per cluster, FAT entries and directory
 //! records read as the few bytes they are, leaving block-sized I/O to the
 //! cache. (`fatfs` is still used, with `std`, to *make* test images.)
 
+mod chain;
 mod entry;
 mod layout;
 
+use alloc::collections::BTreeSet;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+use chain::LoopDetector;
 pub use entry::DirEntry;
 use entry::{Decoder, Record};
 use layout::Layout;
@@ -57,6 +60,25 @@ pub enum FatError {
     Corrupt(&'static str),
     /// No entry has this name.
     NotFound(String),
+    /// The cluster chain starting at `first_cluster` comes back to a
+    /// cluster it already went through.
+    ChainLoops {
+        /// The chain's first cluster (the file's or directory's).
+        first_cluster: u32,
+    },
+    /// A file's cluster chain ends before the file's size is covered.
+    ChainTooShort {
+        /// The chain's first cluster (0 for a file with no clusters).
+        first_cluster: u32,
+        /// Clusters in the chain.
+        clusters: u64,
+        /// Clusters the file's size needs.
+        needed: u64,
+    },
+    /// A directory tree walk reached the same directory twice, through
+    /// this path (a directory containing an ancestor, or two entries
+    /// sharing one directory).
+    DirectoryRevisited(String),
     /// A path component that should be a directory is a file.
     NotADirectory(String),
     /// The path names a directory where a file was expected.
@@ -78,6 +100,22 @@ impl fmt::Display for FatError {
                 "truncated image: the volume claims {volume_bytes} bytes, the device has {device_bytes}"
             ),
             FatError::Corrupt(why) => write!(f, "corrupted volume: {why}"),
+            FatError::ChainLoops { first_cluster } => write!(
+                f,
+                "corrupted volume: the cluster chain from cluster {first_cluster} loops"
+            ),
+            FatError::ChainTooShort {
+                first_cluster,
+                clusters,
+                needed,
+            } => write!(
+                f,
+                "corrupted volume: the cluster chain from cluster {first_cluster} has {clusters} clusters, the file's size needs {needed}"
+            ),
+            FatError::DirectoryRevisited(path) => write!(
+                f,
+                "corrupted volume: {path} leads back to a directory already walked"
+            ),
             FatError::NotFound(name) => write!(f, "{name}: no such file or directory"),
             FatError::NotADirectory(name) => write!(f, "{name}: not a directory"),
             FatError::NotAFile(name) => write!(f, "{name}: is a directory"),
@@ -214,11 +252,11 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         }
         let per_cluster = self.layout.cluster_bytes / 32;
         let mut cluster = dir.first_cluster;
-        // A chain longer than the volume's cluster count must loop.
-        for _ in 0..=self.layout.clusters {
-            if !self.layout.valid_cluster(cluster) {
-                return Err(FatError::Corrupt("directory starts outside the volume"));
-            }
+        if !self.layout.valid_cluster(cluster) {
+            return Err(FatError::Corrupt("directory starts outside the volume"));
+        }
+        let mut detector = LoopDetector::new(cluster);
+        loop {
             let base = self.layout.cluster_offset(cluster);
             for i in 0..per_cluster {
                 self.read_at(base + i * 32, &mut raw)?;
@@ -232,8 +270,12 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
                 Some(next) => cluster = next,
                 None => return Ok(entries),
             }
+            if detector.step(cluster).is_some() {
+                return Err(FatError::ChainLoops {
+                    first_cluster: dir.first_cluster,
+                });
+            }
         }
-        Err(FatError::Corrupt("directory cluster chain loops"))
     }
 
     /// The entry at `path` (`/`-separated, case-insensitive; empty or `/`
@@ -279,7 +321,26 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
 
     /// Reads the file `entry` into `out` (replacing its contents),
     /// `request_bytes` at a time, one FAT lookup per cluster.
+    ///
+    /// The file is the first `size / cluster size` (rounded up) clusters of
+    /// its chain: a chain that ends sooner is [`FatError::ChainTooShort`],
+    /// one that repeats a cluster among them is [`FatError::ChainLoops`];
+    /// links past the size are not followed, as FAT drivers do (beyond the
+    /// few needed to rule out a loop). On error `out` is left empty.
     pub fn read_entry(
+        &mut self,
+        entry: &DirEntry,
+        request_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), FatError> {
+        let result = self.read_entry_into(entry, request_bytes, out);
+        if result.is_err() {
+            out.clear();
+        }
+        result
+    }
+
+    fn read_entry_into(
         &mut self,
         entry: &DirEntry,
         request_bytes: usize,
@@ -293,23 +354,43 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         }
         let size = u64::from(entry.size);
         let cluster_bytes = self.layout.cluster_bytes;
-        let clusters_needed = size.div_ceil(cluster_bytes);
-        if clusters_needed > u64::from(self.layout.clusters) {
+        let needed = size.div_ceil(cluster_bytes);
+        if needed > u64::from(self.layout.clusters) {
             return Err(FatError::Corrupt("file larger than the volume"));
         }
         out.clear();
+        if needed == 0 {
+            return Ok(());
+        }
+        let first_cluster = entry.first_cluster;
+        if first_cluster == 0 {
+            return Err(FatError::ChainTooShort {
+                first_cluster,
+                clusters: 0,
+                needed,
+            });
+        }
+        if !self.layout.valid_cluster(first_cluster) {
+            return Err(FatError::Corrupt("file cluster outside the volume"));
+        }
         out.resize(size as usize, 0);
-        let mut cluster = entry.first_cluster;
+        let mut detector = LoopDetector::new(first_cluster);
+        let mut cluster = first_cluster;
+        // Chain index of `cluster`.
+        let mut index = 0u64;
         let mut position = 0u64;
         while position < size {
             let in_cluster = position % cluster_bytes;
             if position > 0 && in_cluster == 0 {
-                cluster = self
-                    .next_cluster(cluster)?
-                    .ok_or(FatError::Corrupt("cluster chain shorter than the file"))?;
-            }
-            if !self.layout.valid_cluster(cluster) {
-                return Err(FatError::Corrupt("file cluster outside the volume"));
+                cluster = self.next_cluster(cluster)?.ok_or(FatError::ChainTooShort {
+                    first_cluster,
+                    clusters: index + 1,
+                    needed,
+                })?;
+                index += 1;
+                if detector.step(cluster).is_some() {
+                    return Err(FatError::ChainLoops { first_cluster });
+                }
             }
             let n = (request_bytes as u64)
                 .min(cluster_bytes - in_cluster)
@@ -318,29 +399,88 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
             self.read_at(at, &mut out[position as usize..(position + n) as usize])?;
             position += n;
         }
+        self.check_no_repeat(first_cluster, cluster, needed, detector)
+    }
+
+    /// Whether the first `needed` clusters of the chain from
+    /// `first_cluster` are distinct, given that they were walked up to
+    /// `last` (index `needed - 1`) without `detector` seeing a loop — which
+    /// Brent's method does not promise by that index.
+    fn check_no_repeat(
+        &mut self,
+        first_cluster: u32,
+        last: u32,
+        needed: u64,
+        mut detector: LoopDetector,
+    ) -> Result<(), FatError> {
+        // A chain that loops never reaches an end: a valid file's chain,
+        // which ends right after its last cluster, costs one lookup here.
+        // So does any link that stops the chain, broken or not.
+        let mut cluster = last;
+        let mut index = needed - 1;
+        let length = loop {
+            // A repeat below index `needed` shows by index 3 × needed.
+            if index + 1 >= 3 * needed {
+                return Ok(());
+            }
+            cluster = match self.next_cluster(cluster) {
+                Ok(Some(next)) => next,
+                Ok(None) | Err(FatError::Corrupt(_)) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            index += 1;
+            if let Some(length) = detector.step(cluster) {
+                break length;
+            }
+        };
+        // The cycle has `length` clusters; it starts at the first index i
+        // where cluster i equals cluster i + length, and the file repeats a
+        // cluster only if that repeat, i + length, is below `needed`.
+        if length >= needed {
+            return Ok(());
+        }
+        let mut behind = first_cluster;
+        let mut ahead = first_cluster;
+        for _ in 0..length {
+            ahead = self.chain_step(ahead)?;
+        }
+        for _ in length..needed {
+            if behind == ahead {
+                return Err(FatError::ChainLoops { first_cluster });
+            }
+            behind = self.chain_step(behind)?;
+            ahead = self.chain_step(ahead)?;
+        }
         Ok(())
     }
 
+    /// The next cluster of a chain already walked past this point.
+    fn chain_step(&mut self, cluster: u32) -> Result<u32, FatError> {
+        self.next_cluster(cluster)?
+            .ok_or(FatError::Corrupt("cluster chain changed while read"))
+    }
+
     /// How many runs of contiguous clusters the file `entry` occupies
-    /// (1 for a file laid out in one piece, 0 for an empty one).
+    /// (1 for a file laid out in one piece, 0 for an empty one), following
+    /// its whole chain.
     pub fn fragments(&mut self, entry: &DirEntry) -> Result<u64, FatError> {
-        if entry.first_cluster == 0 {
+        let first_cluster = entry.first_cluster;
+        if first_cluster == 0 {
             return Ok(0);
         }
-        let mut cluster = entry.first_cluster;
+        let mut detector = LoopDetector::new(first_cluster);
+        let mut cluster = first_cluster;
         let mut runs = 1;
-        for _ in 0..=self.layout.clusters {
-            match self.next_cluster(cluster)? {
-                None => return Ok(runs),
-                Some(next) => {
-                    if next != cluster + 1 {
-                        runs += 1;
-                    }
-                    cluster = next;
-                }
+        while let Some(next) = self.next_cluster(cluster)? {
+            if detector.step(next).is_some() {
+                return Err(FatError::ChainLoops { first_cluster });
             }
+            if next != cluster + 1 {
+                runs += 1;
+            }
+            cluster = next;
         }
-        Err(FatError::Corrupt("cluster chain loops"))
+        Ok(runs)
     }
 
     /// Lists `path` and every directory under it and reads every file,
@@ -353,15 +493,15 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
     ) -> Result<WalkSummary, FatError> {
         let start = self.lookup(path)?;
         let mut summary = WalkSummary::default();
+        // Each directory is listed once: one reached again (an ancestor, or
+        // a cross-link) would make the walk loop or repeat whole subtrees.
+        // The set grows with the tree, as `pending` does.
+        let mut listed = BTreeSet::new();
+        listed.insert(start.first_cluster);
         let mut pending = alloc::vec![(String::from(path.trim_end_matches('/')), start)];
         let mut contents = Vec::new();
-        // Each directory is listed once; more listings than clusters means a
-        // directory contains one of its ancestors.
         while let Some((dir_path, dir)) = pending.pop() {
             summary.directories += 1;
-            if summary.directories > u64::from(self.layout.clusters) + 1 {
-                return Err(FatError::Corrupt("directory tree loops"));
-            }
             let entries = self.read_dir(&dir)?;
             let mut subdirectories = Vec::new();
             for entry in &entries {
@@ -372,6 +512,9 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
                 child.push('/');
                 child.push_str(&entry.name);
                 if entry.is_dir {
+                    if !listed.insert(entry.first_cluster) {
+                        return Err(FatError::DirectoryRevisited(child));
+                    }
                     subdirectories.push((child, entry.clone()));
                 } else {
                     self.read_entry(entry, request_bytes, &mut contents)?;
