@@ -303,13 +303,14 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         progress.start(case);
         let mut mem = Hotkern::initialized();
         build_fragmented(&mut mem, churn_pages, &churn_lengths)?;
-        let (elapsed, sum, writes) = churn(Arc::new(mem), &churn_pfns, busy);
-        churn_sums.push(sum);
+        let run = churn(Arc::new(mem), &churn_pfns, busy);
+        churn_sums.push(run.checksum);
         let ops = churn_pfns.len() as u64;
         report.cases.push(
             Case::new(case, "hotkern", ops)
-                .ns_per_op(super::ns_per_op(elapsed, ops))
-                .with("writer_ops", writes)
+                .ns_per_op(super::ns_per_op(run.wall, ops))
+                .with("cpu_ns_per_op", super::ns_per_op(run.cpu, ops))
+                .with("writer_ops", run.writes)
                 .with("segments", churn_lengths.len() as u64),
         );
         progress.advance();
@@ -317,17 +318,24 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     if churn_sums.windows(2).any(|w| w[0] != w[1]) {
         mismatches.push("churn".into());
     }
-    if let (Some(busy), Some(idle)) = (
-        report
-            .case("churn/busy", "hotkern")
-            .and_then(|c| c.ns_per_op),
-        report
-            .case("churn/idle", "hotkern")
-            .and_then(|c| c.ns_per_op),
-    ) {
-        report
-            .ratios
-            .insert("churn/busy_over_idle".into(), busy / idle);
+    let churn_figure = |report: &Report, case: &str, figure: &str| {
+        report.case(case, "hotkern").and_then(|c| c.figure(figure))
+    };
+    // The target ratio uses the reader's CPU time, which the scheduler
+    // cannot inflate by giving the reader's core to the writer; the
+    // wall-clock ratio is kept beside it.
+    for (key, figure) in [
+        ("churn/busy_over_idle", "cpu_ns_per_op"),
+        ("churn/busy_over_idle_wall", "ns_per_op"),
+    ] {
+        if let (Some(busy), Some(idle)) = (
+            churn_figure(&report, "churn/busy", figure),
+            churn_figure(&report, "churn/idle", figure),
+        ) {
+            if idle > 0.0 {
+                report.ratios.insert(key.into(), busy / idle);
+            }
+        }
     }
 
     // plug-unplug/<segments> ---------------------------------------------
@@ -422,10 +430,33 @@ fn time_design(pfns: &[Pfn], find: impl Fn(Pfn) -> u64) -> (Duration, u64) {
     (start.elapsed(), black_box(sum))
 }
 
+/// CPU time this thread has used. Unlike wall time it does not count the
+/// periods the scheduler gives this core to another thread, which on a
+/// shared machine would be charged to the lookups.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    if status != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// What one churn run measured.
+struct ChurnRun {
+    wall: Duration,
+    cpu: Duration,
+    checksum: u64,
+    writes: u64,
+}
+
 /// Lookups on this thread, batched under short read guards; with `busy`,
 /// another thread plugs and unplugs a 64-page segment meanwhile.
-/// Returns (elapsed, checksum, writer operations done).
-fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> (Duration, u64, u64) {
+fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> ChurnRun {
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
     let writer = busy.then(|| {
@@ -447,6 +478,7 @@ fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> (Duration, u64, u64) {
             thread::yield_now();
         }
     }
+    let cpu = thread_cpu_time();
     let start = Instant::now();
     let mut sum = 0u64;
     for chunk in pfns.chunks(CHURN_BATCH) {
@@ -455,12 +487,18 @@ fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> (Duration, u64, u64) {
             sum = sum.wrapping_add(guard.find(black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
         }
     }
-    let elapsed = start.elapsed();
+    let wall = start.elapsed();
+    let cpu = thread_cpu_time().saturating_sub(cpu);
     stop.store(true, Ordering::Relaxed);
     if let Some(writer) = writer {
         let _ = writer.join();
     }
-    (elapsed, black_box(sum), writes.load(Ordering::Relaxed))
+    ChurnRun {
+        wall,
+        cpu,
+        checksum: black_box(sum),
+        writes: writes.load(Ordering::Relaxed),
+    }
 }
 
 /// `segments` segments of 4 pages every 8 frames, then one plug+unplug pair
@@ -544,13 +582,13 @@ fn notes(report: &mut Report, fixed_sizes: &[u64], full: bool, mismatches: &[Str
     }
     if let Some(&ratio) = report.ratios.get("churn/busy_over_idle") {
         report.notes.push(format!(
-            "target churn/busy within 1.25x of churn/idle: {} ({ratio:.2}x)",
+            "target churn/busy within 1.25x of churn/idle (reader CPU time): {} ({ratio:.2}x)",
             met(ratio <= 1.25)
         ));
     }
     report.notes.push(
-        "plug-unplug: hotkern rebuilds and republishes its lookup index on every write (O(segments)), \
-         the price of lock-free, fragmentation-independent lookups"
+        "plug-unplug: every hotkern write rebuilds the 2 MiB sections it touches and copies the \
+         section and slot tables (O(sections + segments) bytes), then publishes them for lock-free readers"
             .into(),
     );
     if mismatches.is_empty() {
