@@ -58,6 +58,8 @@ pub enum Violation {
     RanTwice { what: &'static str, id: u64 },
     /// A mask disagreed with the vCPUs' own state.
     MaskMismatch { mask: &'static str, cpu: usize },
+    /// A task or job panicked (it counts as completed; its vCPU went on).
+    Panicked { what: &'static str, id: u64 },
     /// A page frame went back to the pool twice, or was never returned.
     PageAccounting { detail: String },
 }
@@ -77,6 +79,7 @@ impl fmt::Display for Violation {
             Violation::MaskMismatch { mask, cpu } => {
                 write!(f, "{mask} mask disagrees with cpu{cpu}'s state")
             }
+            Violation::Panicked { what, id } => write!(f, "{what} {id} panicked"),
             Violation::PageAccounting { detail } => write!(f, "page accounting: {detail}"),
         }
     }

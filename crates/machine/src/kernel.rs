@@ -3,6 +3,7 @@
 //! on a CPU, stop-machine, booting and killing vCPUs).
 
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -431,7 +432,13 @@ impl Kernel {
         self.check_running_online(cpu, item.name());
         self.trace(cpu, EventKind::Job, id);
         let mut context = Context { kernel: self, cpu };
-        job(&mut context);
+        // A panicking job must not take its vCPU down with it.
+        if catch_unwind(AssertUnwindSafe(|| job(&mut context))).is_err() {
+            self.audit.violation(Violation::Panicked {
+                what: item.name(),
+                id,
+            });
+        }
         if !self.ledger.complete(item, id) {
             self.audit.violation(Violation::RanTwice {
                 what: item.name(),
@@ -509,7 +516,14 @@ impl Kernel {
         });
         let status = {
             let mut context = Context { kernel: self, cpu };
-            (task.body)(&mut context)
+            // A panicking task ends there and then; its vCPU carries on.
+            catch_unwind(AssertUnwindSafe(|| (task.body)(&mut context))).unwrap_or_else(|_| {
+                self.audit.violation(Violation::Panicked {
+                    what: "task",
+                    id: task.id,
+                });
+                TaskStatus::Done
+            })
         };
         match status {
             TaskStatus::Again => self.push_task(cpu, task),

@@ -148,3 +148,18 @@ fn bad_requests_are_refused_and_change_nothing() {
     assert_eq!(machine.memory_segments(), 2);
     assert!(machine.shutdown().is_clean());
 }
+
+#[test]
+fn a_panicking_task_is_reported_and_its_vcpu_carries_on() {
+    let machine = Machine::builder().cpus(2).build().unwrap();
+    let id = machine.submit(|_| panic!("task bug"));
+    machine.submit(|_| TaskStatus::Done);
+    assert!(machine.wait_idle(Duration::from_secs(10)));
+    assert_eq!(
+        machine.check_invariants(),
+        [hotkern_machine::Violation::Panicked { what: "task", id }]
+    );
+    machine.offline(1).unwrap();
+    assert_eq!(machine.check_invariants().len(), 1);
+    assert!(!machine.shutdown().is_clean());
+}
