@@ -104,6 +104,7 @@ mod index;
 mod page;
 mod physmem;
 mod read;
+mod section;
 mod segments;
 mod slab;
 mod sync;

@@ -1,0 +1,224 @@
+//! One section of the published index: the runs (segments) overlapping
+//! 2^9 frames and the block table that finds the right one in at most
+//! [`MAX_SCAN`] steps.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ptr;
+
+use crate::sync::AtomicU64;
+use crate::types::FreeList;
+
+/// Most runs one lookup examines.
+pub(crate) const MAX_SCAN: usize = 2;
+
+/// One segment as lookups see it; the hot part, 32 bytes.
+pub(crate) struct Run<P> {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// The descriptor of `start`.
+    pub(crate) pages: *const P,
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+}
+
+impl<P> Clone for Run<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Run<P> {}
+
+/// The rest of a segment's attributes, read by getters.
+pub(crate) struct Detail {
+    pub(crate) avail_start: u64,
+    pub(crate) avail_end: u64,
+    pub(crate) free_list: FreeList,
+    /// Every section a segment spans has a copy; the writer sets them all.
+    pub(crate) start_hint: AtomicU64,
+}
+
+/// What a write hands to the index for each segment.
+pub(crate) struct Entry<P> {
+    pub(crate) run: Run<P>,
+    pub(crate) avail_start: u64,
+    pub(crate) avail_end: u64,
+    pub(crate) free_list: FreeList,
+    pub(crate) start_hint: u64,
+}
+
+impl<P> Clone for Entry<P> {
+    fn clone(&self) -> Self {
+        Entry {
+            run: self.run,
+            avail_start: self.avail_start,
+            avail_end: self.avail_end,
+            free_list: self.free_list,
+            start_hint: self.start_hint,
+        }
+    }
+}
+
+/// The runs overlapping one section, and the block table into them.
+pub(crate) struct Section<P> {
+    pub(crate) start: u64,
+    block_shift: u32,
+    /// Blocks past the section's last run are not stored: lookups there
+    /// clamp to the last block and end their scan after the run it names.
+    last_block: u32,
+    blocks: Vec<u32>,
+    /// Sorted by start, followed by a sentinel that ends every scan.
+    pub(crate) runs: Vec<Run<P>>,
+    details: Vec<Detail>,
+    /// Under loom, every read touches this cell and drop writes it, so the
+    /// model reports any section freed while a reader can still use it.
+    #[cfg(loom)]
+    alive: loom::cell::UnsafeCell<()>,
+}
+
+#[cfg(loom)]
+impl<P> Drop for Section<P> {
+    fn drop(&mut self) {
+        self.alive.with_mut(|_| ());
+    }
+}
+
+fn sentinel<P>() -> Run<P> {
+    Run {
+        start: u64::MAX,
+        end: u64::MAX,
+        pages: ptr::null(),
+        slot: u32::MAX,
+        generation: 0,
+    }
+}
+
+impl<P> Section<P> {
+    /// The section of `1 << shift` frames from `start`, holding `entries`
+    /// (sorted, disjoint, each overlapping the section).
+    pub(crate) fn build(start: u64, shift: u32, entries: &[Entry<P>]) -> Self {
+        let end = start + (1 << shift);
+        let mut runs: Vec<Run<P>> = entries.iter().map(|e| e.run).collect();
+        let details = entries
+            .iter()
+            .map(|e| Detail {
+                avail_start: e.avail_start,
+                avail_end: e.avail_end,
+                free_list: e.free_list,
+                start_hint: AtomicU64::new(e.start_hint),
+            })
+            .collect();
+        let block_shift = Self::block_shift(&runs, start, shift);
+        let covered_end = runs.last().map_or(start + 1, |r| r.end.min(end));
+        let block_count = ((covered_end - start - 1) >> block_shift) + 1;
+        // Block k names the first run ending after the block's start:
+        // run i covers the blocks starting in [end of run i-1, end of run i).
+        let mut blocks = vec![runs.len() as u32; block_count as usize];
+        let mut block = 0u64;
+        for (i, run) in runs.iter().enumerate() {
+            let run_end = run.end.min(start + (block_count << block_shift));
+            let upto = (run_end - start).div_ceil(1 << block_shift);
+            if upto > block {
+                blocks[block as usize..upto as usize].fill(i as u32);
+                block = upto;
+            }
+        }
+        runs.push(sentinel());
+        Section {
+            start,
+            block_shift,
+            last_block: (block_count - 1) as u32,
+            blocks,
+            runs,
+            details,
+            #[cfg(loom)]
+            alive: loom::cell::UnsafeCell::new(()),
+        }
+    }
+
+    /// The coarsest block size at which no lookup scans more than
+    /// [`MAX_SCAN`] runs, starting near one block per run.
+    fn block_shift(runs: &[Run<P>], start: u64, shift: u32) -> u32 {
+        if runs.len() <= 1 {
+            return shift;
+        }
+        let wanted = (runs.len() as u64).next_power_of_two().trailing_zeros();
+        let mut block_shift = shift.saturating_sub(wanted);
+        while block_shift > 0 && Self::worst_scan(runs, start, shift, block_shift) > MAX_SCAN {
+            block_shift -= 1;
+        }
+        block_shift
+    }
+
+    /// Runs examined in the worst case: one plus the most run ends falling
+    /// strictly inside one block (ends are sorted, so equal blocks are adjacent).
+    fn worst_scan(runs: &[Run<P>], start: u64, shift: u32, block_shift: u32) -> usize {
+        let end = start + (1 << shift);
+        let mask = (1u64 << block_shift) - 1;
+        let (mut worst, mut current, mut count) = (0, u64::MAX, 0);
+        for run in runs {
+            if run.end >= end || (run.end - start) & mask == 0 {
+                continue;
+            }
+            let block = (run.end - start) >> block_shift;
+            if block == current {
+                count += 1;
+            } else {
+                current = block;
+                count = 1;
+            }
+            worst = worst.max(count);
+        }
+        worst + 1
+    }
+
+    /// The run holding `pfn`, which must not lie below the section.
+    #[inline]
+    pub(crate) fn find(&self, pfn: u64) -> Option<usize> {
+        #[cfg(loom)]
+        self.alive.with(|_| ());
+        let block = ((pfn - self.start) >> self.block_shift).min(self.last_block as u64);
+        let mut i = self.blocks[block as usize] as usize;
+        loop {
+            let run = &self.runs[i];
+            if pfn < run.end {
+                return (pfn >= run.start).then_some(i);
+            }
+            i += 1;
+        }
+    }
+
+    /// Alternative measured by the benchmark: binary search among the
+    /// section's runs instead of the block table.
+    pub(crate) fn find_by_search(&self, pfn: u64) -> Option<usize> {
+        let runs = &self.runs[..self.len()];
+        let i = runs.partition_point(|r| r.start <= pfn).checked_sub(1)?;
+        (pfn < runs[i].end).then_some(i)
+    }
+
+    /// Runs in the section.
+    pub(crate) fn len(&self) -> usize {
+        self.runs.len() - 1
+    }
+
+    pub(crate) fn run(&self, i: usize) -> &Run<P> {
+        &self.runs[i]
+    }
+
+    pub(crate) fn detail(&self, i: usize) -> &Detail {
+        &self.details[i]
+    }
+
+    /// Whether run `i` starts in this section (each segment is listed once
+    /// by iteration: in the section holding its first frame).
+    pub(crate) fn owns(&self, i: usize) -> bool {
+        self.runs[i].start >= self.start
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.blocks.len() * 4
+            + self.runs.len() * core::mem::size_of::<Run<P>>()
+            + self.details.len() * core::mem::size_of::<Detail>()
+    }
+}
