@@ -64,8 +64,8 @@ impl<P> Clone for Entry<P> {
 pub(crate) struct Section<P> {
     pub(crate) start: u64,
     block_shift: u32,
-    /// Blocks past the section's last run are not stored: lookups there
-    /// clamp to the last block and end their scan after the run it names.
+    /// Blocks past the section's last run are not stored: frames there are
+    /// in no segment of this section.
     last_block: u32,
     blocks: Vec<u32>,
     /// Sorted by start, followed by a sentinel that ends every scan.
@@ -178,7 +178,10 @@ impl<P> Section<P> {
     pub(crate) fn find(&self, pfn: u64) -> Option<usize> {
         #[cfg(loom)]
         self.alive.with(|_| ());
-        let block = ((pfn - self.start) >> self.block_shift).min(self.last_block as u64);
+        let block = (pfn - self.start) >> self.block_shift;
+        if block > self.last_block as u64 {
+            return None;
+        }
         let mut i = self.blocks[block as usize] as usize;
         loop {
             let run = &self.runs[i];
@@ -220,5 +223,69 @@ impl<P> Section<P> {
         self.blocks.len() * 4
             + self.runs.len() * core::mem::size_of::<Run<P>>()
             + self.details.len() * core::mem::size_of::<Detail>()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn entries(ranges: &[(u64, u64)]) -> Vec<Entry<()>> {
+        ranges
+            .iter()
+            .enumerate()
+            .map(|(slot, &(start, end))| Entry {
+                run: Run {
+                    start,
+                    end,
+                    pages: ptr::null(),
+                    slot: slot as u32,
+                    generation: 0,
+                },
+                avail_start: start,
+                avail_end: end,
+                free_list: FreeList::DEFAULT,
+                start_hint: 0,
+            })
+            .collect()
+    }
+
+    /// Runs a lookup examines for `pfn`, and what it finds.
+    fn probe(section: &Section<()>, pfn: u64) -> (usize, Option<usize>) {
+        let block = (pfn - section.start) >> section.block_shift;
+        if block > section.last_block as u64 {
+            return (0, None);
+        }
+        let mut i = section.blocks[block as usize] as usize;
+        let mut steps = 1;
+        while pfn >= section.runs[i].end {
+            i += 1;
+            steps += 1;
+        }
+        (steps, (pfn >= section.runs[i].start).then_some(i))
+    }
+
+    #[test]
+    fn no_lookup_scans_more_than_max_scan_runs_however_runs_cluster() {
+        let layouts: Vec<Vec<(u64, u64)>> = vec![
+            // One-frame runs packed at the start, then nothing.
+            (0..64).map(|i| (i, i + 1)).collect(),
+            // One-frame runs every other frame.
+            (0..256).map(|i| (2 * i, 2 * i + 1)).collect(),
+            // The fragmented load test's shape: 1..7 frames cut from every 8.
+            (0..64).map(|i| (8 * i + 1 + i % 7, 8 * i + 8)).collect(),
+            // A run from the previous section, a cluster, a run into the next.
+            vec![(0, 100), (100, 101), (101, 102), (102, 103), (300, 600)],
+        ];
+        for (n, layout) in layouts.iter().enumerate() {
+            let section = Section::build(0, 9, &entries(layout));
+            for pfn in 0..512 {
+                let (steps, found) = probe(&section, pfn);
+                assert!(steps <= MAX_SCAN, "layout {n} pfn {pfn}: {steps} steps");
+                let expected = layout.iter().position(|&(s, e)| s <= pfn && pfn < e);
+                assert_eq!(found, expected, "layout {n} pfn {pfn}");
+                assert_eq!(section.find(pfn), expected);
+            }
+        }
     }
 }
