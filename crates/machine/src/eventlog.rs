@@ -1,12 +1,14 @@
-//! Per-CPU trace buffers: each vCPU records what it ran in its own ring
-//! (no lock shared with other CPUs on the fast path); a CPU going offline
-//! hands its events to the machine-wide log so a reader loses none but
-//! those the ring itself overwrote, which are counted.
+//! Per-CPU trace buffers: each vCPU records what it runs in its own
+//! `hotkern-trace` ring buffer (ftrace's page and event layout, overwrite
+//! mode), allocated when the CPU comes up and freed when it goes. A CPU
+//! going offline hands its unread events to the machine-wide log, so a
+//! reader loses none but those the ring itself overwrote, which it counts.
 
+use hotkern_trace::ring::{pages_for_kb, Mode, PageView, RingBuffer, PAGE_SIZE};
 use parking_lot::Mutex;
 
-/// Events a ring holds before it overwrites the oldest.
-pub(crate) const RING_EVENTS: usize = 1024;
+/// Data bytes each CPU's ring holds before it overwrites the oldest page.
+pub(crate) const RING_KB: usize = 16;
 
 /// What a trace event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +17,23 @@ pub enum EventKind {
     TaskSlice,
     /// A deferred job (work item, timer, RCU callback) started.
     Job,
+}
+
+impl EventKind {
+    fn code(self) -> u8 {
+        match self {
+            EventKind::TaskSlice => 1,
+            EventKind::Job => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<EventKind> {
+        match code {
+            1 => Some(EventKind::TaskSlice),
+            2 => Some(EventKind::Job),
+            _ => None,
+        }
+    }
 }
 
 /// One trace event.
@@ -30,38 +49,36 @@ pub struct Event {
     pub id: u64,
 }
 
-struct Ring {
-    events: Vec<Event>,
-    /// Next slot to write once the ring is full.
-    next: usize,
-    overwritten: u64,
+/// The payload: kind, then the id (little-endian).
+const PAYLOAD: usize = 9;
+
+fn encode(event: &Event) -> [u8; PAYLOAD] {
+    let mut payload = [0u8; PAYLOAD];
+    payload[0] = event.kind.code();
+    payload[1..].copy_from_slice(&event.id.to_le_bytes());
+    payload
 }
 
-impl Ring {
-    fn new() -> Self {
-        Ring {
-            events: Vec::with_capacity(RING_EVENTS),
-            next: 0,
-            overwritten: 0,
-        }
-    }
-
-    fn push(&mut self, event: Event) {
-        if self.events.len() < RING_EVENTS {
-            self.events.push(event);
-        } else {
-            self.events[self.next] = event;
-            self.next = (self.next + 1) % RING_EVENTS;
-            self.overwritten += 1;
-        }
-    }
-
-    /// Events oldest first, emptying the ring.
-    fn drain(&mut self) -> Vec<Event> {
-        let mut out = self.events.split_off(self.next);
-        out.append(&mut self.events);
-        self.next = 0;
-        out
+/// Decodes the events of ring pages (oldest first) recorded on `cpu`.
+fn decode(cpu: usize, page: &[u8; PAGE_SIZE], out: &mut Vec<Event>) {
+    let Ok(view) = PageView::new(page) else {
+        return;
+    };
+    for raw in view.events() {
+        let Some(bytes) = raw.payload.get(..PAYLOAD) else {
+            continue;
+        };
+        let Some(kind) = EventKind::from_code(bytes[0]) else {
+            continue;
+        };
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&bytes[1..]);
+        out.push(Event {
+            nanos: raw.timestamp_ns,
+            cpu,
+            kind,
+            id: u64::from_le_bytes(id),
+        });
     }
 }
 
@@ -71,7 +88,23 @@ struct Retired {
     overwritten: u64,
 }
 
+/// One CPU's ring and the losses already reported to the log.
+struct Ring {
+    buffer: RingBuffer,
+    reported: u64,
+}
+
+impl Ring {
+    /// Events overwritten or dropped since the last report.
+    fn new_losses(&self) -> u64 {
+        let lost = self.buffer.stats(0).map_or(0, |s| s.overrun + s.dropped);
+        lost - self.reported.min(lost)
+    }
+}
+
 pub(crate) struct EventLogs {
+    /// One single-CPU ring per vCPU; the lock makes its holder the ring's
+    /// only writer, as the ring requires.
     rings: Box<[Mutex<Option<Ring>>]>,
     retired: Mutex<Retired>,
 }
@@ -84,32 +117,47 @@ impl EventLogs {
         }
     }
 
-    /// Creates `cpu`'s ring; false if it exists.
+    /// Allocates `cpu`'s ring; false if it exists (or cannot be built).
     pub(crate) fn create(&self, cpu: usize) -> bool {
         let mut ring = self.rings[cpu].lock();
         if ring.is_some() {
             return false;
         }
-        *ring = Some(Ring::new());
-        true
+        match RingBuffer::new(1, pages_for_kb(RING_KB), Mode::Overwrite) {
+            Ok(buffer) => {
+                *ring = Some(Ring {
+                    buffer,
+                    reported: 0,
+                });
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Records an event in `cpu`'s ring (dropped if it has none).
     pub(crate) fn record(&self, event: Event) {
-        if let Some(ring) = self.rings[event.cpu].lock().as_mut() {
-            ring.push(event);
+        if let Some(ring) = self.rings[event.cpu].lock().as_ref() {
+            // SAFETY: the ring's lock is held, so this is its only writer.
+            // A refusal (impossible for this size) only loses the event,
+            // which the ring counts.
+            let _ = unsafe { ring.buffer.write(0, event.nanos, &encode(&event)) };
         }
     }
 
-    /// Moves `cpu`'s events to the machine-wide log; frees the ring too
-    /// unless `keep`. False if there was no ring.
+    /// Moves `cpu`'s unread events to the machine-wide log; frees the ring
+    /// too unless `keep`. False if there was no ring.
     pub(crate) fn retire(&self, cpu: usize, keep: bool) -> bool {
         let mut slot = self.rings[cpu].lock();
         let Some(ring) = slot.as_mut() else {
             return false;
         };
-        let events = ring.drain();
-        let overwritten = core::mem::take(&mut ring.overwritten);
+        let mut events = Vec::new();
+        for page in ring.buffer.drain_cpu(0) {
+            decode(cpu, &page, &mut events);
+        }
+        let overwritten = ring.new_losses();
+        ring.reported += overwritten;
         if !keep {
             *slot = None;
         }
@@ -121,18 +169,17 @@ impl EventLogs {
     }
 
     /// Every event still held (retired ones, then each CPU's ring), and how
-    /// many rings overwrote.
+    /// many events rings overwrote.
     pub(crate) fn snapshot(&self) -> (Vec<Event>, u64) {
         let retired = self.retired.lock();
         let mut events = retired.events.clone();
         let mut overwritten = retired.overwritten;
         drop(retired);
-        for ring in self.rings.iter() {
+        for (cpu, ring) in self.rings.iter().enumerate() {
             if let Some(ring) = ring.lock().as_ref() {
-                let (newer, older) = ring.events.split_at(ring.next);
-                events.extend_from_slice(older);
-                events.extend_from_slice(newer);
-                overwritten += ring.overwritten;
+                ring.buffer
+                    .peek_pages(0, |page| decode(cpu, page, &mut events));
+                overwritten += ring.new_losses();
             }
         }
         (events, overwritten)
@@ -145,7 +192,7 @@ mod tests {
 
     fn event(cpu: usize, id: u64) -> Event {
         Event {
-            nanos: id,
+            nanos: 1_000 + 10 * id,
             cpu,
             kind: EventKind::TaskSlice,
             id,
@@ -153,21 +200,41 @@ mod tests {
     }
 
     #[test]
-    fn ring_overwrites_oldest_and_retire_keeps_order() {
+    fn events_round_trip_through_the_ring_and_survive_retirement() {
         let logs = EventLogs::new(2);
         assert!(logs.create(1) && !logs.create(1));
-        for id in 0..(RING_EVENTS as u64 + 5) {
+        for id in 0..100 {
             logs.record(event(1, id));
         }
         logs.record(event(0, 7)); // no ring: dropped
         let (events, overwritten) = logs.snapshot();
-        assert_eq!(overwritten, 5);
-        assert_eq!(events.len(), RING_EVENTS);
-        assert_eq!(events[0].id, 5);
+        assert_eq!(overwritten, 0);
+        assert_eq!(events, (0..100).map(|id| event(1, id)).collect::<Vec<_>>());
+        assert!(logs.retire(1, true), "kept: drained, not freed");
+        logs.record(event(1, 100));
+        let (after, _) = logs.snapshot();
+        assert_eq!(after.len(), 101);
         assert!(logs.retire(1, false));
-        let (after, overwritten) = logs.snapshot();
-        assert_eq!(after, events);
-        assert_eq!(overwritten, 5);
+        assert_eq!(logs.snapshot().0, after);
         assert!(!logs.retire(1, false));
+    }
+
+    #[test]
+    fn a_full_ring_overwrites_and_counts_what_it_lost() {
+        let logs = EventLogs::new(1);
+        assert!(logs.create(0));
+        let written = 20_000u64;
+        for id in 0..written {
+            logs.record(event(0, id));
+        }
+        let (events, overwritten) = logs.snapshot();
+        assert!(overwritten > 0);
+        assert_eq!(events.len() as u64 + overwritten, written);
+        // Retiring a kept ring reports its losses once.
+        assert!(logs.retire(0, true));
+        assert_eq!(logs.snapshot(), (events.clone(), overwritten));
+        // The newest events are kept, in order.
+        assert_eq!(events.last().map(|e| e.id), Some(written - 1));
+        assert!(events.windows(2).all(|w| w[0].id + 1 == w[1].id));
     }
 }

@@ -49,6 +49,14 @@ fn round_trip(engine: Engine) {
     assert!(machine.wait_idle(Duration::from_secs(20)));
     let violations = machine.check_invariants();
     assert!(violations.is_empty(), "{violations:?}");
+    // Every slice was traced in its CPU's ring buffer, or counted as overwritten.
+    let (events, overwritten) = machine.trace();
+    let slices = events
+        .iter()
+        .filter(|e| e.kind == hotkern_machine::EventKind::TaskSlice)
+        .count() as u64;
+    assert!(slices + overwritten >= 900, "{slices} + {overwritten}");
+    assert!(events.iter().all(|e| e.cpu < 4));
     let tally = machine.tally(Item::Task);
     assert_eq!((tally.issued, tally.completed_once), (300, 300));
     // Each slice took and returned one page; counters of CPUs that went
