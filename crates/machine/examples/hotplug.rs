@@ -9,7 +9,7 @@ use std::time::Duration;
 use hotkern_machine::{CpuMask, Engine, Item, Machine, TaskStatus};
 
 fn main() -> Result<(), hotkern_machine::MachineError> {
-    println!("{:<18} {:<9} {:<11} {}", "step", "section", "class", "why");
+    println!("{:<18} {:<9} {:<11} why", "step", "section", "class");
     for step in Machine::steps() {
         println!(
             "{:<18} {:<9} {:<11} {}",
