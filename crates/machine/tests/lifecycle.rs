@@ -171,3 +171,39 @@ fn a_panicking_task_is_reported_and_its_vcpu_carries_on() {
     assert_eq!(machine.check_invariants().len(), 1);
     assert!(!machine.shutdown().is_clean());
 }
+
+#[test]
+fn bolt_reuses_what_a_cpu_left_when_it_returns_before_the_deferred_teardown() {
+    let machine = Machine::builder().cpus(4).engine(Engine::Bolt).build().unwrap();
+    let before = machine.resource_counts();
+    let down = machine.offline(2).unwrap();
+    assert!(down.deferred > 0, "deferrable teardowns were handed to the worker");
+    // Back at once: whatever deferred teardown has not run is cancelled
+    // and its structures are used as they are.
+    let up = machine.online(2).unwrap();
+    machine.wait_deferred();
+    // Cancelled or already run, nothing was destroyed or rebuilt: every
+    // per-CPU resource of cpu 2 was kept and reused.
+    assert!(up.cancelled <= down.deferred);
+    assert_eq!(machine.resource_counts(), before);
+    assert!(machine.kernel_threads() == 12);
+    assert!(machine.check_invariants().is_empty());
+    assert!(machine.shutdown().is_clean());
+}
+
+#[test]
+fn sixty_four_oversubscribed_vcpus_go_down_and_up_in_bulk() {
+    for engine in [Engine::Classic, Engine::Bolt] {
+        let machine = Machine::builder().cpus(64).engine(engine).build().unwrap();
+        busy_tasks(&machine, 200, 2);
+        let all_but_first = CpuMask::first(64).without(0);
+        machine.offline_many(all_but_first).unwrap();
+        assert_eq!(machine.online_cpus(), CpuMask::one(0));
+        machine.online_many(all_but_first).unwrap();
+        assert_eq!(machine.online_cpus(), CpuMask::first(64));
+        assert!(machine.wait_idle(Duration::from_secs(30)));
+        let violations = machine.check_invariants();
+        assert!(violations.is_empty(), "{engine:?}: {violations:?}");
+        assert!(machine.shutdown().is_clean());
+    }
+}
