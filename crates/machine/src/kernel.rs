@@ -17,15 +17,16 @@ use crate::frames::FramePool;
 use crate::kthread::{Kthread, Role};
 use crate::ledger::{Item, Ledger};
 use crate::pagecache::PageCaches;
+use crate::placement::Limbo;
 use crate::rcu::{Callback, Rcu};
 use crate::sched::{Domains, RunQueue};
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
-use crate::task::{Context, Task, TaskStatus};
-use crate::timer::{Timer, Timers};
+use crate::task::{Context, TaskStatus};
+use crate::timer::Timers;
 use crate::vmstat::Vmstat;
-use crate::workqueue::{Work, Workqueue};
+use crate::workqueue::Workqueue;
 
 /// A deferred piece of work that runs on a vCPU: a work item, a timer, an
 /// RCU callback.
@@ -53,15 +54,6 @@ pub(crate) struct Vcpu {
     stop_seen: AtomicU64,
 }
 
-/// Items that could not be placed because no CPU could take them; they
-/// are placed again when a CPU becomes active.
-enum Limbo {
-    Task(Task),
-    Work(Work),
-    Timer(Timer),
-    Rcu(u64, Job),
-}
-
 pub(crate) struct Kernel {
     pub(crate) cpus: usize,
     pub(crate) vcpus: Box<[Vcpu]>,
@@ -81,10 +73,10 @@ pub(crate) struct Kernel {
     pub(crate) domains: Domains,
     pub(crate) audit: Audit,
     pub(crate) ledger: Ledger,
-    limbo: Mutex<Vec<Limbo>>,
+    pub(crate) limbo: Mutex<Vec<Limbo>>,
     pub(crate) shutdown: AtomicBool,
-    next_cpu: AtomicUsize,
-    me: Weak<Kernel>,
+    pub(crate) next_cpu: AtomicUsize,
+    pub(crate) me: Weak<Kernel>,
 }
 
 impl Kernel {
@@ -293,136 +285,6 @@ impl Kernel {
         };
         self.stop
             .run(participants, &only_targets, |cpu| self.doorbells.ring(cpu));
-    }
-
-    // ----- placing work -----
-
-    /// Puts `task` on `preferred`'s run queue, or on another active CPU's
-    /// if that one does not take tasks now.
-    pub(crate) fn push_task(&self, preferred: usize, task: Task) {
-        let mut task = task;
-        for cpu in self.candidates(preferred, self.active_mask()) {
-            let mut runqueue = self.vcpus[cpu].runqueue.lock();
-            match runqueue.push(task) {
-                Ok(()) => {
-                    drop(runqueue);
-                    self.doorbells.ring(cpu);
-                    return;
-                }
-                Err(back) => task = back,
-            }
-        }
-        self.limbo.lock().push(Limbo::Task(task));
-        self.replace_limbo_if_possible();
-    }
-
-    pub(crate) fn queue_work(&self, preferred: usize, id: u64, job: Job) {
-        let mut work = Work { id, job };
-        for cpu in self.candidates(preferred, self.online_mask()) {
-            match self.workqueue.queue(cpu, work) {
-                Ok(()) => {
-                    self.doorbells.ring(cpu);
-                    return;
-                }
-                Err(back) => work = back,
-            }
-        }
-        self.limbo.lock().push(Limbo::Work(work));
-        self.replace_limbo_if_possible();
-    }
-
-    pub(crate) fn arm_timer(&self, preferred: usize, deadline: Instant, id: u64, job: Job) {
-        let mut timer = Timer { deadline, id, job };
-        for cpu in self.candidates(preferred, self.online_mask()) {
-            match self.timers.arm(cpu, timer) {
-                Ok(()) => {
-                    self.doorbells.ring(cpu);
-                    return;
-                }
-                Err(back) => timer = back,
-            }
-        }
-        self.limbo.lock().push(Limbo::Timer(timer));
-        self.replace_limbo_if_possible();
-    }
-
-    pub(crate) fn call_rcu(&self, preferred: usize, id: u64, job: Job) {
-        let mut callback = Callback::Job(id, job);
-        for cpu in self.candidates(preferred, self.online_mask()) {
-            match self.rcu.call(cpu, callback) {
-                Ok(()) => return,
-                Err(back) => callback = back,
-            }
-        }
-        if let Callback::Job(id, job) = callback {
-            self.limbo.lock().push(Limbo::Rcu(id, job));
-            self.replace_limbo_if_possible();
-        }
-    }
-
-    /// Frees something after a grace period without waiting for it.
-    pub(crate) fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
-        let mut callback = Callback::Internal(free);
-        for cpu in self.online_mask().iter() {
-            match self.rcu.call(cpu, callback) {
-                Ok(()) => return,
-                Err(back) => callback = back,
-            }
-        }
-        // No CPU has RCU data (the machine is going down): wait instead.
-        self.rcu.synchronize();
-        if let Callback::Internal(free) = callback {
-            free();
-        }
-    }
-
-    /// `preferred` first, then the members of `mask` after it, wrapping.
-    fn candidates(&self, preferred: usize, mask: CpuMask) -> impl Iterator<Item = usize> {
-        let n = self.cpus;
-        let preferred = preferred.min(n.saturating_sub(1));
-        (0..n)
-            .map(move |offset| (preferred + offset) % n)
-            .filter(move |&cpu| cpu == preferred || mask.contains(cpu))
-    }
-
-    /// Places items in limbo again; called when a CPU becomes active.
-    pub(crate) fn replace_limbo_if_possible(&self) {
-        if self.active_mask().is_empty() {
-            return;
-        }
-        let waiting = core::mem::take(&mut *self.limbo.lock());
-        if waiting.is_empty() {
-            return;
-        }
-        let start = self.active_mask().lowest().unwrap_or(0);
-        for item in waiting {
-            match item {
-                Limbo::Task(task) => self.push_task(start, task),
-                Limbo::Work(work) => self.queue_work(start, work.id, work.job),
-                Limbo::Timer(timer) => self.arm_timer(start, timer.deadline, timer.id, timer.job),
-                Limbo::Rcu(id, job) => self.call_rcu(start, id, job),
-            }
-        }
-    }
-
-    /// A round-robin choice among active CPUs, for submissions from outside.
-    pub(crate) fn next_submit_cpu(&self) -> usize {
-        let active = self.active_mask();
-        let count = active.count().max(1);
-        let nth = self.next_cpu.fetch_add(1, Ordering::Relaxed) % count;
-        active.iter().nth(nth).unwrap_or(0)
-    }
-
-    /// The least-loaded active CPU of `cpu`'s domain (read under RCU).
-    pub(crate) fn balance_target(&self, cpu: usize) -> usize {
-        let span = self.domains.span_of(cpu).and(self.active_mask());
-        span.iter()
-            .min_by_key(|&other| {
-                self.vmstat
-                    .with(other, |s| s.nr_running.load(Ordering::Relaxed))
-                    .unwrap_or(u64::MAX)
-            })
-            .unwrap_or(cpu)
     }
 
     // ----- running things -----

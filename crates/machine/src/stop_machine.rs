@@ -23,7 +23,6 @@ struct State {
     participants: CpuMask,
     arrived: CpuMask,
     finished: CpuMask,
-    left: CpuMask,
     work: Option<Work>,
 }
 
@@ -64,7 +63,6 @@ impl StopMachine {
             state.participants = participants;
             state.arrived = CpuMask::EMPTY;
             state.finished = CpuMask::EMPTY;
-            state.left = CpuMask::EMPTY;
             state.work = Some(Work(erased));
             state.generation
         };
@@ -72,8 +70,11 @@ impl StopMachine {
         for cpu in participants.iter() {
             kick(cpu);
         }
+        // Done once every participant has run the work: none touches it
+        // again, and each leaves when it sees all finished or a newer
+        // generation, so there is no separate round to wait for leavers.
         let mut state = self.state.lock();
-        while state.left != participants {
+        while state.finished != participants {
             self.changed.wait(&mut state);
         }
         state.work = None;
@@ -109,11 +110,11 @@ impl StopMachine {
         let mut state = self.state.lock();
         state.finished = state.finished.with(cpu);
         self.changed.notify_all();
-        while state.finished != participants {
+        // Nobody leaves while another still runs its part (the masks may be
+        // half changed until then).
+        while state.generation == requested && state.finished != participants {
             self.changed.wait(&mut state);
         }
-        state.left = state.left.with(cpu);
-        self.changed.notify_all();
         true
     }
 }

@@ -174,10 +174,17 @@ fn a_panicking_task_is_reported_and_its_vcpu_carries_on() {
 
 #[test]
 fn bolt_reuses_what_a_cpu_left_when_it_returns_before_the_deferred_teardown() {
-    let machine = Machine::builder().cpus(4).engine(Engine::Bolt).build().unwrap();
+    let machine = Machine::builder()
+        .cpus(4)
+        .engine(Engine::Bolt)
+        .build()
+        .unwrap();
     let before = machine.resource_counts();
     let down = machine.offline(2).unwrap();
-    assert!(down.deferred > 0, "deferrable teardowns were handed to the worker");
+    assert!(
+        down.deferred > 0,
+        "deferrable teardowns were handed to the worker"
+    );
     // Back at once: whatever deferred teardown has not run is cancelled
     // and its structures are used as they are.
     let up = machine.online(2).unwrap();
