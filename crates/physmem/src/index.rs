@@ -146,13 +146,17 @@ impl<P> Index<P> {
             if kept {
                 sections[(number - base) as usize] = old;
             } else {
-                retired.push(old);
+                // SAFETY: listed in the newest index, so not freed yet.
+                if unsafe { &*old }.release() {
+                    retired.push(old);
+                }
             }
         }
         // A touched section holds its old runs, less the segments the write
         // changed, plus their new versions: no walk over the writer's records.
         let changed = |slot: u32| update.slots.iter().any(|&(s, _)| s == slot);
         let mut list: Vec<Entry<P>> = Vec::new();
+        let mut maker = Maker::new();
         for number in touched.0.max(base)..touched.1.min(base + count) {
             let start = number << shift;
             let end = start + (1 << shift);
@@ -184,8 +188,7 @@ impl<P> Index<P> {
             if list.is_empty() {
                 continue;
             }
-            let section = Box::new(Section::build(start, shift, &list));
-            sections[(number - base) as usize] = Box::into_raw(section);
+            sections[(number - base) as usize] = maker.make(start, shift, &list);
         }
         Some((
             Index {
@@ -201,9 +204,23 @@ impl<P> Index<P> {
         ))
     }
 
-    /// The sections this index owns, for teardown.
-    pub(crate) fn sections(&self) -> impl Iterator<Item = *const Section<P>> + '_ {
-        self.sections.iter().copied().filter(|s| !s.is_null())
+    /// Drops every table entry's share of its section, for teardown or a
+    /// rebuild from scratch; returns the sections nothing points to any more
+    /// (each once). Only for the newest index.
+    pub(crate) fn release_all(&self) -> Vec<*const Section<P>> {
+        let mut unused = Vec::new();
+        for &section in self.sections.iter().filter(|s| !s.is_null()) {
+            // SAFETY: listed in the newest index, so not freed yet.
+            if unsafe { &*section }.release() {
+                unused.push(section);
+            }
+        }
+        unused
+    }
+
+    /// First frame of section `n` of the table.
+    fn section_start(&self, n: usize) -> u64 {
+        (self.base + n as u64) << self.shift
     }
 
     fn section(&self, number: usize) -> Option<&Section<P>> {
@@ -258,7 +275,7 @@ impl<P> Index<P> {
         (0..self.sections.len()).find_map(|n| {
             let section = self.section(n)?;
             (0..section.len())
-                .find(|&i| section.owns(i))
+                .find(|&i| section.owns(i, self.section_start(n)))
                 .map(|i| (n, section, i))
         })
     }
@@ -299,7 +316,11 @@ impl<P> Index<P> {
         match self.section(n) {
             None => None,
             Some(section) if i >= section.len() => None,
-            Some(section) => Some(section.owns(i).then_some((n, section, i))),
+            Some(section) => Some(
+                section
+                    .owns(i, self.section_start(n))
+                    .then_some((n, section, i)),
+            ),
         }
     }
 
@@ -325,7 +346,7 @@ impl<P> Index<P> {
                 break;
             };
             section.detail(i).start_hint.store(hint, Ordering::Relaxed);
-            if section.start + (1 << self.shift) >= end {
+            if self.section_start(n) + (1 << self.shift) >= end {
                 break;
             }
             n += 1;
@@ -334,7 +355,14 @@ impl<P> Index<P> {
 
     /// Bytes of the section table and sections, for the benchmark.
     pub(crate) fn table_bytes(&self) -> usize {
+        // Shared sections sit in consecutive entries: count each once.
+        let mut previous = ptr::null();
         let sections: usize = (0..self.sections.len())
+            .filter(|&n| {
+                let fresh = self.sections[n] != previous;
+                previous = self.sections[n];
+                fresh
+            })
             .filter_map(|n| self.section(n))
             .map(Section::bytes)
             .sum();
@@ -363,6 +391,7 @@ fn fill_sections<P>(
     entries: &[Entry<P>],
 ) {
     let mut first = 0;
+    let mut maker = Maker::new();
     for number in touched.0..touched.1 {
         let start = number << shift;
         let end = start + (1 << shift);
@@ -375,8 +404,44 @@ fn fill_sections<P>(
             .count();
         let inside = &entries[first..first + count];
         if !inside.is_empty() {
-            let section = Box::new(Section::build(start, shift, inside));
-            sections[(number - base) as usize] = Box::into_raw(section);
+            sections[(number - base) as usize] = maker.make(start, shift, inside);
         }
+    }
+}
+
+/// Makes sections for consecutive section numbers, giving every section
+/// that one run covers entirely the same shared section.
+struct Maker<P> {
+    /// The last shared section made, and its run.
+    shared: Option<(RunKey, *const Section<P>)>,
+}
+
+/// Names one version of a run: (slot, generation, start).
+type RunKey = (u32, u32, u64);
+
+impl<P> Maker<P> {
+    fn new() -> Self {
+        Maker { shared: None }
+    }
+
+    /// The section starting at frame `start` holding `list`.
+    fn make(&mut self, start: u64, shift: u32, list: &[Entry<P>]) -> *const Section<P> {
+        let end = start + (1 << shift);
+        if let [only] = list {
+            if only.run.start <= start && end <= only.run.end {
+                let key = (only.run.slot, only.run.generation, only.run.start);
+                if let Some((shared_key, section)) = self.shared {
+                    if shared_key == key {
+                        // SAFETY: made by this maker, alive in the index being built.
+                        unsafe { &*section }.share();
+                        return section;
+                    }
+                }
+                let section = Box::into_raw(Box::new(Section::uniform(only))).cast_const();
+                self.shared = Some((key, section));
+                return section;
+            }
+        }
+        Box::into_raw(Box::new(Section::build(start, shift, list))).cast_const()
     }
 }

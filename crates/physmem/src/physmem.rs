@@ -474,7 +474,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                     .into_iter()
                     .map(|(slot, _)| Self::entry(writer, slot))
                     .collect();
-                let replaced = current.map_or(Vec::new(), |c| c.sections().collect());
+                let replaced = current.map_or(Vec::new(), Index::release_all);
                 (Index::build(&entries, slot_count), replaced)
             }
         };
@@ -556,7 +556,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
         if !current.is_null() {
             // SAFETY: from `Box::into_raw`; `&mut self` means no readers.
             let index = unsafe { Box::from_raw(current) };
-            for section in index.sections() {
+            for section in index.release_all() {
                 // SAFETY: owned by the last index, freed once here.
                 drop(unsafe { Box::from_raw(section.cast_mut()) });
             }

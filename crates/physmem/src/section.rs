@@ -4,6 +4,7 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
+use core::cell::Cell;
 use core::ptr;
 
 use crate::sync::AtomicU64;
@@ -62,6 +63,9 @@ impl<P> Clone for Entry<P> {
 
 /// The runs overlapping one section, and the block table into them.
 pub(crate) struct Section<P> {
+    /// Where block 0 starts: the section's first frame, or for a section
+    /// that one run covers entirely, that run's start (so that the same
+    /// section can serve every section the run covers).
     pub(crate) start: u64,
     block_shift: u32,
     /// Blocks past the section's last run are not stored: frames there are
@@ -71,6 +75,9 @@ pub(crate) struct Section<P> {
     /// Sorted by start, followed by a sentinel that ends every scan.
     pub(crate) runs: Vec<Run<P>>,
     details: Vec<Detail>,
+    /// Table entries of the newest index that point here. Only the writer
+    /// reads or changes it, under its lock.
+    shares: Cell<u32>,
     /// Under loom, every read touches this cell and drop writes it, so the
     /// model reports any section freed while a reader can still use it.
     #[cfg(loom)]
@@ -132,9 +139,43 @@ impl<P> Section<P> {
             blocks,
             runs,
             details,
+            shares: Cell::new(1),
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
         }
+    }
+
+    /// A section that `entry`'s run covers entirely, usable for every such
+    /// section of that run: one block, whatever the frame.
+    pub(crate) fn uniform(entry: &Entry<P>) -> Self {
+        Section {
+            start: entry.run.start,
+            block_shift: u64::BITS - 1,
+            last_block: 0,
+            blocks: vec![0],
+            runs: vec![entry.run, sentinel()],
+            details: vec![Detail {
+                avail_start: entry.avail_start,
+                avail_end: entry.avail_end,
+                free_list: entry.free_list,
+                start_hint: AtomicU64::new(entry.start_hint),
+            }],
+            shares: Cell::new(1),
+            #[cfg(loom)]
+            alive: loom::cell::UnsafeCell::new(()),
+        }
+    }
+
+    /// One more table entry points here.
+    pub(crate) fn share(&self) {
+        self.shares.set(self.shares.get() + 1);
+    }
+
+    /// One table entry less points here; true when none is left.
+    pub(crate) fn release(&self) -> bool {
+        let left = self.shares.get().saturating_sub(1);
+        self.shares.set(left);
+        left == 0
     }
 
     /// The coarsest block size at which no lookup scans more than
@@ -213,10 +254,11 @@ impl<P> Section<P> {
         &self.details[i]
     }
 
-    /// Whether run `i` starts in this section (each segment is listed once
-    /// by iteration: in the section holding its first frame).
-    pub(crate) fn owns(&self, i: usize) -> bool {
-        self.runs[i].start >= self.start
+    /// Whether run `i` starts in the section that begins at frame
+    /// `section_start` (iteration lists each segment once: in the section
+    /// holding its first frame).
+    pub(crate) fn owns(&self, i: usize, section_start: u64) -> bool {
+        self.runs[i].start >= section_start
     }
 
     pub(crate) fn bytes(&self) -> usize {
