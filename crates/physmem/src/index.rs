@@ -23,6 +23,7 @@ use alloc::vec::Vec;
 use core::ptr;
 
 pub(crate) use crate::section::{Entry, Run, Section};
+use crate::slots::{SlotChunk, SlotMap};
 use crate::sync::Ordering;
 use crate::types::SegmentHandle;
 
@@ -30,7 +31,6 @@ use crate::types::SegmentHandle;
 pub(crate) const SECTION_SHIFT: u32 = 9;
 /// Most sections in a table; wider spans get larger sections.
 const MAX_SECTIONS: u64 = 1 << 16;
-const NO_START: u64 = u64::MAX;
 
 /// A run's place: section number in the table, the section, the run in it.
 pub(crate) type Place<'a, P> = (usize, &'a Section<P>, usize);
@@ -41,8 +41,8 @@ pub(crate) struct Index<P> {
     /// One per section from `base`; null where no run overlaps. Owned by
     /// the index, shared with the next one for the sections a write keeps.
     sections: Vec<*const Section<P>>,
-    /// Slot → first frame of its segment, `NO_START` when the slot is free.
-    slot_starts: Vec<u64>,
+    /// Slot → first frame of its segment.
+    slots: SlotMap,
     len: usize,
     /// As in [`Section`]: lets loom catch an index freed under a reader.
     #[cfg(loom)]
@@ -62,6 +62,12 @@ impl<P> Drop for Index<P> {
 unsafe impl<P: Sync> Send for Index<P> {}
 unsafe impl<P: Sync> Sync for Index<P> {}
 
+/// What an index no longer uses after a write: to retire.
+pub(crate) struct Replaced<P> {
+    pub(crate) sections: Vec<*const Section<P>>,
+    pub(crate) chunks: Vec<*const SlotChunk>,
+}
+
 /// What a write changed, for [`Index::update`].
 pub(crate) struct Update<'e, P> {
     /// Frames whose segments changed: the old and the new extents.
@@ -79,16 +85,16 @@ pub(crate) struct Update<'e, P> {
 impl<P> Index<P> {
     /// An index of `entries` (sorted, disjoint) from scratch.
     pub(crate) fn build(entries: &[Entry<P>], slot_count: usize) -> Self {
-        let mut slot_starts = vec![NO_START; slot_count];
-        for entry in entries {
-            slot_starts[entry.run.slot as usize] = entry.run.start;
-        }
+        let slots = SlotMap::new(
+            slot_count,
+            entries.iter().map(|e| (e.run.slot, e.run.start)),
+        );
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
             return Index {
                 shift: SECTION_SHIFT,
                 base: 0,
                 sections: Vec::new(),
-                slot_starts,
+                slots,
                 len: 0,
                 #[cfg(loom)]
                 alive: loom::cell::UnsafeCell::new(()),
@@ -104,7 +110,7 @@ impl<P> Index<P> {
             shift,
             base,
             sections,
-            slot_starts,
+            slots,
             len: entries.len(),
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
@@ -115,13 +121,8 @@ impl<P> Index<P> {
     /// `update.entries`, the others are shared. Returns the new index and the
     /// sections of this one it no longer uses (to retire), or `None` when
     /// the span needs larger sections (build from scratch instead).
-    pub(crate) fn update(&self, update: Update<'_, P>) -> Option<(Self, Vec<*const Section<P>>)> {
+    pub(crate) fn update(&self, update: Update<'_, P>) -> Option<(Self, Replaced<P>)> {
         let shift = self.shift;
-        let mut slot_starts = self.slot_starts.clone();
-        slot_starts.resize(update.slot_count, NO_START);
-        for &(slot, start) in update.slots {
-            slot_starts[slot as usize] = start.unwrap_or(NO_START);
-        }
         let (base, count) = match update.span {
             Some((low, high)) => {
                 if shift_for(low, high) != shift {
@@ -132,6 +133,10 @@ impl<P> Index<P> {
             }
             None => (0, 0),
         };
+        let mut chunks = Vec::new();
+        let slots = self
+            .slots
+            .update(update.slot_count, update.slots, &mut chunks);
         let (frames_low, frames_high) = update.frames;
         let touched = (frames_low >> shift, ((frames_high - 1) >> shift) + 1);
         let mut sections = vec![ptr::null(); count as usize];
@@ -195,27 +200,33 @@ impl<P> Index<P> {
                 shift,
                 base,
                 sections,
-                slot_starts,
+                slots,
                 len: update.len,
                 #[cfg(loom)]
                 alive: loom::cell::UnsafeCell::new(()),
             },
-            retired,
+            Replaced {
+                sections: retired,
+                chunks,
+            },
         ))
     }
 
     /// Drops every table entry's share of its section, for teardown or a
     /// rebuild from scratch; returns the sections nothing points to any more
     /// (each once). Only for the newest index.
-    pub(crate) fn release_all(&self) -> Vec<*const Section<P>> {
-        let mut unused = Vec::new();
+    pub(crate) fn release_all(&self) -> Replaced<P> {
+        let mut sections = Vec::new();
         for &section in self.sections.iter().filter(|s| !s.is_null()) {
             // SAFETY: listed in the newest index, so not freed yet.
             if unsafe { &*section }.release() {
-                unused.push(section);
+                sections.push(section);
             }
         }
-        unused
+        Replaced {
+            sections,
+            chunks: self.slots.chunks().collect(),
+        }
     }
 
     /// First frame of section `n` of the table.
@@ -261,10 +272,7 @@ impl<P> Index<P> {
 
     /// Where a live handle's segment is listed (in its first section).
     pub(crate) fn resolve(&self, handle: SegmentHandle) -> Option<Place<'_, P>> {
-        let start = *self.slot_starts.get(handle.slot as usize)?;
-        if start == NO_START {
-            return None;
-        }
+        let start = self.slots.get(handle.slot)?;
         let place = self.place(start)?;
         let run = place.1.run(place.2);
         (run.slot == handle.slot && run.generation == handle.generation).then_some(place)

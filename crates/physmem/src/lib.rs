@@ -107,6 +107,7 @@ mod read;
 mod section;
 mod segments;
 mod slab;
+mod slots;
 mod sync;
 mod table;
 mod types;

@@ -8,10 +8,11 @@ use lock_api::{Mutex, RawMutex};
 
 use crate::epoch::{Domain, Retired};
 use crate::error::PhysmemError;
-use crate::index::{Entry, Index, Run, Section, Update};
+use crate::index::{Entry, Index, Replaced, Run, Section, Update};
 use crate::page::Page;
 use crate::read::ReadGuard;
 use crate::slab::Slabs;
+use crate::slots::SlotChunk;
 use crate::sync::{AtomicPtr, Ordering};
 use crate::table::{Record, Table};
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo, PFN_LIMIT};
@@ -53,6 +54,7 @@ struct Writer<P: Page, const BOOT: usize> {
 enum Garbage<P> {
     Index(Box<Index<P>>),
     Section(Box<Section<P>>),
+    SlotChunk(Box<SlotChunk>),
     Pages { slab: u32, first: u64, count: u64 },
 }
 
@@ -474,7 +476,13 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                     .into_iter()
                     .map(|(slot, _)| Self::entry(writer, slot))
                     .collect();
-                let replaced = current.map_or(Vec::new(), Index::release_all);
+                let replaced = current.map_or(
+                    Replaced {
+                        sections: Vec::new(),
+                        chunks: Vec::new(),
+                    },
+                    Index::release_all,
+                );
                 (Index::build(&entries, slot_count), replaced)
             }
         };
@@ -486,12 +494,15 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 .retired
                 .retire(Garbage::Index(unsafe { Box::from_raw(old) }));
         }
-        for section in replaced {
-            // SAFETY: sections come from `Box::into_raw`; this one is in no
-            // published index any more and is retired exactly once.
-            writer.retired.retire(Garbage::Section(unsafe {
-                Box::from_raw(section.cast_mut())
-            }));
+        // SAFETY (both loops): these come from `Box::into_raw`, are in no
+        // published index any more and are retired exactly once.
+        for section in replaced.sections {
+            let section = unsafe { Box::from_raw(section.cast_mut()) };
+            writer.retired.retire(Garbage::Section(section));
+        }
+        for chunk in replaced.chunks {
+            let chunk = unsafe { Box::from_raw(chunk.cast_mut()) };
+            writer.retired.retire(Garbage::SlotChunk(chunk));
         }
         if let Some(garbage) = garbage {
             writer.retired.retire(garbage);
@@ -516,6 +527,7 @@ fn free<P: Page>(slabs: &mut Slabs<P>, garbage: Garbage<P>) {
     match garbage {
         Garbage::Index(index) => drop(index),
         Garbage::Section(section) => drop(section),
+        Garbage::SlotChunk(chunk) => drop(chunk),
         // SAFETY: retired after being unpublished, and the epoch says no
         // reader is left that could reach these descriptors.
         Garbage::Pages { slab, first, count } => unsafe { slabs.release(slab, first, count) },
@@ -556,9 +568,13 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
         if !current.is_null() {
             // SAFETY: from `Box::into_raw`; `&mut self` means no readers.
             let index = unsafe { Box::from_raw(current) };
-            for section in index.release_all() {
-                // SAFETY: owned by the last index, freed once here.
+            let replaced = index.release_all();
+            // SAFETY (both loops): owned by the last index, freed once here.
+            for section in replaced.sections {
                 drop(unsafe { Box::from_raw(section.cast_mut()) });
+            }
+            for chunk in replaced.chunks {
+                drop(unsafe { Box::from_raw(chunk.cast_mut()) });
             }
         }
         if *initialized {

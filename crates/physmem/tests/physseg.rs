@@ -487,3 +487,34 @@ fn descriptors_are_dropped_exactly_once() {
     }
     assert_eq!(LIVE.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn thousands_of_handles_resolve_and_go_stale_individually() {
+    let mem = Mem::initialized();
+    let handles: Vec<SegmentHandle> = (0..1500u64)
+        .map(|i| mem.plug(Pfn(i * 4), PageCount(2)).unwrap())
+        .collect();
+    // Remove every third segment, scattered over several slot chunks.
+    for i in (0..1500u64).step_by(3) {
+        mem.unplug(Pfn(i * 4), PageCount(2)).unwrap();
+    }
+    let reused: Vec<SegmentHandle> = (0..500u64)
+        .map(|i| mem.plug(Pfn(10_000 + i * 4), PageCount(1)).unwrap())
+        .collect();
+    let guard = mem.read();
+    for (i, &handle) in handles.iter().enumerate() {
+        let segment = guard.segment(handle);
+        if i % 3 == 0 {
+            assert!(segment.is_err(), "handle {i} should be stale");
+        } else {
+            assert_eq!(segment.unwrap().start(), Pfn(i as u64 * 4));
+        }
+    }
+    for (i, &handle) in reused.iter().enumerate() {
+        assert_eq!(
+            guard.segment(handle).unwrap().start(),
+            Pfn(10_000 + i as u64 * 4)
+        );
+    }
+    assert_eq!(guard.segments().count(), 1500);
+}
