@@ -80,10 +80,11 @@
 //!   the same at 32 segments as at 8,192 (NetBSD's rbtree pays O(log n)
 //!   cache misses, the static array O(log n) probes).
 //! - **Writes** ([`Physmem::plug`], [`Physmem::unplug`], ...) serialise on the
-//!   `R` mutex, rebuild only the sections the change touches, copy the section
-//!   and slot tables, publish the new index with one atomic swap and retire
-//!   what readers might still hold: the old index, replaced sections and
-//!   unplugged descriptors.
+//!   `R` mutex, rebuild only the sections the change touches (all sections
+//!   one segment covers entirely share a single section object), copy the
+//!   section table and one chunk of the slot → segment map, publish the new
+//!   index with one atomic swap and retire what readers might still hold:
+//!   the old index, replaced sections and chunks, unplugged descriptors.
 //! - **Reclamation** ([`epoch`]): a reader is counted in one of two striped
 //!   counters picked by the epoch's parity; the writer frees retired memory
 //!   once the counters of the parity it flipped away from drain. Writers never
