@@ -14,14 +14,15 @@ here side by side with the design it replaces:
   trace    ftrace-class tracer                 vs the Rust `tracing` crate
   cpuhp    CPU hotplug engine                  vs Linux's serial state machine
 
-The quick benchmark of each follows (`hotkern bench <subsystem> --full` runs
-the long version).
+First the user-mode machine that hosts them all; then the quick benchmark of
+each (`hotkern bench <subsystem> --full` runs the long version).
 ";
 
 /// Prints the introduction, then each subsystem's quick benchmark.
 pub fn run() -> Result<(), String> {
     println!("{INTRODUCTION}");
     let started = Instant::now();
+    crate::demo::run()?;
     let options = BenchOptions::default();
     for subsystem in Subsystem::EACH {
         match subsystem.measure(&options) {
