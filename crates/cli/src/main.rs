@@ -1,6 +1,7 @@
 //! `hotkern`: the demo, the benchmarks and the tools of the hotkern toolkit.
 
 mod bench;
+mod demo;
 mod load;
 mod tour;
 mod trace_cmd;

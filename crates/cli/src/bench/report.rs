@@ -256,19 +256,30 @@ mod tests {
         report
             .cases
             .push(Case::new("lookup", "rbtree", 10).ns_per_op(30.0));
-        report
-            .cases
-            .push(Case::new("lookup", "hotkern", 10).ns_per_op(3.0).with("misses", 2));
+        report.cases.push(
+            Case::new("lookup", "hotkern", 10)
+                .ns_per_op(3.0)
+                .with("misses", 2),
+        );
         report
     }
 
     #[test]
     fn ratio_divides_the_named_figures_and_is_recorded() {
         let mut report = sample();
-        let ratio = report.ratio("lookup/rbtree_over_hotkern", "lookup", "ns_per_op", "rbtree", "hotkern");
+        let ratio = report.ratio(
+            "lookup/rbtree_over_hotkern",
+            "lookup",
+            "ns_per_op",
+            "rbtree",
+            "hotkern",
+        );
         assert_eq!(ratio, Some(10.0));
         assert_eq!(report.ratios["lookup/rbtree_over_hotkern"], 10.0);
-        assert_eq!(report.ratio("x", "lookup", "ns_per_op", "static", "hotkern"), None);
+        assert_eq!(
+            report.ratio("x", "lookup", "ns_per_op", "static", "hotkern"),
+            None
+        );
     }
 
     #[test]
