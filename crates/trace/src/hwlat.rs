@@ -119,7 +119,11 @@ pub(crate) fn stop(tracer: &Tracer) {
 }
 
 /// Measures one window's spinning part.
-pub fn sample_window(now: &dyn Fn() -> u64, width_ns: u64, threshold_ns: u64) -> (u64, u64, u64, u32) {
+pub fn sample_window(
+    now: &dyn Fn() -> u64,
+    width_ns: u64,
+    threshold_ns: u64,
+) -> (u64, u64, u64, u32) {
     let start = now();
     let (mut inner_max, mut outer_max, mut at, mut count) = (0u64, 0u64, start, 0u32);
     let mut last = 0u64;
@@ -127,7 +131,11 @@ pub fn sample_window(now: &dyn Fn() -> u64, width_ns: u64, threshold_ns: u64) ->
         let t1 = now();
         let t2 = now();
         let inner = t2.saturating_sub(t1);
-        let outer = if last == 0 { 0 } else { t1.saturating_sub(last) };
+        let outer = if last == 0 {
+            0
+        } else {
+            t1.saturating_sub(last)
+        };
         last = t2;
         if inner > threshold_ns || outer > threshold_ns {
             count += 1;
@@ -201,9 +209,19 @@ mod tests {
         let tracer = Tracer::with_threads(crate::TraceConfig::small(), 1).unwrap();
         let before = tracer.hwlat_config();
         for bad in [
-            HwlatConfig { width_us: 0, ..before },
-            HwlatConfig { window_us: 0, ..before },
-            HwlatConfig { width_us: 10, window_us: 5, threshold_us: 1 },
+            HwlatConfig {
+                width_us: 0,
+                ..before
+            },
+            HwlatConfig {
+                window_us: 0,
+                ..before
+            },
+            HwlatConfig {
+                width_us: 10,
+                window_us: 5,
+                threshold_us: 1,
+            },
         ] {
             assert_eq!(tracer.set_hwlat_config(bad), Err(TraceError::BadHwlat));
         }
@@ -218,15 +236,27 @@ mod tests {
             .unwrap();
         // A zero-ish threshold makes every window report.
         tracer
-            .set_hwlat_config(HwlatConfig { width_us: 2_000, window_us: 4_000, threshold_us: 0 })
+            .set_hwlat_config(HwlatConfig {
+                width_us: 2_000,
+                window_us: 4_000,
+                threshold_us: 0,
+            })
             .unwrap();
         assert_eq!(
-            tracer.set_hwlat_config(HwlatConfig { width_us: 5, window_us: 1, threshold_us: 0 }),
+            tracer.set_hwlat_config(HwlatConfig {
+                width_us: 5,
+                window_us: 1,
+                threshold_us: 0
+            }),
             Err(TraceError::BadHwlat)
         );
-        tracer.set_current_tracer(crate::function::TracerKind::Hwlat).unwrap();
+        tracer
+            .set_current_tracer(crate::function::TracerKind::Hwlat)
+            .unwrap();
         std::thread::sleep(Duration::from_millis(40));
-        tracer.set_current_tracer(crate::function::TracerKind::Nop).unwrap();
+        tracer
+            .set_current_tracer(crate::function::TracerKind::Nop)
+            .unwrap();
         let samples: alloc::vec::Vec<_> = tracer
             .drain_records()
             .into_iter()

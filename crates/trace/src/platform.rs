@@ -31,6 +31,13 @@ pub unsafe trait CpuContext: Send + Sync {
     fn current_pid(&self) -> i32;
     /// The name of task `pid`, if known (ftrace's saved cmdlines).
     fn comm(&self, pid: i32) -> Option<alloc::string::String>;
+
+    /// The current CPU and task id together (one lookup on the hot path
+    /// where the platform can do it).
+    #[inline]
+    fn current(&self) -> Option<(usize, i32)> {
+        Some((self.current_cpu()?, self.current_pid()))
+    }
 }
 
 /// A clock that a test drives by hand.
@@ -185,7 +192,8 @@ mod user {
     const UNBOUND: usize = usize::MAX;
 
     std::thread_local! {
-        static THREAD_CPU: Cell<(usize, usize)> = const { Cell::new((0, UNBOUND)) };
+        /// (model id, CPU, task id) of this thread.
+        static THREAD_CPU: Cell<(usize, usize, i32)> = const { Cell::new((0, UNBOUND, 0)) };
         static THREAD_PID: Cell<i32> = const { Cell::new(0) };
         static RELEASE: SlotRelease = const { SlotRelease(Cell::new(None)) };
     }
@@ -242,18 +250,18 @@ mod user {
 
         /// Gives up the calling thread's CPU, if it has one in this model.
         pub fn release_current(&'static self) {
-            let (model, cpu) = THREAD_CPU.with(Cell::get);
+            let (model, cpu, _) = THREAD_CPU.with(Cell::get);
             if model == self.id && cpu != UNBOUND {
                 self.owners[cpu].store(false, Ordering::Release);
-                THREAD_CPU.with(|c| c.set((0, UNBOUND)));
+                THREAD_CPU.with(|c| c.set((0, UNBOUND, 0)));
                 RELEASE.with(|r| r.0.set(None));
             }
         }
 
         fn adopt(&'static self, cpu: usize) {
-            THREAD_CPU.with(|c| c.set((self.id, cpu)));
-            RELEASE.with(|r| r.0.set(Some((self, cpu))));
             let pid = current_tid();
+            THREAD_CPU.with(|c| c.set((self.id, cpu, pid)));
+            RELEASE.with(|r| r.0.set(Some((self, cpu))));
             let name = std::thread::current()
                 .name()
                 .map_or_else(|| "<...>".to_string(), ToString::to_string);
@@ -303,8 +311,16 @@ mod user {
     // compare-and-exchange, released when the thread exits or rebinds).
     unsafe impl CpuContext for ThreadCpus {
         #[inline]
+        fn current(&self) -> Option<(usize, i32)> {
+            let (model, cpu, pid) = THREAD_CPU.with(Cell::get);
+            if model == self.id && cpu != UNBOUND {
+                return Some((cpu, pid));
+            }
+            Some((self.current_cpu()?, current_tid()))
+        }
+        #[inline]
         fn current_cpu(&self) -> Option<usize> {
-            let (model, cpu) = THREAD_CPU.with(Cell::get);
+            let (model, cpu, _) = THREAD_CPU.with(Cell::get);
             if model == self.id && cpu != UNBOUND {
                 return Some(cpu);
             }

@@ -26,7 +26,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::function::FunctionSite;
 
-/// How an argument is stored.
+/// How an argument is stored (its C conversion in trace.dat).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgKind {
     /// An `i64` (8 bytes).
@@ -37,27 +37,72 @@ pub enum ArgKind {
     Str,
 }
 
-/// A value `trace_printk!` can store.
-pub trait PrintkArg {
+/// One stored argument (what [`PrintkArg::to_arg`] turns a value into).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg<'a> {
+    /// Any signed integer, widened.
+    Signed(i64),
+    /// Any unsigned integer, widened.
+    Unsigned(u64),
+    /// Text (cut at the first NUL, which would end it in the event).
+    Str(&'a [u8]),
+    /// One character, stored as UTF-8 text.
+    Char(char),
+}
+
+impl Arg<'_> {
     /// The storage kind.
-    fn kind(&self) -> ArgKind;
+    #[inline]
+    pub fn kind(&self) -> ArgKind {
+        match self {
+            Arg::Signed(_) => ArgKind::Signed,
+            Arg::Unsigned(_) => ArgKind::Unsigned,
+            Arg::Str(_) | Arg::Char(_) => ArgKind::Str,
+        }
+    }
+
     /// Bytes stored (before alignment).
-    fn stored_len(&self) -> usize;
+    #[inline]
+    pub fn stored_len(&self) -> usize {
+        match self {
+            Arg::Signed(_) | Arg::Unsigned(_) => 8,
+            Arg::Str(text) => text.len() + 1,
+            Arg::Char(c) => c.len_utf8() + 1,
+        }
+    }
+
     /// Writes the value at the start of `out`.
-    fn store(&self, out: &mut [u8]);
+    #[inline]
+    pub fn store(&self, out: &mut [u8]) {
+        match *self {
+            Arg::Signed(v) => out[..8].copy_from_slice(&v.to_ne_bytes()),
+            Arg::Unsigned(v) => out[..8].copy_from_slice(&v.to_ne_bytes()),
+            Arg::Str(text) => {
+                out[..text.len()].copy_from_slice(text);
+                out[text.len()] = 0;
+            }
+            Arg::Char(c) => {
+                let mut utf8 = [0u8; 4];
+                let n = c.encode_utf8(&mut utf8).len();
+                out[..n].copy_from_slice(&utf8[..n]);
+                out[n] = 0;
+            }
+        }
+    }
+}
+
+/// A value `trace_printk!` can store: integers, `bool`, `char`, strings.
+pub trait PrintkArg {
+    /// The value as a stored argument (no formatting happens).
+    fn to_arg(&self) -> Arg<'_>;
 }
 
 macro_rules! integer_arg {
-    ($kind:ident, $wide:ty: $($t:ty),*) => {$(
+    ($variant:ident, $wide:ty: $($t:ty),*) => {$(
         impl PrintkArg for $t {
-            fn kind(&self) -> ArgKind {
-                ArgKind::$kind
-            }
-            fn stored_len(&self) -> usize {
-                8
-            }
-            fn store(&self, out: &mut [u8]) {
-                out[..8].copy_from_slice(&(*self as $wide).to_ne_bytes());
+            #[inline]
+            fn to_arg(&self) -> Arg<'_> {
+                Arg::$variant(*self as $wide)
             }
         }
     )*};
@@ -67,77 +112,52 @@ integer_arg!(Signed, i64: i8, i16, i32, i64, isize);
 integer_arg!(Unsigned, u64: u8, u16, u32, u64, usize);
 
 impl PrintkArg for str {
-    fn kind(&self) -> ArgKind {
-        ArgKind::Str
-    }
-    fn stored_len(&self) -> usize {
-        // Interior NULs would cut the string: stop at the first one.
-        self.bytes().position(|b| b == 0).unwrap_or(self.len()) + 1
-    }
-    fn store(&self, out: &mut [u8]) {
-        let n = self.stored_len() - 1;
-        out[..n].copy_from_slice(&self.as_bytes()[..n]);
-        out[n] = 0;
+    #[inline]
+    fn to_arg(&self) -> Arg<'_> {
+        let bytes = self.as_bytes();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        Arg::Str(&bytes[..end])
     }
 }
 
 impl PrintkArg for String {
-    fn kind(&self) -> ArgKind {
-        ArgKind::Str
-    }
-    fn stored_len(&self) -> usize {
-        self.as_str().stored_len()
-    }
-    fn store(&self, out: &mut [u8]) {
-        self.as_str().store(out);
+    #[inline]
+    fn to_arg(&self) -> Arg<'_> {
+        self.as_str().to_arg()
     }
 }
 
 impl PrintkArg for bool {
-    fn kind(&self) -> ArgKind {
-        ArgKind::Str
-    }
-    fn stored_len(&self) -> usize {
-        if *self { 5 } else { 6 }
-    }
-    fn store(&self, out: &mut [u8]) {
-        let text: &str = if *self { "true" } else { "false" };
-        text.store(out);
+    #[inline]
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Str(if *self { b"true" } else { b"false" })
     }
 }
 
 impl PrintkArg for char {
-    fn kind(&self) -> ArgKind {
-        ArgKind::Str
-    }
-    fn stored_len(&self) -> usize {
-        self.len_utf8() + 1
-    }
-    fn store(&self, out: &mut [u8]) {
-        let mut buffer = [0u8; 4];
-        self.encode_utf8(&mut buffer).store(out);
+    #[inline]
+    fn to_arg(&self) -> Arg<'_> {
+        Arg::Char(*self)
     }
 }
 
 impl<T: PrintkArg + ?Sized> PrintkArg for &T {
-    fn kind(&self) -> ArgKind {
-        (**self).kind()
-    }
-    fn stored_len(&self) -> usize {
-        (**self).stored_len()
-    }
-    fn store(&self, out: &mut [u8]) {
-        (**self).store(out);
+    #[inline]
+    fn to_arg(&self) -> Arg<'_> {
+        (**self).to_arg()
     }
 }
 
 /// Bytes the arguments take in the event.
-pub fn args_len(args: &[&dyn PrintkArg]) -> usize {
-    args.iter().fold(0, |at, arg| at.next_multiple_of(4) + arg.stored_len())
+#[inline]
+pub fn args_len(args: &[Arg<'_>]) -> usize {
+    args.iter()
+        .fold(0, |at, arg| at.next_multiple_of(4) + arg.stored_len())
 }
 
 /// Writes the arguments in `vbin_printf` layout.
-pub fn store_args(args: &[&dyn PrintkArg], out: &mut [u8]) {
+#[inline]
+pub fn store_args(args: &[Arg<'_>], out: &mut [u8]) {
     let mut at = 0usize;
     for arg in args {
         let start = at.next_multiple_of(4);
@@ -234,7 +254,9 @@ fn pieces(format: &str) -> Vec<Piece<'_>> {
             b'{' => {
                 out.push(Piece::Text(&format[text_start..i]));
                 let end = format[i..].find('}').map_or(bytes.len(), |p| i + p);
-                out.push(Piece::Arg(spec_of(bytes, i + 1, end).unwrap_or(Spec::Plain)));
+                out.push(Piece::Arg(
+                    spec_of(bytes, i + 1, end).unwrap_or(Spec::Plain),
+                ));
                 i = end + 1;
                 text_start = i;
             }
@@ -263,7 +285,12 @@ static SITES: spin::Mutex<Vec<Entry>> = spin::Mutex::new(Vec::new());
 
 impl PrintkSite {
     /// Used by [`trace_printk!`](crate::trace_printk).
-    pub const fn new(format: &'static str, module: &'static str, file: &'static str, line: u32) -> Self {
+    pub const fn new(
+        format: &'static str,
+        module: &'static str,
+        file: &'static str,
+        line: u32,
+    ) -> Self {
         PrintkSite {
             format,
             symbol: FunctionSite::symbol(module, module, file, line),
@@ -281,7 +308,7 @@ impl PrintkSite {
         self as *const PrintkSite as u64
     }
 
-    fn register(&'static self, args: &[&dyn PrintkArg]) {
+    fn register(&'static self, args: &[Arg<'_>]) {
         let mut sites = SITES.lock();
         if self.registered.load(Ordering::Acquire) {
             return;
@@ -298,8 +325,7 @@ impl PrintkSite {
 
     /// Records the call in every installed tracer.
     #[cold]
-    #[inline(never)]
-    pub fn emit(&'static self, args: &[&dyn PrintkArg]) {
+    pub fn emit(&'static self, args: &[Arg<'_>]) {
         if !self.registered.load(Ordering::Acquire) {
             self.register(args);
         }
@@ -313,7 +339,7 @@ impl PrintkSite {
             let slot = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             if let Some(tracer) = crate::tracer::instance(slot) {
-                tracer.record_bprint(ip, self.address(), len, &|out| store_args(args, out));
+                tracer.record_bprint(ip, self.address(), len, |out| store_args(args, out));
             }
         }
     }
@@ -426,7 +452,7 @@ macro_rules! trace_printk {
             ::core::line!(),
         );
         if $crate::printk::is_hot() {
-            __HOTKERN_PRINTK.emit(&[$(&$arg as &dyn $crate::printk::PrintkArg),*]);
+            __HOTKERN_PRINTK.emit(&[$($crate::printk::PrintkArg::to_arg(&$arg)),*]);
         }
     }};
 }
@@ -446,9 +472,17 @@ mod tests {
 
     #[test]
     fn c_translation_and_layout_follow_vbin_printf() {
-        let kinds = [ArgKind::Signed, ArgKind::Str, ArgKind::Unsigned, ArgKind::Unsigned];
-        assert_eq!(c_format("{} 100% {} {:x} {{{:#x}}}", &kinds), "%lld 100%% %s %llx {%#llx}");
-        let args: [&dyn PrintkArg; 3] = [&-3i32, &"hey", &9u8];
+        let kinds = [
+            ArgKind::Signed,
+            ArgKind::Str,
+            ArgKind::Unsigned,
+            ArgKind::Unsigned,
+        ];
+        assert_eq!(
+            c_format("{} 100% {} {:x} {{{:#x}}}", &kinds),
+            "%lld 100%% %s %llx {%#llx}"
+        );
+        let args = [(-3i32).to_arg(), "hey".to_arg(), 9u8.to_arg()];
         // 8 bytes, "hey\0" at 8, next slot aligned to 12.
         assert_eq!(args_len(&args), 20);
         let mut out = [0xffu8; 24];

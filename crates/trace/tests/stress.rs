@@ -18,7 +18,10 @@ fn fill(cpu: u8, seq: u32, nested: bool, out: &mut [u8; 128]) -> usize {
     out[1] = u8::from(nested);
     out[4..8].copy_from_slice(&seq.to_le_bytes());
     for (i, b) in out.iter_mut().enumerate().take(len).skip(8) {
-        *b = (seq as usize).wrapping_mul(13).wrapping_add(i).wrapping_add(cpu as usize) as u8;
+        *b = (seq as usize)
+            .wrapping_mul(13)
+            .wrapping_add(i)
+            .wrapping_add(cpu as usize) as u8;
     }
     len
 }
@@ -40,7 +43,11 @@ fn check(page: &[u8; PAGE_SIZE], cpu: u8) -> Vec<(bool, u32)> {
         let seq = u32::from_le_bytes(p[4..8].try_into().unwrap());
         let nested = p[1] == 1;
         let expected = payload(cpu, seq, nested);
-        assert_eq!(&p[..expected.len()], &expected[..], "torn event cpu {cpu} seq {seq}");
+        assert_eq!(
+            &p[..expected.len()],
+            &expected[..],
+            "torn event cpu {cpu} seq {seq}"
+        );
         assert!(event.timestamp_ns >= last_time, "time went backwards");
         last_time = event.timestamp_ns;
         out.push((nested, seq));
@@ -50,7 +57,10 @@ fn check(page: &[u8; PAGE_SIZE], cpu: u8) -> Vec<(bool, u32)> {
 }
 
 fn now() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer; clock_gettime is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -60,7 +70,8 @@ fn stress(mode: Mode, pages: usize, per_writer: u32) {
     const CPUS: usize = 3;
     let ring = Arc::new(RingBuffer::new(CPUS, pages, mode).unwrap());
     let done = Arc::new(AtomicBool::new(false));
-    let collected: Arc<Vec<Mutex<Vec<u32>>>> = Arc::new((0..CPUS).map(|_| Mutex::new(Vec::new())).collect());
+    let collected: Arc<Vec<Mutex<Vec<u32>>>> =
+        Arc::new((0..CPUS).map(|_| Mutex::new(Vec::new())).collect());
     std::thread::scope(|s| {
         for reader in 0..2 {
             let (ring, done, collected) = (ring.clone(), done.clone(), collected.clone());
@@ -105,9 +116,16 @@ fn stress(mode: Mode, pages: usize, per_writer: u32) {
         }
         let stats = ring.stats(cpu).unwrap();
         assert_eq!(stats.written, u64::from(per_writer));
-        assert_eq!(stats.written, stats.read + stats.lost(), "cpu {cpu}: {stats:?}");
+        assert_eq!(
+            stats.written,
+            stats.read + stats.lost(),
+            "cpu {cpu}: {stats:?}"
+        );
         assert_eq!(list.len() as u64, stats.read);
-        assert!(list.windows(2).all(|w| w[0] < w[1]), "cpu {cpu}: out of order or duplicated");
+        assert!(
+            list.windows(2).all(|w| w[0] < w[1]),
+            "cpu {cpu}: out of order or duplicated"
+        );
         match mode {
             Mode::Overwrite => {
                 assert_eq!(stats.dropped, 0);
@@ -155,30 +173,47 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 #[test]
 fn signal_handlers_nest_on_a_writer_without_tearing_or_losing_count() {
-    const EVENTS: u32 = 300_000;
-    let ring = SIGNAL_RING.get_or_init(|| RingBuffer::new(1, 8, Mode::Overwrite).unwrap());
+    const EVENTS: u32 = 100_000;
+    // Room for everything (~7.6 MB per 100k events), producer/consumer: nothing may be lost
+    // but nested writers that arrive during a page switch, which are
+    // counted as dropped.
+    let ring =
+        SIGNAL_RING.get_or_init(|| RingBuffer::new(1, 16_000, Mode::ProducerConsumer).unwrap());
     // SAFETY: installing a handler that only does async-signal-safe work.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_signal as *const () as usize;
         action.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut action.sa_mask);
-        assert_eq!(libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()), 0);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+            0
+        );
     }
     let done = AtomicBool::new(false);
     let mut main_seqs = Vec::new();
     let mut nested_seqs = Vec::new();
+    let mut written_by_writer = 0;
     std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::channel();
         let writer = s.spawn(move || {
             // SAFETY: pthread_self has no preconditions.
             tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
+            // Write at least EVENTS, and go on until enough signals have
+            // landed (a busy machine may schedule the signaller late),
+            // within a time limit.
+            let start = std::time::Instant::now();
             let mut bytes = [0u8; 128];
-            for seq in 0..EVENTS {
+            let mut seq = 0u32;
+            while seq < EVENTS
+                || (HANDLER_SEQ.load(Ordering::Relaxed) < 200 && start.elapsed().as_secs() < 20)
+            {
                 let len = fill(0, seq, false, &mut bytes);
                 // SAFETY: this thread is CPU 0's writer.
                 let _ = unsafe { ring.write(0, now(), &bytes[..len]) };
+                seq += 1;
             }
+            seq
         });
         let target = rx.recv().unwrap() as libc::pthread_t;
         let done = &done;
@@ -204,28 +239,49 @@ fn signal_handlers_nest_on_a_writer_without_tearing_or_losing_count() {
             }
             seen
         });
-        writer.join().unwrap();
+        written_by_writer = writer.join().unwrap();
         done.store(true, Ordering::Release);
         let sent = signaller.join().unwrap();
         assert!(sent > 100, "only {sent} signals sent");
         for (nested, seq) in reader.join().unwrap() {
-            if nested { nested_seqs.push(seq) } else { main_seqs.push(seq) }
+            if nested {
+                nested_seqs.push(seq)
+            } else {
+                main_seqs.push(seq)
+            }
         }
     });
     let mut page = Box::new([0u8; PAGE_SIZE]);
     while ring.read_page(0, &mut page).is_some() {
         for (nested, seq) in check(&page, 0) {
-            if nested { nested_seqs.push(seq) } else { main_seqs.push(seq) }
+            if nested {
+                nested_seqs.push(seq)
+            } else {
+                main_seqs.push(seq)
+            }
         }
     }
     let handler_events = HANDLER_SEQ.load(Ordering::Relaxed);
     let stats = ring.stats(0).unwrap();
     assert!(handler_events > 50, "only {handler_events} signals landed");
-    eprintln!("{handler_events} handler events nested on {EVENTS} writer events: {stats:?}");
-    assert_eq!(stats.written, u64::from(EVENTS) + handler_events);
+    eprintln!(
+        "{handler_events} handler events nested on {written_by_writer} writer events: {stats:?}"
+    );
+    assert_eq!(stats.written, u64::from(written_by_writer) + handler_events);
     assert_eq!(stats.written, stats.read + stats.lost(), "{stats:?}");
     assert_eq!((main_seqs.len() + nested_seqs.len()) as u64, stats.read);
+    assert_eq!(stats.overrun, 0);
+    // Every event is read or counted as dropped (a nested writer arriving
+    // during a page switch; or, on a badly overloaded machine, a full
+    // buffer), and each writer's events come back in order.
+    assert_eq!(
+        main_seqs.len() as u64 + nested_seqs.len() as u64 + stats.dropped,
+        stats.written
+    );
     assert!(main_seqs.windows(2).all(|w| w[0] < w[1]));
     assert!(nested_seqs.windows(2).all(|w| w[0] < w[1]));
-    assert!(!nested_seqs.is_empty());
+    if stats.dropped < handler_events {
+        // The buffer never filled: the interrupted writer lost nothing.
+        assert_eq!(main_seqs.len() as u32, written_by_writer);
+    }
 }

@@ -289,7 +289,12 @@ mod tests {
         for format in &formats {
             let mut end = COMMON_HEADER_SIZE;
             for field in &format.fields {
-                assert!(field.offset >= end, "{}.{} overlaps", format.name, field.name);
+                assert!(
+                    field.offset >= end,
+                    "{}.{} overlaps",
+                    format.name,
+                    field.name
+                );
                 end = field.offset + field.size;
             }
         }
@@ -310,7 +315,9 @@ mod tests {
 \tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n\n\
 print fmt: \"<-- %ps (%d) (start: %llx  end: %llx) over: %d\", (void *)REC->func, REC->depth, REC->calltime, REC->rettime, REC->depth\n";
         assert_eq!(text, expected);
-        assert!(print_format().to_format_file().contains("\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:1;\n"));
+        assert!(print_format()
+            .to_format_file()
+            .contains("\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:1;\n"));
         assert_eq!(function_format().field("common_pid").unwrap().offset, 4);
         assert_eq!(function_format().fixed_size(), 24);
     }

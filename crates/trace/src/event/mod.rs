@@ -261,9 +261,21 @@ impl Event {
             .iter()
             .map(|f| {
                 if f.decl.array > 0 {
-                    Field::array(f.decl.name, f.decl.c_type, f.decl.array, f.offset, f.decl.size)
+                    Field::array(
+                        f.decl.name,
+                        f.decl.c_type,
+                        f.decl.array,
+                        f.offset,
+                        f.decl.size,
+                    )
                 } else {
-                    Field::scalar(f.decl.name, f.decl.c_type, f.offset, f.decl.size, f.decl.signed)
+                    Field::scalar(
+                        f.decl.name,
+                        f.decl.c_type,
+                        f.offset,
+                        f.decl.size,
+                        f.decl.signed,
+                    )
                 }
             })
             .collect();
@@ -287,9 +299,8 @@ impl Event {
     /// Records the event in every installed tracer that wants it; `fill`
     /// writes the fields into the payload (whose first 8 bytes are the
     /// common header, already filled).
-    #[cold]
-    #[inline(never)]
-    pub fn emit(&'static self, fill: &dyn Fn(&mut [u8])) {
+    #[inline]
+    pub fn emit(&'static self, fill: impl Fn(&mut [u8])) {
         let mut mask = self.mask.load(Ordering::Acquire);
         if mask & UNREGISTERED != 0 {
             register(self);
@@ -301,7 +312,7 @@ impl Event {
             let slot = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             if let Some(tracer) = crate::tracer::instance(slot) {
-                tracer.record_event(id, self.size, fill);
+                tracer.record_event(id, self.size, &fill);
             }
         }
     }
@@ -416,7 +427,7 @@ macro_rules! define_event {
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
             fn emit($($field: $ty),*) {
-                EVENT.emit(&|payload: &mut [u8]| {
+                EVENT.emit(|payload: &mut [u8]| {
                     let mut _index = 0;
                     $(
                         $crate::event::FieldType::encode($field, &mut payload[FIELDS[_index].offset..]);
@@ -467,7 +478,9 @@ mod tests {
             format.print_fmt,
             "\"small=%u big=%llu signed=%d name=%s\", REC->small, REC->big, REC->signed, REC->name"
         );
-        assert!(format.to_format_file().contains("\tfield:char name[6];\toffset:28;\tsize:6;\tsigned:1;\n"));
+        assert!(format
+            .to_format_file()
+            .contains("\tfield:char name[6];\toffset:28;\tsize:6;\tsigned:1;\n"));
         assert!(format.id >= format::FIRST_DYNAMIC_ID);
         assert_eq!(by_id(format.id).map(Event::name), Some("sample_event"));
         // Registering twice keeps the id.

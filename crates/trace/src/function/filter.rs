@@ -137,7 +137,9 @@ impl Selection {
         let mut position = 0;
         for token in text.split_ascii_whitespace() {
             // Byte position of this token in `text`.
-            let at = text[position..].find(token).map_or(position, |p| position + p);
+            let at = text[position..]
+                .find(token)
+                .map_or(position, |p| position + p);
             parsed.push(Selector::parse(token, at)?);
             position = at + token.len();
         }

@@ -36,7 +36,9 @@ pub const MAX_DEPTH: usize = 128;
 pub const MAX_SITES: usize = 8192;
 
 /// An instrumented function: its identity and the mask the entry tests.
+/// Aligned so its address has a free low bit.
 #[derive(Debug)]
+#[repr(align(8))]
 pub struct FunctionSite {
     mask: AtomicU32,
     index: AtomicU32,
@@ -49,7 +51,12 @@ pub struct FunctionSite {
 
 impl FunctionSite {
     /// Used by the `#[function]` attribute.
-    pub const fn new(module: &'static str, name: &'static str, file: &'static str, line: u32) -> Self {
+    pub const fn new(
+        module: &'static str,
+        name: &'static str,
+        file: &'static str,
+        line: u32,
+    ) -> Self {
         FunctionSite {
             mask: AtomicU32::new(UNREGISTERED),
             index: AtomicU32::new(u32::MAX),
@@ -63,7 +70,12 @@ impl FunctionSite {
 
     /// A symbol that is not instrumented (the `ip` of `trace_marker` and
     /// `trace_printk!` events): it appears in the symbol table only.
-    pub const fn symbol(module: &'static str, name: &'static str, file: &'static str, line: u32) -> Self {
+    pub const fn symbol(
+        module: &'static str,
+        name: &'static str,
+        file: &'static str,
+        line: u32,
+    ) -> Self {
         FunctionSite {
             mask: AtomicU32::new(0),
             index: AtomicU32::new(u32::MAX),
@@ -97,6 +109,7 @@ impl FunctionSite {
 
     /// The function's address in traces (`ip`, `func`): the site's address.
     /// Taking it registers the site, so the symbol table can name it.
+    #[inline]
     pub fn address(&'static self) -> u64 {
         if self.index.load(Ordering::Relaxed) == u32::MAX {
             register(self);
@@ -104,7 +117,15 @@ impl FunctionSite {
         self as *const FunctionSite as u64
     }
 
+    /// The address without the registration check (hot paths, where the
+    /// site is known to be registered).
+    #[inline(always)]
+    pub(crate) fn raw_address(&'static self) -> u64 {
+        self as *const FunctionSite as u64
+    }
+
     /// Index in the site registry (registering it if needed).
+    #[inline]
     pub fn index(&'static self) -> usize {
         let index = self.index.load(Ordering::Acquire);
         if index != u32::MAX {
@@ -297,6 +318,7 @@ impl TracerKind {
         }
     }
 
+    #[inline]
     pub(crate) fn from_code(code: u32) -> TracerKind {
         match code {
             1 => TracerKind::Function,
@@ -315,10 +337,10 @@ pub(crate) struct CpuCalls {
 
 #[derive(Default)]
 pub(crate) struct Frame {
+    /// The site's address; bit 0 set if the entry was recorded (depth
+    /// limit, tracing on), so the exit is recorded too.
     pub(crate) ip: LocalU64,
     pub(crate) calltime: LocalU64,
-    /// 1 if this call was recorded (passed pid filter and depth limit).
-    pub(crate) recorded: LocalU64,
 }
 
 impl CpuCalls {

@@ -48,7 +48,9 @@ impl PidList {
     pub fn new() -> Self {
         PidList {
             active: AtomicBool::new(false),
-            chunks: (0..CHUNKS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            chunks: (0..CHUNKS)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
         }
     }
 
@@ -81,7 +83,8 @@ impl PidList {
         if chunk.is_null() {
             let fresh: Box<Chunk> = Box::new(core::array::from_fn(|_| AtomicU64::new(0)));
             let fresh = Box::into_raw(fresh);
-            match slot.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+            match slot.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => chunk = fresh,
                 Err(existing) => {
                     // SAFETY: `fresh` was never shared.
@@ -204,7 +207,10 @@ mod tests {
         let list = PidList::new();
         list.add(&[1]).unwrap();
         assert_eq!(list.add(&[2, -3]), Err(BadPid(-3)));
-        assert_eq!(list.add(&[i64::from(PID_LIMIT)]), Err(BadPid(i64::from(PID_LIMIT))));
+        assert_eq!(
+            list.add(&[i64::from(PID_LIMIT)]),
+            Err(BadPid(i64::from(PID_LIMIT)))
+        );
         assert_eq!(list.remove(&[1, 1 << 40]), Err(BadPid(1 << 40)));
         assert_eq!(list.pids(), alloc::vec![1]);
     }

@@ -118,7 +118,10 @@ mod tests {
         assert_eq!(entry.avg_ns(), 3000);
         // Sample variance = 4e6 ns² = 4000 in ns²/1000.
         assert_eq!(entry.variance(), 4000);
-        let one = ProfileEntry { hits: 1, ..entry.clone() };
+        let one = ProfileEntry {
+            hits: 1,
+            ..entry.clone()
+        };
         assert_eq!(one.variance(), 0);
     }
 }

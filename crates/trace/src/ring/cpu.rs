@@ -146,7 +146,16 @@ pub struct PageRead {
     pub partial: bool,
 }
 
-/// One CPU's ring of pages.
+/// Keeps what the reader writes off the writer's cache line.
+#[repr(align(128))]
+struct ReaderSide {
+    read: AtomicU64,
+    state: lock_api::Mutex<RawLock, ReaderState>,
+}
+
+/// One CPU's ring of pages. Aligned so that two CPUs' writer fields never
+/// share a cache line.
+#[repr(C, align(128))]
 pub(crate) struct CpuBuffer {
     word: LocalU64,
     tail: LocalU64,
@@ -155,11 +164,12 @@ pub(crate) struct CpuBuffer {
     dropped: LocalU64,
     overrun: LocalU64,
     commit: AtomicU64,
-    read: AtomicU64,
     mode: Mode,
     ring: alloc::boxed::Box<[AtomicU64]>,
     pages: alloc::boxed::Box<[Page]>,
-    reader: lock_api::Mutex<RawLock, ReaderState>,
+    /// Events reserved in each page (by page id), for overwrite accounting.
+    entries: alloc::boxed::Box<[LocalU64]>,
+    reader: ReaderSide,
 }
 
 // SAFETY: page bytes are written only by the CPU owning the reservation and
@@ -175,6 +185,9 @@ pub struct Reservation<'a> {
     buffer: &'a CpuBuffer,
     data: *mut u8,
     len: usize,
+    /// `word` right after our reservation, and where our event ends.
+    word: u64,
+    end: u64,
 }
 
 impl Reservation<'_> {
@@ -194,7 +207,7 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.buffer.finish();
+        self.buffer.finish_reserved(self.word, self.end);
     }
 }
 
@@ -220,16 +233,19 @@ impl CpuBuffer {
             dropped: LocalU64::new(0),
             overrun: LocalU64::new(0),
             commit: AtomicU64::new(0),
-            read: AtomicU64::new(0),
             mode,
             ring: ring.into_boxed_slice(),
             pages: frames.into_boxed_slice(),
-            reader: lock_api::Mutex::new(ReaderState {
-                read_seq: 0,
-                read_off: 0,
-                spare: pages as u64,
-                lost_seen: 0,
-            }),
+            entries: (0..=pages).map(|_| LocalU64::new(0)).collect(),
+            reader: ReaderSide {
+                read: AtomicU64::new(0),
+                state: lock_api::Mutex::new(ReaderState {
+                    read_seq: 0,
+                    read_off: 0,
+                    spare: pages as u64,
+                    lost_seen: 0,
+                }),
+            },
         }
     }
 
@@ -245,7 +261,7 @@ impl CpuBuffer {
 
     /// Reserves room for an event of `payload` bytes stamped `now` (ns).
     /// Only the CPU owning this buffer (and code nested on it) may call this.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn reserve(&self, now: u64, payload: usize) -> Result<Reservation<'_>, Refused> {
         if payload > MAX_PAYLOAD {
             return Err(Refused::TooLarge);
@@ -277,7 +293,9 @@ impl CpuBuffer {
                 if self.word.compare_exchange(word, new).is_err() {
                     continue;
                 }
-                let page = self.page_ptr((tail & 0xffff) as usize);
+                let page_id = (tail & 0xffff) as usize;
+                self.entries[page_id].add(1);
+                let page = self.page_ptr(page_id);
                 // SAFETY: bytes `off..off+size` of the page's data were just
                 // claimed by the exchange; nobody else writes them.
                 let event = unsafe {
@@ -305,6 +323,8 @@ impl CpuBuffer {
                     // SAFETY: in bounds of `event`.
                     data: unsafe { event.as_mut_ptr().add(at) },
                     len: payload,
+                    word: new,
+                    end: ((tail >> 16) << OFF_BITS) | (off + size),
                 });
             }
             if !self.advance(word, tail) {
@@ -373,7 +393,7 @@ impl CpuBuffer {
                 )
                 .is_ok()
             {
-                let events = self.count_events(page as usize);
+                let events = self.entries[page as usize].load();
                 self.overrun
                     .add(events.saturating_sub(slot_consumed(current)));
                 break page as usize;
@@ -384,6 +404,7 @@ impl CpuBuffer {
         unsafe {
             let old = self.page_ptr(old_page);
             core::ptr::write_unaligned(old.add(8).cast::<u64>(), (word & OFF_MASK).to_le());
+            self.entries[new_page].store(0);
             let new = self.page_ptr(new_page);
             core::ptr::write_unaligned(new.cast::<u64>(), 0);
             core::ptr::write_unaligned(new.add(8).cast::<u64>(), 0);
@@ -391,13 +412,6 @@ impl CpuBuffer {
         self.tail.store((next << 16) | new_page as u64);
         self.word.store(word & !OFF_MASK);
         true
-    }
-
-    /// Events in a complete page this CPU owns.
-    fn count_events(&self, page: usize) -> u64 {
-        // SAFETY: the caller owns the page (claimed through its slot).
-        let bytes = unsafe { core::slice::from_raw_parts(self.page_ptr(page), PAGE_SIZE) };
-        PageView::new(bytes).map_or(0, |view| view.events().count() as u64)
     }
 
     /// Where the next event would go: `seq << 12 | off`.
@@ -413,9 +427,28 @@ impl CpuBuffer {
         ((tail >> 16) << OFF_BITS) | off
     }
 
+    /// Ends the writer of a reservation. The common case — outermost, and
+    /// still the last reservation (`word` unchanged, so no page switch
+    /// either) — publishes our own end without re-reading the position.
+    #[inline(always)]
+    fn finish_reserved(&self, word: u64, end: u64) {
+        if self.nesting.load() == 1 && self.word.load() == word {
+            // Our end is past every earlier commit, so no max is needed.
+            self.commit.store(end, Ordering::Release);
+            self.nesting.sub(1);
+            if self.word.load() == word {
+                return;
+            }
+            // A writer nested on us between the check and the decrement
+            // (it did not commit, being nested): take the general path.
+            self.nesting.add(1);
+        }
+        self.finish();
+    }
+
     /// Ends a writer: the outermost one publishes everything reserved so far
     /// (all of it is complete, since nested writers finish before it resumes).
-    #[inline(always)]
+    #[inline(never)]
     fn finish(&self) {
         loop {
             let position = self.position();
@@ -436,7 +469,7 @@ impl CpuBuffer {
     pub(crate) fn stats(&self) -> CpuStats {
         CpuStats {
             written: self.written.load(),
-            read: self.read.load(Ordering::Acquire),
+            read: self.reader.read.load(Ordering::Acquire),
             dropped: self.dropped.load(),
             overrun: self.overrun.load(),
         }
@@ -446,7 +479,7 @@ impl CpuBuffer {
     /// committed events, a copy of them) into `out`. Writers are never
     /// stopped.
     pub(crate) fn read_page(&self, out: &mut [u8; PAGE_SIZE]) -> Option<PageRead> {
-        let mut state = self.reader.lock();
+        let mut state = self.reader.state.lock();
         let n = self.ring.len() as u64;
         loop {
             let commit = self.commit.load(Ordering::Acquire);
@@ -498,7 +531,7 @@ impl CpuBuffer {
                 );
                 state.read_seq = seq + 1;
                 state.read_off = 0;
-                self.read.fetch_add(events, Ordering::AcqRel);
+                self.reader.read.fetch_add(events, Ordering::AcqRel);
                 let missed = self.mark_missed(&mut state, out, len);
                 return Some(PageRead {
                     events,
@@ -541,7 +574,7 @@ impl CpuBuffer {
                 continue;
             }
             state.read_off = committed_off;
-            self.read.fetch_add(events, Ordering::AcqRel);
+            self.reader.read.fetch_add(events, Ordering::AcqRel);
             let missed = self.mark_missed(&mut state, out, len);
             return Some(PageRead {
                 events,
@@ -571,7 +604,7 @@ impl CpuBuffer {
     /// anything (ftrace's `trace` file). Pages overwritten while being copied
     /// are skipped.
     pub(crate) fn peek_pages(&self, mut each: impl FnMut(&[u8; PAGE_SIZE])) {
-        let state = self.reader.lock();
+        let state = self.reader.state.lock();
         let n = self.ring.len() as u64;
         let commit = self.commit.load(Ordering::Acquire);
         let committed_seq = commit >> OFF_BITS;

@@ -90,7 +90,11 @@ impl Tracer {
 
     /// Installs (or with `None` removes) the hook of event `id`. A replaced
     /// hook is kept until the tracer is dropped: a writer may be running it.
-    pub fn set_event_hook(&self, id: u16, hook: Option<Box<dyn EventHook>>) -> Result<(), TraceError> {
+    pub fn set_event_hook(
+        &self,
+        id: u16,
+        hook: Option<Box<dyn EventHook>>,
+    ) -> Result<(), TraceError> {
         let event = self.switchable(id)?;
         let index = usize::from(id);
         let state = &self.event_state[index];
@@ -130,7 +134,8 @@ impl Tracer {
     }
 
     /// Records event `id` (called by `Event::emit` for installed tracers).
-    pub(crate) fn record_event(&self, id: u16, size: usize, fill: &dyn Fn(&mut [u8])) {
+    #[inline]
+    pub(crate) fn record_event(&self, id: u16, size: usize, fill: impl Fn(&mut [u8])) {
         let Some(state) = self.event_state.get(usize::from(id)) else {
             return;
         };
@@ -138,19 +143,31 @@ impl Tracer {
         if state == 0 {
             return;
         }
-        if self.event_pids.is_active() && !self.event_pids.contains(self.context.current_pid()) {
-            return;
-        }
-        let Some(cpu) = self.context.current_cpu() else {
+        let Some(current) = self.context.current() else {
             return;
         };
+        if self.event_pids.is_active() && !self.event_pids.contains(current.1) {
+            return;
+        }
         if state & HOOKED == 0 {
             if self.tracing_on() {
                 let now = self.clock.now_ns();
-                self.write_at(cpu, now, id, size, fill);
+                self.write_at(current, now, id, size, fill);
             }
             return;
         }
+        self.record_hooked(id, size, current, state, &fill);
+    }
+
+    #[cold]
+    fn record_hooked(
+        &self,
+        id: u16,
+        size: usize,
+        (cpu, pid): (usize, i32),
+        state: u8,
+        fill: &dyn Fn(&mut [u8]),
+    ) {
         let hook = self.hooks[usize::from(id)].load(Ordering::Acquire);
         if hook.is_null() {
             return;
@@ -166,7 +183,7 @@ impl Tracer {
             &mut heap[..]
         };
         payload[..2].copy_from_slice(&id.to_ne_bytes());
-        payload[4..8].copy_from_slice(&self.context.current_pid().to_ne_bytes());
+        payload[4..8].copy_from_slice(&pid.to_ne_bytes());
         fill(payload);
         let enabled = state & ENABLED != 0;
         let accept = hook.before(self, cpu, payload, enabled);

@@ -10,10 +10,13 @@ use core::sync::atomic::Ordering;
 
 use super::{TraceError, TraceOption, Tracer};
 use crate::event::format;
-use crate::function::{self, FunctionSite, PidList, ProfileEntry, ProfileTable, TracerKind, MAX_DEPTH};
+use crate::function::{
+    self, FunctionSite, PidList, ProfileEntry, ProfileTable, TracerKind, MAX_DEPTH,
+};
 
 impl Tracer {
     /// `current_tracer`.
+    #[inline]
     pub fn current_tracer(&self) -> TracerKind {
         TracerKind::from_code(self.kind.load(Ordering::Acquire))
     }
@@ -195,11 +198,13 @@ impl Tracer {
 
     /// Entry hook: pushes the call; records `function` or `funcgraph_entry`.
     /// Returns whether the call was entered (then `function_exit` follows).
+    #[inline]
     pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
-        let Some(cpu) = self.context.current_cpu() else {
+        let Some(current) = self.context.current() else {
             return false;
         };
-        if self.ftrace_pids.is_active() && !self.ftrace_pids.contains(self.context.current_pid()) {
+        let cpu = current.0;
+        if self.ftrace_pids.is_active() && !self.ftrace_pids.contains(current.1) {
             return false;
         }
         let calls = &self.calls[cpu];
@@ -211,28 +216,29 @@ impl Tracer {
         // here on uses the next one.
         calls.depth.add(1);
         let now = self.clock.now_ns();
-        let frame = &calls.frames[depth];
-        frame.ip.store(site.address());
-        frame.calltime.store(now);
+        let address = site.raw_address();
         let max = self.max_depth.load(Ordering::Relaxed) as usize;
         let record = self.tracing_on() && (max == 0 || depth < max);
-        frame.recorded.store(u64::from(record));
+        // Site addresses are aligned, so bit 0 carries "recorded".
+        let frame = &calls.frames[depth];
+        frame.ip.store(address | u64::from(record));
+        frame.calltime.store(now);
         if record {
             match self.current_tracer() {
                 TracerKind::Function => {
                     let parent = if depth > 0 {
-                        calls.frames[depth - 1].ip.load()
+                        calls.frames[depth - 1].ip.load() & !1
                     } else {
                         0
                     };
-                    self.write_at(cpu, now, format::FUNCTION_ID, 24, |p| {
-                        p[8..16].copy_from_slice(&site.address().to_ne_bytes());
+                    self.write_at(current, now, format::FUNCTION_ID, 24, |p| {
+                        p[8..16].copy_from_slice(&address.to_ne_bytes());
                         p[16..24].copy_from_slice(&parent.to_ne_bytes());
                     });
                 }
                 TracerKind::FunctionGraph => {
-                    self.write_at(cpu, now, format::FUNCGRAPH_ENTRY_ID, 24, |p| {
-                        p[8..16].copy_from_slice(&site.address().to_ne_bytes());
+                    self.write_at(current, now, format::FUNCGRAPH_ENTRY_ID, 24, |p| {
+                        p[8..16].copy_from_slice(&address.to_ne_bytes());
                         p[16..20].copy_from_slice(&(depth as i32).to_ne_bytes());
                         p[20..24].fill(0);
                     });
@@ -244,10 +250,12 @@ impl Tracer {
     }
 
     /// Exit hook: pops the call; records `funcgraph_exit`; profiles.
+    #[inline]
     pub(crate) fn function_exit(&self, site: &'static FunctionSite) {
-        let Some(cpu) = self.context.current_cpu() else {
+        let Some(current) = self.context.current() else {
             return;
         };
+        let cpu = current.0;
         let calls = &self.calls[cpu];
         let depth = calls.depth.load() as usize;
         if depth == 0 {
@@ -256,9 +264,10 @@ impl Tracer {
         let frame = &calls.frames[depth - 1];
         let now = self.clock.now_ns();
         let calltime = frame.calltime.load();
-        if frame.recorded.load() != 0 && self.current_tracer() == TracerKind::FunctionGraph {
-            self.write_at(cpu, now, format::FUNCGRAPH_EXIT_ID, 40, |p| {
-                p[8..16].copy_from_slice(&site.address().to_ne_bytes());
+        if frame.ip.load() & 1 != 0 && self.current_tracer() == TracerKind::FunctionGraph {
+            let address = site.raw_address();
+            self.write_at(current, now, format::FUNCGRAPH_EXIT_ID, 40, |p| {
+                p[8..16].copy_from_slice(&address.to_ne_bytes());
                 p[16..20].copy_from_slice(&((depth - 1) as i32).to_ne_bytes());
                 p[20..24].fill(0);
                 p[24..32].copy_from_slice(&calltime.to_ne_bytes());
@@ -278,15 +287,22 @@ impl Tracer {
     }
 
     /// Records a `trace_printk!` (`ftrace/bprint`) event.
-    pub(crate) fn record_bprint(&self, ip: u64, format_address: u64, args_len: usize, encode: &dyn Fn(&mut [u8])) {
+    #[inline]
+    pub(crate) fn record_bprint(
+        &self,
+        ip: u64,
+        format_address: u64,
+        args_len: usize,
+        encode: impl FnOnce(&mut [u8]),
+    ) {
         if !self.tracing_on() {
             return;
         }
-        let Some(cpu) = self.context.current_cpu() else {
+        let Some(current) = self.context.current() else {
             return;
         };
         let now = self.clock.now_ns();
-        self.write_at(cpu, now, format::BPRINT_ID, 24 + args_len, |p| {
+        self.write_at(current, now, format::BPRINT_ID, 24 + args_len, |p| {
             p[8..16].copy_from_slice(&ip.to_ne_bytes());
             p[16..24].copy_from_slice(&format_address.to_ne_bytes());
             encode(&mut p[24..]);
@@ -299,11 +315,11 @@ impl Tracer {
         if !self.tracing_on() {
             return false;
         }
-        let Some(cpu) = self.context.current_cpu() else {
+        let Some(current) = self.context.current() else {
             return false;
         };
         let now = self.clock.now_ns();
-        self.write_at(cpu, now, format::HWLAT_ID, 56, |p| {
+        self.write_at(current, now, format::HWLAT_ID, 56, |p| {
             p[8..16].copy_from_slice(&sample.duration_us.to_ne_bytes());
             p[16..24].copy_from_slice(&sample.outer_duration_us.to_ne_bytes());
             p[24..32].copy_from_slice(&0u64.to_ne_bytes());

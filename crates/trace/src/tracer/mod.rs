@@ -29,7 +29,9 @@ pub use events::EventHook;
 pub use record::Record;
 
 use crate::event::{self, format, MAX_EVENT_IDS, MAX_INSTANCES};
-use crate::function::{self, CpuCalls, PidList, ProfileTable, Selection, SelectorError, TracerKind};
+use crate::function::{
+    self, CpuCalls, PidList, ProfileTable, Selection, SelectorError, TracerKind,
+};
 use crate::platform::{Clock, CpuContext};
 use crate::ring::{self, CpuStats, Mode, PageRead, RawLock, RingBuffer, RingError, PAGE_SIZE};
 
@@ -101,7 +103,9 @@ impl core::fmt::Display for TraceError {
             TraceError::NoSuchEvent(id) => write!(f, "no switchable event with id {id}"),
             TraceError::Selector(e) => write!(f, "{e}"),
             TraceError::BadPid(pid) => write!(f, "invalid pid {pid}"),
-            TraceError::TooManyInstances => write!(f, "all {MAX_INSTANCES} tracer instance slots are in use"),
+            TraceError::TooManyInstances => {
+                write!(f, "all {MAX_INSTANCES} tracer instance slots are in use")
+            }
             TraceError::NotInstalled => write!(f, "the tracer is not installed"),
             TraceError::Unavailable(what) => write!(f, "{what} is not available in this build"),
             TraceError::BadHwlat => write!(f, "hwlat needs 0 < width < window"),
@@ -263,7 +267,9 @@ impl Tracer {
                 idle_spare: None,
             }),
             event_state: (0..MAX_EVENT_IDS).map(|_| AtomicU8::new(0)).collect(),
-            hooks: (0..MAX_EVENT_IDS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            hooks: (0..MAX_EVENT_IDS)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
             hook_store: Mutex::new(Vec::new()),
             filter: Mutex::new((Selection::default(), Selection::default())),
             ftrace_pids: PidList::new(),
@@ -299,7 +305,12 @@ impl Tracer {
         let pointer = tracer as *const Tracer as *mut Tracer;
         for (slot, cell) in INSTANCES.iter().enumerate() {
             if cell
-                .compare_exchange(ptr::null_mut(), pointer, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(
+                    ptr::null_mut(),
+                    pointer,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_ok()
             {
                 tracer.slot.store(slot as u32, Ordering::Release);
@@ -361,6 +372,7 @@ impl Tracer {
     }
 
     /// `tracing_on`.
+    #[inline(always)]
     pub fn tracing_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }
@@ -387,10 +399,10 @@ impl Tracer {
     /// Records one event on the current CPU at `now`: writes the common
     /// header, then `fill` writes the rest of the `size`-byte payload.
     /// Returns whether it was recorded.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn write_at(
         &self,
-        cpu: usize,
+        (cpu, pid): (usize, i32),
         now: u64,
         id: u16,
         size: usize,
@@ -403,7 +415,6 @@ impl Tracer {
             return false;
         };
         let payload = reservation.payload_mut();
-        let pid = self.context.current_pid();
         payload[..2].copy_from_slice(&id.to_ne_bytes());
         payload[2] = 0;
         payload[3] = 0;
@@ -443,12 +454,12 @@ impl Tracer {
         if !self.tracing_on() {
             return Ok(taken);
         }
-        let Some(cpu) = self.context.current_cpu() else {
+        let Some(current) = self.context.current() else {
             return Ok(taken);
         };
         let ip = crate::marker::MARKER_SYMBOL.address();
         let now = self.clock.now_ns();
-        self.write_at(cpu, now, format::PRINT_ID, size, |payload| {
+        self.write_at(current, now, format::PRINT_ID, size, |payload| {
             payload[8..16].copy_from_slice(&ip.to_ne_bytes());
             payload[16..16 + body.len()].copy_from_slice(body);
             let mut at = 16 + body.len();
@@ -530,7 +541,11 @@ impl Tracer {
         let index = match reuse {
             Some(index) => index,
             None => {
-                let ring = Box::new(RingBuffer::new(self.cpus, live.pages_per_cpu(), live.mode())?);
+                let ring = Box::new(RingBuffer::new(
+                    self.cpus,
+                    live.pages_per_cpu(),
+                    live.mode(),
+                )?);
                 buffers.owned.push(ring);
                 buffers.owned.len() - 1
             }
@@ -633,7 +648,8 @@ impl Tracer {
         let buffers = self.buffers.lock();
         for cpu in 0..self.cpus {
             for &index in &buffers.retired {
-                buffers.owned[index].peek_pages(cpu, |page| records.extend(Record::from_page(cpu, page)));
+                buffers.owned[index]
+                    .peek_pages(cpu, |page| records.extend(Record::from_page(cpu, page)));
             }
             self.live_ring()
                 .peek_pages(cpu, |page| records.extend(Record::from_page(cpu, page)));

@@ -3,7 +3,9 @@
 //! functions (by module) and looks only at its own task's records.
 
 use super::*;
-use crate::event::format::{BPRINT_ID, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID, PRINT_ID};
+use crate::event::format::{
+    BPRINT_ID, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID, PRINT_ID,
+};
 use crate::platform::{ManualClock, ThreadCpus};
 use alloc::string::String;
 use alloc::vec;
@@ -58,8 +60,12 @@ mod graph_funcs {
 #[test]
 fn function_graph_records_nested_entries_and_exits_with_durations() {
     let tracer = installed();
-    tracer.set_ftrace_filter(":mod:*::graph_funcs", false).unwrap();
-    tracer.set_current_tracer(TracerKind::FunctionGraph).unwrap();
+    tracer
+        .set_ftrace_filter(":mod:*::graph_funcs", false)
+        .unwrap();
+    tracer
+        .set_current_tracer(TracerKind::FunctionGraph)
+        .unwrap();
     assert_eq!(graph_funcs::outer(1), 10);
     assert!(graph_funcs::early_return(0).is_err());
     tracer.set_current_tracer(TracerKind::Nop).unwrap();
@@ -113,10 +119,17 @@ mod depth_funcs {
 #[test]
 fn max_graph_depth_limits_what_is_recorded() {
     let tracer = installed();
-    tracer.set_ftrace_filter(":mod:*::depth_funcs", false).unwrap();
-    assert_eq!(tracer.set_max_graph_depth(1000), Err(TraceError::BadDepth(1000)));
+    tracer
+        .set_ftrace_filter(":mod:*::depth_funcs", false)
+        .unwrap();
+    assert_eq!(
+        tracer.set_max_graph_depth(1000),
+        Err(TraceError::BadDepth(1000))
+    );
     tracer.set_max_graph_depth(2).unwrap();
-    tracer.set_current_tracer(TracerKind::FunctionGraph).unwrap();
+    tracer
+        .set_current_tracer(TracerKind::FunctionGraph)
+        .unwrap();
     depth_funcs::a();
     tracer.set_current_tracer(TracerKind::Nop).unwrap();
     let names: Vec<&str> = mine(tracer.drain_records())
@@ -158,13 +171,24 @@ fn called_functions(tracer: &Tracer) -> Vec<&'static str> {
 fn function_filters_globs_modules_and_notrace() {
     let tracer = installed();
     tracer.set_current_tracer(TracerKind::Function).unwrap();
-    tracer.set_ftrace_filter("read_*:mod:*::filter_funcs", false).unwrap();
-    assert_eq!(called_functions(tracer), vec!["read_block", "read_page", "read_socket"]);
-    tracer.set_ftrace_filter("read_*:mod:!*::filter_funcs::net", false).unwrap();
+    tracer
+        .set_ftrace_filter("read_*:mod:*::filter_funcs", false)
+        .unwrap();
+    assert_eq!(
+        called_functions(tracer),
+        vec!["read_block", "read_page", "read_socket"]
+    );
+    tracer
+        .set_ftrace_filter("read_*:mod:!*::filter_funcs::net", false)
+        .unwrap();
     // The negated module selects every module but net — restrict to ours.
-    tracer.set_ftrace_notrace(":mod:!*::filter_funcs", false).unwrap();
+    tracer
+        .set_ftrace_notrace(":mod:!*::filter_funcs", false)
+        .unwrap();
     assert_eq!(called_functions(tracer), vec!["read_block", "read_page"]);
-    tracer.set_ftrace_filter("*_block:mod:*::filter_funcs", false).unwrap();
+    tracer
+        .set_ftrace_filter("*_block:mod:*::filter_funcs", false)
+        .unwrap();
     tracer.set_ftrace_notrace("write*", true).unwrap();
     assert_eq!(called_functions(tracer), vec!["read_block"]);
     // A bad write changes nothing.
@@ -197,7 +221,9 @@ mod parent_funcs {
 #[test]
 fn function_tracer_reports_the_parent() {
     let tracer = installed();
-    tracer.set_ftrace_filter(":mod:*::parent_funcs", false).unwrap();
+    tracer
+        .set_ftrace_filter(":mod:*::parent_funcs", false)
+        .unwrap();
     tracer.set_current_tracer(TracerKind::Function).unwrap();
     parent_funcs::caller();
     tracer.set_current_tracer(TracerKind::Nop).unwrap();
@@ -217,7 +243,9 @@ mod pid_funcs {
 #[test]
 fn pid_filter_follows_children_with_function_fork() {
     let tracer = installed();
-    tracer.set_ftrace_filter(":mod:*::pid_funcs", false).unwrap();
+    tracer
+        .set_ftrace_filter(":mod:*::pid_funcs", false)
+        .unwrap();
     tracer.set_current_tracer(TracerKind::Function).unwrap();
     tracer.ftrace_pids().add(&[i64::from(me())]).unwrap();
     tracer.set_option(TraceOption::FunctionFork, true);
@@ -264,7 +292,9 @@ mod profile_funcs {
 #[test]
 fn profiler_counts_hits_and_time_per_cpu() {
     let tracer = installed();
-    tracer.set_ftrace_filter(":mod:*::profile_funcs", false).unwrap();
+    tracer
+        .set_ftrace_filter(":mod:*::profile_funcs", false)
+        .unwrap();
     tracer.set_function_profile(true);
     for _ in 0..3 {
         profile_funcs::slow();
@@ -319,9 +349,22 @@ fn events_record_only_when_enabled_and_by_pid() {
         .filter(|r| r.event_id == id)
         .collect();
     assert_eq!(records.len(), 1);
-    assert_eq!((records[0].unsigned(8, 4), records[0].unsigned(16, 8), records[0].signed(24, 2)), (4, 5, -6));
-    assert_eq!(tracer.set_event_enabled(9, true), Err(TraceError::NoSuchEvent(9)));
-    assert_eq!(tracer.set_event_enabled(PRINT_ID, true), Err(TraceError::NoSuchEvent(PRINT_ID)));
+    assert_eq!(
+        (
+            records[0].unsigned(8, 4),
+            records[0].unsigned(16, 8),
+            records[0].signed(24, 2)
+        ),
+        (4, 5, -6)
+    );
+    assert_eq!(
+        tracer.set_event_enabled(9, true),
+        Err(TraceError::NoSuchEvent(9))
+    );
+    assert_eq!(
+        tracer.set_event_enabled(PRINT_ID, true),
+        Err(TraceError::NoSuchEvent(PRINT_ID))
+    );
     tracer.uninstall();
 }
 
@@ -339,7 +382,9 @@ fn hooks_see_every_hit_and_decide_what_is_recorded() {
     let tracer = installed();
     let id = tracer_test_event::EVENT.id();
     let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    tracer.set_event_hook(id, Some(Box::new(OnlyOdd(hits.clone())))).unwrap();
+    tracer
+        .set_event_hook(id, Some(Box::new(OnlyOdd(hits.clone()))))
+        .unwrap();
     // Soft-disabled: the hook runs, nothing is recorded.
     tracer_test_event::trace(1, 0, 0);
     tracer.set_event_enabled(id, true).unwrap();
@@ -397,7 +442,10 @@ fn resize_keeps_unread_events_and_accounting() {
     for i in 0..100 {
         tracer.write_marker(&alloc::format!("before {i}")).unwrap();
     }
-    assert_eq!(tracer.set_buffer_size_kb(0), Err(TraceError::BadBufferSize(0)));
+    assert_eq!(
+        tracer.set_buffer_size_kb(0),
+        Err(TraceError::BadBufferSize(0))
+    );
     // Reported like ftrace: whole pages of 4080 data bytes, in KiB.
     assert_eq!(tracer.buffer_size_kb(), 17 * 4080 / 1024);
     tracer.set_buffer_size_kb(16).unwrap();
@@ -405,7 +453,11 @@ fn resize_keeps_unread_events_and_accounting() {
     for i in 0..10 {
         tracer.write_marker(&alloc::format!("after {i}")).unwrap();
     }
-    let texts: Vec<String> = tracer.drain_records().iter().map(|r| r.string(16).into()).collect();
+    let texts: Vec<String> = tracer
+        .drain_records()
+        .iter()
+        .map(|r| r.string(16).into())
+        .collect();
     assert_eq!(texts.len(), 110);
     assert_eq!(texts[0], "before 0\n");
     assert_eq!(texts[109], "after 9\n");
@@ -422,12 +474,26 @@ fn snapshot_swaps_live_and_spare() {
     tracer.write_marker("one").unwrap();
     tracer.snapshot_swap().unwrap();
     tracer.write_marker("two").unwrap();
-    let snap: Vec<String> = tracer.snapshot_records().unwrap().iter().map(|r| r.string(16).into()).collect();
+    let snap: Vec<String> = tracer
+        .snapshot_records()
+        .unwrap()
+        .iter()
+        .map(|r| r.string(16).into())
+        .collect();
     assert_eq!(snap, vec!["one\n"]);
-    let live: Vec<String> = tracer.peek_records().iter().map(|r| r.string(16).into()).collect();
+    let live: Vec<String> = tracer
+        .peek_records()
+        .iter()
+        .map(|r| r.string(16).into())
+        .collect();
     assert_eq!(live, vec!["two\n"]);
     tracer.snapshot_swap().unwrap();
-    let snap: Vec<String> = tracer.snapshot_records().unwrap().iter().map(|r| r.string(16).into()).collect();
+    let snap: Vec<String> = tracer
+        .snapshot_records()
+        .unwrap()
+        .iter()
+        .map(|r| r.string(16).into())
+        .collect();
     assert_eq!(snap, vec!["two\n"]);
     // The old spare was cleared before becoming live.
     assert!(tracer.peek_records().is_empty());
@@ -445,11 +511,18 @@ fn manual_clock_gives_exact_timestamps_and_clear_empties() {
     tracer.write_marker("a").unwrap();
     clock.advance(5_000_000_000);
     tracer.write_marker("b").unwrap();
-    let times: Vec<u64> = tracer.peek_records().iter().map(|r| r.timestamp_ns).collect();
+    let times: Vec<u64> = tracer
+        .peek_records()
+        .iter()
+        .map(|r| r.timestamp_ns)
+        .collect();
     assert_eq!(times, vec![1_000, 5_000_001_000]);
     tracer.clear();
     assert!(tracer.drain_records().is_empty());
-    assert_eq!(tracer.stats(7), Err(TraceError::Ring(RingError::NoSuchCpu(7))));
+    assert_eq!(
+        tracer.stats(7),
+        Err(TraceError::Ring(RingError::NoSuchCpu(7)))
+    );
 }
 
 #[test]
@@ -465,9 +538,15 @@ fn threads_beyond_the_cpu_count_are_not_traced() {
             release.recv().unwrap();
         });
         wait.recv().unwrap();
-        s.spawn(|| tracer.write_marker("ignored").unwrap()).join().unwrap();
+        s.spawn(|| tracer.write_marker("ignored").unwrap())
+            .join()
+            .unwrap();
         hold.send(()).unwrap();
     });
-    let texts: Vec<String> = tracer.drain_records().iter().map(|r| r.string(16).into()).collect();
+    let texts: Vec<String> = tracer
+        .drain_records()
+        .iter()
+        .map(|r| r.string(16).into())
+        .collect();
     assert_eq!(texts, vec!["owner\n"]);
 }
