@@ -7,10 +7,10 @@
 //! the timed region and shared by all implementations; each implementation's
 //! lookups are summed into a checksum, which must agree across them.
 
+mod churn;
+
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
@@ -141,238 +141,49 @@ impl Checksums {
     }
 }
 
+/// One run of the benchmark: inputs, progress and results so far.
+struct Bench {
+    full: bool,
+    report: Report,
+    rng: Rng,
+    progress: Progress,
+    mismatches: Vec<String>,
+}
+
+const FRAGMENTED_SIZES: [(u64, &str); 4] = [
+    (1 << 20, "1MB"),
+    (64 << 20, "64MB"),
+    (128 << 20, "128MB"),
+    (256 << 20, "256MB"),
+];
+const PLUG_UNPLUG_SIZES: [(usize, &str); 3] = [(32, "32"), (1_000, "1K"), (8_000, "8K")];
+
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let full = options.full;
-    let mut report = Report::new("physmem");
-    let mut rng = Rng(0x5eed_f00d_1a7e);
-
     let mut fixed_sizes: Vec<u64> = vec![100, 1_000, 10_000, 100_000, 1_000_000];
     if full {
         fixed_sizes.extend([10_000_000, 100_000_000]);
     }
-    let fragmented_sizes: [(u64, &str); 4] = [
-        (1 << 20, "1MB"),
-        (64 << 20, "64MB"),
-        (128 << 20, "128MB"),
-        (256 << 20, "256MB"),
-    ];
-    let fragmented_lookups = if full { 10_000_000 } else { 1_000_000 };
-    let churn_lookups = if full { 20_000_000 } else { 2_000_000 };
-    let plug_unplug_sizes: [(usize, &str); 3] = [(32, "32"), (1_000, "1K"), (8_000, "8K")];
-    let plug_unplug_pairs = if full { 20_000 } else { 2_000 };
-
     let steps =
-        (fixed_sizes.len() * 3 + fragmented_sizes.len() * 3 + 2 + plug_unplug_sizes.len() * 3 + 1)
-            as u64;
-    let progress = Progress::new("physmem", steps);
-
-    // fixed/<N> ----------------------------------------------------------
-    // One buffer of the largest size up to 10M; 100M reuses it ten times.
-    let buffer_len = (*fixed_sizes.last().unwrap_or(&1)).min(10_000_000) as usize;
-    let fixed_pfns = random_pfns(&mut rng, buffer_len, 1 << 20);
-    let mut fixed_sets: Vec<AnySet> = Vec::new();
-    for name in IMPLS {
-        let mut set = new_impl(name, 32)();
-        with_set!(&mut set, s => build_fixed(s))?;
-        fixed_sets.push(set);
-    }
-    let mut mismatches = Vec::new();
-    for &n in &fixed_sizes {
-        let case = format!("fixed/{}", label(n));
-        let (slice_len, rounds) = if n as usize <= buffer_len {
-            let len = n as usize;
-            (len, (MIN_TIMED_LOOKUPS / len).max(1))
-        } else {
-            (buffer_len, (n as usize) / buffer_len)
-        };
-        let pfns = &fixed_pfns[..slice_len];
-        let mut sums = Checksums(Vec::new());
-        for (name, set) in IMPLS.iter().zip(&fixed_sets) {
-            progress.start(&format!("{case} {name}"));
-            let (elapsed, sum) = with_set!(set, s => time_lookups(s, pfns, rounds));
-            let ops = (slice_len * rounds) as u64;
-            let mut row = Case::new(&case, *name, ops)
-                .ns_per_op(super::ns_per_op(elapsed, ops))
-                .with("lookups", n);
-            if let AnySet::Hotkern(h) = set {
-                let each = &pfns[..slice_len.min(1_000_000)];
-                let t = time_guard_each(h, each);
-                row = row.with(
-                    "guard_each_ns_per_op",
-                    super::ns_per_op(t, each.len() as u64),
-                );
-            }
-            report.cases.push(row);
-            sums.0.push((name.to_string(), sum));
-            progress.advance();
-        }
-        if !sums.agree() {
-            mismatches.push(case.clone());
-        }
-        let key = case.replace('/', "-");
-        report.ratio(
-            &format!("{key}/static_over_hotkern"),
-            &case,
-            "ns_per_op",
-            "static",
-            "hotkern",
-        );
-        report.ratio(
-            &format!("{key}/rbtree_over_hotkern"),
-            &case,
-            "ns_per_op",
-            "rbtree",
-            "hotkern",
-        );
-    }
-    drop(fixed_sets);
-
-    // fragmented/<S> -----------------------------------------------------
-    for &(bytes, size) in &fragmented_sizes {
-        let case = format!("fragmented/{size}");
-        let pages = bytes >> hotkern_physmem::PAGE_SHIFT;
-        let lengths: Vec<u64> = (0..pages / 8).map(|_| rng.below(7) + 1).collect();
-        let pfns = random_pfns(&mut rng, fragmented_lookups, bytes);
-        let mut sums = Checksums(Vec::new());
-        for name in IMPLS {
-            progress.start(&format!("{case} {name}"));
-            // `static` gets room for every fragment: the strongest fair baseline.
-            let mut set = new_impl(name, lengths.len() + 1)();
-            let setup = Instant::now();
-            with_set!(&mut set, s => build_fragmented(s, pages, &lengths))?;
-            let setup = setup.elapsed();
-            let (elapsed, sum) = with_set!(&set, s => time_lookups(s, &pfns, 1));
-            let segments = with_set!(&set, s => s.count());
-            let ops = pfns.len() as u64;
-            let mut row = Case::new(&case, name, ops)
-                .ns_per_op(super::ns_per_op(elapsed, ops))
-                .with("segments", segments as u64)
-                .with("setup_ms", setup.as_secs_f64() * 1e3);
-            if let AnySet::Hotkern(h) = &set {
-                let each = &pfns[..pfns.len().min(1_000_000)];
-                let t = time_guard_each(h, each);
-                row = row.with(
-                    "guard_each_ns_per_op",
-                    super::ns_per_op(t, each.len() as u64),
-                );
-                if size == "256MB" {
-                    lookup_designs(&mut report, h, &pfns);
-                }
-            }
-            report.cases.push(row);
-            sums.0.push((name.to_string(), sum));
-            progress.advance();
-        }
-        if !sums.agree() {
-            mismatches.push(case.clone());
-        }
-        let key = case.replace('/', "-");
-        report.ratio(
-            &format!("{key}/rbtree_over_hotkern"),
-            &case,
-            "ns_per_op",
-            "rbtree",
-            "hotkern",
-        );
-        report.ratio(
-            &format!("{key}/static_over_hotkern"),
-            &case,
-            "ns_per_op",
-            "static",
-            "hotkern",
-        );
-    }
-    let frag = |size: &str| {
-        report
-            .case(&format!("fragmented/{size}"), "hotkern")
-            .and_then(|c| c.ns_per_op)
+        fixed_sizes.len() * 3 + FRAGMENTED_SIZES.len() * 3 + 2 + PLUG_UNPLUG_SIZES.len() * 3;
+    let mut bench = Bench {
+        full,
+        report: Report::new("physmem"),
+        rng: Rng(0x5eed_f00d_1a7e),
+        progress: Progress::new("physmem", steps as u64),
+        mismatches: Vec::new(),
     };
-    if let (Some(big), Some(small)) = (frag("256MB"), frag("1MB")) {
-        report
-            .ratios
-            .insert("hotkern/fragmented-256MB_over_1MB".into(), big / small);
-    }
-
-    // churn/idle, churn/busy ---------------------------------------------
-    let churn_pages = (64u64 << 20) >> hotkern_physmem::PAGE_SHIFT;
-    let churn_lengths: Vec<u64> = (0..churn_pages / 8).map(|_| rng.below(7) + 1).collect();
-    let churn_pfns = random_pfns(&mut rng, churn_lookups, 64 << 20);
-    let mut churn_sums = Vec::new();
-    for busy in [false, true] {
-        let case = if busy { "churn/busy" } else { "churn/idle" };
-        progress.start(case);
-        let mut mem = Hotkern::initialized();
-        build_fragmented(&mut mem, churn_pages, &churn_lengths)?;
-        let run = churn(Arc::new(mem), &churn_pfns, busy);
-        churn_sums.push(run.checksum);
-        let ops = churn_pfns.len() as u64;
-        report.cases.push(
-            Case::new(case, "hotkern", ops)
-                .ns_per_op(super::ns_per_op(run.wall, ops))
-                .with("cpu_ns_per_op", super::ns_per_op(run.cpu, ops))
-                .with("writer_ops", run.writes)
-                .with("segments", churn_lengths.len() as u64),
-        );
-        progress.advance();
-    }
-    if churn_sums.windows(2).any(|w| w[0] != w[1]) {
-        mismatches.push("churn".into());
-    }
-    let churn_figure = |report: &Report, case: &str, figure: &str| {
-        report.case(case, "hotkern").and_then(|c| c.figure(figure))
-    };
-    // The target ratio uses the reader's CPU time, which the scheduler
-    // cannot inflate by giving the reader's core to the writer; the
-    // wall-clock ratio is kept beside it.
-    for (key, figure) in [
-        ("churn/busy_over_idle", "cpu_ns_per_op"),
-        ("churn/busy_over_idle_wall", "ns_per_op"),
-    ] {
-        if let (Some(busy), Some(idle)) = (
-            churn_figure(&report, "churn/busy", figure),
-            churn_figure(&report, "churn/idle", figure),
-        ) {
-            if idle > 0.0 {
-                report.ratios.insert(key.into(), busy / idle);
-            }
-        }
-    }
-
-    // plug-unplug/<segments> ---------------------------------------------
-    for &(segments, size) in &plug_unplug_sizes {
-        let case = format!("plug-unplug/{size}");
-        let holes: Vec<u64> = (0..plug_unplug_pairs)
-            .map(|_| rng.below(segments as u64))
-            .collect();
-        for name in IMPLS {
-            progress.start(&format!("{case} {name}"));
-            let mut set = new_impl(name, segments + 1)();
-            let elapsed = with_set!(&mut set, s => plug_unplug(s, segments, &holes))?;
-            let ops = holes.len() as u64;
-            report
-                .cases
-                .push(Case::new(&case, name, ops).ns_per_op(super::ns_per_op(elapsed, ops)));
-            progress.advance();
-        }
-        let key = case.replace('/', "-");
-        report.ratio(
-            &format!("{key}/hotkern_over_rbtree"),
-            &case,
-            "ns_per_op",
-            "hotkern",
-            "rbtree",
-        );
-        report.ratio(
-            &format!("{key}/hotkern_over_static"),
-            &case,
-            "ns_per_op",
-            "hotkern",
-            "static",
-        );
-    }
-    progress.advance();
+    bench.fixed(&fixed_sizes)?;
+    bench.fragmented()?;
+    bench.churn()?;
+    bench.plug_unplug()?;
+    let Bench {
+        mut report,
+        progress,
+        mismatches,
+        ..
+    } = bench;
     drop(progress);
-
     notes(&mut report, &fixed_sizes, full, &mismatches);
     if !mismatches.is_empty() {
         return Err(format!(
@@ -381,6 +192,191 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         ));
     }
     Ok(report)
+}
+
+impl Bench {
+    /// Records `case`'s ratios `<a>_over_<b>` for each (a, b).
+    fn ratios(&mut self, case: &str, pairs: &[(&str, &str)]) {
+        let key = case.replace('/', "-");
+        for (top, bottom) in pairs {
+            let name = format!("{key}/{top}_over_{bottom}");
+            self.report.ratio(&name, case, "ns_per_op", top, bottom);
+        }
+    }
+
+    /// fixed/<N>: t_uvm_physseg_load's 32 segments of 8 pages, N lookups.
+    fn fixed(&mut self, sizes: &[u64]) -> Result<(), String> {
+        // One buffer of the largest size up to 10M; 100M reuses it ten times.
+        let buffer_len = (*sizes.last().unwrap_or(&1)).min(10_000_000) as usize;
+        let fixed_pfns = random_pfns(&mut self.rng, buffer_len, 1 << 20);
+        let mut sets: Vec<AnySet> = Vec::new();
+        for name in IMPLS {
+            let mut set = new_impl(name, 32)();
+            with_set!(&mut set, s => build_fixed(s))?;
+            sets.push(set);
+        }
+        for &n in sizes {
+            let case = format!("fixed/{}", label(n));
+            let (slice_len, rounds) = if n as usize <= buffer_len {
+                let len = n as usize;
+                (len, (MIN_TIMED_LOOKUPS / len).max(1))
+            } else {
+                (buffer_len, (n as usize) / buffer_len)
+            };
+            let pfns = &fixed_pfns[..slice_len];
+            let mut sums = Checksums(Vec::new());
+            for (name, set) in IMPLS.iter().zip(&sets) {
+                self.progress.start(&format!("{case} {name}"));
+                let (elapsed, sum) = with_set!(set, s => time_lookups(s, pfns, rounds));
+                let ops = (slice_len * rounds) as u64;
+                let mut row = Case::new(&case, *name, ops)
+                    .ns_per_op(super::ns_per_op(elapsed, ops))
+                    .with("lookups", n);
+                if let AnySet::Hotkern(h) = set {
+                    row = with_guard_each(row, h, pfns);
+                }
+                self.report.cases.push(row);
+                sums.0.push((name.to_string(), sum));
+                self.progress.advance();
+            }
+            if !sums.agree() {
+                self.mismatches.push(case.clone());
+            }
+            self.ratios(&case, &[("static", "hotkern"), ("rbtree", "hotkern")]);
+        }
+        Ok(())
+    }
+
+    /// fragmented/<S>: one segment of S, every 8th frame unplugged with
+    /// 1..7 pages, then random lookups.
+    fn fragmented(&mut self) -> Result<(), String> {
+        let lookups = if self.full { 10_000_000 } else { 1_000_000 };
+        for (bytes, size) in FRAGMENTED_SIZES {
+            let case = format!("fragmented/{size}");
+            let pages = bytes >> hotkern_physmem::PAGE_SHIFT;
+            let lengths: Vec<u64> = (0..pages / 8).map(|_| self.rng.below(7) + 1).collect();
+            let pfns = random_pfns(&mut self.rng, lookups, bytes);
+            let mut sums = Checksums(Vec::new());
+            for name in IMPLS {
+                self.progress.start(&format!("{case} {name}"));
+                // `static` gets room for every fragment: the strongest fair baseline.
+                let mut set = new_impl(name, lengths.len() + 1)();
+                let setup = Instant::now();
+                with_set!(&mut set, s => build_fragmented(s, pages, &lengths))?;
+                let setup = setup.elapsed();
+                let (elapsed, sum) = with_set!(&set, s => time_lookups(s, &pfns, 1));
+                let segments = with_set!(&set, s => s.count());
+                let ops = pfns.len() as u64;
+                let mut row = Case::new(&case, name, ops)
+                    .ns_per_op(super::ns_per_op(elapsed, ops))
+                    .with("segments", segments as u64)
+                    .with("setup_ms", setup.as_secs_f64() * 1e3);
+                if let AnySet::Hotkern(h) = &set {
+                    row = with_guard_each(row, h, &pfns);
+                    if size == "256MB" {
+                        lookup_designs(&mut self.report, h, &pfns);
+                    }
+                }
+                self.report.cases.push(row);
+                sums.0.push((name.to_string(), sum));
+                self.progress.advance();
+            }
+            if !sums.agree() {
+                self.mismatches.push(case.clone());
+            }
+            self.ratios(&case, &[("rbtree", "hotkern"), ("static", "hotkern")]);
+        }
+        let hotkern = |size: &str| {
+            let case = self.report.case(&format!("fragmented/{size}"), "hotkern");
+            case.and_then(|c| c.ns_per_op)
+        };
+        if let (Some(big), Some(small)) = (hotkern("256MB"), hotkern("1MB")) {
+            let key = "hotkern/fragmented-256MB_over_1MB".to_owned();
+            self.report.ratios.insert(key, big / small);
+        }
+        Ok(())
+    }
+
+    /// churn/idle, churn/busy: hotkern lookups over the 64 MB fragmented
+    /// set, alone and while another thread plugs and unplugs.
+    fn churn(&mut self) -> Result<(), String> {
+        let lookups = if self.full { 20_000_000 } else { 2_000_000 };
+        let pages = (64u64 << 20) >> hotkern_physmem::PAGE_SHIFT;
+        let lengths: Vec<u64> = (0..pages / 8).map(|_| self.rng.below(7) + 1).collect();
+        let pfns = random_pfns(&mut self.rng, lookups, 64 << 20);
+        let mut sums = Vec::new();
+        for busy in [false, true] {
+            let case = if busy { "churn/busy" } else { "churn/idle" };
+            self.progress.start(case);
+            let mut mem = Hotkern::initialized();
+            build_fragmented(&mut mem, pages, &lengths)?;
+            let run = churn::churn(Arc::new(mem), &pfns, busy);
+            sums.push(run.checksum);
+            let ops = pfns.len() as u64;
+            self.report.cases.push(
+                Case::new(case, "hotkern", ops)
+                    .ns_per_op(super::ns_per_op(run.wall, ops))
+                    .with("cpu_ns_per_op", super::ns_per_op(run.cpu, ops))
+                    .with("writer_ops", run.writes)
+                    .with("segments", lengths.len() as u64),
+            );
+            self.progress.advance();
+        }
+        if sums.windows(2).any(|w| w[0] != w[1]) {
+            self.mismatches.push("churn".into());
+        }
+        // The target ratio uses the reader's CPU time, which the scheduler
+        // cannot inflate by giving the reader's core to the writer; the
+        // wall-clock ratio is kept beside it.
+        let figure = |report: &Report, case: &str, figure: &str| {
+            report.case(case, "hotkern").and_then(|c| c.figure(figure))
+        };
+        for (key, name) in [
+            ("churn/busy_over_idle", "cpu_ns_per_op"),
+            ("churn/busy_over_idle_wall", "ns_per_op"),
+        ] {
+            let busy = figure(&self.report, "churn/busy", name);
+            let idle = figure(&self.report, "churn/idle", name);
+            if let (Some(busy), Some(idle)) = (busy, idle) {
+                if idle > 0.0 {
+                    self.report.ratios.insert(key.into(), busy / idle);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// plug-unplug/<segments>: a plug+unplug pair among existing segments.
+    fn plug_unplug(&mut self) -> Result<(), String> {
+        let pairs = if self.full { 20_000 } else { 2_000 };
+        for (segments, size) in PLUG_UNPLUG_SIZES {
+            let case = format!("plug-unplug/{size}");
+            let holes: Vec<u64> = (0..pairs)
+                .map(|_| self.rng.below(segments as u64))
+                .collect();
+            for name in IMPLS {
+                self.progress.start(&format!("{case} {name}"));
+                let mut set = new_impl(name, segments + 1)();
+                let elapsed = with_set!(&mut set, s => plug_unplug(s, segments, &holes))?;
+                let ops = holes.len() as u64;
+                let row = Case::new(&case, name, ops).ns_per_op(super::ns_per_op(elapsed, ops));
+                self.report.cases.push(row);
+                self.progress.advance();
+            }
+            self.ratios(&case, &[("hotkern", "rbtree"), ("hotkern", "static")]);
+        }
+        Ok(())
+    }
+}
+
+/// Adds hotkern's cost with a read guard per lookup (up to 1M lookups).
+fn with_guard_each(row: Case, mem: &Hotkern, pfns: &[Pfn]) -> Case {
+    let each = &pfns[..pfns.len().min(1_000_000)];
+    let elapsed = time_guard_each(mem, each);
+    row.with(
+        "guard_each_ns_per_op",
+        super::ns_per_op(elapsed, each.len() as u64),
+    )
 }
 
 /// The lookup designs measured on the same 256 MB fragmented snapshot:
@@ -428,77 +424,6 @@ fn time_design(pfns: &[Pfn], find: impl Fn(Pfn) -> u64) -> (Duration, u64) {
     let start = Instant::now();
     let sum: u64 = pfns.iter().map(|&p| find(black_box(p))).sum();
     (start.elapsed(), black_box(sum))
-}
-
-/// CPU time this thread has used. Unlike wall time it does not count the
-/// periods the scheduler gives this core to another thread, which on a
-/// shared machine would be charged to the lookups.
-fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid timespec for the call to fill.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    if status != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
-}
-
-/// What one churn run measured.
-struct ChurnRun {
-    wall: Duration,
-    cpu: Duration,
-    checksum: u64,
-    writes: u64,
-}
-
-/// Lookups on this thread, batched under short read guards; with `busy`,
-/// another thread plugs and unplugs a 64-page segment meanwhile.
-fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> ChurnRun {
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = Arc::new(AtomicU64::new(0));
-    let writer = busy.then(|| {
-        let (mem, stop, writes) = (mem.clone(), stop.clone(), writes.clone());
-        thread::spawn(move || {
-            // Beyond the looked-up range, so the checksum is unaffected.
-            let base = Pfn(1 << 20);
-            while !stop.load(Ordering::Relaxed) {
-                if mem.plug(base, PageCount(64)).is_ok() && mem.unplug(base, PageCount(64)).is_ok()
-                {
-                    writes.fetch_add(2, Ordering::Relaxed);
-                }
-            }
-        })
-    });
-    if busy {
-        // Let the writer get going before the clock starts.
-        while writes.load(Ordering::Relaxed) < 4 {
-            thread::yield_now();
-        }
-    }
-    let cpu = thread_cpu_time();
-    let start = Instant::now();
-    let mut sum = 0u64;
-    for chunk in pfns.chunks(CHURN_BATCH) {
-        let guard = mem.read();
-        for &pfn in chunk {
-            sum = sum.wrapping_add(guard.find(black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
-        }
-    }
-    let wall = start.elapsed();
-    let cpu = thread_cpu_time().saturating_sub(cpu);
-    stop.store(true, Ordering::Relaxed);
-    if let Some(writer) = writer {
-        let _ = writer.join();
-    }
-    ChurnRun {
-        wall,
-        cpu,
-        checksum: black_box(sum),
-        writes: writes.load(Ordering::Relaxed),
-    }
 }
 
 /// `segments` segments of 4 pages every 8 frames, then one plug+unplug pair

@@ -1,0 +1,83 @@
+//! The churn cases: hotkern lookups on one thread, alone or while another
+//! thread plugs and unplugs without pause.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hotkern_physmem::{PageCount, Pfn};
+
+use super::{Hotkern, CHURN_BATCH};
+
+/// CPU time this thread has used. Unlike wall time it does not count the
+/// periods the scheduler gives this core to another thread, which on a
+/// shared machine would be charged to the lookups.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    if status != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// What one churn run measured.
+pub(super) struct ChurnRun {
+    pub(super) wall: Duration,
+    pub(super) cpu: Duration,
+    pub(super) checksum: u64,
+    pub(super) writes: u64,
+}
+
+/// Lookups on this thread, batched under short read guards; with `busy`,
+/// another thread plugs and unplugs a 64-page segment meanwhile.
+pub(super) fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> ChurnRun {
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let writer = busy.then(|| {
+        let (mem, stop, writes) = (mem.clone(), stop.clone(), writes.clone());
+        thread::spawn(move || {
+            // Beyond the looked-up range, so the checksum is unaffected.
+            let base = Pfn(1 << 20);
+            while !stop.load(Ordering::Relaxed) {
+                if mem.plug(base, PageCount(64)).is_ok() && mem.unplug(base, PageCount(64)).is_ok()
+                {
+                    writes.fetch_add(2, Ordering::Relaxed);
+                }
+            }
+        })
+    });
+    if busy {
+        // Let the writer get going before the clock starts.
+        while writes.load(Ordering::Relaxed) < 4 {
+            thread::yield_now();
+        }
+    }
+    let cpu = thread_cpu_time();
+    let start = Instant::now();
+    let mut sum = 0u64;
+    for chunk in pfns.chunks(CHURN_BATCH) {
+        let guard = mem.read();
+        for &pfn in chunk {
+            sum = sum.wrapping_add(guard.find(black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
+        }
+    }
+    let wall = start.elapsed();
+    let cpu = thread_cpu_time().saturating_sub(cpu);
+    stop.store(true, Ordering::Relaxed);
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    ChurnRun {
+        wall,
+        cpu,
+        checksum: black_box(sum),
+        writes: writes.load(Ordering::Relaxed),
+    }
+}
