@@ -49,6 +49,17 @@ pub struct SortKey {
     pub descending: bool,
 }
 
+/// A command to an existing histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistControl {
+    /// Stop aggregating (`:pause`).
+    Pause,
+    /// Aggregate again (`:cont`, `:continue`).
+    Continue,
+    /// Forget every entry (`:clear`).
+    Clear,
+}
+
 /// The layout of a hist trigger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistSpec {
@@ -60,8 +71,10 @@ pub struct HistSpec {
     pub sort: Vec<SortKey>,
     /// Most entries; further new keys are dropped and counted.
     pub size: u32,
-    /// Created paused (`:pause`).
-    pub paused: bool,
+    /// `:pause`, `:cont` or `:clear`: on a new trigger `:pause` creates it
+    /// paused; on an existing one with the same keys and values, the
+    /// command acts on it instead of adding a second histogram.
+    pub control: Option<HistControl>,
 }
 
 fn hist_error(message: &'static str, position: usize) -> TriggerError {
@@ -75,7 +88,7 @@ impl HistSpec {
         let mut values = Vec::new();
         let mut sort = Vec::new();
         let mut size = DEFAULT_SIZE;
-        let mut paused = false;
+        let mut control = None;
         let mut at = base;
         for clause in text.split(':') {
             let clause_at = at;
@@ -148,8 +161,9 @@ impl HistSpec {
                     }
                     size = requested.next_power_of_two().max(MIN_SIZE);
                 }
-                ("pause", None) => paused = true,
-                ("cont" | "continue", None) => paused = false,
+                ("pause", None) => control = Some(HistControl::Pause),
+                ("cont" | "continue", None) => control = Some(HistControl::Continue),
+                ("clear", None) => control = Some(HistControl::Clear),
                 _ => return Err(hist_error("Unknown hist clause", clause_at)),
             }
         }
@@ -177,7 +191,7 @@ impl HistSpec {
             values,
             sort: sort_keys,
             size,
-            paused,
+            control,
         })
     }
 

@@ -45,7 +45,7 @@ use core::fmt::{self, Write};
 
 pub use command::{parse_trigger, TriggerCommand, TriggerLine, TriggerSpec, AVAILABLE_TRIGGERS};
 pub use error::TriggerError;
-use hist::HistTable;
+use hist::{HistControl, HistTable};
 
 use crate::filter::FieldSpec;
 
@@ -121,9 +121,21 @@ impl TriggerSet {
                 Ok(())
             }
             (true, None) => Err(TriggerError::NotFound),
-            (false, Some(_)) => Err(TriggerError::Exists),
+            (false, Some(index)) => {
+                let installed = &mut self.triggers[index];
+                match &line.spec.command {
+                    TriggerCommand::Hist(spec) => match spec.control {
+                        Some(HistControl::Pause) => installed.paused = true,
+                        Some(HistControl::Continue) => installed.paused = false,
+                        Some(HistControl::Clear) => installed.hist.clear(),
+                        None => return Err(TriggerError::Exists),
+                    },
+                    _ => return Err(TriggerError::Exists),
+                }
+                Ok(())
+            }
             (false, None) => {
-                let paused = matches!(&line.spec.command, TriggerCommand::Hist(h) if h.paused);
+                let paused = matches!(&line.spec.command, TriggerCommand::Hist(h) if h.control == Some(HistControl::Pause));
                 self.triggers.push(Installed {
                     spec: line.spec,
                     hist: HistTable::default(),

@@ -208,3 +208,32 @@ fn hist_errors_and_limits() {
     assert_eq!(table.len(), 128, "size rounds up to the minimum of 128");
     assert_eq!(table.dropped(), 72);
 }
+
+#[test]
+fn hist_pause_continue_and_clear_act_on_the_existing_histogram() {
+    let f = fields();
+    let mut set = TriggerSet::default();
+    let mut tracer = Recorder::default();
+    set.write("hist:keys=pid", &f, &exists).unwrap();
+    set.fire(&payload(1, 0, "x"), 0, &mut tracer);
+    set.write("hist:keys=pid:pause", &f, &exists).unwrap();
+    assert_eq!(set.len(), 1, "no second histogram");
+    assert!(set.to_string().ends_with(" [paused]\n"));
+    set.fire(&payload(2, 0, "x"), 0, &mut tracer);
+    assert_eq!(set.hist_table().unwrap().hits(), 1);
+    set.write("hist:keys=pid:cont", &f, &exists).unwrap();
+    set.fire(&payload(2, 0, "x"), 0, &mut tracer);
+    assert_eq!(set.hist_table().unwrap().len(), 2);
+    set.write("hist:keys=pid:clear", &f, &exists).unwrap();
+    assert!(set.hist_table().unwrap().is_empty());
+    assert_eq!(
+        set.write("hist:keys=pid", &f, &exists),
+        Err(TriggerError::Exists)
+    );
+    // A different layout is a second histogram; created paused here.
+    set.write("hist:keys=comm:pause", &f, &exists).unwrap();
+    assert_eq!(set.len(), 2);
+    assert!(set
+        .hist_text()
+        .contains("hist:keys=comm:vals=hitcount:sort=hitcount:size=2048 [paused]"));
+}
