@@ -285,3 +285,118 @@ fn signal_handlers_nest_on_a_writer_without_tearing_or_losing_count() {
         assert_eq!(main_seqs.len() as u32, written_by_writer);
     }
 }
+
+// --- The whole tracer path from a signal handler ------------------------
+
+hotkern_trace::define_event! {
+    /// Emitted by the writer thread and by the signal handler.
+    pub stress_tick in stress {
+        seq: u64,
+        from_handler: u8,
+    }
+    print "seq=%llu handler=%u", seq, from_handler
+}
+
+static HANDLER_TICKS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_signal_event(_: libc::c_int) {
+    let seq = HANDLER_TICKS.fetch_add(1, Ordering::Relaxed);
+    // Async-signal-safe: the event is registered and this thread's CPU is
+    // claimed before signals start, so this is atomics and stores only.
+    stress_tick::trace(seq, 1);
+}
+
+#[test]
+fn events_from_signal_handlers_are_recorded_with_the_interrupt_flag() {
+    use hotkern_trace::event::format::FLAG_HARDIRQ;
+    use hotkern_trace::{TraceConfig, Tracer};
+    let tracer = Tracer::with_threads(
+        TraceConfig {
+            buffer_kb: 16_384,
+            mode: Mode::ProducerConsumer,
+        },
+        4,
+    )
+    .unwrap()
+    .install()
+    .unwrap();
+    let id = stress_tick::EVENT.id();
+    tracer.set_event_enabled(id, true).unwrap();
+    // SAFETY: the handler only does async-signal-safe work.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_signal_event as *const () as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+    let done = AtomicBool::new(false);
+    let mut writer_events = 0u64;
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = s.spawn(move || {
+            // Claim a CPU before the first signal can arrive.
+            stress_tick::trace(u64::MAX, 0);
+            // SAFETY: no preconditions.
+            tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
+            let start = std::time::Instant::now();
+            let mut seq = 0u64;
+            while seq < 50_000
+                || (HANDLER_TICKS.load(Ordering::Relaxed) < 100 && start.elapsed().as_secs() < 20)
+            {
+                stress_tick::trace(seq, 0);
+                seq += 1;
+            }
+            seq + 1
+        });
+        let target = rx.recv().unwrap() as libc::pthread_t;
+        let done = &done;
+        let signaller = s.spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                // SAFETY: the writer is alive until `done` is set.
+                unsafe { libc::pthread_kill(target, libc::SIGUSR2) };
+                for _ in 0..500 {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        writer_events = writer.join().unwrap();
+        done.store(true, Ordering::Release);
+        signaller.join().unwrap();
+    });
+    tracer.set_event_enabled(id, false).unwrap();
+    let records: Vec<_> = tracer
+        .drain_records()
+        .into_iter()
+        .filter(|r| r.event_id == id)
+        .collect();
+    let handler_events = HANDLER_TICKS.load(Ordering::Relaxed);
+    let mut dropped = 0;
+    let mut written = 0;
+    for cpu in 0..tracer.cpus() {
+        let stats = tracer.stats(cpu).unwrap();
+        assert_eq!(
+            stats.written,
+            stats.read + stats.lost(),
+            "cpu {cpu}: {stats:?}"
+        );
+        dropped += stats.dropped;
+        written += stats.written;
+    }
+    assert_eq!(written, writer_events + handler_events);
+    assert_eq!(records.len() as u64 + dropped, written);
+    for record in &records {
+        // The flag marks an event that nested on another one in progress:
+        // only handler events can (a handler that lands between two events
+        // does not nest, so it carries no flag).
+        if record.flags & FLAG_HARDIRQ != 0 {
+            assert_eq!(record.unsigned(16, 1), 1, "{record:?}");
+        }
+    }
+    let handler_records = records.iter().filter(|r| r.unsigned(16, 1) == 1).count();
+    assert!(handler_records > 0);
+    tracer.uninstall();
+}

@@ -188,6 +188,7 @@ pub struct Reservation<'a> {
     /// `word` right after our reservation, and where our event ends.
     word: u64,
     end: u64,
+    nested: bool,
 }
 
 impl Reservation<'_> {
@@ -197,6 +198,13 @@ impl Reservation<'_> {
         // SAFETY: `data..data+len` lies in a page this reservation owns
         // exclusively until it commits.
         unsafe { core::slice::from_raw_parts_mut(self.data, self.len) }
+    }
+
+    /// Whether this writer interrupted another one on the same CPU (an
+    /// interrupt, or a signal handler in user space).
+    #[inline(always)]
+    pub fn nested(&self) -> bool {
+        self.nested
     }
 
     /// Commits the event.
@@ -268,6 +276,7 @@ impl CpuBuffer {
         }
         self.nesting.add(1);
         self.written.add(1);
+        let nested = self.nesting.load() > 1;
         let need = event_size(payload) as u64;
         loop {
             let word = self.word.load();
@@ -325,6 +334,7 @@ impl CpuBuffer {
                     len: payload,
                     word: new,
                     end: ((tail >> 16) << OFF_BITS) | (off + size),
+                    nested,
                 });
             }
             if !self.advance(word, tail) {

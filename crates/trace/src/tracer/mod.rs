@@ -414,9 +414,16 @@ impl Tracer {
         let Ok(mut reservation) = (unsafe { ring.reserve(cpu, now, size) }) else {
             return false;
         };
+        // A writer nested on another one runs in "interrupt" context: a
+        // signal handler in user space. ftrace shows it as `h`.
+        let flags = if reservation.nested() {
+            format::FLAG_HARDIRQ
+        } else {
+            0
+        };
         let payload = reservation.payload_mut();
         payload[..2].copy_from_slice(&id.to_ne_bytes());
-        payload[2] = 0;
+        payload[2] = flags;
         payload[3] = 0;
         payload[4..8].copy_from_slice(&pid.to_ne_bytes());
         fill(payload);

@@ -550,3 +550,38 @@ fn threads_beyond_the_cpu_count_are_not_traced() {
         .collect();
     assert_eq!(texts, vec!["owner\n"]);
 }
+
+#[test]
+fn event_pid_filter_follows_children_with_event_fork() {
+    let tracer = installed();
+    let id = tracer_test_event::EVENT.id();
+    tracer.set_event_enabled(id, true).unwrap();
+    tracer.event_pids().add(&[i64::from(me())]).unwrap();
+    tracer.set_option(TraceOption::EventFork, true);
+    assert!(tracer.option(TraceOption::EventFork));
+    let fork = move |parent, child| tracer.on_fork(parent, child);
+    let child = crate::platform::spawn(fork, || {
+        tracer_test_event::trace(1, 0, 0);
+        me()
+    })
+    .join()
+    .unwrap();
+    tracer.set_option(TraceOption::EventFork, false);
+    let fork = move |parent, child| tracer.on_fork(parent, child);
+    let stranger = crate::platform::spawn(fork, || {
+        tracer_test_event::trace(2, 0, 0);
+        me()
+    })
+    .join()
+    .unwrap();
+    tracer.set_event_enabled(id, false).unwrap();
+    let pids: Vec<i32> = tracer
+        .drain_records()
+        .iter()
+        .filter(|r| r.event_id == id)
+        .map(|r| r.pid)
+        .collect();
+    assert_eq!(pids, vec![child]);
+    assert!(tracer.event_pids().contains(child) && !tracer.event_pids().contains(stranger));
+    tracer.uninstall();
+}
