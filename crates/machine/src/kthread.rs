@@ -55,6 +55,8 @@ struct State {
     turn: Turn,
     parked: bool,
     stop: bool,
+    /// The thread has started and waits for its first turn.
+    ready: bool,
 }
 
 struct Shared {
@@ -80,6 +82,7 @@ impl Kthread {
                 turn: Turn::Sleeping,
                 parked: true,
                 stop: false,
+                ready: false,
             }),
             wake: Condvar::new(),
         });
@@ -89,6 +92,10 @@ impl Kthread {
             .spawn(move || loop {
                 {
                     let mut state = theirs.state.lock();
+                    if !state.ready {
+                        state.ready = true;
+                        theirs.wake.notify_all();
+                    }
                     while state.turn != Turn::Running && !state.stop {
                         theirs.wake.wait(&mut state);
                     }
@@ -101,6 +108,14 @@ impl Kthread {
                 state.turn = Turn::Sleeping;
                 theirs.wake.notify_all();
             })?;
+        // As Linux's kthread_create: return once the thread runs and waits,
+        // so its start-up is part of creating it, not left to run later.
+        {
+            let mut state = shared.state.lock();
+            while !state.ready {
+                shared.wake.wait(&mut state);
+            }
+        }
         Ok(Kthread {
             shared,
             handle: Some(handle),

@@ -76,7 +76,9 @@ mod workqueue;
 pub use audit::{Counts, Resource, Violation};
 pub use cpumask::{CpuMask, MAX_CPUS};
 pub use eventlog::{Event, EventKind};
-pub use hotkern_cpuhp::{Class, Direction, Engine, Error as HotplugError, Report, Section, Stage};
+pub use hotkern_cpuhp::{
+    Class, Direction, Engine, Error as HotplugError, Report, Section, Stage, StepTime,
+};
 pub use invariants::{CpuState, MachineState};
 pub use kthread::Role;
 pub use ledger::{Item, Tally};

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use hotkern_cpuhp::{Callbacks, Class, CpuSet, Direction, Engine, FailAt, Report, Section};
+use hotkern_cpuhp::{
+    Callbacks, Class, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime,
+};
 
 use crate::audit::{Counts, Resource, Violation};
 use crate::cpumask::{CpuMask, MAX_CPUS};
@@ -355,6 +357,22 @@ impl Machine {
     /// Waits until every deferred callback has run.
     pub fn wait_deferred(&self) {
         self.engine.flush_deferred();
+    }
+
+    /// The engine's timing of each step's last startup and teardown (on
+    /// the critical path or deferred), in table order.
+    pub fn step_times(&self) -> Vec<(&'static str, StepTime)> {
+        STEPS
+            .iter()
+            .enumerate()
+            .map(|(index, def)| {
+                let step = hotkern_cpuhp::StepId(index as u16);
+                (
+                    def.spec.name,
+                    self.engine.step_time(step).unwrap_or_default(),
+                )
+            })
+            .collect()
     }
 
     /// Deferred callbacks still pending.

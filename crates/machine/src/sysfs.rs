@@ -114,8 +114,18 @@ impl Sysfs {
     /// Creates the nodes of every CPU in `cpus` that lacks them; returns
     /// the CPUs whose nodes were created.
     pub(crate) fn create(&self, cpus: CpuMask) -> CpuMask {
-        let built: Vec<(usize, Vec<(String, Node)>)> =
-            cpus.iter().map(|cpu| (cpu, self.nodes_of(cpu))).collect();
+        // Nodes kept for a returning CPU are reused: build only missing ones,
+        // outside the write lock, so readers wait only for the insert.
+        let missing: CpuMask = {
+            let tree = self.nodes.read();
+            cpus.iter()
+                .filter(|cpu| !tree.contains_key(&format!("{}online", prefix(*cpu))))
+                .collect()
+        };
+        let built: Vec<(usize, Vec<(String, Node)>)> = missing
+            .iter()
+            .map(|cpu| (cpu, self.nodes_of(cpu)))
+            .collect();
         let mut tree = self.nodes.write();
         let mut created = CpuMask::EMPTY;
         for (cpu, nodes) in built {

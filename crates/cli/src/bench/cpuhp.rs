@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hotkern_machine::{CpuMask, Engine, Item, Machine, Report as OpReport, TaskStatus};
+use hotkern_machine::{CpuMask, Direction, Engine, Item, Machine, Report as OpReport, TaskStatus};
 use serde_json::{Map, Value};
 
 use super::{BenchOptions, Case, Progress, Report};
@@ -23,9 +23,13 @@ const BULK: [usize; 5] = [1, 2, 4, 8, 15];
 /// What one case measured.
 struct Samples {
     latency_ns: Vec<u64>,
+    /// Time the deferred callbacks of each repetition took (on the worker).
     deferred_ns: Vec<u64>,
-    /// Per step (or engine stage), nanoseconds of each repetition.
+    /// Per step (or engine stage) on the critical path, nanoseconds of each
+    /// repetition.
     stages: BTreeMap<&'static str, Vec<u64>>,
+    /// Per deferred step, nanoseconds of each repetition.
+    deferred_stages: BTreeMap<&'static str, Vec<u64>>,
 }
 
 impl Samples {
@@ -34,19 +38,42 @@ impl Samples {
             latency_ns: Vec::new(),
             deferred_ns: Vec::new(),
             stages: BTreeMap::new(),
+            deferred_stages: BTreeMap::new(),
         }
     }
 
-    fn record(&mut self, latency: Duration, deferred: Duration, report: &OpReport) {
+    /// Records one operation; call after its deferred work has finished,
+    /// so that the engine's step times show the deferred callbacks.
+    fn record(&mut self, latency: Duration, report: &OpReport, machine: &Machine) {
         self.latency_ns.push(latency.as_nanos() as u64);
-        self.deferred_ns.push(deferred.as_nanos() as u64);
         for stage in &report.stages {
             self.stages.entry(stage.name).or_default().push(stage.nanos);
         }
+        let mut deferred = 0;
+        if report.deferred > 0 {
+            for (name, time) in machine.step_times() {
+                let (nanos, was_deferred) = match report.direction {
+                    Direction::Down => (time.teardown_nanos, time.teardown_deferred),
+                    Direction::Up => (time.startup_nanos, time.startup_deferred),
+                };
+                if let (Some(nanos), true) = (nanos, was_deferred) {
+                    deferred += nanos;
+                    self.deferred_stages.entry(name).or_default().push(nanos);
+                }
+            }
+        }
+        self.deferred_ns.push(deferred);
     }
 
     fn stages_us(&self) -> BTreeMap<&'static str, f64> {
         self.stages
+            .iter()
+            .map(|(name, nanos)| (*name, median(nanos) / 1e3))
+            .collect()
+    }
+
+    fn deferred_stages_us(&self) -> BTreeMap<&'static str, f64> {
+        self.deferred_stages
             .iter()
             .map(|(name, nanos)| (*name, median(nanos) / 1e3))
             .collect()
@@ -103,11 +130,10 @@ impl Load {
         Load { running }
     }
 
-    /// Stops the load and returns the items that never completed.
-    fn stop(self, machine: &Machine) -> u64 {
+    /// Stops the load and waits for its tasks to finish.
+    fn stop(self, machine: &Machine) {
         self.running.store(false, Ordering::Relaxed);
         machine.wait_idle(Duration::from_secs(30));
-        lost(machine)
     }
 }
 
@@ -122,36 +148,107 @@ fn lost(machine: &Machine) -> u64 {
         .sum()
 }
 
-/// Offline then online `cpus`, `reps` times; both directions measured.
+/// Offline then online `cpus` of every machine (one per engine), `reps`
+/// times. The engines take turns within each repetition, so noise from the
+/// host drifting over time falls on both alike. With `load`, that many
+/// load tasks run on the machine being measured (only on it) during its
+/// turn. Returns (offline, online) samples per machine.
 fn round_trips(
-    machine: &Machine,
+    machines: &[Machine],
     cpus: CpuMask,
     reps: usize,
+    load: Option<usize>,
     progress: &Progress,
-) -> Result<(Samples, Samples), String> {
-    let mut down = Samples::new();
-    let mut up = Samples::new();
+) -> Result<Vec<(Samples, Samples)>, String> {
+    let mut samples: Vec<(Samples, Samples)> = machines
+        .iter()
+        .map(|_| (Samples::new(), Samples::new()))
+        .collect();
     for _ in 0..reps {
-        let start = Instant::now();
-        let report = machine
-            .offline_many(cpus)
-            .map_err(|e| format!("offline {cpus}: {e}"))?;
-        let latency = start.elapsed();
-        let start = Instant::now();
-        machine.wait_deferred();
-        down.record(latency, start.elapsed(), &report);
+        for (machine, (down, up)) in machines.iter().zip(samples.iter_mut()) {
+            let running = load.map(|tasks| Load::start(machine, tasks));
+            settle();
+            let start = Instant::now();
+            let report = machine
+                .offline_many(cpus)
+                .map_err(|e| format!("offline {cpus}: {e}"))?;
+            let latency = start.elapsed();
+            machine.wait_deferred();
+            down.record(latency, &report, machine);
 
-        let start = Instant::now();
-        let report = machine
-            .online_many(cpus)
-            .map_err(|e| format!("online {cpus}: {e}"))?;
-        let latency = start.elapsed();
-        let start = Instant::now();
-        machine.wait_deferred();
-        up.record(latency, start.elapsed(), &report);
-        progress.advance();
+            settle();
+            let start = Instant::now();
+            let report = machine
+                .online_many(cpus)
+                .map_err(|e| format!("online {cpus}: {e}"))?;
+            let latency = start.elapsed();
+            machine.wait_deferred();
+            up.record(latency, &report, machine);
+            if let Some(running) = running {
+                running.stop(machine);
+            }
+            progress.advance();
+        }
     }
-    Ok((down, up))
+    Ok(samples)
+}
+
+/// Lets threads woken by the previous operation (of either machine) go
+/// back to sleep, so each timed operation starts on a quiet host. Outside
+/// the timed region.
+fn settle() {
+    std::thread::sleep(Duration::from_micros(300));
+}
+
+/// A machine of `cpus` vCPUs per engine, in [`ENGINES`] order.
+fn machines(cpus: usize) -> Result<Vec<Machine>, String> {
+    ENGINES
+        .iter()
+        .map(|(engine, _)| {
+            Machine::builder()
+                .cpus(cpus)
+                .engine(*engine)
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// Checks invariants and shuts every machine down cleanly.
+fn finish(machines: Vec<Machine>) -> Result<(), String> {
+    for (machine, (_, name)) in machines.into_iter().zip(ENGINES) {
+        let problems = machine.check_invariants();
+        if !problems.is_empty() {
+            return Err(format!("{name}: invariants broken: {problems:?}"));
+        }
+        let shut = machine.shutdown();
+        if !shut.is_clean() {
+            return Err(format!("{name}: unclean shutdown: {:?}", shut.violations));
+        }
+    }
+    Ok(())
+}
+
+/// Adds the offline and online cases of every engine.
+fn push_cases(
+    report: &mut Report,
+    suffix: &str,
+    samples: &[(Samples, Samples)],
+    lost: &[u64],
+    json: bool,
+) {
+    for (direction, pick) in [("offline", 0), ("online", 1)] {
+        for (((_, name), pair), lost) in ENGINES.iter().zip(samples).zip(lost) {
+            let chosen = if pick == 0 { &pair.0 } else { &pair.1 };
+            report.cases.push(case(
+                &format!("{direction}/{suffix}"),
+                name,
+                chosen,
+                *lost,
+                json,
+            ));
+        }
+    }
 }
 
 fn stages_json(stages: &BTreeMap<&'static str, f64>) -> Value {
@@ -175,12 +272,19 @@ fn case(name: &str, engine: &str, samples: &Samples, lost: u64, json: bool) -> C
     if json {
         // Too wide for the table; the per-step breakdown is printed as notes.
         case = case.with("stages", stages_json(&samples.stages_us()));
+        if !samples.deferred_stages.is_empty() {
+            case = case.with(
+                "deferred_stages",
+                stages_json(&samples.deferred_stages_us()),
+            );
+        }
     }
     case
 }
 
 fn breakdown(title: &str, classic: &Samples, bolt: &Samples) -> Vec<String> {
     let (c, b) = (classic.stages_us(), bolt.stages_us());
+    let later = bolt.deferred_stages_us();
     let mut names: Vec<&str> = c.keys().chain(b.keys()).copied().collect();
     names.sort_unstable();
     names.dedup();
@@ -191,15 +295,22 @@ fn breakdown(title: &str, classic: &Samples, bolt: &Samples) -> Vec<String> {
         cy.total_cmp(&cx)
     });
     let mut lines = vec![
-        format!("{title}, per step (median µs; '-' = deferred, off the critical path):"),
+        format!(
+            "{title}, per step (median µs on the critical path; (µs) = deferred, run by the worker after return):"
+        ),
         format!("    {:<20} {:>9} {:>9}", "step", "classic", "bolt"),
     ];
     let cell = |v: Option<&f64>| v.map_or("-".to_owned(), |us| format!("{us:.1}"));
     for name in names {
+        let bolt_cell = match (b.get(name), later.get(name)) {
+            (Some(us), _) => format!("{us:.1}"),
+            (None, Some(us)) => format!("({us:.1})"),
+            (None, None) => "-".to_owned(),
+        };
         lines.push(format!(
             "    {name:<20} {:>9} {:>9}",
             cell(c.get(name)),
-            cell(b.get(name))
+            bolt_cell
         ));
     }
     lines
@@ -211,84 +322,36 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let steps = (ENGINES.len() * (2 * reps_single + BULK.len() * reps_bulk)) as u64;
     let progress = Progress::new("cpuhp", steps);
     let mut report = Report::new("cpuhp");
-    let mut idle_samples = Vec::new();
 
-    for (engine, name) in ENGINES {
-        // One vCPU of a 4-vCPU machine, idle then under load.
-        progress.start(&format!("{name} offline/1"));
-        let machine = Machine::builder()
-            .cpus(4)
-            .engine(engine)
-            .build()
-            .map_err(|e| e.to_string())?;
-        let (down, up) = round_trips(&machine, CpuMask::one(3), reps_single, &progress)?;
-        let lost_idle = lost(&machine);
-        report
-            .cases
-            .push(case("offline/1", name, &down, lost_idle, options.json));
-        report
-            .cases
-            .push(case("online/1", name, &up, lost_idle, options.json));
+    // One vCPU of a 4-vCPU machine, idle, then under load.
+    progress.start("offline/1, online/1");
+    let small = machines(4)?;
+    let idle = round_trips(&small, CpuMask::one(3), reps_single, None, &progress)?;
+    let lost_idle: Vec<u64> = small.iter().map(lost).collect();
+    push_cases(&mut report, "1", &idle, &lost_idle, options.json);
 
-        progress.start(&format!("{name} offline/1-load"));
-        let load = Load::start(&machine, 16);
-        let (down_load, up_load) = round_trips(&machine, CpuMask::one(3), reps_single, &progress)?;
-        let lost_load = load.stop(&machine);
-        report.cases.push(case(
-            "offline/1-load",
-            name,
-            &down_load,
-            lost_load,
+    progress.start("offline/1-load, online/1-load");
+    let loaded = round_trips(&small, CpuMask::one(3), reps_single, Some(16), &progress)?;
+    let lost_load: Vec<u64> = small.iter().map(lost).collect();
+    push_cases(&mut report, "1-load", &loaded, &lost_load, options.json);
+    finish(small)?;
+
+    // k of the 15 non-boot vCPUs of a 16-vCPU machine at once.
+    let big = machines(16)?;
+    for k in BULK {
+        progress.start(&format!("bulk-{k}"));
+        let cpus: CpuMask = (1..=k).collect();
+        let bulk = round_trips(&big, cpus, reps_bulk, None, &progress)?;
+        let lost_bulk: Vec<u64> = big.iter().map(lost).collect();
+        push_cases(
+            &mut report,
+            &format!("bulk-{k}"),
+            &bulk,
+            &lost_bulk,
             options.json,
-        ));
-        report.cases.push(case(
-            "online/1-load",
-            name,
-            &up_load,
-            lost_load,
-            options.json,
-        ));
-        let problems = machine.check_invariants();
-        if !problems.is_empty() {
-            return Err(format!("{name}: invariants broken: {problems:?}"));
-        }
-        let shut = machine.shutdown();
-        if !shut.is_clean() {
-            return Err(format!("{name}: unclean shutdown: {:?}", shut.violations));
-        }
-        idle_samples.push((down, up));
-
-        // k of the 15 non-boot vCPUs of a 16-vCPU machine at once.
-        let machine = Machine::builder()
-            .cpus(16)
-            .engine(engine)
-            .build()
-            .map_err(|e| e.to_string())?;
-        for k in BULK {
-            progress.start(&format!("{name} bulk-{k}"));
-            let cpus: CpuMask = (1..=k).collect();
-            let (down, up) = round_trips(&machine, cpus, reps_bulk, &progress)?;
-            let lost_bulk = lost(&machine);
-            report.cases.push(case(
-                &format!("offline/bulk-{k}"),
-                name,
-                &down,
-                lost_bulk,
-                options.json,
-            ));
-            report.cases.push(case(
-                &format!("online/bulk-{k}"),
-                name,
-                &up,
-                lost_bulk,
-                options.json,
-            ));
-        }
-        let shut = machine.shutdown();
-        if !shut.is_clean() {
-            return Err(format!("{name}: unclean shutdown: {:?}", shut.violations));
-        }
+        );
     }
+    finish(big)?;
     drop(progress);
 
     let mut ratio =
@@ -365,12 +428,14 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     ));
     report.notes.push(
-        "latency_us = median critical path (call to return); deferred_us = bolt's deferred \
-         callbacks completed afterwards (classic defers nothing); both engines run the same \
-         16 callbacks"
+        "latency_us = median critical path (call to return); deferred_us = median time of \
+         bolt's deferred callbacks, run by its worker after the operation returned (classic \
+         defers nothing); both engines run the same \
+         16 callbacks and take turns within each repetition; -load runs 16 busy tasks on the \
+         machine being measured"
             .to_owned(),
     );
-    if let [(classic_down, classic_up), (bolt_down, bolt_up)] = &idle_samples[..] {
+    if let [(classic_down, classic_up), (bolt_down, bolt_up)] = &idle[..] {
         report
             .notes
             .extend(breakdown("offline/1", classic_down, bolt_down));
