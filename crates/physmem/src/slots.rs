@@ -14,13 +14,30 @@ pub(crate) const NO_START: u64 = u64::MAX;
 
 pub(crate) struct SlotChunk {
     starts: [u64; CHUNK],
+    /// Under loom, reads touch this cell and drop writes it, so the model
+    /// reports a chunk freed while a reader can still use it.
+    #[cfg(loom)]
+    alive: loom::cell::UnsafeCell<()>,
+}
+
+#[cfg(loom)]
+impl Drop for SlotChunk {
+    fn drop(&mut self) {
+        self.alive.with_mut(|_| ());
+    }
 }
 
 impl SlotChunk {
-    fn empty() -> *mut SlotChunk {
+    fn with(starts: [u64; CHUNK]) -> *mut SlotChunk {
         Box::into_raw(Box::new(SlotChunk {
-            starts: [NO_START; CHUNK],
+            starts,
+            #[cfg(loom)]
+            alive: loom::cell::UnsafeCell::new(()),
         }))
+    }
+
+    fn empty() -> *mut SlotChunk {
+        Self::with([NO_START; CHUNK])
     }
 }
 
@@ -53,7 +70,10 @@ impl SlotMap {
         let chunk = *self.chunks.get((slot >> CHUNK_SHIFT) as usize)?;
         // SAFETY: chunks stay allocated while any index listing them may be
         // read (they are retired through the epoch like sections).
-        let start = unsafe { &*chunk }.starts[slot as usize % CHUNK];
+        let chunk = unsafe { &*chunk };
+        #[cfg(loom)]
+        chunk.alive.with(|_| ());
+        let start = chunk.starts[slot as usize % CHUNK];
         (start != NO_START).then_some(start)
     }
 
@@ -78,9 +98,7 @@ impl SlotMap {
                 // Still the published chunk: copy it before writing.
                 retired.push(chunk);
                 // SAFETY: a live chunk of the current map.
-                let copy = Box::into_raw(Box::new(SlotChunk {
-                    starts: unsafe { &*chunk }.starts,
-                }));
+                let copy = SlotChunk::with(unsafe { &*chunk }.starts);
                 chunks[at] = copy.cast_const();
                 copy
             } else {

@@ -79,3 +79,33 @@ fn reclamation_waits_across_two_epoch_flips() {
         assert_eq!(mem.pending_reclaim(), 0);
     });
 }
+
+#[test]
+fn iteration_and_handles_racing_a_split_see_one_consistent_snapshot() {
+    loom::model(|| {
+        let mem = Arc::new(Physmem::<Tracked>::initialized());
+        let low = mem.plug(Pfn(0), PageCount(1)).unwrap();
+        let split = mem.plug(Pfn(8), PageCount(3)).unwrap();
+        let reader = {
+            let mem = mem.clone();
+            thread::spawn(move || {
+                let guard = mem.read();
+                let starts: Vec<u64> = guard.segments().map(|s| s.start().0).collect();
+                let end = guard.segment(split).map(|s| s.end().0);
+                let after_low = guard.next(low).unwrap().map(|s| s.start().0);
+                (starts, end, after_low)
+            })
+        };
+        mem.unplug(Pfn(9), PageCount(1)).unwrap();
+        let (starts, end, after_low) = reader.join().unwrap();
+        // Before the split or after it, never a mixture.
+        match starts.as_slice() {
+            [0, 8] => assert_eq!(end, Ok(11)),
+            [0, 8, 10] => assert_eq!(end, Ok(9)),
+            other => panic!("torn snapshot {other:?}"),
+        }
+        assert_eq!(after_low, Some(8));
+        mem.reclaim();
+        assert_eq!(mem.pending_reclaim(), 0);
+    });
+}
