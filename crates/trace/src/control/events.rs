@@ -223,11 +223,17 @@ impl Control<'_> {
                 match (*file, event.switchable()) {
                     ("format", _) => Ok(event.format.to_format_file()),
                     ("id", _) => Ok(alloc::format!("{id}\n")),
-                    ("enable", true) => Ok(String::from(if self.tracer.event_enabled(id) {
-                        "1\n"
-                    } else {
-                        "0\n"
-                    })),
+                    ("enable", true) => {
+                        // ftrace marks an event with triggers (soft mode) with `*`.
+                        let soft = !self.triggers_of(id).lock().is_empty();
+                        let on = self.tracer.event_enabled(id);
+                        Ok(String::from(match (on, soft) {
+                            (true, false) => "1\n",
+                            (true, true) => "1*\n",
+                            (false, false) => "0\n",
+                            (false, true) => "0*\n",
+                        }))
+                    }
                     ("filter", true) => Ok(filter_text(&self.state.lock(), id)),
                     ("trigger", true) => Ok(self.triggers_of(id).lock().to_string()),
                     ("hist", true) => {

@@ -239,14 +239,15 @@ fn triggers_act_on_the_tracer() {
             "enable_event:trigtest:trig_hit:1",
         )
         .unwrap();
+    // Triggers put the event in soft mode, shown with `*`.
     assert_eq!(
         control.read("events/trigtest/trig_hit/enable").unwrap(),
-        "0\n"
+        "0*\n"
     );
     trig_hit::trace(9);
     assert_eq!(
         control.read("events/trigtest/trig_hit/enable").unwrap(),
-        "1\n"
+        "1*\n"
     );
     trig_hit::trace(10);
     assert!(control.read("trace").unwrap().contains("trig_hit: n=10"));
