@@ -274,17 +274,22 @@ impl Control<'_> {
         out
     }
 
+    /// `snapshot`: the snapshot buffer as `trace` shows it, or, when it is
+    /// empty or freed, ftrace's help text.
     fn read_snapshot(&self) -> String {
         let name = self.tracer.current_tracer().name();
-        match view::snapshot(self.tracer) {
-            Some(data) => {
+        let state = match view::snapshot(self.tracer) {
+            Some(data) if data.event_count() > 0 => {
                 let options = self.state.lock().text;
                 let mut out = String::new();
                 write_trace_with(&data, name, &options, &mut out);
-                out
+                return out;
             }
-            None => alloc::format!(
-                "# tracer: {name}\n#\n#\n# * Snapshot is freed *\n#\n\
+            Some(_) => "allocated",
+            None => "freed",
+        };
+        alloc::format!(
+            "# tracer: {name}\n#\n#\n# * Snapshot is {state} *\n#\n\
 # Snapshot commands:\n\
 # echo 0 > snapshot : Clears and frees snapshot buffer\n\
 # echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.\n\
@@ -292,8 +297,7 @@ impl Control<'_> {
 # echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)\n\
 #                      (Doesn't have to be '2' works with any number that\n\
 #                       is not a '0' or '1')\n"
-            ),
-        }
+        )
     }
 
     /// `trace_stat/function<N>`: ftrace's profiler table, by total time.

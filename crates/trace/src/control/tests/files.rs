@@ -68,6 +68,11 @@ fn simple_files_round_trip() {
         .unwrap()
         .contains("tracing_mark_write: before snapshot\n"));
     assert!(!control.read("trace").unwrap().contains("before snapshot"));
+    control.write("snapshot", "2").unwrap();
+    assert!(control
+        .read("snapshot")
+        .unwrap()
+        .contains("* Snapshot is allocated *"));
     control.write("snapshot", "0").unwrap();
     assert!(control
         .read("snapshot")
