@@ -158,3 +158,55 @@ fn trace_text_has_ftrace_header_and_lines() {
         .unwrap()
         .contains("entries-in-buffer/entries-written: 0/"));
 }
+
+#[test]
+fn trace_pipe_reports_lost_events_like_ftrace() {
+    for overwrite in ["1", "0"] {
+        lost_events_through_trace_pipe(overwrite);
+    }
+}
+
+fn lost_events_through_trace_pipe(overwrite: &str) {
+    let tracer = Tracer::with_threads(
+        TraceConfig {
+            buffer_kb: 8,
+            ..TraceConfig::small()
+        },
+        1,
+    )
+    .unwrap();
+    let control = Control::new(&tracer);
+    control.write("options/overwrite", overwrite).unwrap();
+    for i in 0..2000 {
+        control
+            .write("trace_marker", &alloc::format!("message {i}"))
+            .unwrap();
+    }
+    let lost = tracer.lost(0);
+    assert!(lost > 0);
+    let text = control.read("trace_pipe").unwrap();
+    let lost_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("CPU:0 [LOST"))
+        .collect();
+    assert!(!lost_lines.is_empty(), "{}", &text[..text.len().min(400)]);
+    let shown: u64 = lost_lines
+        .iter()
+        .filter_map(|l| {
+            l.strip_prefix("CPU:0 [LOST ")?
+                .strip_suffix(" EVENTS]")?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    let events = text.lines().filter(|l| l.contains("message ")).count() as u64;
+    // Every event written is either shown or counted as lost.
+    assert_eq!(events + shown, 2000, "{lost_lines:?}");
+    // Overwrite mode keeps the newest events, producer/consumer the oldest.
+    let kept = if overwrite == "1" {
+        "message 1999\n"
+    } else {
+        "message 0\n"
+    };
+    assert!(text.contains(kept), "{overwrite}");
+}
