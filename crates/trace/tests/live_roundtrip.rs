@@ -114,3 +114,54 @@ fn live_trace_survives_trace_dat_event_for_event() {
         assert_eq!(String::from_utf8(output.stdout).unwrap(), report);
     }
 }
+
+/// Pages that lost events carry the count; trace.dat keeps it and both
+/// reports print it the same way.
+#[test]
+fn lost_events_survive_trace_dat() {
+    let tracer = Tracer::with_threads(
+        TraceConfig {
+            buffer_kb: 8,
+            ..TraceConfig::small()
+        },
+        1,
+    )
+    .unwrap();
+    let control = Control::new(&tracer);
+    for i in 0..2000 {
+        control
+            .write("trace_marker", &format!("message {i}"))
+            .unwrap();
+    }
+    let lost = tracer.lost(0);
+    let pages = view::drain_pages(&tracer);
+    let bytes = write_trace_dat(&view::trace_dat(&tracer, pages));
+    let data = read_trace_dat(&bytes).unwrap().to_trace_data().unwrap();
+    let dropped: u64 = data
+        .entries
+        .iter()
+        .map(|e| match e {
+            Entry::Lost { count, .. } => *count,
+            Entry::Event(_) => 0,
+        })
+        .sum();
+    assert_eq!(dropped, lost);
+    assert_eq!(data.event_count() as u64 + dropped, 2000);
+    let mut report = String::new();
+    write_report(&data, true, &mut report);
+    assert!(
+        report.contains(&format!("CPU:0 [{lost} EVENTS DROPPED]\n")),
+        "{report}"
+    );
+    let path = std::env::temp_dir().join(format!("hotkern-lossy-{}.dat", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let output = std::process::Command::new("trace-cmd")
+        .args(["report", "-N", "-t"])
+        .arg(&path)
+        .output();
+    let _ = std::fs::remove_file(&path);
+    if let Ok(output) = output {
+        assert!(output.status.success());
+        assert_eq!(String::from_utf8(output.stdout).unwrap(), report);
+    }
+}
