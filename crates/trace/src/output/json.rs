@@ -35,9 +35,11 @@ pub fn write_chrome_json(data: &TraceData, out: &mut String) {
     let exit_id = data.event_named("funcgraph_exit").map(|e| e.id);
     let entry_id = data.event_named("funcgraph_entry").map(|e| e.id);
     let mut tasks = BTreeSet::new();
-    for entry in &data.entries {
+    let mut last_ts = 0;
+    for (index, entry) in data.entries.iter().enumerate() {
         match entry {
             Entry::Event(record) => {
+                last_ts = record.timestamp_ns;
                 let id = Some(record.event_id());
                 tasks.insert(record.pid());
                 if id == entry_id {
@@ -87,10 +89,17 @@ pub fn write_chrome_json(data: &TraceData, out: &mut String) {
                 }
             }
             Entry::Lost { cpu, count } => {
+                // Shown where the CPU's stream resumes (or at the last
+                // event if it never does).
+                let resume = data.entries[index..].iter().find_map(|e| match e {
+                    Entry::Event(r) if r.cpu == *cpu => Some(r.timestamp_ns),
+                    _ => None,
+                });
                 separator(out);
                 let _ = write!(
                     out,
-                    "{{\"ph\":\"i\",\"s\":\"g\",\"name\":\"lost events\",\"ts\":0,\"pid\":{PROCESS},\"tid\":0,\"args\":{{\"cpu\":{cpu},\"count\":{count}}}}}"
+                    "{{\"ph\":\"i\",\"s\":\"g\",\"name\":\"lost events\",\"ts\":{},\"pid\":{PROCESS},\"tid\":0,\"args\":{{\"cpu\":{cpu},\"count\":{count}}}}}",
+                    Micros(resume.unwrap_or(last_ts))
                 );
             }
         }
