@@ -125,6 +125,19 @@ impl<'a, P> ReadGuard<'a, P> {
         ))
     }
 
+    /// The segment holding `pfn` with its bounds, by section search: lets
+    /// the benchmark put an MRU hint in front of a lookup.
+    #[doc(hidden)]
+    pub fn find_bounds_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, Pfn, Pfn)> {
+        let (section, i) = self.index?.find_by_section_search(pfn.0)?;
+        let run = section.run(i);
+        let handle = SegmentHandle {
+            slot: run.slot,
+            generation: run.generation,
+        };
+        Some((handle, Pfn(run.start), Pfn(run.end)))
+    }
+
     /// Bytes of lookup tables, for the benchmark.
     #[doc(hidden)]
     pub fn table_bytes(&self) -> usize {

@@ -380,13 +380,46 @@ fn with_guard_each(row: Case, mem: &Hotkern, pfns: &[Pfn]) -> Case {
 }
 
 /// The lookup designs measured on the same 256 MB fragmented snapshot:
-/// hotkern's block tables against binary search within each section. A
-/// global binary search over all segments is the `static` baseline itself.
+/// hotkern's block tables against binary search within each section, an
+/// MRU entry in front of that, and a table with one entry per frame (the
+/// VMEMMAP-like limit). A global binary search over all segments is the
+/// `static` baseline itself.
 fn lookup_designs(report: &mut Report, mem: &Hotkern, pfns: &[Pfn]) {
     let case = "lookup-design/fragmented-256MB";
     let guard = mem.read();
     let hit = |found: Option<(hotkern_physmem::SegmentHandle, PageCount)>| {
         found.map_or(0, |(_, o)| o.0 + 1)
+    };
+    // The most recently found segment, checked first (QEMU's MRU entry).
+    let mru = std::cell::Cell::new((0u64, 0u64));
+    let with_mru = |p: Pfn| {
+        let (start, end) = mru.get();
+        if start <= p.0 && p.0 < end {
+            return p.0 - start + 1;
+        }
+        guard
+            .find_bounds_by_section_search(p)
+            .map_or(0, |(_, start, end)| {
+                mru.set((start.0, end.0));
+                p.0 - start.0 + 1
+            })
+    };
+    // The physical limit (VMEMMAP-like): one table entry per frame.
+    let mut direct = Vec::new();
+    let mut starts = Vec::new();
+    for segment in guard.segments() {
+        for pfn in segment.frames() {
+            let at = pfn as usize;
+            if direct.len() <= at {
+                direct.resize(at + 1, u32::MAX);
+            }
+            direct[at] = starts.len() as u32;
+        }
+        starts.push(segment.start().0);
+    }
+    let direct_map = |p: Pfn| match direct.get(p.0 as usize) {
+        Some(&id) if id != u32::MAX => p.0 - starts[id as usize] + 1,
+        _ => 0,
     };
     let timings = [
         ("section+blocks", time_design(pfns, |p| hit(guard.find(p)))),
@@ -394,14 +427,18 @@ fn lookup_designs(report: &mut Report, mem: &Hotkern, pfns: &[Pfn]) {
             "section+bsearch",
             time_design(pfns, |p| hit(guard.find_by_section_search(p))),
         ),
+        ("mru+section+bsearch", time_design(pfns, with_mru)),
+        ("direct-map", time_design(pfns, direct_map)),
     ];
     let mut sums = Vec::new();
     for (name, (elapsed, sum)) in timings {
         sums.push(sum);
         let mut row = Case::new(case, name, pfns.len() as u64)
             .ns_per_op(super::ns_per_op(elapsed, pfns.len() as u64));
-        if name == "section+blocks" {
-            row = row.with("table_bytes", guard.table_bytes() as u64);
+        match name {
+            "section+blocks" => row = row.with("table_bytes", guard.table_bytes() as u64),
+            "direct-map" => row = row.with("table_bytes", (direct.len() * 4) as u64),
+            _ => {}
         }
         report.cases.push(row);
     }
@@ -410,13 +447,15 @@ fn lookup_designs(report: &mut Report, mem: &Hotkern, pfns: &[Pfn]) {
             .notes
             .push("lookup designs DISAGREE on 256MB lookups".into());
     }
-    report.ratio(
-        "lookup-design-256MB/section+bsearch_over_section+blocks",
-        case,
-        "ns_per_op",
-        "section+bsearch",
-        "section+blocks",
-    );
+    for other in ["section+bsearch", "mru+section+bsearch", "direct-map"] {
+        report.ratio(
+            &format!("lookup-design-256MB/{other}_over_section+blocks"),
+            case,
+            "ns_per_op",
+            other,
+            "section+blocks",
+        );
+    }
 }
 
 /// Times one lookup design over `pfns`; generic so each design is inlined.
