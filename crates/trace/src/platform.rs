@@ -13,6 +13,14 @@ pub trait Clock: Send + Sync {
     fn now_ns(&self) -> u64;
     /// The name shown in ftrace's `trace_clock` file (e.g. `mono`, `x86-tsc`).
     fn name(&self) -> &'static str;
+
+    /// The clock as a [`TscClock`], so the tracer can call it directly
+    /// (inlined) instead of through the trait object.
+    #[cfg(feature = "std")]
+    #[doc(hidden)]
+    fn as_tsc(&self) -> Option<TscClock> {
+        None
+    }
 }
 
 /// Who is running: the current CPU and task.
@@ -37,6 +45,14 @@ pub unsafe trait CpuContext: Send + Sync {
     #[inline]
     fn current(&self) -> Option<(usize, i32)> {
         Some((self.current_cpu()?, self.current_pid()))
+    }
+
+    /// The context as the user-space [`ThreadCpus`] model, so the tracer can
+    /// call it directly (inlined) instead of through the trait object.
+    #[cfg(feature = "std")]
+    #[doc(hidden)]
+    fn as_thread_cpus(&self) -> Option<&'static ThreadCpus> {
+        None
     }
 }
 
@@ -169,7 +185,7 @@ mod user {
     }
 
     impl Clock for TscClock {
-        #[inline]
+        #[inline(always)]
         fn now_ns(&self) -> u64 {
             if let Some(fallback) = &self.fallback {
                 return fallback.now_ns();
@@ -186,6 +202,9 @@ mod user {
         }
         fn name(&self) -> &'static str {
             "x86-tsc"
+        }
+        fn as_tsc(&self) -> Option<TscClock> {
+            Some(*self)
         }
     }
 
@@ -310,7 +329,7 @@ mod user {
     // SAFETY: a CPU slot is owned by one live thread at a time (claimed with
     // compare-and-exchange, released when the thread exits or rebinds).
     unsafe impl CpuContext for ThreadCpus {
-        #[inline]
+        #[inline(always)]
         fn current(&self) -> Option<(usize, i32)> {
             let (model, cpu, pid) = THREAD_CPU.with(Cell::get);
             if model == self.id && cpu != UNBOUND {
@@ -338,6 +357,10 @@ mod user {
         }
         fn comm(&self, pid: i32) -> Option<String> {
             comms().lock().ok()?.get(&pid).cloned()
+        }
+        fn as_thread_cpus(&self) -> Option<&'static ThreadCpus> {
+            // SAFETY: a ThreadCpus only exists leaked (see `current_cpu`).
+            Some(unsafe { &*(self as *const ThreadCpus) })
         }
     }
 

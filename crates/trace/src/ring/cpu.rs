@@ -274,9 +274,8 @@ impl CpuBuffer {
         if payload > MAX_PAYLOAD {
             return Err(Refused::TooLarge);
         }
-        self.nesting.add(1);
+        let nested = self.nesting.fetch_add(1) > 0;
         self.written.add(1);
-        let nested = self.nesting.load() > 1;
         let need = event_size(payload) as u64;
         loop {
             let word = self.word.load();

@@ -143,7 +143,7 @@ impl Tracer {
         if state == 0 {
             return;
         }
-        let Some(current) = self.context.current() else {
+        let Some(current) = self.current() else {
             return;
         };
         if self.event_pids.is_active() && !self.event_pids.contains(current.1) {
@@ -151,7 +151,7 @@ impl Tracer {
         }
         if state & HOOKED == 0 {
             if self.tracing_on() {
-                let now = self.clock.now_ns();
+                let now = self.clock_now();
                 self.write_at(current, now, id, size, fill);
             }
             return;

@@ -200,7 +200,7 @@ impl Tracer {
     /// Returns whether the call was entered (then `function_exit` follows).
     #[inline]
     pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
-        let Some(current) = self.context.current() else {
+        let Some(current) = self.current() else {
             return false;
         };
         let cpu = current.0;
@@ -215,7 +215,7 @@ impl Tracer {
         // Claim the frame before filling it: a handler nesting on us from
         // here on uses the next one.
         calls.depth.add(1);
-        let now = self.clock.now_ns();
+        let now = self.clock_now();
         let address = site.raw_address();
         let max = self.max_depth.load(Ordering::Relaxed) as usize;
         let record = self.tracing_on() && (max == 0 || depth < max);
@@ -252,7 +252,7 @@ impl Tracer {
     /// Exit hook: pops the call; records `funcgraph_exit`; profiles.
     #[inline]
     pub(crate) fn function_exit(&self, site: &'static FunctionSite) {
-        let Some(current) = self.context.current() else {
+        let Some(current) = self.current() else {
             return;
         };
         let cpu = current.0;
@@ -262,7 +262,7 @@ impl Tracer {
             return;
         }
         let frame = &calls.frames[depth - 1];
-        let now = self.clock.now_ns();
+        let now = self.clock_now();
         let calltime = frame.calltime.load();
         if frame.ip.load() & 1 != 0 && self.current_tracer() == TracerKind::FunctionGraph {
             let address = site.raw_address();
@@ -298,10 +298,10 @@ impl Tracer {
         if !self.tracing_on() {
             return;
         }
-        let Some(current) = self.context.current() else {
+        let Some(current) = self.current() else {
             return;
         };
-        let now = self.clock.now_ns();
+        let now = self.clock_now();
         self.write_at(current, now, format::BPRINT_ID, 24 + args_len, |p| {
             p[8..16].copy_from_slice(&ip.to_ne_bytes());
             p[16..24].copy_from_slice(&format_address.to_ne_bytes());
@@ -315,10 +315,10 @@ impl Tracer {
         if !self.tracing_on() {
             return false;
         }
-        let Some(current) = self.context.current() else {
+        let Some(current) = self.current() else {
             return false;
         };
-        let now = self.clock.now_ns();
+        let now = self.clock_now();
         self.write_at(current, now, format::HWLAT_ID, 56, |p| {
             p[8..16].copy_from_slice(&sample.duration_us.to_ne_bytes());
             p[16..24].copy_from_slice(&sample.outer_duration_us.to_ne_bytes());

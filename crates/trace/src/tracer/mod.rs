@@ -168,6 +168,12 @@ struct Buffers {
 pub struct Tracer {
     clock: Arc<dyn Clock>,
     context: &'static dyn CpuContext,
+    /// The clock and context again when they are the user-space ones, so
+    /// the hot paths call them directly (no indirect call, inlined).
+    #[cfg(feature = "std")]
+    fast_clock: Option<crate::platform::TscClock>,
+    #[cfg(feature = "std")]
+    fast_context: Option<&'static crate::platform::ThreadCpus>,
     cpus: usize,
     on: AtomicBool,
     kind: AtomicU32,
@@ -254,6 +260,10 @@ impl Tracer {
         let live_ptr = &*live as *const RingBuffer as *mut RingBuffer;
         owned.push(live);
         Ok(Tracer {
+            #[cfg(feature = "std")]
+            fast_clock: clock.as_tsc(),
+            #[cfg(feature = "std")]
+            fast_context: context.as_thread_cpus(),
             clock,
             context,
             cpus,
@@ -371,6 +381,26 @@ impl Tracer {
         self.context.comm(pid)
     }
 
+    /// The trace clock, read on the hot paths.
+    #[inline(always)]
+    pub(crate) fn clock_now(&self) -> u64 {
+        #[cfg(feature = "std")]
+        if let Some(tsc) = &self.fast_clock {
+            return tsc.now_ns();
+        }
+        self.clock.now_ns()
+    }
+
+    /// The current CPU and task, read on the hot paths.
+    #[inline(always)]
+    pub(crate) fn current(&self) -> Option<(usize, i32)> {
+        #[cfg(feature = "std")]
+        if let Some(threads) = self.fast_context {
+            return threads.current();
+        }
+        self.context.current()
+    }
+
     /// `tracing_on`.
     #[inline(always)]
     pub fn tracing_on(&self) -> bool {
@@ -437,10 +467,10 @@ impl Tracer {
         if !self.tracing_on() || payload.len() < format::COMMON_HEADER_SIZE {
             return false;
         }
-        let Some(cpu) = self.context.current_cpu() else {
+        let Some((cpu, _)) = self.current() else {
             return false;
         };
-        let now = self.clock.now_ns();
+        let now = self.clock_now();
         let ring = self.live_ring();
         // SAFETY: as in `write_at`.
         unsafe { ring.write(cpu, now, payload) }.is_ok()
@@ -461,11 +491,11 @@ impl Tracer {
         if !self.tracing_on() {
             return Ok(taken);
         }
-        let Some(current) = self.context.current() else {
+        let Some(current) = self.current() else {
             return Ok(taken);
         };
         let ip = crate::marker::MARKER_SYMBOL.address();
-        let now = self.clock.now_ns();
+        let now = self.clock_now();
         self.write_at(current, now, format::PRINT_ID, size, |payload| {
             payload[8..16].copy_from_slice(&ip.to_ne_bytes());
             payload[16..16 + body.len()].copy_from_slice(body);
