@@ -3,7 +3,8 @@
 //! `hotkern trace demo -o DIR` runs a small multi-threaded request-handling
 //! workload under the function_graph tracer with a few events enabled and
 //! writes `DIR/trace.dat` (trace-cmd's format), `DIR/trace.txt` (ftrace's
-//! `trace` text) and `DIR/trace.json` (Chrome trace events, for Perfetto).
+//! `trace` text), `DIR/trace.json` (Chrome trace events, for Perfetto) and
+//! `DIR/hist.txt` (a hist trigger on `demo:request_done`, keyed by status).
 //! `hotkern trace report FILE` prints a `trace.dat` the way
 //! `trace-cmd report -N` does.
 
@@ -116,7 +117,8 @@ mod workload {
     fn lookup(key: u64) -> bool {
         if key % 7 == 0 {
             cache_miss::trace(key);
-            return read_block(key) != 0;
+            // A third of the misses find nothing on disk either.
+            return read_block(key) % 3 != 0;
         }
         true
     }
@@ -158,6 +160,10 @@ fn record_demo(
         ("current_tracer", "function_graph"),
         ("set_ftrace_filter", ":mod:hotkern::trace_cmd::workload"),
         ("set_event", "demo:*"),
+        (
+            "events/demo/request_done/trigger",
+            "hist:keys=status:vals=id:sort=hitcount.descending",
+        ),
         ("trace", ""),
     ];
     for (file, value) in setup {
@@ -216,10 +222,17 @@ fn record_demo(
     let mut json = String::new();
     write_chrome_json(&data, &mut json);
     write_file(&dir.join("trace.json"), json.as_bytes())?;
+    let hist = control
+        .read("events/demo/request_done/hist")
+        .map_err(|e| e.to_string())?;
+    write_file(&dir.join("hist.txt"), hist.as_bytes())?;
     let file = view::trace_dat(tracer, pages);
     write_file(&dir.join("trace.dat"), &write_trace_dat(&file))?;
 
-    println!("wrote {}/trace.dat, trace.txt, trace.json", dir.display());
+    println!(
+        "wrote {}/trace.dat, trace.txt, trace.json, hist.txt",
+        dir.display()
+    );
     println!("events: {events}");
     Ok(())
 }
