@@ -2,6 +2,52 @@
 //! format, typed trace events, `trace_marker` and `trace_printk`, function
 //! and function_graph tracing with filters and profiling, snapshots and a
 //! hardware-latency-style detector.
+//!
+//! Recording side:
+//! * [`ring`] — [`RingBuffer`](ring::RingBuffer): one ring of 4 KiB pages per
+//!   CPU in ftrace's `buffer_data_page` / event-header encoding
+//!   ([`ring::page`]), lock-free reserve/commit with nesting writers, readers
+//!   that take whole pages without stopping writers, overwrite and
+//!   producer/consumer modes, exact loss accounting.
+//! * [`platform`] — the [`Clock`](platform::Clock) and
+//!   [`CpuContext`](platform::CpuContext) a kernel provides; in user space
+//!   [`ThreadCpus`](platform::ThreadCpus) (thread-per-CPU) and the TSC or
+//!   monotonic clock.
+//! * [`event`] — [`define_event!`] typed events and their `format` files,
+//!   the built-in `ftrace/*` formats.
+//! * [`function`] — `#[hotkern_trace::function]` call sites, filters,
+//!   pid lists, profiling, graph duration markers.
+//! * [`printk`] — [`trace_printk!`]; [`marker`] — `trace_marker`.
+//! * [`Tracer`] — an instance tying them together, with the methods the
+//!   control files call.
+//!
+//! ```
+//! use hotkern_trace::function::TracerKind;
+//! use hotkern_trace::{TraceConfig, Tracer};
+//!
+//! hotkern_trace::define_event! {
+//!     /// A request finished.
+//!     pub request_done in demo { id: u64, bytes: u32 }
+//!     print "id=%llu bytes=%u", id, bytes
+//! }
+//!
+//! #[hotkern_trace::function]
+//! fn handle(id: u64) -> u32 {
+//!     request_done::trace(id, 512);
+//!     512
+//! }
+//!
+//! let tracer = Tracer::with_threads(TraceConfig::small(), 2).unwrap().install().unwrap();
+//! tracer.set_event_enabled(request_done::EVENT.id(), true).unwrap();
+//! tracer.set_ftrace_filter("handle", false).unwrap();
+//! tracer.set_current_tracer(TracerKind::FunctionGraph).unwrap();
+//! handle(7);
+//! tracer.set_current_tracer(TracerKind::Nop).unwrap();
+//! let ids: Vec<u16> = tracer.drain_records().iter().map(|r| r.event_id).collect();
+//! // funcgraph_entry, the event, funcgraph_exit
+//! assert_eq!(ids, [11, request_done::EVENT.id(), 10]);
+//! tracer.uninstall();
+//! ```
 #![no_std]
 extern crate alloc;
 #[cfg(feature = "std")]
