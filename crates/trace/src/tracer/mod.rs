@@ -666,6 +666,27 @@ impl Tracer {
         }
     }
 
+    /// Copies every unread page of `cpu` (raw, ftrace layout) without
+    /// consuming anything; pages of rings replaced by a resize come first.
+    pub fn peek_pages(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
+        let mut pages = Vec::new();
+        let buffers = self.buffers.lock();
+        for &index in &buffers.retired {
+            buffers.owned[index].peek_pages(cpu, |page| pages.push(Box::new(*page)));
+        }
+        self.live_ring()
+            .peek_pages(cpu, |page| pages.push(Box::new(*page)));
+        pages
+    }
+
+    /// Copies the snapshot buffer's pages of `cpu` (raw), not consuming them.
+    pub fn snapshot_pages(&self, cpu: usize) -> Result<Vec<Box<[u8; PAGE_SIZE]>>, TraceError> {
+        let ring = self.spare_ring().ok_or(TraceError::NoSnapshot)?;
+        let mut pages = Vec::new();
+        ring.peek_pages(cpu, |page| pages.push(Box::new(*page)));
+        Ok(pages)
+    }
+
     /// Reads (consumes) every unread event of every CPU, in time order.
     pub fn drain_records(&self) -> Vec<Record> {
         let mut records = Vec::new();
