@@ -329,7 +329,8 @@ impl TracerKind {
     }
 }
 
-/// One CPU's shadow stack of open calls.
+/// One CPU's shadow stack of open calls (aligned: CPUs never share a line).
+#[repr(align(128))]
 pub(crate) struct CpuCalls {
     pub(crate) depth: LocalU64,
     pub(crate) frames: [Frame; MAX_DEPTH],
