@@ -110,6 +110,22 @@ impl Control<'_> {
             ["error_log"] => self.state.lock().error_log.concat(),
             ["trace_stat", file] => self.function_stat(path, file)?,
             ["per_cpu", cpu, "stats"] => self.cpu_stats(path, cpu)?,
+            ["per_cpu", cpu, "trace"] => {
+                let cpu = self.cpu_number(path, cpu)?;
+                let options = self.state.lock().text;
+                let mut out = String::new();
+                write_trace_with(
+                    &view::peek_cpu(t, cpu),
+                    t.current_tracer().name(),
+                    &options,
+                    &mut out,
+                );
+                out
+            }
+            ["per_cpu", cpu, "trace_pipe"] => {
+                let cpu = self.cpu_number(path, cpu)?;
+                self.pipe_text(view::consume_cpu(t, cpu))
+            }
             ["events", rest @ ..] => return self.read_event_file(path, rest),
             _ => return Err(ControlError::NoSuchFile(path.to_string())),
         })
@@ -206,6 +222,13 @@ impl Control<'_> {
                 }
             }
             ["events", rest @ ..] => return self.write_event_file(path, rest, text),
+            ["per_cpu", cpu, "trace"] => {
+                // Truncating a CPU's `trace` empties that CPU's buffer.
+                let cpu = self.cpu_number(path, cpu)?;
+                if !append {
+                    t.drain_pages(cpu);
+                }
+            }
             ["trace_stat" | "per_cpu", ..] => return Err(ControlError::ReadOnly(path.to_string())),
             [file] if READ_ONLY.contains(file) => {
                 return Err(ControlError::ReadOnly(path.to_string()))
@@ -258,7 +281,11 @@ impl Control<'_> {
 
     /// `trace_pipe`: the lines of `trace` without its header, consumed.
     fn trace_pipe(&self) -> String {
-        let data = view::consume(self.tracer);
+        self.pipe_text(view::consume(self.tracer))
+    }
+
+    /// Consumed events as `trace_pipe` prints them: no header.
+    fn pipe_text(&self, data: crate::output::TraceData) -> String {
         let options = self.state.lock().text;
         let mut out = String::new();
         if self.tracer.current_tracer() == TracerKind::FunctionGraph {
@@ -272,6 +299,14 @@ impl Control<'_> {
         }
         write_lines_with(&data, &options, &mut out);
         out
+    }
+
+    /// `cpu<N>` in a `per_cpu` path.
+    fn cpu_number(&self, path: &str, name: &str) -> Result<usize, ControlError> {
+        name.strip_prefix("cpu")
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|&n| n < self.tracer.cpus())
+            .ok_or_else(|| ControlError::NoSuchFile(path.to_string()))
     }
 
     /// `snapshot`: the snapshot buffer as `trace` shows it, or, when it is
@@ -328,10 +363,7 @@ impl Control<'_> {
 
     /// `per_cpu/cpu<N>/stats`, in ftrace's layout.
     fn cpu_stats(&self, path: &str, cpu: &str) -> Result<String, ControlError> {
-        let cpu = cpu
-            .strip_prefix("cpu")
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| ControlError::NoSuchFile(path.to_string()))?;
+        let cpu = self.cpu_number(path, cpu)?;
         let stats = self
             .tracer
             .stats(cpu)

@@ -144,7 +144,9 @@ impl<'t> Control<'t> {
         }
         for cpu in 0..self.tracer.cpus() {
             files.push(alloc::format!("trace_stat/function{cpu}"));
-            files.push(alloc::format!("per_cpu/cpu{cpu}/stats"));
+            for file in ["stats", "trace", "trace_pipe"] {
+                files.push(alloc::format!("per_cpu/cpu{cpu}/{file}"));
+            }
         }
         files.push(String::from("events/enable"));
         files.push(String::from("events/header_page"));

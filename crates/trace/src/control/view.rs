@@ -113,6 +113,28 @@ pub fn consume(tracer: &Tracer) -> TraceData {
     trace_data_from_pages(tracer, &pages)
 }
 
+/// Consumes the unread events of one CPU (`per_cpu/cpu<N>/trace_pipe`).
+pub fn consume_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
+    let mut pages = alloc::vec![Vec::new(); tracer.cpus()];
+    if let Some(slot) = pages.get_mut(cpu) {
+        for page in tracer.drain_pages(cpu) {
+            slot.extend_from_slice(&page[..]);
+        }
+    }
+    trace_data_from_pages(tracer, &pages)
+}
+
+/// The unread events of one CPU, not consumed (`per_cpu/cpu<N>/trace`).
+pub fn peek_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
+    let mut data = peek(tracer);
+    data.entries.retain(|e| match e {
+        Entry::Event(r) => r.cpu as usize == cpu,
+        Entry::Lost { cpu: c, .. } => *c as usize == cpu,
+    });
+    data.entries_written = data.event_count() as u64 + tracer.lost(cpu);
+    data
+}
+
 /// A [`TraceData`] from raw per-CPU pages taken from `tracer`.
 pub fn trace_data_from_pages(tracer: &Tracer, pages: &[Vec<u8>]) -> TraceData {
     let mut data = skeleton(tracer);

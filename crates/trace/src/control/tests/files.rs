@@ -210,3 +210,45 @@ fn lost_events_through_trace_pipe(overwrite: &str) {
     };
     assert!(text.contains(kept), "{overwrite}");
 }
+
+#[test]
+fn per_cpu_files_show_and_consume_one_cpu() {
+    let tracer = Tracer::with_threads(TraceConfig::small(), 2).unwrap();
+    let control = Control::new(&tracer);
+    control.write("trace_marker", "from main").unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| control.write("trace_marker", "from thread").unwrap());
+    });
+    let all = control.read("trace").unwrap();
+    let cpu_of = |needle: &str| -> String {
+        let line = all.lines().find(|l| l.contains(needle)).unwrap();
+        let open = line.find('[').unwrap();
+        line[open + 1..open + 4].to_string()
+    };
+    let (main_cpu, thread_cpu) = (cpu_of("from main"), cpu_of("from thread"));
+    assert_ne!(main_cpu, thread_cpu);
+    let thread_cpu: usize = thread_cpu.parse().unwrap();
+    let file = alloc::format!("per_cpu/cpu{thread_cpu}/trace");
+    let one = control.read(&file).unwrap();
+    assert!(
+        one.contains("from thread") && !one.contains("from main"),
+        "{one}"
+    );
+    assert!(one.contains("# entries-in-buffer/entries-written: 1/1   #P:2\n"));
+    let pipe = control
+        .read(&alloc::format!("per_cpu/cpu{thread_cpu}/trace_pipe"))
+        .unwrap();
+    assert_eq!(pipe.lines().count(), 1);
+    assert!(pipe.ends_with("tracing_mark_write: from thread\n"));
+    let rest = control.read("trace").unwrap();
+    assert!(rest.contains("from main") && !rest.contains("from thread"));
+    let main_cpu: usize = main_cpu.parse().unwrap();
+    control
+        .write(&alloc::format!("per_cpu/cpu{main_cpu}/trace"), "")
+        .unwrap();
+    assert!(!control.read("trace").unwrap().contains("from main"));
+    assert_eq!(
+        control.read("per_cpu/cpu9/trace").unwrap_err().errno(),
+        "ENOENT"
+    );
+}
