@@ -237,7 +237,11 @@ impl Control<'_> {
                     ("filter", true) => Ok(filter_text(&self.state.lock(), id)),
                     ("trigger", true) => Ok(self.triggers_of(id).lock().to_string()),
                     ("hist", true) => {
-                        let text = self.triggers_of(id).lock().hist_text();
+                        let names = Names {
+                            tracer: self.tracer,
+                            symbols: super::view::symbols(),
+                        };
+                        let text = self.triggers_of(id).lock().hist_text_with(&names);
                         Ok(if text.is_empty() {
                             "# event histogram\n#\n# (no hist trigger)\n".to_string()
                         } else {
@@ -441,4 +445,22 @@ pub(crate) fn parse_bool(file: &str, text: &str) -> Result<bool, ControlError> {
         .parse::<u64>()
         .map(|v| v != 0)
         .map_err(|_| ControlError::invalid(file, "expected a number"))
+}
+
+/// Names for `.sym` and `.execname` hist keys, from the tracer.
+struct Names<'t> {
+    tracer: &'t crate::Tracer,
+    symbols: crate::output::Symbols,
+}
+
+impl crate::trigger::hist::HistNames for Names<'_> {
+    fn symbol(&self, address: u64) -> Option<String> {
+        self.symbols
+            .lookup(address)
+            .map(|(name, _)| String::from(name))
+    }
+
+    fn comm(&self, pid: i64) -> Option<String> {
+        self.tracer.comm(i32::try_from(pid).ok()?)
+    }
 }

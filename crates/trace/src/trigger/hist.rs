@@ -29,6 +29,32 @@ pub enum KeyDisplay {
     Hex,
     /// `.log2`: grouped by power of two.
     Log2,
+    /// `.sym`: an address shown with its function's name.
+    Sym,
+    /// `.execname`: a pid shown with its task's name.
+    Execname,
+}
+
+/// Names for `.sym` and `.execname` keys, looked up when the histogram is
+/// printed (never while events are recorded).
+pub trait HistNames {
+    /// The function containing `address`.
+    fn symbol(&self, address: u64) -> Option<String>;
+    /// The name of task `pid`.
+    fn comm(&self, pid: i64) -> Option<String>;
+}
+
+/// No names: `.sym` and `.execname` keys print their numbers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoNames;
+
+impl HistNames for NoNames {
+    fn symbol(&self, _address: u64) -> Option<String> {
+        None
+    }
+    fn comm(&self, _pid: i64) -> Option<String> {
+        None
+    }
 }
 
 /// A key of the histogram.
@@ -108,6 +134,8 @@ impl HistSpec {
                             "" => KeyDisplay::Plain,
                             "hex" => KeyDisplay::Hex,
                             "log2" => KeyDisplay::Log2,
+                            "sym" => KeyDisplay::Sym,
+                            "execname" => KeyDisplay::Execname,
                             _ => return Err(hist_error("Invalid field modifier", item_at)),
                         };
                         if display != KeyDisplay::Plain && field.kind.is_string() {
@@ -209,6 +237,8 @@ impl HistSpec {
                 KeyDisplay::Plain => "",
                 KeyDisplay::Hex => ".hex",
                 KeyDisplay::Log2 => ".log2",
+                KeyDisplay::Sym => ".sym",
+                KeyDisplay::Execname => ".execname",
             };
             write!(
                 out,
@@ -340,7 +370,13 @@ impl HistTable {
 
     /// Writes the `hist` file body for this trigger: `info` is the trigger
     /// line as the `trigger` file shows it.
-    pub fn write(&self, spec: &HistSpec, info: &str, out: &mut impl Write) -> fmt::Result {
+    pub fn write(
+        &self,
+        spec: &HistSpec,
+        info: &str,
+        names: &dyn HistNames,
+        out: &mut impl Write,
+    ) -> fmt::Result {
         writeln!(out, "# event histogram\n#\n# trigger info: {info}\n#\n")?;
         let mut rows: Vec<(&Vec<KeyPart>, &Entry)> = self.entries.iter().collect();
         rows.sort_by(|a, b| {
@@ -369,6 +405,16 @@ impl HistTable {
                     (KeyPart::Int(v), KeyDisplay::Hex) => write!(out, "{name}: {v:x}")?,
                     (KeyPart::Int(v), KeyDisplay::Log2) => write!(out, "{name}: ~ 2^{v:<2}")?,
                     (KeyPart::Int(v), KeyDisplay::Plain) => write!(out, "{name}: {v:>10}")?,
+                    (KeyPart::Int(v), KeyDisplay::Sym) => {
+                        let symbol = names.symbol(*v).unwrap_or_default();
+                        write!(out, "{name}: [{v:x}] {symbol:<45}")?
+                    }
+                    (KeyPart::Int(v), KeyDisplay::Execname) => {
+                        let comm = names
+                            .comm(*v as i64)
+                            .unwrap_or_else(|| String::from("<...>"));
+                        write!(out, "{name}: {comm:<16}[{v:>10}]")?
+                    }
                     (KeyPart::Signed(v), _) => write!(out, "{name}: {v:>10}")?,
                 }
             }

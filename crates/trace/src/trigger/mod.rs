@@ -242,6 +242,11 @@ impl TriggerSet {
 
     /// The `hist` file of the event: every hist trigger's table.
     pub fn hist_text(&self) -> String {
+        self.hist_text_with(&hist::NoNames)
+    }
+
+    /// [`TriggerSet::hist_text`], naming `.sym` and `.execname` keys.
+    pub fn hist_text_with(&self, names: &dyn hist::HistNames) -> String {
         let mut out = String::new();
         for trigger in &self.triggers {
             if let TriggerCommand::Hist(spec) = &trigger.spec.command {
@@ -250,7 +255,7 @@ impl TriggerSet {
                 }
                 let mut info = String::new();
                 let _ = write_trigger(&mut info, trigger);
-                let _ = trigger.hist.write(spec, info.trim_end(), &mut out);
+                let _ = trigger.hist.write(spec, info.trim_end(), names, &mut out);
             }
         }
         out

@@ -237,3 +237,37 @@ fn hist_pause_continue_and_clear_act_on_the_existing_histogram() {
         .hist_text()
         .contains("hist:keys=comm:vals=hitcount:sort=hitcount:size=2048 [paused]"));
 }
+
+#[test]
+fn hist_sym_and_execname_keys_are_named_when_printed() {
+    struct Names;
+    impl hist::HistNames for Names {
+        fn symbol(&self, address: u64) -> Option<String> {
+            (address == 0x1000).then(|| String::from("do_work"))
+        }
+        fn comm(&self, pid: i64) -> Option<String> {
+            (pid == 7).then(|| String::from("worker"))
+        }
+    }
+    let f = fields();
+    let mut set = TriggerSet::default();
+    set.write("hist:keys=common_pid.execname,bytes.sym", &f, &exists)
+        .unwrap();
+    let mut tracer = Recorder::default();
+    let mut p = payload(0, 0x1000, "x");
+    p[4..8].copy_from_slice(&7i32.to_ne_bytes());
+    set.fire(&p, 0, &mut tracer);
+    let text = set.hist_text_with(&Names);
+    let expected_key = alloc::format!(
+        "{{ common_pid: {:<16}[{:>10}], bytes: [1000] {:<45} }} hitcount:          1\n",
+        "worker",
+        7,
+        "do_work"
+    );
+    assert!(text.contains(&expected_key), "{text}");
+    assert!(text.contains("hist:keys=common_pid.execname,bytes.sym:vals=hitcount"));
+    // Without names the numbers still print.
+    assert!(set
+        .hist_text()
+        .contains("common_pid: <...>           [         7]"));
+}
