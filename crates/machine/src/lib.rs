@@ -67,11 +67,81 @@ mod sched;
 mod signal;
 mod steps;
 mod stop_machine;
+mod sync;
 mod sysfs;
 mod task;
 mod timer;
 mod vmstat;
 mod workqueue;
+
+/// The grace-period handshake with loom's primitives, for `tests/loom.rs`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_model {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use crate::rcu::Rcu;
+    use crate::signal::Doorbells;
+
+    /// Grace periods over `cpus` vCPUs whose loops the model plays.
+    pub struct GracePeriods {
+        rcu: Arc<Rcu>,
+        bells: Arc<Doorbells>,
+    }
+
+    impl GracePeriods {
+        /// No CPU tracked, none idle.
+        pub fn new(cpus: usize) -> Self {
+            let bells = Arc::new(Doorbells::new(cpus));
+            GracePeriods {
+                rcu: Rcu::unstarted(cpus, Arc::clone(&bells)),
+                bells,
+            }
+        }
+
+        /// `cpu` comes online for RCU (its starting step).
+        pub fn track(&self, cpu: usize) {
+            self.rcu.set_tracked(cpu, true);
+        }
+
+        /// `cpu` goes offline for RCU (its dying step).
+        pub fn untrack(&self, cpu: usize) {
+            self.rcu.set_tracked(cpu, false);
+        }
+
+        /// `cpu` passes a quiescent state (a turn of its loop).
+        pub fn quiescent(&self, cpu: usize) {
+            self.rcu.quiescent(cpu);
+        }
+
+        /// `cpu` enters its idle sleep.
+        pub fn go_idle(&self, cpu: usize) {
+            self.bells.get(cpu).idle.swap(true, Ordering::SeqCst);
+            self.rcu.idle_entered(cpu);
+        }
+
+        /// `cpu` wakes from idle.
+        pub fn wake(&self, cpu: usize) {
+            self.bells.get(cpu).idle.swap(false, Ordering::SeqCst);
+        }
+
+        /// Waits for a grace period.
+        pub fn synchronize(&self) {
+            self.rcu.synchronize();
+        }
+
+        /// The grace-period thread: returns after [`GracePeriods::stop`].
+        pub fn run_thread(&self) {
+            self.rcu.run_grace_period_thread();
+        }
+
+        /// Tells the grace-period thread to return.
+        pub fn stop(&self) {
+            self.rcu.stop();
+        }
+    }
+}
 
 pub use audit::{Counts, Resource, Violation};
 pub use cpumask::{CpuMask, MAX_CPUS};

@@ -9,14 +9,13 @@
 //! `synchronize` callers share one grace period.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex};
-
 use crate::cpumask::CpuMask;
 use crate::signal::{current_cpu, Doorbells};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
 /// Something to run after a grace period.
 pub(crate) enum Callback {
@@ -81,6 +80,26 @@ impl Rcu {
         Ok(rcu)
     }
 
+    /// An `Rcu` whose grace-period thread the caller runs (for the loom model).
+    #[cfg(loom)]
+    pub(crate) fn unstarted(cpus: usize, doorbells: Arc<Doorbells>) -> Arc<Rcu> {
+        Arc::new(Rcu {
+            state: Mutex::new(GracePeriods::default()),
+            to_thread: Condvar::new(),
+            ended: Condvar::new(),
+            completed: AtomicU64::new(0),
+            cpus: (0..cpus).map(|_| PerCpu::default()).collect(),
+            doorbells,
+            thread: Mutex::new(None),
+        })
+    }
+
+    /// The grace-period thread's body, run by the caller (for the loom model).
+    #[cfg(loom)]
+    pub(crate) fn run_grace_period_thread(&self) {
+        self.grace_period_thread();
+    }
+
     /// Stops the grace-period thread and joins it.
     pub(crate) fn stop(&self) {
         self.state.lock().stop = true;
@@ -114,7 +133,7 @@ impl Rcu {
         }
         drop(state);
         if let Some((bell, was_idle)) = blocked {
-            bell.idle.store(was_idle, Ordering::SeqCst);
+            bell.idle.swap(was_idle, Ordering::SeqCst);
         }
     }
 
@@ -151,9 +170,19 @@ impl Rcu {
     }
 
     /// Called when a vCPU goes idle, so a grace period waiting for it ends.
+    ///
+    /// Unlike `quiescent`, this takes the lock: a vCPU may sleep for good
+    /// after it, so its report must not be lost. A lockless check of
+    /// `wanted` here would race with the grace-period thread's snapshot
+    /// (store `wanted`, load `idle` against store `idle`, load `wanted`),
+    /// which is safe only under sequentially consistent fences; with the
+    /// lock, the grace-period thread either sees the vCPU idle when it
+    /// next checks or is woken now. A missed lockless report in
+    /// `quiescent` only delays the grace period to the vCPU's next turn.
     pub(crate) fn idle_entered(&self, cpu: usize) {
-        if self.cpus[cpu].wanted.load(Ordering::SeqCst) {
-            let _state = self.state.lock();
+        let _ = cpu;
+        let state = self.state.lock();
+        if state.in_progress {
             self.to_thread.notify_all();
         }
     }
@@ -288,8 +317,12 @@ impl Rcu {
             let mut waiting = CpuMask::EMPTY;
             let mut snapshot = vec![0u64; self.cpus.len()];
             for (cpu, me) in self.cpus.iter().enumerate() {
-                if me.tracked.load(Ordering::SeqCst) && !self.doorbells.is_idle(cpu) {
-                    snapshot[cpu] = me.quiescent.load(Ordering::SeqCst);
+                if me.tracked.load(Ordering::SeqCst) && !self.doorbells.observe_idle(cpu) {
+                    // A read-modify-write reads the latest count, never a
+                    // stale one, and orders this snapshot before the vCPU's
+                    // next report: a section it starts after that report
+                    // sees everything the updater did before `synchronize`.
+                    snapshot[cpu] = me.quiescent.fetch_add(0, Ordering::SeqCst);
                     me.wanted.store(true, Ordering::SeqCst);
                     waiting = waiting.with(cpu);
                 }
@@ -303,7 +336,7 @@ impl Rcu {
                 for cpu in waiting.iter() {
                     let me = &self.cpus[cpu];
                     if !me.tracked.load(Ordering::SeqCst)
-                        || self.doorbells.is_idle(cpu)
+                        || self.doorbells.observe_idle(cpu)
                         || me.quiescent.load(Ordering::SeqCst) != snapshot[cpu]
                     {
                         waiting = waiting.without(cpu);

@@ -1,9 +1,9 @@
 //! Waking a vCPU: the machine's inter-processor interrupt.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{AtomicBool, Condvar, Mutex};
 
 /// One vCPU's doorbell. Whoever gives a vCPU something to do rings it; the
 /// vCPU sleeps on it only when it has found nothing to do since the last ring.
@@ -28,7 +28,7 @@ impl Doorbell {
     pub(crate) fn idle_wait(&self, until: Option<Instant>, on_idle: impl FnOnce()) {
         let mut rung = self.rung.lock();
         if !*rung {
-            self.idle.store(true, Ordering::SeqCst);
+            self.idle.swap(true, Ordering::SeqCst);
             on_idle();
             match until {
                 Some(deadline) => {
@@ -36,7 +36,7 @@ impl Doorbell {
                 }
                 None => self.wake.wait(&mut rung),
             }
-            self.idle.store(false, Ordering::SeqCst);
+            self.idle.swap(false, Ordering::SeqCst);
         }
         *rung = false;
     }
@@ -60,10 +60,14 @@ impl Doorbells {
         &self.0[cpu]
     }
 
-    pub(crate) fn is_idle(&self, cpu: usize) -> bool {
+    /// Whether `cpu` is idle, for the grace-period thread. A
+    /// read-modify-write (as Linux's dynticks counter): it reads the
+    /// latest state and orders the observation before the vCPU's next
+    /// wake-up, whose swap reads from it.
+    pub(crate) fn observe_idle(&self, cpu: usize) -> bool {
         self.0
             .get(cpu)
-            .is_some_and(|bell| bell.idle.load(Ordering::SeqCst))
+            .is_some_and(|bell| bell.idle.fetch_or(false, Ordering::SeqCst))
     }
 }
 
