@@ -8,10 +8,9 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use crate::output::tracedat::{decode_pages, TraceDat};
-use crate::output::{Comms, Entry, EventDescription, Record, Symbols, TraceData};
+use crate::output::{Comms, Entry, EventDescription, Symbols, TraceData};
 use crate::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
 use crate::ring::PAGE_SIZE;
-use crate::tracer::Record as RawRecord;
 use crate::Tracer;
 
 /// The event descriptions of every event the tracer knows, parsed from
@@ -64,45 +63,45 @@ fn fill_comms(tracer: &Tracer, data: &mut TraceData) {
     data.comms = comms;
 }
 
-fn convert(record: RawRecord) -> Entry {
-    Entry::Event(Record {
-        cpu: record.cpu as u32,
-        timestamp_ns: record.timestamp_ns,
-        payload: record.payload,
-    })
-}
-
-/// The unread events, not consumed (the `trace` file). `entries_written`
-/// counts what was lost too.
+/// The unread events, not consumed (the `trace` file), decoded from the
+/// raw pages so that loss markers show. `entries_written` counts what was
+/// lost too.
 pub fn peek(tracer: &Tracer) -> TraceData {
-    let mut data = skeleton(tracer);
-    data.entries = tracer.peek_records().into_iter().map(convert).collect();
+    let mut data = trace_data_from_pages(tracer, &peek_pages(tracer));
     let lost: u64 = (0..tracer.cpus()).map(|cpu| tracer.lost(cpu)).sum();
     data.entries_written = data.event_count() as u64 + lost;
-    fill_comms(tracer, &mut data);
     data
 }
 
 /// The snapshot buffer's events (the `snapshot` file), if allocated.
 pub fn snapshot(tracer: &Tracer) -> Option<TraceData> {
-    let records = tracer.snapshot_records().ok()?;
-    let mut data = skeleton(tracer);
-    data.entries = records.into_iter().map(convert).collect();
-    data.entries_written = data.event_count() as u64;
-    fill_comms(tracer, &mut data);
-    Some(data)
+    let mut pages = Vec::new();
+    for cpu in 0..tracer.cpus() {
+        pages.push(concat(tracer.snapshot_pages(cpu).ok()?));
+    }
+    Some(trace_data_from_pages(tracer, &pages))
+}
+
+/// Copies every unread page, per CPU, without consuming (a `trace.dat` of
+/// a running trace).
+pub fn peek_pages(tracer: &Tracer) -> Vec<Vec<u8>> {
+    (0..tracer.cpus())
+        .map(|cpu| concat(tracer.peek_pages(cpu)))
+        .collect()
+}
+
+fn concat(pages: Vec<alloc::boxed::Box<[u8; PAGE_SIZE]>>) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(pages.len() * PAGE_SIZE);
+    for page in pages {
+        bytes.extend_from_slice(&page[..]);
+    }
+    bytes
 }
 
 /// Reads (consumes) every unread page, per CPU.
 pub fn drain_pages(tracer: &Tracer) -> Vec<Vec<u8>> {
     (0..tracer.cpus())
-        .map(|cpu| {
-            let mut bytes = Vec::new();
-            for page in tracer.drain_pages(cpu) {
-                bytes.extend_from_slice(&page[..]);
-            }
-            bytes
-        })
+        .map(|cpu| concat(tracer.drain_pages(cpu)))
         .collect()
 }
 
@@ -117,9 +116,7 @@ pub fn consume(tracer: &Tracer) -> TraceData {
 pub fn consume_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
     let mut pages = alloc::vec![Vec::new(); tracer.cpus()];
     if let Some(slot) = pages.get_mut(cpu) {
-        for page in tracer.drain_pages(cpu) {
-            slot.extend_from_slice(&page[..]);
-        }
+        *slot = concat(tracer.drain_pages(cpu));
     }
     trace_data_from_pages(tracer, &pages)
 }

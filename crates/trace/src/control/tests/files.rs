@@ -184,6 +184,12 @@ fn lost_events_through_trace_pipe(overwrite: &str) {
     }
     let lost = tracer.lost(0);
     assert!(lost > 0);
+    // `trace` tells the loss in its header, as ftrace's does.
+    let peeked = control.read("trace").unwrap();
+    let kept = peeked.lines().filter(|l| l.contains("message ")).count() as u64;
+    assert!(peeked.contains(&alloc::format!(
+        "# entries-in-buffer/entries-written: {kept}/2000   #P:1\n"
+    )));
     let text = control.read("trace_pipe").unwrap();
     let lost_lines: Vec<&str> = text
         .lines()
