@@ -88,18 +88,12 @@ struct Retired {
     overwritten: u64,
 }
 
-/// One CPU's ring and the losses already reported to the log.
+/// One CPU's ring, with its own count of what went in, so that what did
+/// not come out (overwritten, or refused) is known exactly.
 struct Ring {
     buffer: RingBuffer,
-    reported: u64,
-}
-
-impl Ring {
-    /// Events overwritten or dropped since the last report.
-    fn new_losses(&self) -> u64 {
-        let lost = self.buffer.stats(0).map_or(0, |s| s.overrun + s.dropped);
-        lost - self.reported.min(lost)
-    }
+    /// Events offered since the ring was created or last retired.
+    recorded: u64,
 }
 
 pub(crate) struct EventLogs {
@@ -127,7 +121,7 @@ impl EventLogs {
             Ok(buffer) => {
                 *ring = Some(Ring {
                     buffer,
-                    reported: 0,
+                    recorded: 0,
                 });
                 true
             }
@@ -137,10 +131,11 @@ impl EventLogs {
 
     /// Records an event in `cpu`'s ring (dropped if it has none).
     pub(crate) fn record(&self, event: Event) {
-        if let Some(ring) = self.rings[event.cpu].lock().as_ref() {
+        if let Some(ring) = self.rings[event.cpu].lock().as_mut() {
+            ring.recorded += 1;
             // SAFETY: the ring's lock is held, so this is its only writer.
             // A refusal (impossible for this size) only loses the event,
-            // which the ring counts.
+            // which `recorded` accounts for.
             let _ = unsafe { ring.buffer.write(0, event.nanos, &encode(&event)) };
         }
     }
@@ -156,8 +151,8 @@ impl EventLogs {
         for page in ring.buffer.drain_cpu(0) {
             decode(cpu, &page, &mut events);
         }
-        let overwritten = ring.new_losses();
-        ring.reported += overwritten;
+        let overwritten = ring.recorded.saturating_sub(events.len() as u64);
+        ring.recorded = 0;
         if !keep {
             *slot = None;
         }
@@ -177,9 +172,11 @@ impl EventLogs {
         drop(retired);
         for (cpu, ring) in self.rings.iter().enumerate() {
             if let Some(ring) = ring.lock().as_ref() {
+                let before = events.len();
                 ring.buffer
                     .peek_pages(0, |page| decode(cpu, page, &mut events));
-                overwritten += ring.new_losses();
+                let held = (events.len() - before) as u64;
+                overwritten += ring.recorded.saturating_sub(held);
             }
         }
         (events, overwritten)

@@ -139,3 +139,39 @@ impl PageCaches {
             .map_or(0, |c| c.frames.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_refills_by_batch_spills_past_high_and_drains_to_the_pool() {
+        let caches = PageCaches::new(2, FramePool::new(0, 1024).unwrap());
+        let frame = caches.alloc(0).unwrap();
+        assert_eq!(
+            caches.accounting(),
+            (1023, 0, 1),
+            "no cache: straight from the pool"
+        );
+        caches.free_frame(0, frame);
+        assert!(caches.create(0) && !caches.create(0));
+        let frame = caches.alloc(0).unwrap();
+        assert_eq!(caches.cached(0), BATCH - 1);
+        caches.free_frame(0, frame);
+        let held: Vec<u64> = (0..HIGH + 10).filter_map(|_| caches.alloc(1)).collect();
+        for frame in held {
+            caches.free_frame(0, frame);
+        }
+        assert!(
+            caches.cached(0) <= HIGH,
+            "spilled a batch past the high mark"
+        );
+        let (free, cached, users) = caches.accounting();
+        assert_eq!((free + cached, users), (1024, 0));
+        assert_eq!(caches.drain(0), cached as usize);
+        assert!(!caches.is_enabled(0) && caches.cached(0) == 0);
+        assert!(caches.free(0) && !caches.free(0));
+        assert_eq!(caches.pool.free_frames(), 1024);
+        assert_eq!(caches.pool.bad_returns(), 0);
+    }
+}

@@ -150,3 +150,50 @@ impl Drop for Domains {
         Retired(self.current.swap(ptr::null_mut(), Ordering::AcqRel)).free();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: u64) -> Task {
+        Task {
+            id,
+            body: Box::new(|_| crate::task::TaskStatus::Done),
+        }
+    }
+
+    #[test]
+    fn a_closed_run_queue_refuses_tasks_and_hands_over_its_queue() {
+        let mut queue = RunQueue::default();
+        assert!(queue.push(task(1)).is_err());
+        queue.open();
+        assert!(queue.push(task(1)).is_ok() && queue.push(task(2)).is_ok());
+        assert_eq!(queue.pop().map(|t| t.id), Some(1));
+        let handed: Vec<u64> = queue.close().iter().map(|t| t.id).collect();
+        assert_eq!(handed, [2]);
+        assert!(!queue.is_open() && queue.len() == 0);
+        assert_eq!(queue.push(task(3)).map_err(|t| t.id).err(), Some(3));
+    }
+
+    #[test]
+    fn domains_span_a_node_and_track_membership() {
+        let domains = Domains::default();
+        assert_eq!(domains.span_of(3), CpuMask::one(3), "no domains yet");
+        domains.add(CpuMask::first(12)).free();
+        assert_eq!(domains.span_of(3), CpuMask::first(8));
+        assert_eq!(
+            domains.span_of(9),
+            CpuMask::first(12).minus(CpuMask::first(8))
+        );
+        domains
+            .remove(CpuMask::first(12).minus(CpuMask::first(8)))
+            .free();
+        assert_eq!(
+            domains.span_of(9),
+            CpuMask::first(8),
+            "empty node: every active CPU"
+        );
+        assert_eq!(domains.built_over(), CpuMask::first(8));
+        assert_eq!(domains.rebuilds.load(Ordering::Relaxed), 2);
+    }
+}

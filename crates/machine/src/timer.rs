@@ -139,3 +139,45 @@ impl Timers {
         self.bases[cpu].lock().as_ref().map_or(0, |b| b.heap.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn timer(at: Instant, id: u64) -> Timer {
+        Timer {
+            deadline: at,
+            id,
+            job: Box::new(|_| {}),
+        }
+    }
+
+    #[test]
+    fn timers_fire_in_deadline_order_only_on_an_enabled_base() {
+        let timers = Timers::new(2);
+        let now = Instant::now();
+        assert!(timers.arm(0, timer(now, 1)).is_err(), "no base");
+        assert!(timers.create(0) && !timers.create(0));
+        assert!(timers.arm(0, timer(now, 1)).is_err(), "disabled base");
+        assert!(timers.set_enabled(0, true));
+        for (offset, id) in [(30, 3), (10, 1), (20, 2), (1_000_000, 4)] {
+            assert!(timers
+                .arm(0, timer(now + Duration::from_micros(offset), id))
+                .is_ok());
+        }
+        let later = now + Duration::from_micros(50);
+        assert!(timers.has_due(0, later));
+        let due: Vec<u64> = timers.take_due(0, later).iter().map(|t| t.id).collect();
+        assert_eq!(due, [1, 2, 3]);
+        assert_eq!(timers.pending(0), 1);
+        timers.set_enabled(0, false);
+        assert!(
+            timers.next_deadline(0).is_none(),
+            "a stopped base never fires"
+        );
+        assert_eq!(timers.take_all(0).len(), 1);
+        assert_eq!(timers.free(0).map(|left| left.len()), Some(0));
+        assert!(!timers.is_enabled(0));
+    }
+}

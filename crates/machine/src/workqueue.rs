@@ -100,3 +100,33 @@ impl Workqueue {
             .and_then(|p| p.items.pop_front())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn work(id: u64) -> Work {
+        Work {
+            id,
+            job: Box::new(|_| {}),
+        }
+    }
+
+    #[test]
+    fn only_a_bound_pool_takes_work_and_unbinding_hands_it_over() {
+        let queue = Workqueue::new(2);
+        assert!(queue.queue(0, work(1)).is_err(), "no pool yet");
+        assert!(queue.create(0) && !queue.create(0));
+        assert!(queue.queue(0, work(1)).is_err(), "not bound yet");
+        assert!(queue.bind(0) && !queue.bind(1));
+        assert!(queue.queue(0, work(1)).is_ok() && queue.queue(0, work(2)).is_ok());
+        assert!(queue.has_work(0) && queue.is_bound(0));
+        assert_eq!(queue.next(0).map(|w| w.id), Some(1));
+        let handed: Vec<u64> = queue.unbind(0).unwrap().iter().map(|w| w.id).collect();
+        assert_eq!(handed, [2]);
+        assert!(!queue.has_work(0) && !queue.is_bound(0));
+        assert!(queue.queue(0, work(3)).is_err(), "unbound refuses");
+        assert_eq!(queue.free(0).map(|left| left.len()), Some(0));
+        assert!(queue.free(0).is_none());
+    }
+}
