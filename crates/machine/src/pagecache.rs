@@ -38,19 +38,23 @@ impl PageCaches {
         }
     }
 
-    /// Enables `cpu`'s cache, creating it (empty) unless it was kept;
-    /// returns whether it was created.
+    /// Enables `cpu`'s cache, creating it unless it was kept, and fills it
+    /// with a batch of frames so the CPU's first allocations do not go to
+    /// the shared pool; returns whether it was created.
     pub(crate) fn create(&self, cpu: usize) -> bool {
         let mut cache = self.caches[cpu].lock();
-        if let Some(kept) = cache.as_mut() {
-            kept.enabled = true;
-            return false;
-        }
-        *cache = Some(Cache {
+        let created = cache.is_none();
+        let cache = cache.get_or_insert_with(|| Cache {
             frames: Vec::with_capacity(HIGH + BATCH),
-            enabled: true,
+            enabled: false,
         });
-        true
+        if !cache.enabled {
+            cache.enabled = true;
+            if cache.frames.is_empty() {
+                cache.frames.extend(self.pool.take(BATCH));
+            }
+        }
+        created
     }
 
     /// Whether `cpu`'s cache is in use.
@@ -155,6 +159,7 @@ mod tests {
         );
         caches.free_frame(0, frame);
         assert!(caches.create(0) && !caches.create(0));
+        assert_eq!(caches.cached(0), BATCH, "filled with a batch");
         let frame = caches.alloc(0).unwrap();
         assert_eq!(caches.cached(0), BATCH - 1);
         caches.free_frame(0, frame);
