@@ -326,6 +326,12 @@ impl CpuBuffer {
                     delta as u32
                 };
                 at += encode_data_header(&mut event[at..], payload, header_delta);
+                if payload & 3 != 0 || payload == 0 {
+                    // Zero the alignment padding, so no stale bytes of an
+                    // earlier event leak into the trace.
+                    let end = event.len();
+                    event[end - 4..].fill(0);
+                }
                 return Ok(Reservation {
                     buffer: self,
                     // SAFETY: in bounds of `event`.

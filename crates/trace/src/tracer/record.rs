@@ -56,7 +56,10 @@ impl Record {
 
     /// An unsigned field of `size` bytes at `offset` (0 if out of range).
     pub fn unsigned(&self, offset: usize, size: usize) -> u64 {
-        let Some(bytes) = self.payload.get(offset..offset + size) else {
+        let Some(bytes) = offset
+            .checked_add(size)
+            .and_then(|end| self.payload.get(offset..end))
+        else {
             return 0;
         };
         let mut word = [0u8; 8];
@@ -107,6 +110,8 @@ mod tests {
         assert_eq!(record.unsigned(8, 4), 0xffff_fffe);
         assert_eq!(record.string(12), "hey");
         assert_eq!(record.unsigned(30, 8), 0);
+        assert_eq!(record.unsigned(usize::MAX, 8), 0);
+        assert_eq!(record.string(usize::MAX), "");
         let mut records = alloc::vec![
             Record::from_payload(1, 5, &payload),
             Record::from_payload(0, 5, &payload),
