@@ -104,12 +104,41 @@ impl FieldSpec {
     /// to 64 bits; `None` when the payload is too short or the size is not
     /// an integer size.
     pub(crate) fn read_bits(&self, payload: &[u8]) -> Option<u64> {
+        self.location().bits(payload)
+    }
+
+    /// The string value of the field in `payload` (without its NUL).
+    pub(crate) fn read_str<'p>(&self, payload: &'p [u8]) -> Option<&'p [u8]> {
+        self.location().string(payload)
+    }
+
+    /// Where the field is, without its name: what compiled programs keep.
+    pub(crate) fn location(&self) -> Location {
+        Location {
+            offset: self.offset,
+            size: self.size,
+            kind: self.kind,
+        }
+    }
+}
+
+/// A field's place and type in the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Location {
+    offset: usize,
+    size: usize,
+    kind: FieldKind,
+}
+
+impl Location {
+    #[inline]
+    pub(crate) fn bits(self, payload: &[u8]) -> Option<u64> {
         let bytes = payload.get(self.offset..self.offset.checked_add(self.size)?)?;
-        let raw = match self.size {
-            1 => u64::from(bytes[0]),
-            2 => u64::from(u16::from_ne_bytes([bytes[0], bytes[1]])),
-            4 => u64::from(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])),
-            8 => u64::from_ne_bytes(bytes.try_into().ok()?),
+        let raw = match *bytes {
+            [a] => u64::from(a),
+            [a, b] => u64::from(u16::from_ne_bytes([a, b])),
+            [a, b, c, d] => u64::from(u32::from_ne_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => u64::from_ne_bytes([a, b, c, d, e, f, g, h]),
             _ => return None,
         };
         if self.kind == FieldKind::Signed && self.size < 8 {
@@ -120,14 +149,14 @@ impl FieldSpec {
         }
     }
 
-    /// The string value of the field in `payload` (without its NUL).
-    pub(crate) fn read_str<'p>(&self, payload: &'p [u8]) -> Option<&'p [u8]> {
+    #[inline]
+    pub(crate) fn string(self, payload: &[u8]) -> Option<&[u8]> {
         let raw = match self.kind {
             FieldKind::FixedString => {
                 payload.get(self.offset..self.offset.checked_add(self.size)?)?
             }
             FieldKind::DataLocString => {
-                let locator = payload.get(self.offset..self.offset + 4)?;
+                let locator = payload.get(self.offset..self.offset.checked_add(4)?)?;
                 let locator = u32::from_ne_bytes([locator[0], locator[1], locator[2], locator[3]]);
                 let start = (locator & 0xffff) as usize;
                 let len = (locator >> 16) as usize;

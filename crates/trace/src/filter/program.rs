@@ -5,7 +5,7 @@
 
 use alloc::vec::Vec;
 
-use super::field::FieldSpec;
+use super::field::{FieldSpec, Location};
 use super::parse::{find_field, CompareOp, Expr, FieldLookup, Operand};
 use crate::glob::Glob;
 
@@ -20,12 +20,12 @@ pub(crate) enum Target {
 #[derive(Debug, Clone)]
 pub(crate) enum Test {
     Signed {
-        field: FieldSpec,
+        field: Location,
         op: CompareOp,
         value: i64,
     },
     Unsigned {
-        field: FieldSpec,
+        field: Location,
         op: CompareOp,
         value: u64,
     },
@@ -34,12 +34,12 @@ pub(crate) enum Test {
         value: u64,
     },
     StrEq {
-        field: FieldSpec,
+        field: Location,
         value: Vec<u8>,
         negate: bool,
     },
     StrGlob {
-        field: FieldSpec,
+        field: Location,
         glob: Glob,
     },
 }
@@ -117,12 +117,12 @@ fn emit(
                     value: *value,
                 },
                 (Some(FieldLookup::Spec(spec)), Operand::Signed(value)) => Test::Signed {
-                    field: spec.clone(),
+                    field: spec.location(),
                     op: predicate.op,
                     value: *value,
                 },
                 (Some(FieldLookup::Spec(spec)), Operand::Unsigned(value)) => Test::Unsigned {
-                    field: spec.clone(),
+                    field: spec.location(),
                     op: predicate.op,
                     value: *value,
                 },
@@ -130,12 +130,12 @@ fn emit(
                     if predicate.op == CompareOp::Glob =>
                 {
                     Test::StrGlob {
-                        field: spec.clone(),
+                        field: spec.location(),
                         glob: Glob::new(value),
                     }
                 }
                 (Some(FieldLookup::Spec(spec)), Operand::Str(value)) => Test::StrEq {
-                    field: spec.clone(),
+                    field: spec.location(),
                     value: value.as_bytes().to_vec(),
                     negate: predicate.op == CompareOp::Ne,
                 },
@@ -152,6 +152,7 @@ fn emit(
     }
 }
 
+#[inline]
 fn compare<T: Ord + Copy + core::ops::BitAnd<Output = T> + Default>(
     op: CompareOp,
     left: T,
@@ -170,13 +171,14 @@ fn compare<T: Ord + Copy + core::ops::BitAnd<Output = T> + Default>(
 }
 
 impl Test {
+    #[inline]
     fn holds(&self, payload: &[u8], cpu: u32) -> bool {
         match self {
             Test::Signed { field, op, value } => field
-                .read_bits(payload)
+                .bits(payload)
                 .is_some_and(|bits| compare(*op, bits as i64, *value)),
             Test::Unsigned { field, op, value } => field
-                .read_bits(payload)
+                .bits(payload)
                 .is_some_and(|bits| compare(*op, bits, *value)),
             Test::Cpu { op, value } => compare(*op, u64::from(cpu), *value),
             Test::StrEq {
@@ -184,11 +186,11 @@ impl Test {
                 value,
                 negate,
             } => field
-                .read_str(payload)
+                .string(payload)
                 .is_some_and(|s| (s == value.as_slice()) != *negate),
-            Test::StrGlob { field, glob } => field
-                .read_str(payload)
-                .is_some_and(|s| glob.matches_bytes(s)),
+            Test::StrGlob { field, glob } => {
+                field.string(payload).is_some_and(|s| glob.matches_bytes(s))
+            }
         }
     }
 }
