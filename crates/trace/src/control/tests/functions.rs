@@ -4,32 +4,32 @@ use super::*;
 
 mod ctl_funcs {
     #[crate::function]
-    pub fn read_page(n: u64) -> u64 {
-        read_block(n) + 1
+    pub fn cf_read_page(n: u64) -> u64 {
+        cf_read_block(n) + 1
     }
 
     #[crate::function]
-    pub fn read_block(n: u64) -> u64 {
+    pub fn cf_read_block(n: u64) -> u64 {
         core::hint::black_box(n * 3)
     }
 
     #[crate::function]
-    pub fn write_page(n: u64) -> u64 {
+    pub fn cf_write_page(n: u64) -> u64 {
         core::hint::black_box(n ^ 5)
     }
 
     pub mod net {
         #[crate::function]
-        pub fn send_packet(n: u64) -> u64 {
+        pub fn cf_send_packet(n: u64) -> u64 {
             core::hint::black_box(n + 7)
         }
     }
 }
 
 fn touch_functions() {
-    ctl_funcs::read_page(1);
-    ctl_funcs::write_page(1);
-    ctl_funcs::net::send_packet(1);
+    ctl_funcs::cf_read_page(1);
+    ctl_funcs::cf_write_page(1);
+    ctl_funcs::net::cf_send_packet(1);
 }
 
 #[test]
@@ -41,31 +41,39 @@ fn ftrace_filter_globs_modules_negation_and_append() {
     let mine = |control: &Control<'_>| -> Vec<String> {
         let text = control.read("set_ftrace_filter").unwrap();
         text.lines()
-            .filter(|l| ["read_page", "read_block", "write_page", "send_packet"].contains(l))
+            .filter(|l| {
+                [
+                    "cf_read_page",
+                    "cf_read_block",
+                    "cf_write_page",
+                    "cf_send_packet",
+                ]
+                .contains(l)
+            })
             .map(String::from)
             .collect()
     };
-    control.write("set_ftrace_filter", "read_*").unwrap();
-    assert_eq!(mine(&control), ["read_block", "read_page"]);
-    control.append("set_ftrace_filter", "!read_b*").unwrap();
-    assert_eq!(mine(&control), ["read_page"]);
-    control.append("set_ftrace_filter", "*_page").unwrap();
-    assert_eq!(mine(&control), ["read_page", "write_page"]);
+    control.write("set_ftrace_filter", "cf_read_*").unwrap();
+    assert_eq!(mine(&control), ["cf_read_block", "cf_read_page"]);
+    control.append("set_ftrace_filter", "!cf_read_b*").unwrap();
+    assert_eq!(mine(&control), ["cf_read_page"]);
+    control.append("set_ftrace_filter", "cf_*_page").unwrap();
+    assert_eq!(mine(&control), ["cf_read_page", "cf_write_page"]);
     control
         .write("set_ftrace_filter", &alloc::format!("*:mod:{module}::net"))
         .unwrap();
-    assert_eq!(mine(&control), ["send_packet"]);
+    assert_eq!(mine(&control), ["cf_send_packet"]);
     control
         .write("set_ftrace_filter", &alloc::format!("*:mod:!{module}::net"))
         .unwrap();
     let selected = mine(&control);
     assert!(
-        selected.contains(&"read_page".to_string())
-            && !selected.contains(&"send_packet".to_string())
+        selected.contains(&"cf_read_page".to_string())
+            && !selected.contains(&"cf_send_packet".to_string())
     );
-    control.write("set_ftrace_notrace", "write_*").unwrap();
-    assert!(!mine(&control).contains(&"write_page".to_string()));
-    assert_eq!(control.read("set_ftrace_notrace").unwrap(), "write_*\n");
+    control.write("set_ftrace_notrace", "cf_write_*").unwrap();
+    assert!(!mine(&control).contains(&"cf_write_page".to_string()));
+    assert_eq!(control.read("set_ftrace_notrace").unwrap(), "cf_write_*\n");
     control.write("set_ftrace_filter", "").unwrap();
     assert_eq!(
         control.read("set_ftrace_filter").unwrap(),
@@ -74,7 +82,7 @@ fn ftrace_filter_globs_modules_negation_and_append() {
     assert!(control
         .read("available_filter_functions")
         .unwrap()
-        .contains("send_packet\n"));
+        .contains("cf_send_packet\n"));
     tracer.uninstall();
 }
 
@@ -91,7 +99,7 @@ fn function_profile_fills_trace_stat() {
     control.write("current_tracer", "function").unwrap();
     control.write("function_profile_enabled", "1").unwrap();
     for n in 0..5 {
-        ctl_funcs::read_page(n);
+        ctl_funcs::cf_read_page(n);
     }
     let mut table = String::new();
     for cpu in 0..tracer.cpus() {
@@ -103,14 +111,14 @@ fn function_profile_fills_trace_stat() {
     }
     let row = table
         .lines()
-        .find(|l| l.trim_start().starts_with("read_page "))
+        .find(|l| l.trim_start().starts_with("cf_read_page "))
         .unwrap_or_else(|| panic!("{table}"));
     let columns: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(columns[1], "5", "{row}");
     assert_eq!(columns[3], "us", "{row}");
     // The function tracer wrote one `function` line per call.
     let text = control.read("trace").unwrap();
-    assert!(text.contains(": read_block <-read_page\n"), "{text}");
+    assert!(text.contains(": cf_read_block <-cf_read_page\n"), "{text}");
     assert!(text.starts_with("# tracer: function\n"));
     tracer.uninstall();
 }
