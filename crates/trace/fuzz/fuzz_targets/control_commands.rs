@@ -65,14 +65,18 @@ fn control() -> &'static Control<'static> {
     static CONTROL: OnceLock<Control<'static>> = OnceLock::new();
     CONTROL.get_or_init(|| {
         hotkern_trace::event::register(&fuzz_event::EVENT);
-        let tracer: &'static Tracer =
-            Box::leak(Box::new(Tracer::with_threads(TraceConfig::small(), 2).unwrap()));
+        let tracer: &'static Tracer = Box::leak(Box::new(
+            Tracer::with_threads(TraceConfig::small(), 2).unwrap(),
+        ));
         Control::new(tracer)
     })
 }
 
 fn state(control: &Control<'_>) -> Vec<String> {
-    OBSERVED.iter().map(|f| control.read(f).unwrap_or_default()).collect()
+    OBSERVED
+        .iter()
+        .map(|f| control.read(f).unwrap_or_default())
+        .collect()
 }
 
 fuzz_target!(|data: &[u8]| {
