@@ -19,8 +19,8 @@ use hotkern_trace::{TraceConfig, Tracer};
 /// The `hotkern trace` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
-    /// Trace a built-in multi-threaded workload; write trace.dat, trace.txt
-    /// and trace.json into DIR and print `events: N`.
+    /// Trace a built-in multi-threaded workload; write trace.dat, trace.txt,
+    /// trace.json and hist.txt into DIR and print `events: N`.
     Demo {
         /// Output directory (created if missing).
         #[arg(short, long)]
