@@ -278,13 +278,8 @@ impl Kernel {
     /// that every online vCPU (and every target) joins.
     pub(crate) fn stop_machine(&self, targets: CpuMask, work: &(dyn Fn(usize) + Sync)) {
         let participants = self.online_mask().or(targets);
-        let only_targets = |cpu: usize| {
-            if targets.contains(cpu) {
-                work(cpu);
-            }
-        };
         self.stop
-            .run(participants, &only_targets, |cpu| self.doorbells.ring(cpu));
+            .run(participants, targets, work, |cpu| self.doorbells.ring(cpu));
     }
 
     // ----- running things -----

@@ -43,8 +43,17 @@ impl Platform for MachinePlatform {
     }
 
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        let targets = to_mask(cpus);
         self.kernel
-            .stop_machine(to_mask(cpus), &|cpu| work(CpuId(cpu as u32)));
+            .stop_machine(targets, &|cpu| work(CpuId(cpu as u32)));
+        // Targets that left the online mask inside the stop-machine are
+        // going down: let all of them leave their loops now, so that the
+        // engine's power-off of each, one after the other, waits for CPUs
+        // that are already stopping in parallel.
+        for cpu in targets.minus(self.kernel.online_mask()).iter() {
+            self.kernel.mark_dying(cpu);
+            self.kernel.doorbells.ring(cpu);
+        }
     }
 
     fn synchronize_grace_period(&self) {

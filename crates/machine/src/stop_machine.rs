@@ -1,7 +1,12 @@
-//! Stop-machine: every online vCPU leaves what it was doing and meets the
-//! others; once all have arrived each runs the given function (the dying or
-//! starting work of the CPUs being reconfigured), and none leaves before all
-//! have finished, so no task runs anywhere while the CPU masks change.
+//! Stop-machine: every online vCPU leaves what it was doing and joins a
+//! rendezvous; once all have arrived the targets (the CPUs being
+//! reconfigured) run the given function (their dying or starting steps),
+//! and no participant leaves before every target has finished, so no task
+//! runs anywhere while the CPU masks change.
+//!
+//! Only targets wait for everyone to arrive; the others go straight to
+//! waiting for the targets to finish. Two condition variables keep each
+//! wake-up for the threads that need it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,13 +19,14 @@ use crate::cpumask::CpuMask;
 struct Work(*const (dyn Fn(usize) + Sync));
 
 // SAFETY: the pointee is `Sync`, and `run` does not return (so the borrow it
-// was made from stays alive) until every vCPU that could call it has left.
+// was made from stays alive) until every target that could call it is done.
 unsafe impl Send for Work {}
 
 #[derive(Default)]
 struct State {
     generation: u64,
     participants: CpuMask,
+    targets: CpuMask,
     arrived: CpuMask,
     finished: CpuMask,
     work: Option<Work>,
@@ -31,7 +37,10 @@ struct State {
 pub(crate) struct StopMachine {
     serial: Mutex<()>,
     state: Mutex<State>,
-    changed: Condvar,
+    /// Targets wait here for every participant to arrive.
+    all_arrived: Condvar,
+    /// Everyone (and the controller) waits here for the targets to finish.
+    all_finished: Condvar,
     /// The generation vCPUs should join; read without the lock by their loops.
     requested: AtomicU64,
     /// Stop-machines completed.
@@ -39,15 +48,18 @@ pub(crate) struct StopMachine {
 }
 
 impl StopMachine {
-    /// Runs `work(cpu)` on every vCPU of `participants` while all of them
-    /// wait in the rendezvous. `kick` wakes a vCPU so it notices the request.
+    /// Stops every vCPU of `participants` and runs `work(cpu)` on each of
+    /// `targets` (a subset) while all of them wait in the rendezvous.
+    /// `kick` wakes a vCPU so it notices the request.
     pub(crate) fn run(
         &self,
         participants: CpuMask,
+        targets: CpuMask,
         work: &(dyn Fn(usize) + Sync),
         kick: impl Fn(usize),
     ) {
         let _one_at_a_time = self.serial.lock();
+        let targets = targets.and(participants);
         if participants.is_empty() {
             return;
         }
@@ -61,6 +73,7 @@ impl StopMachine {
             let mut state = self.state.lock();
             state.generation += 1;
             state.participants = participants;
+            state.targets = targets;
             state.arrived = CpuMask::EMPTY;
             state.finished = CpuMask::EMPTY;
             state.work = Some(Work(erased));
@@ -70,12 +83,12 @@ impl StopMachine {
         for cpu in participants.iter() {
             kick(cpu);
         }
-        // Done once every participant has run the work: none touches it
-        // again, and each leaves when it sees all finished or a newer
-        // generation, so there is no separate round to wait for leavers.
+        // Done once every participant has stopped and every target has run
+        // the work: none touches it again, and each participant leaves when
+        // it sees the targets finished or a newer generation.
         let mut state = self.state.lock();
-        while state.finished != participants {
-            self.changed.wait(&mut state);
+        while state.finished != targets || state.arrived != participants {
+            self.all_finished.wait(&mut state);
         }
         state.work = None;
         drop(state);
@@ -95,25 +108,34 @@ impl StopMachine {
         if state.generation != requested || !state.participants.contains(cpu) {
             return false;
         }
-        let participants = state.participants;
+        let (participants, targets) = (state.participants, state.targets);
         state.arrived = state.arrived.with(cpu);
-        self.changed.notify_all();
-        while state.arrived != participants {
-            self.changed.wait(&mut state);
+        if state.arrived == participants {
+            self.all_arrived.notify_all();
+            if targets.is_empty() {
+                self.all_finished.notify_all();
+            }
         }
-        let work = state.work;
-        drop(state);
-        if let Some(Work(work)) = work {
-            // SAFETY: `run` keeps the borrow alive until we leave below.
-            unsafe { (*work)(cpu) };
+        if targets.contains(cpu) {
+            while state.arrived != participants {
+                self.all_arrived.wait(&mut state);
+            }
+            let work = state.work;
+            drop(state);
+            if let Some(Work(work)) = work {
+                // SAFETY: `run` keeps the borrow alive until we finish below.
+                unsafe { (*work)(cpu) };
+            }
+            state = self.state.lock();
+            state.finished = state.finished.with(cpu);
+            if state.finished == targets {
+                self.all_finished.notify_all();
+            }
         }
-        let mut state = self.state.lock();
-        state.finished = state.finished.with(cpu);
-        self.changed.notify_all();
-        // Nobody leaves while another still runs its part (the masks may be
-        // half changed until then).
-        while state.generation == requested && state.finished != participants {
-            self.changed.wait(&mut state);
+        // Nobody leaves while a target still runs its part (the masks may
+        // be half changed until then).
+        while state.generation == requested && state.finished != targets {
+            self.all_finished.wait(&mut state);
         }
         true
     }
@@ -149,6 +171,7 @@ mod tests {
         for _ in 0..5 {
             stop.run(
                 CpuMask::from_bits(0b1011),
+                CpuMask::from_bits(0b1011),
                 &|cpu| {
                     inside.fetch_add(1, Ordering::SeqCst);
                     ran.lock().push(cpu);
@@ -164,5 +187,52 @@ mod tests {
         ran.sort_unstable();
         assert_eq!(ran, [[0; 5], [1; 5], [3; 5]].concat());
         assert_eq!(stop.completed.load(Ordering::SeqCst), 5);
+    }
+    #[test]
+    fn nobody_runs_while_a_target_runs_its_part() {
+        let stop = Arc::new(StopMachine::default());
+        let quit = Arc::new(AtomicBool::new(false));
+        let outside = Arc::new(AtomicU64::new(0));
+        let mut threads = Vec::new();
+        for cpu in 0..4 {
+            let (stop, quit, outside) =
+                (Arc::clone(&stop), Arc::clone(&quit), Arc::clone(&outside));
+            threads.push(std::thread::spawn(move || {
+                let seen = AtomicU64::new(0);
+                while !quit.load(Ordering::SeqCst) {
+                    stop.poll(cpu, &seen);
+                    // "Normal work": counted whenever a thread is outside.
+                    outside.fetch_add(1, Ordering::SeqCst);
+                    std::thread::yield_now();
+                }
+            }));
+        }
+        let broken = AtomicU64::new(0);
+        let ran = AtomicU64::new(0);
+        for round in 0..20 {
+            let target = round % 4;
+            stop.run(
+                CpuMask::first(4),
+                CpuMask::one(target),
+                &|cpu| {
+                    assert_eq!(cpu, target);
+                    let before = outside.load(Ordering::SeqCst);
+                    for _ in 0..50 {
+                        std::thread::yield_now();
+                    }
+                    if outside.load(Ordering::SeqCst) != before {
+                        broken.fetch_add(1, Ordering::SeqCst);
+                    }
+                    ran.fetch_add(1, Ordering::SeqCst);
+                },
+                |_| {},
+            );
+        }
+        quit.store(true, Ordering::SeqCst);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 20);
+        assert_eq!(broken.load(Ordering::SeqCst), 0);
     }
 }
