@@ -317,8 +317,8 @@ fn breakdown(title: &str, classic: &Samples, bolt: &Samples) -> Vec<String> {
 }
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
-    let reps_single = if options.full { 200 } else { 40 };
-    let reps_bulk = if options.full { 50 } else { 8 };
+    let reps_single = if options.full { 400 } else { 100 };
+    let reps_bulk = if options.full { 100 } else { 20 };
     let steps = (ENGINES.len() * (2 * reps_single + BULK.len() * reps_bulk)) as u64;
     let progress = Progress::new("cpuhp", steps);
     let mut report = Report::new("cpuhp");
