@@ -463,3 +463,30 @@ impl Kernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_anything_on_an_offline_vcpu_is_caught() {
+        let kernel = Kernel::new(2, FramePool::new(0, 16).unwrap()).unwrap();
+        let id = kernel.ledger.issue(Item::Work);
+        // vCPU 1 was never brought up: running a job "on" it is a violation.
+        kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
+        assert_eq!(
+            kernel.audit.violations(),
+            [Violation::RanOffline {
+                what: "work item",
+                cpu: 1
+            }]
+        );
+        // Completing it again is caught too.
+        kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
+        assert!(kernel.audit.violations().contains(&Violation::RanTwice {
+            what: "work item",
+            id
+        }));
+        kernel.rcu.stop();
+    }
+}
