@@ -61,6 +61,18 @@ impl Arg<'_> {
         }
     }
 
+    /// Where this argument's bytes start when the previous one ended at
+    /// `at`: `vbin_printf` aligns integer slots to 4 bytes but packs
+    /// strings right after what precedes them, and readers (trace-cmd's
+    /// libtraceevent among them) decode it that way.
+    #[inline]
+    pub fn slot_start(&self, at: usize) -> usize {
+        match self {
+            Arg::Signed(_) | Arg::Unsigned(_) => at.next_multiple_of(4),
+            Arg::Str(_) | Arg::Char(_) => at,
+        }
+    }
+
     /// Bytes stored (before alignment).
     #[inline]
     pub fn stored_len(&self) -> usize {
@@ -152,7 +164,7 @@ impl<T: PrintkArg + ?Sized> PrintkArg for &T {
 #[inline]
 pub fn args_len(args: &[Arg<'_>]) -> usize {
     args.iter()
-        .fold(0, |at, arg| at.next_multiple_of(4) + arg.stored_len())
+        .fold(0, |at, arg| arg.slot_start(at) + arg.stored_len())
 }
 
 /// Writes the arguments in `vbin_printf` layout.
@@ -160,7 +172,7 @@ pub fn args_len(args: &[Arg<'_>]) -> usize {
 pub fn store_args(args: &[Arg<'_>], out: &mut [u8]) {
     let mut at = 0usize;
     for arg in args {
-        let start = at.next_multiple_of(4);
+        let start = arg.slot_start(at);
         out[at..start].fill(0);
         arg.store(&mut out[start..]);
         at = start + arg.stored_len();
@@ -410,7 +422,6 @@ pub fn format_bprint(payload: &[u8]) -> Option<String> {
             Piece::Text(text) => out.push_str(text),
             Piece::Arg(spec) => {
                 let kind = *kinds.next()?;
-                at = at.next_multiple_of(4);
                 match kind {
                     ArgKind::Str => {
                         let bytes = args.get(at..)?;
@@ -419,6 +430,7 @@ pub fn format_bprint(payload: &[u8]) -> Option<String> {
                         at += end + 1;
                     }
                     ArgKind::Signed | ArgKind::Unsigned => {
+                        at = at.next_multiple_of(4);
                         let raw = u64::from_ne_bytes(args.get(at..at + 8)?.try_into().ok()?);
                         at += 8;
                         let _ = match (kind, spec) {
@@ -491,5 +503,24 @@ mod tests {
         assert_eq!(&out[8..12], b"hey\0");
         assert_eq!(&out[12..20], &9u64.to_ne_bytes());
         assert_eq!(&out[20..], &[0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn strings_in_a_row_are_packed_and_integers_realigned() {
+        let args = [
+            5u32.to_arg(),
+            "xy".to_arg(),
+            "hello".to_arg(),
+            9u64.to_arg(),
+        ];
+        // 8 bytes, "xy\0" at 8, "hello\0" right after at 11, then the
+        // integer realigned from 17 to 20.
+        assert_eq!(args_len(&args), 28);
+        let mut out = [0xffu8; 32];
+        store_args(&args, &mut out);
+        assert_eq!(&out[8..11], b"xy\0");
+        assert_eq!(&out[11..17], b"hello\0");
+        assert_eq!(&out[17..20], &[0, 0, 0]);
+        assert_eq!(&out[20..28], &9u64.to_ne_bytes());
     }
 }
