@@ -177,6 +177,29 @@ mod user {
         }
     }
 
+    impl TscClock {
+        /// Whether this clock reads the time-stamp counter (not the
+        /// monotonic fallback).
+        pub(crate) fn is_counter(&self) -> bool {
+            self.fallback.is_none()
+        }
+
+        /// The counter in ns, without the fallback test: only for clocks
+        /// where [`TscClock::is_counter`] holds.
+        #[inline(always)]
+        pub(crate) fn counter_ns(&self) -> u64 {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let ticks = read_tsc().wrapping_sub(self.origin);
+                ((u128::from(ticks) * u128::from(self.scale)) >> 32) as u64
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                self.now_ns()
+            }
+        }
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn read_tsc() -> u64 {

@@ -301,6 +301,18 @@ impl Event {
     /// common header, already filled).
     #[inline]
     pub fn emit(&'static self, fill: impl Fn(&mut [u8])) {
+        self.emit_sized(self.size, fill);
+    }
+
+    /// [`Event::emit`] with the payload size as a compile-time constant
+    /// (what [`define_event!`](crate::define_event) passes), so that the
+    /// whole recording path is inlined into the event's out-of-line `emit`
+    /// and the field writes need no bounds checks. `size` must be
+    /// [`Event::size`].
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn emit_sized(&'static self, size: usize, fill: impl Fn(&mut [u8])) {
+        debug_assert_eq!(size, self.size);
         let mut mask = self.mask.load(Ordering::Acquire);
         if mask & UNREGISTERED != 0 {
             register(self);
@@ -312,7 +324,7 @@ impl Event {
             let slot = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             if let Some(tracer) = crate::tracer::instance(slot) {
-                tracer.record_event(id, self.size, &fill);
+                tracer.record_event(id, size, &fill);
             }
         }
     }
@@ -427,7 +439,8 @@ macro_rules! define_event {
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
             fn emit($($field: $ty),*) {
-                EVENT.emit(|payload: &mut [u8]| {
+                // `move`: the fields travel in registers, not by reference.
+                EVENT.emit_sized(SIZE, move |payload: &mut [u8]| {
                     let mut _index = 0;
                     $(
                         $crate::event::FieldType::encode($field, &mut payload[FIELDS[_index].offset..]);

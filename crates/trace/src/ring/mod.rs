@@ -138,7 +138,7 @@ impl RingBuffer {
     /// # Safety
     /// Only one thread may write a given CPU's ring at a time: the thread
     /// acting as that CPU, and handlers that interrupt it (which nest).
-    #[inline]
+    #[inline(always)]
     pub unsafe fn reserve(
         &self,
         cpu: usize,

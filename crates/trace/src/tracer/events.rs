@@ -134,7 +134,7 @@ impl Tracer {
     }
 
     /// Records event `id` (called by `Event::emit` for installed tracers).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_event(&self, id: u16, size: usize, fill: impl Fn(&mut [u8])) {
         let Some(state) = self.event_state.get(usize::from(id)) else {
             return;

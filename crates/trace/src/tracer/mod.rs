@@ -180,8 +180,9 @@ pub struct Tracer {
     live: AtomicPtr<RingBuffer>,
     spare: AtomicPtr<RingBuffer>,
     buffers: Mutex<Buffers>,
-    /// Per event id: [`events::ENABLED`] | [`events::HOOKED`].
-    event_state: Box<[AtomicU8]>,
+    /// Per event id: [`events::ENABLED`] | [`events::HOOKED`]. A fixed-size
+    /// array, so indexing it with a registered id needs no length load.
+    event_state: Box<[AtomicU8; MAX_EVENT_IDS]>,
     hooks: Box<[AtomicPtr<events::HookBox>]>,
     /// Boxed for stable addresses: writers hold raw pointers to hooks.
     #[allow(clippy::vec_box)]
@@ -261,7 +262,7 @@ impl Tracer {
         owned.push(live);
         Ok(Tracer {
             #[cfg(feature = "std")]
-            fast_clock: clock.as_tsc(),
+            fast_clock: clock.as_tsc().filter(crate::platform::TscClock::is_counter),
             #[cfg(feature = "std")]
             fast_context: context.as_thread_cpus(),
             clock,
@@ -276,7 +277,7 @@ impl Tracer {
                 retired: Vec::new(),
                 idle_spare: None,
             }),
-            event_state: (0..MAX_EVENT_IDS).map(|_| AtomicU8::new(0)).collect(),
+            event_state: Box::new([const { AtomicU8::new(0) }; MAX_EVENT_IDS]),
             hooks: (0..MAX_EVENT_IDS)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
@@ -386,7 +387,9 @@ impl Tracer {
     pub(crate) fn clock_now(&self) -> u64 {
         #[cfg(feature = "std")]
         if let Some(tsc) = &self.fast_clock {
-            return tsc.now_ns();
+            // `fast_clock` only holds a real counter (see `new`), so the
+            // fallback test inside `now_ns` is skipped.
+            return tsc.counter_ns();
         }
         self.clock.now_ns()
     }
@@ -452,10 +455,7 @@ impl Tracer {
             0
         };
         let payload = reservation.payload_mut();
-        payload[..2].copy_from_slice(&id.to_ne_bytes());
-        payload[2] = flags;
-        payload[3] = 0;
-        payload[4..8].copy_from_slice(&pid.to_ne_bytes());
+        payload[..format::COMMON_HEADER_SIZE].copy_from_slice(&common_header(id, flags, pid));
         fill(payload);
         true
     }
@@ -746,6 +746,22 @@ impl Tracer {
     /// Events lost on `cpu` so far.
     pub fn lost(&self, cpu: usize) -> u64 {
         self.stats(cpu).map_or(0, |s| s.lost())
+    }
+}
+
+/// ftrace's common header (`common_type`, `common_flags`,
+/// `common_preempt_count` = 0, `common_pid`, each in native byte order),
+/// built as one word so the hot paths store it at once.
+#[inline(always)]
+fn common_header(id: u16, flags: u8, pid: i32) -> [u8; format::COMMON_HEADER_SIZE] {
+    let (id, flags, pid) = (u64::from(id), u64::from(flags), u64::from(pid as u32));
+    #[cfg(target_endian = "little")]
+    {
+        (id | flags << 16 | pid << 32).to_le_bytes()
+    }
+    #[cfg(target_endian = "big")]
+    {
+        (id << 48 | flags << 40 | pid).to_be_bytes()
     }
 }
 

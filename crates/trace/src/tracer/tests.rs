@@ -585,3 +585,13 @@ fn event_pid_filter_follows_children_with_event_fork() {
     assert!(tracer.event_pids().contains(child) && !tracer.event_pids().contains(stranger));
     tracer.uninstall();
 }
+
+#[test]
+fn common_header_word_decodes_field_by_field() {
+    let header = common_header(0xbeef, format::FLAG_HARDIRQ, -77);
+    let record = Record::from_payload(0, 0, &header);
+    assert_eq!(record.event_id, 0xbeef);
+    assert_eq!(record.flags, format::FLAG_HARDIRQ);
+    assert_eq!(record.preempt_count, 0);
+    assert_eq!(record.pid, -77);
+}
