@@ -160,6 +160,50 @@ impl<T: PrintkArg + ?Sized> PrintkArg for &T {
     }
 }
 
+/// The arguments of one `trace_printk!` call as a list whose types are
+/// known at compile time: `(&a, (&b, (&c, ())))`. Walking it is unrolled
+/// and each argument's [`Arg`] variant is a constant, so storing integers
+/// compiles to plain stores at fixed offsets.
+#[doc(hidden)]
+pub trait ArgList {
+    /// Calls `each` with every argument, in order.
+    fn for_each_arg(&self, each: &mut impl FnMut(Arg<'_>));
+}
+
+impl ArgList for () {
+    #[inline(always)]
+    fn for_each_arg(&self, _each: &mut impl FnMut(Arg<'_>)) {}
+}
+
+impl<Head: PrintkArg + ?Sized, Tail: ArgList> ArgList for (&Head, Tail) {
+    #[inline(always)]
+    fn for_each_arg(&self, each: &mut impl FnMut(Arg<'_>)) {
+        each(self.0.to_arg());
+        self.1.for_each_arg(each);
+    }
+}
+
+/// Bytes a list of arguments takes in the event (as [`args_len`]).
+#[inline(always)]
+fn list_len(args: &impl ArgList) -> usize {
+    let mut at = 0usize;
+    args.for_each_arg(&mut |arg| at = arg.slot_start(at) + arg.stored_len());
+    at
+}
+
+/// Writes a list of arguments in `vbin_printf` layout (as [`store_args`]).
+#[inline(always)]
+fn store_list(args: &impl ArgList, out: &mut [u8]) {
+    let mut at = 0usize;
+    args.for_each_arg(&mut |arg| {
+        let start = arg.slot_start(at);
+        out[at..start].fill(0);
+        arg.store(&mut out[start..]);
+        at = start + arg.stored_len();
+    });
+    out[at..].fill(0);
+}
+
 /// Bytes the arguments take in the event.
 #[inline]
 pub fn args_len(args: &[Arg<'_>]) -> usize {
@@ -320,12 +364,11 @@ impl PrintkSite {
         self as *const PrintkSite as u64
     }
 
-    fn register(&'static self, args: &[Arg<'_>]) {
+    fn register(&'static self, kinds: Vec<ArgKind>) {
         let mut sites = SITES.lock();
         if self.registered.load(Ordering::Acquire) {
             return;
         }
-        let kinds: Vec<ArgKind> = args.iter().map(|a| a.kind()).collect();
         let c_format = c_format(self.format, &kinds);
         sites.push(Entry {
             site: self,
@@ -339,7 +382,7 @@ impl PrintkSite {
     #[cold]
     pub fn emit(&'static self, args: &[Arg<'_>]) {
         if !self.registered.load(Ordering::Acquire) {
-            self.register(args);
+            self.register(args.iter().map(Arg::kind).collect());
         }
         let ip = self.symbol_address();
         let len = args_len(args);
@@ -356,6 +399,34 @@ impl PrintkSite {
         }
     }
 
+    /// [`PrintkSite::emit`] for the argument list `trace_printk!` builds:
+    /// compiled once per list of argument types, with the layout worked
+    /// out at compile time for integers.
+    #[doc(hidden)]
+    #[cold]
+    #[inline(never)]
+    pub fn emit_list(&'static self, args: impl ArgList) {
+        if !self.registered.load(Ordering::Acquire) {
+            let mut kinds = Vec::new();
+            args.for_each_arg(&mut |arg| kinds.push(arg.kind()));
+            self.register(kinds);
+        }
+        let ip = self.symbol_address();
+        let len = list_len(&args);
+        if len > crate::ring::page::MAX_PAYLOAD - 24 {
+            return;
+        }
+        let mut bits = crate::tracer::installed_mask();
+        while bits != 0 {
+            let slot = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if let Some(tracer) = crate::tracer::instance(slot) {
+                tracer.record_bprint(ip, self.address(), len, |out| store_list(&args, out));
+            }
+        }
+    }
+
+    #[inline]
     fn symbol_address(&'static self) -> u64 {
         self.symbol.address()
     }
@@ -464,9 +535,19 @@ macro_rules! trace_printk {
             ::core::line!(),
         );
         if $crate::printk::is_hot() {
-            __HOTKERN_PRINTK.emit(&[$($crate::printk::PrintkArg::to_arg(&$arg)),*]);
+            __HOTKERN_PRINTK.emit_list($crate::__printk_args!($($arg),*));
         }
     }};
+}
+
+/// Builds `trace_printk!`'s argument list `(&a, (&b, ()))`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __printk_args {
+    () => { () };
+    ($head:expr $(, $tail:expr)*) => {
+        (&$head, $crate::__printk_args!($($tail),*))
+    };
 }
 
 #[cfg(test)]
@@ -480,6 +561,35 @@ mod tests {
         assert_eq!(placeholders("{:>5}"), usize::MAX);
         assert_eq!(placeholders("open {"), usize::MAX);
         assert_eq!(placeholders("close }"), usize::MAX);
+    }
+
+    #[test]
+    fn argument_lists_store_exactly_like_slices() {
+        let owned = String::from("owned");
+        let list = crate::__printk_args!(-3i32, "hey", 9u8, 'é', true, owned, 7usize);
+        let slice = [
+            (-3i32).to_arg(),
+            "hey".to_arg(),
+            9u8.to_arg(),
+            'é'.to_arg(),
+            true.to_arg(),
+            owned.to_arg(),
+            7usize.to_arg(),
+        ];
+        let mut seen = Vec::new();
+        list.for_each_arg(&mut |arg| seen.push(arg.stored_len()));
+        assert_eq!(seen, slice.iter().map(Arg::stored_len).collect::<Vec<_>>());
+        assert_eq!(list_len(&list), args_len(&slice));
+        let mut from_list = [0xaau8; 64];
+        let mut from_slice = [0x55u8; 64];
+        let n = args_len(&slice);
+        store_list(&list, &mut from_list[..n]);
+        store_args(&slice, &mut from_slice[..n]);
+        assert_eq!(from_list[..n], from_slice[..n]);
+        let mut kinds = Vec::new();
+        list.for_each_arg(&mut |arg| kinds.push(arg.kind()));
+        assert_eq!(kinds, slice.iter().map(Arg::kind).collect::<Vec<_>>());
+        assert_eq!(list_len(&crate::__printk_args!()), 0);
     }
 
     #[test]

@@ -287,7 +287,7 @@ impl Tracer {
     }
 
     /// Records a `trace_printk!` (`ftrace/bprint`) event.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_bprint(
         &self,
         ip: u64,
