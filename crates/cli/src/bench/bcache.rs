@@ -209,6 +209,14 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let file_len = if options.full { 270_000_000 } else { 64 << 20 };
     let image = build_image(file_len)?;
     let mut report = Report::new("bcache");
+    report.table_figures = vec![
+        "device_ops",
+        "modeled_s",
+        "limit_s",
+        "hits",
+        "misses",
+        "sha256_ok",
+    ];
     let steps = (DeviceModel::PRESETS.len() * 2 + 1) * CacheKind::ALL.len() + 2;
     let progress = Progress::new("bcache", steps as u64);
     let mut bytes = image.bytes.clone();

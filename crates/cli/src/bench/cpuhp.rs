@@ -322,6 +322,8 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let steps = (ENGINES.len() * (2 * reps_single + BULK.len() * reps_bulk)) as u64;
     let progress = Progress::new("cpuhp", steps);
     let mut report = Report::new("cpuhp");
+    // Per-step times are in the JSON and in the breakdown under the table.
+    report.table_figures = vec!["latency_us", "deferred_us", "tasks_lost"];
 
     // One vCPU of a 4-vCPU machine, idle, then under load.
     progress.start("offline/1, online/1");

@@ -166,9 +166,11 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     }
     let steps =
         fixed_sizes.len() * 3 + FRAGMENTED_SIZES.len() * 3 + 2 + PLUG_UNPLUG_SIZES.len() * 3;
+    let mut report = Report::new("physmem");
+    report.table_figures = vec!["segments", "cpu_ns_per_op"];
     let mut bench = Bench {
         full,
-        report: Report::new("physmem"),
+        report,
         rng: Rng(0x5eed_f00d_1a7e),
         progress: Progress::new("physmem", steps as u64),
         mismatches: Vec::new(),

@@ -68,6 +68,9 @@ pub struct Report {
     pub ratios: BTreeMap<String, f64>,
     /// Lines printed under the table (targets met or missed, caveats).
     pub notes: Vec<String>,
+    /// The case-specific figures the table shows, in this order; empty
+    /// shows them all. The JSON always carries every figure.
+    pub table_figures: Vec<&'static str>,
 }
 
 impl Report {
@@ -78,6 +81,7 @@ impl Report {
             cases: Vec::new(),
             ratios: BTreeMap::new(),
             notes: Vec::new(),
+            table_figures: Vec::new(),
         }
     }
 
@@ -150,10 +154,21 @@ impl Report {
         }
         for case in &self.cases {
             for (key, _) in &case.extra {
-                if !columns.contains(key) {
+                let shown =
+                    self.table_figures.is_empty() || self.table_figures.contains(&key.as_str());
+                if shown && !columns.contains(key) {
                     columns.push(key.clone());
                 }
             }
+        }
+        if !self.table_figures.is_empty() {
+            // The order the report asked for, after the fixed columns.
+            let fixed = columns.len()
+                - columns
+                    .iter()
+                    .filter(|c| self.table_figures.contains(&c.as_str()))
+                    .count();
+            columns[fixed..].sort_by_key(|c| self.table_figures.iter().position(|f| f == c));
         }
         let rows: Vec<Vec<String>> = self
             .cases
@@ -234,8 +249,12 @@ fn format_number(value: f64) -> String {
         format!("{value:.0}")
     } else if value.abs() >= 10.0 {
         format!("{value:.1}")
-    } else {
+    } else if value.abs() >= 1.0 || value == 0.0 {
         format!("{value:.2}")
+    } else {
+        // Three significant digits, so that 2 ms of device time is not 0.00.
+        let decimals = (2.0 - value.abs().log10().floor()).clamp(2.0, 9.0) as usize;
+        format!("{value:.decimals$}")
     }
 }
 
@@ -291,6 +310,27 @@ mod tests {
         assert_eq!(json["cases"][1]["misses"], 2);
         assert!(json["cases"][0].get("misses").is_none());
         assert!(json["machine"]["cpus"].as_u64().unwrap() >= 1);
+    }
+
+    #[test]
+    fn table_shows_only_the_chosen_figures_in_their_order() {
+        let mut report = sample();
+        report.cases[1] = report.cases[1].clone().with("hits", 7).with("bytes", 9);
+        report.table_figures = vec!["bytes", "misses"];
+        let table = report.to_table();
+        let header = table.lines().nth(1).unwrap();
+        assert!(header.ends_with("bytes  misses"), "{header}");
+        assert!(!header.contains("hits"));
+        assert_eq!(report.to_json()["cases"][1]["hits"], 7);
+    }
+
+    #[test]
+    fn small_figures_keep_three_significant_digits() {
+        assert_eq!(format_number(0.002134), "0.00213");
+        assert_eq!(format_number(0.5), "0.500");
+        assert_eq!(format_number(0.0), "0.00");
+        assert_eq!(format_number(4.891), "4.89");
+        assert_eq!(format_number(1234.4), "1234");
     }
 
     #[test]
