@@ -52,7 +52,7 @@ pub enum Arg<'a> {
 
 impl Arg<'_> {
     /// The storage kind.
-    #[inline]
+    #[inline(always)]
     pub fn kind(&self) -> ArgKind {
         match self {
             Arg::Signed(_) => ArgKind::Signed,
@@ -65,7 +65,7 @@ impl Arg<'_> {
     /// `at`: `vbin_printf` aligns integer slots to 4 bytes but packs
     /// strings right after what precedes them, and readers (trace-cmd's
     /// libtraceevent among them) decode it that way.
-    #[inline]
+    #[inline(always)]
     pub fn slot_start(&self, at: usize) -> usize {
         match self {
             Arg::Signed(_) | Arg::Unsigned(_) => at.next_multiple_of(4),
@@ -74,7 +74,7 @@ impl Arg<'_> {
     }
 
     /// Bytes stored (before alignment).
-    #[inline]
+    #[inline(always)]
     pub fn stored_len(&self) -> usize {
         match self {
             Arg::Signed(_) | Arg::Unsigned(_) => 8,
@@ -84,7 +84,7 @@ impl Arg<'_> {
     }
 
     /// Writes the value at the start of `out`.
-    #[inline]
+    #[inline(always)]
     pub fn store(&self, out: &mut [u8]) {
         match *self {
             Arg::Signed(v) => out[..8].copy_from_slice(&v.to_ne_bytes()),
@@ -112,7 +112,7 @@ pub trait PrintkArg {
 macro_rules! integer_arg {
     ($variant:ident, $wide:ty: $($t:ty),*) => {$(
         impl PrintkArg for $t {
-            #[inline]
+            #[inline(always)]
             fn to_arg(&self) -> Arg<'_> {
                 Arg::$variant(*self as $wide)
             }
@@ -168,40 +168,58 @@ impl<T: PrintkArg + ?Sized> PrintkArg for &T {
 pub trait ArgList {
     /// Calls `each` with every argument, in order.
     fn for_each_arg(&self, each: &mut impl FnMut(Arg<'_>));
+    /// Where the arguments end when the first one may start at `at`.
+    fn end_from(&self, at: usize) -> usize;
+    /// Stores the arguments from `at` on, then zeroes the rest of `out`.
+    fn store_from(&self, out: &mut [u8], at: usize);
 }
 
 impl ArgList for () {
     #[inline(always)]
     fn for_each_arg(&self, _each: &mut impl FnMut(Arg<'_>)) {}
+    #[inline(always)]
+    fn end_from(&self, at: usize) -> usize {
+        at
+    }
+    #[inline(always)]
+    fn store_from(&self, out: &mut [u8], at: usize) {
+        out[at..].fill(0);
+    }
 }
 
+// Recursion rather than a closure per argument: every step is inlined, so
+// for integers the offsets are constants and the zero fills vanish.
 impl<Head: PrintkArg + ?Sized, Tail: ArgList> ArgList for (&Head, Tail) {
     #[inline(always)]
     fn for_each_arg(&self, each: &mut impl FnMut(Arg<'_>)) {
         each(self.0.to_arg());
         self.1.for_each_arg(each);
     }
+    #[inline(always)]
+    fn end_from(&self, at: usize) -> usize {
+        let arg = self.0.to_arg();
+        self.1.end_from(arg.slot_start(at) + arg.stored_len())
+    }
+    #[inline(always)]
+    fn store_from(&self, out: &mut [u8], at: usize) {
+        let arg = self.0.to_arg();
+        let start = arg.slot_start(at);
+        out[at..start].fill(0);
+        arg.store(&mut out[start..]);
+        self.1.store_from(out, start + arg.stored_len());
+    }
 }
 
 /// Bytes a list of arguments takes in the event (as [`args_len`]).
 #[inline(always)]
 fn list_len(args: &impl ArgList) -> usize {
-    let mut at = 0usize;
-    args.for_each_arg(&mut |arg| at = arg.slot_start(at) + arg.stored_len());
-    at
+    args.end_from(0)
 }
 
 /// Writes a list of arguments in `vbin_printf` layout (as [`store_args`]).
 #[inline(always)]
 fn store_list(args: &impl ArgList, out: &mut [u8]) {
-    let mut at = 0usize;
-    args.for_each_arg(&mut |arg| {
-        let start = arg.slot_start(at);
-        out[at..start].fill(0);
-        arg.store(&mut out[start..]);
-        at = start + arg.stored_len();
-    });
-    out[at..].fill(0);
+    args.store_from(out, 0);
 }
 
 /// Bytes the arguments take in the event.
