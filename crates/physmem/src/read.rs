@@ -5,7 +5,7 @@ use core::ops::Range;
 
 use crate::epoch::Pin;
 use crate::error::PhysmemError;
-use crate::index::{Index, Place, Section};
+use crate::index::{Index, Place, Run, Section};
 use crate::sync::Ordering;
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo};
 
@@ -32,14 +32,7 @@ impl<'a, P> ReadGuard<'a, P> {
     #[inline]
     pub fn find(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
         let (section, i) = self.index?.find(pfn.0)?;
-        let run = section.run(i);
-        Some((
-            SegmentHandle {
-                slot: run.slot,
-                generation: run.generation,
-            },
-            PageCount(pfn.0 - run.start),
-        ))
+        Some(located(section.run(i), pfn))
     }
 
     /// The descriptor of frame `pfn` (NetBSD's `PHYS_TO_VM_PAGE`).
@@ -115,14 +108,7 @@ impl<'a, P> ReadGuard<'a, P> {
     #[doc(hidden)]
     pub fn find_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
         let (section, i) = self.index?.find_by_section_search(pfn.0)?;
-        let run = section.run(i);
-        Some((
-            SegmentHandle {
-                slot: run.slot,
-                generation: run.generation,
-            },
-            PageCount(pfn.0 - run.start),
-        ))
+        Some(located(section.run(i), pfn))
     }
 
     /// The segment holding `pfn` with its bounds, by section search: lets
@@ -131,11 +117,7 @@ impl<'a, P> ReadGuard<'a, P> {
     pub fn find_bounds_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, Pfn, Pfn)> {
         let (section, i) = self.index?.find_by_section_search(pfn.0)?;
         let run = section.run(i);
-        let handle = SegmentHandle {
-            slot: run.slot,
-            generation: run.generation,
-        };
-        Some((handle, Pfn(run.start), Pfn(run.end)))
+        Some((handle_of(run), Pfn(run.start), Pfn(run.end)))
     }
 
     /// Bytes of lookup tables, for the benchmark.
@@ -143,6 +125,22 @@ impl<'a, P> ReadGuard<'a, P> {
     pub fn table_bytes(&self) -> usize {
         self.index.map_or(0, Index::table_bytes)
     }
+}
+
+/// The handle naming the segment `run` describes.
+#[inline]
+fn handle_of<P>(run: &Run<P>) -> SegmentHandle {
+    SegmentHandle {
+        slot: run.slot,
+        generation: run.generation,
+    }
+}
+
+/// A lookup's answer once it has found the run holding `pfn`: the
+/// segment's handle and the frame's offset in it.
+#[inline]
+fn located<P>(run: &Run<P>, pfn: Pfn) -> (SegmentHandle, PageCount) {
+    (handle_of(run), PageCount(pfn.0 - run.start))
 }
 
 fn view<P>(place: Place<'_, P>) -> Segment<'_, P> {
@@ -169,11 +167,7 @@ impl<P> Copy for Segment<'_, P> {}
 impl<'g, P> Segment<'g, P> {
     /// The handle naming this segment.
     pub fn handle(&self) -> SegmentHandle {
-        let run = self.section.run(self.i);
-        SegmentHandle {
-            slot: run.slot,
-            generation: run.generation,
-        }
+        handle_of(self.section.run(self.i))
     }
 
     /// First frame.
