@@ -1,6 +1,7 @@
 //! The interface every cache design offers, and what they share: request
 //! validation and the transfers they send to the device.
 
+use alloc::borrow::Cow;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -216,4 +217,22 @@ pub(crate) fn merge_write(
     }
     merged[span.offset..span.offset + span.len].copy_from_slice(data);
     Ok(merged)
+}
+
+/// The whole blocks a write covers, for a design that keeps no copy of
+/// the blocks its edges share: `data` itself when it is whole blocks,
+/// otherwise `data` merged with the rest of its first and last blocks as
+/// read from the device.
+pub(crate) fn merge_write_from_device<'a, D: BlockDevice + ?Sized>(
+    device: &mut D,
+    span: &Span,
+    data: &'a [u8],
+    stats: &mut CacheStats,
+) -> Result<Cow<'a, [u8]>, IoError> {
+    let bs = device.block_size();
+    if span.aligned(bs) {
+        return Ok(Cow::Borrowed(data));
+    }
+    let merged = merge_write(span, bs, data, |b, into| read_split(device, b, into, stats))?;
+    Ok(Cow::Owned(merged))
 }

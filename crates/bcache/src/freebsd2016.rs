@@ -21,7 +21,9 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::cache::{merge_write, read_split, read_uncached, write_split, BlockCache, Span};
+use crate::cache::{
+    merge_write_from_device, read_split, read_uncached, write_split, BlockCache, Span,
+};
 use crate::device::BlockDevice;
 use crate::error::IoError;
 use crate::stats::CacheStats;
@@ -218,17 +220,7 @@ impl<D: BlockDevice> BlockCache for FreeBsd2016Cache<D> {
         if span.offset == 0 && span.len * 2 / bs > self.nblks {
             self.stats.bypasses += 1;
         }
-        let merged;
-        let whole: &[u8] = if span.aligned(bs) {
-            data
-        } else {
-            let device = &mut self.device;
-            let stats = &mut self.stats;
-            merged = merge_write(&span, bs, data, |b, into| {
-                read_split(device, b, into, stats)
-            })?;
-            &merged
-        };
+        let whole = merge_write_from_device(&mut self.device, &span, data, &mut self.stats)?;
         for b in span.first..span.end {
             if self.present(b) {
                 let slot = self.slot(b);
@@ -236,7 +228,7 @@ impl<D: BlockDevice> BlockCache for FreeBsd2016Cache<D> {
                 self.readahead_pending[slot] = false;
             }
         }
-        write_split(&mut self.device, span.first, whole, &mut self.stats)
+        write_split(&mut self.device, span.first, &whole, &mut self.stats)
     }
 
     fn stats(&self) -> CacheStats {

@@ -21,7 +21,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use crate::cache::{merge_write, read_split, read_uncached, write_split, BlockCache, Span};
+use crate::cache::{
+    merge_write_from_device, read_split, read_uncached, write_split, BlockCache, Span,
+};
 use crate::device::BlockDevice;
 use crate::error::{ConfigError, IoError};
 use crate::stats::CacheStats;
@@ -265,24 +267,14 @@ impl<D: BlockDevice> BlockCache for LegacyCache<D> {
         if bypass {
             self.stats.bypasses += 1;
         }
-        let merged;
-        let whole: &[u8] = if span.aligned(bs) {
-            data
-        } else {
-            let device = &mut self.device;
-            let stats = &mut self.stats;
-            merged = merge_write(&span, bs, data, |b, into| {
-                read_split(device, b, into, stats)
-            })?;
-            &merged
-        };
+        let whole = merge_write_from_device(&mut self.device, &span, data, &mut self.stats)?;
         {
             let mut store = self.store.borrow_mut();
             for b in span.first..span.end {
                 store.invalidate(b);
             }
         }
-        write_split(&mut self.device, span.first, whole, &mut self.stats)?;
+        write_split(&mut self.device, span.first, &whole, &mut self.stats)?;
         if !bypass {
             let mut store = self.store.borrow_mut();
             for (j, content) in whole.chunks(bs).enumerate() {

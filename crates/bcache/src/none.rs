@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use crate::cache::{merge_write, read_split, read_uncached, write_split, BlockCache, Span};
+use crate::cache::{merge_write_from_device, read_uncached, write_split, BlockCache, Span};
 use crate::device::BlockDevice;
 use crate::error::IoError;
 use crate::stats::CacheStats;
@@ -71,15 +71,8 @@ impl<D: BlockDevice> BlockCache for NoCache<D> {
         if span.len == 0 {
             return Ok(());
         }
-        if span.aligned(bs) {
-            return write_split(&mut self.device, span.first, data, &mut self.stats);
-        }
-        let device = &mut self.device;
-        let stats = &mut self.stats;
-        let merged = merge_write(&span, bs, data, |b, into| {
-            read_split(device, b, into, stats)
-        })?;
-        write_split(&mut self.device, span.first, &merged, &mut self.stats)
+        let whole = merge_write_from_device(&mut self.device, &span, data, &mut self.stats)?;
+        write_split(&mut self.device, span.first, &whole, &mut self.stats)
     }
 
     fn stats(&self) -> CacheStats {
