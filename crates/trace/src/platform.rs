@@ -355,7 +355,10 @@ mod user {
         #[inline(always)]
         fn current(&self) -> Option<(usize, i32)> {
             let (model, cpu, pid) = THREAD_CPU.with(Cell::get);
-            if model == self.id && cpu != UNBOUND {
+            // Model ids start at 1 and an unbound thread's model is 0, so a
+            // matching model means a bound CPU: one compare on the hot path.
+            if model == self.id {
+                debug_assert_ne!(cpu, UNBOUND);
                 return Some((cpu, pid));
             }
             Some((self.current_cpu()?, current_tid()))
