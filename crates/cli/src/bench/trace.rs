@@ -1,7 +1,8 @@
 //! `hotkern bench trace`: the cost of recording, hotkern against the Rust
 //! `tracing` crate in the same run.
 //!
-//! Cases (each for `hotkern` and `tracing`):
+//! Cases (each for `hotkern` and `tracing`; plus `clock/read`, one read of
+//! the TSC clock both sides use, for reference):
 //! * `event/disabled` — a call site whose event nobody wants;
 //! * `event/enabled` — an event with three integer fields, recorded;
 //! * `function_graph/pair` — one instrumented call: entry + exit records
@@ -255,13 +256,24 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let sample_id = bench_sample::EVENT.id();
     let _ = bench_quiet::EVENT.id();
 
-    let progress = Progress::new("trace", 10);
+    let progress = Progress::new("trace", 11);
     let mut report = Report::new("trace");
     let measure = |report: &mut Report, name: &str, implementation: &str, ops: u64, ns: f64| {
         report
             .cases
             .push(Case::new(name, implementation, ops).ns_per_op(ns));
     };
+
+    // clock/read: what one read of the shared clock costs here, the floor
+    // under every recorded event (both sides read it once per event, twice
+    // per function_graph pair).
+    progress.start("clock/read");
+    let ops = 10_000_000 * scale;
+    let clock_ns = timed(ops, |_| {
+        black_box(clock.now_ns());
+    });
+    measure(&mut report, "clock/read", "tsc", ops, clock_ns);
+    progress.advance();
 
     // event/disabled
     progress.start("event/disabled");
@@ -424,7 +436,11 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
             two_cpu / one_cpu.max(1.0)
         ),
         format!("{written} events written to the hotkern buffers during the run; every one read or counted lost"),
-        "per-call figures are the measuring thread's CPU time; both sides read the same TSC clock (one read costs ~10 ns on this VM)".to_string(),
+        format!(
+            "per-call figures are the measuring thread's CPU time; both sides read the same TSC clock, {clock_ns:.1} ns per read here (clock/read), so hotkern's own work per event is ~{:.1} ns (event/enabled minus one read) and ~{:.1} ns per function_graph pair (minus two)",
+            ns("event/enabled") - clock_ns,
+            ns("function_graph/pair") - 2.0 * clock_ns
+        ),
     ];
     report.notes.extend(notes);
     Ok(report)
