@@ -63,15 +63,7 @@ pub(crate) struct Rcu {
 
 impl Rcu {
     pub(crate) fn start(cpus: usize, doorbells: Arc<Doorbells>) -> std::io::Result<Arc<Rcu>> {
-        let rcu = Arc::new(Rcu {
-            state: Mutex::new(GracePeriods::default()),
-            to_thread: Condvar::new(),
-            ended: Condvar::new(),
-            completed: AtomicU64::new(0),
-            cpus: (0..cpus).map(|_| PerCpu::default()).collect(),
-            doorbells,
-            thread: Mutex::new(None),
-        });
+        let rcu = Rcu::unstarted(cpus, doorbells);
         let theirs = Arc::clone(&rcu);
         let handle = std::thread::Builder::new()
             .name("rcu_gp".into())
@@ -80,8 +72,8 @@ impl Rcu {
         Ok(rcu)
     }
 
-    /// An `Rcu` whose grace-period thread the caller runs (for the loom model).
-    #[cfg(loom)]
+    /// An `Rcu` with no grace-period thread yet: [`start`](Self::start)
+    /// spawns one, the loom model runs its body itself.
     pub(crate) fn unstarted(cpus: usize, doorbells: Arc<Doorbells>) -> Arc<Rcu> {
         Arc::new(Rcu {
             state: Mutex::new(GracePeriods::default()),
