@@ -330,6 +330,12 @@ impl TracerKind {
 }
 
 /// One CPU's shadow stack of open calls (aligned: CPUs never share a line).
+///
+/// Invariant behind `LocalU64` (non-locked read-modify-writes): only the
+/// owning CPU's entry and exit hooks (and hooks of handlers nesting on it)
+/// modify `depth` and `frames`; the CPU comes from `Tracer::current`, whose
+/// contract gives it one thread at a time (handed over with release/acquire
+/// by the platform). No other thread writes or even reads them.
 #[repr(align(128))]
 pub(crate) struct CpuCalls {
     pub(crate) depth: LocalU64,

@@ -5,7 +5,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use super::{FunctionSite, MAX_SITES};
-use crate::ring::local::LocalU64;
+use crate::ring::local::{AtomicU64, Ordering};
 
 /// One row of `trace_stat/function<N>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,11 +42,26 @@ impl ProfileEntry {
     }
 }
 
-#[derive(Default)]
+/// One function's counters on one CPU.
+///
+/// Locked atomics, not `LocalU64`: besides the owning CPU's exit hooks,
+/// `set_function_profile(true)` resets the cells from the controlling
+/// thread while writers may be recording. A non-locked `add` racing with
+/// that reset could write back its pre-reset sum and undo the reset.
 struct Cell {
-    hits: LocalU64,
-    time: LocalU64,
-    squared: LocalU64,
+    hits: AtomicU64,
+    time: AtomicU64,
+    squared: AtomicU64,
+}
+
+impl Cell {
+    fn new() -> Self {
+        Cell {
+            hits: AtomicU64::new(0),
+            time: AtomicU64::new(0),
+            squared: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Per-CPU profile cells, indexed by site.
@@ -57,7 +72,7 @@ pub(crate) struct ProfileTable {
 impl ProfileTable {
     pub(crate) fn new() -> Self {
         ProfileTable {
-            cells: (0..MAX_SITES).map(|_| Cell::default()).collect(),
+            cells: (0..MAX_SITES).map(|_| Cell::new()).collect(),
         }
     }
 
@@ -65,17 +80,19 @@ impl ProfileTable {
     #[inline]
     pub(crate) fn record(&self, index: usize, ns: u64) {
         if let Some(cell) = self.cells.get(index) {
-            cell.hits.add(1);
-            cell.time.add(ns);
-            cell.squared.add(ns.saturating_mul(ns) / 1000);
+            // Relaxed: independent counters, read only for statistics.
+            cell.hits.fetch_add(1, Ordering::Relaxed);
+            cell.time.fetch_add(ns, Ordering::Relaxed);
+            cell.squared
+                .fetch_add(ns.saturating_mul(ns) / 1000, Ordering::Relaxed);
         }
     }
 
     pub(crate) fn reset(&self) {
         for cell in self.cells.iter() {
-            cell.hits.store(0);
-            cell.time.store(0);
-            cell.squared.store(0);
+            cell.hits.store(0, Ordering::Relaxed);
+            cell.time.store(0, Ordering::Relaxed);
+            cell.squared.store(0, Ordering::Relaxed);
         }
     }
 
@@ -86,13 +103,13 @@ impl ProfileTable {
             .enumerate()
             .filter_map(|(index, site)| {
                 let cell = self.cells.get(index)?;
-                let hits = cell.hits.load();
+                let hits = cell.hits.load(Ordering::Relaxed);
                 (hits > 0).then(|| ProfileEntry {
                     function: site.name(),
                     module: site.module(),
                     hits,
-                    time_ns: cell.time.load(),
-                    time_squared: cell.squared.load(),
+                    time_ns: cell.time.load(Ordering::Relaxed),
+                    time_squared: cell.squared.load(Ordering::Relaxed),
                 })
             })
             .collect();

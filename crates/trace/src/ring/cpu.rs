@@ -155,19 +155,41 @@ struct ReaderSide {
 
 /// One CPU's ring of pages. Aligned so that two CPUs' writer fields never
 /// share a cache line.
+///
+/// Which words may use `LocalU64` (non-locked `xadd`/`add`/`cmpxchg`, like
+/// the kernel's `local_t`): only the owning CPU's writers — `reserve`,
+/// `advance`, `refuse`, `finish*`, and writers nesting on them on the same
+/// thread — modify `word`, `tail`, `nesting`, `written`, `dropped`,
+/// `overrun` and `entries`; every other thread only loads them (`read_page`
+/// and `peek_pages` load `tail`, `mark_missed` and `stats` the counters).
+/// Nothing else writes them: a resize or a snapshot swap replaces the whole
+/// ring (the old one is kept, never reset), and `clear` goes through
+/// `read_page`. The writer's CPU is owned by one thread at a time, handed
+/// over with release/acquire by the platform. Words another thread writes —
+/// the ring slots (the reader swaps pages) and `reader.read` — stay locked
+/// atomics; `commit` has one writer but is published with a release store.
 #[repr(C, align(128))]
 pub(crate) struct CpuBuffer {
+    /// Owning CPU's writers only (see above); readers load nothing of it.
     word: LocalU64,
+    /// Owning CPU's writers only; readers load it.
     tail: LocalU64,
+    /// Owning CPU's writers only.
     nesting: LocalU64,
+    /// Owning CPU's writers only; `stats` loads it.
     written: LocalU64,
+    /// Owning CPU's writers only; `stats` and the reader load it.
     dropped: LocalU64,
+    /// Owning CPU's writers only; `stats` and the reader load it.
     overrun: LocalU64,
+    /// Written by the outermost writer (release), loaded by the reader.
     commit: AtomicU64,
     mode: Mode,
+    /// Written by the writer and by the reader: locked compare-and-exchange.
     ring: alloc::boxed::Box<[AtomicU64]>,
     pages: alloc::boxed::Box<[Page]>,
     /// Events reserved in each page (by page id), for overwrite accounting.
+    /// Owning CPU's writers only (the reader never touches it).
     entries: alloc::boxed::Box<[LocalU64]>,
     reader: ReaderSide,
 }

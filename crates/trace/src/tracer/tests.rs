@@ -317,6 +317,42 @@ fn profiler_counts_hits_and_time_per_cpu() {
     tracer.uninstall();
 }
 
+/// Functions of the reset test alone (call sites are process-wide).
+mod profile_reset_funcs {
+    #[crate::function]
+    pub fn counted() {}
+}
+
+#[test]
+fn enabling_the_profiler_again_resets_its_counters() {
+    let tracer = installed();
+    tracer
+        .set_ftrace_filter(":mod:*::profile_reset_funcs", false)
+        .unwrap();
+    tracer.set_function_profile(true);
+    for _ in 0..10 {
+        profile_reset_funcs::counted();
+    }
+    let hits = |tracer: &Tracer| -> u64 {
+        (0..tracer.cpus())
+            .flat_map(|cpu| tracer.function_profile(cpu))
+            .filter(|r| r.module.contains("profile_reset_funcs"))
+            .map(|r| r.hits)
+            .sum()
+    };
+    assert_eq!(hits(tracer), 10);
+    // Still on: the reset (from this thread, the control side) must not be
+    // undone by the profiler's own updates.
+    tracer.set_function_profile(true);
+    assert_eq!(hits(tracer), 0);
+    for _ in 0..4 {
+        profile_reset_funcs::counted();
+    }
+    tracer.set_function_profile(false);
+    assert_eq!(hits(tracer), 4);
+    tracer.uninstall();
+}
+
 crate::define_event! {
     /// An event for tracer tests.
     pub tracer_test_event in tracertest {
