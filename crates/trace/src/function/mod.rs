@@ -207,21 +207,26 @@ static SITES: spin::Mutex<Vec<&'static FunctionSite>> = spin::Mutex::new(Vec::ne
 
 /// Registers a site (idempotent): it gets an index and each installed
 /// tracer decides whether it wants it.
+///
+/// Every caller sets the tracers' bits itself, even when another thread
+/// took the index first: returning early would let a thread whose first
+/// call races the registering thread's see no bits yet and skip tracing
+/// that call, silently. Setting the bits twice is harmless.
 pub fn register(site: &'static FunctionSite) -> usize {
     let index = {
         let mut sites = SITES.lock();
         let index = site.index.load(Ordering::Acquire);
         if index != u32::MAX {
-            return index as usize;
-        }
-        if sites.len() >= MAX_SITES {
+            index as usize
+        } else if sites.len() >= MAX_SITES {
             site.mask.store(0, Ordering::Release);
             return usize::MAX;
+        } else {
+            let index = sites.len();
+            sites.push(site);
+            site.index.store(index as u32, Ordering::Release);
+            index
         }
-        let index = sites.len();
-        sites.push(site);
-        site.index.store(index as u32, Ordering::Release);
-        index
     };
     if site.instrumented {
         crate::tracer::for_each_instance(|slot, tracer| {
