@@ -153,6 +153,15 @@ impl<G> Retired<G> {
         self.current.push(garbage);
     }
 
+    /// Room to [`retire`](Self::retire) `additional` more items without
+    /// allocating, so that a write can reserve it before it changes anything.
+    pub fn reserve(
+        &mut self,
+        additional: usize,
+    ) -> Result<(), alloc::collections::TryReserveError> {
+        self.current.try_reserve(additional)
+    }
+
     /// Garbage not freed yet.
     pub fn pending(&self) -> usize {
         self.current.len() + self.waiting.len()

@@ -37,6 +37,9 @@ pub enum PhysmemError {
     StorageFull,
     /// The page descriptor array could not be allocated.
     DescriptorAllocation,
+    /// Memory for the segment records or the lookup index could not be
+    /// allocated.
+    OutOfMemory,
     /// The handle's segment is gone.
     StaleHandle,
     /// `physunload`: the segment's free list is not the one asked for.
@@ -71,6 +74,9 @@ impl fmt::Display for PhysmemError {
             PhysmemError::StorageFull => write!(f, "segment storage is full"),
             PhysmemError::DescriptorAllocation => {
                 write!(f, "page descriptors could not be allocated")
+            }
+            PhysmemError::OutOfMemory => {
+                write!(f, "out of memory for the segment records or lookup index")
             }
             PhysmemError::StaleHandle => write!(f, "the handle's segment is gone"),
             PhysmemError::FreeListMismatch => write!(f, "segment is on another free list"),

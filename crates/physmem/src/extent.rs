@@ -148,6 +148,14 @@ pub struct Extent<S: RegionStore = Vec<Region>> {
 }
 
 impl Extent<Vec<Region>> {
+    /// Room for `additional` more free regions, so that the next frees of
+    /// that many ranges cannot fail for want of memory.
+    pub fn reserve(&mut self, additional: usize) -> Result<(), ExtentError> {
+        self.store
+            .try_reserve(additional)
+            .map_err(|_| ExtentError::StoreFull)
+    }
+
     /// A heap-backed extent over `[0, size)`, all free.
     pub fn new(size: u64) -> Self {
         Self::with_store(size, Vec::new())

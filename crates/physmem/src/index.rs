@@ -18,10 +18,11 @@
 //! sections), not a rebuild of everything.
 
 use alloc::boxed::Box;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::ptr;
 
+use crate::error::PhysmemError;
+use crate::fallible::{boxed, reserve, try_vec};
 pub(crate) use crate::section::{Entry, Run, Section};
 use crate::slots::{SlotChunk, SlotMap};
 use crate::sync::Ordering;
@@ -62,10 +63,11 @@ impl<P> Drop for Index<P> {
 unsafe impl<P: Sync> Send for Index<P> {}
 unsafe impl<P: Sync> Sync for Index<P> {}
 
-/// What an index no longer uses after a write: to retire.
-pub(crate) struct Replaced<P> {
-    pub(crate) sections: Vec<*const Section<P>>,
-    pub(crate) chunks: Vec<*const SlotChunk>,
+/// A part of an index that no index uses any more, from
+/// [`Index::release_for`].
+pub(crate) enum Unused<P> {
+    Section(*const Section<P>),
+    Chunk(*const SlotChunk),
 }
 
 /// What a write changed, for [`Index::update`].
@@ -83,64 +85,96 @@ pub(crate) struct Update<'e, P> {
 }
 
 impl<P> Index<P> {
-    /// An index of `entries` (sorted, disjoint) from scratch.
-    pub(crate) fn build(entries: &[Entry<P>], slot_count: usize) -> Self {
+    /// An index of `entries` (sorted, disjoint) from scratch; on failure
+    /// nothing is left allocated.
+    pub(crate) fn build(entries: &[Entry<P>], slot_count: usize) -> Result<Self, PhysmemError> {
         let slots = SlotMap::new(
             slot_count,
             entries.iter().map(|e| (e.run.slot, e.run.start)),
-        );
-        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
-            return Index {
-                shift: SECTION_SHIFT,
-                base: 0,
-                sections: Vec::new(),
-                slots,
-                len: 0,
-                #[cfg(loom)]
-                alive: loom::cell::UnsafeCell::new(()),
-            };
-        };
-        let (low, high) = (first.run.start, last.run.end);
-        let shift = shift_for(low, high);
-        let base = low >> shift;
-        let count = ((high - 1) >> shift) - base + 1;
-        let mut sections = vec![ptr::null(); count as usize];
-        fill_sections(&mut sections, base, shift, (base, base + count), entries);
-        Index {
-            shift,
-            base,
-            sections,
+        )?;
+        let mut index = Index {
+            shift: SECTION_SHIFT,
+            base: 0,
+            sections: Vec::new(),
             slots,
             len: entries.len(),
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
+        };
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return Ok(index);
+        };
+        let (low, high) = (first.run.start, last.run.end);
+        index.shift = shift_for(low, high);
+        index.base = low >> index.shift;
+        let count = ((high - 1) >> index.shift) - index.base + 1;
+        let filled = try_vec(count as usize).and_then(|mut sections| {
+            sections.resize(count as usize, ptr::null());
+            index.sections = sections;
+            let (base, shift) = (index.base, index.shift);
+            fill_sections(
+                &mut index.sections,
+                base,
+                shift,
+                (base, base + count),
+                entries,
+            )
+        });
+        match filled {
+            Ok(()) => Ok(index),
+            Err(error) => {
+                index.discard(None);
+                Err(error)
+            }
         }
     }
 
     /// The index after a write: sections the write touched are rebuilt from
-    /// `update.entries`, the others are shared. Returns the new index and the
-    /// sections of this one it no longer uses (to retire), or `None` when
-    /// the span needs larger sections (build from scratch instead).
-    pub(crate) fn update(&self, update: Update<'_, P>) -> Option<(Self, Replaced<P>)> {
+    /// `update.entries`, the others are shared with this index (see
+    /// [`release_for`](Self::release_for)). `None` when the span needs
+    /// larger sections (build from scratch instead). On failure nothing is
+    /// left allocated.
+    pub(crate) fn update(&self, update: Update<'_, P>) -> Result<Option<Self>, PhysmemError> {
         let shift = self.shift;
         let (base, count) = match update.span {
             Some((low, high)) => {
                 if shift_for(low, high) != shift {
-                    return None;
+                    return Ok(None);
                 }
                 let base = low >> shift;
                 (base, ((high - 1) >> shift) - base + 1)
             }
             None => (0, 0),
         };
-        let mut chunks = Vec::new();
-        let slots = self
-            .slots
-            .update(update.slot_count, update.slots, &mut chunks);
+        let mut sections = try_vec(count as usize)?;
+        sections.resize(count as usize, ptr::null());
+        let slots = self.slots.update(update.slot_count, update.slots)?;
+        let mut index = Index {
+            shift,
+            base,
+            sections,
+            slots,
+            len: update.len,
+            #[cfg(loom)]
+            alive: loom::cell::UnsafeCell::new(()),
+        };
+        match self.fill_update(&mut index, &update) {
+            Ok(()) => Ok(Some(index)),
+            Err(error) => {
+                index.discard(Some(self));
+                Err(error)
+            }
+        }
+    }
+
+    fn fill_update(
+        &self,
+        index: &mut Index<P>,
+        update: &Update<'_, P>,
+    ) -> Result<(), PhysmemError> {
+        let (shift, base, count) = (self.shift, index.base, index.sections.len() as u64);
         let (frames_low, frames_high) = update.frames;
         let touched = (frames_low >> shift, ((frames_high - 1) >> shift) + 1);
-        let mut sections = vec![ptr::null(); count as usize];
-        let mut retired = Vec::new();
         for (i, &old) in self.sections.iter().enumerate() {
             if old.is_null() {
                 continue;
@@ -149,12 +183,10 @@ impl<P> Index<P> {
             let kept =
                 !(touched.0..touched.1).contains(&number) && (base..base + count).contains(&number);
             if kept {
-                sections[(number - base) as usize] = old;
-            } else {
-                // SAFETY: listed in the newest index, so not freed yet.
-                if unsafe { &*old }.release() {
-                    retired.push(old);
-                }
+                // The new index takes over this entry's share when it is
+                // published (see `release_for`): kept sections are not
+                // written to, so readers' cached copies stay valid.
+                index.sections[(number - base) as usize] = old;
             }
         }
         // A touched section holds its old runs, less the segments the write
@@ -170,6 +202,7 @@ impl<P> Index<P> {
                 .checked_sub(self.base)
                 .and_then(|n| self.section(n as usize));
             if let Some(old) = old {
+                reserve(&mut list, old.len() + update.entries.len())?;
                 for i in 0..old.len() {
                     let run = old.run(i);
                     if !changed(run.slot) {
@@ -184,6 +217,7 @@ impl<P> Index<P> {
                     }
                 }
             }
+            reserve(&mut list, update.entries.len())?;
             for entry in update.entries {
                 if entry.run.start < end && entry.run.end > start {
                     let at = list.partition_point(|e| e.run.start < entry.run.start);
@@ -193,40 +227,58 @@ impl<P> Index<P> {
             if list.is_empty() {
                 continue;
             }
-            sections[(number - base) as usize] = maker.make(start, shift, &list);
+            index.sections[(number - base) as usize] = maker.make(start, shift, &list)?;
         }
-        Some((
-            Index {
-                shift,
-                base,
-                sections,
-                slots,
-                len: update.len,
-                #[cfg(loom)]
-                alive: loom::cell::UnsafeCell::new(()),
-            },
-            Replaced {
-                sections: retired,
-                chunks,
-            },
-        ))
+        Ok(())
     }
 
-    /// Drops every table entry's share of its section, for teardown or a
-    /// rebuild from scratch; returns the sections nothing points to any more
-    /// (each once). Only for the newest index.
-    pub(crate) fn release_all(&self) -> Replaced<P> {
-        let mut sections = Vec::new();
-        for &section in self.sections.iter().filter(|s| !s.is_null()) {
-            // SAFETY: listed in the newest index, so not freed yet.
-            if unsafe { &*section }.release() {
-                sections.push(section);
+    /// Drops the share of its section of every table entry that `next`
+    /// does not list at the same place (the same section number), passing
+    /// each section nothing points to any more to `unused` (once), and each
+    /// slot chunk `next` does not list at the same place. Called on the old
+    /// index when `next` (made from it) is published, on an unpublished
+    /// index being thrown away (with the index it was made from), and at
+    /// teardown (with `None`). A section listed at the same place in both
+    /// is one `next` kept: its share passes to `next`. New sections are
+    /// fresh allocations, so they never match one of the old index.
+    pub(crate) fn release_for(&self, next: Option<&Index<P>>, mut unused: impl FnMut(Unused<P>)) {
+        for (i, &listed) in self.sections.iter().enumerate() {
+            if listed.is_null() {
+                continue;
+            }
+            let number = self.base + i as u64;
+            let kept = next.is_some_and(|next| next.entry_at(number) == Some(listed));
+            // SAFETY: listed in this index, whose shares keep it allocated.
+            if !kept && unsafe { &*listed }.release() {
+                unused(Unused::Section(listed));
             }
         }
-        Replaced {
-            sections,
-            chunks: self.slots.chunks().collect(),
+        for chunk in self.slots.replaced_by(next.map(|n| &n.slots)) {
+            unused(Unused::Chunk(chunk));
         }
+    }
+
+    /// The table entry for absolute section `number`.
+    fn entry_at(&self, number: u64) -> Option<*const Section<P>> {
+        let i = usize::try_from(number.checked_sub(self.base)?).ok()?;
+        self.sections.get(i).copied()
+    }
+
+    /// Most items [`release_for`](Self::release_for) can pass on.
+    pub(crate) fn release_bound(&self) -> usize {
+        let listed = self.sections.iter().filter(|s| !s.is_null()).count();
+        listed + self.slots.chunk_count()
+    }
+
+    /// Frees an index that was never published (or is the last one): what
+    /// `origin` (the index it was made from) does not also hold.
+    pub(crate) fn discard(&self, origin: Option<&Index<P>>) {
+        // SAFETY (both): from `Box::into_raw`, and no index or reader holds
+        // them any more.
+        self.release_for(origin, |unused| match unused {
+            Unused::Section(section) => drop(unsafe { Box::from_raw(section.cast_mut()) }),
+            Unused::Chunk(chunk) => drop(unsafe { Box::from_raw(chunk.cast_mut()) }),
+        });
     }
 
     /// First frame of section `n` of the table.
@@ -397,7 +449,7 @@ fn fill_sections<P>(
     shift: u32,
     touched: (u64, u64),
     entries: &[Entry<P>],
-) {
+) -> Result<(), PhysmemError> {
     let mut first = 0;
     let mut maker = Maker::new();
     for number in touched.0..touched.1 {
@@ -412,9 +464,10 @@ fn fill_sections<P>(
             .count();
         let inside = &entries[first..first + count];
         if !inside.is_empty() {
-            sections[(number - base) as usize] = maker.make(start, shift, inside);
+            sections[(number - base) as usize] = maker.make(start, shift, inside)?;
         }
     }
+    Ok(())
 }
 
 /// Makes sections for consecutive section numbers, giving every section
@@ -433,7 +486,12 @@ impl<P> Maker<P> {
     }
 
     /// The section starting at frame `start` holding `list`.
-    fn make(&mut self, start: u64, shift: u32, list: &[Entry<P>]) -> *const Section<P> {
+    fn make(
+        &mut self,
+        start: u64,
+        shift: u32,
+        list: &[Entry<P>],
+    ) -> Result<*const Section<P>, PhysmemError> {
         let end = start + (1 << shift);
         if let [only] = list {
             if only.run.start <= start && end <= only.run.end {
@@ -442,14 +500,14 @@ impl<P> Maker<P> {
                     if shared_key == key {
                         // SAFETY: made by this maker, alive in the index being built.
                         unsafe { &*section }.share();
-                        return section;
+                        return Ok(section);
                     }
                 }
-                let section = Box::into_raw(Box::new(Section::uniform(only))).cast_const();
+                let section = Box::into_raw(boxed(Section::uniform(only)?)?).cast_const();
                 self.shared = Some((key, section));
-                return section;
+                return Ok(section);
             }
         }
-        Box::into_raw(Box::new(Section::build(start, shift, list))).cast_const()
+        Ok(Box::into_raw(boxed(Section::build(start, shift, list)?)?).cast_const())
     }
 }

@@ -21,7 +21,9 @@
 //!    emptied slab is freed.
 //!
 //! Every operation validates before it changes anything and returns a
-//! [`PhysmemError`], leaving the state as it was. [`SegmentHandle`]s stay
+//! [`PhysmemError`], leaving the state as it was; that includes running out
+//! of memory, which a write finds out while it builds the new index, before
+//! it commits ([`PhysmemError::OutOfMemory`]). [`SegmentHandle`]s stay
 //! valid across other segments' changes and become detectably stale when
 //! their segment is gone.
 //!
@@ -101,6 +103,7 @@ pub mod baseline;
 pub mod epoch;
 mod error;
 pub mod extent;
+mod fallible;
 mod index;
 mod page;
 mod physmem;
@@ -112,6 +115,7 @@ mod slots;
 mod sync;
 mod table;
 mod types;
+mod write;
 
 pub use error::PhysmemError;
 pub use page::{BasicPage, Page};

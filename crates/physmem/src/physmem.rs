@@ -8,7 +8,8 @@ use lock_api::{Mutex, RawMutex};
 
 use crate::epoch::{Domain, Retired};
 use crate::error::PhysmemError;
-use crate::index::{Entry, Index, Replaced, Run, Section, Update};
+use crate::fallible::try_vec;
+use crate::index::{Index, Section};
 use crate::page::Page;
 use crate::read::ReadGuard;
 use crate::slab::Slabs;
@@ -16,6 +17,7 @@ use crate::slots::SlotChunk;
 use crate::sync::{AtomicPtr, Ordering};
 use crate::table::{Record, Table};
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo, PFN_LIMIT};
+use crate::write::Change;
 
 /// The writer-side lock used when none is named: a spin lock, which works in
 /// a kernel and in user space alike.
@@ -43,15 +45,15 @@ pub struct Physmem<
     writer: Mutex<R, Writer<P, BOOT>>,
 }
 
-struct Writer<P: Page, const BOOT: usize> {
-    table: Table<BOOT>,
-    slabs: Slabs<P>,
-    retired: Retired<Garbage<P>>,
-    initialized: bool,
+pub(crate) struct Writer<P: Page, const BOOT: usize> {
+    pub(crate) table: Table<BOOT>,
+    pub(crate) slabs: Slabs<P>,
+    pub(crate) retired: Retired<Garbage<P>>,
+    pub(crate) initialized: bool,
 }
 
 /// What a write takes away from readers, freed once none can see it.
-enum Garbage<P> {
+pub(crate) enum Garbage<P> {
     Index(Box<Index<P>>),
     Section(Box<Section<P>>),
     SlotChunk(Box<SlotChunk>),
@@ -151,10 +153,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         if writer.initialized {
             return Err(PhysmemError::AlreadyInitialized);
         }
-        let mut records: Vec<(u32, Record)> = Vec::new();
-        records
-            .try_reserve(BOOT)
-            .map_err(|_| PhysmemError::StorageFull)?;
+        let mut records: Vec<(u32, Record)> = try_vec(BOOT)?;
         records.extend(writer.table.boot_records());
         records.sort_by_key(|(_, r)| r.start);
         let total: u64 = records.iter().map(|(_, r)| r.len()).sum();
@@ -173,19 +172,34 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 next += record.len();
             }
         }
-        if let Err(error) = writer.table.move_to_heap(&records) {
-            for (_, record) in &records {
-                // SAFETY: initialised above, never published.
-                unsafe {
-                    writer
-                        .slabs
-                        .release(record.slab, record.first, record.len())
-                };
+        // Everything page init needs is allocated before anything changes.
+        let prepared = writer.table.heap_parts(&records).and_then(|parts| {
+            let mut entries = try_vec(records.len())?;
+            entries.extend(
+                records
+                    .iter()
+                    .map(|&(slot, record)| Self::entry(writer, slot, record)),
+            );
+            let index = Index::build(&entries, BOOT)?;
+            Ok((parts, self.finish(writer, index, 0)?))
+        });
+        let (parts, index) = match prepared {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                for (_, record) in &records {
+                    // SAFETY: initialised above, never published.
+                    unsafe {
+                        writer
+                            .slabs
+                            .release(record.slab, record.first, record.len())
+                    };
+                }
+                return Err(error);
             }
-            return Err(error);
-        }
+        };
+        writer.table.adopt(parts);
         writer.initialized = true;
-        self.publish(writer, None, None);
+        self.publish(writer, index, None);
         Ok(())
     }
 
@@ -328,28 +342,31 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             });
         }
         let slot = writer.table.reserve_slot()?;
-        if writer.initialized {
-            collect(&self.domain, writer);
-            let (slab, first) = writer.slabs.alloc(record.len())?;
-            // SAFETY: just allocated from the slab.
-            unsafe {
-                writer
-                    .slabs
-                    .get(slab)
-                    .init(first, record.len(), Pfn(record.start))
-            };
-            record.slab = slab;
-            record.first = first;
+        if !writer.initialized {
+            return Ok(writer.table.insert(slot, record));
         }
-        let handle = writer.table.insert(slot, record);
-        if writer.initialized {
-            let change = Change {
-                frames: (record.start, record.end),
-                slots: [Some(slot), None],
-            };
-            self.publish(writer, Some(change), None);
-        }
-        Ok(handle)
+        collect(&self.domain, writer);
+        let (slab, first) = writer.slabs.alloc(record.len())?;
+        record.slab = slab;
+        record.first = first;
+        let change = Change::new((record.start, record.end), &[(slot, Some(record))]);
+        let index = match self.prepare(writer, &change, 0) {
+            Ok(index) => index,
+            Err(error) => {
+                writer.slabs.cancel(slab, first, record.len());
+                return Err(error);
+            }
+        };
+        // SAFETY: just allocated from the slab.
+        unsafe {
+            writer
+                .slabs
+                .get(slab)
+                .init(first, record.len(), Pfn(record.start))
+        };
+        change.apply(&mut writer.table);
+        self.publish(writer, index, None);
+        Ok(writer.table.handle(slot))
     }
 
     fn remove_range(
@@ -365,160 +382,43 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             return Err(outside);
         }
         let (start, stop) = (pfn.0, end);
+        let frames = (record.start, record.end);
+        let change = match (start == record.start, stop == record.end) {
+            (true, true) => {
+                if writer.table.count() == 1 {
+                    return Err(PhysmemError::LastSegment);
+                }
+                writer.table.reserve_remove()?;
+                Change::new(frames, &[(slot, None)])
+            }
+            (true, false) => Change::new(frames, &[(slot, Some(record.cut(stop, record.end)))]),
+            (false, true) => Change::new(frames, &[(slot, Some(record.cut(record.start, start)))]),
+            (false, false) => {
+                let upper = writer.table.reserve_slot()?;
+                let mut right = record.cut(stop, record.end);
+                right.start_hint = 0;
+                let left = record.cut(record.start, start);
+                Change::new(frames, &[(slot, Some(left)), (upper, Some(right))])
+            }
+        };
+        if !writer.initialized {
+            change.apply(&mut writer.table);
+            return Ok(());
+        }
+        writer.slabs.reserve_free(record.slab)?;
+        let index = self.prepare(writer, &change, 1)?;
+        change.apply(&mut writer.table);
         let garbage = Garbage::Pages {
             slab: record.slab,
             first: record.first + (start - record.start),
             count: stop - start,
         };
-        let slots = match (start == record.start, stop == record.end) {
-            (true, true) => {
-                if writer.table.count() == 1 {
-                    return Err(PhysmemError::LastSegment);
-                }
-                writer.table.remove(slot);
-                [Some(slot), None]
-            }
-            (true, false) => {
-                writer.table.update(slot, record.cut(stop, record.end));
-                [Some(slot), None]
-            }
-            (false, true) => {
-                writer.table.update(slot, record.cut(record.start, start));
-                [Some(slot), None]
-            }
-            (false, false) => {
-                let upper = writer.table.reserve_slot()?;
-                writer.table.update(slot, record.cut(record.start, start));
-                let mut right = record.cut(stop, record.end);
-                right.start_hint = 0;
-                writer.table.insert(upper, right);
-                [Some(slot), Some(upper)]
-            }
-        };
-        if writer.initialized {
-            let change = Change {
-                frames: (record.start, record.end),
-                slots,
-            };
-            self.publish(writer, Some(change), Some(garbage));
-        }
+        self.publish(writer, index, Some(garbage));
         Ok(())
     }
-
-    /// The index entry of the segment in `slot`.
-    fn entry(writer: &Writer<P, BOOT>, slot: u32) -> Entry<P> {
-        let handle = writer.table.handle(slot);
-        let record = writer
-            .table
-            .get(handle)
-            .expect("a slot named by a write is live");
-        Entry {
-            run: Run {
-                start: record.start,
-                end: record.end,
-                pages: writer.slabs.get(record.slab).at(record.first),
-                slot,
-                generation: handle.generation,
-            },
-            avail_start: record.avail_start,
-            avail_end: record.avail_end,
-            free_list: record.free_list,
-            start_hint: record.start_hint,
-        }
-    }
-
-    /// Publishes a new index reflecting `change` (or everything, when there
-    /// is no change or no index yet), then retires what readers can no
-    /// longer reach (the old index, replaced sections, `garbage`) and
-    /// reclaims.
-    fn publish(
-        &self,
-        writer: &mut Writer<P, BOOT>,
-        change: Option<Change>,
-        garbage: Option<Garbage<P>>,
-    ) {
-        let current = self.published.load(Ordering::Acquire);
-        // SAFETY: the writer lock keeps the published index alive.
-        let current = unsafe { current.as_ref() };
-        let slot_count = writer.table.slot_count();
-        let updated = match (current, change) {
-            (Some(current), Some(change)) => {
-                let entries: Vec<Entry<P>> = change
-                    .slots
-                    .iter()
-                    .flatten()
-                    .filter(|&&slot| writer.table.start_of(slot).is_some())
-                    .map(|&slot| Self::entry(writer, slot))
-                    .collect();
-                let slots: Vec<(u32, Option<u64>)> = change
-                    .slots
-                    .iter()
-                    .flatten()
-                    .map(|&slot| (slot, writer.table.start_of(slot)))
-                    .collect();
-                current.update(Update {
-                    frames: change.frames,
-                    entries: &entries,
-                    span: writer.table.span(),
-                    slots: &slots,
-                    slot_count,
-                    len: writer.table.count(),
-                })
-            }
-            _ => None,
-        };
-        let (index, replaced) = match updated {
-            Some(updated) => updated,
-            None => {
-                let entries: Vec<Entry<P>> = writer
-                    .table
-                    .sorted()
-                    .into_iter()
-                    .map(|(slot, _)| Self::entry(writer, slot))
-                    .collect();
-                let replaced = current.map_or(
-                    Replaced {
-                        sections: Vec::new(),
-                        chunks: Vec::new(),
-                    },
-                    Index::release_all,
-                );
-                (Index::build(&entries, slot_count), replaced)
-            }
-        };
-        let index = Box::into_raw(Box::new(index));
-        let old = self.published.swap(index, Ordering::AcqRel);
-        if !old.is_null() {
-            // SAFETY: `old` came from `Box::into_raw` and is no longer published.
-            writer
-                .retired
-                .retire(Garbage::Index(unsafe { Box::from_raw(old) }));
-        }
-        // SAFETY (both loops): these come from `Box::into_raw`, are in no
-        // published index any more and are retired exactly once.
-        for section in replaced.sections {
-            let section = unsafe { Box::from_raw(section.cast_mut()) };
-            writer.retired.retire(Garbage::Section(section));
-        }
-        for chunk in replaced.chunks {
-            let chunk = unsafe { Box::from_raw(chunk.cast_mut()) };
-            writer.retired.retire(Garbage::SlotChunk(chunk));
-        }
-        if let Some(garbage) = garbage {
-            writer.retired.retire(garbage);
-        }
-        collect(&self.domain, writer);
-    }
 }
 
-/// What a write did: the frames whose segments changed (old and new
-/// extents together) and the slots it touched.
-struct Change {
-    frames: (u64, u64),
-    slots: [Option<u32>; 2],
-}
-
-fn collect<P: Page, const BOOT: usize>(domain: &Domain, writer: &mut Writer<P, BOOT>) {
+pub(crate) fn collect<P: Page, const BOOT: usize>(domain: &Domain, writer: &mut Writer<P, BOOT>) {
     let Writer { retired, slabs, .. } = writer;
     retired.collect(domain, |garbage| free(slabs, garbage));
 }
@@ -566,19 +466,12 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
         retired.drain_all(|garbage| free(slabs, garbage));
         let current = self.published.swap(ptr::null_mut(), Ordering::AcqRel);
         if !current.is_null() {
-            // SAFETY: from `Box::into_raw`; `&mut self` means no readers.
-            let index = unsafe { Box::from_raw(current) };
-            let replaced = index.release_all();
-            // SAFETY (both loops): owned by the last index, freed once here.
-            for section in replaced.sections {
-                drop(unsafe { Box::from_raw(section.cast_mut()) });
-            }
-            for chunk in replaced.chunks {
-                drop(unsafe { Box::from_raw(chunk.cast_mut()) });
-            }
+            // SAFETY: from `Box::into_raw`; `&mut self` means no readers, and
+            // the last index owns all its sections and chunks.
+            unsafe { Box::from_raw(current) }.discard(None);
         }
         if *initialized {
-            for (_, record) in table.sorted() {
+            for (_, record) in table.each_sorted() {
                 // SAFETY: live descriptors, and no readers are left.
                 unsafe { slabs.release(record.slab, record.first, record.len()) };
             }

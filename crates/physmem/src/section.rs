@@ -2,11 +2,12 @@
 //! 2^9 frames and the block table that finds the right one in at most
 //! [`MAX_SCAN`] steps.
 
-use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::Cell;
 use core::ptr;
 
+use crate::error::PhysmemError;
+use crate::fallible::try_vec;
 use crate::sync::AtomicU64;
 use crate::types::FreeList;
 
@@ -38,6 +39,17 @@ pub(crate) struct Detail {
     pub(crate) free_list: FreeList,
     /// Every section a segment spans has a copy; the writer sets them all.
     pub(crate) start_hint: AtomicU64,
+}
+
+impl Detail {
+    fn of<P>(entry: &Entry<P>) -> Self {
+        Detail {
+            avail_start: entry.avail_start,
+            avail_end: entry.avail_end,
+            free_list: entry.free_list,
+            start_hint: AtomicU64::new(entry.start_hint),
+        }
+    }
 }
 
 /// What a write hands to the index for each segment.
@@ -75,8 +87,9 @@ pub(crate) struct Section<P> {
     /// Sorted by start, followed by a sentinel that ends every scan.
     pub(crate) runs: Vec<Run<P>>,
     details: Vec<Detail>,
-    /// Table entries of the newest index that point here. Only the writer
-    /// reads or changes it, under its lock.
+    /// Table entries of the newest index that point here (an index a write
+    /// is building counts only the sections it made). Only the writer reads
+    /// or changes it, under its lock, and never for a section a write keeps.
     shares: Cell<u32>,
     /// Under loom, every read touches this cell and drop writes it, so the
     /// model reports any section freed while a reader can still use it.
@@ -104,24 +117,23 @@ fn sentinel<P>() -> Run<P> {
 impl<P> Section<P> {
     /// The section of `1 << shift` frames from `start`, holding `entries`
     /// (sorted, disjoint, each overlapping the section).
-    pub(crate) fn build(start: u64, shift: u32, entries: &[Entry<P>]) -> Self {
+    pub(crate) fn build(
+        start: u64,
+        shift: u32,
+        entries: &[Entry<P>],
+    ) -> Result<Self, PhysmemError> {
         let end = start + (1 << shift);
-        let mut runs: Vec<Run<P>> = entries.iter().map(|e| e.run).collect();
-        let details = entries
-            .iter()
-            .map(|e| Detail {
-                avail_start: e.avail_start,
-                avail_end: e.avail_end,
-                free_list: e.free_list,
-                start_hint: AtomicU64::new(e.start_hint),
-            })
-            .collect();
+        let mut runs: Vec<Run<P>> = try_vec(entries.len() + 1)?;
+        runs.extend(entries.iter().map(|e| e.run));
+        let mut details = try_vec(entries.len())?;
+        details.extend(entries.iter().map(Detail::of));
         let block_shift = Self::block_shift(&runs, start, shift);
         let covered_end = runs.last().map_or(start + 1, |r| r.end.min(end));
         let block_count = ((covered_end - start - 1) >> block_shift) + 1;
         // Block k names the first run ending after the block's start:
         // run i covers the blocks starting in [end of run i-1, end of run i).
-        let mut blocks = vec![runs.len() as u32; block_count as usize];
+        let mut blocks = try_vec(block_count as usize)?;
+        blocks.resize(block_count as usize, runs.len() as u32);
         let mut block = 0u64;
         for (i, run) in runs.iter().enumerate() {
             let run_end = run.end.min(start + (block_count << block_shift));
@@ -132,7 +144,7 @@ impl<P> Section<P> {
             }
         }
         runs.push(sentinel());
-        Section {
+        Ok(Section {
             start,
             block_shift,
             last_block: (block_count - 1) as u32,
@@ -142,28 +154,29 @@ impl<P> Section<P> {
             shares: Cell::new(1),
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
-        }
+        })
     }
 
     /// A section that `entry`'s run covers entirely, usable for every such
     /// section of that run: one block, whatever the frame.
-    pub(crate) fn uniform(entry: &Entry<P>) -> Self {
-        Section {
+    pub(crate) fn uniform(entry: &Entry<P>) -> Result<Self, PhysmemError> {
+        let mut blocks = try_vec(1)?;
+        blocks.push(0);
+        let mut runs = try_vec(2)?;
+        runs.extend([entry.run, sentinel()]);
+        let mut details = try_vec(1)?;
+        details.push(Detail::of(entry));
+        Ok(Section {
             start: entry.run.start,
             block_shift: u64::BITS - 1,
             last_block: 0,
-            blocks: vec![0],
-            runs: vec![entry.run, sentinel()],
-            details: vec![Detail {
-                avail_start: entry.avail_start,
-                avail_end: entry.avail_end,
-                free_list: entry.free_list,
-                start_hint: AtomicU64::new(entry.start_hint),
-            }],
+            blocks,
+            runs,
+            details,
             shares: Cell::new(1),
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
-        }
+        })
     }
 
     /// One more table entry points here.
@@ -271,6 +284,7 @@ impl<P> Section<P> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     fn entries(ranges: &[(u64, u64)]) -> Vec<Entry<()>> {
         ranges
@@ -320,7 +334,7 @@ mod tests {
             vec![(0, 100), (100, 101), (101, 102), (102, 103), (300, 600)],
         ];
         for (n, layout) in layouts.iter().enumerate() {
-            let section = Section::build(0, 9, &entries(layout));
+            let section = Section::build(0, 9, &entries(layout)).unwrap();
             for pfn in 0..512 {
                 let (steps, found) = probe(&section, pfn);
                 assert!(steps <= MAX_SCAN, "layout {n} pfn {pfn}: {steps} steps");

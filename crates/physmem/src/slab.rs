@@ -3,7 +3,6 @@
 //! released (NetBSD keeps them forever).
 
 use alloc::alloc::{alloc, dealloc, Layout};
-use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 
@@ -90,8 +89,9 @@ impl<P> Drop for Slab<P> {
 /// All slabs; ids are indices and stay put while the slab lives.
 pub(crate) struct Slabs<P> {
     slabs: Vec<Option<Slab<P>>>,
-    /// Slabs with free space, so that a plug does not visit full ones.
-    with_space: BTreeSet<u32>,
+    /// Ids of slabs with free space, sorted, so that a plug does not visit
+    /// full ones.
+    with_space: Vec<u32>,
     /// Ids of freed slabs, reused before the vector grows.
     free_ids: Vec<u32>,
 }
@@ -100,7 +100,7 @@ impl<P: Page> Slabs<P> {
     pub(crate) const fn new() -> Self {
         Slabs {
             slabs: Vec::new(),
-            with_space: BTreeSet::new(),
+            with_space: Vec::new(),
             free_ids: Vec::new(),
         }
     }
@@ -120,23 +120,26 @@ impl<P: Page> Slabs<P> {
     /// slab first, else allocates a slab of exactly `count`.
     /// Returns (slab id, first index). Nothing changes on failure.
     pub(crate) fn alloc(&mut self, count: u64) -> Result<(u32, u64), PhysmemError> {
-        for &id in &self.with_space {
+        for (at, &id) in self.with_space.iter().enumerate() {
             let Some(Some(slab)) = self.slabs.get_mut(id as usize) else {
                 continue;
             };
             if let Ok(first) = slab.extent.alloc(count) {
                 if slab.extent.free_units() == 0 {
-                    self.with_space.remove(&id);
+                    self.with_space.remove(at);
                 }
                 return Ok((id, first));
             }
         }
+        // Room for every id that can exist, so that `settle` never allocates.
+        let ids = self.slabs.len() + 1;
         self.slabs
             .try_reserve(1)
             .map_err(|_| PhysmemError::DescriptorAllocation)?;
-        self.free_ids
-            .try_reserve(1)
-            .map_err(|_| PhysmemError::DescriptorAllocation)?;
+        for list in [&mut self.free_ids, &mut self.with_space] {
+            list.try_reserve(ids.saturating_sub(list.len()))
+                .map_err(|_| PhysmemError::DescriptorAllocation)?;
+        }
         let mut slab = Slab::new(count)?;
         let first = slab
             .extent
@@ -166,12 +169,51 @@ impl<P: Page> Slabs<P> {
         };
         // SAFETY: forwarded contract.
         unsafe { slab.release(first, count) };
+        self.settle(id);
+    }
+
+    /// Takes back space from [`alloc`](Self::alloc) whose descriptors were
+    /// never initialised, because the write that wanted them failed: the
+    /// slabs are as before it (a slab made for it is freed again).
+    pub(crate) fn cancel(&mut self, id: u32, first: u64, count: u64) {
+        let Some(Some(slab)) = self.slabs.get_mut(id as usize) else {
+            return;
+        };
+        // Undoing an allocation needs no new free region: it either grows
+        // the region it was cut from or puts back the one it used up, whose
+        // room the region list still has.
+        let _ = slab.extent.free(first, count);
+        self.settle(id);
+    }
+
+    /// Room in slab `id` to free one more range without allocating, so that
+    /// reclaiming an unplugged range cannot fail for want of memory.
+    pub(crate) fn reserve_free(&mut self, id: u32) -> Result<(), PhysmemError> {
+        match self.slabs.get_mut(id as usize) {
+            Some(Some(slab)) => slab
+                .extent
+                .reserve(1)
+                .map_err(|_| PhysmemError::OutOfMemory),
+            _ => Ok(()),
+        }
+    }
+
+    /// Lists or frees slab `id` after space went back to it. Allocates
+    /// nothing: `alloc` keeps `with_space` and `free_ids` with room for
+    /// every slab id.
+    fn settle(&mut self, id: u32) {
+        let Some(Some(slab)) = self.slabs.get(id as usize) else {
+            return;
+        };
+        let listed = self.with_space.binary_search(&id);
         if slab.extent.is_unused() {
             self.slabs[id as usize] = None;
-            self.with_space.remove(&id);
+            if let Ok(at) = listed {
+                self.with_space.remove(at);
+            }
             self.free_ids.push(id);
-        } else {
-            self.with_space.insert(id);
+        } else if let Err(at) = listed {
+            self.with_space.insert(at, id);
         }
     }
 }

@@ -1,10 +1,13 @@
 //! Slot → first frame of the slot's segment, for resolving handles without
 //! locks. A persistent chunked array: a write copies the chunk table and
 //! the one or two chunks it changes, not every slot, and retires the chunks
-//! it replaced.
+//! it replaced once the new map is published.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+
+use crate::error::PhysmemError;
+use crate::fallible::{boxed, try_vec};
 
 const CHUNK_SHIFT: u32 = 9;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
@@ -28,22 +31,23 @@ impl Drop for SlotChunk {
 }
 
 impl SlotChunk {
-    fn with(starts: [u64; CHUNK]) -> *mut SlotChunk {
-        Box::into_raw(Box::new(SlotChunk {
+    fn with(starts: [u64; CHUNK]) -> Result<*mut SlotChunk, PhysmemError> {
+        let chunk = boxed(SlotChunk {
             starts,
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
-        }))
+        })?;
+        Ok(Box::into_raw(chunk))
     }
 
-    fn empty() -> *mut SlotChunk {
+    fn empty() -> Result<*mut SlotChunk, PhysmemError> {
         Self::with([NO_START; CHUNK])
     }
 }
 
 pub(crate) struct SlotMap {
-    /// Owned by the newest index that lists them; shared with older ones
-    /// until a write replaces them.
+    /// Owned by the newest index that lists them; shared with the index a
+    /// write builds until it replaces them.
     chunks: Vec<*const SlotChunk>,
 }
 
@@ -53,16 +57,28 @@ fn chunks_for(slot_count: usize) -> usize {
 
 impl SlotMap {
     /// A map of `slot_count` slots holding `starts`.
-    pub(crate) fn new(slot_count: usize, starts: impl Iterator<Item = (u32, u64)>) -> Self {
-        let chunks: Vec<*const SlotChunk> = (0..chunks_for(slot_count))
-            .map(|_| SlotChunk::empty().cast_const())
-            .collect();
+    pub(crate) fn new(
+        slot_count: usize,
+        starts: impl Iterator<Item = (u32, u64)>,
+    ) -> Result<Self, PhysmemError> {
+        let mut map = SlotMap {
+            chunks: try_vec(chunks_for(slot_count))?,
+        };
+        while map.chunks.len() < chunks_for(slot_count) {
+            match SlotChunk::empty() {
+                Ok(chunk) => map.chunks.push(chunk.cast_const()),
+                Err(error) => {
+                    map.discard(None);
+                    return Err(error);
+                }
+            }
+        }
         for (slot, start) in starts {
-            let chunk = chunks[(slot >> CHUNK_SHIFT) as usize].cast_mut();
+            let chunk = map.chunks[(slot >> CHUNK_SHIFT) as usize].cast_mut();
             // SAFETY: just allocated here and not shared yet.
             unsafe { (*chunk).starts[slot as usize % CHUNK] = start };
         }
-        SlotMap { chunks }
+        Ok(map)
     }
 
     /// The start recorded for `slot`, if its segment is live.
@@ -78,40 +94,77 @@ impl SlotMap {
     }
 
     /// The map after `changes` (slot, new start or `None` when freed), with
-    /// room for `slot_count` slots; the chunks it replaced go to `retired`.
+    /// room for `slot_count` slots. It shares the chunks it does not change
+    /// with `self`; on failure nothing is left allocated.
     pub(crate) fn update(
         &self,
         slot_count: usize,
         changes: &[(u32, Option<u64>)],
-        retired: &mut Vec<*const SlotChunk>,
-    ) -> Self {
-        let mut chunks = self.chunks.clone();
-        while chunks.len() < chunks_for(slot_count) {
-            chunks.push(SlotChunk::empty().cast_const());
+    ) -> Result<Self, PhysmemError> {
+        let mut map = SlotMap {
+            chunks: try_vec(self.chunks.len().max(chunks_for(slot_count)))?,
+        };
+        map.chunks.extend_from_slice(&self.chunks);
+        while map.chunks.len() < chunks_for(slot_count) {
+            match SlotChunk::empty() {
+                Ok(chunk) => map.chunks.push(chunk.cast_const()),
+                Err(error) => {
+                    map.discard(Some(self));
+                    return Err(error);
+                }
+            }
         }
         for &(slot, start) in changes {
             let at = (slot >> CHUNK_SHIFT) as usize;
-            let Some(&chunk) = chunks.get(at) else {
+            let Some(&chunk) = map.chunks.get(at) else {
                 continue;
             };
             let chunk = if self.chunks.get(at) == Some(&chunk) {
                 // Still the published chunk: copy it before writing.
-                retired.push(chunk);
                 // SAFETY: a live chunk of the current map.
-                let copy = SlotChunk::with(unsafe { &*chunk }.starts);
-                chunks[at] = copy.cast_const();
-                copy
+                match SlotChunk::with(unsafe { &*chunk }.starts) {
+                    Ok(copy) => {
+                        map.chunks[at] = copy.cast_const();
+                        copy
+                    }
+                    Err(error) => {
+                        map.discard(Some(self));
+                        return Err(error);
+                    }
+                }
             } else {
                 chunk.cast_mut()
             };
             // SAFETY: allocated by this update, not published yet.
             unsafe { (*chunk).starts[slot as usize % CHUNK] = start.unwrap_or(NO_START) };
         }
-        SlotMap { chunks }
+        Ok(map)
     }
 
-    /// Every chunk, for teardown or a rebuild from scratch.
-    pub(crate) fn chunks(&self) -> impl Iterator<Item = *const SlotChunk> + '_ {
-        self.chunks.iter().copied()
+    /// Frees the chunks of this map that `other` (the map it was made from,
+    /// if any) does not list at the same place.
+    pub(crate) fn discard(&self, other: Option<&SlotMap>) {
+        for chunk in self.replaced_by(other) {
+            // SAFETY: made by this map alone and not published.
+            drop(unsafe { Box::from_raw(chunk.cast_mut()) });
+        }
+    }
+
+    /// Chunks of this map that `other` does not list at the same place:
+    /// what replacing this map by `other` leaves unused.
+    pub(crate) fn replaced_by<'a>(
+        &'a self,
+        other: Option<&'a SlotMap>,
+    ) -> impl Iterator<Item = *const SlotChunk> + 'a {
+        self.chunks
+            .iter()
+            .enumerate()
+            .filter(move |&(at, chunk)| other.and_then(|o| o.chunks.get(at)) != Some(chunk))
+            .map(|(_, &chunk)| chunk)
+    }
+
+    /// Number of chunks.
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.chunks.len()
     }
 }

@@ -2,10 +2,10 @@
 //! fixed array (no heap: NetBSD's `VM_PHYSSEG_MAX` boot storage); the init
 //! step moves them, slots and generations unchanged, to the heap.
 
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use crate::error::PhysmemError;
+use crate::fallible::{reserve, try_vec};
 use crate::types::{FreeList, Pfn, SegmentHandle, SegmentInfo};
 
 /// A segment as the writer keeps it.
@@ -81,11 +81,20 @@ impl Slot {
     }
 }
 
+/// The heap phase's storage, see [`Table::heap_parts`].
+pub(crate) struct HeapParts {
+    heap: Vec<Slot>,
+    free_slots: Vec<u32>,
+    by_start: Vec<(u64, u32)>,
+}
+
 pub(crate) struct Table<const BOOT: usize> {
     boot: [Slot; BOOT],
     heap: Vec<Slot>,
-    /// Start → slot, for the heap phase.
-    by_start: BTreeMap<u64, u32>,
+    /// (start, slot) sorted by start, for the heap phase. A vector rather
+    /// than a tree so that a write can reserve its room before it changes
+    /// anything.
+    by_start: Vec<(u64, u32)>,
     free_slots: Vec<u32>,
     on_heap: bool,
     count: usize,
@@ -96,7 +105,7 @@ impl<const BOOT: usize> Table<BOOT> {
         Table {
             boot: [Slot::EMPTY; BOOT],
             heap: Vec::new(),
-            by_start: BTreeMap::new(),
+            by_start: Vec::new(),
             free_slots: Vec::new(),
             on_heap: false,
             count: 0,
@@ -154,7 +163,8 @@ impl<const BOOT: usize> Table<BOOT> {
     /// The segment holding `pfn`: (slot, record).
     pub(crate) fn containing(&self, pfn: u64) -> Option<(u32, Record)> {
         if self.on_heap {
-            let (_, &slot) = self.by_start.range(..=pfn).next_back()?;
+            let at = self.by_start.partition_point(|&(start, _)| start <= pfn);
+            let (_, slot) = self.by_start[at.checked_sub(1)?];
             let record = self.record(slot);
             (pfn < record.end).then_some((slot, record))
         } else {
@@ -171,7 +181,8 @@ impl<const BOOT: usize> Table<BOOT> {
     /// Some segment sharing a frame with `[start, end)`.
     pub(crate) fn overlap(&self, start: u64, end: u64) -> Option<Record> {
         if self.on_heap {
-            let (_, &slot) = self.by_start.range(..end).next_back()?;
+            let at = self.by_start.partition_point(|&(first, _)| first < end);
+            let (_, slot) = self.by_start[at.checked_sub(1)?];
             let record = self.record(slot);
             (record.end > start).then_some(record)
         } else {
@@ -182,18 +193,18 @@ impl<const BOOT: usize> Table<BOOT> {
         }
     }
 
-    /// A slot for a new segment, reserved so that `insert` cannot fail.
+    /// A slot for a new segment, reserved (with its other room) so that
+    /// `insert` cannot fail or allocate.
     pub(crate) fn reserve_slot(&mut self) -> Result<u32, PhysmemError> {
         if self.on_heap {
+            reserve(&mut self.by_start, 1)?;
             if let Some(&slot) = self.free_slots.last() {
                 return Ok(slot);
             }
             if self.heap.len() >= u32::MAX as usize {
                 return Err(PhysmemError::StorageFull);
             }
-            self.heap
-                .try_reserve(1)
-                .map_err(|_| PhysmemError::StorageFull)?;
+            reserve(&mut self.heap, 1)?;
             Ok(self.heap.len() as u32)
         } else {
             self.boot
@@ -214,21 +225,40 @@ impl<const BOOT: usize> Table<BOOT> {
             } else {
                 self.free_slots.retain(|&s| s != slot);
             }
-            self.by_start.insert(record.start, slot);
+            let at = self
+                .by_start
+                .partition_point(|&(start, _)| start < record.start);
+            self.by_start.insert(at, (record.start, slot));
         }
         self.slots_mut()[slot as usize].record = Some(record);
         self.count += 1;
         self.handle(slot)
     }
 
-    /// Replaces a live segment's record (its start may move).
+    /// Replaces a live segment's record by one cut from it (its start may
+    /// move, but not past another segment, so its place in order stays).
     pub(crate) fn update(&mut self, slot: u32, record: Record) {
         let old = self.record(slot);
         if self.on_heap && old.start != record.start {
-            self.by_start.remove(&old.start);
-            self.by_start.insert(record.start, slot);
+            let at = self
+                .by_start
+                .partition_point(|&(start, _)| start < old.start);
+            self.by_start[at].0 = record.start;
         }
         self.slots_mut()[slot as usize].record = Some(record);
+    }
+
+    /// Room for [`remove`](Self::remove) to list a freed slot.
+    pub(crate) fn reserve_remove(&mut self) -> Result<(), PhysmemError> {
+        if self.on_heap {
+            reserve(&mut self.free_slots, 1)?;
+        }
+        Ok(())
+    }
+
+    /// The generation a segment put in `slot` would have.
+    pub(crate) fn generation(&self, slot: u32) -> u32 {
+        self.slots().get(slot as usize).map_or(0, |s| s.generation)
     }
 
     /// Removes a live segment; its handles become stale for good.
@@ -236,7 +266,10 @@ impl<const BOOT: usize> Table<BOOT> {
         let old = self.record(slot);
         let on_heap = self.on_heap;
         if on_heap {
-            self.by_start.remove(&old.start);
+            let at = self
+                .by_start
+                .partition_point(|&(start, _)| start < old.start);
+            self.by_start.remove(at);
         }
         let entry = &mut self.slots_mut()[slot as usize];
         entry.record = None;
@@ -256,40 +289,69 @@ impl<const BOOT: usize> Table<BOOT> {
         self.slots().get(slot as usize)?.record.map(|r| r.start)
     }
 
-    /// Lowest start and highest end of all segments.
-    pub(crate) fn span(&self) -> Option<(u64, u64)> {
-        if self.on_heap {
-            let (&low, _) = self.by_start.first_key_value()?;
-            let (_, &last) = self.by_start.last_key_value()?;
-            Some((low, self.record(last).end))
-        } else {
-            let live = self.boot.iter().filter_map(|s| s.record);
-            let low = live.clone().map(|r| r.start).min()?;
-            let high = live.map(|r| r.end).max()?;
-            Some((low, high))
+    /// Lowest start and highest end of all segments once `changes` (slot,
+    /// its record after a write or `None`) are applied (heap phase).
+    pub(crate) fn span_after(&self, changes: &[(u32, Option<Record>)]) -> Option<(u64, u64)> {
+        let unchanged = |&&(_, slot): &&(u64, u32)| changes.iter().all(|&(s, _)| s != slot);
+        let low = self
+            .by_start
+            .iter()
+            .find(unchanged)
+            .map(|&(start, _)| start);
+        let high = self
+            .by_start
+            .iter()
+            .rev()
+            .find(unchanged)
+            .map(|&(_, slot)| self.record(slot).end);
+        let mut span = low.zip(high);
+        for record in changes.iter().filter_map(|(_, r)| r.as_ref()) {
+            span = Some(span.map_or((record.start, record.end), |(low, high)| {
+                (low.min(record.start), high.max(record.end))
+            }));
         }
+        span
     }
 
-    /// Live segments in address order: (slot, record).
-    pub(crate) fn sorted(&self) -> Vec<(u32, Record)> {
-        if self.on_heap {
+    /// Live segments in address order once `changes` are applied (heap
+    /// phase): (slot, record).
+    pub(crate) fn sorted_after(
+        &self,
+        changes: &[(u32, Option<Record>)],
+    ) -> Result<Vec<(u32, Record)>, PhysmemError> {
+        let mut sorted = try_vec(self.by_start.len() + changes.len())?;
+        sorted.extend(
             self.by_start
-                .values()
-                .map(|&slot| (slot, self.record(slot)))
-                .collect()
-        } else {
-            let mut live: Vec<(u32, Record)> = self
-                .boot
                 .iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.record.map(|r| (i as u32, r)))
-                .collect();
-            live.sort_by_key(|(_, r)| r.start);
-            live
+                .filter(|&&(_, slot)| changes.iter().all(|&(s, _)| s != slot))
+                .map(|&(_, slot)| (slot, self.record(slot))),
+        );
+        for &(slot, record) in changes {
+            if let Some(record) = record {
+                let at = sorted.partition_point(|(_, r)| r.start < record.start);
+                sorted.insert(at, (slot, record));
+            }
         }
+        Ok(sorted)
     }
 
-    /// Boot records in address order, without the heap (for page init).
+    /// Live segments in address order: (slot, record), for teardown.
+    pub(crate) fn each_sorted(&self) -> impl Iterator<Item = (u32, Record)> + '_ {
+        let heap = self
+            .by_start
+            .iter()
+            .filter(|_| self.on_heap)
+            .map(|&(_, slot)| (slot, self.record(slot)));
+        let boot = self
+            .boot
+            .iter()
+            .enumerate()
+            .filter(|_| !self.on_heap)
+            .filter_map(|(i, s)| s.record.map(|r| (i as u32, r)));
+        heap.chain(boot)
+    }
+
+    /// Boot records, without the heap (for page init).
     pub(crate) fn boot_records(&self) -> impl Iterator<Item = (u32, Record)> + '_ {
         self.boot
             .iter()
@@ -297,29 +359,36 @@ impl<const BOOT: usize> Table<BOOT> {
             .filter_map(|(i, s)| s.record.map(|r| (i as u32, r)))
     }
 
-    /// Moves the boot slots to the heap with `records` (slot → record with
-    /// descriptors assigned); slots and generations are kept.
-    pub(crate) fn move_to_heap(&mut self, records: &[(u32, Record)]) -> Result<(), PhysmemError> {
-        let mut heap = Vec::new();
-        heap.try_reserve(BOOT.max(1))
-            .map_err(|_| PhysmemError::StorageFull)?;
+    /// The heap storage for the boot slots with `records` (slot → record
+    /// with descriptors assigned, sorted by start), allocated before page
+    /// init changes anything; [`adopt`](Self::adopt) puts it in place.
+    pub(crate) fn heap_parts(&self, records: &[(u32, Record)]) -> Result<HeapParts, PhysmemError> {
+        let mut heap = try_vec(BOOT.max(1))?;
         heap.extend_from_slice(&self.boot);
         for &(slot, record) in records {
             heap[slot as usize].record = Some(record);
         }
-        let mut free_slots = Vec::new();
+        let mut free_slots = try_vec(BOOT)?;
         for (i, slot) in heap.iter().enumerate().rev() {
             if slot.usable() {
                 free_slots.push(i as u32);
             }
         }
-        for &(slot, record) in records {
-            self.by_start.insert(record.start, slot);
-        }
-        self.heap = heap;
-        self.free_slots = free_slots;
+        let mut by_start = try_vec(records.len().max(1))?;
+        by_start.extend(records.iter().map(|&(slot, record)| (record.start, slot)));
+        Ok(HeapParts {
+            heap,
+            free_slots,
+            by_start,
+        })
+    }
+
+    /// Moves the boot slots to the heap; slots and generations are kept.
+    pub(crate) fn adopt(&mut self, parts: HeapParts) {
+        self.heap = parts.heap;
+        self.free_slots = parts.free_slots;
+        self.by_start = parts.by_start;
         self.on_heap = true;
-        Ok(())
     }
 
     /// Records a start hint.

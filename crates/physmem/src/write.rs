@@ -1,0 +1,200 @@
+//! The write path's two halves: [`Physmem::prepare`] works out and
+//! allocates everything a write needs (the new index, room to retire the
+//! old one) while nothing has changed yet, so running out of memory is
+//! refused like bad input; [`Physmem::publish`] then commits without
+//! allocating.
+
+use alloc::boxed::Box;
+
+use lock_api::RawMutex;
+
+use crate::error::PhysmemError;
+use crate::fallible::{try_box, try_vec};
+use crate::index::{Entry, Index, Run, Unused, Update};
+use crate::page::Page;
+use crate::physmem::{collect, Garbage, Physmem, Writer};
+use crate::sync::Ordering;
+use crate::table::{Record, Table};
+
+impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
+    /// The index entry of `record`, which is (or is about to be) in `slot`.
+    pub(crate) fn entry(writer: &Writer<P, BOOT>, slot: u32, record: Record) -> Entry<P> {
+        Entry {
+            run: Run {
+                start: record.start,
+                end: record.end,
+                pages: writer.slabs.get(record.slab).at(record.first),
+                slot,
+                generation: writer.table.generation(slot),
+            },
+            avail_start: record.avail_start,
+            avail_end: record.avail_end,
+            free_list: record.free_list,
+            start_hint: record.start_hint,
+        }
+    }
+
+    /// Builds the index that reflects `change` (not applied to the table
+    /// yet) and reserves everything publishing it needs, so that nothing
+    /// after this can fail. On failure nothing has changed.
+    pub(crate) fn prepare(
+        &self,
+        writer: &mut Writer<P, BOOT>,
+        change: &Change,
+        garbage: usize,
+    ) -> Result<Box<Index<P>>, PhysmemError> {
+        let current = self.published.load(Ordering::Acquire);
+        // SAFETY: the writer lock keeps the published index alive.
+        let current = unsafe { current.as_ref() };
+        let changes = change.slots();
+        let table = &writer.table;
+        let slot_count = changes
+            .iter()
+            .map(|&(slot, _)| slot as usize + 1)
+            .fold(table.slot_count(), usize::max);
+        let mut len = table.count();
+        for &(slot, record) in changes {
+            match (table.start_of(slot).is_some(), record.is_some()) {
+                (false, true) => len += 1,
+                (true, false) => len -= 1,
+                _ => {}
+            }
+        }
+        let updated = match current {
+            Some(current) => {
+                let mut entries = try_vec(changes.len())?;
+                for &(slot, record) in changes {
+                    if let Some(record) = record {
+                        let at = entries.partition_point(|e: &Entry<P>| e.run.start < record.start);
+                        entries.insert(at, Self::entry(writer, slot, record));
+                    }
+                }
+                let mut starts = [(0, None); 2];
+                for (start, &(slot, record)) in starts.iter_mut().zip(changes) {
+                    *start = (slot, record.map(|r| r.start));
+                }
+                current.update(Update {
+                    frames: change.frames,
+                    entries: &entries,
+                    span: table.span_after(changes),
+                    slots: &starts[..changes.len()],
+                    slot_count,
+                    len,
+                })?
+            }
+            None => None,
+        };
+        let index = match updated {
+            Some(index) => index,
+            None => {
+                let sorted = table.sorted_after(changes)?;
+                let mut entries = try_vec(sorted.len())?;
+                entries.extend(
+                    sorted
+                        .iter()
+                        .map(|&(slot, record)| Self::entry(writer, slot, record)),
+                );
+                Index::build(&entries, slot_count)?
+            }
+        };
+        self.finish(writer, index, garbage)
+    }
+
+    /// Boxes a new index and reserves room to retire what publishing it
+    /// replaces plus `garbage` more items; frees the index on failure.
+    pub(crate) fn finish(
+        &self,
+        writer: &mut Writer<P, BOOT>,
+        index: Index<P>,
+        garbage: usize,
+    ) -> Result<Box<Index<P>>, PhysmemError> {
+        let current = self.published.load(Ordering::Acquire);
+        // SAFETY: the writer lock keeps the published index alive.
+        let current = unsafe { current.as_ref() };
+        let retiring = 1 + current.map_or(0, Index::release_bound) + garbage;
+        let boxed = match writer.retired.reserve(retiring) {
+            Ok(()) => try_box(index),
+            Err(_) => Err(index),
+        };
+        boxed.map_err(|index| {
+            index.discard(current);
+            PhysmemError::OutOfMemory
+        })
+    }
+
+    /// Publishes `index` (from [`prepare`](Self::prepare)) with one atomic
+    /// swap, then retires what readers can no longer reach (the old index,
+    /// the sections and slot chunks only it used, `garbage`) and reclaims.
+    /// Allocates nothing.
+    pub(crate) fn publish(
+        &self,
+        writer: &mut Writer<P, BOOT>,
+        index: Box<Index<P>>,
+        garbage: Option<Garbage<P>>,
+    ) {
+        let index = Box::into_raw(index);
+        let old = self.published.swap(index, Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: `old` came from `Box::into_raw` and is no longer
+            // published; `index` was just published and is alive.
+            let old = unsafe { Box::from_raw(old) };
+            let retired = &mut writer.retired;
+            // SAFETY (both): from `Box::into_raw`, in no published index any
+            // more, and passed on exactly once.
+            old.release_for(Some(unsafe { &*index }), |unused| {
+                retired.retire(match unused {
+                    Unused::Section(section) => {
+                        Garbage::Section(unsafe { Box::from_raw(section.cast_mut()) })
+                    }
+                    Unused::Chunk(chunk) => {
+                        Garbage::SlotChunk(unsafe { Box::from_raw(chunk.cast_mut()) })
+                    }
+                })
+            });
+            retired.retire(Garbage::Index(old));
+        }
+        if let Some(garbage) = garbage {
+            writer.retired.retire(garbage);
+        }
+        collect(&self.domain, writer);
+    }
+}
+
+/// A write worked out before anything changes: the frames whose segments
+/// change (old and new extents together) and each touched slot's record
+/// after it (`None`: removed).
+pub(crate) struct Change {
+    frames: (u64, u64),
+    slots: [(u32, Option<Record>); 2],
+    count: usize,
+}
+
+impl Change {
+    pub(crate) fn new(frames: (u64, u64), changes: &[(u32, Option<Record>)]) -> Self {
+        let mut slots = [(0, None); 2];
+        slots[..changes.len()].copy_from_slice(changes);
+        Change {
+            frames,
+            slots,
+            count: changes.len(),
+        }
+    }
+
+    fn slots(&self) -> &[(u32, Option<Record>)] {
+        &self.slots[..self.count]
+    }
+
+    /// Makes the change in the table; its room was reserved, so this
+    /// cannot fail or allocate.
+    pub(crate) fn apply<const BOOT: usize>(&self, table: &mut Table<BOOT>) {
+        for &(slot, record) in self.slots() {
+            match (record, table.start_of(slot).is_some()) {
+                (None, _) => table.remove(slot),
+                (Some(record), true) => table.update(slot, record),
+                (Some(record), false) => {
+                    table.insert(slot, record);
+                }
+            }
+        }
+    }
+}

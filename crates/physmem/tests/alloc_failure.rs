@@ -1,0 +1,245 @@
+//! Running out of memory in the middle of a write is refused like bad input:
+//! a global allocator fails the N-th allocation of one operation, for every
+//! N until the operation allocates no more, and each time the operation must
+//! return an allocation error and leave segments, lookups, handles and slabs
+//! exactly as they were, and leak nothing. Then it must succeed.
+// These use a real global allocator; the loom build runs only tests/loom.rs.
+#![cfg(not(loom))]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use hotkern_physmem::{
+    BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle, SegmentInfo,
+};
+
+/// Fails allocation number `FAIL_AT` (counted from 1) made by the thread
+/// that armed it, once.
+struct Failing;
+
+// Per thread, so that tests running in parallel do not count each other's
+// allocations.
+thread_local! {
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+    static FAIL_AT: Cell<usize> = const { Cell::new(0) };
+    static SEEN: Cell<usize> = const { Cell::new(0) };
+    static FAILED: Cell<bool> = const { Cell::new(false) };
+    /// Bytes this thread has allocated and not freed.
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Failing {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if ARMED.with(Cell::get) {
+            let n = SEEN.with(|seen| seen.get()) + 1;
+            SEEN.with(|seen| seen.set(n));
+            if n == FAIL_AT.with(Cell::get) {
+                FAILED.with(|failed| failed.set(true));
+                return std::ptr::null_mut();
+            }
+        }
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            LIVE.with(|live| live.set(live.get() + layout.size() as isize));
+        }
+        ptr
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.with(|live| live.set(live.get() - layout.size() as isize));
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Failing = Failing;
+
+/// Runs `operation` with allocation `n` failing; returns its result and
+/// whether the failure was injected.
+fn failing_at<T>(n: usize, operation: impl FnOnce() -> T) -> (T, bool) {
+    FAIL_AT.with(|at| at.set(n));
+    SEEN.with(|seen| seen.set(0));
+    FAILED.with(|failed| failed.set(false));
+    ARMED.with(|armed| armed.set(true));
+    let result = operation();
+    ARMED.with(|armed| armed.set(false));
+    (result, FAILED.with(Cell::get))
+}
+
+/// Runs `test` and checks that everything it allocated was freed: a refused
+/// write must not leave a section, chunk or index behind.
+fn without_leaks(test: impl FnOnce()) {
+    let before = LIVE.with(Cell::get);
+    test();
+    assert_eq!(LIVE.with(Cell::get), before, "bytes leaked");
+}
+
+/// One probed frame: its segment and offset, and its descriptor's address.
+type Lookup = (Option<(SegmentHandle, PageCount)>, Option<usize>);
+
+/// Everything a reader or the writer's getters can see.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    segments: Vec<(SegmentHandle, SegmentInfo, usize)>,
+    lookups: Vec<Lookup>,
+    infos: Vec<Result<SegmentInfo, PhysmemError>>,
+    len: usize,
+    reader_len: usize,
+    highest: Option<Pfn>,
+    slabs: usize,
+    initialized: bool,
+}
+
+fn snapshot(mem: &Physmem<BasicPage>, handles: &[SegmentHandle], probe_to: u64) -> Snapshot {
+    let guard = mem.read();
+    let segments = guard
+        .segments()
+        .map(|s| (s.handle(), s.info(), s.pages().as_ptr() as usize))
+        .collect();
+    let lookups = (0..probe_to)
+        .map(|pfn| {
+            let page = guard.page(Pfn(pfn)).map(|p| {
+                assert_eq!(p.phys_addr, Pfn(pfn).phys_addr());
+                p as *const BasicPage as usize
+            });
+            (guard.find(Pfn(pfn)), page)
+        })
+        .collect();
+    Snapshot {
+        segments,
+        lookups,
+        infos: handles.iter().map(|&h| mem.segment_info(h)).collect(),
+        len: mem.len(),
+        reader_len: guard.len(),
+        highest: guard.highest_frame(),
+        slabs: mem.slab_count(),
+        initialized: mem.is_initialized(),
+    }
+}
+
+/// Fails every allocation of `operation` in turn, checking it is refused
+/// with nothing changed, then lets it succeed; returns its result.
+fn refused_until_memory<T: std::fmt::Debug>(
+    mem: &Physmem<BasicPage>,
+    handles: &[SegmentHandle],
+    probe_to: u64,
+    mut operation: impl FnMut() -> Result<T, PhysmemError>,
+) -> T {
+    let before = snapshot(mem, handles, probe_to);
+    for n in 1.. {
+        let (result, failed) = failing_at(n, &mut operation);
+        if !failed {
+            assert!(n > 1, "the operation allocates");
+            let value = result.expect("succeeds once memory is there");
+            assert_ne!(snapshot(mem, handles, probe_to), before, "it did something");
+            return value;
+        }
+        match result {
+            Err(PhysmemError::OutOfMemory) | Err(PhysmemError::DescriptorAllocation) => {}
+            other => panic!("allocation {n} failed but the operation returned {other:?}"),
+        }
+        assert_eq!(mem.pending_reclaim(), 0, "allocation {n}: garbage was left");
+        assert_eq!(
+            snapshot(mem, handles, probe_to),
+            before,
+            "allocation {n} failed and the state changed"
+        );
+    }
+    unreachable!()
+}
+
+fn running() -> (Physmem<BasicPage>, Vec<SegmentHandle>) {
+    let mem: Physmem<BasicPage> = Physmem::initialized();
+    let handles = vec![
+        mem.plug(Pfn(0x100), PageCount(0x50)).unwrap(),
+        // Spans several sections: shared, uniform ones.
+        mem.plug(Pfn(0x400), PageCount(0x1000)).unwrap(),
+        mem.plug(Pfn(0x2000), PageCount(0x10)).unwrap(),
+    ];
+    (mem, handles)
+}
+
+const PROBE_TO: u64 = 0x2400;
+
+#[test]
+fn plug_out_of_memory_changes_nothing() {
+    without_leaks(|| {
+        let (mem, mut handles) = running();
+        let handle = refused_until_memory(&mem, &handles, PROBE_TO, || {
+            mem.plug(Pfn(0x1800), PageCount(0x300))
+        });
+        handles.push(handle);
+        let guard = mem.read();
+        assert_eq!(guard.find(Pfn(0x1900)), Some((handle, PageCount(0x100))));
+        assert_eq!(guard.len(), 4);
+    });
+}
+
+#[test]
+fn plug_that_rebuilds_the_whole_index_out_of_memory_changes_nothing() {
+    without_leaks(|| {
+        // So far away that the section size must grow: a build from scratch.
+        let (mem, handles) = running();
+        let far = Pfn(1 << 34);
+        let handle = refused_until_memory(&mem, &handles, PROBE_TO, || mem.plug(far, PageCount(8)));
+        assert_eq!(mem.read().find(far), Some((handle, PageCount(0))));
+        assert_eq!(mem.read().highest_frame(), Some(Pfn(far.0 + 7)));
+    });
+}
+
+#[test]
+fn middle_unplug_out_of_memory_changes_nothing() {
+    without_leaks(|| {
+        let (mem, handles) = running();
+        refused_until_memory(&mem, &handles, PROBE_TO, || {
+            mem.unplug(Pfn(0x600), PageCount(0x20))
+        });
+        let guard = mem.read();
+        assert_eq!(guard.find(Pfn(0x610)), None);
+        assert_eq!(guard.segment(handles[1]).unwrap().end(), Pfn(0x600));
+        assert_eq!(guard.find(Pfn(0x620)).unwrap().1, PageCount(0));
+        assert_eq!(guard.len(), 4);
+    });
+}
+
+#[test]
+fn whole_unplug_out_of_memory_changes_nothing() {
+    without_leaks(|| {
+        let (mem, handles) = running();
+        refused_until_memory(&mem, &handles, PROBE_TO, || {
+            mem.unplug(Pfn(0x100), PageCount(0x50))
+        });
+        assert_eq!(mem.segment_info(handles[0]), Err(PhysmemError::StaleHandle));
+        assert_eq!(mem.len(), 2);
+    });
+}
+
+#[test]
+fn init_pages_out_of_memory_changes_nothing() {
+    without_leaks(|| {
+        let mem: Physmem<BasicPage> = Physmem::new();
+        let handles = vec![
+            mem.physload(Pfn(0x200), Pfn(0x300), Pfn(0x210), Pfn(0x300), FreeList(0))
+                .unwrap(),
+            mem.physload(
+                Pfn(0x1000),
+                Pfn(0x1800),
+                Pfn(0x1000),
+                Pfn(0x1800),
+                FreeList(1),
+            )
+            .unwrap(),
+        ];
+        refused_until_memory(&mem, &handles, PROBE_TO, || mem.init_pages());
+        assert!(mem.is_initialized());
+        assert_eq!(mem.slab_count(), 1);
+        let guard = mem.read();
+        assert_eq!(
+            guard.find(Pfn(0x1400)),
+            Some((handles[1], PageCount(0x400)))
+        );
+        // Writes work on the moved records.
+        drop(guard);
+        mem.unplug(Pfn(0x1100), PageCount(0x10)).unwrap();
+        assert_eq!(mem.len(), 3);
+    });
+}
