@@ -330,6 +330,23 @@ impl<P> Index<P> {
         (run.slot == handle.slot && run.generation == handle.generation).then_some(place)
     }
 
+    /// Some segment sharing a frame with `[start, end)`: the one holding
+    /// `start`, else the first starting inside the range (writer only).
+    pub(crate) fn first_overlapping(&self, start: u64, end: u64) -> Option<&Run<P>> {
+        if let Some((section, i)) = self.find(start) {
+            return Some(section.run(i));
+        }
+        let first = (start >> self.shift).max(self.base);
+        let last = ((end - 1) >> self.shift).min(self.base + self.sections.len() as u64);
+        (first..=last).find_map(|number| {
+            let section = self.section((number - self.base) as usize)?;
+            // A run starting before `start` that reaches this section would
+            // hold `start`; so the first overlapping run starts in range.
+            let runs = &section.runs[..section.len()];
+            runs.iter().find(|r| r.start >= start && r.start < end)
+        })
+    }
+
     /// The lowest segment.
     pub(crate) fn first(&self) -> Option<Place<'_, P>> {
         (0..self.sections.len()).find_map(|n| {

@@ -17,7 +17,7 @@ use crate::slots::SlotChunk;
 use crate::sync::{AtomicPtr, Ordering};
 use crate::table::{Record, Table};
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo, PFN_LIMIT};
-use crate::write::Change;
+use crate::write::{self, Change};
 
 /// The writer-side lock used when none is named: a spin lock, which works in
 /// a kernel and in user space alike.
@@ -335,7 +335,11 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         writer: &mut Writer<P, BOOT>,
         mut record: Record,
     ) -> Result<SegmentHandle, PhysmemError> {
-        if let Some(existing) = writer.table.overlap(record.start, record.end) {
+        let existing = match Self::current(&self.published, writer) {
+            Some(index) => write::overlap(index, &writer.table, record.start, record.end),
+            None => writer.table.overlap(record.start, record.end),
+        };
+        if let Some(existing) = existing {
             return Err(PhysmemError::Overlap {
                 existing_start: Pfn(existing.start),
                 existing_end: Pfn(existing.end),
@@ -377,7 +381,11 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     ) -> Result<(), PhysmemError> {
         let end = checked_end(pfn, npages)?.0;
         let outside = PhysmemError::NotInOneSegment { pfn, npages };
-        let (slot, record) = writer.table.containing(pfn.0).ok_or(outside)?;
+        let found = match Self::current(&self.published, writer) {
+            Some(index) => write::containing(index, &writer.table, pfn.0),
+            None => writer.table.containing(pfn.0),
+        };
+        let (slot, record) = found.ok_or(outside)?;
         if end > record.end {
             return Err(outside);
         }
@@ -471,7 +479,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
             unsafe { Box::from_raw(current) }.discard(None);
         }
         if *initialized {
-            for (_, record) in table.each_sorted() {
+            for (_, record) in table.each_live() {
                 // SAFETY: live descriptors, and no readers are left.
                 unsafe { slabs.release(record.slab, record.first, record.len()) };
             }

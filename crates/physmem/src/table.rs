@@ -1,6 +1,8 @@
 //! The writer's segment records, by slot. Before page init they live in a
 //! fixed array (no heap: NetBSD's `VM_PHYSSEG_MAX` boot storage); the init
-//! step moves them, slots and generations unchanged, to the heap.
+//! step moves them, slots and generations unchanged, to the heap. From then
+//! on the published index, not the table, finds segments by frame: the
+//! table has no ordered map whose insert could need memory mid-write.
 
 use alloc::vec::Vec;
 
@@ -85,16 +87,11 @@ impl Slot {
 pub(crate) struct HeapParts {
     heap: Vec<Slot>,
     free_slots: Vec<u32>,
-    by_start: Vec<(u64, u32)>,
 }
 
 pub(crate) struct Table<const BOOT: usize> {
     boot: [Slot; BOOT],
     heap: Vec<Slot>,
-    /// (start, slot) sorted by start, for the heap phase. A vector rather
-    /// than a tree so that a write can reserve its room before it changes
-    /// anything.
-    by_start: Vec<(u64, u32)>,
     free_slots: Vec<u32>,
     on_heap: bool,
     count: usize,
@@ -105,7 +102,6 @@ impl<const BOOT: usize> Table<BOOT> {
         Table {
             boot: [Slot::EMPTY; BOOT],
             heap: Vec::new(),
-            by_start: Vec::new(),
             free_slots: Vec::new(),
             on_heap: false,
             count: 0,
@@ -147,7 +143,8 @@ impl<const BOOT: usize> Table<BOOT> {
         }
     }
 
-    fn record(&self, slot: u32) -> Record {
+    /// The record of a live slot.
+    pub(crate) fn record(&self, slot: u32) -> Record {
         self.slots()[slot as usize]
             .record
             .expect("slot found by lookup is live")
@@ -160,44 +157,30 @@ impl<const BOOT: usize> Table<BOOT> {
         }
     }
 
-    /// The segment holding `pfn`: (slot, record).
+    /// The boot segment holding `pfn`: (slot, record). After page init the
+    /// published index answers this (see `Physmem::containing`).
     pub(crate) fn containing(&self, pfn: u64) -> Option<(u32, Record)> {
-        if self.on_heap {
-            let at = self.by_start.partition_point(|&(start, _)| start <= pfn);
-            let (_, slot) = self.by_start[at.checked_sub(1)?];
-            let record = self.record(slot);
-            (pfn < record.end).then_some((slot, record))
-        } else {
-            self.boot
-                .iter()
-                .enumerate()
-                .find_map(|(i, s)| match s.record {
-                    Some(r) if r.start <= pfn && pfn < r.end => Some((i as u32, r)),
-                    _ => None,
-                })
-        }
-    }
-
-    /// Some segment sharing a frame with `[start, end)`.
-    pub(crate) fn overlap(&self, start: u64, end: u64) -> Option<Record> {
-        if self.on_heap {
-            let at = self.by_start.partition_point(|&(first, _)| first < end);
-            let (_, slot) = self.by_start[at.checked_sub(1)?];
-            let record = self.record(slot);
-            (record.end > start).then_some(record)
-        } else {
-            self.boot.iter().find_map(|s| match s.record {
-                Some(r) if r.start < end && start < r.end => Some(r),
+        self.boot
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| match s.record {
+                Some(r) if r.start <= pfn && pfn < r.end => Some((i as u32, r)),
                 _ => None,
             })
-        }
+    }
+
+    /// Some boot segment sharing a frame with `[start, end)`.
+    pub(crate) fn overlap(&self, start: u64, end: u64) -> Option<Record> {
+        self.boot.iter().find_map(|s| match s.record {
+            Some(r) if r.start < end && start < r.end => Some(r),
+            _ => None,
+        })
     }
 
     /// A slot for a new segment, reserved (with its other room) so that
     /// `insert` cannot fail or allocate.
     pub(crate) fn reserve_slot(&mut self) -> Result<u32, PhysmemError> {
         if self.on_heap {
-            reserve(&mut self.by_start, 1)?;
             if let Some(&slot) = self.free_slots.last() {
                 return Ok(slot);
             }
@@ -225,26 +208,14 @@ impl<const BOOT: usize> Table<BOOT> {
             } else {
                 self.free_slots.retain(|&s| s != slot);
             }
-            let at = self
-                .by_start
-                .partition_point(|&(start, _)| start < record.start);
-            self.by_start.insert(at, (record.start, slot));
         }
         self.slots_mut()[slot as usize].record = Some(record);
         self.count += 1;
         self.handle(slot)
     }
 
-    /// Replaces a live segment's record by one cut from it (its start may
-    /// move, but not past another segment, so its place in order stays).
+    /// Replaces a live segment's record (its start may move).
     pub(crate) fn update(&mut self, slot: u32, record: Record) {
-        let old = self.record(slot);
-        if self.on_heap && old.start != record.start {
-            let at = self
-                .by_start
-                .partition_point(|&(start, _)| start < old.start);
-            self.by_start[at].0 = record.start;
-        }
         self.slots_mut()[slot as usize].record = Some(record);
     }
 
@@ -263,14 +234,7 @@ impl<const BOOT: usize> Table<BOOT> {
 
     /// Removes a live segment; its handles become stale for good.
     pub(crate) fn remove(&mut self, slot: u32) {
-        let old = self.record(slot);
         let on_heap = self.on_heap;
-        if on_heap {
-            let at = self
-                .by_start
-                .partition_point(|&(start, _)| start < old.start);
-            self.by_start.remove(at);
-        }
         let entry = &mut self.slots_mut()[slot as usize];
         entry.record = None;
         match entry.generation.checked_add(1) {
@@ -289,66 +253,12 @@ impl<const BOOT: usize> Table<BOOT> {
         self.slots().get(slot as usize)?.record.map(|r| r.start)
     }
 
-    /// Lowest start and highest end of all segments once `changes` (slot,
-    /// its record after a write or `None`) are applied (heap phase).
-    pub(crate) fn span_after(&self, changes: &[(u32, Option<Record>)]) -> Option<(u64, u64)> {
-        let unchanged = |&&(_, slot): &&(u64, u32)| changes.iter().all(|&(s, _)| s != slot);
-        let low = self
-            .by_start
-            .iter()
-            .find(unchanged)
-            .map(|&(start, _)| start);
-        let high = self
-            .by_start
-            .iter()
-            .rev()
-            .find(unchanged)
-            .map(|&(_, slot)| self.record(slot).end);
-        let mut span = low.zip(high);
-        for record in changes.iter().filter_map(|(_, r)| r.as_ref()) {
-            span = Some(span.map_or((record.start, record.end), |(low, high)| {
-                (low.min(record.start), high.max(record.end))
-            }));
-        }
-        span
-    }
-
-    /// Live segments in address order once `changes` are applied (heap
-    /// phase): (slot, record).
-    pub(crate) fn sorted_after(
-        &self,
-        changes: &[(u32, Option<Record>)],
-    ) -> Result<Vec<(u32, Record)>, PhysmemError> {
-        let mut sorted = try_vec(self.by_start.len() + changes.len())?;
-        sorted.extend(
-            self.by_start
-                .iter()
-                .filter(|&&(_, slot)| changes.iter().all(|&(s, _)| s != slot))
-                .map(|&(_, slot)| (slot, self.record(slot))),
-        );
-        for &(slot, record) in changes {
-            if let Some(record) = record {
-                let at = sorted.partition_point(|(_, r)| r.start < record.start);
-                sorted.insert(at, (slot, record));
-            }
-        }
-        Ok(sorted)
-    }
-
-    /// Live segments in address order: (slot, record), for teardown.
-    pub(crate) fn each_sorted(&self) -> impl Iterator<Item = (u32, Record)> + '_ {
-        let heap = self
-            .by_start
-            .iter()
-            .filter(|_| self.on_heap)
-            .map(|&(_, slot)| (slot, self.record(slot)));
-        let boot = self
-            .boot
+    /// Live segments, in no particular order: (slot, record), for teardown.
+    pub(crate) fn each_live(&self) -> impl Iterator<Item = (u32, Record)> + '_ {
+        self.slots()
             .iter()
             .enumerate()
-            .filter(|_| !self.on_heap)
-            .filter_map(|(i, s)| s.record.map(|r| (i as u32, r)));
-        heap.chain(boot)
+            .filter_map(|(i, s)| s.record.map(|r| (i as u32, r)))
     }
 
     /// Boot records, without the heap (for page init).
@@ -374,20 +284,13 @@ impl<const BOOT: usize> Table<BOOT> {
                 free_slots.push(i as u32);
             }
         }
-        let mut by_start = try_vec(records.len().max(1))?;
-        by_start.extend(records.iter().map(|&(slot, record)| (record.start, slot)));
-        Ok(HeapParts {
-            heap,
-            free_slots,
-            by_start,
-        })
+        Ok(HeapParts { heap, free_slots })
     }
 
     /// Moves the boot slots to the heap; slots and generations are kept.
     pub(crate) fn adopt(&mut self, parts: HeapParts) {
         self.heap = parts.heap;
         self.free_slots = parts.free_slots;
-        self.by_start = parts.by_start;
         self.on_heap = true;
     }
 

@@ -5,6 +5,7 @@
 //! allocating.
 
 use alloc::boxed::Box;
+use alloc::vec::Vec;
 
 use lock_api::RawMutex;
 
@@ -13,10 +14,21 @@ use crate::fallible::{try_box, try_vec};
 use crate::index::{Entry, Index, Run, Unused, Update};
 use crate::page::Page;
 use crate::physmem::{collect, Garbage, Physmem, Writer};
-use crate::sync::Ordering;
+use crate::sync::{AtomicPtr, Ordering};
 use crate::table::{Record, Table};
 
 impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
+    /// The published index, borrowed for as long as the writer lock (which
+    /// keeps it alive) is held; `None` before page init.
+    pub(crate) fn current<'w>(
+        published: &AtomicPtr<Index<P>>,
+        _writer: &'w Writer<P, BOOT>,
+    ) -> Option<&'w Index<P>> {
+        // SAFETY: only a writer replaces or frees the published index, and
+        // `_writer` proves the lock is held for `'w`.
+        unsafe { published.load(Ordering::Acquire).as_ref() }
+    }
+
     /// The index entry of `record`, which is (or is about to be) in `slot`.
     pub(crate) fn entry(writer: &Writer<P, BOOT>, slot: u32, record: Record) -> Entry<P> {
         Entry {
@@ -76,7 +88,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 current.update(Update {
                     frames: change.frames,
                     entries: &entries,
-                    span: table.span_after(changes),
+                    span: span_after(current, changes, table),
                     slots: &starts[..changes.len()],
                     slot_count,
                     len,
@@ -87,7 +99,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         let index = match updated {
             Some(index) => index,
             None => {
-                let sorted = table.sorted_after(changes)?;
+                let sorted = sorted_after(current, changes, table)?;
                 let mut entries = try_vec(sorted.len())?;
                 entries.extend(
                     sorted
@@ -158,6 +170,88 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         collect(&self.domain, writer);
     }
+}
+
+/// The live segment holding `pfn` (heap phase, from the published index):
+/// (slot, record).
+pub(crate) fn containing<P, const BOOT: usize>(
+    index: &Index<P>,
+    table: &Table<BOOT>,
+    pfn: u64,
+) -> Option<(u32, Record)> {
+    let (section, i) = index.find(pfn)?;
+    let slot = section.run(i).slot;
+    Some((slot, table.record(slot)))
+}
+
+/// Some live segment sharing a frame with `[start, end)` (heap phase).
+pub(crate) fn overlap<P, const BOOT: usize>(
+    index: &Index<P>,
+    table: &Table<BOOT>,
+    start: u64,
+    end: u64,
+) -> Option<Record> {
+    let run = index.first_overlapping(start, end)?;
+    Some(table.record(run.slot))
+}
+
+/// Lowest start and highest end of all segments once `changes` (slot, its
+/// record after the write or `None`) are applied; `index` is the published
+/// one.
+fn span_after<P, const BOOT: usize>(
+    index: &Index<P>,
+    changes: &[(u32, Option<Record>)],
+    table: &Table<BOOT>,
+) -> Option<(u64, u64)> {
+    let unchanged = |slot: u32| changes.iter().all(|&(s, _)| s != slot);
+    // At most two segments changed: a couple of steps from either end.
+    let mut low = index.first();
+    while let Some(place) = low.filter(|p| !unchanged(p.1.run(p.2).slot)) {
+        low = index.next(place);
+    }
+    let mut high = index.last();
+    while let Some(place) = high.filter(|p| !unchanged(p.1.run(p.2).slot)) {
+        high = index.prev(place);
+    }
+    let mut span = low.zip(high).map(|(low, high)| {
+        (
+            low.1.run(low.2).start,
+            table.record(high.1.run(high.2).slot).end,
+        )
+    });
+    for record in changes.iter().filter_map(|(_, r)| r.as_ref()) {
+        span = Some(span.map_or((record.start, record.end), |(low, high)| {
+            (low.min(record.start), high.max(record.end))
+        }));
+    }
+    span
+}
+
+/// Live segments in address order once `changes` are applied to the
+/// published `index`: (slot, record).
+fn sorted_after<P, const BOOT: usize>(
+    index: Option<&Index<P>>,
+    changes: &[(u32, Option<Record>)],
+    table: &Table<BOOT>,
+) -> Result<Vec<(u32, Record)>, PhysmemError> {
+    let mut sorted = try_vec(index.map_or(0, Index::len) + changes.len())?;
+    if let Some(index) = index {
+        let mut place = index.first();
+        while let Some(at) = place {
+            let slot = at.1.run(at.2).slot;
+            if changes.iter().all(|&(s, _)| s != slot) {
+                sorted.push((slot, table.record(slot)));
+            }
+            place = index.next(at);
+        }
+    }
+    for &(slot, record) in changes {
+        if let Some(record) = record {
+            let at = sorted.partition_point(|(_, r)| r.start < record.start);
+            sorted.insert(at, (slot, record));
+        }
+    }
+    Ok(sorted)
 }
 
 /// A write worked out before anything changes: the frames whose segments
