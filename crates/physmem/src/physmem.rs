@@ -98,13 +98,24 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     }
 
     /// An empty set with page init already done: for users that only plug
-    /// at run time (tests, the user-mode machine).
+    /// at run time (tests, the user-mode machine). If even the empty index
+    /// cannot be allocated the set stays in boot mode (see
+    /// [`is_initialized`](Self::is_initialized)); [`try_initialized`](Self::try_initialized)
+    /// reports that instead.
     pub fn initialized() -> Self {
         let physmem = Self::new();
-        // With no boot segments page init allocates no descriptors; it can
-        // only fail if it was already done, which it was not.
+        // With no boot segments page init allocates no descriptors; it fails
+        // only when the empty index cannot be allocated.
         let _ = physmem.init_pages();
         physmem
+    }
+
+    /// As [`initialized`](Self::initialized), or
+    /// [`PhysmemError::OutOfMemory`] when the empty index cannot be allocated.
+    pub fn try_initialized() -> Result<Self, PhysmemError> {
+        let physmem = Self::new();
+        physmem.init_pages()?;
+        Ok(physmem)
     }
 
     /// Registers memory at boot (NetBSD's `uvm_page_physload`): frames

@@ -243,3 +243,18 @@ fn init_pages_out_of_memory_changes_nothing() {
         assert_eq!(mem.len(), 3);
     });
 }
+
+#[test]
+fn try_initialized_reports_out_of_memory() {
+    without_leaks(|| {
+        let (refused, failed) = failing_at(1, Physmem::<BasicPage>::try_initialized);
+        assert!(failed);
+        assert_eq!(refused.err(), Some(PhysmemError::OutOfMemory));
+        let (fallback, _) = failing_at(1, Physmem::<BasicPage>::initialized);
+        assert!(!fallback.is_initialized(), "boot mode, as documented");
+        let mem = Physmem::<BasicPage>::try_initialized().unwrap();
+        assert!(mem.is_initialized());
+        mem.plug(Pfn(8), PageCount(8)).unwrap();
+        assert_eq!(mem.read().len(), 1);
+    });
+}
