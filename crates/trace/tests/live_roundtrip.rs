@@ -2,6 +2,8 @@
 //! read back: our page decoder agrees with the recorder's, event for event,
 //! and (when trace-cmd is installed) so does the real `trace-cmd report`.
 
+mod common;
+
 use hotkern_trace::control::{view, Control};
 use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
 use hotkern_trace::output::{write_report, Entry};
@@ -102,16 +104,8 @@ fn live_trace_survives_trace_dat_event_for_event() {
         report.contains("rt_work:              item=8 cost=24 tag=inner\n"),
         "{report}"
     );
-    let path = std::env::temp_dir().join(format!("hotkern-live-{}.dat", std::process::id()));
-    std::fs::write(&path, &bytes).unwrap();
-    let output = std::process::Command::new("trace-cmd")
-        .args(["report", "-N", "-t"])
-        .arg(&path)
-        .output();
-    let _ = std::fs::remove_file(&path);
-    if let Ok(output) = output {
-        assert!(output.status.success());
-        assert_eq!(String::from_utf8(output.stdout).unwrap(), report);
+    if let Some(theirs) = common::trace_cmd_report(&bytes, "live") {
+        assert_eq!(theirs, report);
     }
 }
 
@@ -153,15 +147,7 @@ fn lost_events_survive_trace_dat() {
         report.contains(&format!("CPU:0 [{lost} EVENTS DROPPED]\n")),
         "{report}"
     );
-    let path = std::env::temp_dir().join(format!("hotkern-lossy-{}.dat", std::process::id()));
-    std::fs::write(&path, &bytes).unwrap();
-    let output = std::process::Command::new("trace-cmd")
-        .args(["report", "-N", "-t"])
-        .arg(&path)
-        .output();
-    let _ = std::fs::remove_file(&path);
-    if let Ok(output) = output {
-        assert!(output.status.success());
-        assert_eq!(String::from_utf8(output.stdout).unwrap(), report);
+    if let Some(theirs) = common::trace_cmd_report(&bytes, "lossy") {
+        assert_eq!(theirs, report);
     }
 }

@@ -1,6 +1,8 @@
 //! trace.dat written from real ring-buffer pages reads back event for
 //! event, and prints as ftrace text.
 
+mod common;
+
 use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat, TraceDat, TraceDatError};
 use hotkern_trace::output::{write_trace, Comms, Entry, Symbols};
 use hotkern_trace::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
@@ -172,23 +174,9 @@ fn report_matches_trace_cmd_when_available() {
     write_report(&data, true, &mut ours);
     assert!(ours.starts_with("cpus=2\n"));
     assert_eq!(ours.lines().count(), 301);
-    let path = std::env::temp_dir().join(format!("hotkern-sample-{}.dat", std::process::id()));
-    std::fs::write(&path, &bytes).unwrap();
-    let output = std::process::Command::new("trace-cmd")
-        .args(["report", "-N", "-t"])
-        .arg(&path)
-        .output();
-    let _ = std::fs::remove_file(&path);
-    let Ok(output) = output else {
-        eprintln!("trace-cmd not installed; skipping the comparison");
+    let Some(theirs) = common::trace_cmd_report(&bytes, "sample") else {
         return;
     };
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let theirs = String::from_utf8(output.stdout).unwrap();
     for (line, (a, b)) in ours.lines().zip(theirs.lines()).enumerate() {
         assert_eq!(a, b, "line {line}");
     }

@@ -1,0 +1,26 @@
+//! Shared by the integration tests that compare our `trace.dat` report
+//! with the real trace-cmd's.
+
+/// `trace-cmd report -N -t` of `bytes` saved as a trace.dat (named after
+/// `label` and this process, so parallel tests don't collide), or `None`
+/// when trace-cmd is not installed. A trace-cmd that runs and fails is a
+/// test failure: it means it could not read our file.
+pub fn trace_cmd_report(bytes: &[u8], label: &str) -> Option<String> {
+    let path = std::env::temp_dir().join(format!("hotkern-{label}-{}.dat", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    let output = std::process::Command::new("trace-cmd")
+        .args(["report", "-N", "-t"])
+        .arg(&path)
+        .output();
+    let _ = std::fs::remove_file(&path);
+    let Ok(output) = output else {
+        eprintln!("trace-cmd not installed; skipping the comparison");
+        return None;
+    };
+    assert!(
+        output.status.success(),
+        "trace-cmd report failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(String::from_utf8(output.stdout).unwrap())
+}
