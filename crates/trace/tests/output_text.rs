@@ -40,6 +40,20 @@ fn trace_data(cpus: u32) -> TraceData {
     data
 }
 
+/// A `sched_wake` payload from task 1234 waking `comm` with pid `pid`.
+fn wake_payload(data: &TraceData, comm: &[u8], flags: u8, preempt: u8, pid: i32) -> Vec<u8> {
+    let mut name = [0u8; 16];
+    name[..comm.len()].copy_from_slice(comm);
+    payload(
+        data,
+        "sched_wake",
+        1234,
+        flags,
+        preempt,
+        &[("comm", &name), ("pid", &pid.to_le_bytes())],
+    )
+}
+
 /// A payload for event `name` of `data` with fields set by name.
 fn payload(
     data: &TraceData,
@@ -84,16 +98,7 @@ fn event(cpu: u32, ns: u64, payload: Vec<u8>) -> Entry {
 #[test]
 fn default_layout_header_lines_and_losses() {
     let mut data = trace_data(4);
-    let mut comm = [0u8; 16];
-    comm[..4].copy_from_slice(b"sshd");
-    let wake = payload(
-        &data,
-        "sched_wake",
-        1234,
-        flag::IRQS_OFF | flag::HARDIRQ,
-        0x21,
-        &[("comm", &comm), ("pid", &(-5i32).to_le_bytes())],
-    );
+    let wake = wake_payload(&data, b"sshd", flag::IRQS_OFF | flag::HARDIRQ, 0x21, -5);
     let function = payload(
         &data,
         "function",
@@ -229,16 +234,7 @@ fn exit(data: &TraceData, pid: i32, func: u64, depth: i32, calltime: u64, rettim
 #[test]
 fn function_graph_layout() {
     let mut data = trace_data(2);
-    let mut comm = [0u8; 16];
-    comm[..3].copy_from_slice(b"cat");
-    let wake = payload(
-        &data,
-        "sched_wake",
-        1234,
-        0,
-        0,
-        &[("comm", &comm), ("pid", &9i32.to_le_bytes())],
-    );
+    let wake = wake_payload(&data, b"cat", 0, 0, 9);
     data.entries = vec![
         event(1, 1_000, entry(&data, 1234, FUNC_C, 0)),
         event(1, 1_100, entry(&data, 1234, FUNC_A, 1)),
@@ -374,16 +370,7 @@ fn print_parent_off_drops_the_caller() {
 fn chrome_json_slices_instants_and_names() {
     use hotkern_trace::output::write_chrome_json;
     let mut data = trace_data(2);
-    let mut comm = [0u8; 16];
-    comm[..4].copy_from_slice(b"a\"b\\");
-    let wake = payload(
-        &data,
-        "sched_wake",
-        1234,
-        0,
-        0,
-        &[("comm", &comm), ("pid", &9i32.to_le_bytes())],
-    );
+    let wake = wake_payload(&data, b"a\"b\\", 0, 0, 9);
     data.entries = vec![
         event(1, 1_000, entry(&data, 1234, FUNC_C, 0)),
         event(1, 1_500, wake),

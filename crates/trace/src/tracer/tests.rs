@@ -28,6 +28,18 @@ fn installed() -> &'static Tracer {
         .unwrap()
 }
 
+/// Runs `work` on a child thread whose birth `tracer` hears about (as a
+/// fork), and returns the child's task id.
+fn forked_child(tracer: &'static Tracer, work: impl FnOnce() + Send + 'static) -> i32 {
+    let fork = move |parent, child| tracer.on_fork(parent, child);
+    crate::platform::spawn(fork, move || {
+        work();
+        me()
+    })
+    .join()
+    .unwrap()
+}
+
 fn name_at(address: u64) -> &'static str {
     function::site_at(address).map_or("?", |s| s.name())
 }
@@ -249,22 +261,14 @@ fn pid_filter_follows_children_with_function_fork() {
     tracer.set_current_tracer(TracerKind::Function).unwrap();
     tracer.ftrace_pids().add(&[i64::from(me())]).unwrap();
     tracer.set_option(TraceOption::FunctionFork, true);
-    let fork = move |parent, child| tracer.on_fork(parent, child);
-    let child = crate::platform::spawn(fork, || {
+    let child = forked_child(tracer, || {
         pid_funcs::work();
-        me()
-    })
-    .join()
-    .unwrap();
+    });
     // Without function-fork a child is not followed.
     tracer.set_option(TraceOption::FunctionFork, false);
-    let fork = move |parent, child| tracer.on_fork(parent, child);
-    let stranger = crate::platform::spawn(fork, || {
+    let stranger = forked_child(tracer, || {
         pid_funcs::work();
-        me()
-    })
-    .join()
-    .unwrap();
+    });
     pid_funcs::work();
     tracer.set_current_tracer(TracerKind::Nop).unwrap();
     let pids: Vec<i32> = tracer
@@ -595,21 +599,13 @@ fn event_pid_filter_follows_children_with_event_fork() {
     tracer.event_pids().add(&[i64::from(me())]).unwrap();
     tracer.set_option(TraceOption::EventFork, true);
     assert!(tracer.option(TraceOption::EventFork));
-    let fork = move |parent, child| tracer.on_fork(parent, child);
-    let child = crate::platform::spawn(fork, || {
+    let child = forked_child(tracer, || {
         tracer_test_event::trace(1, 0, 0);
-        me()
-    })
-    .join()
-    .unwrap();
+    });
     tracer.set_option(TraceOption::EventFork, false);
-    let fork = move |parent, child| tracer.on_fork(parent, child);
-    let stranger = crate::platform::spawn(fork, || {
+    let stranger = forked_child(tracer, || {
         tracer_test_event::trace(2, 0, 0);
-        me()
-    })
-    .join()
-    .unwrap();
+    });
     tracer.set_event_enabled(id, false).unwrap();
     let pids: Vec<i32> = tracer
         .drain_records()
