@@ -56,14 +56,10 @@ impl Subsystem {
 
 /// Runs one benchmark (or all) and prints tables or JSON.
 pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<(), String> {
+    let one = [subsystem];
     let chosen: &[Subsystem] = match subsystem {
         Subsystem::All => &Subsystem::EACH,
-        one => core::slice::from_ref(match one {
-            Subsystem::Physmem => &Subsystem::EACH[0],
-            Subsystem::Bcache => &Subsystem::EACH[1],
-            Subsystem::Trace => &Subsystem::EACH[2],
-            _ => &Subsystem::EACH[3],
-        }),
+        _ => &one,
     };
     let mut reports = Vec::new();
     for each in chosen {
