@@ -200,6 +200,8 @@ impl Tracer {
     /// Returns whether the call was entered (then `function_exit` follows).
     #[inline]
     pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
+        // The clock first, as in `record_event`: the checks overlap it.
+        let now = self.clock_now();
         let Some(current) = self.current() else {
             return false;
         };
@@ -215,7 +217,6 @@ impl Tracer {
         // Claim the frame before filling it: a handler nesting on us from
         // here on uses the next one.
         calls.depth.add(1);
-        let now = self.clock_now();
         let address = site.raw_address();
         let max = self.max_depth.load(Ordering::Relaxed) as usize;
         let record = self.tracing_on() && (max == 0 || depth < max);
@@ -252,6 +253,7 @@ impl Tracer {
     /// Exit hook: pops the call; records `funcgraph_exit`; profiles.
     #[inline]
     pub(crate) fn function_exit(&self, site: &'static FunctionSite) {
+        let now = self.clock_now();
         let Some(current) = self.current() else {
             return;
         };
@@ -262,7 +264,6 @@ impl Tracer {
             return;
         }
         let frame = &calls.frames[depth - 1];
-        let now = self.clock_now();
         let calltime = frame.calltime.load();
         if frame.ip.load() & 1 != 0 && self.current_tracer() == TracerKind::FunctionGraph {
             let address = site.raw_address();
@@ -298,10 +299,10 @@ impl Tracer {
         if !self.tracing_on() {
             return;
         }
+        let now = self.clock_now();
         let Some(current) = self.current() else {
             return;
         };
-        let now = self.clock_now();
         self.write_at(current, now, format::BPRINT_ID, 24 + args_len, |p| {
             p[8..16].copy_from_slice(&ip.to_ne_bytes());
             p[16..24].copy_from_slice(&format_address.to_ne_bytes());
