@@ -1,6 +1,8 @@
 //! The compiled filter program against the tree-walking reference, over
 //! random expressions and random payloads. The expression is printed to
-//! text and compiled from that text, so the parser is covered too.
+//! text and compiled from that text, so the parser is covered too. The
+//! `COMM` pseudo-field is compared against random task names, including
+//! none.
 
 use hotkern_trace::filter::{reference, CompareOp, Expr, FieldSpec, Filter, Operand, Predicate};
 use proptest::prelude::*;
@@ -47,7 +49,7 @@ fn predicate() -> impl Strategy<Value = Expr> {
     )
         .prop_map(|(field, op, v)| (field.to_string(), op, Operand::Unsigned(v)));
     let string = (
-        proptest::sample::select(vec!["name", "msg"]),
+        proptest::sample::select(vec!["name", "msg", "COMM", "comm"]),
         string_op,
         prop_oneof![small_text(), "[ab*?]{0,4}"],
     )
@@ -64,6 +66,20 @@ fn expression() -> impl Strategy<Value = Expr> {
             (inner.clone(), inner).prop_map(|(a, b)| Expr::Or(Box::new(a), Box::new(b))),
         ]
     })
+}
+
+/// The task that hit the event: unknown, or a `task->comm` buffer holding a
+/// short name (NUL-padded) or all 16 bytes without a NUL.
+fn task() -> impl Strategy<Value = Option<[u8; 16]>> {
+    prop_oneof![
+        Just(None),
+        small_text().prop_map(|name| {
+            let mut comm = [0u8; 16];
+            comm[..name.len()].copy_from_slice(name.as_bytes());
+            Some(comm)
+        }),
+        Just(Some(*b"abababababababab")),
+    ]
 }
 
 /// Random bytes, with small values and short strings common enough that
@@ -101,15 +117,21 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(1500))]
 
     #[test]
-    fn program_agrees_with_reference(expr in expression(), payloads in proptest::collection::vec(payload(), 4), cpu in 0u32..4) {
+    fn program_agrees_with_reference(expr in expression(), payloads in proptest::collection::vec(payload(), 4), cpu in 0u32..4, comm in task()) {
         let fields = fields();
         let text = expr.to_string();
         let filter = Filter::compile(&text, &fields).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+        let comm = comm.as_ref().map(|c| &c[..]);
         for p in &payloads {
             prop_assert_eq!(
                 filter.matches_on(p, cpu),
                 reference::evaluate(&expr, &fields, p, cpu),
                 "{}", text
+            );
+            prop_assert_eq!(
+                filter.matches_task(p, cpu, comm),
+                reference::evaluate_task(&expr, &fields, p, cpu, comm),
+                "{} with {:?}", text, comm
             );
         }
     }

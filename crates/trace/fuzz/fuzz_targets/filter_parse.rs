@@ -1,5 +1,6 @@
 //! Any text either fails to parse with an in-range position, or compiles
-//! to a program that agrees with the tree-walking reference on any payload.
+//! to a program that agrees with the tree-walking reference on any payload,
+//! for an unknown task and for a task named by the payload's first bytes.
 #![no_main]
 
 use hotkern_trace::filter::{parse, reference, FieldSpec, Filter};
@@ -32,6 +33,12 @@ fuzz_target!(|data: &[u8]| {
                     "{text}"
                 );
             }
+            let comm = &payload[..payload.len().min(16)];
+            assert_eq!(
+                filter.matches_task(payload, 1, Some(comm)),
+                reference::evaluate_task(&expr, &fields, payload, 1, Some(comm)),
+                "{text}"
+            );
         }
     }
 });

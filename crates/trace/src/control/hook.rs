@@ -5,6 +5,7 @@
 use alloc::sync::Arc;
 
 use crate::filter::Filter;
+use crate::platform::TASK_COMM_LEN;
 use crate::ring::RawLock;
 use crate::trigger::{FirePhase, TriggerActions, TriggerSet};
 use crate::{EventHook, Tracer};
@@ -52,6 +53,23 @@ impl TriggerActions for TracerActions<'_> {
             let _ = self.tracer.set_event_enabled(id, enabled);
         }
     }
+
+    fn current_comm(&self) -> Option<[u8; TASK_COMM_LEN]> {
+        platform_comm()
+    }
+}
+
+/// The current task's name, from the platform.
+///
+/// The tracer does not hand its [`CpuContext`](crate::platform::CpuContext)
+/// to hooks, so this asks the user-space platform directly: its task names
+/// are per thread, whichever `ThreadCpus` model the thread is bound in.
+/// Without `std` no name is known.
+fn platform_comm() -> Option<[u8; TASK_COMM_LEN]> {
+    #[cfg(feature = "std")]
+    return crate::platform::thread_comm();
+    #[cfg(not(feature = "std"))]
+    None
 }
 
 impl ControlHook {
@@ -71,9 +89,14 @@ impl ControlHook {
 impl EventHook for ControlHook {
     fn before(&self, tracer: &Tracer, cpu: usize, payload: &[u8], _enabled: bool) -> bool {
         self.fire(tracer, cpu, payload, FirePhase::BeforeRecord);
-        self.filter
-            .as_ref()
-            .is_none_or(|filter| filter.matches_on(payload, cpu as u32))
+        self.filter.as_ref().is_none_or(|filter| {
+            let comm = if filter.uses_comm() {
+                platform_comm()
+            } else {
+                None
+            };
+            filter.matches_task(payload, cpu as u32, comm.as_ref().map(|c| &c[..]))
+        })
     }
 
     fn after(&self, tracer: &Tracer, cpu: usize, payload: &[u8], _recorded: bool) {

@@ -17,12 +17,18 @@ pub enum FieldKind {
     DataLocString,
     /// ftrace's pseudo-field `CPU`: the CPU the event was recorded on.
     Cpu,
+    /// ftrace's pseudo-field `COMM` (or `comm`): the name of the task that
+    /// hit the event, compared as a string.
+    Comm,
 }
 
 impl FieldKind {
     /// True for the kinds compared with `==`, `!=` and `~` against strings.
     pub fn is_string(self) -> bool {
-        matches!(self, FieldKind::FixedString | FieldKind::DataLocString)
+        matches!(
+            self,
+            FieldKind::FixedString | FieldKind::DataLocString | FieldKind::Comm
+        )
     }
 }
 

@@ -3,7 +3,8 @@
 //! A filter is a boolean expression over an event's fields:
 //! `field op value` with `==`, `!=`, `<`, `<=`, `>`, `>=`, `&` (any common
 //! bit) on integers, `==`, `!=` and `~` (glob) on strings, combined with
-//! `&&`, `||`, `!` and parentheses; `CPU` names the recording CPU. Strings
+//! `&&`, `||`, `!` and parentheses; `CPU` names the recording CPU and
+//! `COMM` (or `comm`) the name of the task that hit the event. Strings
 //! are quoted, numbers are decimal, `0x` hex or `0` octal, as in ftrace.
 //!
 //! [`Filter::compile`] parses the text once against the event's fields and
@@ -60,14 +61,45 @@ impl Filter {
         })
     }
 
-    /// True if the event in `payload` passes (the `CPU` pseudo-field reads as 0).
+    /// True if the event in `payload` passes (the `CPU` pseudo-field reads
+    /// as 0, and the task name is unknown).
     pub fn matches(&self, payload: &[u8]) -> bool {
-        self.program.run(payload, 0)
+        self.program.run(payload, 0, None)
     }
 
-    /// True if the event in `payload`, recorded on `cpu`, passes.
+    /// True if the event in `payload`, recorded on `cpu`, passes (the task
+    /// name is unknown).
     pub fn matches_on(&self, payload: &[u8], cpu: u32) -> bool {
-        self.program.run(payload, cpu)
+        self.program.run(payload, cpu, None)
+    }
+
+    /// True if the event in `payload`, recorded on `cpu` by the task named
+    /// `comm`, passes. `comm` is the kernel's fixed `task->comm` buffer: the
+    /// name ends at the first NUL. Without a name (`None`), `COMM == ".."`
+    /// and `COMM ~ ".."` fail and `COMM != ".."` holds.
+    ///
+    /// ```
+    /// use hotkern_trace::filter::{Filter, FieldSpec};
+    ///
+    /// let filter = Filter::compile(r#"COMM ~ "worker-*" && pid > 1"#, &[FieldSpec::signed("pid", 8, 4)]).unwrap();
+    /// assert!(filter.uses_comm());
+    /// let mut payload = [0u8; 12];
+    /// payload[8..].copy_from_slice(&2i32.to_ne_bytes());
+    /// let mut comm = [0u8; 16];
+    /// comm[..8].copy_from_slice(b"worker-1");
+    /// assert!(filter.matches_task(&payload, 0, Some(&comm)));
+    /// assert!(!filter.matches_task(&payload, 0, Some(b"main")));
+    /// assert!(!filter.matches_task(&payload, 0, None));
+    /// ```
+    pub fn matches_task(&self, payload: &[u8], cpu: u32, comm: Option<&[u8]>) -> bool {
+        let comm = comm.map(|raw| &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())]);
+        self.program.run(payload, cpu, comm)
+    }
+
+    /// True if the filter names `COMM`: only then does a caller need to
+    /// look the task name up for [`Filter::matches_task`].
+    pub fn uses_comm(&self) -> bool {
+        self.program.uses_comm()
     }
 
     /// The filter as written (what the `filter` file shows).

@@ -106,12 +106,18 @@ impl fmt::Display for Expr {
     }
 }
 
-/// Looks a name up among `fields`, adding ftrace's `CPU` pseudo-field.
+/// Looks a name up among `fields`, adding ftrace's pseudo-fields `CPU` and
+/// `COMM`. As in ftrace, an event's own field wins over a pseudo-field of
+/// the same name (an event with a `comm` field filters on that field).
 pub(crate) fn find_field<'f>(fields: &'f [FieldSpec], name: &str) -> Option<FieldLookup<'f>> {
     if let Some(spec) = fields.iter().find(|f| f.name == name) {
         return Some(FieldLookup::Spec(spec));
     }
-    matches!(name, "CPU" | "cpu").then_some(FieldLookup::Cpu)
+    match name {
+        "CPU" | "cpu" => Some(FieldLookup::Cpu),
+        "COMM" | "comm" => Some(FieldLookup::Comm),
+        _ => None,
+    }
 }
 
 /// The result of a field lookup.
@@ -119,6 +125,7 @@ pub(crate) fn find_field<'f>(fields: &'f [FieldSpec], name: &str) -> Option<Fiel
 pub(crate) enum FieldLookup<'f> {
     Spec(&'f FieldSpec),
     Cpu,
+    Comm,
 }
 
 impl FieldLookup<'_> {
@@ -126,6 +133,7 @@ impl FieldLookup<'_> {
         match self {
             FieldLookup::Spec(spec) => spec.kind,
             FieldLookup::Cpu => FieldKind::Cpu,
+            FieldLookup::Comm => FieldKind::Comm,
         }
     }
 }

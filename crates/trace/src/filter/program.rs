@@ -42,6 +42,13 @@ pub(crate) enum Test {
         field: Location,
         glob: Glob,
     },
+    CommEq {
+        value: Vec<u8>,
+        negate: bool,
+    },
+    CommGlob {
+        glob: Glob,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -71,7 +78,16 @@ impl Program {
         self.steps.len()
     }
 
-    pub(crate) fn run(&self, payload: &[u8], cpu: u32) -> bool {
+    /// True if some test reads the task name (so callers fetch it only then).
+    pub(crate) fn uses_comm(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|step| matches!(step.test, Test::CommEq { .. } | Test::CommGlob { .. }))
+    }
+
+    /// Runs the program on `payload`, recorded on `cpu` by the task named
+    /// `comm` (`None`: the platform does not know the name).
+    pub(crate) fn run(&self, payload: &[u8], cpu: u32, comm: Option<&[u8]>) -> bool {
         let mut at = self.entry;
         loop {
             match at {
@@ -79,7 +95,7 @@ impl Program {
                 Target::Reject => return false,
                 Target::Step(index) => {
                     let step = &self.steps[index as usize];
-                    at = if step.test.holds(payload, cpu) {
+                    at = if step.test.holds(payload, cpu, comm) {
                         step.on_true
                     } else {
                         step.on_false
@@ -115,6 +131,17 @@ fn emit(
                 (Some(FieldLookup::Cpu), Operand::Unsigned(value)) => Test::Cpu {
                     op: predicate.op,
                     value: *value,
+                },
+                (Some(FieldLookup::Comm), Operand::Str(value))
+                    if predicate.op == CompareOp::Glob =>
+                {
+                    Test::CommGlob {
+                        glob: Glob::new(value),
+                    }
+                }
+                (Some(FieldLookup::Comm), Operand::Str(value)) => Test::CommEq {
+                    value: value.as_bytes().to_vec(),
+                    negate: predicate.op == CompareOp::Ne,
                 },
                 (Some(FieldLookup::Spec(spec)), Operand::Signed(value)) => Test::Signed {
                     field: spec.location(),
@@ -172,7 +199,7 @@ fn compare<T: Ord + Copy + core::ops::BitAnd<Output = T> + Default>(
 
 impl Test {
     #[inline]
-    fn holds(&self, payload: &[u8], cpu: u32) -> bool {
+    fn holds(&self, payload: &[u8], cpu: u32, comm: Option<&[u8]>) -> bool {
         match self {
             Test::Signed { field, op, value } => field
                 .bits(payload)
@@ -191,6 +218,12 @@ impl Test {
             Test::StrGlob { field, glob } => {
                 field.string(payload).is_some_and(|s| glob.matches_bytes(s))
             }
+            // An unknown task name equals nothing, so `!=` holds for it.
+            Test::CommEq { value, negate } => match comm {
+                Some(comm) => (comm == value.as_slice()) != *negate,
+                None => *negate,
+            },
+            Test::CommGlob { glob } => comm.is_some_and(|comm| glob.matches_bytes(comm)),
         }
     }
 }

@@ -5,19 +5,58 @@ use super::field::{FieldKind, FieldSpec};
 use super::parse::{CompareOp, Expr, Operand, Predicate};
 use crate::glob::glob_match_bytes;
 
-/// Evaluates `expr` on `payload` recorded on `cpu`, the obvious way.
+/// Evaluates `expr` on `payload` recorded on `cpu`, the obvious way (the
+/// task name is unknown).
 pub fn evaluate(expr: &Expr, fields: &[FieldSpec], payload: &[u8], cpu: u32) -> bool {
+    evaluate_task(expr, fields, payload, cpu, None)
+}
+
+/// Evaluates `expr` on `payload` recorded on `cpu` by the task named `comm`
+/// (a `task->comm` buffer: the name ends at the first NUL).
+pub fn evaluate_task(
+    expr: &Expr,
+    fields: &[FieldSpec],
+    payload: &[u8],
+    cpu: u32,
+    comm: Option<&[u8]>,
+) -> bool {
     match expr {
-        Expr::Not(inner) => !evaluate(inner, fields, payload, cpu),
-        Expr::And(a, b) => evaluate(a, fields, payload, cpu) && evaluate(b, fields, payload, cpu),
-        Expr::Or(a, b) => evaluate(a, fields, payload, cpu) || evaluate(b, fields, payload, cpu),
-        Expr::Compare(predicate) => compare(predicate, fields, payload, cpu),
+        Expr::Not(inner) => !evaluate_task(inner, fields, payload, cpu, comm),
+        Expr::And(a, b) => {
+            evaluate_task(a, fields, payload, cpu, comm)
+                && evaluate_task(b, fields, payload, cpu, comm)
+        }
+        Expr::Or(a, b) => {
+            evaluate_task(a, fields, payload, cpu, comm)
+                || evaluate_task(b, fields, payload, cpu, comm)
+        }
+        Expr::Compare(predicate) => compare(predicate, fields, payload, cpu, comm),
     }
 }
 
-fn compare(predicate: &Predicate, fields: &[FieldSpec], payload: &[u8], cpu: u32) -> bool {
+fn compare(
+    predicate: &Predicate,
+    fields: &[FieldSpec],
+    payload: &[u8],
+    cpu: u32,
+    comm: Option<&[u8]>,
+) -> bool {
     let spec = fields.iter().find(|f| f.name == predicate.field);
     match (&predicate.operand, spec) {
+        // Not an event field, and the parser only lets `COMM`/`comm` take a
+        // string without one.
+        (Operand::Str(value), None) => {
+            let Some(comm) = comm else {
+                return predicate.op == CompareOp::Ne;
+            };
+            let name = comm.split(|&b| b == 0).next().unwrap_or(comm);
+            match predicate.op {
+                CompareOp::Eq => name == value.as_bytes(),
+                CompareOp::Ne => name != value.as_bytes(),
+                CompareOp::Glob => glob_match_bytes(value.as_bytes(), name),
+                _ => false,
+            }
+        }
         (Operand::Unsigned(value), None) => {
             numeric(predicate.op, i128::from(cpu), i128::from(*value))
         }

@@ -138,3 +138,68 @@ fn limits_are_enforced() {
     let p = payload("x", 3, 0, "");
     assert!(Filter::compile(&bangs, &fields).unwrap().matches(&p));
 }
+
+/// Compiled program and reference on `payload` hit by the task `comm`.
+fn check_task(text: &str, payload: &[u8], comm: Option<&[u8]>) -> bool {
+    let fields = fields();
+    let filter = Filter::compile(text, &fields).unwrap();
+    let expr = parse(text, &fields).unwrap();
+    let expected = reference::evaluate_task(&expr, &fields, payload, 0, comm);
+    assert_eq!(filter.matches_task(payload, 0, comm), expected, "{text}");
+    expected
+}
+
+#[test]
+fn comm_names_the_task_that_hit_the_event() {
+    let p = payload("bash", 3, 0, "");
+    let mut worker = [0u8; 16];
+    worker[..8].copy_from_slice(b"worker-1");
+    let worker = Some(&worker[..]);
+    assert!(check_task("COMM == \"worker-1\"", &p, worker));
+    assert!(!check_task("COMM == \"worker\"", &p, worker));
+    assert!(check_task("COMM != 'worker-2'", &p, worker));
+    assert!(check_task("COMM ~ \"work*\" && pid == 3", &p, worker));
+    assert!(check_task("COMM ~ \"*-[12]\"", &p, worker));
+    assert!(!check_task("COMM ~ \"*-[34]\"", &p, worker));
+    // The event's own `comm` field wins over the pseudo-field, as in ftrace;
+    // `COMM` still names the task.
+    assert!(check_task(
+        "comm == \"bash\" && COMM == \"worker-1\"",
+        &p,
+        worker
+    ));
+    // A name without a NUL uses all its bytes.
+    assert!(check_task(
+        "COMM == \"abcdefghijklmnop\"",
+        &p,
+        Some(b"abcdefghijklmnop")
+    ));
+    // Unknown task: `==` and `~` fail, `!=` holds.
+    assert!(!check_task("COMM == \"worker-1\"", &p, None));
+    assert!(!check_task("COMM ~ \"*\"", &p, None));
+    assert!(check_task("COMM != \"worker-1\"", &p, None));
+    // Without a task name, matches() behaves as an unknown task.
+    let filter = Filter::compile("COMM != \"x\"", &fields()).unwrap();
+    assert!(filter.uses_comm());
+    assert!(filter.matches(&p));
+    assert!(!Filter::compile("pid == 3", &fields()).unwrap().uses_comm());
+}
+
+#[test]
+fn comm_is_a_string_pseudo_field_on_every_event() {
+    let bare = [FieldSpec::signed("pid", 8, 4)];
+    for text in ["comm == \"a\"", "COMM != \"a\"", "comm ~ \"a*\""] {
+        assert!(Filter::compile(text, &bare).is_ok(), "{text}");
+    }
+    let cases: &[(&str, FilterErrorKind, usize)] = &[
+        ("comm > \"x\"", FilterErrorKind::IllegalFieldOp, 7),
+        ("COMM & \"x\"", FilterErrorKind::IllegalFieldOp, 7),
+        ("COMM == 3", FilterErrorKind::ExpectString, 8),
+        ("pid == 1 || COMM ~ 3", FilterErrorKind::ExpectString, 19),
+        ("Comm == \"x\"", FilterErrorKind::FieldNotFound, 0),
+    ];
+    for &(text, kind, position) in cases {
+        let error = Filter::compile(text, &bare).unwrap_err();
+        assert_eq!((error.kind, error.position), (kind, position), "{text:?}");
+    }
+}

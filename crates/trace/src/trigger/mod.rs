@@ -63,6 +63,12 @@ pub trait TriggerActions {
     fn event_enabled(&self, system: &str, event: &str) -> bool;
     /// Enables or disables an event.
     fn set_event_enabled(&mut self, system: &str, event: &str, enabled: bool);
+    /// The name of the task that hit the event (the kernel's `task->comm`,
+    /// NUL-padded), for filters on `COMM`; `None` if the platform does not
+    /// know it.
+    fn current_comm(&self) -> Option<[u8; crate::platform::TASK_COMM_LEN]> {
+        None
+    }
 }
 
 /// When a trigger runs relative to the recording of its event.
@@ -190,12 +196,19 @@ impl TriggerSet {
         actions: &mut dyn TriggerActions,
         phase: FirePhase,
     ) {
+        // Looked up once, and only if some filter names `COMM`.
+        let mut comm = None;
         for trigger in &mut self.triggers {
             if !phase.includes(trigger) {
                 continue;
             }
             if let Some(filter) = &trigger.spec.filter {
-                if !filter.matches_on(payload, cpu) {
+                let name = if filter.uses_comm() {
+                    *comm.get_or_insert_with(|| actions.current_comm())
+                } else {
+                    None
+                };
+                if !filter.matches_task(payload, cpu, name.as_ref().map(|n| &n[..])) {
                     continue;
                 }
             }

@@ -253,3 +253,117 @@ fn triggers_act_on_the_tracer() {
     assert!(control.read("trace").unwrap().contains("trig_hit: n=10"));
     tracer.uninstall();
 }
+
+mod comm_events {
+    crate::define_event! {
+        /// Used only by the `COMM` filter test.
+        pub comm_hit in commtest {
+            n: u32,
+        }
+        print "n=%u", n
+    }
+}
+
+/// Runs `work` on a new thread called `name` and waits for it.
+fn on_thread(name: &str, work: fn()) {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(work)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+/// The `n=` of every `comm_hit` line in `text`, with the task's name.
+fn comm_hits(text: &str) -> Vec<(String, u32)> {
+    text.lines()
+        .filter_map(|line| {
+            let (task, rest) = line.split_once(" [")?;
+            let n = rest.split_once("comm_hit: n=")?.1.parse().ok()?;
+            let comm = task.trim_start().rsplit_once('-')?.0;
+            Some((comm.into(), n))
+        })
+        .collect()
+}
+
+#[test]
+fn comm_filters_select_the_task_by_name() {
+    use comm_events::comm_hit;
+
+    crate::event::register(&comm_hit::EVENT);
+    let tracer = Tracer::with_threads(TraceConfig::small(), 2)
+        .unwrap()
+        .install()
+        .unwrap();
+    let control = Control::new(tracer);
+    control.write("set_event", "commtest:comm_hit").unwrap();
+    let fire = || {
+        on_thread("worker-1", || {
+            comm_hit::trace(1);
+            comm_hit::trace(2);
+        });
+        on_thread("worker-2", || {
+            comm_hit::trace(3);
+            comm_hit::trace(4);
+        });
+    };
+    let filter = "events/commtest/comm_hit/filter";
+    let cases: [(&str, &[(&str, u32)]); 4] = [
+        ("comm == \"worker-1\"", &[("worker-1", 1), ("worker-1", 2)]),
+        ("COMM != \"worker-1\"", &[("worker-2", 3), ("worker-2", 4)]),
+        (
+            "COMM ~ \"worker-*\" && n > 1",
+            &[("worker-1", 2), ("worker-2", 3), ("worker-2", 4)],
+        ),
+        (
+            "comm ~ \"*-2\" || n == 1",
+            &[("worker-1", 1), ("worker-2", 3), ("worker-2", 4)],
+        ),
+    ];
+    for (text, expected) in cases {
+        control.write(filter, text).unwrap();
+        fire();
+        let hits = comm_hits(&control.read("trace_pipe").unwrap());
+        let expected: Vec<(String, u32)> = expected.iter().map(|&(c, n)| (c.into(), n)).collect();
+        assert_eq!(hits, expected, "{text}");
+    }
+
+    // Trigger filters see the task name too.
+    control.write(filter, "0").unwrap();
+    control
+        .write(
+            "events/commtest/comm_hit/trigger",
+            "traceoff if COMM == \"worker-2\"",
+        )
+        .unwrap();
+    fire();
+    assert_eq!(control.read("tracing_on").unwrap(), "0\n");
+    let hits = comm_hits(&control.read("trace_pipe").unwrap());
+    // The filtered trigger runs after its event is recorded: the first
+    // hit of worker-2 is kept and turns tracing off.
+    let expected: Vec<(String, u32)> = [("worker-1", 1), ("worker-1", 2), ("worker-2", 3)]
+        .iter()
+        .map(|&(c, n)| (c.into(), n))
+        .collect();
+    assert_eq!(hits, expected);
+
+    // `COMM` is a string: an ordering is refused with its position and the
+    // filter in place stays.
+    control
+        .write("events/commtest/comm_hit/trigger", "!traceoff")
+        .unwrap();
+    control.write("tracing_on", "1").unwrap();
+    control.write(filter, "COMM == \"worker-2\"").unwrap();
+    match control.write(filter, "comm > \"x\"").unwrap_err() {
+        ControlError::Filter { error, .. } => {
+            assert_eq!(error.kind, crate::filter::FilterErrorKind::IllegalFieldOp);
+            assert_eq!(error.position, 7);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(control.read(filter).unwrap(), "COMM == \"worker-2\"\n");
+    fire();
+    let hits = comm_hits(&control.read("trace_pipe").unwrap());
+    assert_eq!(hits.iter().map(|h| h.1).collect::<Vec<_>>(), [3, 4]);
+    tracer.uninstall();
+}
