@@ -390,3 +390,62 @@ fn chrome_json_slices_instants_and_names() {
     );
     assert_eq!(json, expected);
 }
+
+/// A `kernel_stack` payload from `pid` with `frames` (and ftrace's
+/// `ULONG_MAX` end marker filling the rest of `caller[8]`).
+fn stack_payload(pid: i32, frames: &[u64]) -> Vec<u8> {
+    let mut p = vec![0u8; 16];
+    p[..2].copy_from_slice(&4u16.to_le_bytes());
+    p[2] = flag::IRQS_OFF;
+    p[3] = 1;
+    p[4..8].copy_from_slice(&pid.to_le_bytes());
+    p[8..12].copy_from_slice(&(frames.len() as i32).to_le_bytes());
+    for slot in 0..frames.len().max(8) {
+        let address = frames.get(slot).copied().unwrap_or(u64::MAX);
+        p.extend_from_slice(&address.to_le_bytes());
+    }
+    p
+}
+
+/// A stack trace prints as ftrace's `<stack trace>` line followed by one
+/// ` => function` line per frame: names from the symbol table (a saved
+/// trace's: the nearest symbol at or below), no offsets, hex when no symbol
+/// holds the address; the end marker and a 0 frame stop it.
+#[test]
+fn kernel_stack_lines() {
+    let mut data = trace_data(2);
+    data.symbols = Symbols::from_kallsyms(&data.symbols.to_kallsyms());
+    assert!(!data.symbols.in_process());
+    let short = stack_payload(1234, &[FUNC_A + 0x10, FUNC_B + 4, 0x1234]);
+    let long: Vec<u64> = (0..10).map(|i| FUNC_C + i).collect();
+    let long = stack_payload(77, &long);
+    let stopped = stack_payload(1234, &[FUNC_B, 0, FUNC_A]);
+    data.entries = vec![
+        event(1, 5_000_001_000, short),
+        event(0, 5_000_002_000, long),
+        event(1, 5_000_003_000, stopped),
+    ];
+    let mut text = String::new();
+    write_trace(&data, "nop", &mut text);
+    let body = text
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut expected = String::from(
+        "            bash-1234    [001] d..1.     5.000001: <stack trace>
+ => schedule
+ => pick_next_task
+ => 0x1234
+     kworker/1:2-77      [000] d..1.     5.000002: <stack trace>
+",
+    );
+    for _ in 0..10 {
+        expected.push_str(" => worker_thread\n");
+    }
+    expected.push_str(
+        "            bash-1234    [001] d..1.     5.000003: <stack trace>
+ => pick_next_task",
+    );
+    assert_eq!(body, expected);
+}

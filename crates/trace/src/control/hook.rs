@@ -4,6 +4,7 @@
 
 use alloc::sync::Arc;
 
+use crate::event::format;
 use crate::filter::Filter;
 use crate::platform::TASK_COMM_LEN;
 use crate::ring::RawLock;
@@ -20,9 +21,11 @@ pub(crate) struct ControlHook {
     pub(crate) triggers: SharedTriggers,
 }
 
-/// What triggers may do, on a real tracer.
+/// What triggers may do, on a real tracer, for one hit of an event.
 pub(crate) struct TracerActions<'t> {
     pub(crate) tracer: &'t Tracer,
+    /// The payload of the event that fired the triggers.
+    pub(crate) payload: &'t [u8],
 }
 
 impl TriggerActions for TracerActions<'_> {
@@ -39,7 +42,12 @@ impl TriggerActions for TracerActions<'_> {
     }
 
     fn stacktrace(&mut self, _cpu: u32) {
-        let _ = self.tracer.write_marker(&stack_text());
+        let mut frames = [0u64; STACK_FRAMES];
+        let count = platform_stack(tracer_frame(self.payload), &mut frames);
+        let mut event = [0u8; format::KERNEL_STACK_CALLER_OFFSET + 8 * (STACK_FRAMES + 1)];
+        if let Some(header) = kernel_stack_payload(self.payload, &frames[..count], &mut event) {
+            let _ = self.tracer.write_payload(header);
+        }
     }
 
     fn event_enabled(&self, system: &str, event: &str) -> bool {
@@ -59,6 +67,55 @@ impl TriggerActions for TracerActions<'_> {
     }
 }
 
+/// Most return addresses one `stacktrace` records.
+const STACK_FRAMES: usize = 32;
+
+/// Encodes an `ftrace/kernel_stack` event holding `frames` into `out`, with
+/// the common header (flags, preempt count, pid) of the event that fired
+/// the trigger; returns the encoded bytes, or `None` if `trigger` has no
+/// common header or `out` is too small.
+///
+/// `size` counts the frames, and `ULONG_MAX` (ftrace's end marker) follows
+/// the last one: trace-cmd reads addresses up to the marker or the end of
+/// the record as it sees it, which is rounded up. A short stack still fills
+/// the `caller[8]` the format declares, so that readers going by the
+/// format (trace-cmd without plugins) stay inside the event.
+fn kernel_stack_payload<'o>(trigger: &[u8], frames: &[u64], out: &'o mut [u8]) -> Option<&'o [u8]> {
+    let header = trigger.get(..format::COMMON_HEADER_SIZE)?;
+    let slots = (frames.len() + 1).max(format::KERNEL_STACK_ENTRIES);
+    let len = format::KERNEL_STACK_CALLER_OFFSET + 8 * slots;
+    let out = out.get_mut(..len)?;
+    out[..format::COMMON_HEADER_SIZE].copy_from_slice(header);
+    out[..2].copy_from_slice(&format::KERNEL_STACK_ID.to_ne_bytes());
+    out[8..12].copy_from_slice(&(frames.len() as i32).to_ne_bytes());
+    out[12..16].fill(0);
+    let callers = frames.iter().copied().chain(core::iter::repeat(u64::MAX));
+    for (slot, frame) in out[16..].chunks_exact_mut(8).zip(callers) {
+        slot.copy_from_slice(&frame.to_ne_bytes());
+    }
+    Some(out)
+}
+
+/// An address inside the tracer's own stack frames, for
+/// [`CpuContext::stack_trace`](crate::platform::CpuContext::stack_trace).
+///
+/// The tracer builds a hooked event's payload in the frame of its dispatch
+/// function, which called this hook: when the payload lies on the stack
+/// just above this frame, that frame and everything inward of it is the
+/// tracer's. Otherwise (a payload on the heap) only the frames from here
+/// inward are known to be.
+#[inline(never)]
+fn tracer_frame(payload: &[u8]) -> usize {
+    let marker = 0u8;
+    let here = core::hint::black_box(core::ptr::addr_of!(marker)) as usize;
+    let at = payload.as_ptr() as usize;
+    if at > here && at - here < 64 * 1024 {
+        at
+    } else {
+        here
+    }
+}
+
 /// The current task's name, from the platform.
 ///
 /// The tracer does not hand its [`CpuContext`](crate::platform::CpuContext)
@@ -72,6 +129,19 @@ fn platform_comm() -> Option<[u8; TASK_COMM_LEN]> {
     None
 }
 
+/// The caller's return addresses from the platform (see [`platform_comm`]
+/// for why not through the tracer's context). Without `std` there is no
+/// unwinder and the stack is empty.
+fn platform_stack(tracer_frame: usize, frames: &mut [u64]) -> usize {
+    #[cfg(feature = "std")]
+    return crate::platform::capture_stack(tracer_frame, frames);
+    #[cfg(not(feature = "std"))]
+    {
+        let _ = (tracer_frame, frames);
+        0
+    }
+}
+
 impl ControlHook {
     fn fire(&self, tracer: &Tracer, cpu: usize, payload: &[u8], phase: FirePhase) {
         // A writer nested on this CPU (an interrupt, a signal handler) may
@@ -79,7 +149,7 @@ impl ControlHook {
         // than deadlock.
         if let Some(mut triggers) = self.triggers.try_lock() {
             if triggers.has_phase(phase) {
-                let mut actions = TracerActions { tracer };
+                let mut actions = TracerActions { tracer, payload };
                 triggers.fire_phase(payload, cpu as u32, &mut actions, phase);
             }
         }
@@ -102,48 +172,4 @@ impl EventHook for ControlHook {
     fn after(&self, tracer: &Tracer, cpu: usize, payload: &[u8], _recorded: bool) {
         self.fire(tracer, cpu, payload, FirePhase::AfterRecord);
     }
-}
-
-/// The caller's stack in ftrace's `<stack trace>` / ` => function` form,
-/// innermost first, without the tracer's own frames. Without `std` there is
-/// no unwinder, and only the heading is written.
-#[cfg_attr(not(feature = "std"), allow(unused_mut))]
-fn stack_text() -> alloc::string::String {
-    let mut text = alloc::string::String::from("<stack trace>\n");
-    #[cfg(feature = "std")]
-    {
-        let trace = alloc::format!("{}", std::backtrace::Backtrace::force_capture());
-        let mut frames = 0;
-        for line in trace.lines() {
-            // Frames print as "  12: path::to::function"; the "at file:line"
-            // lines that follow are skipped.
-            let Some((number, name)) = line.trim_start().split_once(": ") else {
-                continue;
-            };
-            if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let internal = [
-                "std::",
-                "core::",
-                "alloc::",
-                "hotkern_trace::",
-                "<alloc::",
-                "__rust",
-            ]
-            .iter()
-            .any(|prefix| name.starts_with(prefix));
-            if internal || name.starts_with('<') && name.contains("hotkern_trace") {
-                continue;
-            }
-            text.push_str(" => ");
-            text.push_str(name);
-            text.push('\n');
-            frames += 1;
-            if frames == 16 {
-                break;
-            }
-        }
-    }
-    text
 }

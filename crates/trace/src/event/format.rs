@@ -23,6 +23,15 @@ pub const FLAG_NMI: u8 = 0x40;
 
 /// ftrace's id of `ftrace/function`.
 pub const FUNCTION_ID: u16 = 1;
+/// ftrace's id of `ftrace/kernel_stack` (the `stacktrace` trigger).
+pub const KERNEL_STACK_ID: u16 = 4;
+/// Return addresses a `kernel_stack` event's format declares (`caller[8]`).
+/// A recorded event holds `size` of them, which may be more or fewer: the
+/// payload ends after the last one, as in the kernel since it made the
+/// stack dynamic.
+pub const KERNEL_STACK_ENTRIES: usize = 8;
+/// Offset of the first return address in a `kernel_stack` payload.
+pub const KERNEL_STACK_CALLER_OFFSET: usize = 16;
 /// ftrace's id of `ftrace/print` (`trace_marker`).
 pub const PRINT_ID: u16 = 5;
 /// ftrace's id of `ftrace/bprint` (`trace_printk`).
@@ -214,6 +223,42 @@ pub fn funcgraph_exit_format() -> EventFormat {
     }
 }
 
+/// `ftrace/kernel_stack`: `size` return addresses (`caller`), innermost
+/// first, after a 4-byte hole that keeps them 8-byte aligned.
+///
+/// ```
+/// use hotkern_trace::event::format::kernel_stack_format;
+/// let text = kernel_stack_format().to_format_file();
+/// assert!(text.starts_with("name: kernel_stack\nID: 4\n"));
+/// assert!(text.contains("\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n"));
+/// ```
+pub fn kernel_stack_format() -> EventFormat {
+    let mut print_fmt = String::from("\"");
+    for _ in 0..KERNEL_STACK_ENTRIES {
+        print_fmt.push_str("\\t=> %ps\\n");
+    }
+    print_fmt.push('"');
+    for index in 0..KERNEL_STACK_ENTRIES {
+        let _ = write!(print_fmt, ", (void *)REC->caller[{index}]");
+    }
+    EventFormat {
+        id: KERNEL_STACK_ID,
+        system: "ftrace".into(),
+        name: "kernel_stack".into(),
+        fields: vec![
+            Field::scalar("size", "int", 8, 4, true),
+            Field::array(
+                "caller",
+                "unsigned long",
+                KERNEL_STACK_ENTRIES,
+                KERNEL_STACK_CALLER_OFFSET,
+                8 * KERNEL_STACK_ENTRIES,
+            ),
+        ],
+        print_fmt,
+    }
+}
+
 /// `ftrace/print` (`trace_marker` writes): `ip`, then the NUL-terminated text.
 pub fn print_format() -> EventFormat {
     EventFormat {
@@ -267,6 +312,7 @@ pub fn hwlat_format() -> EventFormat {
 pub fn builtin_formats() -> Vec<EventFormat> {
     vec![
         function_format(),
+        kernel_stack_format(),
         print_format(),
         bprint_format(),
         funcgraph_exit_format(),

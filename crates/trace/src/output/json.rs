@@ -85,6 +85,23 @@ pub fn write_chrome_json(data: &TraceData, out: &mut String) {
                         record.cpu
                     );
                     write_json_string(body.trim_end(), out);
+                    if let Some(event) =
+                        event.filter(|e| e.system == "ftrace" && e.name == "kernel_stack")
+                    {
+                        // The frames as a list too, so a viewer need not
+                        // parse the text.
+                        out.push_str(",\"frames\":[");
+                        for (index, name) in super::stack::frame_names(data, event, record)
+                            .iter()
+                            .enumerate()
+                        {
+                            if index > 0 {
+                                out.push(',');
+                            }
+                            write_json_string(name, out);
+                        }
+                        out.push(']');
+                    }
                     out.push_str("}}");
                 }
             }

@@ -12,6 +12,7 @@ mod graph;
 mod json;
 mod printf;
 mod report;
+mod stack;
 mod symbols;
 mod text;
 pub mod tracedat;
@@ -24,6 +25,9 @@ pub use graph::{
 pub use json::{write_chrome_json, write_json_string};
 pub use printf::{render_binary, write_raw_fields, PrintFormat};
 pub use report::write_report;
+#[cfg(feature = "std")]
+pub use stack::resolve_in_process;
+pub use stack::stack_frames;
 pub use symbols::{Comms, Symbols};
 pub use text::{
     flag, latency_flags, split_timestamp, write_default_header, write_default_header_with,

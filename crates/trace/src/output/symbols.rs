@@ -14,15 +14,34 @@ use core::fmt::Write;
 /// assert_eq!(symbols.lookup(0xffffffff81000108), Some(("schedule", 8)));
 /// assert_eq!(symbols.to_kallsyms(), "ffffffff81000100 T schedule\nffffffff81000200 t helper [demo]\n");
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Symbols {
     by_address: BTreeMap<u64, (String, char, Option<String>)>,
+    /// Whether the addresses are this process's, so that stack frames can
+    /// be symbolized here (see [`Symbols::frame_name`]).
+    in_process: bool,
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Symbols::new()
+    }
 }
 
 impl Symbols {
-    /// An empty table.
+    /// An empty table of this process's addresses (a live trace's).
     pub fn new() -> Symbols {
-        Symbols::default()
+        Symbols {
+            by_address: BTreeMap::new(),
+            in_process: true,
+        }
+    }
+
+    /// Whether the table describes this process (made with
+    /// [`Symbols::new`]) rather than a saved trace's system (made with
+    /// [`Symbols::from_kallsyms`]).
+    pub fn in_process(&self) -> bool {
+        self.in_process
     }
 
     /// Adds a global text symbol.
@@ -40,9 +59,11 @@ impl Symbols {
     }
 
     /// Parses `kallsyms` text (`address type name [module]` lines); lines
-    /// that do not parse are skipped.
+    /// that do not parse are skipped. The table describes the system the
+    /// text came from, not this process.
     pub fn from_kallsyms(text: &str) -> Symbols {
         let mut symbols = Symbols::new();
+        symbols.in_process = false;
         for line in text.lines() {
             let mut parts = line.split_whitespace();
             let (Some(address), Some(kind), Some(name)) =

@@ -173,6 +173,9 @@ pub fn write_event_body_with(
                 out.push_str(&String::from_utf8_lossy(text));
             }
         }
+        ("ftrace", "kernel_stack") => {
+            super::stack::write_stack_body(data, event, record, out);
+        }
         ("ftrace", "bprint") => {
             out.push_str(&symbol(field("ip").unwrap_or(0)));
             out.push_str(": ");

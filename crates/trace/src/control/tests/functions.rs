@@ -133,16 +133,70 @@ fn function_profile_fills_trace_stat() {
 
 #[test]
 fn stacktrace_trigger_records_the_callers() {
+    use crate::event::format::KERNEL_STACK_ID;
+    use crate::output::Entry;
+
     let tracer = installed();
     let control = Control::new(tracer);
+    control.write("set_event", "ctltest:ctl_reply").unwrap();
     control
         .write("events/ctltest/ctl_reply/trigger", "stacktrace:1")
         .unwrap();
     ctl_reply::trace(3);
     ctl_reply::trace(4);
+    // `:1` fired once: one kernel_stack event, from the task that hit the
+    // event, recorded before the event itself (as ftrace's unfiltered
+    // triggers run).
+    let data = crate::control::view::peek(tracer);
+    let records: Vec<_> = data
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::Event(record) => Some(record),
+            Entry::Lost { .. } => None,
+        })
+        .collect();
+    let stacks: Vec<_> = records
+        .iter()
+        .filter(|r| r.event_id() == KERNEL_STACK_ID)
+        .collect();
+    assert_eq!(stacks.len(), 1, "{records:?}");
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[0].event_id(), KERNEL_STACK_ID);
+    let reply = records[1];
+    assert_eq!(stacks[0].pid(), reply.pid());
+    assert_eq!(stacks[0].cpu, reply.cpu);
+    let event = data.event(KERNEL_STACK_ID).unwrap();
+    let frames = crate::output::stack_frames(event, &stacks[0].payload);
     let text = control.read("trace").unwrap();
     assert_eq!(text.matches("<stack trace>").count(), 1, "{text}");
+    assert!(text.contains(": <stack trace>\n => "), "{text}");
     #[cfg(feature = "std")]
-    assert!(text.contains(" => "), "{text}");
+    {
+        // The frames start at the code that hit the event: none of the
+        // tracer's own frames, and this test among the callers by name.
+        assert!(!frames.is_empty());
+        let names: Vec<String> = frames
+            .iter()
+            .map(|&address| data.symbols.frame_name(address))
+            .collect();
+        assert!(
+            !names[0].starts_with("hotkern_trace::tracer")
+                && !names[0].starts_with("hotkern_trace::control::hook")
+                && !names[0].starts_with("hotkern_trace::trigger"),
+            "{names:?}"
+        );
+        assert!(
+            names
+                .iter()
+                .any(|name| name.contains("stacktrace_trigger_records_the_callers")),
+            "{names:?}"
+        );
+        for name in &names {
+            assert!(text.contains(&alloc::format!(" => {name}\n")), "{text}");
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    assert!(frames.is_empty());
     tracer.uninstall();
 }

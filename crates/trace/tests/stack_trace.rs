@@ -1,0 +1,167 @@
+//! The `stacktrace` trigger end to end: a live tracer records an
+//! `ftrace/kernel_stack` event, our text and JSON name its frames, and the
+//! real `trace-cmd report` reads the saved trace.dat and prints the same
+//! frames by name.
+
+use hotkern_trace::control::{view, Control};
+use hotkern_trace::event::format::KERNEL_STACK_ID;
+use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
+use hotkern_trace::output::{resolve_in_process, stack_frames, write_chrome_json, Entry};
+use hotkern_trace::{TraceConfig, Tracer};
+
+hotkern_trace::define_event! {
+    /// The event the trigger is set on.
+    pub stk_hit in stktest {
+        n: u32,
+    }
+    print "n=%u", n
+}
+
+/// A caller with a name to find among the frames.
+#[inline(never)]
+fn stk_caller_function(n: u32) {
+    stk_hit::trace(n);
+    std::hint::black_box(n);
+}
+
+/// Calls [`stk_caller_function`] `depth` frames down, so that the stack is
+/// longer than the eight callers the event's format declares.
+#[inline(never)]
+fn stk_nested(depth: u32, n: u32) {
+    if depth == 0 {
+        stk_caller_function(n);
+    } else {
+        stk_nested(std::hint::black_box(depth - 1), n);
+    }
+    std::hint::black_box(depth);
+}
+
+/// Records one stack trace on a thread named `stk-worker` and returns the
+/// tracer with its buffers unread.
+fn record() -> &'static Tracer {
+    hotkern_trace::event::register(&stk_hit::EVENT);
+    let tracer = Tracer::with_threads(TraceConfig::small(), 1)
+        .unwrap()
+        .install()
+        .unwrap();
+    let control = Control::new(tracer);
+    control.write("set_event", "stktest:stk_hit").unwrap();
+    control
+        .write("events/stktest/stk_hit/trigger", "stacktrace:1")
+        .unwrap();
+    std::thread::Builder::new()
+        .name("stk-worker".into())
+        .spawn(|| {
+            stk_nested(6, 1);
+            stk_caller_function(2);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    tracer
+}
+
+#[test]
+fn stack_trace_reads_back_in_text_json_and_trace_cmd() {
+    let tracer = record();
+    let data = view::peek(tracer);
+    let stacks: Vec<_> = data
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::Event(record) if record.event_id() == KERNEL_STACK_ID => Some(record),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stacks.len(), 1, "{:?}", data.entries);
+    let event = data.event(KERNEL_STACK_ID).unwrap();
+    let frames = stack_frames(event, &stacks[0].payload);
+    let names: Vec<String> = frames
+        .iter()
+        .map(|&address| data.symbols.frame_name(address))
+        .collect();
+    assert!(
+        names[0].ends_with("stk_caller_function"),
+        "the first frame is the code that hit the event: {names:?}"
+    );
+
+    // Text: `<stack trace>` on the event line, then ` => name` lines.
+    let control = Control::new(tracer);
+    let text = control.read("trace").unwrap();
+    let mut expected = String::from(": <stack trace>\n");
+    for name in &names {
+        expected.push_str(&format!(" => {name}\n"));
+    }
+    assert!(text.contains(&expected), "{text}");
+    assert!(text.contains("stk-worker-"), "{text}");
+
+    // JSON: an instant event whose args list the frames.
+    let mut json = String::new();
+    write_chrome_json(&data, &mut json);
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    assert!(
+        json.contains(&format!("\"frames\":[{}]", quoted.join(","))),
+        "{json}"
+    );
+
+    // trace.dat: the format and the symbols travel with the file, so our
+    // own reader names the frames the same way without this process.
+    let mut file = view::trace_dat(tracer, view::peek_pages(tracer));
+    file.add_stack_symbols(resolve_in_process);
+    assert!(file
+        .ftrace_formats
+        .iter()
+        .any(|f| f.starts_with("name: kernel_stack\nID: 4\n")));
+    let bytes = write_trace_dat(&file);
+    let saved = read_trace_dat(&bytes).unwrap().to_trace_data().unwrap();
+    assert!(!saved.symbols.in_process());
+    let saved_names: Vec<String> = frames
+        .iter()
+        .map(|&address| saved.symbols.frame_name(address))
+        .collect();
+    assert_eq!(saved_names, names);
+
+    // trace-cmd prints `<stack trace >`, then `=> name (address)` per frame
+    // up to the end marker, named from the file's kallsyms.
+    if let Some(report) = trace_cmd_report(&bytes, &[]) {
+        let start = report
+            .find("kernel_stack:")
+            .unwrap_or_else(|| panic!("{report}"));
+        let lines: Vec<&str> = report[start..].lines().collect();
+        assert!(lines[0].ends_with("<stack trace >"), "{report}");
+        assert!(report[..start].contains("stk-worker-"), "{report}");
+        for (line, (name, address)) in lines[1..].iter().zip(names.iter().zip(&frames)) {
+            assert_eq!(*line, format!("=> {name} ({address:x})"), "{report}");
+        }
+        assert!(lines[frames.len() + 1].contains("stk_hit:"), "{report}");
+    }
+    // Without plugins trace-cmd goes by the format: the first eight
+    // callers through `%ps`, and it must still read the file cleanly.
+    if let Some(report) = trace_cmd_report(&bytes, &["-N"]) {
+        assert!(report.contains(&format!("=> {}", names[0])), "{report}");
+    }
+    tracer.uninstall();
+}
+
+/// `trace-cmd report` of `bytes` with extra `options`, or `None` when
+/// trace-cmd is not installed.
+fn trace_cmd_report(bytes: &[u8], options: &[&str]) -> Option<String> {
+    let path = std::env::temp_dir().join(format!("hotkern-stack-{}.dat", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    let output = std::process::Command::new("trace-cmd")
+        .arg("report")
+        .args(options)
+        .arg(&path)
+        .output();
+    let _ = std::fs::remove_file(&path);
+    let Ok(output) = output else {
+        eprintln!("trace-cmd not installed; skipping the comparison");
+        return None;
+    };
+    assert!(
+        output.status.success(),
+        "trace-cmd report failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(String::from_utf8(output.stdout).unwrap())
+}
