@@ -6,7 +6,7 @@
 use hotkern_trace::control::{view, Control};
 use hotkern_trace::event::format::KERNEL_STACK_ID;
 use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
-use hotkern_trace::output::{resolve_in_process, stack_frames, write_chrome_json, Entry};
+use hotkern_trace::output::{stack_frames, write_chrome_json, Entry};
 use hotkern_trace::{TraceConfig, Tracer};
 
 hotkern_trace::define_event! {
@@ -104,10 +104,10 @@ fn stack_trace_reads_back_in_text_json_and_trace_cmd() {
         "{json}"
     );
 
-    // trace.dat: the format and the symbols travel with the file, so our
-    // own reader names the frames the same way without this process.
-    let mut file = view::trace_dat(tracer, view::peek_pages(tracer));
-    file.add_stack_symbols(resolve_in_process);
+    // trace.dat: the format and the symbols travel with the file (the
+    // view adds the stack's symbols), so our own reader names the frames
+    // the same way without this process.
+    let file = view::trace_dat(tracer, view::peek_pages(tracer));
     assert!(file
         .ftrace_formats
         .iter()

@@ -163,7 +163,8 @@ pub fn trace_dat(tracer: &Tracer, pages: Vec<Vec<u8>>) -> TraceDat {
     for (address, format) in crate::printk::formats() {
         let _ = writeln!(printk_formats, "0x{address:x} : \"{}\"", escape(&format));
     }
-    TraceDat {
+    #[cfg_attr(not(feature = "std"), allow(unused_mut))]
+    let mut file = TraceDat {
         page_size: PAGE_SIZE as u32,
         header_page: HEADER_PAGE_FORMAT.to_string(),
         header_event: HEADER_EVENT_FORMAT.to_string(),
@@ -174,7 +175,12 @@ pub fn trace_dat(tracer: &Tracer, pages: Vec<Vec<u8>>) -> TraceDat {
         cmdlines: data.comms.to_saved_cmdlines(),
         options: Vec::new(),
         cpu_data: pages,
-    }
+    };
+    // Stack frames are addresses in this process: name them while it runs,
+    // so trace-cmd prints `=> name` for them too.
+    #[cfg(feature = "std")]
+    file.add_stack_symbols(crate::output::resolve_in_process);
+    file
 }
 
 fn escape(format: &str) -> String {
