@@ -143,8 +143,6 @@ impl Clock for ManualClock {
 }
 
 #[cfg(feature = "std")]
-pub(crate) use self::user::{capture_stack, thread_comm};
-#[cfg(feature = "std")]
 pub use self::user::{spawn, MonotonicClock, ThreadCpus, TscClock};
 
 #[cfg(feature = "std")]

@@ -43,7 +43,10 @@ impl TriggerActions for TracerActions<'_> {
 
     fn stacktrace(&mut self, _cpu: u32) {
         let mut frames = [0u64; STACK_FRAMES];
-        let count = platform_stack(tracer_frame(self.payload), &mut frames);
+        let count = self
+            .tracer
+            .context()
+            .stack_trace(tracer_frame(self.payload), &mut frames);
         let mut event = [0u8; format::KERNEL_STACK_CALLER_OFFSET + 8 * (STACK_FRAMES + 1)];
         if let Some(header) = kernel_stack_payload(self.payload, &frames[..count], &mut event) {
             let _ = self.tracer.write_payload(header);
@@ -63,7 +66,7 @@ impl TriggerActions for TracerActions<'_> {
     }
 
     fn current_comm(&self) -> Option<[u8; TASK_COMM_LEN]> {
-        platform_comm()
+        self.tracer.context().current_comm()
     }
 }
 
@@ -116,32 +119,6 @@ fn tracer_frame(payload: &[u8]) -> usize {
     }
 }
 
-/// The current task's name, from the platform.
-///
-/// The tracer does not hand its [`CpuContext`](crate::platform::CpuContext)
-/// to hooks, so this asks the user-space platform directly: its task names
-/// are per thread, whichever `ThreadCpus` model the thread is bound in.
-/// Without `std` no name is known.
-fn platform_comm() -> Option<[u8; TASK_COMM_LEN]> {
-    #[cfg(feature = "std")]
-    return crate::platform::thread_comm();
-    #[cfg(not(feature = "std"))]
-    None
-}
-
-/// The caller's return addresses from the platform (see [`platform_comm`]
-/// for why not through the tracer's context). Without `std` there is no
-/// unwinder and the stack is empty.
-fn platform_stack(tracer_frame: usize, frames: &mut [u64]) -> usize {
-    #[cfg(feature = "std")]
-    return crate::platform::capture_stack(tracer_frame, frames);
-    #[cfg(not(feature = "std"))]
-    {
-        let _ = (tracer_frame, frames);
-        0
-    }
-}
-
 impl ControlHook {
     fn fire(&self, tracer: &Tracer, cpu: usize, payload: &[u8], phase: FirePhase) {
         // A writer nested on this CPU (an interrupt, a signal handler) may
@@ -161,7 +138,7 @@ impl EventHook for ControlHook {
         self.fire(tracer, cpu, payload, FirePhase::BeforeRecord);
         self.filter.as_ref().is_none_or(|filter| {
             let comm = if filter.uses_comm() {
-                platform_comm()
+                tracer.context().current_comm()
             } else {
                 None
             };

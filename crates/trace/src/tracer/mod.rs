@@ -364,6 +364,12 @@ impl Tracer {
         self.cpus
     }
 
+    /// The platform the tracer asks for the current CPU, task, task name
+    /// and call stack.
+    pub fn context(&self) -> &'static dyn CpuContext {
+        self.context
+    }
+
     /// The clock's name (`trace_clock`).
     pub fn clock_name(&self) -> &'static str {
         self.clock.name()
