@@ -88,6 +88,17 @@ pub enum Refused {
     NoSuchCpu,
 }
 
+/// How an event's time is written (see `CpuBuffer::place`).
+#[derive(Clone, Copy)]
+enum Stamp {
+    /// A delta in the event header.
+    Delta(u64),
+    /// The first event of a page: the page header holds the absolute time.
+    PageStart(u64),
+    /// A delta too large for the header: a time-extend event first.
+    Extend(u64),
+}
+
 #[repr(C, align(4096))]
 struct Page(UnsafeCell<[u8; PAGE_SIZE]>);
 
@@ -207,9 +218,9 @@ pub struct Reservation<'a> {
     buffer: &'a CpuBuffer,
     data: *mut u8,
     len: usize,
-    /// `word` right after our reservation, and where our event ends.
+    /// `word` right after our reservation (its offset is where our event
+    /// ends).
     word: u64,
-    end: u64,
     nested: bool,
 }
 
@@ -237,8 +248,7 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.buffer
-            .finish_reserved(self.word, self.end, self.nested);
+        self.buffer.finish_reserved(self.word, self.nested);
     }
 }
 
@@ -291,7 +301,15 @@ impl CpuBuffer {
     }
 
     /// Reserves room for an event of `payload` bytes stamped `now` (ns).
-    /// Only the CPU owning this buffer (and code nested on it) may call this.
+    /// Only the CPU owning this buffer (and code nesting on it) may call this.
+    ///
+    /// The common case — room left in a tail page that already has events,
+    /// and a time delta that fits the event header — takes a straight path
+    /// whose result depends on `word` through three operations only (mask,
+    /// add, or); everything else (first event of a page, time extends,
+    /// non-increasing clocks, full pages, a nested writer in the way) goes
+    /// through [`CpuBuffer::reserve_general`], which handles every case and
+    /// would produce the same reservation for this one.
     #[inline(always)]
     pub(crate) fn reserve(&self, now: u64, payload: usize) -> Result<Reservation<'_>, Refused> {
         if payload > MAX_PAYLOAD {
@@ -300,13 +318,57 @@ impl CpuBuffer {
         let nested = self.nesting.fetch_add(1) > 0;
         self.written.add(1);
         let need = event_size(payload) as u64;
+        let word = self.word.load();
+        let tail = self.tail.load();
+        let off = word & OFF_MASK;
+        let now_low = now & TIME_MASK;
+        let delta = now_low.wrapping_sub(word >> OFF_BITS) & TIME_MASK;
+        // `off + need` within the page also rules out SEALED (> the data
+        // size); 1 <= delta <= MAX_TIME_DELTA means no extend is needed and
+        // the new time is `now_low` itself.
+        let new = (now_low << OFF_BITS) | (off + need);
+        let (data, word) = if off != 0
+            && off + need <= PAGE_DATA_SIZE as u64
+            && delta.wrapping_sub(1) < MAX_TIME_DELTA
+            && self.word.compare_exchange(word, new).is_ok()
+        {
+            (
+                self.place(tail, off, need, payload, Stamp::Delta(delta)),
+                new,
+            )
+        } else {
+            // Two words back from the cold path, so that the reservation
+            // is built here for both paths and stays in registers.
+            let (data, word) = self.reserve_general(now, payload, need);
+            if data.is_null() {
+                return Err(Refused::Lost);
+            }
+            (data, word)
+        };
+        Ok(Reservation {
+            buffer: self,
+            data,
+            len: payload,
+            word,
+            nested,
+        })
+    }
+
+    /// Every case of [`CpuBuffer::reserve`], in a loop that retries when a
+    /// nested writer moved `word` under us. Returns the payload's address
+    /// and `word` after the reservation, or a null address if the event was
+    /// refused (and counted lost).
+    #[cold]
+    #[inline(never)]
+    fn reserve_general(&self, now: u64, payload: usize, need: u64) -> (*mut u8, u64) {
         loop {
             let word = self.word.load();
             let tail = self.tail.load();
             let off = word & OFF_MASK;
             if off == SEALED {
                 // We interrupted the writer that is switching pages.
-                return Err(self.refuse());
+                self.refuse();
+                return (core::ptr::null_mut(), 0);
             }
             let last = word >> OFF_BITS;
             let now_low = now & TIME_MASK;
@@ -324,60 +386,67 @@ impl CpuBuffer {
                 if self.word.compare_exchange(word, new).is_err() {
                     continue;
                 }
-                let page_id = (tail & 0xffff) as usize;
-                debug_assert!(page_id < self.pages.len() && page_id < self.entries.len());
-                // SAFETY: `tail` only ever names a page id taken from a ring
-                // slot, and slots only hold ids below `pages.len()` (which
-                // is also `entries.len()`), set in `new` and moved around
-                // by exchanges, never computed.
-                unsafe { self.entries.get_unchecked(page_id) }.add(1);
-                // SAFETY: as above.
-                let page = unsafe { self.pages.get_unchecked(page_id) }
-                    .0
-                    .get()
-                    .cast::<u8>();
-                // SAFETY: bytes `off..off+size` of the page's data were just
-                // claimed by the exchange; nobody else writes them.
-                let event = unsafe {
-                    core::slice::from_raw_parts_mut(
-                        page.add(PAGE_HEADER_SIZE + off as usize),
-                        size as usize,
-                    )
-                };
-                let mut at = 0;
-                let header_delta = if off == 0 {
-                    let absolute = now.wrapping_add(time.wrapping_sub(now_low) & TIME_MASK);
-                    // SAFETY: the first event of a page owns its time stamp.
-                    unsafe { core::ptr::write_unaligned(page.cast::<u64>(), absolute.to_le()) };
-                    0
+                let stamp = if off == 0 {
+                    Stamp::PageStart(now.wrapping_add(time.wrapping_sub(now_low) & TIME_MASK))
                 } else if extend {
-                    encode_time_extend(event, delta);
-                    at = 8;
-                    0
+                    Stamp::Extend(delta)
                 } else {
-                    delta as u32
+                    Stamp::Delta(delta)
                 };
-                at += encode_data_header(&mut event[at..], payload, header_delta);
-                if payload & 3 != 0 || payload == 0 {
-                    // Zero the alignment padding, so no stale bytes of an
-                    // earlier event leak into the trace.
-                    let end = event.len();
-                    event[end - 4..].fill(0);
-                }
-                return Ok(Reservation {
-                    buffer: self,
-                    // SAFETY: in bounds of `event`.
-                    data: unsafe { event.as_mut_ptr().add(at) },
-                    len: payload,
-                    word: new,
-                    end: ((tail >> 16) << OFF_BITS) | (off + size),
-                    nested,
-                });
+                return (self.place(tail, off, size, payload, stamp), new);
             }
             if !self.advance(word, tail) {
-                return Err(self.refuse());
+                self.refuse();
+                return (core::ptr::null_mut(), 0);
             }
         }
+    }
+
+    /// Writes the header of the event that owns bytes `off..off + size` of
+    /// the tail page named by `tail` (just claimed through `word`) and
+    /// returns the address of its payload.
+    #[inline(always)]
+    fn place(&self, tail: u64, off: u64, size: u64, payload: usize, stamp: Stamp) -> *mut u8 {
+        let page_id = (tail & 0xffff) as usize;
+        debug_assert!(page_id < self.pages.len() && page_id < self.entries.len());
+        // SAFETY: `tail` only ever names a page id taken from a ring slot,
+        // and slots only hold ids below `pages.len()` (which is also
+        // `entries.len()`), set in `new` and moved around by exchanges,
+        // never computed.
+        unsafe { self.entries.get_unchecked(page_id) }.add(1);
+        // SAFETY: as above.
+        let page = unsafe { self.pages.get_unchecked(page_id) }
+            .0
+            .get()
+            .cast::<u8>();
+        // SAFETY: bytes `off..off+size` of the page's data were claimed by
+        // the exchange; nobody else writes them.
+        let event = unsafe {
+            core::slice::from_raw_parts_mut(
+                page.add(PAGE_HEADER_SIZE + off as usize),
+                size as usize,
+            )
+        };
+        let at = match stamp {
+            Stamp::Delta(delta) => encode_data_header(event, payload, delta as u32),
+            Stamp::PageStart(absolute) => {
+                // SAFETY: the first event of a page owns its time stamp.
+                unsafe { core::ptr::write_unaligned(page.cast::<u64>(), absolute.to_le()) };
+                encode_data_header(event, payload, 0)
+            }
+            Stamp::Extend(delta) => {
+                encode_time_extend(event, delta);
+                8 + encode_data_header(&mut event[8..], payload, 0)
+            }
+        };
+        if payload & 3 != 0 || payload == 0 {
+            // Zero the alignment padding, so no stale bytes of an earlier
+            // event leak into the trace.
+            let end = event.len();
+            event[end - 4..].fill(0);
+        }
+        // SAFETY: in bounds of `event`.
+        unsafe { event.as_mut_ptr().add(at) }
     }
 
     #[cold]
@@ -482,17 +551,25 @@ impl CpuBuffer {
     /// `nesting` as they found it, so an outer writer knows without loading
     /// it that it is still 1 (one store-forwarded load less per event).
     #[inline(always)]
-    fn finish_reserved(&self, word: u64, end: u64, nested: bool) {
-        if !nested && self.word.load() == word {
-            // Our end is past every earlier commit, so no max is needed.
-            self.commit.store(end, Ordering::Release);
-            self.nesting.sub(1);
+    fn finish_reserved(&self, word: u64, nested: bool) {
+        if !nested {
+            // Loaded before `word` is checked: a page switch changes `word`
+            // for good (times only grow, and a switch ends at offset 0), so
+            // if `word` is still ours, `tail` still names our page.
+            let tail = self.tail.load();
             if self.word.load() == word {
-                return;
+                // Our end is past every earlier commit, so no max is needed.
+                let end = ((tail >> 16) << OFF_BITS) | (word & OFF_MASK);
+                self.commit.store(end, Ordering::Release);
+                self.nesting.sub(1);
+                if self.word.load() == word {
+                    return;
+                }
+                // A writer nested on us between the check and the
+                // decrement (it did not commit, being nested): take the
+                // general path.
+                self.nesting.add(1);
             }
-            // A writer nested on us between the check and the decrement
-            // (it did not commit, being nested): take the general path.
-            self.nesting.add(1);
         }
         self.finish();
     }

@@ -72,6 +72,29 @@ fn large_gaps_use_time_extends_and_big_payloads_use_length_words() {
 }
 
 #[test]
+fn deltas_at_the_header_limit_take_the_short_path_or_an_extend() {
+    use crate::ring::page::MAX_TIME_DELTA;
+    // The largest delta an event header holds needs no extend (the short
+    // path of `reserve`); one more needs one (the general path). Both must
+    // decode to the exact times, and only the second event grows by 8 bytes.
+    let ring = RingBuffer::new(1, 2, Mode::Overwrite).unwrap();
+    let first = 1_000;
+    let second = first + MAX_TIME_DELTA;
+    let third = second + MAX_TIME_DELTA + 1;
+    for (tag, now) in [(1, first), (2, second), (3, third), (4, third + 1)] {
+        write(&ring, 0, now, tag, 8).unwrap();
+    }
+    let pages = ring.drain_cpu(0);
+    assert_eq!(
+        tags(&pages),
+        vec![(first, 1), (second, 2), (third, 3), (third + 1, 4)]
+    );
+    let view = PageView::new(&pages[0][..]).unwrap();
+    // Four 8-byte events (4-byte header each) and one 8-byte time extend.
+    assert_eq!(view.data_len(), 4 * 12 + 8);
+}
+
+#[test]
 fn events_cross_pages_and_overwrite_counts_every_loss() {
     let ring = RingBuffer::new(1, 3, Mode::Overwrite).unwrap();
     let total = 2000u32;
