@@ -182,3 +182,33 @@ fn report_matches_trace_cmd_when_available() {
     }
     assert_eq!(ours.lines().count(), theirs.lines().count());
 }
+
+/// The fuzz target `tracedat_read` starts from this checked-in file (made
+/// by a 1-CPU tracer: events with fields, function_graph pairs, printk and
+/// a marker); it must stay a file the reader takes in full.
+#[test]
+fn fuzz_seed_is_a_whole_trace() {
+    let bytes = include_bytes!("../fuzz/seeds/tracedat_read/small.dat");
+    let data = read_trace_dat(bytes).unwrap().to_trace_data().unwrap();
+    let mut names: Vec<&str> = data
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::Event(record) => data.events.get(&record.event_id()).map(|e| e.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names.len(), 19);
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(
+        names,
+        [
+            "bprint",
+            "funcgraph_entry",
+            "funcgraph_exit",
+            "print",
+            "seed_sample"
+        ]
+    );
+}
