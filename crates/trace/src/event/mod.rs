@@ -319,13 +319,33 @@ impl Event {
             mask = self.mask.load(Ordering::Acquire);
         }
         let id = self.id.load(Ordering::Acquire);
-        let mut bits = mask & !UNREGISTERED;
-        while bits != 0 {
-            let slot = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if let Some(tracer) = crate::tracer::instance(slot) {
-                tracer.record_event(id, size, &fill);
+        let bits = mask & !UNREGISTERED;
+        if bits & bits.wrapping_sub(1) == 0 {
+            // One tracer wants the event (or, after a race, none): the
+            // common case gets a straight call. Recording inside a loop
+            // over tracers kept the loop's state in saved registers and
+            // cost ~2 ns per event.
+            if bits != 0 {
+                if let Some(tracer) = crate::tracer::instance(bits.trailing_zeros() as usize) {
+                    tracer.record_event(id, size, &fill);
+                }
             }
+            return;
+        }
+        emit_each(bits, id, size, &fill);
+    }
+}
+
+/// Records an event for every tracer in `bits` (several tracer instances
+/// want it).
+#[cold]
+#[inline(never)]
+fn emit_each(mut bits: u32, id: u16, size: usize, fill: &dyn Fn(&mut [u8])) {
+    while bits != 0 {
+        let slot = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if let Some(tracer) = crate::tracer::instance(slot) {
+            tracer.record_event(id, size, fill);
         }
     }
 }

@@ -53,6 +53,42 @@ fn events_record_only_when_enabled_and_by_pid() {
     tracer.uninstall();
 }
 
+crate::define_event! {
+    /// Enabled in two tracer instances at once.
+    pub shared_test_event in tracertest {
+        n: u32,
+    }
+    print "n=%u", n
+}
+
+#[test]
+fn an_event_wanted_by_two_tracers_is_recorded_in_both() {
+    // One instance takes the straight path of `Event::emit_sized`, two the
+    // loop over instances; each must record exactly what it enabled.
+    let first = installed();
+    let second = installed();
+    let id = shared_test_event::EVENT.id();
+    let values = |tracer: &Tracer| -> Vec<u64> {
+        mine(tracer.drain_records())
+            .into_iter()
+            .filter(|r| r.event_id == id)
+            .map(|r| r.unsigned(8, 4))
+            .collect()
+    };
+    first.set_event_enabled(id, true).unwrap();
+    shared_test_event::trace(1);
+    second.set_event_enabled(id, true).unwrap();
+    shared_test_event::trace(2);
+    first.set_event_enabled(id, false).unwrap();
+    shared_test_event::trace(3);
+    second.set_event_enabled(id, false).unwrap();
+    shared_test_event::trace(4);
+    assert_eq!(values(first), vec![1, 2]);
+    assert_eq!(values(second), vec![2, 3]);
+    first.uninstall();
+    second.uninstall();
+}
+
 struct OnlyOdd(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
 impl EventHook for OnlyOdd {
