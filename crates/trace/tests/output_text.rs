@@ -273,6 +273,34 @@ fn function_graph_layout() {
 }
 
 #[test]
+fn absurd_graph_depths_from_a_file_are_bounded() {
+    // Found by fuzzing tracedat_read: a depth of 0x7f000000 made the graph
+    // writer indent by four billion spaces. Depths past what a recorder
+    // can produce stop indenting at MAX_DEPTH levels, and extreme values
+    // neither panic nor overflow.
+    let mut data = trace_data(1);
+    data.entries = vec![
+        event(0, 1_000, entry(&data, 1234, FUNC_C, 0x7f00_0000)),
+        event(0, 1_100, entry(&data, 1234, FUNC_A, i32::MIN)),
+        event(0, 1_200, exit(&data, 1234, FUNC_A, i32::MIN, 1_100, 1_150)),
+        event(
+            0,
+            1_300,
+            exit(&data, 1234, FUNC_C, 0x7f00_0000, 1_000, 1_250),
+        ),
+    ];
+    let mut text = String::new();
+    write_trace(&data, "function_graph", &mut text);
+    let widest = text.lines().map(str::len).max().unwrap();
+    let deepest = 2 * hotkern_trace::function::MAX_DEPTH;
+    assert!(widest < deepest + 80, "{widest}");
+    assert!(
+        text.contains(&format!("{}worker_thread() {{", " ".repeat(deepest))),
+        "{text}"
+    );
+}
+
+#[test]
 fn merge_orders_by_time_then_cpu_and_keeps_losses_with_their_event() {
     let mut data = trace_data(2);
     let a = payload(&data, "print", 1, 0, 0, &[("buf", b"a\0")]);

@@ -21,6 +21,7 @@ use core::fmt::Write;
 
 use super::data::{Entry, Record, TraceData};
 use super::text::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
+use crate::function::MAX_DEPTH;
 
 const INDENT: usize = 2;
 const PROCINFO_WIDTH: usize = 14;
@@ -207,7 +208,7 @@ pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut
             match leaf {
                 Some((n, exit)) => {
                     skip[n] = true;
-                    state.depth = depth - 1;
+                    state.depth = depth.saturating_sub(1);
                     duration_column(Some(call_duration(data, exit)), options, out);
                     indent(depth, out);
                     let _ = writeln!(out, "{name}();");
@@ -222,7 +223,7 @@ pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut
             }
         } else if id == exit_id {
             let matched = state.entered.remove(&(depth as u64)) == Some(func);
-            state.depth = depth - 1;
+            state.depth = depth.saturating_sub(1);
             duration_column(Some(call_duration(data, record)), options, out);
             indent(depth, out);
             if matched && !options.graph_tail {
@@ -233,7 +234,7 @@ pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut
         } else {
             duration_column(None, options, out);
             if state.depth > 0 {
-                indent(state.depth + 1, out);
+                indent(state.depth.saturating_add(1), out);
             }
             out.push_str("/* ");
             let mut body = String::new();
@@ -258,8 +259,12 @@ fn function_name(data: &TraceData, address: u64) -> String {
     }
 }
 
+/// Indents for call depth `depth`. A file may claim any depth; recorders
+/// (ours, and ftrace's return stack) never go past [`MAX_DEPTH`], so the
+/// indentation stops there rather than growing without bound.
 fn indent(depth: i64, out: &mut String) {
-    for _ in 0..depth.max(0) as usize * INDENT {
+    let levels = depth.clamp(0, MAX_DEPTH as i64) as usize;
+    for _ in 0..levels * INDENT {
         out.push(' ');
     }
 }
