@@ -3,6 +3,8 @@
 //! real `trace-cmd report` reads the saved trace.dat and prints the same
 //! frames by name.
 
+mod common;
+
 use hotkern_trace::control::{view, Control};
 use hotkern_trace::event::format::KERNEL_STACK_ID;
 use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
@@ -123,7 +125,7 @@ fn stack_trace_reads_back_in_text_json_and_trace_cmd() {
 
     // trace-cmd prints `<stack trace >`, then `=> name (address)` per frame
     // up to the end marker, named from the file's kallsyms.
-    if let Some(report) = trace_cmd_report(&bytes, &[]) {
+    if let Some(report) = common::trace_cmd_report_with(&bytes, "stack", &[]) {
         let start = report
             .find("kernel_stack:")
             .unwrap_or_else(|| panic!("{report}"));
@@ -137,31 +139,8 @@ fn stack_trace_reads_back_in_text_json_and_trace_cmd() {
     }
     // Without plugins trace-cmd goes by the format: the first eight
     // callers through `%ps`, and it must still read the file cleanly.
-    if let Some(report) = trace_cmd_report(&bytes, &["-N"]) {
+    if let Some(report) = common::trace_cmd_report_with(&bytes, "stack", &["-N"]) {
         assert!(report.contains(&format!("=> {}", names[0])), "{report}");
     }
     tracer.uninstall();
-}
-
-/// `trace-cmd report` of `bytes` with extra `options`, or `None` when
-/// trace-cmd is not installed.
-fn trace_cmd_report(bytes: &[u8], options: &[&str]) -> Option<String> {
-    let path = std::env::temp_dir().join(format!("hotkern-stack-{}.dat", std::process::id()));
-    std::fs::write(&path, bytes).unwrap();
-    let output = std::process::Command::new("trace-cmd")
-        .arg("report")
-        .args(options)
-        .arg(&path)
-        .output();
-    let _ = std::fs::remove_file(&path);
-    let Ok(output) = output else {
-        eprintln!("trace-cmd not installed; skipping the comparison");
-        return None;
-    };
-    assert!(
-        output.status.success(),
-        "trace-cmd report failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(String::from_utf8(output.stdout).unwrap())
 }

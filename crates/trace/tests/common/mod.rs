@@ -5,11 +5,18 @@
 /// `label` and this process, so parallel tests don't collide), or `None`
 /// when trace-cmd is not installed. A trace-cmd that runs and fails is a
 /// test failure: it means it could not read our file.
+#[allow(dead_code)]
 pub fn trace_cmd_report(bytes: &[u8], label: &str) -> Option<String> {
+    trace_cmd_report_with(bytes, label, &["-N", "-t"])
+}
+
+/// `trace-cmd report` of `bytes` with `options`, as [`trace_cmd_report`].
+pub fn trace_cmd_report_with(bytes: &[u8], label: &str, options: &[&str]) -> Option<String> {
     let path = std::env::temp_dir().join(format!("hotkern-{label}-{}.dat", std::process::id()));
     std::fs::write(&path, bytes).unwrap();
     let output = std::process::Command::new("trace-cmd")
-        .args(["report", "-N", "-t"])
+        .arg("report")
+        .args(options)
         .arg(&path)
         .output();
     let _ = std::fs::remove_file(&path);
