@@ -465,46 +465,39 @@ impl CpuBuffer {
         let slot = &self.ring[(next % n) as usize];
         let new_page = loop {
             let current = slot.load(Ordering::SeqCst);
-            if current & FREE != 0 {
-                let page = slot_page(current) as u64;
-                if slot
-                    .compare_exchange(
-                        current,
-                        slot_data(next, page, 0),
-                        Ordering::SeqCst,
-                        Ordering::SeqCst,
-                    )
-                    .is_ok()
+            let free = current & FREE != 0;
+            if !free {
+                let oldest = next.wrapping_sub(n) & SEQ_MASK;
+                let committed_seq = self.commit.load(Ordering::Acquire) >> OFF_BITS;
+                if slot_seq(current) != oldest
+                    || self.mode == Mode::ProducerConsumer
+                    || committed_seq <= next - n
                 {
-                    break page as usize;
+                    // Full (producer/consumer), or an interrupted writer is
+                    // still inside the oldest page: refuse rather than
+                    // corrupt it.
+                    self.word.store(word);
+                    return false;
                 }
-                continue;
             }
-            let oldest = next.wrapping_sub(n) & SEQ_MASK;
-            let committed_seq = self.commit.load(Ordering::Acquire) >> OFF_BITS;
-            if slot_seq(current) != oldest
-                || self.mode == Mode::ProducerConsumer
-                || committed_seq <= next - n
-            {
-                // Full (producer/consumer), or an interrupted writer is still
-                // inside the oldest page: refuse rather than corrupt it.
-                self.word.store(word);
-                return false;
-            }
-            let page = slot_page(current) as u64;
+            // Claim the page, free or oldest; a reader swapping it under us
+            // makes the exchange fail and we look again.
+            let page = slot_page(current);
             if slot
                 .compare_exchange(
                     current,
-                    slot_data(next, page, 0),
+                    slot_data(next, page as u64, 0),
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 )
                 .is_ok()
             {
-                let events = self.entries[page as usize].load();
-                self.overrun
-                    .add(events.saturating_sub(slot_consumed(current)));
-                break page as usize;
+                if !free {
+                    let events = self.entries[page].load();
+                    self.overrun
+                        .add(events.saturating_sub(slot_consumed(current)));
+                }
+                break page;
             }
         };
         // SAFETY: the old page's header `commit` is written once, by its
