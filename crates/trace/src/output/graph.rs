@@ -101,31 +101,24 @@ pub fn write_graph_trace(data: &TraceData, out: &mut String) {
 
 /// The two header lines, per the `funcgraph-*` options.
 fn write_graph_header(options: &TextOptions, out: &mut String) {
+    // (shown, title, the bars under it), in column order.
+    let columns = [
+        (
+            options.graph_abstime,
+            "     TIME       ",
+            "      |         ",
+        ),
+        (options.graph_cpu, " CPU", " |  "),
+        (options.graph_proc, "  TASK/PID       ", "   |    |        "),
+        (options.graph_duration, "  DURATION   ", "   |   |      "),
+    ];
     out.push('#');
-    if options.graph_abstime {
-        out.push_str("     TIME       ");
-    }
-    if options.graph_cpu {
-        out.push_str(" CPU");
-    }
-    if options.graph_proc {
-        out.push_str("  TASK/PID       ");
-    }
-    if options.graph_duration {
-        out.push_str("  DURATION   ");
+    for (_, title, _) in columns.iter().filter(|column| column.0) {
+        out.push_str(title);
     }
     out.push_str("               FUNCTION CALLS\n#");
-    if options.graph_abstime {
-        out.push_str("      |         ");
-    }
-    if options.graph_cpu {
-        out.push_str(" |  ");
-    }
-    if options.graph_proc {
-        out.push_str("   |    |        ");
-    }
-    if options.graph_duration {
-        out.push_str("   |   |      ");
+    for (_, _, bars) in columns.iter().filter(|column| column.0) {
+        out.push_str(bars);
     }
     out.push_str("               |   |   |   |\n");
 }
