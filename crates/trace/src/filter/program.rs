@@ -63,6 +63,8 @@ pub(crate) struct Step {
 pub(crate) struct Program {
     steps: Vec<Step>,
     entry: Target,
+    /// Some test reads the task name (decided once, at compile time).
+    uses_comm: bool,
 }
 
 impl Program {
@@ -70,7 +72,14 @@ impl Program {
     pub(crate) fn compile(expr: &Expr, fields: &[FieldSpec]) -> Program {
         let mut steps = Vec::new();
         let entry = emit(expr, fields, Target::Accept, Target::Reject, &mut steps);
-        Program { steps, entry }
+        let uses_comm = steps
+            .iter()
+            .any(|step| matches!(step.test, Test::CommEq { .. } | Test::CommGlob { .. }));
+        Program {
+            steps,
+            entry,
+            uses_comm,
+        }
     }
 
     /// Number of tests in the program.
@@ -80,9 +89,7 @@ impl Program {
 
     /// True if some test reads the task name (so callers fetch it only then).
     pub(crate) fn uses_comm(&self) -> bool {
-        self.steps
-            .iter()
-            .any(|step| matches!(step.test, Test::CommEq { .. } | Test::CommGlob { .. }))
+        self.uses_comm
     }
 
     /// Runs the program on `payload`, recorded on `cpu` by the task named
