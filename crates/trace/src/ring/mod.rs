@@ -151,6 +151,12 @@ impl RingBuffer {
         }
     }
 
+    /// Whether a writer of `cpu` is between reserve and commit.
+    #[cfg(test)]
+    pub(crate) fn writing_for_tests(&self, cpu: usize) -> bool {
+        self.cpus[cpu].writing()
+    }
+
     /// Records `payload` as one event.
     ///
     /// # Safety
@@ -160,6 +166,7 @@ impl RingBuffer {
         // SAFETY: forwarded contract.
         let mut reservation = unsafe { self.reserve(cpu, now, payload.len())? };
         reservation.payload_mut().copy_from_slice(payload);
+        reservation.commit();
         Ok(())
     }
 

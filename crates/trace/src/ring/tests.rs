@@ -198,6 +198,37 @@ fn nested_writer_between_reserve_and_commit_is_ordered_and_committed_by_the_oute
 }
 
 #[test]
+fn explicit_commit_and_drop_each_end_the_writer_once() {
+    let ring = RingBuffer::new(1, 4, Mode::Overwrite).unwrap();
+    // SAFETY: one thread is CPU 0's only writer.
+    unsafe {
+        let mut first = ring.reserve(0, 100, 8).unwrap();
+        first.payload_mut().copy_from_slice(&payload(1, 8));
+        first.commit();
+        assert!(!ring.writing_for_tests(0), "commit ended the writer");
+        let mut second = ring.reserve(0, 200, 8).unwrap();
+        assert!(!second.nested(), "a committed writer is not nested on");
+        second.payload_mut().copy_from_slice(&payload(2, 8));
+        drop(second);
+        assert!(!ring.writing_for_tests(0), "drop ended the writer");
+        let third = ring.reserve(0, 300, 8).unwrap();
+        assert!(!third.nested());
+        let mut inner = ring.reserve(0, 400, 8).unwrap();
+        assert!(inner.nested(), "a writer inside an open reservation nests");
+        inner.payload_mut().copy_from_slice(&payload(4, 8));
+        inner.commit();
+        assert!(ring.writing_for_tests(0), "the outer writer is still open");
+        let mut third = third;
+        third.payload_mut().copy_from_slice(&payload(3, 8));
+        third.commit();
+    }
+    let got = tags(&ring.drain_cpu(0));
+    assert_eq!(got, vec![(100, 1), (200, 2), (300, 3), (400, 4)]);
+    let stats = ring.stats(0).unwrap();
+    assert_eq!((stats.written, stats.read), (4, 4));
+}
+
+#[test]
 fn nested_writer_during_page_switch_is_dropped_and_counted() {
     let ring = RingBuffer::new(1, 4, Mode::Overwrite).unwrap();
     // Fill the first page almost completely, keeping an outer event open

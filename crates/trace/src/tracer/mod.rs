@@ -447,6 +447,7 @@ impl Tracer {
         let payload = reservation.payload_mut();
         payload[..format::COMMON_HEADER_SIZE].copy_from_slice(&common_header(id, flags, pid));
         fill(payload);
+        reservation.commit();
         true
     }
 
