@@ -137,12 +137,7 @@ impl EventHook for ControlHook {
     fn before(&self, tracer: &Tracer, cpu: usize, payload: &[u8], _enabled: bool) -> bool {
         self.fire(tracer, cpu, payload, FirePhase::BeforeRecord);
         self.filter.as_ref().is_none_or(|filter| {
-            let comm = if filter.uses_comm() {
-                tracer.context().current_comm()
-            } else {
-                None
-            };
-            filter.matches_task(payload, cpu as u32, comm.as_ref().map(|c| &c[..]))
+            filter.matches_looking_up(payload, cpu as u32, || tracer.context().current_comm())
         })
     }
 

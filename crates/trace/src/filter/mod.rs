@@ -36,6 +36,8 @@ pub mod reference;
 
 use alloc::string::String;
 
+use crate::platform::TASK_COMM_LEN;
+
 pub use error::{FilterError, FilterErrorKind};
 pub use field::{common_fields, FieldKind, FieldSpec};
 pub use parse::{
@@ -94,6 +96,28 @@ impl Filter {
     pub fn matches_task(&self, payload: &[u8], cpu: u32, comm: Option<&[u8]>) -> bool {
         let comm = comm.map(|raw| &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())]);
         self.program.run(payload, cpu, comm)
+    }
+
+    /// [`Filter::matches_task`] with the task name looked up by `comm` only
+    /// if the filter names `COMM` (finding the name may cost a lookup the
+    /// other filters should not pay).
+    ///
+    /// ```
+    /// use hotkern_trace::filter::{Filter, FieldSpec};
+    ///
+    /// let filter = Filter::compile("pid > 1", &[FieldSpec::signed("pid", 8, 4)]).unwrap();
+    /// let mut payload = [0u8; 12];
+    /// payload[8..].copy_from_slice(&2i32.to_ne_bytes());
+    /// assert!(filter.matches_looking_up(&payload, 0, || unreachable!("COMM not named")));
+    /// ```
+    pub fn matches_looking_up(
+        &self,
+        payload: &[u8],
+        cpu: u32,
+        comm: impl FnOnce() -> Option<[u8; TASK_COMM_LEN]>,
+    ) -> bool {
+        let name = if self.uses_comm() { comm() } else { None };
+        self.matches_task(payload, cpu, name.as_ref().map(|name| &name[..]))
     }
 
     /// True if the filter names `COMM`: only then does a caller need to

@@ -203,12 +203,8 @@ impl TriggerSet {
                 continue;
             }
             if let Some(filter) = &trigger.spec.filter {
-                let name = if filter.uses_comm() {
-                    *comm.get_or_insert_with(|| actions.current_comm())
-                } else {
-                    None
-                };
-                if !filter.matches_task(payload, cpu, name.as_ref().map(|n| &n[..])) {
+                let lookup = || *comm.get_or_insert_with(|| actions.current_comm());
+                if !filter.matches_looking_up(payload, cpu, lookup) {
                     continue;
                 }
             }
