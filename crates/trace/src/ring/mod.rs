@@ -217,14 +217,21 @@ impl RingBuffer {
 
     /// Reads every unread page of `cpu`, consuming them.
     pub fn drain_cpu(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
-        let mut pages = Vec::new();
-        loop {
-            let mut page = Box::new([0u8; PAGE_SIZE]);
-            if self.read_page(cpu, &mut page).is_none() {
-                return pages;
-            }
-            pages.push(page);
+        drain_with(|page| self.read_page(cpu, page))
+    }
+}
+
+/// Every page `read` hands out, until it has none left.
+pub(crate) fn drain_with(
+    mut read: impl FnMut(&mut [u8; PAGE_SIZE]) -> Option<PageRead>,
+) -> Vec<Box<[u8; PAGE_SIZE]>> {
+    let mut pages = Vec::new();
+    loop {
+        let mut page = Box::new([0u8; PAGE_SIZE]);
+        if read(&mut page).is_none() {
+            return pages;
         }
+        pages.push(page);
     }
 }
 

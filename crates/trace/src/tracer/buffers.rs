@@ -180,14 +180,7 @@ impl Tracer {
 
     /// Reads (consumes) every unread page of `cpu`.
     pub fn drain_pages(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
-        let mut pages = Vec::new();
-        loop {
-            let mut page = Box::new([0u8; PAGE_SIZE]);
-            if self.read_page(cpu, &mut page).is_none() {
-                return pages;
-            }
-            pages.push(page);
-        }
+        ring::drain_with(|page| self.read_page(cpu, page))
     }
 
     /// Copies every unread page of `cpu` (raw, ftrace layout) without
