@@ -79,13 +79,7 @@ impl CpuBuffer {
                 );
                 state.read_seq = seq + 1;
                 state.read_off = 0;
-                self.reader.read.fetch_add(events, Ordering::AcqRel);
-                let missed = self.mark_missed(&mut state, out, len);
-                return Some(PageRead {
-                    events,
-                    missed,
-                    partial: false,
-                });
+                return Some(self.hand_out(&mut state, out, events, len, false));
             }
             // The tail page: copy what is committed and not yet read.
             if committed_off <= state.read_off {
@@ -122,13 +116,26 @@ impl CpuBuffer {
                 continue;
             }
             state.read_off = committed_off;
-            self.reader.read.fetch_add(events, Ordering::AcqRel);
-            let missed = self.mark_missed(&mut state, out, len);
-            return Some(PageRead {
-                events,
-                missed,
-                partial: true,
-            });
+            return Some(self.hand_out(&mut state, out, events, len, true));
+        }
+    }
+
+    /// Counts `events` (of `len` bytes of data in `out`) as read and marks
+    /// in `out`'s header the events lost since the last page handed out.
+    fn hand_out(
+        &self,
+        state: &mut ReaderState,
+        out: &mut [u8; PAGE_SIZE],
+        events: u64,
+        len: usize,
+        partial: bool,
+    ) -> PageRead {
+        self.reader.read.fetch_add(events, Ordering::AcqRel);
+        let missed = self.mark_missed(state, out, len);
+        PageRead {
+            events,
+            missed,
+            partial,
         }
     }
 
