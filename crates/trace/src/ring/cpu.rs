@@ -286,6 +286,7 @@ impl CpuBuffer {
         }
     }
 
+    /// Whether a writer is between reserve and commit (tests).
     #[cfg(test)]
     pub(crate) fn writing(&self) -> bool {
         self.nesting.load() != 0

@@ -151,12 +151,6 @@ impl RingBuffer {
         }
     }
 
-    /// Whether a writer of `cpu` is between reserve and commit.
-    #[cfg(test)]
-    pub(crate) fn writing_for_tests(&self, cpu: usize) -> bool {
-        self.cpus[cpu].writing()
-    }
-
     /// Records `payload` as one event.
     ///
     /// # Safety

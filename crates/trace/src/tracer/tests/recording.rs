@@ -188,6 +188,11 @@ fn resize_keeps_unread_events_and_accounting() {
     assert_eq!(tracer.mode(), Mode::ProducerConsumer);
 }
 
+/// The text of each `trace_marker` record.
+fn marker_texts(records: &[Record]) -> Vec<String> {
+    records.iter().map(|r| r.string(16).into()).collect()
+}
+
 #[test]
 fn snapshot_swaps_live_and_spare() {
     let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap();
@@ -195,26 +200,12 @@ fn snapshot_swaps_live_and_spare() {
     tracer.write_marker("one").unwrap();
     tracer.snapshot_swap().unwrap();
     tracer.write_marker("two").unwrap();
-    let snap: Vec<String> = tracer
-        .snapshot_records()
-        .unwrap()
-        .iter()
-        .map(|r| r.string(16).into())
-        .collect();
+    let snap = marker_texts(&tracer.snapshot_records().unwrap());
     assert_eq!(snap, vec!["one\n"]);
-    let live: Vec<String> = tracer
-        .peek_records()
-        .iter()
-        .map(|r| r.string(16).into())
-        .collect();
+    let live = marker_texts(&tracer.peek_records());
     assert_eq!(live, vec!["two\n"]);
     tracer.snapshot_swap().unwrap();
-    let snap: Vec<String> = tracer
-        .snapshot_records()
-        .unwrap()
-        .iter()
-        .map(|r| r.string(16).into())
-        .collect();
+    let snap = marker_texts(&tracer.snapshot_records().unwrap());
     assert_eq!(snap, vec!["two\n"]);
     // The old spare was cleared before becoming live.
     assert!(tracer.peek_records().is_empty());
