@@ -174,11 +174,7 @@ fn resize_keeps_unread_events_and_accounting() {
     for i in 0..10 {
         tracer.write_marker(&alloc::format!("after {i}")).unwrap();
     }
-    let texts: Vec<String> = tracer
-        .drain_records()
-        .iter()
-        .map(|r| r.string(16).into())
-        .collect();
+    let texts = marker_texts(&tracer.drain_records());
     assert_eq!(texts.len(), 110);
     assert_eq!(texts[0], "before 0\n");
     assert_eq!(texts[109], "after 9\n");
@@ -255,11 +251,7 @@ fn threads_beyond_the_cpu_count_are_not_traced() {
             .unwrap();
         hold.send(()).unwrap();
     });
-    let texts: Vec<String> = tracer
-        .drain_records()
-        .iter()
-        .map(|r| r.string(16).into())
-        .collect();
+    let texts = marker_texts(&tracer.drain_records());
     assert_eq!(texts, vec!["owner\n"]);
 }
 
