@@ -64,15 +64,7 @@ impl SlotMap {
         let mut map = SlotMap {
             chunks: try_vec(chunks_for(slot_count))?,
         };
-        while map.chunks.len() < chunks_for(slot_count) {
-            match SlotChunk::empty() {
-                Ok(chunk) => map.chunks.push(chunk.cast_const()),
-                Err(error) => {
-                    map.discard(None);
-                    return Err(error);
-                }
-            }
-        }
+        map.grow(slot_count, None)?;
         for (slot, start) in starts {
             let chunk = map.chunks[(slot >> CHUNK_SHIFT) as usize].cast_mut();
             // SAFETY: just allocated here and not shared yet.
@@ -105,15 +97,7 @@ impl SlotMap {
             chunks: try_vec(self.chunks.len().max(chunks_for(slot_count)))?,
         };
         map.chunks.extend_from_slice(&self.chunks);
-        while map.chunks.len() < chunks_for(slot_count) {
-            match SlotChunk::empty() {
-                Ok(chunk) => map.chunks.push(chunk.cast_const()),
-                Err(error) => {
-                    map.discard(Some(self));
-                    return Err(error);
-                }
-            }
-        }
+        map.grow(slot_count, Some(self))?;
         for &(slot, start) in changes {
             let at = (slot >> CHUNK_SHIFT) as usize;
             let Some(&chunk) = map.chunks.get(at) else {
@@ -139,6 +123,23 @@ impl SlotMap {
             unsafe { (*chunk).starts[slot as usize % CHUNK] = start.unwrap_or(NO_START) };
         }
         Ok(map)
+    }
+
+    /// Adds empty chunks up to room for `slot_count` slots, within the
+    /// capacity already reserved. On failure it frees what it made (every
+    /// chunk `from`, the map this one is built from, does not list) and
+    /// leaves the map to be dropped.
+    fn grow(&mut self, slot_count: usize, from: Option<&SlotMap>) -> Result<(), PhysmemError> {
+        while self.chunks.len() < chunks_for(slot_count) {
+            match SlotChunk::empty() {
+                Ok(chunk) => self.chunks.push(chunk.cast_const()),
+                Err(error) => {
+                    self.discard(from);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Frees the chunks of this map that `other` (the map it was made from,
