@@ -15,8 +15,8 @@
 //!   monotonic clock.
 //! * [`event`] — [`define_event!`] typed events and their `format` files,
 //!   the built-in `ftrace/*` formats.
-//! * [`function`] — `#[hotkern_trace::function]` call sites, filters,
-//!   pid lists, profiling, graph duration markers.
+//! * [`function`](mod@function) — `#[hotkern_trace::function]` call sites,
+//!   filters, pid lists, profiling, graph duration markers.
 //! * [`printk`] — [`trace_printk!`]; [`marker`] — `trace_marker`.
 //! * [`Tracer`] — an instance tying them together, with the methods the
 //!   control files call.
@@ -49,6 +49,7 @@
 //! tracer.uninstall();
 //! ```
 #![no_std]
+#![warn(missing_docs)]
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
