@@ -23,14 +23,10 @@ use crate::sched::{Domains, RunQueue};
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
-use crate::task::{Context, TaskStatus};
+use crate::task::{Context, Job, TaskStatus};
 use crate::timer::Timers;
 use crate::vmstat::Vmstat;
 use crate::workqueue::Workqueue;
-
-/// A deferred piece of work that runs on a vCPU: a work item, a timer, an
-/// RCU callback.
-pub type Job = Box<dyn FnOnce(&mut Context<'_>) + Send>;
 
 /// A function run on a vCPU at its request ("smp call").
 type Call = Box<dyn FnOnce() + Send>;

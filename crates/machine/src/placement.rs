@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::cpumask::CpuMask;
-use crate::kernel::{Job, Kernel};
+use crate::kernel::Kernel;
 use crate::rcu::Callback;
-use crate::task::Task;
+use crate::task::{Job, Task};
 use crate::timer::Timer;
 use crate::workqueue::Work;
 

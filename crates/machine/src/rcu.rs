@@ -16,11 +16,12 @@ use std::thread::JoinHandle;
 use crate::cpumask::CpuMask;
 use crate::signal::{current_cpu, Doorbells};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
+use crate::task::Job;
 
 /// Something to run after a grace period.
 pub(crate) enum Callback {
     /// A machine job with its ledger id, run on the CPU's `rcuc` thread.
-    Job(u64, crate::kernel::Job),
+    Job(u64, Job),
     /// The machine's own clean-up (freeing an unpublished structure).
     Internal(Box<dyn FnOnce() + Send>),
 }

@@ -17,6 +17,10 @@ pub enum TaskStatus {
 /// The body of a task: called once per slice until it returns [`TaskStatus::Done`].
 pub type TaskBody = Box<dyn FnMut(&mut Context<'_>) -> TaskStatus + Send>;
 
+/// A deferred piece of work that runs on a vCPU: a work item, a timer, an
+/// RCU callback.
+pub(crate) type Job = Box<dyn FnOnce(&mut Context<'_>) + Send>;
+
 /// A task: a body and its ledger id.
 pub(crate) struct Task {
     pub(crate) id: u64,

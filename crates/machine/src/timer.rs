@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::kernel::Job;
+use crate::task::Job;
 
 pub(crate) struct Timer {
     pub(crate) deadline: Instant,

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use parking_lot::Mutex;
 
-use crate::kernel::Job;
+use crate::task::Job;
 
 pub(crate) struct Work {
     pub(crate) id: u64,
