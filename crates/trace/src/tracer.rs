@@ -16,6 +16,7 @@
 //! ```
 
 mod buffers;
+mod error;
 mod events;
 mod functions;
 pub mod record;
@@ -27,15 +28,14 @@ use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
 use buffers::{pages_for, Buffers};
+pub use error::TraceError;
 pub use events::EventHook;
 pub use record::Record;
 
 use crate::event::{self, format, MAX_EVENT_IDS, MAX_INSTANCES};
-use crate::function::{
-    self, CpuCalls, PidList, ProfileTable, Selection, SelectorError, TracerKind,
-};
+use crate::function::{self, CpuCalls, PidList, ProfileTable, Selection, TracerKind};
 use crate::platform::{Clock, CpuContext};
-use crate::ring::{self, Mode, RawLock, RingBuffer, RingError};
+use crate::ring::{self, Mode, RawLock, RingBuffer};
 
 type Mutex<T> = lock_api::Mutex<RawLock, T>;
 
@@ -65,72 +65,6 @@ impl TraceConfig {
             buffer_kb: 64,
             mode: Mode::Overwrite,
         }
-    }
-}
-
-/// Why a tracer operation was refused. Nothing changed when one is returned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TraceError {
-    /// The buffer geometry is invalid.
-    Ring(RingError),
-    /// `buffer_size_kb` of 0 or too large.
-    BadBufferSize(usize),
-    /// No event with this id (or it is a built-in that cannot be switched).
-    NoSuchEvent(u16),
-    /// A `set_ftrace_filter` / `set_ftrace_notrace` parse error.
-    Selector(SelectorError),
-    /// A task id out of range.
-    BadPid(i64),
-    /// All instance slots are taken.
-    TooManyInstances,
-    /// The operation needs an installed tracer (see [`Tracer::install`]).
-    NotInstalled,
-    /// The tracer is not available in this build (hwlat without `std`).
-    Unavailable(&'static str),
-    /// A hwlat setting out of range (`width` must be below `window`, both > 0).
-    BadHwlat,
-    /// The snapshot buffer is not allocated.
-    NoSnapshot,
-    /// The payload is larger than a page can hold.
-    TooLarge(usize),
-    /// `max_graph_depth` above the deepest tracked nesting.
-    BadDepth(u32),
-}
-
-impl core::fmt::Display for TraceError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            TraceError::Ring(e) => write!(f, "{e}"),
-            TraceError::BadBufferSize(kb) => write!(f, "invalid buffer size {kb} KiB"),
-            TraceError::NoSuchEvent(id) => write!(f, "no switchable event with id {id}"),
-            TraceError::Selector(e) => write!(f, "{e}"),
-            TraceError::BadPid(pid) => write!(f, "invalid pid {pid}"),
-            TraceError::TooManyInstances => {
-                write!(f, "all {MAX_INSTANCES} tracer instance slots are in use")
-            }
-            TraceError::NotInstalled => write!(f, "the tracer is not installed"),
-            TraceError::Unavailable(what) => write!(f, "{what} is not available in this build"),
-            TraceError::BadHwlat => write!(f, "hwlat needs 0 < width < window"),
-            TraceError::NoSnapshot => write!(f, "the snapshot buffer is not allocated"),
-            TraceError::TooLarge(n) => write!(f, "{n} bytes do not fit in one event"),
-            TraceError::BadDepth(d) => write!(
-                f,
-                "max_graph_depth {d} exceeds {}",
-                crate::function::MAX_DEPTH
-            ),
-        }
-    }
-}
-
-impl From<RingError> for TraceError {
-    fn from(e: RingError) -> Self {
-        TraceError::Ring(e)
-    }
-}
-
-impl From<SelectorError> for TraceError {
-    fn from(e: SelectorError) -> Self {
-        TraceError::Selector(e)
     }
 }
 

@@ -91,3 +91,30 @@ impl fmt::Display for ControlError {
         }
     }
 }
+
+// The filter and trigger variants' text is already in Display, so no `source`.
+impl core::error::Error for ControlError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn messages_start_with_the_file_and_its_errno_text() {
+        let error: &dyn core::error::Error = &ControlError::ReadOnly("trace_pipe".into());
+        assert_eq!(error.to_string(), "trace_pipe: Permission denied");
+        assert_eq!(
+            ControlError::invalid("buffer_size_kb", "not a number").to_string(),
+            "buffer_size_kb: Invalid argument (not a number)"
+        );
+        let trigger = ControlError::Trigger {
+            file: "events/sched/sched_switch/trigger".into(),
+            error: TriggerError::NotFound,
+        };
+        assert_eq!(
+            trigger.to_string(),
+            "events/sched/sched_switch/trigger: No such file or directory"
+        );
+    }
+}

@@ -91,8 +91,33 @@ impl FilterError {
     }
 }
 
+impl fmt::Display for FilterErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl core::error::Error for FilterErrorKind {}
+
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (at byte {})", self.kind.message(), self.position)
+        write!(f, "{} (at byte {})", self.kind, self.position)
+    }
+}
+
+// The kind's message is already in Display, so no `source`.
+impl core::error::Error for FilterError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn messages_are_ftraces_with_the_position() {
+        let kind: &dyn core::error::Error = &FilterErrorKind::TooManyClose;
+        assert_eq!(kind.to_string(), "Too few '('");
+        let error: &dyn core::error::Error = &FilterError::new(FilterErrorKind::MissingQuote, 7);
+        assert_eq!(error.to_string(), "Missing matching quote (at byte 7)");
     }
 }

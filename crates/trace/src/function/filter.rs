@@ -41,6 +41,8 @@ impl core::fmt::Display for SelectorError {
     }
 }
 
+impl core::error::Error for SelectorError {}
+
 /// One selector.
 #[derive(Debug, Clone)]
 pub struct Selector {
@@ -230,5 +232,15 @@ mod tests {
         assert!(filter.write("x:mod:", true).is_err());
         assert!(filter.write("!", true).is_err());
         assert_eq!(filter.text(), "keep\n");
+    }
+
+    #[test]
+    fn selector_errors_quote_the_selector_and_its_position() {
+        let error = Selection::default().write("ok x:mod:", false).unwrap_err();
+        let error: &dyn core::error::Error = &error;
+        assert_eq!(
+            error.to_string(),
+            "invalid function selector 'x:mod:' at 3: empty module name"
+        );
     }
 }

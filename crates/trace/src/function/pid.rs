@@ -43,6 +43,8 @@ impl core::fmt::Display for BadPid {
     }
 }
 
+impl core::error::Error for BadPid {}
+
 impl PidList {
     /// An empty, inactive list.
     pub fn new() -> Self {
@@ -213,5 +215,14 @@ mod tests {
         );
         assert_eq!(list.remove(&[1, 1 << 40]), Err(BadPid(1 << 40)));
         assert_eq!(list.pids(), alloc::vec![1]);
+    }
+
+    #[test]
+    fn bad_pid_message_gives_the_range() {
+        let error: &dyn core::error::Error = &BadPid(-3);
+        assert_eq!(
+            alloc::string::ToString::to_string(error),
+            alloc::format!("invalid pid -3 (must be 0..{PID_LIMIT})")
+        );
     }
 }

@@ -7,6 +7,7 @@ use crate::event::format::{
     BPRINT_ID, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID, PRINT_ID,
 };
 use crate::platform::{ManualClock, ThreadCpus};
+use crate::ring::RingError;
 use alloc::string::String;
 use alloc::vec;
 use std::boxed::Box;

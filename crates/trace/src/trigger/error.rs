@@ -72,3 +72,25 @@ impl fmt::Display for TriggerError {
         }
     }
 }
+
+// The filter variant's text is already in Display, so no `source`.
+impl core::error::Error for TriggerError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::FilterErrorKind;
+    use alloc::string::ToString;
+
+    #[test]
+    fn messages_use_the_errno_text_ftrace_returns() {
+        let error: &dyn core::error::Error = &TriggerError::Exists;
+        assert_eq!(error.to_string(), "File exists");
+        assert_eq!(
+            TriggerError::UnknownCommand { position: 0 }.to_string(),
+            "Invalid argument: unknown trigger command"
+        );
+        let filter = FilterError::new(FilterErrorKind::FieldNotFound, 4);
+        assert_eq!(TriggerError::Filter(filter).to_string(), "Field not found");
+    }
+}
