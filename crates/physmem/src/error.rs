@@ -88,3 +88,33 @@ impl fmt::Display for PhysmemError {
         }
     }
 }
+
+impl core::error::Error for PhysmemError {}
+
+#[cfg(test)]
+mod tests {
+    use alloc::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn messages_name_the_frames_involved() {
+        let error: &dyn core::error::Error = &PhysmemError::Overlap {
+            existing_start: Pfn(32),
+            existing_end: Pfn(64),
+        };
+        assert_eq!(error.to_string(), "range overlaps the segment [32, 64)");
+        let error = PhysmemError::NotInOneSegment {
+            pfn: Pfn(0x1010),
+            npages: PageCount(16),
+        };
+        assert_eq!(
+            error.to_string(),
+            "16 pages from pfn 0x1010 do not lie inside one segment"
+        );
+        assert_eq!(
+            PhysmemError::LastSegment.to_string(),
+            "cannot remove the last segment"
+        );
+    }
+}

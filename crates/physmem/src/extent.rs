@@ -62,6 +62,8 @@ impl fmt::Display for ExtentError {
     }
 }
 
+impl core::error::Error for ExtentError {}
+
 /// Where an extent keeps its free regions.
 pub trait RegionStore {
     /// The regions, sorted by start.
@@ -323,6 +325,14 @@ impl<S: RegionStore> Extent<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_messages_say_why_the_request_was_refused() {
+        use alloc::string::ToString;
+        let error: &dyn core::error::Error = &ExtentError::NotAllocated;
+        assert_eq!(error.to_string(), "range is not allocated from this extent");
+        assert_eq!(ExtentError::Empty.to_string(), "zero-length request");
+    }
 
     #[test]
     fn alloc_is_first_fit_and_free_coalesces_both_sides() {
