@@ -30,10 +30,11 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use buffers::{pages_for, Buffers};
 pub use error::TraceError;
 pub use events::EventHook;
+use functions::FunctionFilters;
 pub use record::Record;
 
 use crate::event::{self, format, MAX_EVENT_IDS, MAX_INSTANCES};
-use crate::function::{self, CpuCalls, PidList, ProfileTable, Selection, TracerKind};
+use crate::function::{self, CpuCalls, PidList, ProfileTable, TracerKind};
 use crate::platform::{Clock, CpuContext};
 use crate::ring::{self, Mode, RawLock, RingBuffer};
 
@@ -109,7 +110,7 @@ pub struct Tracer {
     /// Boxed for stable addresses: writers hold raw pointers to hooks.
     #[allow(clippy::vec_box)]
     hook_store: Mutex<Vec<Box<events::HookBox>>>,
-    filter: Mutex<(Selection, Selection)>,
+    function_filters: Mutex<FunctionFilters>,
     ftrace_pids: PidList,
     event_pids: PidList,
     options: AtomicU32,
@@ -200,7 +201,7 @@ impl Tracer {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             hook_store: Mutex::new(Vec::new()),
-            filter: Mutex::new((Selection::default(), Selection::default())),
+            function_filters: Mutex::new(FunctionFilters::default()),
             ftrace_pids: PidList::new(),
             event_pids: PidList::new(),
             options: AtomicU32::new(0),

@@ -11,8 +11,27 @@ use core::sync::atomic::Ordering;
 use super::{TraceError, TraceOption, Tracer};
 use crate::event::format;
 use crate::function::{
-    self, FunctionSite, PidList, ProfileEntry, ProfileTable, TracerKind, MAX_DEPTH,
+    self, FunctionSite, PidList, ProfileEntry, ProfileTable, Selection, TracerKind, MAX_DEPTH,
 };
+
+/// ftrace's two function lists, under one lock so a function is always
+/// judged against a pair written together.
+#[derive(Debug, Default)]
+pub(super) struct FunctionFilters {
+    /// `set_ftrace_filter`: when not empty, only functions it selects are
+    /// traced.
+    filter: Selection,
+    /// `set_ftrace_notrace`: functions it selects are never traced, even
+    /// when `filter` selects them too.
+    notrace: Selection,
+}
+
+impl FunctionFilters {
+    fn selects(&self, site: &FunctionSite) -> bool {
+        (self.filter.is_empty() || self.filter.selects(site.name(), site.module()))
+            && !self.notrace.selects(site.name(), site.module())
+    }
+}
 
 impl Tracer {
     /// `current_tracer`.
@@ -50,35 +69,31 @@ impl Tracer {
 
     /// Writes `set_ftrace_filter` (`append` = `>>`). Errors change nothing.
     pub fn set_ftrace_filter(&self, text: &str, append: bool) -> Result<(), TraceError> {
-        self.filter.lock().0.write(text, append)?;
+        self.function_filters.lock().filter.write(text, append)?;
         self.refresh_function_masks();
         Ok(())
     }
 
     /// Writes `set_ftrace_notrace`.
     pub fn set_ftrace_notrace(&self, text: &str, append: bool) -> Result<(), TraceError> {
-        self.filter.lock().1.write(text, append)?;
+        self.function_filters.lock().notrace.write(text, append)?;
         self.refresh_function_masks();
         Ok(())
     }
 
     /// The selectors written to `set_ftrace_filter`, one per line.
     pub fn ftrace_filter_text(&self) -> String {
-        self.filter.lock().0.text()
+        self.function_filters.lock().filter.text()
     }
 
     /// The selectors written to `set_ftrace_notrace`, one per line.
     pub fn ftrace_notrace_text(&self) -> String {
-        self.filter.lock().1.text()
+        self.function_filters.lock().notrace.text()
     }
 
     /// Whether a function passes `set_ftrace_filter` and `set_ftrace_notrace`.
     pub fn function_selected(&self, site: &FunctionSite) -> bool {
-        let filters = self.filter.lock();
-        let (filter, notrace) = &*filters;
-        site.is_instrumented()
-            && (filter.is_empty() || filter.selects(site.name(), site.module()))
-            && !notrace.selects(site.name(), site.module())
+        site.is_instrumented() && self.function_filters.lock().selects(site)
     }
 
     /// Instrumented functions, for `available_filter_functions`.
@@ -145,7 +160,9 @@ impl Tracer {
     /// `function_profile_enabled`. Enabling resets the counters.
     pub fn set_function_profile(&self, on: bool) {
         if on {
-            let _guard = self.filter.lock();
+            // Serialises enables (borrowing the filters' lock): two racing
+            // ones would both see no tables, and one allocation would leak.
+            let _guard = self.function_filters.lock();
             let tables = self.profiles.load(Ordering::Acquire);
             if tables.is_null() {
                 let fresh: Box<Vec<ProfileTable>> =
