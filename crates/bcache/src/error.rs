@@ -72,8 +72,7 @@ impl fmt::Display for IoError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for IoError {}
+impl core::error::Error for IoError {}
 
 /// Why a device, cache or striped set could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,5 +116,45 @@ impl fmt::Display for ConfigError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use alloc::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn io_messages_give_the_numbers_involved() {
+        let error: &dyn core::error::Error = &IoError::OutOfRange {
+            block: 10,
+            blocks: 4,
+            device_blocks: 12,
+        };
+        assert_eq!(
+            error.to_string(),
+            "blocks 10..+4 lie beyond the device's 12 blocks"
+        );
+        assert_eq!(
+            IoError::Host { code: 5 }.to_string(),
+            "host I/O error (code 5)"
+        );
+    }
+
+    #[test]
+    fn config_messages_say_what_is_wrong() {
+        let error: &dyn core::error::Error = &ConfigError::BlockSize(1000);
+        assert_eq!(
+            error.to_string(),
+            "block size 1000 is not a power of two between 512 and 4096"
+        );
+        assert_eq!(
+            ConfigError::Length {
+                len: 1000,
+                block_size: 512
+            }
+            .to_string(),
+            "1000 bytes are not a whole number of 512-byte blocks"
+        );
+    }
+}

@@ -124,8 +124,7 @@ impl fmt::Display for FatError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for FatError {}
+impl core::error::Error for FatError {}
 
 impl From<IoError> for FatError {
     fn from(e: IoError) -> Self {
@@ -527,5 +526,26 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
             pending.extend(subdirectories.into_iter().rev());
         }
         Ok(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn error_messages_name_the_cause() {
+        let error: &dyn core::error::Error = &FatError::Device(IoError::ReadOnly);
+        assert_eq!(error.to_string(), "device error: the device is read-only");
+        assert_eq!(
+            FatError::ChainLoops { first_cluster: 7 }.to_string(),
+            "corrupted volume: the cluster chain from cluster 7 loops"
+        );
+        assert_eq!(
+            FatError::NotFound("KERNEL".into()).to_string(),
+            "KERNEL: no such file or directory"
+        );
     }
 }
