@@ -116,3 +116,30 @@ impl fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use alloc::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn a_failed_step_names_step_cpu_instance_and_cause() {
+        let error: &dyn core::error::Error = &Error::StepFailed {
+            step: StepId(3),
+            name: "sched:active",
+            direction: Direction::Up,
+            cpu: CpuId(2),
+            instance: Some(InstanceId(4)),
+            cause: CallbackError::new("out of memory"),
+        };
+        assert_eq!(
+            error.to_string(),
+            "startup of step sched:active failed on cpu2 (instance 4): out of memory"
+        );
+        assert_eq!(
+            Error::AlreadyOnline(CpuId(1)).to_string(),
+            "cpu1 is already online"
+        );
+    }
+}

@@ -156,6 +156,8 @@ impl fmt::Display for CallbackError {
     }
 }
 
+impl core::error::Error for CallbackError {}
+
 /// What a callback is told about the call.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
@@ -251,5 +253,18 @@ impl fmt::Debug for Callbacks {
             .field("startup", &self.startup.is_some())
             .field("teardown", &self.teardown.is_some())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn a_callback_error_reads_as_its_reason() {
+        let error: &dyn core::error::Error = &CallbackError::INJECTED;
+        assert_eq!(error.to_string(), "injected failure");
     }
 }
