@@ -23,9 +23,10 @@ use lock_api::RawMutex;
 
 use crate::cpu::CpuSet;
 use crate::error::Error;
-use crate::hotplug::{Hotplug, Inner, StepStatus};
+use crate::hotplug::{Hotplug, Inner};
 use crate::invoke::{invoke, Call, Registered};
 use crate::platform::Platform;
+use crate::states::StepStatus;
 use crate::step::{Direction, Reuse, Section, StepId};
 
 /// One deferred callback: a step, a direction, and the CPUs it is for.

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::invoke::{FailAt, Registered};
 use crate::platform::Platform;
 use crate::report::StepTime;
-use crate::states::StateTable;
+use crate::states::{StateTable, StepStatus};
 use crate::step::{Reuse, Section, StepId, StepSpec};
 
 /// Which engine runs operations. Both use the same table and callbacks.
@@ -38,26 +38,6 @@ impl Engine {
             Engine::Classic => Reuse::No,
             Engine::Bolt => Reuse::Yes,
         }
-    }
-}
-
-/// Where a step stands on one CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StepStatus {
-    /// Torn down (or never started).
-    Down,
-    /// Started.
-    Up,
-    /// Logically up: its startup waits on the deferred worker.
-    PendingStartup,
-    /// Logically down: its teardown waits on the deferred worker.
-    PendingTeardown,
-}
-
-impl StepStatus {
-    /// Whether the step counts as up once pending work is done.
-    pub fn is_logically_up(self) -> bool {
-        matches!(self, StepStatus::Up | StepStatus::PendingStartup)
     }
 }
 

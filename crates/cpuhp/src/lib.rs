@@ -82,10 +82,11 @@ mod walk;
 
 pub use cpu::{CpuId, CpuSet, Iter as CpuSetIter, MAX_CPUS};
 pub use error::Error;
-pub use hotplug::{Engine, Hotplug, StepStatus, Warnings};
+pub use hotplug::{Engine, Hotplug, Warnings};
 pub use invoke::FailAt;
 pub use platform::Platform;
 pub use report::{Report, Stage, StepTime};
+pub use states::StepStatus;
 pub use step::{
     Callback, CallbackError, Callbacks, Class, Context, Direction, InstanceId, Reuse, Section,
     StepId, StepSpec,

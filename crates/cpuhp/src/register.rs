@@ -9,9 +9,10 @@ use lock_api::{Mutex, RawMutex};
 
 use crate::cpu::{CpuId, CpuSet};
 use crate::error::Error;
-use crate::hotplug::{Hotplug, StepStatus};
+use crate::hotplug::Hotplug;
 use crate::invoke::{invoke, Call, Registered};
 use crate::platform::Platform;
+use crate::states::StepStatus;
 use crate::step::{Callbacks, Direction, InstanceId, Section, StepId};
 
 impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {

@@ -5,8 +5,27 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::cpu::CpuId;
-use crate::hotplug::StepStatus;
 use crate::step::StepId;
+
+/// Where a step stands on one CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepStatus {
+    /// Torn down (or never started).
+    Down,
+    /// Started.
+    Up,
+    /// Logically up: its startup waits on the deferred worker.
+    PendingStartup,
+    /// Logically down: its teardown waits on the deferred worker.
+    PendingTeardown,
+}
+
+impl StepStatus {
+    /// Whether the step counts as up once pending work is done.
+    pub fn is_logically_up(self) -> bool {
+        matches!(self, StepStatus::Up | StepStatus::PendingStartup)
+    }
+}
 
 /// `StepStatus` per (CPU, step), for CPUs `0..rows`.
 #[derive(Clone, Debug, PartialEq, Eq)]
