@@ -73,6 +73,8 @@ impl core::fmt::Display for RingError {
     }
 }
 
+impl core::error::Error for RingError {}
+
 /// Pages per CPU for a size in KiB (ftrace's `buffer_size_kb` counts data
 /// bytes per CPU), at least 2.
 pub fn pages_for_kb(kb: usize) -> usize {

@@ -3,7 +3,9 @@
 
 mod common;
 
-use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat, TraceDat, TraceDatError};
+use hotkern_trace::output::tracedat::{
+    decode_pages, read_trace_dat, write_trace_dat, TraceDat, TraceDatError,
+};
 use hotkern_trace::output::{write_trace, Comms, Entry, Symbols};
 use hotkern_trace::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
 use hotkern_trace::ring::{Mode, RingBuffer, PAGE_SIZE};
@@ -159,6 +161,23 @@ fn damaged_files_are_refused_not_panicked_on() {
         read_trace_dat(&bad),
         Err(TraceDatError::UnsupportedVersion(_))
     ));
+}
+
+#[test]
+fn errors_say_what_is_wrong_and_where() {
+    let error: &dyn std::error::Error = &TraceDatError::BadMagic;
+    assert_eq!(error.to_string(), "not a trace.dat file (bad magic)");
+    let page = decode_pages(1, &[0; 4], 4096).unwrap_err();
+    let error: &dyn std::error::Error = &page;
+    assert_eq!(error.to_string(), "page 0 offset 0: truncated page header");
+    let error = TraceDatError::Page {
+        cpu: 1,
+        error: page,
+    };
+    assert_eq!(
+        error.to_string(),
+        "cpu 1: page 0 offset 0: truncated page header"
+    );
 }
 
 /// When trace-cmd is installed, our report of the sample must equal its

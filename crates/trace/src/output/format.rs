@@ -67,6 +67,8 @@ impl fmt::Display for FormatError {
     }
 }
 
+impl core::error::Error for FormatError {}
+
 impl EventDescription {
     /// Parses the text of an `events/<system>/<event>/format` file.
     ///
@@ -222,4 +224,17 @@ fn parse_field(rest: &str) -> Option<FormatField> {
         size: size?,
         signed: signed.unwrap_or(false),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn format_errors_name_the_line() {
+        let error = EventDescription::parse("demo", "name: x\nID: many\n").unwrap_err();
+        let error: &dyn core::error::Error = &error;
+        assert_eq!(error.to_string(), "event format, line 2: bad ID");
+    }
 }

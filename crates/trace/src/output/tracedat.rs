@@ -19,7 +19,7 @@ mod writer;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-pub use pages::{decode_pages, PageError};
+pub use pages::{decode_pages, TraceDatPageError};
 pub use reader::{read_trace_dat, TraceDatError};
 pub use writer::write_trace_dat;
 

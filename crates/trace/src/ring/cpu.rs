@@ -92,6 +92,18 @@ pub enum Refused {
     NoSuchCpu,
 }
 
+impl core::fmt::Display for Refused {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Refused::Lost => f.write_str("event lost: the buffer is full or its page is busy"),
+            Refused::TooLarge => write!(f, "event payload larger than {MAX_PAYLOAD} bytes"),
+            Refused::NoSuchCpu => f.write_str("no such CPU in this buffer"),
+        }
+    }
+}
+
+impl core::error::Error for Refused {}
+
 /// How an event's time is written (see `CpuBuffer::place`).
 #[derive(Clone, Copy)]
 enum Stamp {

@@ -114,9 +114,11 @@ pub struct RawEvent<'a> {
     pub payload: &'a [u8],
 }
 
-/// Why a page could not be decoded.
+/// Why [`PageView`] could not decode a page of the live ring (or a copy of
+/// one). Pages read back from a `trace.dat` file go through their own decoder
+/// and error, [`TraceDatPageError`](crate::output::tracedat::TraceDatPageError).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageError {
+pub enum RingPageError {
     /// The buffer is not [`PAGE_SIZE`] bytes long.
     WrongSize(usize),
     /// `commit` says more data than a page holds.
@@ -125,15 +127,19 @@ pub enum PageError {
     Truncated(usize),
 }
 
-impl core::fmt::Display for PageError {
+impl core::fmt::Display for RingPageError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            PageError::WrongSize(n) => write!(f, "page is {n} bytes, expected {PAGE_SIZE}"),
-            PageError::CommitTooLarge(c) => write!(f, "page commit {c} exceeds {PAGE_DATA_SIZE}"),
-            PageError::Truncated(at) => write!(f, "event at data offset {at} is truncated"),
+            RingPageError::WrongSize(n) => write!(f, "page is {n} bytes, expected {PAGE_SIZE}"),
+            RingPageError::CommitTooLarge(c) => {
+                write!(f, "page commit {c} exceeds {PAGE_DATA_SIZE}")
+            }
+            RingPageError::Truncated(at) => write!(f, "event at data offset {at} is truncated"),
         }
     }
 }
+
+impl core::error::Error for RingPageError {}
 
 /// A read-only view of one page in ftrace's layout.
 ///
@@ -152,14 +158,14 @@ pub struct PageView<'a> {
 
 impl<'a> PageView<'a> {
     /// Checks the header of `bytes` (a whole page).
-    pub fn new(bytes: &'a [u8]) -> Result<Self, PageError> {
+    pub fn new(bytes: &'a [u8]) -> Result<Self, RingPageError> {
         if bytes.len() != PAGE_SIZE {
-            return Err(PageError::WrongSize(bytes.len()));
+            return Err(RingPageError::WrongSize(bytes.len()));
         }
         let commit = read_u64(bytes, 8);
         let len = commit & COMMIT_MASK;
         if len > PAGE_DATA_SIZE as u64 {
-            return Err(PageError::CommitTooLarge(len));
+            return Err(RingPageError::CommitTooLarge(len));
         }
         Ok(PageView {
             bytes,
@@ -201,7 +207,7 @@ impl<'a> PageView<'a> {
     }
 
     /// Decodes every event, failing on the first malformed one.
-    pub fn check(&self) -> Result<usize, PageError> {
+    pub fn check(&self) -> Result<usize, RingPageError> {
         let mut events = self.events();
         let mut count = 0;
         for _ in events.by_ref() {
@@ -220,7 +226,7 @@ pub struct Events<'a> {
     data: &'a [u8],
     offset: usize,
     time: u64,
-    error: Option<PageError>,
+    error: Option<RingPageError>,
 }
 
 impl Events<'_> {
@@ -235,7 +241,7 @@ impl Events<'_> {
     }
 
     /// The decoding error that stopped the iteration, if any.
-    pub fn error(&self) -> Option<PageError> {
+    pub fn error(&self) -> Option<RingPageError> {
         self.error
     }
 }
@@ -262,7 +268,7 @@ impl<'a> Iterator for Events<'a> {
                     }
                     let length = read_u32(self.data, at + 4) as usize;
                     if length < 4 {
-                        self.error = Some(PageError::Truncated(at));
+                        self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
                     self.time += delta;
@@ -270,7 +276,7 @@ impl<'a> Iterator for Events<'a> {
                 }
                 TYPE_TIME_EXTEND | TYPE_TIME_STAMP => {
                     if at + 8 > self.data.len() {
-                        self.error = Some(PageError::Truncated(at));
+                        self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
                     let high = u64::from(read_u32(self.data, at + 4));
@@ -284,14 +290,14 @@ impl<'a> Iterator for Events<'a> {
                 }
                 0 => {
                     if at + 8 > self.data.len() {
-                        self.error = Some(PageError::Truncated(at));
+                        self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
                     let length = (read_u32(self.data, at + 4) as usize).saturating_sub(4);
                     let start = at + 8;
                     let end = start + ((length + 3) & !3);
                     if end > self.data.len() || length == 0 {
-                        self.error = Some(PageError::Truncated(at));
+                        self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
                     self.time += delta;
@@ -306,7 +312,7 @@ impl<'a> Iterator for Events<'a> {
                     let start = at + 4;
                     let end = start + small as usize * 4;
                     if end > self.data.len() {
-                        self.error = Some(PageError::Truncated(at));
+                        self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
                     self.time += delta;
@@ -391,13 +397,13 @@ mod tests {
     fn malformed_pages_are_reported_not_panicked_on() {
         assert_eq!(
             PageView::new(&[0u8; 10]).unwrap_err(),
-            PageError::WrongSize(10)
+            RingPageError::WrongSize(10)
         );
         let mut page = vec![0u8; PAGE_SIZE];
         page[8..16].copy_from_slice(&5000u64.to_le_bytes());
         assert_eq!(
             PageView::new(&page).unwrap_err(),
-            PageError::CommitTooLarge(5000)
+            RingPageError::CommitTooLarge(5000)
         );
         // A large-event header claiming more data than committed.
         let mut page = vec![0u8; PAGE_SIZE];
@@ -405,7 +411,20 @@ mod tests {
         page[16..20].copy_from_slice(&0u32.to_le_bytes());
         page[20..24].copy_from_slice(&400u32.to_le_bytes());
         let view = PageView::new(&page).unwrap();
-        assert_eq!(view.check(), Err(PageError::Truncated(0)));
+        assert_eq!(view.check(), Err(RingPageError::Truncated(0)));
+    }
+
+    #[test]
+    fn page_errors_say_where() {
+        let error: &dyn core::error::Error = &RingPageError::Truncated(24);
+        assert_eq!(
+            alloc::string::ToString::to_string(error),
+            "event at data offset 24 is truncated"
+        );
+        assert_eq!(
+            alloc::string::ToString::to_string(&RingPageError::WrongSize(10)),
+            "page is 10 bytes, expected 4096"
+        );
     }
 
     #[test]

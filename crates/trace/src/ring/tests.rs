@@ -1,4 +1,5 @@
 use super::*;
+use alloc::string::ToString;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -276,6 +277,24 @@ fn bad_arguments_are_refused_without_side_effects() {
     // The largest payload fits.
     write(&ring, 0, 1, 1, page::MAX_PAYLOAD).unwrap();
     assert_eq!(tags(&ring.drain_cpu(0)).len(), 1);
+}
+
+#[test]
+fn errors_say_what_was_refused() {
+    let error: &dyn core::error::Error = &RingError::BadPageCount(1);
+    assert_eq!(
+        error.to_string(),
+        alloc::format!("1 pages per CPU: need between 2 and {MAX_PAGES_PER_CPU}")
+    );
+    let error: &dyn core::error::Error = &Refused::TooLarge;
+    assert_eq!(
+        error.to_string(),
+        alloc::format!("event payload larger than {} bytes", page::MAX_PAYLOAD)
+    );
+    assert_eq!(
+        Refused::Lost.to_string(),
+        "event lost: the buffer is full or its page is busy"
+    );
 }
 
 #[test]

@@ -14,9 +14,12 @@ const MISSED_EVENTS: u64 = 1 << 31;
 const MISSED_STORED: u64 = 1 << 30;
 const PAGE_HEADER: usize = 16;
 
-/// A page that does not decode.
+/// A ring-buffer page read from a `trace.dat` file that does not decode.
+/// (The live ring's own pages are decoded by
+/// [`PageView`](crate::ring::page::PageView), whose error is
+/// [`RingPageError`](crate::ring::page::RingPageError).)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageError {
+pub struct TraceDatPageError {
     /// Index of the page in the CPU's data.
     pub page: usize,
     /// Byte offset in the page.
@@ -25,7 +28,7 @@ pub struct PageError {
     pub message: &'static str,
 }
 
-impl fmt::Display for PageError {
+impl fmt::Display for TraceDatPageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -34,6 +37,8 @@ impl fmt::Display for PageError {
         )
     }
 }
+
+impl core::error::Error for TraceDatPageError {}
 
 fn u32_at(data: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?))
@@ -44,17 +49,21 @@ fn u64_at(data: &[u8], at: usize) -> Option<u64> {
 }
 
 /// Decodes one CPU's pages into events (and loss markers), in order.
-pub fn decode_pages(cpu: u32, data: &[u8], page_size: usize) -> Result<Vec<Entry>, PageError> {
+pub fn decode_pages(
+    cpu: u32,
+    data: &[u8],
+    page_size: usize,
+) -> Result<Vec<Entry>, TraceDatPageError> {
     let mut entries = Vec::new();
     if page_size <= PAGE_HEADER {
-        return Err(PageError {
+        return Err(TraceDatPageError {
             page: 0,
             offset: 0,
             message: "page size too small",
         });
     }
     for (index, page) in data.chunks(page_size).enumerate() {
-        let error = |offset, message| PageError {
+        let error = |offset, message| TraceDatPageError {
             page: index,
             offset,
             message,

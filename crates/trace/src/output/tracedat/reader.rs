@@ -4,7 +4,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::pages::{decode_pages, PageError};
+use super::pages::{decode_pages, TraceDatPageError};
 use super::{TraceDat, MAGIC};
 use crate::output::data::TraceData;
 use crate::output::format::{EventDescription, FormatError};
@@ -34,7 +34,7 @@ pub enum TraceDatError {
         /// The CPU whose data holds it.
         cpu: u32,
         /// What is wrong.
-        error: PageError,
+        error: TraceDatPageError,
     },
 }
 
@@ -57,6 +57,10 @@ impl fmt::Display for TraceDatError {
         }
     }
 }
+
+// The format and page errors' text is already in Display, so no `source`
+// (reporters would print it twice).
+impl core::error::Error for TraceDatError {}
 
 struct Cursor<'a> {
     data: &'a [u8],
