@@ -21,7 +21,8 @@ pub enum TraceError {
     BadPid(i64),
     /// All instance slots are taken.
     TooManyInstances,
-    /// The operation needs an installed tracer (see [`Tracer::install`]).
+    /// The operation needs an installed tracer (see
+    /// [`Tracer::install`](super::Tracer::install)).
     NotInstalled,
     /// The tracer is not available in this build (hwlat without `std`).
     Unavailable(&'static str),
