@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::tracer::{TraceError, Tracer};
+use crate::ring::RawLock;
 
 /// `hwlat_detector/width`, `hwlat_detector/window` and `tracing_thresh`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,15 @@ impl Default for HwlatConfig {
     }
 }
 
+impl HwlatConfig {
+    /// Whether the detector may run with these settings: `0 < width <
+    /// window`, so that every window gives the CPU back for a while (a
+    /// width equal to the window would spin without pause).
+    pub fn is_valid(&self) -> bool {
+        self.width_us > 0 && self.width_us < self.window_us
+    }
+}
+
 /// One recorded window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HwlatSample {
@@ -59,73 +68,29 @@ pub struct HwlatSample {
     pub count: u32,
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct HwlatState {
-    config: HwlatConfig,
-    running: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
-    max_latency_us: Arc<AtomicU64>,
+/// What one window's spinning part saw, in the clock's nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowGaps {
+    /// Largest gap between two back-to-back clock reads.
+    pub inner_ns: u64,
+    /// Largest gap between the end of one loop turn and the next.
+    pub outer_ns: u64,
+    /// When the largest of either was seen.
+    pub at_ns: u64,
+    /// Gaps of either kind above the threshold.
+    pub count: u32,
 }
 
-impl Tracer {
-    /// The detector's settings.
-    pub fn hwlat_config(&self) -> HwlatConfig {
-        self.hwlat.lock().map(|s| s.config).unwrap_or_default()
-    }
-
-    /// Changes the settings (applies from the next start).
-    pub fn set_hwlat_config(&self, config: HwlatConfig) -> Result<(), TraceError> {
-        if config.width_us == 0 || config.window_us == 0 || config.width_us > config.window_us {
-            return Err(TraceError::BadHwlat);
-        }
-        let mut state = self.hwlat.lock().map_err(|_| TraceError::BadHwlat)?;
-        state.config = config;
-        Ok(())
-    }
-
-    /// The largest gap seen so far (`tracing_max_latency`), µs.
-    pub fn hwlat_max_latency_us(&self) -> u64 {
-        self.hwlat
-            .lock()
-            .map(|s| s.max_latency_us.load(Ordering::Relaxed))
-            .unwrap_or(0)
-    }
-}
-
-pub(crate) fn start(tracer: &'static Tracer) -> Result<(), TraceError> {
-    let mut state = tracer.hwlat.lock().map_err(|_| TraceError::BadHwlat)?;
-    if state.running.is_some() {
-        return Ok(());
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let config = state.config;
-    let max = Arc::clone(&state.max_latency_us);
-    let flag = Arc::clone(&stop);
-    let handle = std::thread::Builder::new()
-        .name("hwlatd".into())
-        .spawn(move || run(tracer, config, &flag, &max))
-        .map_err(|_| TraceError::Unavailable("a thread for hwlat"))?;
-    state.running = Some((stop, handle));
-    Ok(())
-}
-
-pub(crate) fn stop(tracer: &Tracer) {
-    let running = tracer.hwlat.lock().ok().and_then(|mut s| s.running.take());
-    if let Some((flag, handle)) = running {
-        flag.store(true, Ordering::Release);
-        if handle.thread().id() != std::thread::current().id() {
-            let _ = handle.join();
-        }
-    }
-}
-
-/// Measures one window's spinning part.
-pub fn sample_window(
-    now: &dyn Fn() -> u64,
-    width_ns: u64,
-    threshold_ns: u64,
-) -> (u64, u64, u64, u32) {
+/// Spins for `width_ns` on `now`, measuring the gaps that show something
+/// took the CPU away (see the [module documentation](self)).
+pub fn sample_window(now: &dyn Fn() -> u64, width_ns: u64, threshold_ns: u64) -> WindowGaps {
     let start = now();
-    let (mut inner_max, mut outer_max, mut at, mut count) = (0u64, 0u64, start, 0u32);
+    let mut gaps = WindowGaps {
+        inner_ns: 0,
+        outer_ns: 0,
+        at_ns: start,
+        count: 0,
+    };
     let mut last = 0u64;
     loop {
         let t1 = now();
@@ -138,39 +103,118 @@ pub fn sample_window(
         };
         last = t2;
         if inner > threshold_ns || outer > threshold_ns {
-            count += 1;
+            gaps.count += 1;
         }
-        if inner > inner_max {
-            inner_max = inner;
-            at = t1;
+        if inner > gaps.inner_ns {
+            gaps.inner_ns = inner;
+            gaps.at_ns = t1;
         }
-        if outer > outer_max {
-            outer_max = outer;
-            at = t1;
+        if outer > gaps.outer_ns {
+            gaps.outer_ns = outer;
+            gaps.at_ns = t1;
         }
         if t2.saturating_sub(start) >= width_ns {
-            return (inner_max, outer_max, at, count);
+            return gaps;
         }
     }
 }
 
-fn run(tracer: &'static Tracer, config: HwlatConfig, stop: &AtomicBool, max: &AtomicU64) {
+/// The detector a tracer owns: its settings, its thread while it runs,
+/// and the largest gap seen (`tracing_max_latency`).
+#[derive(Debug, Default)]
+pub(crate) struct Detector {
+    state: lock_api::Mutex<RawLock, DetectorState>,
+    /// Shared with the thread, which raises it without taking `state`.
+    max_latency_us: Arc<AtomicU64>,
+}
+
+#[derive(Debug, Default)]
+struct DetectorState {
+    config: HwlatConfig,
+    running: Option<Running>,
+}
+
+/// The detector thread and the flag that asks it to stop.
+#[derive(Debug)]
+struct Running {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Detector {
+    pub(crate) fn config(&self) -> HwlatConfig {
+        self.state.lock().config
+    }
+
+    /// Takes effect at the next start; the caller has checked
+    /// [`HwlatConfig::is_valid`].
+    pub(crate) fn set_config(&self, config: HwlatConfig) {
+        self.state.lock().config = config;
+    }
+
+    pub(crate) fn max_latency_us(&self) -> u64 {
+        self.max_latency_us.load(Ordering::Relaxed)
+    }
+
+    /// Starts the thread unless it runs already. It reads the trace clock
+    /// through `now` and hands each window over the threshold to `record`.
+    pub(crate) fn start(
+        &self,
+        now: impl Fn() -> u64 + Send + 'static,
+        record: impl Fn(&HwlatSample) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let mut state = self.state.lock();
+        if state.running.is_some() {
+            return Ok(());
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let config = state.config;
+        let max = Arc::clone(&self.max_latency_us);
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("hwlatd".into())
+            .spawn(move || run(config, &flag, &max, &now, &record))?;
+        state.running = Some(Running { stop, thread });
+        Ok(())
+    }
+
+    /// Stops the thread and waits for it, if it runs.
+    pub(crate) fn stop(&self) {
+        // Taken out first: the join must not hold the lock.
+        let running = self.state.lock().running.take();
+        if let Some(Running { stop, thread }) = running {
+            stop.store(true, Ordering::Release);
+            // The thread itself may stop the detector (a trigger on the
+            // hwlat event switching `current_tracer`); it cannot join itself.
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+fn run(
+    config: HwlatConfig,
+    stop: &AtomicBool,
+    max: &AtomicU64,
+    now: &dyn Fn() -> u64,
+    record: &dyn Fn(&HwlatSample),
+) {
     let mut seqnum = 0u32;
     let threshold_ns = config.threshold_us * 1000;
     while !stop.load(Ordering::Acquire) {
-        let now = || tracer.now_ns();
-        let (inner, outer, at, count) = sample_window(&now, config.width_us * 1000, threshold_ns);
-        if inner > threshold_ns || outer > threshold_ns {
+        let gaps = sample_window(now, config.width_us * 1000, threshold_ns);
+        if gaps.inner_ns > threshold_ns || gaps.outer_ns > threshold_ns {
             seqnum += 1;
             let sample = HwlatSample {
-                duration_us: inner / 1000,
-                outer_duration_us: outer / 1000,
-                timestamp_ns: at,
+                duration_us: gaps.inner_ns / 1000,
+                outer_duration_us: gaps.outer_ns / 1000,
+                timestamp_ns: gaps.at_ns,
                 seqnum,
-                count,
+                count: gaps.count,
             };
-            max.fetch_max(inner.max(outer) / 1000, Ordering::Relaxed);
-            tracer.record_hwlat(&sample);
+            max.fetch_max(gaps.inner_ns.max(gaps.outer_ns) / 1000, Ordering::Relaxed);
+            record(&sample);
         }
         // Sleep the rest of the window in slices, to stop promptly.
         let mut rest = Duration::from_micros(config.window_us - config.width_us);
@@ -198,74 +242,22 @@ mod tests {
             time.set(time.get() + step);
             time.get()
         };
-        let (inner, outer, at, count) = sample_window(&now, 20_000_000, 10_000);
+        let gaps = sample_window(&now, 20_000_000, 10_000);
+        let (inner, outer) = (gaps.inner_ns, gaps.outer_ns);
         assert_eq!(inner.max(outer), 50_000, "inner {inner} outer {outer}");
-        assert_eq!(count, 1);
-        assert!(at > 0);
+        assert_eq!(gaps.count, 1);
+        assert!(gaps.at_ns > 0);
     }
 
     #[test]
-    fn bad_settings_are_refused_and_keep_the_old_ones() {
-        let tracer = Tracer::with_threads(crate::TraceConfig::small(), 1).unwrap();
-        let before = tracer.hwlat_config();
-        for bad in [
-            HwlatConfig {
-                width_us: 0,
-                ..before
-            },
-            HwlatConfig {
-                window_us: 0,
-                ..before
-            },
-            HwlatConfig {
-                width_us: 10,
-                window_us: 5,
-                threshold_us: 1,
-            },
-        ] {
-            assert_eq!(tracer.set_hwlat_config(bad), Err(TraceError::BadHwlat));
+    fn width_must_be_below_window() {
+        let config = HwlatConfig::default();
+        assert!(config.is_valid());
+        assert!(!HwlatConfig {
+            width_us: 10,
+            window_us: 10,
+            threshold_us: 1,
         }
-        assert_eq!(tracer.hwlat_config(), before);
-    }
-
-    #[test]
-    fn the_detector_records_samples_while_running() {
-        let tracer = Tracer::with_threads(crate::TraceConfig::small(), 2)
-            .unwrap()
-            .install()
-            .unwrap();
-        // A zero-ish threshold makes every window report.
-        tracer
-            .set_hwlat_config(HwlatConfig {
-                width_us: 2_000,
-                window_us: 4_000,
-                threshold_us: 0,
-            })
-            .unwrap();
-        assert_eq!(
-            tracer.set_hwlat_config(HwlatConfig {
-                width_us: 5,
-                window_us: 1,
-                threshold_us: 0
-            }),
-            Err(TraceError::BadHwlat)
-        );
-        tracer
-            .set_current_tracer(crate::function::TracerKind::Hwlat)
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(40));
-        tracer
-            .set_current_tracer(crate::function::TracerKind::Nop)
-            .unwrap();
-        let samples: alloc::vec::Vec<_> = tracer
-            .drain_records()
-            .into_iter()
-            .filter(|r| r.event_id == crate::event::format::HWLAT_ID)
-            .collect();
-        assert!(!samples.is_empty());
-        let seq: alloc::vec::Vec<u64> = samples.iter().map(|r| r.unsigned(44, 4)).collect();
-        assert_eq!(seq[0], 1);
-        assert!(seq.windows(2).all(|w| w[1] == w[0] + 1));
-        tracer.uninstall();
+        .is_valid());
     }
 }

@@ -19,6 +19,8 @@ mod buffers;
 mod error;
 mod events;
 mod functions;
+#[cfg(feature = "std")]
+mod hwlat;
 pub mod record;
 
 use alloc::boxed::Box;
@@ -120,7 +122,7 @@ pub struct Tracer {
     calls: Box<[CpuCalls]>,
     slot: AtomicU32,
     #[cfg(feature = "std")]
-    pub(crate) hwlat: std::sync::Mutex<crate::hwlat::HwlatState>,
+    hwlat: crate::hwlat::Detector,
 }
 
 // SAFETY: the raw pointers point into rings and hooks the tracer owns and
@@ -211,7 +213,7 @@ impl Tracer {
             calls: (0..cpus).map(|_| CpuCalls::new()).collect(),
             slot: AtomicU32::new(NOT_INSTALLED),
             #[cfg(feature = "std")]
-            hwlat: std::sync::Mutex::new(crate::hwlat::HwlatState::default()),
+            hwlat: crate::hwlat::Detector::default(),
         })
     }
 
@@ -260,7 +262,7 @@ impl Tracer {
             return;
         };
         #[cfg(feature = "std")]
-        crate::hwlat::stop(self);
+        self.stop_hwlat();
         INSTALLED.fetch_and(!(1 << slot), Ordering::AcqRel);
         for event in event::registered() {
             event.set_instance(slot, false);

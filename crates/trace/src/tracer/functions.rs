@@ -45,26 +45,17 @@ impl Tracer {
     pub fn set_current_tracer(&self, kind: TracerKind) -> Result<(), TraceError> {
         let previous = self.current_tracer();
         if kind == TracerKind::Hwlat {
+            #[cfg(feature = "std")]
             self.start_hwlat()?;
+            #[cfg(not(feature = "std"))]
+            return Err(TraceError::Unavailable("hwlat"));
         } else if previous == TracerKind::Hwlat {
             #[cfg(feature = "std")]
-            crate::hwlat::stop(self);
+            self.stop_hwlat();
         }
         self.kind.store(kind.code(), Ordering::Release);
         self.refresh_function_masks();
         Ok(())
-    }
-
-    #[cfg(feature = "std")]
-    fn start_hwlat(&self) -> Result<(), TraceError> {
-        let slot = self.slot().ok_or(TraceError::NotInstalled)?;
-        let tracer = super::instance(slot).ok_or(TraceError::NotInstalled)?;
-        crate::hwlat::start(tracer)
-    }
-
-    #[cfg(not(feature = "std"))]
-    fn start_hwlat(&self) -> Result<(), TraceError> {
-        Err(TraceError::Unavailable("hwlat"))
     }
 
     /// Writes `set_ftrace_filter` (`append` = `>>`). Errors change nothing.
@@ -325,28 +316,6 @@ impl Tracer {
             p[16..24].copy_from_slice(&format_address.to_ne_bytes());
             encode(&mut p[24..]);
         });
-    }
-
-    /// Records a hwlat sample (called by the detector thread).
-    #[cfg(feature = "std")]
-    pub(crate) fn record_hwlat(&self, sample: &crate::hwlat::HwlatSample) -> bool {
-        if !self.tracing_on() {
-            return false;
-        }
-        let Some(current) = self.current() else {
-            return false;
-        };
-        let now = self.clock_now();
-        self.write_at(current, now, format::HWLAT_ID, 56, |p| {
-            p[8..16].copy_from_slice(&sample.duration_us.to_ne_bytes());
-            p[16..24].copy_from_slice(&sample.outer_duration_us.to_ne_bytes());
-            p[24..32].copy_from_slice(&0u64.to_ne_bytes());
-            p[32..40].copy_from_slice(&sample.timestamp_ns.to_ne_bytes());
-            p[40..44].copy_from_slice(&0u32.to_ne_bytes());
-            p[44..48].copy_from_slice(&sample.seqnum.to_ne_bytes());
-            p[48..52].copy_from_slice(&sample.count.to_ne_bytes());
-            p[52..56].fill(0);
-        })
     }
 }
 
