@@ -7,8 +7,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
+
+use crate::ring::RawLock;
 
 /// `CLOCK_MONOTONIC`-based nanoseconds since the clock was made.
 #[derive(Debug, Clone, Copy)]
@@ -223,7 +224,7 @@ impl ThreadCpus {
         let name = thread
             .name()
             .map_or_else(|| "<...>".to_string(), ToString::to_string);
-        comms().lock().map(|mut map| map.insert(pid, name)).ok();
+        COMMS.lock().insert(pid, name);
     }
 
     #[cold]
@@ -248,10 +249,10 @@ impl ThreadCpus {
     }
 }
 
-fn comms() -> &'static Mutex<BTreeMap<i32, String>> {
-    static COMMS: OnceLock<Mutex<BTreeMap<i32, String>>> = OnceLock::new();
-    COMMS.get_or_init(|| Mutex::new(BTreeMap::new()))
-}
+/// Thread names by task id, for `comm` lookups of other threads (the
+/// `saved_cmdlines` of this platform).
+static COMMS: lock_api::Mutex<RawLock, BTreeMap<i32, String>> =
+    lock_api::Mutex::new(BTreeMap::new());
 
 /// The calling thread's kernel thread id (cached).
 pub(crate) fn current_tid() -> i32 {
@@ -348,7 +349,7 @@ unsafe impl CpuContext for ThreadCpus {
         current_tid()
     }
     fn comm(&self, pid: i32) -> Option<String> {
-        comms().lock().ok()?.get(&pid).cloned()
+        COMMS.lock().get(&pid).cloned()
     }
     fn current_comm(&self) -> Option<[u8; TASK_COMM_LEN]> {
         thread_comm()
