@@ -10,6 +10,7 @@ mod data;
 mod format;
 mod graph;
 mod json;
+mod line;
 mod printf;
 mod report;
 mod stack;
@@ -23,6 +24,9 @@ pub use graph::{
     duration_mark, write_duration, write_graph_duration, write_graph_trace, write_graph_trace_with,
 };
 pub use json::{write_chrome_json, write_json_string};
+pub use line::{
+    split_timestamp, write_event_body, write_event_body_with, write_lost_line, TextOptions,
+};
 pub use printf::{render_binary, write_raw_fields, PrintFormat};
 pub use report::write_report;
 #[cfg(feature = "std")]
@@ -30,7 +34,6 @@ pub use stack::resolve_in_process;
 pub use stack::stack_frames;
 pub use symbols::{Comms, Symbols};
 pub use text::{
-    flag, latency_flags, split_timestamp, write_default_header, write_default_header_with,
-    write_event_body, write_event_body_with, write_event_line, write_event_line_with,
-    write_lines_with, write_lost_line, write_trace, write_trace_with, TextOptions,
+    flag, latency_flags, write_default_header, write_default_header_with, write_event_line,
+    write_event_line_with, write_lines_with, write_trace, write_trace_with,
 };

@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use super::data::{Entry, Record, TraceData};
-use super::text::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
+use super::line::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
 use crate::function::MAX_DEPTH;
 
 const INDENT: usize = 2;
@@ -186,7 +186,7 @@ pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut
         let id = Some(record.event_id());
         let func = data.field_value(record, "func").unwrap_or(0);
         let depth = data.field_value(record, "depth").unwrap_or(0) as i64;
-        let name = function_name(data, func);
+        let name = data.symbols.offset_name(func);
         if id == entry_id {
             let leaf = next_on_cpu[index].and_then(|n| match &data.entries[n] {
                 Entry::Event(next)
@@ -242,14 +242,6 @@ fn call_duration(data: &TraceData, exit: &Record) -> u64 {
     let start = data.field_value(exit, "calltime").unwrap_or(0);
     let end = data.field_value(exit, "rettime").unwrap_or(start);
     end.saturating_sub(start)
-}
-
-fn function_name(data: &TraceData, address: u64) -> String {
-    match data.symbols.lookup(address) {
-        Some((name, 0)) => String::from(name),
-        Some((name, offset)) => alloc::format!("{name}+0x{offset:x}"),
-        None => alloc::format!("0x{address:x}"),
-    }
 }
 
 /// Indents for call depth `depth`. A file may claim any depth; recorders

@@ -8,7 +8,7 @@ use alloc::string::String;
 use core::fmt::Write;
 
 use super::data::{Entry, TraceData};
-use super::text::write_event_body;
+use super::line::write_event_body;
 
 /// The process id all tasks are shown under.
 const PROCESS: u32 = 1;

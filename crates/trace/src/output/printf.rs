@@ -108,11 +108,7 @@ fn render_field(
                 .lookup(raw)
                 .map(|(name, _)| String::from(name))
                 .unwrap_or_else(|| alloc::format!("0x{raw:x}")),
-            Some(b'S' | b'F') => match symbols.lookup(raw) {
-                Some((name, 0)) => String::from(name),
-                Some((name, offset)) => alloc::format!("{name}+0x{offset:x}"),
-                None => alloc::format!("0x{raw:x}"),
-            },
+            Some(b'S' | b'F') => symbols.offset_name(raw),
             _ => alloc::format!("0x{raw:x}"),
         },
         b'c' => String::from(char::from(raw as u8)),

@@ -11,8 +11,8 @@ use alloc::string::String;
 use core::fmt::Write;
 
 use super::data::{Entry, TraceData};
+use super::line::{split_timestamp, write_event_body};
 use super::printf::write_raw_fields;
-use super::text::{split_timestamp, write_event_body};
 
 /// Writes `data` as `trace-cmd report -N` does; `full_ns` prints
 /// nanosecond time stamps as `-t` does.

@@ -101,6 +101,16 @@ impl Symbols {
         Some((name.as_str(), address - start))
     }
 
+    /// `address` as ftrace's `%pS` prints it: `name`, `name+0xoffset`, or
+    /// the bare address when no symbol contains it.
+    pub(crate) fn offset_name(&self, address: u64) -> String {
+        match self.lookup(address) {
+            Some((name, 0)) => String::from(name),
+            Some((name, offset)) => alloc::format!("{name}+0x{offset:x}"),
+            None => alloc::format!("0x{address:x}"),
+        }
+    }
+
     /// Number of symbols.
     pub fn len(&self) -> usize {
         self.by_address.len()

@@ -1,13 +1,13 @@
 //! The `trace` file in ftrace's text format: the default layout
-//! (`comm-pid [cpu] flags timestamp: event: body`) and the
-//! function_graph layout (`cpu) duration | calls`).
+//! (`comm-pid [cpu] flags timestamp: event: body`), and the whole file for
+//! any tracer (function_graph's layout is `graph.rs`).
 
 use alloc::string::String;
 use core::fmt::Write;
 
 use super::data::{Entry, Record, TraceData};
-use super::format::read_str;
-use super::printf::{render_binary, write_raw_fields};
+use super::graph::write_graph_trace_with;
+use super::line::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
 
 /// `common_flags` bits, as ftrace defines them.
 pub mod flag {
@@ -27,43 +27,6 @@ pub mod flag {
     pub const NMI: u8 = 0x40;
     /// Bottom halves were off.
     pub const BH_OFF: u8 = 0x80;
-}
-
-/// ftrace's display options (`options/<name>`) that change the text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TextOptions {
-    /// `irq-info`: the five latency columns of the default layout.
-    pub irq_info: bool,
-    /// `print-parent`: `func <-parent` for the function tracer.
-    pub print_parent: bool,
-    /// `funcgraph-cpu`: the `N)` CPU column.
-    pub graph_cpu: bool,
-    /// `funcgraph-overhead`: the duration markers (`+`, `!`, `#` …).
-    pub graph_overhead: bool,
-    /// `funcgraph-duration`: the duration column.
-    pub graph_duration: bool,
-    /// `funcgraph-proc`: the task column.
-    pub graph_proc: bool,
-    /// `funcgraph-abstime`: the time stamp column.
-    pub graph_abstime: bool,
-    /// `funcgraph-tail`: name the function at every closing brace.
-    pub graph_tail: bool,
-}
-
-impl Default for TextOptions {
-    /// ftrace's defaults.
-    fn default() -> Self {
-        TextOptions {
-            irq_info: true,
-            print_parent: true,
-            graph_cpu: true,
-            graph_overhead: true,
-            graph_duration: true,
-            graph_proc: false,
-            graph_abstime: false,
-            graph_tail: false,
-        }
-    }
 }
 
 /// The five latency columns (`irqs-off`, `need-resched`, `hardirq/softirq`,
@@ -123,80 +86,6 @@ pub fn latency_flags(flags: u8, preempt_count: u8) -> String {
     out.push(digit(preempt_count & 0xf));
     out.push(digit(preempt_count >> 4));
     out
-}
-
-/// Seconds and microseconds as ftrace prints them (rounded to the
-/// nearest microsecond).
-pub fn split_timestamp(ns: u64) -> (u64, u64) {
-    let micros = ns.saturating_add(500) / 1000;
-    (micros / 1_000_000, micros % 1_000_000)
-}
-
-/// Writes the text of an event after the context columns: `func <-parent`
-/// for the function tracer, `name: body` for everything else.
-pub fn write_event_body(data: &TraceData, record: &Record, out: &mut String) {
-    write_event_body_with(data, record, &TextOptions::default(), out);
-}
-
-/// [`write_event_body`] with display options.
-pub fn write_event_body_with(
-    data: &TraceData,
-    record: &Record,
-    options: &TextOptions,
-    out: &mut String,
-) {
-    let Some(event) = data.event(record.event_id()) else {
-        let _ = write!(out, "Unknown event id {}", record.event_id());
-        return;
-    };
-    let symbol = |address: u64| -> String {
-        match data.symbols.lookup(address) {
-            Some((name, 0)) => String::from(name),
-            Some((name, offset)) => alloc::format!("{name}+0x{offset:x}"),
-            None => alloc::format!("0x{address:x}"),
-        }
-    };
-    let field = |name: &str| data.field_value(record, name);
-    match (event.system.as_str(), event.name.as_str()) {
-        ("ftrace", "function") => {
-            out.push_str(&symbol(field("ip").unwrap_or(0)));
-            if let Some(parent) = field("parent_ip").filter(|&p| p != 0 && options.print_parent) {
-                out.push_str(" <-");
-                out.push_str(&symbol(parent));
-            }
-        }
-        ("ftrace", "print") => {
-            out.push_str(&symbol(field("ip").unwrap_or(0)));
-            out.push_str(": ");
-            if let Some(buf) = event.field("buf") {
-                let text = read_str(buf, &record.payload).unwrap_or_default();
-                out.push_str(&String::from_utf8_lossy(text));
-            }
-        }
-        ("ftrace", "kernel_stack") => {
-            super::stack::write_stack_body(data, event, record, out);
-        }
-        ("ftrace", "bprint") => {
-            out.push_str(&symbol(field("ip").unwrap_or(0)));
-            out.push_str(": ");
-            let format = field("fmt").and_then(|address| data.printk_formats.get(&address));
-            match (format, event.field("buf")) {
-                (Some(format), Some(buf)) => {
-                    let args = record.payload.get(buf.offset..).unwrap_or_default();
-                    render_binary(format, args, &data.symbols, out);
-                }
-                _ => out.push_str("<unknown format>"),
-            }
-        }
-        _ => {
-            out.push_str(&event.name);
-            out.push_str(": ");
-            match data.print_format(event.id) {
-                Some(format) => format.render(&record.payload, &data.symbols, out),
-                None => write_raw_fields(event, &record.payload, out),
-            }
-        }
-    }
 }
 
 /// Writes one line of the default layout.
@@ -275,7 +164,7 @@ pub fn write_trace(data: &TraceData, tracer: &str, out: &mut String) {
 /// [`write_trace`] with display options.
 pub fn write_trace_with(data: &TraceData, tracer: &str, options: &TextOptions, out: &mut String) {
     if tracer == "function_graph" {
-        super::graph::write_graph_trace_with(data, options, out);
+        write_graph_trace_with(data, options, out);
         return;
     }
     write_default_header_with(data, tracer, options, out);
@@ -289,14 +178,5 @@ pub fn write_lines_with(data: &TraceData, options: &TextOptions, out: &mut Strin
             Entry::Event(record) => write_event_line_with(data, record, options, out),
             Entry::Lost { cpu, count } => write_lost_line(*cpu, *count, out),
         }
-    }
-}
-
-/// `CPU:N [LOST M EVENTS]`.
-pub fn write_lost_line(cpu: u32, count: u64, out: &mut String) {
-    if count == 0 {
-        let _ = writeln!(out, "CPU:{cpu} [LOST EVENTS]");
-    } else {
-        let _ = writeln!(out, "CPU:{cpu} [LOST {count} EVENTS]");
     }
 }
