@@ -24,11 +24,13 @@ unsafe impl GlobalAlloc for Counting {
         if MEASURING.with(Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
-        // SAFETY: same contract as the caller's.
+        // SAFETY: our caller upholds `GlobalAlloc::alloc`'s contract for
+        // `layout`, which is all `System.alloc` needs.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
+        // SAFETY: `ptr` came from `alloc` above, that is from `System`, with
+        // this `layout`, as our caller guarantees.
         unsafe { System.dealloc(ptr, layout) }
     }
 }

@@ -340,7 +340,7 @@ fn events_from_signal_handlers_are_recorded_with_the_interrupt_flag() {
         let writer = s.spawn(move || {
             // Claim a CPU before the first signal can arrive.
             stress_tick::trace(u64::MAX, 0);
-            // SAFETY: no preconditions.
+            // SAFETY: pthread_self has no preconditions.
             tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
             let start = std::time::Instant::now();
             let mut seq = 0u64;

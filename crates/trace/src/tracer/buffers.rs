@@ -141,7 +141,8 @@ impl Tracer {
         let mut buffers = self.buffers.lock();
         let spare = self.spare.swap(ptr::null_mut(), Ordering::AcqRel);
         if !spare.is_null() {
-            // SAFETY: owned ring.
+            // SAFETY: non-null, and every ring `spare` has pointed to stays in
+            // `buffers.owned` until the tracer drops.
             unsafe { &*spare }.clear();
             buffers.idle_spare = buffers.owned.iter().position(|r| ptr::eq(&**r, spare));
         }

@@ -181,7 +181,7 @@ impl Tracer {
         if tables.is_null() {
             return Vec::new();
         }
-        // SAFETY: as above.
+        // SAFETY: non-null, and profile tables live until the tracer drops.
         let tables = unsafe { &*tables };
         tables
             .get(cpu)

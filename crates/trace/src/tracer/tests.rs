@@ -13,7 +13,7 @@ use alloc::vec;
 use std::boxed::Box;
 
 fn me() -> i32 {
-    // SAFETY: no preconditions.
+    // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }
 }
 
