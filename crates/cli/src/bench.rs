@@ -6,6 +6,7 @@
 
 mod bcache;
 mod cpuhp;
+mod measure;
 mod physmem;
 mod progress;
 mod report;

@@ -312,7 +312,7 @@ impl Bench {
             self.progress.start(case);
             let mut mem = Hotkern::initialized();
             build_fragmented(&mut mem, pages, &lengths)?;
-            let run = churn::churn(Arc::new(mem), &pfns, busy);
+            let run = churn::churn(Arc::new(mem), &pfns, busy)?;
             sums.push(run.checksum);
             let ops = pfns.len() as u64;
             self.report.cases.push(

@@ -39,6 +39,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 
+use super::measure::{thread_cpu_time, ClockError};
 use super::{ns_per_op, BenchOptions, Case, Progress, Report};
 
 hotkern_trace::define_event! {
@@ -188,18 +189,6 @@ impl Subscriber for MemorySubscriber {
 
 // ---------------------------------------------------------------------
 
-/// The calling thread's CPU time: time the thread actually ran, so other
-/// load on a shared machine does not inflate per-call costs.
-fn thread_cpu_time() -> std::time::Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer; the clock id exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// Timed repetitions per case; the fastest is reported.
 const REPEATS: u64 = 5;
 
@@ -208,7 +197,7 @@ const REPEATS: u64 = 5;
 /// migration or a neighbour's cache traffic slowed down is discarded
 /// instead of averaged in, on both sides alike (one single run measured
 /// the same build's pair at 47.7 and 52.4 ns).
-fn timed(ops: u64, mut body: impl FnMut(u64)) -> f64 {
+fn timed(ops: u64, mut body: impl FnMut(u64)) -> Result<f64, ClockError> {
     // Warm up (first-call registration, page faults) outside the timing.
     for i in 0..ops.min(10_000) {
         body(i);
@@ -217,54 +206,61 @@ fn timed(ops: u64, mut body: impl FnMut(u64)) -> f64 {
     let mut best = f64::INFINITY;
     for run in 0..REPEATS {
         let first = run * per_run;
-        let start = thread_cpu_time();
+        let start = thread_cpu_time()?;
         for i in first..first + per_run {
             body(i);
         }
-        best = best.min(ns_per_op(thread_cpu_time() - start, per_run));
+        best = best.min(ns_per_op(thread_cpu_time()?.saturating_sub(start), per_run));
     }
-    best
+    Ok(best)
 }
 
 /// Events per second (wall clock) from `threads` writers, each on its own
 /// CPU buffer, and per second of the writers' own CPU time (which shows
 /// whether they slow each other down, whatever else the machine runs): the
 /// best of [`THROUGHPUT_REPEATS`] runs.
-fn throughput(threads: usize, per_thread: u64) -> (f64, f64) {
+fn throughput(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
     let (mut best, mut best_cpu) = (0.0f64, 0.0f64);
     for _ in 0..THROUGHPUT_REPEATS {
-        let (rate, cpu_rate) = throughput_once(threads, per_thread);
+        let (rate, cpu_rate) = throughput_once(threads, per_thread)?;
         best = best.max(rate);
         best_cpu = best_cpu.max(cpu_rate);
     }
-    (best, best_cpu)
+    Ok((best, best_cpu))
 }
 
 /// Runs per throughput case; the best counts (see [`REPEATS`]).
 const THROUGHPUT_REPEATS: usize = 3;
 
-fn throughput_once(threads: usize, per_thread: u64) -> (f64, f64) {
+fn throughput_once(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
     let start = Instant::now();
-    let cpu_seconds: f64 = std::thread::scope(|s| {
+    let cpu_seconds = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(move || {
-                    let cpu = thread_cpu_time();
+                    let cpu = thread_cpu_time()?;
                     for i in 0..per_thread {
                         bench_sample::trace(i, i ^ 0x55, i as u32);
                     }
-                    (thread_cpu_time() - cpu).as_secs_f64()
+                    Ok::<_, ClockError>(thread_cpu_time()?.saturating_sub(cpu).as_secs_f64())
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
-    });
+        let mut sum = 0.0;
+        for handle in handles {
+            sum += match handle.join() {
+                Ok(cpu) => cpu?,
+                Err(_) => return Err("a throughput writer panicked".to_owned()),
+            };
+        }
+        Ok(sum)
+    })?;
     let elapsed = start.elapsed().as_secs_f64();
     let events = (threads as u64 * per_thread) as f64;
-    (
+    Ok((
         events / elapsed,
         events / cpu_seconds.max(1e-9) * threads as f64,
-    )
+    ))
 }
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
@@ -299,7 +295,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let ops = 10_000_000 * scale;
     let clock_ns = timed(ops, |_| {
         black_box(clock.now_ns());
-    });
+    })?;
     measure(&mut report, "clock/read", "tsc", ops, clock_ns);
     progress.advance();
 
@@ -318,7 +314,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         bench_quiet::trace(i, i + 1, i as u32);
         bench_quiet::trace(i, i + 2, i as u32);
         bench_quiet::trace(i, i + 3, i as u32);
-    }) / 4.0;
+    })? / 4.0;
     measure(&mut report, "event/disabled", "hotkern", ops, ns);
     progress.advance();
     let ns = timed(ops / 4, |i| {
@@ -326,7 +322,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         tracing::trace!(a = i, b = i + 1, c = i as u32);
         tracing::trace!(a = i, b = i + 2, c = i as u32);
         tracing::trace!(a = i, b = i + 3, c = i as u32);
-    }) / 4.0;
+    })? / 4.0;
     measure(&mut report, "event/disabled", "tracing", ops, ns);
     progress.advance();
 
@@ -338,12 +334,12 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let ops = 3_000_000 * scale;
     let ns = timed(ops, |i| {
         bench_sample::trace(black_box(i), i ^ 0x55, i as u32)
-    });
+    })?;
     measure(&mut report, "event/enabled", "hotkern", ops, ns);
     progress.advance();
     let ns = timed(ops, |i| {
         tracing::info!(a = black_box(i), b = i ^ 0x55, c = i as u32)
-    });
+    })?;
     measure(&mut report, "event/enabled", "tracing", ops, ns);
     progress.advance();
 
@@ -358,7 +354,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let ops = 2_000_000 * scale;
     let ns = timed(ops, |i| {
         black_box(traced::traced_call(black_box(i)));
-    });
+    })?;
     tracer
         .set_current_tracer(TracerKind::Nop)
         .map_err(|e| e.to_string())?;
@@ -366,7 +362,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     progress.advance();
     let ns = timed(ops, |i| {
         black_box(tracing_call(black_box(i)));
-    });
+    })?;
     measure(&mut report, "function_graph/pair", "tracing", ops, ns);
     progress.advance();
 
@@ -375,19 +371,19 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let ops = 2_000_000 * scale;
     let ns = timed(ops, |i| {
         hotkern_trace::trace_printk!("block {} sector {}", black_box(i), i + 1)
-    });
+    })?;
     measure(&mut report, "printk", "hotkern", ops, ns);
     progress.advance();
     let ns = timed(ops, |i| {
         tracing::info!(block = black_box(i), sector = i + 1, "block and sector")
-    });
+    })?;
     measure(&mut report, "printk", "tracing", ops, ns);
     progress.advance();
 
     // throughput: hotkern's event path from 1 and 2 threads, own buffers.
     progress.start("throughput");
     let per_thread = 3_000_000 * scale;
-    let (one, one_cpu) = throughput(1, per_thread);
+    let (one, one_cpu) = throughput(1, per_thread)?;
     report.cases.push(
         Case::new("throughput/1", "hotkern", per_thread)
             .with("events_per_s", one.round())
@@ -395,7 +391,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
             .ns_per_op(1e9 / one),
     );
     progress.advance();
-    let (two, two_cpu) = throughput(2, per_thread);
+    let (two, two_cpu) = throughput(2, per_thread)?;
     report.cases.push(
         Case::new("throughput/2", "hotkern", 2 * per_thread)
             .with("events_per_s", two.round())

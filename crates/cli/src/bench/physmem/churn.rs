@@ -10,22 +10,7 @@ use std::time::{Duration, Instant};
 use hotkern_physmem::{PageCount, Pfn};
 
 use super::{Hotkern, CHURN_BATCH};
-
-/// CPU time this thread has used. Unlike wall time it does not count the
-/// periods the scheduler gives this core to another thread, which on a
-/// shared machine would be charged to the lookups.
-fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid timespec for the call to fill.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    if status != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
-}
+use crate::bench::measure::thread_cpu_time;
 
 /// What one churn run measured.
 pub(super) struct ChurnRun {
@@ -36,8 +21,9 @@ pub(super) struct ChurnRun {
 }
 
 /// Lookups on this thread, batched under short read guards; with `busy`,
-/// another thread plugs and unplugs a 64-page segment meanwhile.
-pub(super) fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> ChurnRun {
+/// another thread plugs and unplugs a 64-page segment meanwhile. Fails
+/// when this thread's CPU clock cannot be read.
+pub(super) fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> Result<ChurnRun, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
     let writer = busy.then(|| {
@@ -69,15 +55,17 @@ pub(super) fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> ChurnRun {
         }
     }
     let wall = start.elapsed();
-    let cpu = thread_cpu_time().saturating_sub(cpu);
+    let cpu_end = thread_cpu_time();
     stop.store(true, Ordering::Relaxed);
     if let Some(writer) = writer {
         let _ = writer.join();
     }
-    ChurnRun {
+    // A clock failure ends the run only now, with the writer stopped.
+    let cpu = cpu_end?.saturating_sub(cpu?);
+    Ok(ChurnRun {
         wall,
         cpu,
         checksum: black_box(sum),
         writes: writes.load(Ordering::Relaxed),
-    }
+    })
 }
