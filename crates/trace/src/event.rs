@@ -44,7 +44,8 @@ pub trait FieldType: Copy {
     const SIZE: usize;
     /// Alignment in the payload (C struct rules).
     const ALIGN: usize;
-    /// Signed integer.
+    /// Whether the value is a signed integer (the format file's `signed:`,
+    /// which tells readers how to sign-extend it).
     const SIGNED: bool;
     /// The C type name in the format file.
     const C_TYPE: &'static str;
@@ -108,15 +109,15 @@ impl<const N: usize> FieldType for [u8; N] {
 /// A field as declared (before layout).
 #[derive(Debug, Clone, Copy)]
 pub struct FieldDecl {
-    /// Name.
+    /// The field's name in the format file and in filters (`next_pid`).
     pub name: &'static str,
-    /// C type.
+    /// The C type the format file declares it with (`pid_t`, `char`).
     pub c_type: &'static str,
-    /// Size in bytes.
+    /// Bytes it takes in the payload (the whole array for arrays).
     pub size: usize,
-    /// Alignment.
+    /// Its alignment in the payload, as a C compiler would place it.
     pub align: usize,
-    /// Signed.
+    /// Whether readers sign-extend it (the format file's `signed:`).
     pub signed: bool,
     /// Array length (0 = scalar).
     pub array: usize,
@@ -139,7 +140,7 @@ impl FieldDecl {
 /// A field with its offset (see [`layout`]).
 #[derive(Debug, Clone, Copy)]
 pub struct FieldDef {
-    /// The declaration.
+    /// Name, type and size as declared.
     pub decl: FieldDecl,
     /// Byte offset in the payload.
     pub offset: usize,
@@ -239,17 +240,17 @@ impl Event {
         register(self)
     }
 
-    /// System name.
+    /// The subsystem the event is grouped under (`events/<system>/`).
     pub fn system(&self) -> &'static str {
         self.system
     }
 
-    /// Event name.
+    /// The event's name within its system (`events/<system>/<name>`).
     pub fn name(&self) -> &'static str {
         self.name
     }
 
-    /// Payload size in bytes.
+    /// Payload size in bytes, common header included.
     pub fn size(&self) -> usize {
         self.size
     }

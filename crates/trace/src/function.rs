@@ -92,7 +92,7 @@ impl FunctionSite {
         self.instrumented
     }
 
-    /// The function's name.
+    /// The function's name as traces and `set_ftrace_filter` globs see it.
     pub fn name(&self) -> &'static str {
         self.name
     }
@@ -102,7 +102,7 @@ impl FunctionSite {
         self.module
     }
 
-    /// Source file and line.
+    /// Where the function is defined: source file and line.
     pub fn location(&self) -> (&'static str, u32) {
         (self.file, self.line)
     }
@@ -279,14 +279,15 @@ pub fn duration_marker(ns: u64) -> char {
 /// What the tracer runs (`current_tracer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TracerKind {
-    /// Only events.
+    /// No function tracing: only enabled events, markers and
+    /// `trace_printk` are recorded.
     #[default]
     Nop,
     /// One `function` event per call.
     Function,
     /// `funcgraph_entry` / `funcgraph_exit` pairs with durations.
     FunctionGraph,
-    /// The latency detector.
+    /// The hardware-latency detector (see [`crate::hwlat`]; `std` only).
     Hwlat,
 }
 
@@ -299,7 +300,7 @@ impl TracerKind {
         TracerKind::Nop,
     ];
 
-    /// ftrace's name.
+    /// The name ftrace uses in `current_tracer` and `available_tracers`.
     pub fn name(self) -> &'static str {
         match self {
             TracerKind::Nop => "nop",
@@ -309,7 +310,7 @@ impl TracerKind {
         }
     }
 
-    /// Parses ftrace's name.
+    /// The tracer ftrace calls `name`, if it is one of [`TracerKind::ALL`].
     pub fn from_name(name: &str) -> Option<TracerKind> {
         TracerKind::ALL.into_iter().find(|k| k.name() == name)
     }

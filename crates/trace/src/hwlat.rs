@@ -53,7 +53,8 @@ impl HwlatConfig {
     }
 }
 
-/// One recorded window.
+/// One window whose largest gap was above the threshold: the fields of
+/// an `ftrace/hwlat` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HwlatSample {
     /// Largest gap between two clock reads, µs.
@@ -62,7 +63,8 @@ pub struct HwlatSample {
     pub outer_duration_us: u64,
     /// When the window's largest gap was seen, ns.
     pub timestamp_ns: u64,
-    /// Sample number.
+    /// Number of the sample since the detector started, from 1 (gaps show
+    /// samples that were lost).
     pub seqnum: u32,
     /// Gaps above the threshold in the window.
     pub count: u32,

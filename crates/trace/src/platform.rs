@@ -127,7 +127,7 @@ impl ManualClock {
     pub fn advance(&self, ns: u64) {
         self.0.fetch_add(ns, core::sync::atomic::Ordering::Relaxed);
     }
-    /// Sets the time.
+    /// Jumps to `ns`; unlike [`advance`](Self::advance) it may go back.
     pub fn set(&self, ns: u64) {
         self.0.store(ns, core::sync::atomic::Ordering::Relaxed);
     }

@@ -17,30 +17,30 @@ pub enum ControlError {
     WriteOnly(String),
     /// The value is not acceptable (`EINVAL`); `reason` says why.
     InvalidArgument {
-        /// The file.
+        /// The control file's path, relative to the tracing root.
         file: String,
         /// What is wrong with the value.
         reason: String,
     },
     /// An event filter did not parse (`EINVAL`; the error is also in `error_log`).
     Filter {
-        /// The file.
+        /// The control file's path, relative to the tracing root.
         file: String,
         /// The parse error, with its position.
         error: FilterError,
     },
     /// A trigger was refused (`EINVAL`, `EEXIST` or `ENOENT`).
     Trigger {
-        /// The file.
+        /// The control file's path, relative to the tracing root.
         file: String,
-        /// Why.
+        /// What the trigger parser or the trigger set refused.
         error: TriggerError,
     },
     /// The operation is not possible now (`EBUSY`).
     Busy {
-        /// The file.
+        /// The control file's path, relative to the tracing root.
         file: String,
-        /// Why.
+        /// Why it cannot happen now (e.g. the hwlat thread could not start).
         reason: String,
     },
 }

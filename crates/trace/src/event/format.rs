@@ -105,7 +105,7 @@ pub struct EventFormat {
     pub id: u16,
     /// The system (directory under `events/`), e.g. `ftrace`, `sched`.
     pub system: String,
-    /// The event name.
+    /// The event's name within its system (`events/<system>/<name>`).
     pub name: String,
     /// The event's own fields (after the common header), in offset order.
     pub fields: Vec<Field>,

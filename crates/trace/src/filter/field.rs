@@ -39,9 +39,9 @@ pub struct FieldSpec {
     pub name: String,
     /// Byte offset in the payload (which starts with the common header).
     pub offset: usize,
-    /// Size in bytes.
+    /// Bytes it takes in the payload (1, 2, 4 or 8 for integers).
     pub size: usize,
-    /// Its type.
+    /// How its bytes are read and which operators apply to it.
     pub kind: FieldKind,
 }
 

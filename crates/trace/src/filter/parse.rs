@@ -66,18 +66,18 @@ pub enum Operand {
 /// `field op value`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Predicate {
-    /// The field's name.
+    /// The event field compared, by its name in the `format` file.
     pub field: String,
-    /// The operator.
+    /// How the field's value is compared with the operand.
     pub op: CompareOp,
-    /// The value.
+    /// The literal on the right-hand side: a number or a quoted string.
     pub operand: Operand,
 }
 
 /// A parsed filter expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {
-    /// One comparison.
+    /// A leaf: one `field op value` comparison.
     Compare(Predicate),
     /// `!expr`
     Not(Box<Expr>),

@@ -25,9 +25,9 @@ use crate::glob::Glob;
 pub struct SelectorError {
     /// Byte offset of the selector in the written text.
     pub position: usize,
-    /// The selector.
+    /// The refused selector, as written.
     pub selector: String,
-    /// What is wrong.
+    /// Why it was refused (`empty module name`, ...).
     pub reason: &'static str,
 }
 
@@ -43,7 +43,8 @@ impl core::fmt::Display for SelectorError {
 
 impl core::error::Error for SelectorError {}
 
-/// One selector.
+/// One parsed selector: a function glob, an optional `:mod:` glob, and
+/// whether it adds to the selection or (`!`) removes from it.
 #[derive(Debug, Clone)]
 pub struct Selector {
     text: String,

@@ -10,11 +10,11 @@ use crate::ring::local::{AtomicU64, Ordering};
 /// One row of `trace_stat/function<N>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileEntry {
-    /// Function name.
+    /// The profiled function's name (the `Function` column).
     pub function: &'static str,
-    /// Module path.
+    /// Its Rust module path, to tell apart functions of the same name.
     pub module: &'static str,
-    /// Calls completed.
+    /// Calls that returned while the profiler ran (`Hit`).
     pub hits: u64,
     /// Total time in the function (children included), ns.
     pub time_ns: u64,

@@ -29,7 +29,7 @@ pub enum Arg<'a> {
 }
 
 impl Arg<'_> {
-    /// The storage kind.
+    /// How the argument is stored: chars and text both go in as strings.
     #[inline(always)]
     pub fn kind(&self) -> ArgKind {
         match self {

@@ -108,7 +108,7 @@ impl Tracer {
         &self.ftrace_pids
     }
 
-    /// Sets an option.
+    /// Sets one of the tracer's `options/<name>` switches.
     pub fn set_option(&self, option: TraceOption, on: bool) {
         if on {
             self.options.fetch_or(option.bit(), Ordering::AcqRel);
@@ -117,7 +117,7 @@ impl Tracer {
         }
     }
 
-    /// Reads an option.
+    /// Whether one of the tracer's `options/<name>` switches is on.
     pub fn option(&self, option: TraceOption) -> bool {
         self.options.load(Ordering::Acquire) & option.bit() != 0
     }

@@ -10,13 +10,15 @@ use crate::filter::{FieldSpec, Filter};
 /// What a trigger does when its event is hit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TriggerCommand {
-    /// Turn tracing on.
+    /// Set `tracing_on` to 1 (`traceon`).
     TraceOn,
-    /// Turn tracing off.
+    /// Set `tracing_on` to 0 (`traceoff`); later events still reach their
+    /// triggers.
     TraceOff,
     /// Swap the live buffer with the snapshot buffer.
     Snapshot,
-    /// Record the call stack.
+    /// Record the call stack at the event as a `kernel_stack` event
+    /// (`stacktrace`).
     StackTrace,
     /// Enable another event (`enable_event:system:event`).
     EnableEvent {
@@ -73,10 +75,10 @@ impl TriggerCommand {
     }
 }
 
-/// A parsed trigger line.
+/// A parsed trigger line: `command[:count] [if filter]`.
 #[derive(Debug, Clone)]
 pub struct TriggerSpec {
-    /// The action.
+    /// What to do when the event is hit and the filter passes.
     pub command: TriggerCommand,
     /// How many more times it may fire (`None`: unlimited).
     pub count: Option<u64>,
@@ -89,7 +91,7 @@ pub struct TriggerSpec {
 pub struct TriggerLine {
     /// True for `!command`.
     pub remove: bool,
-    /// The trigger.
+    /// The trigger to add, or the one to match for removal.
     pub spec: TriggerSpec,
 }
 

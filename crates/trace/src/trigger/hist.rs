@@ -13,19 +13,19 @@ use crate::filter::{FieldKind, FieldSpec};
 pub const MAX_KEYS: usize = 3;
 /// Most values per histogram besides `hitcount`.
 pub const MAX_VALUES: usize = 8;
-/// Most sort keys.
+/// Most sort keys (`sort=a,b`), as in ftrace.
 pub const MAX_SORT_KEYS: usize = 2;
-/// Default number of entries.
+/// Entries a histogram holds when no `:size=` is given (ftrace's 2048).
 pub const DEFAULT_SIZE: u32 = 2048;
 const MIN_SIZE: u32 = 1 << 7;
 const MAX_SIZE: u32 = 1 << 17;
 
-/// How a key is shown.
+/// How a key is shown: the suffix after its field name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyDisplay {
-    /// Decimal.
+    /// No suffix: a decimal number (or the string, for string fields).
     Plain,
-    /// `.hex`
+    /// `.hex`: a hexadecimal number.
     Hex,
     /// `.log2`: grouped by power of two.
     Log2,
@@ -60,7 +60,7 @@ impl HistNames for NoNames {
 /// A key of the histogram.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistKey {
-    /// The event field.
+    /// Where the key's value sits in the event payload.
     pub field: FieldSpec,
     /// How it is shown (and, for `.log2`, bucketed).
     pub display: KeyDisplay,
@@ -89,11 +89,13 @@ pub enum HistControl {
 /// The layout of a hist trigger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistSpec {
-    /// The keys, in order.
+    /// The fields entries are grouped by (`keys=a,b`); together they
+    /// identify one entry.
     pub keys: Vec<HistKey>,
     /// The summed values besides `hitcount`.
     pub values: Vec<FieldSpec>,
-    /// The sort order.
+    /// How entries are ordered when printed (`sort=`; `hitcount` when the
+    /// trigger names none).
     pub sort: Vec<SortKey>,
     /// Most entries; further new keys are dropped and counted.
     pub size: u32,
@@ -348,7 +350,8 @@ impl HistTable {
         *self = HistTable::default();
     }
 
-    /// Total hits recorded.
+    /// Hits aggregated since the last clear, dropped ones included (the
+    /// `Hits:` line of the `hist` file).
     pub fn hits(&self) -> u64 {
         self.hits
     }
