@@ -19,6 +19,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::ops::Range;
 use core::ptr;
 
 use crate::error::PhysmemError;
@@ -26,15 +27,50 @@ use crate::fallible::{boxed, reserve, try_vec};
 pub(crate) use crate::section::{Entry, Run, Section};
 use crate::slots::{SlotChunk, SlotMap};
 use crate::sync::Ordering;
-use crate::types::SegmentHandle;
+use crate::types::{FrameRange, Pfn, SegmentHandle};
 
 /// log2 of frames per section, unless the address span needs larger ones.
 pub(crate) const SECTION_SHIFT: u32 = 9;
 /// Most sections in a table; wider spans get larger sections.
 const MAX_SECTIONS: u64 = 1 << 16;
 
-/// A run's place: section number in the table, the section, the run in it.
-pub(crate) type Place<'a, P> = (usize, &'a Section<P>, usize);
+/// Where a run is listed in an index.
+pub(crate) struct Place<'a, P> {
+    /// The section's number in the table (counted from the table's base).
+    pub(crate) number: usize,
+    pub(crate) section: &'a Section<P>,
+    /// The run's position in the section.
+    pub(crate) position: usize,
+}
+
+impl<P> Clone for Place<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Place<'_, P> {}
+
+impl<'a, P> Place<'a, P> {
+    /// The run listed here.
+    #[inline]
+    pub(crate) fn run(&self) -> &'a Run<P> {
+        self.section.run(self.position)
+    }
+}
+
+/// What [`Index::listing`] finds at one position of a section, for
+/// iteration in address order, which lists each segment once: in the
+/// section holding its first frame.
+pub(crate) enum Listing<'a, P> {
+    /// The section has no run at that position (or is empty): iteration
+    /// goes on with the next section.
+    Past,
+    /// A run that starts in an earlier section, which lists it as its own.
+    Continued,
+    /// A run that starts in this section.
+    Owned(Place<'a, P>),
+}
 
 pub(crate) struct Index<P> {
     shift: u32,
@@ -73,11 +109,11 @@ pub(crate) enum Unused<P> {
 /// What a write changed, for [`Index::update`].
 pub(crate) struct Update<'e, P> {
     /// Frames whose segments changed: the old and the new extents.
-    pub(crate) frames: (u64, u64),
+    pub(crate) frames: FrameRange,
     /// The segments of `slots` that are live after the write, sorted.
     pub(crate) entries: &'e [Entry<P>],
     /// Lowest start and highest end after the write, `None` when empty.
-    pub(crate) span: Option<(u64, u64)>,
+    pub(crate) span: Option<FrameRange>,
     /// Slots whose segment moved, appeared or went: (slot, new start).
     pub(crate) slots: &'e [(u32, Option<u64>)],
     pub(crate) slot_count: usize,
@@ -104,21 +140,19 @@ impl<P> Index<P> {
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
             return Ok(index);
         };
-        let (low, high) = (first.run.start, last.run.end);
-        index.shift = shift_for(low, high);
-        index.base = low >> index.shift;
-        let count = ((high - 1) >> index.shift) - index.base + 1;
+        let span = FrameRange {
+            start: Pfn(first.run.start),
+            end: Pfn(last.run.end),
+        };
+        index.shift = shift_for(span);
+        let numbers = span.sections(index.shift);
+        index.base = numbers.start;
+        let count = numbers.end - numbers.start;
         let filled = try_vec(count as usize).and_then(|mut sections| {
             sections.resize(count as usize, ptr::null());
             index.sections = sections;
             let (base, shift) = (index.base, index.shift);
-            fill_sections(
-                &mut index.sections,
-                base,
-                shift,
-                (base, base + count),
-                entries,
-            )
+            fill_sections(&mut index.sections, base, shift, numbers, entries)
         });
         match filled {
             Ok(()) => Ok(index),
@@ -137,12 +171,12 @@ impl<P> Index<P> {
     pub(crate) fn update(&self, update: Update<'_, P>) -> Result<Option<Self>, PhysmemError> {
         let shift = self.shift;
         let (base, count) = match update.span {
-            Some((low, high)) => {
-                if shift_for(low, high) != shift {
+            Some(span) => {
+                if shift_for(span) != shift {
                     return Ok(None);
                 }
-                let base = low >> shift;
-                (base, ((high - 1) >> shift) - base + 1)
+                let numbers = span.sections(shift);
+                (numbers.start, numbers.end - numbers.start)
             }
             None => (0, 0),
         };
@@ -173,15 +207,13 @@ impl<P> Index<P> {
         update: &Update<'_, P>,
     ) -> Result<(), PhysmemError> {
         let (shift, base, count) = (self.shift, index.base, index.sections.len() as u64);
-        let (frames_low, frames_high) = update.frames;
-        let touched = (frames_low >> shift, ((frames_high - 1) >> shift) + 1);
+        let touched = update.frames.sections(shift);
         for (i, &old) in self.sections.iter().enumerate() {
             if old.is_null() {
                 continue;
             }
             let number = self.base + i as u64;
-            let kept =
-                !(touched.0..touched.1).contains(&number) && (base..base + count).contains(&number);
+            let kept = !touched.contains(&number) && (base..base + count).contains(&number);
             if kept {
                 // The new index takes over this entry's share when it is
                 // published (see `release_for`): kept sections are not
@@ -194,7 +226,7 @@ impl<P> Index<P> {
         let changed = |slot: u32| update.slots.iter().any(|&(s, _)| s == slot);
         let mut list: Vec<Entry<P>> = Vec::new();
         let mut maker = Maker::new();
-        for number in touched.0.max(base)..touched.1.min(base + count) {
+        for number in touched.start.max(base)..touched.end.min(base + count) {
             let start = number << shift;
             let end = start + (1 << shift);
             list.clear();
@@ -297,24 +329,29 @@ impl<P> Index<P> {
 
     /// The run holding `pfn`: the lookup every reader does.
     #[inline]
-    pub(crate) fn find(&self, pfn: u64) -> Option<(&Section<P>, usize)> {
+    pub(crate) fn find(&self, pfn: u64) -> Option<&Run<P>> {
         let number = (pfn >> self.shift).wrapping_sub(self.base);
         let section = self.section(number as usize)?;
-        section.find(pfn).map(|i| (section, i))
+        section.find(pfn).map(|i| section.run(i))
     }
 
-    /// As [`find`](Self::find), with the section number.
+    /// Where the run holding `pfn` is listed.
     pub(crate) fn place(&self, pfn: u64) -> Option<Place<'_, P>> {
         let number = (pfn >> self.shift).wrapping_sub(self.base) as usize;
         let section = self.section(number)?;
-        section.find(pfn).map(|i| (number, section, i))
+        let position = section.find(pfn)?;
+        Some(Place {
+            number,
+            section,
+            position,
+        })
     }
 
     /// Alternative lookup measured by the benchmark.
-    pub(crate) fn find_by_section_search(&self, pfn: u64) -> Option<(&Section<P>, usize)> {
+    pub(crate) fn find_by_section_search(&self, pfn: u64) -> Option<&Run<P>> {
         let number = (pfn >> self.shift).wrapping_sub(self.base);
         let section = self.section(number as usize)?;
-        section.find_by_search(pfn).map(|i| (section, i))
+        section.find_by_search(pfn).map(|i| section.run(i))
     }
 
     /// Number of segments.
@@ -326,15 +363,15 @@ impl<P> Index<P> {
     pub(crate) fn resolve(&self, handle: SegmentHandle) -> Option<Place<'_, P>> {
         let start = self.slots.get(handle.slot)?;
         let place = self.place(start)?;
-        let run = place.1.run(place.2);
+        let run = place.run();
         (run.slot == handle.slot && run.generation == handle.generation).then_some(place)
     }
 
     /// Some segment sharing a frame with `[start, end)`: the one holding
     /// `start`, else the first starting inside the range (writer only).
     pub(crate) fn first_overlapping(&self, start: u64, end: u64) -> Option<&Run<P>> {
-        if let Some((section, i)) = self.find(start) {
-            return Some(section.run(i));
+        if let Some(run) = self.find(start) {
+            return Some(run);
         }
         let first = (start >> self.shift).max(self.base);
         let last = ((end - 1) >> self.shift).min(self.base + self.sections.len() as u64);
@@ -351,9 +388,12 @@ impl<P> Index<P> {
     pub(crate) fn first(&self) -> Option<Place<'_, P>> {
         (0..self.sections.len()).find_map(|n| {
             let section = self.section(n)?;
-            (0..section.len())
-                .find(|&i| section.owns(i, self.section_start(n)))
-                .map(|i| (n, section, i))
+            let position = (0..section.len()).find(|&i| section.owns(i, self.section_start(n)))?;
+            Some(Place {
+                number: n,
+                section,
+                position,
+            })
         })
     }
 
@@ -361,43 +401,60 @@ impl<P> Index<P> {
     pub(crate) fn last(&self) -> Option<Place<'_, P>> {
         (0..self.sections.len()).rev().find_map(|n| {
             let section = self.section(n)?;
-            section.len().checked_sub(1).map(|i| (n, section, i))
+            let position = section.len().checked_sub(1)?;
+            Some(Place {
+                number: n,
+                section,
+                position,
+            })
         })
     }
 
     /// The segment after the one at `place`.
     pub(crate) fn next(&self, place: Place<'_, P>) -> Option<Place<'_, P>> {
-        let (number, _, _) = place;
-        let start = place.1.run(place.2).start;
-        (number..self.sections.len()).find_map(|n| {
+        let start = place.run().start;
+        (place.number..self.sections.len()).find_map(|n| {
             let section = self.section(n)?;
-            let i = section.runs[..section.len()].partition_point(|r| r.start <= start);
-            (i < section.len()).then_some((n, section, i))
+            let position = section.runs[..section.len()].partition_point(|r| r.start <= start);
+            (position < section.len()).then_some(Place {
+                number: n,
+                section,
+                position,
+            })
         })
     }
 
     /// The segment before the one at `place`.
     pub(crate) fn prev(&self, place: Place<'_, P>) -> Option<Place<'_, P>> {
-        let (number, _, _) = place;
-        let start = place.1.run(place.2).start;
-        (0..=number).rev().find_map(|n| {
+        let start = place.run().start;
+        (0..=place.number).rev().find_map(|n| {
             let section = self.section(n)?;
-            let i = section.runs[..section.len()].partition_point(|r| r.start < start);
-            i.checked_sub(1).map(|i| (n, section, i))
+            let position = section.runs[..section.len()]
+                .partition_point(|r| r.start < start)
+                .checked_sub(1)?;
+            Some(Place {
+                number: n,
+                section,
+                position,
+            })
         })
     }
 
-    /// The segment listed at (section `n`, run `i`) if that section owns it,
-    /// for iteration in address order.
-    pub(crate) fn owned(&self, n: usize, i: usize) -> Option<Option<Place<'_, P>>> {
+    /// What section `n` lists at position `i`.
+    pub(crate) fn listing(&self, n: usize, i: usize) -> Listing<'_, P> {
         match self.section(n) {
-            None => None,
-            Some(section) if i >= section.len() => None,
-            Some(section) => Some(
-                section
-                    .owns(i, self.section_start(n))
-                    .then_some((n, section, i)),
-            ),
+            Some(section) if i < section.len() => {
+                if section.owns(i, self.section_start(n)) {
+                    Listing::Owned(Place {
+                        number: n,
+                        section,
+                        position: i,
+                    })
+                } else {
+                    Listing::Continued
+                }
+            }
+            _ => Listing::Past,
         }
     }
 
@@ -413,11 +470,11 @@ impl<P> Index<P> {
 
     /// Sets a segment's start hint in every section listing it (writer only).
     pub(crate) fn set_start_hint(&self, handle: SegmentHandle, hint: u64) {
-        let Some((first, section, i)) = self.resolve(handle) else {
+        let Some(place) = self.resolve(handle) else {
             return;
         };
-        let end = section.run(i).end;
-        let mut n = first;
+        let end = place.run().end;
+        let mut n = place.number;
         while let Some(section) = self.section(n) {
             let Some(i) = (0..section.len()).find(|&i| section.run(i).slot == handle.slot) else {
                 break;
@@ -448,28 +505,32 @@ impl<P> Index<P> {
 }
 
 /// The smallest section shift (at least [`SECTION_SHIFT`]) that keeps the
-/// table over `[low, high)` within [`MAX_SECTIONS`].
-fn shift_for(low: u64, high: u64) -> u32 {
+/// table over `span` within [`MAX_SECTIONS`].
+fn shift_for(span: FrameRange) -> u32 {
+    let count = |shift| {
+        let numbers = span.sections(shift);
+        numbers.end - numbers.start
+    };
     let mut shift = SECTION_SHIFT;
-    while ((high - 1) >> shift) - (low >> shift) + 1 > MAX_SECTIONS {
+    while count(shift) > MAX_SECTIONS {
         shift += 1;
     }
     shift
 }
 
-/// Builds sections `touched.0 .. touched.1` (absolute numbers) of a table
+/// Builds sections `touched` (absolute numbers) of a table
 /// starting at section `base`, from `entries` (sorted, disjoint; must hold
 /// every segment overlapping those sections).
 fn fill_sections<P>(
     sections: &mut [*const Section<P>],
     base: u64,
     shift: u32,
-    touched: (u64, u64),
+    touched: Range<u64>,
     entries: &[Entry<P>],
 ) -> Result<(), PhysmemError> {
     let mut first = 0;
     let mut maker = Maker::new();
-    for number in touched.0..touched.1 {
+    for number in touched {
         let start = number << shift;
         let end = start + (1 << shift);
         while first < entries.len() && entries[first].run.end <= start {

@@ -364,7 +364,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         let (slab, first) = writer.slabs.alloc(record.len())?;
         record.slab = slab;
         record.first = first;
-        let change = Change::new((record.start, record.end), &[(slot, Some(record))]);
+        let change = Change::new(record.frames(), &[(slot, Some(record))]);
         let index = match self.prepare(writer, &change, 0) {
             Ok(index) => index,
             Err(error) => {
@@ -401,7 +401,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             return Err(outside);
         }
         let (start, stop) = (pfn.0, end);
-        let frames = (record.start, record.end);
+        let frames = record.frames();
         let change = match (start == record.start, stop == record.end) {
             (true, true) => {
                 if writer.table.count() == 1 {

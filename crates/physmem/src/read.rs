@@ -5,7 +5,7 @@ use core::ops::Range;
 
 use crate::epoch::Pin;
 use crate::error::PhysmemError;
-use crate::index::{Index, Place, Run, Section};
+use crate::index::{Index, Listing, Place, Run, Section};
 use crate::sync::Ordering;
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo};
 
@@ -31,15 +31,14 @@ impl<'a, P> ReadGuard<'a, P> {
     /// (NetBSD's `uvm_physseg_find`).
     #[inline]
     pub fn find(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
-        let (section, i) = self.index?.find(pfn.0)?;
-        Some(located(section.run(i), pfn))
+        let run = self.index?.find(pfn.0)?;
+        Some(located(run, pfn))
     }
 
     /// The descriptor of frame `pfn` (NetBSD's `PHYS_TO_VM_PAGE`).
     #[inline]
     pub fn page(&self, pfn: Pfn) -> Option<&P> {
-        let (section, i) = self.index?.find(pfn.0)?;
-        let run = section.run(i);
+        let run = self.index?.find(pfn.0)?;
         // SAFETY: `pfn` is inside the run, whose descriptors are initialised
         // and kept alive while this guard's pin holds.
         Some(unsafe { &*run.pages.add((pfn.0 - run.start) as usize) })
@@ -107,16 +106,15 @@ impl<'a, P> ReadGuard<'a, P> {
     /// block table: an alternative kept for the benchmark's comparison.
     #[doc(hidden)]
     pub fn find_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
-        let (section, i) = self.index?.find_by_section_search(pfn.0)?;
-        Some(located(section.run(i), pfn))
+        let run = self.index?.find_by_section_search(pfn.0)?;
+        Some(located(run, pfn))
     }
 
     /// The segment holding `pfn` with its bounds, by section search: lets
     /// the benchmark put an MRU hint in front of a lookup.
     #[doc(hidden)]
     pub fn find_bounds_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, Pfn, Pfn)> {
-        let (section, i) = self.index?.find_by_section_search(pfn.0)?;
-        let run = section.run(i);
+        let run = self.index?.find_by_section_search(pfn.0)?;
         Some((handle_of(run), Pfn(run.start), Pfn(run.end)))
     }
 
@@ -145,8 +143,8 @@ fn located<P>(run: &Run<P>, pfn: Pfn) -> (SegmentHandle, PageCount) {
 
 fn view<P>(place: Place<'_, P>) -> Segment<'_, P> {
     Segment {
-        section: place.1,
-        i: place.2,
+        section: place.section,
+        i: place.position,
     }
 }
 
@@ -262,14 +260,13 @@ impl<'g, P> Iterator for Segments<'g, P> {
         let index = self.index?;
         while self.remaining > 0 && self.front.0 < index.section_count() {
             let (n, i) = self.front;
-            match index.owned(n, i) {
-                None => self.front = (n + 1, 0),
-                Some(owned) => {
+            match index.listing(n, i) {
+                Listing::Past => self.front = (n + 1, 0),
+                Listing::Continued => self.front.1 += 1,
+                Listing::Owned(place) => {
                     self.front.1 += 1;
-                    if let Some(place) = owned {
-                        self.remaining -= 1;
-                        return Some(view(place));
-                    }
+                    self.remaining -= 1;
+                    return Some(view(place));
                 }
             }
         }
@@ -292,7 +289,7 @@ impl<P> DoubleEndedIterator for Segments<'_, P> {
                 continue;
             }
             self.back.1 -= 1;
-            if let Some(Some(place)) = index.owned(n, i - 1) {
+            if let Listing::Owned(place) = index.listing(n, i - 1) {
                 self.remaining -= 1;
                 return Some(view(place));
             }

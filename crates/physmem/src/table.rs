@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 
 use crate::error::PhysmemError;
 use crate::fallible::{reserve, try_vec};
-use crate::types::{FreeList, Pfn, SegmentHandle, SegmentInfo};
+use crate::types::{FrameRange, FreeList, Pfn, SegmentHandle, SegmentInfo};
 
 /// A segment as the writer keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,14 @@ pub(crate) struct Record {
 impl Record {
     pub(crate) fn len(&self) -> u64 {
         self.end - self.start
+    }
+
+    /// The segment's frames.
+    pub(crate) fn frames(&self) -> FrameRange {
+        FrameRange {
+            start: Pfn(self.start),
+            end: Pfn(self.end),
+        }
     }
 
     /// The record cut to `[start, end)`, its avail range clamped into it.

@@ -1,7 +1,7 @@
 //! Page frame numbers, page counts and physical addresses.
 
 use core::fmt;
-use core::ops::{Add, Sub};
+use core::ops::{Add, Range, Sub};
 
 /// log2 of the page size: hotkern's physmem works in 4 KiB pages.
 pub const PAGE_SHIFT: u32 = 12;
@@ -105,6 +105,32 @@ impl fmt::Display for PageCount {
 impl fmt::Display for PhysAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#x}", self.0)
+    }
+}
+
+/// Frames `[start, end)`: what a write changes, or the span all segments
+/// cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FrameRange {
+    /// First frame.
+    pub(crate) start: Pfn,
+    /// One past the last frame.
+    pub(crate) end: Pfn,
+}
+
+impl FrameRange {
+    /// The smallest range holding both.
+    pub(crate) fn hull(self, other: FrameRange) -> FrameRange {
+        FrameRange {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
+    }
+
+    /// Numbers of the sections of `1 << shift` frames the (non-empty)
+    /// range overlaps.
+    pub(crate) fn sections(self, shift: u32) -> Range<u64> {
+        (self.start.0 >> shift)..((self.end.0 - 1) >> shift) + 1
     }
 }
 

@@ -16,6 +16,7 @@ use crate::page::Page;
 use crate::physmem::{collect, Garbage, Physmem, Writer};
 use crate::sync::{AtomicPtr, Ordering};
 use crate::table::{Record, Table};
+use crate::types::{FrameRange, Pfn};
 
 impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     /// The published index, borrowed for as long as the writer lock (which
@@ -179,8 +180,7 @@ pub(crate) fn containing<P, const BOOT: usize>(
     table: &Table<BOOT>,
     pfn: u64,
 ) -> Option<(u32, Record)> {
-    let (section, i) = index.find(pfn)?;
-    let slot = section.run(i).slot;
+    let slot = index.find(pfn)?.slot;
     Some((slot, table.record(slot)))
 }
 
@@ -202,27 +202,24 @@ fn span_after<P, const BOOT: usize>(
     index: &Index<P>,
     changes: &[(u32, Option<Record>)],
     table: &Table<BOOT>,
-) -> Option<(u64, u64)> {
+) -> Option<FrameRange> {
     let unchanged = |slot: u32| changes.iter().all(|&(s, _)| s != slot);
     // At most two segments changed: a couple of steps from either end.
     let mut low = index.first();
-    while let Some(place) = low.filter(|p| !unchanged(p.1.run(p.2).slot)) {
+    while let Some(place) = low.filter(|p| !unchanged(p.run().slot)) {
         low = index.next(place);
     }
     let mut high = index.last();
-    while let Some(place) = high.filter(|p| !unchanged(p.1.run(p.2).slot)) {
+    while let Some(place) = high.filter(|p| !unchanged(p.run().slot)) {
         high = index.prev(place);
     }
-    let mut span = low.zip(high).map(|(low, high)| {
-        (
-            low.1.run(low.2).start,
-            table.record(high.1.run(high.2).slot).end,
-        )
+    let mut span = low.zip(high).map(|(low, high)| FrameRange {
+        start: Pfn(low.run().start),
+        end: Pfn(table.record(high.run().slot).end),
     });
     for record in changes.iter().filter_map(|(_, r)| r.as_ref()) {
-        span = Some(span.map_or((record.start, record.end), |(low, high)| {
-            (low.min(record.start), high.max(record.end))
-        }));
+        let frames = record.frames();
+        span = Some(span.map_or(frames, |span| span.hull(frames)));
     }
     span
 }
@@ -238,7 +235,7 @@ fn sorted_after<P, const BOOT: usize>(
     if let Some(index) = index {
         let mut place = index.first();
         while let Some(at) = place {
-            let slot = at.1.run(at.2).slot;
+            let slot = at.run().slot;
             if changes.iter().all(|&(s, _)| s != slot) {
                 sorted.push((slot, table.record(slot)));
             }
@@ -258,13 +255,13 @@ fn sorted_after<P, const BOOT: usize>(
 /// change (old and new extents together) and each touched slot's record
 /// after it (`None`: removed).
 pub(crate) struct Change {
-    frames: (u64, u64),
+    frames: FrameRange,
     slots: [(u32, Option<Record>); 2],
     count: usize,
 }
 
 impl Change {
-    pub(crate) fn new(frames: (u64, u64), changes: &[(u32, Option<Record>)]) -> Self {
+    pub(crate) fn new(frames: FrameRange, changes: &[(u32, Option<Record>)]) -> Self {
         let mut slots = [(0, None); 2];
         slots[..changes.len()].copy_from_slice(changes);
         Change {
