@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hotkern_machine::{CpuMask, Engine, Item, Machine, MachineError, TaskStatus};
+use hotkern_machine::{CpuSet, Engine, Item, Machine, MachineError, TaskStatus};
 
 const CPUS: usize = 4;
 const TASKS: u64 = 64;
@@ -91,7 +91,7 @@ fn operate(engine: Engine) -> Result<Result<Latencies, String>, MachineError> {
     let mut online_one = Vec::new();
     let mut offline_bulk = Vec::new();
     let mut online_bulk = Vec::new();
-    let bulk: CpuMask = (1..CPUS).collect();
+    let bulk = CpuSet::range(1, CPUS as u32);
     for _ in 0..REPETITIONS {
         offline_one.push(machine.offline(CPUS - 1)?.nanos);
         online_one.push(machine.online(CPUS - 1)?.nanos);

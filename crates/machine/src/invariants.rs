@@ -3,7 +3,9 @@
 //! work pending.
 
 use crate::audit::{Resource, Violation};
-use crate::cpumask::CpuMask;
+use hotkern_cpuhp::CpuSet;
+
+use crate::cpuset::cpu_id;
 use crate::kernel::{Kernel, Life};
 use crate::kthread::Role;
 
@@ -23,7 +25,7 @@ const ONLINE_NEEDS: [Resource; 9] = [
 /// Every disagreement between `engine_online` (what the engine believes),
 /// the kernel's masks, and each vCPU's state. With `frees_everything`
 /// (only the classic engine ever ran), an offline CPU must hold nothing.
-pub(crate) fn check(k: &Kernel, engine_online: CpuMask, frees_everything: bool) -> Vec<Violation> {
+pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -> Vec<Violation> {
     let mut found = Vec::new();
     let online = k.online_mask();
     let active = k.active_mask();
@@ -31,14 +33,14 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuMask, frees_everything: bool) 
         found.push(Violation::MaskMismatch { mask, cpu });
     };
     for cpu in 0..k.cpus {
-        let up = engine_online.contains(cpu);
-        if online.contains(cpu) != up {
+        let up = engine_online.contains(cpu_id(cpu));
+        if online.contains(cpu_id(cpu)) != up {
             mismatch("online", cpu);
         }
         if (k.life(cpu) == Life::Alive) != up {
             mismatch("power", cpu);
         }
-        if active.contains(cpu) != up {
+        if active.contains(cpu_id(cpu)) != up {
             mismatch("active", cpu);
         }
         if k.vcpus[cpu].runqueue.lock().is_open() != up {
@@ -152,7 +154,7 @@ pub struct MachineState {
     /// Each vCPU's state.
     pub cpus: Vec<CpuState>,
     /// The CPUs the scheduling domains span.
-    pub domains: CpuMask,
+    pub domains: CpuSet,
 }
 
 pub(crate) fn snapshot(k: &Kernel) -> MachineState {
@@ -161,8 +163,8 @@ pub(crate) fn snapshot(k: &Kernel) -> MachineState {
     let live = k.audit.live();
     let cpus = (0..k.cpus)
         .map(|cpu| CpuState {
-            online: online.contains(cpu),
-            active: active.contains(cpu),
+            online: online.contains(cpu_id(cpu)),
+            active: active.contains(cpu_id(cpu)),
             powered: k.life(cpu) == Life::Alive,
             runqueue_open: k.vcpus[cpu].runqueue.lock().is_open(),
             rcu_tracked: k.rcu.is_tracked(cpu),

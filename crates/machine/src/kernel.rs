@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::audit::{Audit, Violation};
-use crate::cpumask::CpuMask;
+use hotkern_cpuhp::{CpuId, CpuSet};
+
+use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::frames::FramePool;
 use crate::kthread::{Kthread, Role};
@@ -54,8 +56,8 @@ pub(crate) struct Kernel {
     pub(crate) cpus: usize,
     pub(crate) vcpus: Box<[Vcpu]>,
     pub(crate) doorbells: Arc<Doorbells>,
-    online: AtomicU64,
-    active: AtomicU64,
+    online: AtomicCpuSet,
+    active: AtomicCpuSet,
     pub(crate) stop: StopMachine,
     pub(crate) rcu: Arc<Rcu>,
     pub(crate) timers: Timers,
@@ -91,8 +93,8 @@ impl Kernel {
                 })
                 .collect(),
             doorbells,
-            online: AtomicU64::new(0),
-            active: AtomicU64::new(0),
+            online: AtomicCpuSet::default(),
+            active: AtomicCpuSet::default(),
             stop: StopMachine::default(),
             rcu,
             timers: Timers::new(cpus),
@@ -129,43 +131,34 @@ impl Kernel {
 
     // ----- masks -----
 
-    pub(crate) fn online_mask(&self) -> CpuMask {
-        CpuMask::from_bits(self.online.load(Ordering::SeqCst))
+    pub(crate) fn online_mask(&self) -> CpuSet {
+        self.online.load()
     }
 
-    pub(crate) fn active_mask(&self) -> CpuMask {
-        CpuMask::from_bits(self.active.load(Ordering::SeqCst))
+    pub(crate) fn active_mask(&self) -> CpuSet {
+        self.active.load()
     }
 
     pub(crate) fn is_online(&self, cpu: usize) -> bool {
-        self.online_mask().contains(cpu)
+        self.online.contains(cpu_id(cpu))
     }
 
     pub(crate) fn set_online(&self, cpu: usize, online: bool) {
-        let bit = CpuMask::one(cpu).bits();
-        if online {
-            self.online.fetch_or(bit, Ordering::SeqCst);
-        } else {
-            self.online.fetch_and(!bit, Ordering::SeqCst);
-        }
+        self.online.set(cpu_id(cpu), online);
     }
 
     pub(crate) fn set_active(&self, cpu: usize, active: bool) {
-        let bit = CpuMask::one(cpu).bits();
-        if active {
-            self.active.fetch_or(bit, Ordering::SeqCst);
-        } else {
-            self.active.fetch_and(!bit, Ordering::SeqCst);
-        }
+        self.active.set(cpu_id(cpu), active);
     }
 
     /// A live CPU outside `leaving` to inherit a leaving CPU's work.
-    pub(crate) fn heir(&self, leaving: CpuMask) -> Option<usize> {
-        let online = self.online_mask().minus(leaving);
+    pub(crate) fn heir(&self, leaving: CpuSet) -> Option<usize> {
+        let online = self.online_mask().difference(&leaving);
         online
-            .and(self.active_mask())
-            .lowest()
-            .or_else(|| online.lowest())
+            .intersection(&self.active_mask())
+            .first()
+            .or_else(|| online.first())
+            .map(CpuId::index)
     }
 
     pub(crate) fn life(&self, cpu: usize) -> Life {
@@ -212,39 +205,43 @@ impl Kernel {
     /// Runs `work(cpu)` on every vCPU of `cpus` (in parallel, each on its
     /// own thread) and waits for all of them. A dead vCPU's share runs on
     /// the calling thread. A panic in `work` is raised again here.
-    pub(crate) fn run_on_each(&self, cpus: CpuMask, work: &(dyn Fn(usize) + Sync)) {
-        struct Borrowed(*const (dyn Fn(usize) + Sync));
+    pub(crate) fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        struct Borrowed(*const (dyn Fn(CpuId) + Sync));
         // SAFETY: the pointee is `Sync`, and this function does not return
         // until every call made from it has finished.
         unsafe impl Send for Borrowed {}
         // SAFETY: only the lifetime is erased; see `Borrowed`.
-        let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe {
-            core::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), _>(
-                work as *const (dyn Fn(usize) + Sync),
+        let erased: *const (dyn Fn(CpuId) + Sync + 'static) = unsafe {
+            core::mem::transmute::<*const (dyn Fn(CpuId) + Sync + '_), _>(
+                work as *const (dyn Fn(CpuId) + Sync),
             )
         };
         let done = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
         let mut sent = 0;
         let mut inline = Vec::new();
         for cpu in cpus.iter() {
-            if cpu >= self.cpus || self.life(cpu) == Life::Dead {
+            if cpu.index() >= self.cpus || self.life(cpu.index()) == Life::Dead {
                 inline.push(cpu);
                 continue;
             }
             let signal = Arc::clone(&done);
             let borrowed = Borrowed(erased);
-            self.vcpus[cpu].calls.lock().push_back(Box::new(move || {
-                let borrowed = borrowed;
-                // SAFETY: `run_on_each` waits for this call before returning.
-                let work = unsafe { &*borrowed.0 };
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(cpu)));
-                let (state, cv) = &*signal;
-                let mut state = state.lock();
-                state.0 += 1;
-                state.1 |= outcome.is_err();
-                cv.notify_all();
-            }));
-            self.doorbells.ring(cpu);
+            self.vcpus[cpu.index()]
+                .calls
+                .lock()
+                .push_back(Box::new(move || {
+                    let borrowed = borrowed;
+                    // SAFETY: `run_on_each` waits for this call before returning.
+                    let work = unsafe { &*borrowed.0 };
+                    let outcome =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(cpu)));
+                    let (state, cv) = &*signal;
+                    let mut state = state.lock();
+                    state.0 += 1;
+                    state.1 |= outcome.is_err();
+                    cv.notify_all();
+                }));
+            self.doorbells.ring(cpu.index());
             sent += 1;
         }
         for cpu in inline {
@@ -272,10 +269,11 @@ impl Kernel {
 
     /// Runs `work(cpu)` on every vCPU of `targets` inside one stop-machine
     /// that every online vCPU (and every target) joins.
-    pub(crate) fn stop_machine(&self, targets: CpuMask, work: &(dyn Fn(usize) + Sync)) {
-        let participants = self.online_mask().or(targets);
-        self.stop
-            .run(participants, targets, work, |cpu| self.doorbells.ring(cpu));
+    pub(crate) fn stop_machine(&self, targets: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        let participants = self.online_mask().union(&targets);
+        self.stop.run(participants, targets, work, |cpu| {
+            self.doorbells.ring(cpu.index())
+        });
     }
 
     // ----- running things -----

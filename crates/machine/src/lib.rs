@@ -32,7 +32,7 @@
 //! ([`Machine::check_invariants`], [`Machine::shutdown`]).
 //!
 //! ```
-//! use hotkern_machine::{CpuMask, Engine, Machine, TaskStatus};
+//! use hotkern_machine::{CpuSet, Engine, Machine, TaskStatus};
 //!
 //! let machine = Machine::builder().cpus(4).engine(Engine::Bolt).build()?;
 //! machine.submit(|ctx| {
@@ -40,18 +40,18 @@
 //!     ctx.free_page(page);
 //!     TaskStatus::Done
 //! });
-//! let report = machine.offline_many(CpuMask::from_bits(0b1100))?;
+//! let report = machine.offline_many(CpuSet::range(2, 4))?;
 //! for stage in &report.stages {
 //!     println!("{:<18} {:>8} ns", stage.name, stage.nanos);
 //! }
-//! machine.online_many(CpuMask::from_bits(0b1100))?;
+//! machine.online_many(CpuSet::range(2, 4))?;
 //! assert!(machine.check_invariants().is_empty());
 //! assert!(machine.shutdown().is_clean());
 //! # Ok::<(), hotkern_machine::MachineError>(())
 //! ```
 
 mod audit;
-mod cpumask;
+mod cpuset;
 mod eventlog;
 mod frames;
 mod invariants;
@@ -144,10 +144,11 @@ pub mod loom_model {
 }
 
 pub use audit::{Counts, Resource, Violation};
-pub use cpumask::{CpuMask, MAX_CPUS};
+pub use cpuset::MAX_VCPUS;
 pub use eventlog::{Event, EventKind};
 pub use hotkern_cpuhp::{
-    Class, Direction, Engine, Error as HotplugError, Report, Section, Stage, StepTime,
+    Class, CpuId, CpuSet, Direction, Engine, Error as HotplugError, Report, Section, Stage,
+    StepTime,
 };
 pub use invariants::{CpuState, MachineState};
 pub use kthread::Role;

@@ -13,16 +13,14 @@ use hotkern_cpuhp::{
 };
 
 use crate::audit::{Counts, Resource, Violation};
-use crate::cpumask::{CpuMask, MAX_CPUS};
+use crate::cpuset::MAX_VCPUS;
 use crate::eventlog::Event;
 use crate::frames::FramePool;
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
 use crate::kthread::Role;
 use crate::ledger::{Item, Tally};
-use crate::platform::{
-    to_set, DeferredWorker, Engine as HotplugEngine, MachinePlatform, WorkerBell,
-};
+use crate::platform::{DeferredWorker, Engine as HotplugEngine, MachinePlatform, WorkerBell};
 use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
 use crate::task::{Context, Task, TaskStatus};
@@ -142,7 +140,7 @@ impl MachineBuilder {
     /// Starts the machine: vCPU threads, the grace-period thread, the
     /// deferred worker, and every subsystem's steps on the online vCPUs.
     pub fn build(self) -> Result<Machine, MachineError> {
-        if self.cpus == 0 || self.cpus > MAX_CPUS {
+        if self.cpus == 0 || self.cpus > MAX_VCPUS {
             return Err(MachineError::Config("cpus must be between 1 and 64"));
         }
         let online = self.online.unwrap_or(self.cpus);
@@ -292,12 +290,12 @@ impl Machine {
     }
 
     /// vCPUs online now.
-    pub fn online_cpus(&self) -> CpuMask {
+    pub fn online_cpus(&self) -> CpuSet {
         self.kernel.online_mask()
     }
 
     /// vCPUs the scheduler places tasks on now.
-    pub fn active_cpus(&self) -> CpuMask {
+    pub fn active_cpus(&self) -> CpuSet {
         self.kernel.active_mask()
     }
 
@@ -324,11 +322,15 @@ impl Machine {
         }
     }
 
-    fn check_mask(&self, cpus: CpuMask) -> Result<CpuSet, MachineError> {
-        match cpus.minus(CpuMask::first(self.kernel.cpus)).lowest() {
-            Some(cpu) => Err(MachineError::NoSuchCpu(cpu)),
-            None => Ok(to_set(cpus)),
+    fn check_set(&self, cpus: CpuSet) -> Result<CpuSet, MachineError> {
+        match cpus.difference(&self.all_cpus()).first() {
+            Some(cpu) => Err(MachineError::NoSuchCpu(cpu.index())),
+            None => Ok(cpus),
         }
+    }
+
+    fn all_cpus(&self) -> CpuSet {
+        CpuSet::range(0, self.kernel.cpus as u32)
     }
 
     /// Takes `cpu` offline. On failure it is online again, as before.
@@ -345,13 +347,13 @@ impl Machine {
 
     /// Takes every vCPU of `cpus` offline: one by one with classic, in one
     /// bulk operation with Bolt. All or nothing.
-    pub fn offline_many(&self, cpus: CpuMask) -> Result<Report, MachineError> {
-        Ok(self.engine.offline_many(self.check_mask(cpus)?)?)
+    pub fn offline_many(&self, cpus: CpuSet) -> Result<Report, MachineError> {
+        Ok(self.engine.offline_many(self.check_set(cpus)?)?)
     }
 
     /// Brings every vCPU of `cpus` online (see [`Machine::offline_many`]).
-    pub fn online_many(&self, cpus: CpuMask) -> Result<Report, MachineError> {
-        Ok(self.engine.online_many(self.check_mask(cpus)?)?)
+    pub fn online_many(&self, cpus: CpuSet) -> Result<Report, MachineError> {
+        Ok(self.engine.online_many(self.check_set(cpus)?)?)
     }
 
     /// Waits until every deferred callback has run.
@@ -491,7 +493,7 @@ impl Machine {
     /// Empty when all hold.
     pub fn check_invariants(&self) -> Vec<Violation> {
         self.wait_deferred();
-        let engine_online = crate::platform::to_mask(self.engine.online_cpus());
+        let engine_online = self.engine.online_cpus();
         let frees_everything =
             !self.ever_kept.load(Ordering::Relaxed) && self.engine.engine() == Engine::Classic;
         let mut found = self.kernel.audit.violations();
@@ -557,7 +559,7 @@ fn release_everything(k: &Kernel) {
         thread.stop();
         k.audit.destroyed(Resource::Kthread(role), cpu);
     }
-    let all = CpuMask::first(k.cpus);
+    let all = CpuSet::range(0, k.cpus as u32);
     for cpu in 0..k.cpus {
         if k.pages.free(cpu) {
             k.audit.destroyed(Resource::PageCache, cpu);
@@ -576,10 +578,10 @@ fn release_everything(k: &Kernel) {
         }
     }
     for cpu in k.sysfs.remove(all).iter() {
-        k.audit.destroyed(Resource::SysfsNodes, cpu);
+        k.audit.destroyed(Resource::SysfsNodes, cpu.index());
     }
     for cpu in k.vmstat.retire(all, &k.rcu).iter() {
-        k.audit.destroyed(Resource::Vmstat, cpu);
+        k.audit.destroyed(Resource::Vmstat, cpu.index());
     }
 }
 

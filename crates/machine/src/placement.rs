@@ -6,7 +6,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::cpumask::CpuMask;
+use hotkern_cpuhp::{CpuId, CpuSet};
+
+use crate::cpuset::cpu_id;
 use crate::kernel::Kernel;
 use crate::rcu::Callback;
 use crate::task::{Job, Task};
@@ -90,7 +92,7 @@ impl Kernel {
     pub(crate) fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
         let mut callback = Callback::Internal(free);
         for cpu in self.online_mask().iter() {
-            match self.rcu.call(cpu, callback) {
+            match self.rcu.call(cpu.index(), callback) {
                 Ok(()) => return,
                 Err(back) => callback = back,
             }
@@ -103,12 +105,12 @@ impl Kernel {
     }
 
     /// `preferred` first, then the members of `mask` after it, wrapping.
-    fn candidates(&self, preferred: usize, mask: CpuMask) -> impl Iterator<Item = usize> {
+    fn candidates(&self, preferred: usize, mask: CpuSet) -> impl Iterator<Item = usize> {
         let n = self.cpus;
         let preferred = preferred.min(n.saturating_sub(1));
         (0..n)
             .map(move |offset| (preferred + offset) % n)
-            .filter(move |&cpu| cpu == preferred || mask.contains(cpu))
+            .filter(move |&cpu| cpu == preferred || mask.contains(cpu_id(cpu)))
     }
 
     /// Places items in limbo again; called when a CPU becomes active.
@@ -120,7 +122,7 @@ impl Kernel {
         if waiting.is_empty() {
             return;
         }
-        let start = self.active_mask().lowest().unwrap_or(0);
+        let start = self.active_mask().first().map_or(0, CpuId::index);
         for item in waiting {
             match item {
                 Limbo::Task(task) => self.push_task(start, task),
@@ -134,15 +136,16 @@ impl Kernel {
     /// A round-robin choice among active CPUs, for submissions from outside.
     pub(crate) fn next_submit_cpu(&self) -> usize {
         let active = self.active_mask();
-        let count = active.count().max(1);
+        let count = active.len().max(1);
         let nth = self.next_cpu.fetch_add(1, Ordering::Relaxed) % count;
-        active.iter().nth(nth).unwrap_or(0)
+        active.iter().nth(nth).map_or(0, CpuId::index)
     }
 
     /// The least-loaded active CPU of `cpu`'s domain (read under RCU).
     pub(crate) fn balance_target(&self, cpu: usize) -> usize {
-        let span = self.domains.span_of(cpu).and(self.active_mask());
+        let span = self.domains.span_of(cpu).intersection(&self.active_mask());
         span.iter()
+            .map(CpuId::index)
             .min_by_key(|&other| {
                 self.vmstat
                     .with(other, |s| s.nr_running.load(Ordering::Relaxed))

@@ -8,19 +8,10 @@ use std::thread::JoinHandle;
 use hotkern_cpuhp::{CpuId, CpuSet, Hotplug, Platform};
 use parking_lot::{Condvar, Mutex};
 
-use crate::cpumask::CpuMask;
 use crate::kernel::Kernel;
 
 /// The engine as the machine instantiates it.
 pub(crate) type Engine = Hotplug<parking_lot::RawMutex, MachinePlatform>;
-
-pub(crate) fn to_mask(cpus: CpuSet) -> CpuMask {
-    cpus.iter().map(CpuId::index).collect()
-}
-
-pub(crate) fn to_set(cpus: CpuMask) -> CpuSet {
-    cpus.iter().map(|cpu| CpuId(cpu as u32)).collect()
-}
 
 /// The machine as a [`Platform`].
 pub(crate) struct MachinePlatform {
@@ -38,21 +29,18 @@ impl Platform for MachinePlatform {
     }
 
     fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        self.kernel
-            .run_on_each(to_mask(cpus), &|cpu| work(CpuId(cpu as u32)));
+        self.kernel.run_on_each(cpus, work);
     }
 
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        let targets = to_mask(cpus);
-        self.kernel
-            .stop_machine(targets, &|cpu| work(CpuId(cpu as u32)));
+        self.kernel.stop_machine(cpus, work);
         // Targets that left the online mask inside the stop-machine are
         // going down: let all of them leave their loops now, so that the
         // engine's power-off of each, one after the other, waits for CPUs
         // that are already stopping in parallel.
-        for cpu in targets.minus(self.kernel.online_mask()).iter() {
-            self.kernel.mark_dying(cpu);
-            self.kernel.doorbells.ring(cpu);
+        for cpu in cpus.difference(&self.kernel.online_mask()).iter() {
+            self.kernel.mark_dying(cpu.index());
+            self.kernel.doorbells.ring(cpu.index());
         }
     }
 

@@ -13,7 +13,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::cpumask::CpuMask;
+use hotkern_cpuhp::CpuSet;
+
+use crate::cpuset::cpu_id;
 use crate::signal::{current_cpu, Doorbells};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 use crate::task::Job;
@@ -307,7 +309,7 @@ impl Rcu {
                 return;
             }
             state.in_progress = true;
-            let mut waiting = CpuMask::EMPTY;
+            let mut waiting = CpuSet::EMPTY;
             let mut snapshot = vec![0u64; self.cpus.len()];
             for (cpu, me) in self.cpus.iter().enumerate() {
                 if me.tracked.load(Ordering::SeqCst) && !self.doorbells.observe_idle(cpu) {
@@ -317,22 +319,22 @@ impl Rcu {
                     // sees everything the updater did before `synchronize`.
                     snapshot[cpu] = me.quiescent.fetch_add(0, Ordering::SeqCst);
                     me.wanted.store(true, Ordering::SeqCst);
-                    waiting = waiting.with(cpu);
+                    waiting.insert(cpu_id(cpu));
                 }
             }
             drop(state);
             for cpu in waiting.iter() {
-                self.doorbells.ring(cpu);
+                self.doorbells.ring(cpu.index());
             }
             state = self.state.lock();
             loop {
                 for cpu in waiting.iter() {
-                    let me = &self.cpus[cpu];
+                    let me = &self.cpus[cpu.index()];
                     if !me.tracked.load(Ordering::SeqCst)
-                        || self.doorbells.observe_idle(cpu)
-                        || me.quiescent.load(Ordering::SeqCst) != snapshot[cpu]
+                        || self.doorbells.observe_idle(cpu.index())
+                        || me.quiescent.load(Ordering::SeqCst) != snapshot[cpu.index()]
                     {
-                        waiting = waiting.without(cpu);
+                        waiting.remove(cpu);
                         me.wanted.store(false, Ordering::SeqCst);
                     }
                 }

@@ -5,9 +5,10 @@ use std::collections::VecDeque;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
+use hotkern_cpuhp::CpuSet;
 use parking_lot::Mutex;
 
-use crate::cpumask::CpuMask;
+use crate::cpuset::{cpu_id, MAX_VCPUS};
 use crate::task::Task;
 
 /// CPUs per domain (a "node"); balancing stays inside a node when it can.
@@ -57,8 +58,8 @@ impl RunQueue {
 
 /// The domains of one rebuild: the active CPUs of each node.
 struct DomainSet {
-    nodes: Vec<CpuMask>,
-    all: CpuMask,
+    nodes: Vec<CpuSet>,
+    all: CpuSet,
 }
 
 /// Scheduling domains, published for lock-free readers on vCPUs and
@@ -68,7 +69,7 @@ pub(crate) struct Domains {
     current: AtomicPtr<DomainSet>,
     /// The CPUs the domains span; changed and rebuilt under this lock, so
     /// targets of a bulk operation rebuilding at once do not lose updates.
-    members: Mutex<CpuMask>,
+    members: Mutex<CpuSet>,
     /// Rebuilds done, for tests.
     pub(crate) rebuilds: AtomicU64,
 }
@@ -92,31 +93,26 @@ impl Retired {
 impl Domains {
     /// Adds `cpus` to the domains and rebuilds them; returns the old set,
     /// which the caller frees after a grace period.
-    pub(crate) fn add(&self, cpus: CpuMask) -> Retired {
+    pub(crate) fn add(&self, cpus: CpuSet) -> Retired {
         let mut members = self.members.lock();
-        *members = members.or(cpus);
+        *members = members.union(&cpus);
         self.rebuild(*members)
     }
 
     /// Removes `cpus` from the domains and rebuilds them (see [`Self::add`]).
-    pub(crate) fn remove(&self, cpus: CpuMask) -> Retired {
+    pub(crate) fn remove(&self, cpus: CpuSet) -> Retired {
         let mut members = self.members.lock();
-        *members = members.minus(cpus);
+        *members = members.difference(&cpus);
         self.rebuild(*members)
     }
 
-    fn rebuild(&self, active: CpuMask) -> Retired {
-        let mut nodes = Vec::new();
-        let mut first = 0;
-        while first < crate::cpumask::MAX_CPUS {
-            let node = CpuMask::from_bits(
-                CpuMask::first(first + NODE_CPUS)
-                    .minus(CpuMask::first(first))
-                    .bits(),
-            );
-            nodes.push(node.and(active));
-            first += NODE_CPUS;
-        }
+    fn rebuild(&self, active: CpuSet) -> Retired {
+        let nodes = (0..MAX_VCPUS)
+            .step_by(NODE_CPUS)
+            .map(|first| {
+                CpuSet::range(first as u32, (first + NODE_CPUS) as u32).intersection(&active)
+            })
+            .collect();
         let fresh = Box::into_raw(Box::new(DomainSet { nodes, all: active }));
         self.rebuilds.fetch_add(1, Ordering::Relaxed);
         Retired(self.current.swap(fresh, Ordering::AcqRel))
@@ -124,12 +120,12 @@ impl Domains {
 
     /// The CPUs `cpu` balances over: its node's active CPUs, or every active
     /// CPU if its node has none. Readers run on a vCPU.
-    pub(crate) fn span_of(&self, cpu: usize) -> CpuMask {
+    pub(crate) fn span_of(&self, cpu: usize) -> CpuSet {
         let set = self.current.load(Ordering::Acquire);
         // SAFETY: sets are freed only a grace period after being replaced,
         // and callers are vCPUs between quiescent states.
         let Some(set) = (unsafe { set.as_ref() }) else {
-            return CpuMask::one(cpu);
+            return CpuSet::single(cpu_id(cpu));
         };
         match set.nodes.get(cpu / NODE_CPUS) {
             Some(node) if !node.is_empty() => *node,
@@ -138,10 +134,10 @@ impl Domains {
     }
 
     /// The active set the current domains were built over.
-    pub(crate) fn built_over(&self) -> CpuMask {
+    pub(crate) fn built_over(&self) -> CpuSet {
         let set = self.current.load(Ordering::Acquire);
         // SAFETY: as in `span_of`; called on the hotplug path.
-        unsafe { set.as_ref() }.map_or(CpuMask::EMPTY, |s| s.all)
+        unsafe { set.as_ref() }.map_or(CpuSet::EMPTY, |s| s.all)
     }
 }
 
@@ -178,22 +174,21 @@ mod tests {
     #[test]
     fn domains_span_a_node_and_track_membership() {
         let domains = Domains::default();
-        assert_eq!(domains.span_of(3), CpuMask::one(3), "no domains yet");
-        domains.add(CpuMask::first(12)).free();
-        assert_eq!(domains.span_of(3), CpuMask::first(8));
         assert_eq!(
-            domains.span_of(9),
-            CpuMask::first(12).minus(CpuMask::first(8))
+            domains.span_of(3),
+            CpuSet::single(cpu_id(3)),
+            "no domains yet"
         );
-        domains
-            .remove(CpuMask::first(12).minus(CpuMask::first(8)))
-            .free();
+        domains.add(CpuSet::range(0, 12)).free();
+        assert_eq!(domains.span_of(3), CpuSet::range(0, 8));
+        assert_eq!(domains.span_of(9), CpuSet::range(8, 12));
+        domains.remove(CpuSet::range(8, 12)).free();
         assert_eq!(
             domains.span_of(9),
-            CpuMask::first(8),
+            CpuSet::range(0, 8),
             "empty node: every active CPU"
         );
-        assert_eq!(domains.built_over(), CpuMask::first(8));
+        assert_eq!(domains.built_over(), CpuSet::range(0, 8));
         assert_eq!(domains.rebuilds.load(Ordering::Relaxed), 2);
     }
 }

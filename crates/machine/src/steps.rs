@@ -5,10 +5,11 @@
 //! engine tells them (`Reuse::No` — free and destroy; `Reuse::Yes` — keep
 //! and park) and when it runs them (now, or on the deferred worker).
 
-use hotkern_cpuhp::{CallbackError, Class, Context as StepContext, Reuse, Section, StepSpec};
+use hotkern_cpuhp::{
+    CallbackError, Class, Context as StepContext, CpuId, CpuSet, Reuse, Section, StepSpec,
+};
 
 use crate::audit::Resource;
-use crate::cpumask::CpuMask;
 use crate::kernel::Kernel;
 use crate::kthread::Role;
 
@@ -181,10 +182,6 @@ fn each(ctx: &StepContext) -> impl Iterator<Item = usize> + '_ {
     ctx.cpus.iter().map(|cpu| cpu.index())
 }
 
-fn mask(ctx: &StepContext) -> CpuMask {
-    each(ctx).collect()
-}
-
 fn keeps(ctx: &StepContext) -> bool {
     ctx.reuse == Reuse::Yes
 }
@@ -327,8 +324,8 @@ fn vmstat_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
         return Ok(());
     }
     // One grace period covers every CPU of the call.
-    for cpu in k.vmstat.retire(mask(ctx), &k.rcu).iter() {
-        k.audit.destroyed(Resource::Vmstat, cpu);
+    for cpu in k.vmstat.retire(ctx.cpus, &k.rcu).iter() {
+        k.audit.destroyed(Resource::Vmstat, cpu.index());
     }
     Ok(())
 }
@@ -345,7 +342,7 @@ fn pool_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
 }
 
 fn pool_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    let heir = k.heir(mask(ctx)).unwrap_or(0);
+    let heir = k.heir(ctx.cpus).unwrap_or(0);
     for cpu in each(ctx) {
         let stranded = if keeps(ctx) {
             k.workqueue.unbind(cpu)
@@ -373,7 +370,7 @@ fn workqueue_online_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackErro
 }
 
 fn workqueue_online_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    let heir = k.heir(mask(ctx)).unwrap_or(0);
+    let heir = k.heir(ctx.cpus).unwrap_or(0);
     for cpu in each(ctx) {
         for work in k.workqueue.unbind(cpu).unwrap_or_default() {
             k.queue_work(heir, work.id, work.job);
@@ -394,7 +391,7 @@ fn timer_base_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
 }
 
 fn timer_base_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    let heir = k.heir(mask(ctx)).unwrap_or(0);
+    let heir = k.heir(ctx.cpus).unwrap_or(0);
     for cpu in each(ctx) {
         let mut pending = k.timers.take_all(cpu);
         if !keeps(ctx) {
@@ -432,7 +429,7 @@ fn rcu_data_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
 }
 
 fn rcu_data_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    let heir = k.heir(mask(ctx)).unwrap_or(0);
+    let heir = k.heir(ctx.cpus).unwrap_or(0);
     for cpu in each(ctx) {
         k.rcu.migrate(cpu, heir);
         if !keeps(ctx) && k.rcu.free_data(cpu) {
@@ -467,7 +464,7 @@ fn online_mask_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> 
 fn sched_starting_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
     let cpu = ctx.cpu.index();
     let left = k.vcpus[cpu].runqueue.lock().close();
-    let heir = k.heir(CpuMask::one(cpu)).unwrap_or(0);
+    let heir = k.heir(CpuSet::single(ctx.cpu)).unwrap_or(0);
     for task in left {
         k.push_task(heir, task);
     }
@@ -475,8 +472,8 @@ fn sched_starting_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackErro
 }
 
 fn sysfs_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    for cpu in k.sysfs.create(mask(ctx)).iter() {
-        k.audit.created(Resource::SysfsNodes, cpu);
+    for cpu in k.sysfs.create(ctx.cpus).iter() {
+        k.audit.created(Resource::SysfsNodes, cpu.index());
     }
     Ok(())
 }
@@ -485,20 +482,20 @@ fn sysfs_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
     if keeps(ctx) {
         return Ok(());
     }
-    for cpu in k.sysfs.remove(mask(ctx)).iter() {
-        k.audit.destroyed(Resource::SysfsNodes, cpu);
+    for cpu in k.sysfs.remove(ctx.cpus).iter() {
+        k.audit.destroyed(Resource::SysfsNodes, cpu.index());
     }
     Ok(())
 }
 
 fn domains_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    let old = k.domains.add(mask(ctx));
+    let old = k.domains.add(ctx.cpus);
     k.defer_free(Box::new(move || old.free()));
     Ok(())
 }
 
 fn domains_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    let old = k.domains.remove(mask(ctx));
+    let old = k.domains.remove(ctx.cpus);
     k.defer_free(Box::new(move || old.free()));
     Ok(())
 }
@@ -513,16 +510,16 @@ fn active_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
 }
 
 fn active_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
-    let leaving = mask(ctx);
-    for cpu in leaving.iter() {
+    let leaving = ctx.cpus;
+    for cpu in each(ctx) {
         k.set_active(cpu, false);
         let tasks = k.vcpus[cpu].runqueue.lock().close();
         // Spread the queue over the CPUs that stay.
-        let stay = k.active_mask().minus(leaving);
+        let stay = k.active_mask().difference(&leaving);
         let heirs: Vec<usize> = if stay.is_empty() {
             vec![k.heir(leaving).unwrap_or(0)]
         } else {
-            stay.iter().collect()
+            stay.iter().map(CpuId::index).collect()
         };
         for (n, task) in tasks.into_iter().enumerate() {
             k.push_task(heirs[n % heirs.len()], task);

@@ -10,13 +10,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hotkern_cpuhp::{CpuId, CpuSet};
 use parking_lot::{Condvar, Mutex};
 
-use crate::cpumask::CpuMask;
+use crate::cpuset::cpu_id;
 
 /// The work of one stop-machine, borrowed for the duration of [`StopMachine::run`].
 #[derive(Clone, Copy)]
-struct Work(*const (dyn Fn(usize) + Sync));
+struct Work(*const (dyn Fn(CpuId) + Sync));
 
 // SAFETY: the pointee is `Sync`, and `run` does not return (so the borrow it
 // was made from stays alive) until every target that could call it is done.
@@ -25,10 +26,10 @@ unsafe impl Send for Work {}
 #[derive(Default)]
 struct State {
     generation: u64,
-    participants: CpuMask,
-    targets: CpuMask,
-    arrived: CpuMask,
-    finished: CpuMask,
+    participants: CpuSet,
+    targets: CpuSet,
+    arrived: CpuSet,
+    finished: CpuSet,
     work: Option<Work>,
 }
 
@@ -53,20 +54,20 @@ impl StopMachine {
     /// `kick` wakes a vCPU so it notices the request.
     pub(crate) fn run(
         &self,
-        participants: CpuMask,
-        targets: CpuMask,
-        work: &(dyn Fn(usize) + Sync),
-        kick: impl Fn(usize),
+        participants: CpuSet,
+        targets: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+        kick: impl Fn(CpuId),
     ) {
         let _one_at_a_time = self.serial.lock();
-        let targets = targets.and(participants);
+        let targets = targets.intersection(&participants);
         if participants.is_empty() {
             return;
         }
         // SAFETY: only the lifetime is erased; see `Work`.
-        let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe {
-            core::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), _>(
-                work as *const (dyn Fn(usize) + Sync),
+        let erased: *const (dyn Fn(CpuId) + Sync + 'static) = unsafe {
+            core::mem::transmute::<*const (dyn Fn(CpuId) + Sync + '_), _>(
+                work as *const (dyn Fn(CpuId) + Sync),
             )
         };
         let generation = {
@@ -74,8 +75,8 @@ impl StopMachine {
             state.generation += 1;
             state.participants = participants;
             state.targets = targets;
-            state.arrived = CpuMask::EMPTY;
-            state.finished = CpuMask::EMPTY;
+            state.arrived = CpuSet::EMPTY;
+            state.finished = CpuSet::EMPTY;
             state.work = Some(Work(erased));
             state.generation
         };
@@ -104,12 +105,13 @@ impl StopMachine {
             return false;
         }
         seen.store(requested, Ordering::Relaxed);
+        let cpu = cpu_id(cpu);
         let mut state = self.state.lock();
         if state.generation != requested || !state.participants.contains(cpu) {
             return false;
         }
         let (participants, targets) = (state.participants, state.targets);
-        state.arrived = state.arrived.with(cpu);
+        state.arrived.insert(cpu);
         if state.arrived == participants {
             self.all_arrived.notify_all();
             if targets.is_empty() {
@@ -127,7 +129,7 @@ impl StopMachine {
                 unsafe { (*work)(cpu) };
             }
             state = self.state.lock();
-            state.finished = state.finished.with(cpu);
+            state.finished.insert(cpu);
             if state.finished == targets {
                 self.all_finished.notify_all();
             }
@@ -169,12 +171,13 @@ mod tests {
         }
         let ran = Mutex::new(Vec::new());
         for _ in 0..5 {
+            let cpus: CpuSet = [0, 1, 3].map(CpuId).into_iter().collect();
             stop.run(
-                CpuMask::from_bits(0b1011),
-                CpuMask::from_bits(0b1011),
+                cpus,
+                cpus,
                 &|cpu| {
                     inside.fetch_add(1, Ordering::SeqCst);
-                    ran.lock().push(cpu);
+                    ran.lock().push(cpu.index());
                 },
                 |_| {},
             );
@@ -212,10 +215,10 @@ mod tests {
         for round in 0..20 {
             let target = round % 4;
             stop.run(
-                CpuMask::first(4),
-                CpuMask::one(target),
+                CpuSet::range(0, 4),
+                CpuSet::single(cpu_id(target)),
                 &|cpu| {
-                    assert_eq!(cpu, target);
+                    assert_eq!(cpu.index(), target);
                     let before = outside.load(Ordering::SeqCst);
                     for _ in 0..50 {
                         std::thread::yield_now();

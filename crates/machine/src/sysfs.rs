@@ -6,9 +6,10 @@
 use core::fmt;
 use std::collections::BTreeMap;
 
+use hotkern_cpuhp::{CpuId, CpuSet};
 use parking_lot::RwLock;
 
-use crate::cpumask::CpuMask;
+use crate::cpuset::cpu_id;
 
 /// Why a sysfs read failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +35,7 @@ enum Value {
 }
 
 struct Node {
-    cpu: usize,
+    cpu: CpuId,
     value: Value,
 }
 
@@ -51,8 +52,8 @@ pub(crate) struct Sysfs {
     cpus: usize,
 }
 
-fn prefix(cpu: usize) -> String {
-    format!("devices/system/cpu/cpu{cpu}/")
+fn prefix(cpu: CpuId) -> String {
+    format!("devices/system/cpu/cpu{}/", cpu.0)
 }
 
 impl Sysfs {
@@ -63,19 +64,22 @@ impl Sysfs {
         }
     }
 
-    fn nodes_of(&self, cpu: usize) -> Vec<(String, Node)> {
+    fn nodes_of(&self, cpu: CpuId) -> Vec<(String, Node)> {
         let base = prefix(cpu);
+        let index = cpu.index();
         // Two threads per core, one package: siblings are cpu^1.
-        let sibling = cpu ^ 1;
-        let siblings: CpuMask = [cpu, sibling]
+        let sibling = index ^ 1;
+        let siblings: CpuSet = [index, sibling]
             .into_iter()
             .filter(|c| *c < self.cpus)
+            .map(cpu_id)
             .collect();
+        let package = CpuSet::range(0, self.cpus as u32);
         let mut nodes = vec![
             (format!("{base}online"), Value::Online),
             (
                 format!("{base}topology/core_id"),
-                Value::Text((cpu / 2).to_string()),
+                Value::Text((index / 2).to_string()),
             ),
             (
                 format!("{base}topology/physical_package_id"),
@@ -87,16 +91,12 @@ impl Sysfs {
             ),
             (
                 format!("{base}topology/core_siblings_list"),
-                Value::Text(CpuMask::first(self.cpus).to_string()),
+                Value::Text(package.to_string()),
             ),
         ];
         for (index, (level, kind, size)) in CACHES.iter().enumerate() {
             let dir = format!("{base}cache/index{index}/");
-            let shared = if *level < 3 {
-                siblings
-            } else {
-                CpuMask::first(self.cpus)
-            };
+            let shared = if *level < 3 { siblings } else { package };
             nodes.push((format!("{dir}level"), Value::Text(level.to_string())));
             nodes.push((format!("{dir}type"), Value::Text((*kind).into())));
             nodes.push((format!("{dir}size"), Value::Text((*size).into())));
@@ -113,40 +113,40 @@ impl Sysfs {
 
     /// Creates the nodes of every CPU in `cpus` that lacks them; returns
     /// the CPUs whose nodes were created.
-    pub(crate) fn create(&self, cpus: CpuMask) -> CpuMask {
+    pub(crate) fn create(&self, cpus: CpuSet) -> CpuSet {
         // Nodes kept for a returning CPU are reused: build only missing ones,
         // outside the write lock, so readers wait only for the insert.
-        let missing: CpuMask = {
+        let missing: CpuSet = {
             let tree = self.nodes.read();
             cpus.iter()
                 .filter(|cpu| !tree.contains_key(&format!("{}online", prefix(*cpu))))
                 .collect()
         };
-        let built: Vec<(usize, Vec<(String, Node)>)> = missing
+        let built: Vec<(CpuId, Vec<(String, Node)>)> = missing
             .iter()
             .map(|cpu| (cpu, self.nodes_of(cpu)))
             .collect();
         let mut tree = self.nodes.write();
-        let mut created = CpuMask::EMPTY;
+        let mut created = CpuSet::EMPTY;
         for (cpu, nodes) in built {
             if tree.contains_key(&format!("{}online", prefix(cpu))) {
                 continue;
             }
             tree.extend(nodes);
-            created = created.with(cpu);
+            created.insert(cpu);
         }
         created
     }
 
     /// Removes the nodes of every CPU in `cpus`; returns the CPUs that had nodes.
-    pub(crate) fn remove(&self, cpus: CpuMask) -> CpuMask {
+    pub(crate) fn remove(&self, cpus: CpuSet) -> CpuSet {
         let mut tree = self.nodes.write();
         let before = tree.len();
-        let mut removed = CpuMask::EMPTY;
+        let mut removed = CpuSet::EMPTY;
         tree.retain(|_, node| {
             let gone = cpus.contains(node.cpu);
             if gone {
-                removed = removed.with(node.cpu);
+                removed.insert(node.cpu);
             }
             !gone
         });
@@ -159,11 +159,11 @@ impl Sysfs {
     pub(crate) fn has(&self, cpu: usize) -> bool {
         self.nodes
             .read()
-            .contains_key(&format!("{}online", prefix(cpu)))
+            .contains_key(&format!("{}online", prefix(cpu_id(cpu))))
     }
 
     /// Reads a node; nodes of CPUs outside `online` are not found.
-    pub(crate) fn read(&self, path: &str, online: CpuMask) -> Result<String, SysfsError> {
+    pub(crate) fn read(&self, path: &str, online: CpuSet) -> Result<String, SysfsError> {
         let tree = self.nodes.read();
         let node = tree
             .get(path)
@@ -176,7 +176,7 @@ impl Sysfs {
     }
 
     /// Paths visible now, given the online mask.
-    pub(crate) fn list(&self, online: CpuMask) -> Vec<String> {
+    pub(crate) fn list(&self, online: CpuSet) -> Vec<String> {
         self.nodes
             .read()
             .iter()
@@ -193,12 +193,10 @@ mod tests {
     #[test]
     fn nodes_appear_and_go_per_cpu_and_hide_when_offline() {
         let sysfs = Sysfs::new(4);
-        assert_eq!(
-            sysfs.create(CpuMask::from_bits(0b11)),
-            CpuMask::from_bits(0b11)
-        );
-        assert_eq!(sysfs.create(CpuMask::from_bits(0b11)), CpuMask::EMPTY);
-        let online = CpuMask::from_bits(0b11);
+        let online = CpuSet::range(0, 2);
+        let first = CpuSet::single(CpuId(0));
+        assert_eq!(sysfs.create(online), online);
+        assert_eq!(sysfs.create(online), CpuSet::EMPTY);
         assert_eq!(
             sysfs
                 .read(
@@ -209,14 +207,14 @@ mod tests {
             "0-1"
         );
         assert_eq!(
-            sysfs.read("devices/system/cpu/cpu1/online", CpuMask::one(0)),
+            sysfs.read("devices/system/cpu/cpu1/online", first),
             Err(SysfsError::NotFound(
                 "devices/system/cpu/cpu1/online".into()
             ))
         );
-        let per_cpu = sysfs.list(CpuMask::one(0)).len();
+        let per_cpu = sysfs.list(first).len();
         assert_eq!(per_cpu, 21);
-        assert_eq!(sysfs.remove(CpuMask::from_bits(0b110)), CpuMask::one(1));
+        assert_eq!(sysfs.remove(CpuSet::range(1, 3)), CpuSet::single(CpuId(1)));
         assert!(!sysfs.has(1) && sysfs.has(0));
         assert_eq!(sysfs.list(online).len(), per_cpu);
     }

@@ -8,9 +8,9 @@
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
+use hotkern_cpuhp::CpuSet;
 use parking_lot::Mutex;
 
-use crate::cpumask::CpuMask;
 use crate::rcu::Rcu;
 
 /// One CPU's counters.
@@ -85,14 +85,14 @@ impl Vmstat {
     /// Unpublishes the counters of `cpus`, waits one grace period for the
     /// readers, folds them into the totals and frees them. Returns the CPUs
     /// that had counters.
-    pub(crate) fn retire(&self, cpus: CpuMask, rcu: &Rcu) -> CpuMask {
+    pub(crate) fn retire(&self, cpus: CpuSet, rcu: &Rcu) -> CpuSet {
         let mut retired = Vec::new();
-        let mut had = CpuMask::EMPTY;
+        let mut had = CpuSet::EMPTY;
         for cpu in cpus.iter() {
-            let old = self.per_cpu[cpu].swap(ptr::null_mut(), Ordering::AcqRel);
+            let old = self.per_cpu[cpu.index()].swap(ptr::null_mut(), Ordering::AcqRel);
             if !old.is_null() {
                 retired.push(old);
-                had = had.with(cpu);
+                had.insert(cpu);
             }
         }
         if retired.is_empty() {
@@ -155,12 +155,10 @@ mod tests {
         assert!(stats.create(0) && stats.create(1) && !stats.create(1));
         stats.with(1, |s| s.slices.fetch_add(5, Ordering::Relaxed));
         stats.with(0, |s| s.pages_freed.fetch_add(2, Ordering::Relaxed));
-        assert_eq!(
-            stats.retire(CpuMask::from_bits(0b10), &rcu),
-            CpuMask::one(1)
-        );
+        let one = CpuSet::single(hotkern_cpuhp::CpuId(1));
+        assert_eq!(stats.retire(one, &rcu), one);
         assert!(!stats.exists(1));
-        assert_eq!(stats.retire(CpuMask::from_bits(0b10), &rcu), CpuMask::EMPTY);
+        assert_eq!(stats.retire(one, &rcu), CpuSet::EMPTY);
         let totals = stats.sum();
         assert_eq!((totals.slices, totals.pages_freed), (5, 2));
         rcu.stop();

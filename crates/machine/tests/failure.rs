@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hotkern_machine::{CpuMask, Direction, Engine, Machine, MachineError, Section, TaskStatus};
+use hotkern_machine::{CpuSet, Direction, Engine, Machine, MachineError, Section, TaskStatus};
 
 fn with_load(machine: &Machine) {
     for _ in 0..40 {
@@ -65,7 +65,7 @@ fn every_step(engine: Engine) {
         fails_at(
             &machine,
             step.name,
-            machine.offline_many(CpuMask::from_bits(0b110)),
+            machine.offline_many(CpuSet::range(1, 3)),
         );
         assert_eq!(
             machine.state(),
@@ -92,7 +92,7 @@ fn every_step(engine: Engine) {
         fails_at(
             &machine,
             step.name,
-            machine.online_many(CpuMask::from_bits(0b1100)),
+            machine.online_many(CpuSet::range(2, 4)),
         );
         assert_eq!(
             machine.state(),
@@ -100,7 +100,7 @@ fn every_step(engine: Engine) {
             "bulk online failing at {}",
             step.name
         );
-        machine.online_many(CpuMask::from_bits(0b1100)).unwrap();
+        machine.online_many(CpuSet::range(2, 4)).unwrap();
         tried += 1;
     }
     assert!(tried >= 12);

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use hotkern_machine::{CpuMask, Engine, Item, Machine, MachineError, Resource, Role, TaskStatus};
+use hotkern_machine::{
+    CpuId, CpuSet, Engine, Item, Machine, MachineError, Resource, Role, TaskStatus,
+};
 
 fn busy_tasks(machine: &Machine, count: usize, slices: u32) {
     for n in 0..count {
@@ -33,19 +35,19 @@ fn busy_tasks(machine: &Machine, count: usize, slices: u32) {
 
 fn round_trip(engine: Engine) {
     let machine = Machine::builder().cpus(4).engine(engine).build().unwrap();
-    assert_eq!(machine.online_cpus(), CpuMask::first(4));
+    assert_eq!(machine.online_cpus(), CpuSet::range(0, 4));
     assert_eq!(machine.kernel_threads(), 12);
     busy_tasks(&machine, 300, 3);
     machine.offline(3).unwrap();
-    assert!(!machine.online_cpus().contains(3));
-    machine.offline_many(CpuMask::from_bits(0b0110)).unwrap();
-    assert_eq!(machine.online_cpus(), CpuMask::one(0));
+    assert!(!machine.online_cpus().contains(CpuId(3)));
+    machine.offline_many(CpuSet::range(1, 3)).unwrap();
+    assert_eq!(machine.online_cpus(), CpuSet::single(CpuId(0)));
     assert!(
         machine.check_invariants().is_empty(),
         "{:?}",
         machine.check_invariants()
     );
-    machine.online_many(CpuMask::from_bits(0b1110)).unwrap();
+    machine.online_many(CpuSet::range(1, 4)).unwrap();
     assert!(machine.wait_idle(Duration::from_secs(20)));
     let violations = machine.check_invariants();
     assert!(violations.is_empty(), "{violations:?}");
@@ -125,7 +127,7 @@ fn bad_requests_are_refused_and_change_nothing() {
     let machine = Machine::builder().cpus(2).build().unwrap();
     assert_eq!(machine.offline(5).unwrap_err(), MachineError::NoSuchCpu(5));
     assert!(matches!(
-        machine.online_many(CpuMask::from_bits(0b100)),
+        machine.online_many(CpuSet::single(CpuId(2))),
         Err(MachineError::NoSuchCpu(2))
     ));
     assert!(matches!(machine.online(1), Err(MachineError::Hotplug(_))));
@@ -138,7 +140,7 @@ fn bad_requests_are_refused_and_change_nothing() {
         machine.inject_failure("nope", hotkern_machine::Direction::Up, None),
         Err(MachineError::NoSuchStep(_))
     ));
-    assert_eq!(machine.online_cpus(), CpuMask::one(0));
+    assert_eq!(machine.online_cpus(), CpuSet::single(CpuId(0)));
     assert!(machine.check_invariants().is_empty());
     assert!(Machine::builder().cpus(0).build().is_err());
     assert!(Machine::builder().cpus(65).build().is_err());
@@ -203,11 +205,11 @@ fn sixty_four_oversubscribed_vcpus_go_down_and_up_in_bulk() {
     for engine in [Engine::Classic, Engine::Bolt] {
         let machine = Machine::builder().cpus(64).engine(engine).build().unwrap();
         busy_tasks(&machine, 200, 2);
-        let all_but_first = CpuMask::first(64).without(0);
+        let all_but_first = CpuSet::range(1, 64);
         machine.offline_many(all_but_first).unwrap();
-        assert_eq!(machine.online_cpus(), CpuMask::one(0));
+        assert_eq!(machine.online_cpus(), CpuSet::single(CpuId(0)));
         machine.online_many(all_but_first).unwrap();
-        assert_eq!(machine.online_cpus(), CpuMask::first(64));
+        assert_eq!(machine.online_cpus(), CpuSet::range(0, 64));
         assert!(machine.wait_idle(Duration::from_secs(30)));
         let violations = machine.check_invariants();
         assert!(violations.is_empty(), "{engine:?}: {violations:?}");

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hotkern_machine::{CpuMask, Engine, Item, Machine, TaskStatus};
+use hotkern_machine::{CpuId, CpuSet, Engine, Item, Machine, TaskStatus};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -80,12 +80,16 @@ fn storm(engine: Engine, plan: &Storm) {
             machine.submit(task(slices, kind, ran.clone()));
         }
         let online = machine.online_cpus();
-        let offline = CpuMask::first(plan.cpus).minus(online);
-        let pick = |rng: &mut SmallRng, from: CpuMask| -> Option<usize> {
-            let n = from.count();
-            (n > 0).then(|| from.iter().nth(rng.random_range(0..n)).unwrap_or(0))
+        let offline = CpuSet::range(0, plan.cpus as u32).difference(&online);
+        let pick = |rng: &mut SmallRng, from: CpuSet| -> Option<usize> {
+            let n = from.len();
+            (n > 0).then(|| {
+                from.iter()
+                    .nth(rng.random_range(0..n))
+                    .map_or(0, CpuId::index)
+            })
         };
-        let random_subset = |rng: &mut SmallRng, from: CpuMask| -> CpuMask {
+        let random_subset = |rng: &mut SmallRng, from: CpuSet| -> CpuSet {
             from.iter().filter(|_| rng.random_bool(0.5)).collect()
         };
         let result = match rng.random_range(0..4) {

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hotkern_machine::{CpuMask, Direction, Engine, Item, Machine, Report as OpReport, TaskStatus};
+use hotkern_machine::{
+    CpuId, CpuSet, Direction, Engine, Item, Machine, Report as OpReport, TaskStatus,
+};
 use serde_json::{Map, Value};
 
 use super::{BenchOptions, Case, Progress, Report};
@@ -155,7 +157,7 @@ fn lost(machine: &Machine) -> u64 {
 /// turn. Returns (offline, online) samples per machine.
 fn round_trips(
     machines: &[Machine],
-    cpus: CpuMask,
+    cpus: CpuSet,
     reps: usize,
     load: Option<usize>,
     progress: &Progress,
@@ -328,12 +330,13 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     // One vCPU of a 4-vCPU machine, idle, then under load.
     progress.start("offline/1, online/1");
     let small = machines(4)?;
-    let idle = round_trips(&small, CpuMask::one(3), reps_single, None, &progress)?;
+    let last = CpuSet::single(CpuId(3));
+    let idle = round_trips(&small, last, reps_single, None, &progress)?;
     let lost_idle: Vec<u64> = small.iter().map(lost).collect();
     push_cases(&mut report, "1", &idle, &lost_idle, options.json);
 
     progress.start("offline/1-load, online/1-load");
-    let loaded = round_trips(&small, CpuMask::one(3), reps_single, Some(16), &progress)?;
+    let loaded = round_trips(&small, last, reps_single, Some(16), &progress)?;
     let lost_load: Vec<u64> = small.iter().map(lost).collect();
     push_cases(&mut report, "1-load", &loaded, &lost_load, options.json);
     finish(small)?;
@@ -342,7 +345,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let big = machines(16)?;
     for k in BULK {
         progress.start(&format!("bulk-{k}"));
-        let cpus: CpuMask = (1..=k).collect();
+        let cpus = CpuSet::range(1, k as u32 + 1);
         let bulk = round_trips(&big, cpus, reps_bulk, None, &progress)?;
         let lost_bulk: Vec<u64> = big.iter().map(lost).collect();
         push_cases(

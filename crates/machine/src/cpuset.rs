@@ -1,0 +1,77 @@
+//! The lock-free holder of the kernel's online and active masks. vCPUs read
+//! both on every turn of their loop and whenever they place work, while
+//! hotplug steps flip one CPU at a time, so each mask lives in one atomic
+//! word, as Linux's `cpu_online_mask` is read without a lock. Whole sets go
+//! in and out as cpuhp's [`CpuSet`], the one set type of the machine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hotkern_cpuhp::{CpuId, CpuSet};
+
+/// The most vCPUs a machine can have: the bits of one atomic word.
+pub const MAX_VCPUS: usize = 64;
+
+/// The [`CpuId`] of vCPU number `index`. vCPU numbers are below
+/// [`MAX_VCPUS`], so the conversion never truncates.
+pub(crate) const fn cpu_id(index: usize) -> CpuId {
+    CpuId(index as u32)
+}
+
+/// The word bit of `cpu`, or no bit if it is not a possible vCPU.
+fn bit(cpu: CpuId) -> u64 {
+    if cpu.index() < MAX_VCPUS {
+        1 << cpu.index()
+    } else {
+        0
+    }
+}
+
+/// A set of vCPUs read and changed without a lock.
+#[derive(Default)]
+pub(crate) struct AtomicCpuSet(AtomicU64);
+
+impl AtomicCpuSet {
+    /// The set now.
+    pub(crate) fn load(&self) -> CpuSet {
+        let mut rest = self.0.load(Ordering::SeqCst);
+        let mut set = CpuSet::EMPTY;
+        while rest != 0 {
+            set.insert(CpuId(rest.trailing_zeros()));
+            rest &= rest - 1;
+        }
+        set
+    }
+
+    /// Whether `cpu` is in the set now.
+    pub(crate) fn contains(&self, cpu: CpuId) -> bool {
+        self.0.load(Ordering::SeqCst) & bit(cpu) != 0
+    }
+
+    /// Adds `cpu` (if `member`) or removes it; a CPU at or above
+    /// [`MAX_VCPUS`] is never a member.
+    pub(crate) fn set(&self, cpu: CpuId, member: bool) {
+        if member {
+            self.0.fetch_or(bit(cpu), Ordering::SeqCst);
+        } else {
+            self.0.fetch_and(!bit(cpu), Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_go_in_and_out_one_at_a_time() {
+        let mask = AtomicCpuSet::default();
+        for cpu in [0, 3, 63, 64] {
+            mask.set(CpuId(cpu), true);
+        }
+        mask.set(CpuId(3), false);
+        assert_eq!(mask.load(), [0, 63].map(CpuId).into_iter().collect());
+        assert!(mask.contains(CpuId(63)) && !mask.contains(CpuId(64)));
+        assert!(!mask.contains(CpuId(3)) && !mask.contains(CpuId(u32::MAX)));
+        assert_eq!(cpu_id(MAX_VCPUS - 1), CpuId(63));
+    }
+}
