@@ -81,8 +81,3 @@ pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<(), String> {
     }
     Ok(())
 }
-
-/// Nanoseconds per operation of `ops` operations that took `elapsed`.
-pub fn ns_per_op(elapsed: std::time::Duration, ops: u64) -> f64 {
-    elapsed.as_secs_f64() * 1e9 / ops.max(1) as f64
-}

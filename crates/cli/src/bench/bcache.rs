@@ -4,10 +4,11 @@
 //! over a tree of small files.
 //!
 //! Device time comes from each device's virtual clock, so `modeled_s` and
-//! the ratios built on it are exact and repeatable; `host_s` (the CPU time
-//! of the loader code itself) is printed beside them for information.
+//! the ratios built on it are exact and repeatable; `host_s` (the host's
+//! wall-clock time running the loader code itself) is printed beside them
+//! for information.
 
-use std::time::Instant;
+use std::time::Duration;
 
 use hotkern_bcache::image::ImageBuilder;
 use hotkern_bcache::{
@@ -16,6 +17,7 @@ use hotkern_bcache::{
 };
 use sha2::{Digest, Sha256};
 
+use super::measure::{ns_per_op, wall_time};
 use super::{BenchOptions, Case, Progress, Report};
 
 /// Total cache memory, as in the seed (16 MiB split between devices).
@@ -97,31 +99,31 @@ fn build_image(file_len: usize) -> Result<Image, String> {
 struct Outcome {
     stats: CacheStats,
     modeled_ns: u64,
-    host_s: f64,
+    /// Wall-clock time of the loader code, device models included.
+    host: Duration,
     sha_ok: bool,
 }
 
-fn load_file(cache: &mut dyn BlockCache, expected: &[u8; 32]) -> Result<(f64, bool), String> {
-    let started = Instant::now();
-    let data = FatVolume::mount(&mut *cache)
-        .and_then(|mut volume| volume.read_file(FILE_PATH, REQUEST))
-        .map_err(|e| format!("loading {FILE_PATH}: {e}"))?;
-    let host_s = std::hint::black_box(started.elapsed().as_secs_f64());
+fn load_file(cache: &mut dyn BlockCache, expected: &[u8; 32]) -> Result<(Duration, bool), String> {
+    let (host, data) = wall_time(|| {
+        FatVolume::mount(&mut *cache).and_then(|mut volume| volume.read_file(FILE_PATH, REQUEST))
+    });
+    let data = data.map_err(|e| format!("loading {FILE_PATH}: {e}"))?;
     let digest: [u8; 32] = Sha256::digest(&data).into();
-    Ok((host_s, &digest == expected))
+    Ok((host, &digest == expected))
 }
 
-fn walk_tree(cache: &mut dyn BlockCache, image: &Image) -> Result<(f64, bool), String> {
-    let started = Instant::now();
+fn walk_tree(cache: &mut dyn BlockCache, image: &Image) -> Result<(Duration, bool), String> {
     let mut hasher = Sha256::new();
-    let summary = FatVolume::mount(&mut *cache)
-        .and_then(|mut volume| volume.walk(TREE, REQUEST, |_, data| hasher.update(data)))
-        .map_err(|e| format!("walking {TREE}: {e}"))?;
-    let host_s = std::hint::black_box(started.elapsed().as_secs_f64());
+    let (host, summary) = wall_time(|| {
+        FatVolume::mount(&mut *cache)
+            .and_then(|mut volume| volume.walk(TREE, REQUEST, |_, data| hasher.update(data)))
+    });
+    let summary = summary.map_err(|e| format!("walking {TREE}: {e}"))?;
     let ok = summary.files == image.tree_files
         && summary.bytes == image.tree_bytes
         && <[u8; 32]>::from(hasher.finalize()) == image.tree_sha;
-    Ok((host_s, ok))
+    Ok((host, ok))
 }
 
 fn on_device(
@@ -129,16 +131,16 @@ fn on_device(
     model: DeviceModel,
     kind: CacheKind,
     budget: usize,
-    work: impl FnOnce(&mut dyn BlockCache) -> Result<(f64, bool), String>,
+    work: impl FnOnce(&mut dyn BlockCache) -> Result<(Duration, bool), String>,
 ) -> Result<Outcome, String> {
     let modeled = ModeledDevice::new(disk, model);
     let clock = modeled.clock();
     let mut cache = kind.build(modeled, budget);
-    let (host_s, sha_ok) = work(&mut *cache)?;
+    let (host, sha_ok) = work(&mut *cache)?;
     Ok(Outcome {
         stats: cache.stats(),
         modeled_ns: clock.now_ns(),
-        host_s,
+        host,
         sha_ok,
     })
 }
@@ -146,12 +148,12 @@ fn on_device(
 fn case(name: &str, kind: CacheKind, outcome: &Outcome, limit_ns: u64) -> Case {
     let s = outcome.stats;
     Case::new(name, kind.name(), s.requests)
-        .ns_per_op(outcome.host_s * 1e9 / s.requests.max(1) as f64)
+        .ns_per_op(ns_per_op(outcome.host, s.requests))
         .with("device_ops", s.device_ops)
         .with("device_bytes", s.device_bytes)
         .with("modeled_s", outcome.modeled_ns as f64 / 1e9)
         .with("limit_s", limit_ns as f64 / 1e9)
-        .with("host_s", outcome.host_s)
+        .with("host_s", outcome.host.as_secs_f64())
         .with("hits", s.block_hits)
         .with("misses", s.block_misses)
         .with("bypasses", s.bypasses)
@@ -195,12 +197,12 @@ fn striped_load(
     let clocks: Vec<_> = modeled.iter().map(ModeledDevice::clock).collect();
     let members = kind.build_set(modeled, BUDGET).map_err(|e| e.to_string())?;
     let mut set = StripedSet::new(members, stripe_blocks).map_err(|e| e.to_string())?;
-    let (host_s, sha_ok) = load_file(&mut set, &image.file_sha)?;
+    let (host, sha_ok) = load_file(&mut set, &image.file_sha)?;
     Ok(Outcome {
         stats: set.stats(),
         // The loader waits for each transfer in turn: device times add up.
         modeled_ns: clocks.iter().map(|c| c.now_ns()).sum(),
-        host_s,
+        host,
         sha_ok,
     })
 }
@@ -407,7 +409,7 @@ fn summarise(report: &mut Report, options: &BenchOptions, striped: &str) {
         .push(format!("target: sha256_ok everywhere: {}", met(all_ok)));
     report.notes.push(format!(
         "file {} in {REQUEST}-byte requests from FAT32 ({} KiB clusters), 16 MiB of cache; \
-         modeled_s is virtual device time (exact), host_s is loader CPU time (noisy); \
+         modeled_s is virtual device time (exact), host_s is the loader's host time (noisy); \
          striped: {STRIPE_MEMBERS} hdd members, 128 KiB stripes, device times summed; \
          {SMALL_CACHE}: 1 MiB of cache, where direct-mapped FAT and data blocks evict each other",
         if options.full {

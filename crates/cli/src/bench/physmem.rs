@@ -11,11 +11,12 @@ mod churn;
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
 use hotkern_physmem::{BasicPage, PageCount, Pfn, PhysSegments, Physmem};
 
+use super::measure::{ns_per_op, wall_time};
 use super::{BenchOptions, Case, Progress, Report};
 
 type Hotkern = Physmem<BasicPage>;
@@ -61,23 +62,21 @@ fn random_pfns(rng: &mut Rng, count: usize, bytes: u64) -> Vec<Pfn> {
 
 /// Times `rounds` passes of lookups over `pfns`; returns (elapsed, checksum).
 fn time_lookups<S: PhysSegments>(set: &S, pfns: &[Pfn], rounds: usize) -> (Duration, u64) {
-    let start = Instant::now();
-    let mut sum = 0u64;
-    for _ in 0..rounds {
-        sum = sum.wrapping_add(set.sum_lookups(black_box(pfns)));
-    }
-    (start.elapsed(), black_box(sum))
+    wall_time(|| {
+        let mut sum = 0u64;
+        for _ in 0..rounds {
+            sum = sum.wrapping_add(set.sum_lookups(black_box(pfns)));
+        }
+        sum
+    })
 }
 
 /// hotkern with a read guard taken and dropped around every single lookup.
 fn time_guard_each(set: &Hotkern, pfns: &[Pfn]) -> Duration {
-    let start = Instant::now();
-    let mut sum = 0u64;
-    for &pfn in pfns {
-        sum = sum.wrapping_add(PhysSegments::find(set, black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
-    }
-    black_box(sum);
-    start.elapsed()
+    let (elapsed, _sum) = time_design(pfns, |pfn| {
+        PhysSegments::find(set, pfn).map_or(0, |(_, o)| o.0 + 1)
+    });
+    elapsed
 }
 
 fn new_impl(name: &str, static_capacity: usize) -> Box<dyn FnOnce() -> AnySet> {
@@ -232,7 +231,7 @@ impl Bench {
                 let (elapsed, sum) = with_set!(set, s => time_lookups(s, pfns, rounds));
                 let ops = (slice_len * rounds) as u64;
                 let mut row = Case::new(&case, *name, ops)
-                    .ns_per_op(super::ns_per_op(elapsed, ops))
+                    .ns_per_op(ns_per_op(elapsed, ops))
                     .with("lookups", n);
                 if let AnySet::Hotkern(h) = set {
                     row = with_guard_each(row, h, pfns);
@@ -263,14 +262,14 @@ impl Bench {
                 self.progress.start(&format!("{case} {name}"));
                 // `static` gets room for every fragment: the strongest fair baseline.
                 let mut set = new_impl(name, lengths.len() + 1)();
-                let setup = Instant::now();
-                with_set!(&mut set, s => build_fragmented(s, pages, &lengths))?;
-                let setup = setup.elapsed();
+                let (setup, built) =
+                    wall_time(|| with_set!(&mut set, s => build_fragmented(s, pages, &lengths)));
+                built?;
                 let (elapsed, sum) = with_set!(&set, s => time_lookups(s, &pfns, 1));
                 let segments = with_set!(&set, s => s.count());
                 let ops = pfns.len() as u64;
                 let mut row = Case::new(&case, name, ops)
-                    .ns_per_op(super::ns_per_op(elapsed, ops))
+                    .ns_per_op(ns_per_op(elapsed, ops))
                     .with("segments", segments as u64)
                     .with("setup_ms", setup.as_secs_f64() * 1e3);
                 if let AnySet::Hotkern(h) = &set {
@@ -317,8 +316,8 @@ impl Bench {
             let ops = pfns.len() as u64;
             self.report.cases.push(
                 Case::new(case, "hotkern", ops)
-                    .ns_per_op(super::ns_per_op(run.wall, ops))
-                    .with("cpu_ns_per_op", super::ns_per_op(run.cpu, ops))
+                    .ns_per_op(ns_per_op(run.time.wall, ops))
+                    .with("cpu_ns_per_op", ns_per_op(run.time.cpu, ops))
                     .with("writer_ops", run.writes)
                     .with("segments", lengths.len() as u64),
             );
@@ -361,7 +360,7 @@ impl Bench {
                 let mut set = new_impl(name, segments + 1)();
                 let elapsed = with_set!(&mut set, s => plug_unplug(s, segments, &holes))?;
                 let ops = holes.len() as u64;
-                let row = Case::new(&case, name, ops).ns_per_op(super::ns_per_op(elapsed, ops));
+                let row = Case::new(&case, name, ops).ns_per_op(ns_per_op(elapsed, ops));
                 self.report.cases.push(row);
                 self.progress.advance();
             }
@@ -377,7 +376,7 @@ fn with_guard_each(row: Case, mem: &Hotkern, pfns: &[Pfn]) -> Case {
     let elapsed = time_guard_each(mem, each);
     row.with(
         "guard_each_ns_per_op",
-        super::ns_per_op(elapsed, each.len() as u64),
+        ns_per_op(elapsed, each.len() as u64),
     )
 }
 
@@ -436,7 +435,7 @@ fn lookup_designs(report: &mut Report, mem: &Hotkern, pfns: &[Pfn]) {
     for (name, (elapsed, sum)) in timings {
         sums.push(sum);
         let mut row = Case::new(case, name, pfns.len() as u64)
-            .ns_per_op(super::ns_per_op(elapsed, pfns.len() as u64));
+            .ns_per_op(ns_per_op(elapsed, pfns.len() as u64));
         match name {
             "section+blocks" => row = row.with("table_bytes", guard.table_bytes() as u64),
             "direct-map" => row = row.with("table_bytes", (direct.len() * 4) as u64),
@@ -462,9 +461,7 @@ fn lookup_designs(report: &mut Report, mem: &Hotkern, pfns: &[Pfn]) {
 
 /// Times one lookup design over `pfns`; generic so each design is inlined.
 fn time_design(pfns: &[Pfn], find: impl Fn(Pfn) -> u64) -> (Duration, u64) {
-    let start = Instant::now();
-    let sum: u64 = pfns.iter().map(|&p| find(black_box(p))).sum();
-    (start.elapsed(), black_box(sum))
+    wall_time(|| pfns.iter().map(|&p| find(black_box(p))).sum())
 }
 
 /// `segments` segments of 4 pages every 8 frames, then one plug+unplug pair
@@ -478,17 +475,19 @@ fn plug_unplug<S: PhysSegments>(
         set.plug(Pfn(i * 8), PageCount(4))
             .map_err(|e| format!("plug-unplug set-up: {e}"))?;
     }
-    let start = Instant::now();
-    for &hole in holes {
-        let pfn = Pfn(hole * 8 + 4);
-        black_box(
-            set.plug(pfn, PageCount(4))
-                .map_err(|e| format!("plug: {e}"))?,
-        );
-        set.unplug(pfn, PageCount(4))
-            .map_err(|e| format!("unplug: {e}"))?;
-    }
-    Ok(start.elapsed())
+    let (elapsed, pairs) = wall_time(|| -> Result<(), String> {
+        for &hole in holes {
+            let pfn = Pfn(hole * 8 + 4);
+            black_box(
+                set.plug(pfn, PageCount(4))
+                    .map_err(|e| format!("plug: {e}"))?,
+            );
+            set.unplug(pfn, PageCount(4))
+                .map_err(|e| format!("unplug: {e}"))?;
+        }
+        Ok(())
+    });
+    pairs.map(|()| elapsed)
 }
 
 fn notes(report: &mut Report, fixed_sizes: &[u64], full: bool, mismatches: &[String]) {

@@ -136,10 +136,9 @@ impl Report {
             .iter()
             .map(|(k, v)| (k.clone(), round(*v).into()))
             .collect();
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         serde_json::json!({
             "bench": self.bench,
-            "machine": { "cpus": cpus },
+            "machine": { "cpus": super::measure::host_cpus() },
             "cases": cases,
             "ratios": ratios,
             "notes": self.notes,

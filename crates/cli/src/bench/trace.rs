@@ -28,7 +28,6 @@
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Instant;
 
 use hotkern_trace::function::TracerKind;
 use hotkern_trace::platform::{Clock, ThreadCpus, TscClock};
@@ -39,8 +38,8 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 
-use super::measure::{thread_cpu_time, ClockError};
-use super::{ns_per_op, BenchOptions, Case, Progress, Report};
+use super::measure::{fastest_ns_per_op, host_cpus, wall_and_cpu_time, wall_time, ClockError};
+use super::{BenchOptions, Case, Progress, Report};
 
 hotkern_trace::define_event! {
     /// The benchmark's event: three integer fields.
@@ -189,30 +188,14 @@ impl Subscriber for MemorySubscriber {
 
 // ---------------------------------------------------------------------
 
-/// Timed repetitions per case; the fastest is reported.
+/// Timed runs per case; the fastest counts. One single run measured the
+/// same build's function_graph pair at 47.7 and 52.4 ns.
 const REPEATS: u64 = 5;
 
-/// ns of thread CPU time per call of `body`: `ops` calls in [`REPEATS`]
-/// equal runs, the fastest run counting. A run that an interrupt, a
-/// migration or a neighbour's cache traffic slowed down is discarded
-/// instead of averaged in, on both sides alike (one single run measured
-/// the same build's pair at 47.7 and 52.4 ns).
-fn timed(ops: u64, mut body: impl FnMut(u64)) -> Result<f64, ClockError> {
-    // Warm up (first-call registration, page faults) outside the timing.
-    for i in 0..ops.min(10_000) {
-        body(i);
-    }
-    let per_run = (ops / REPEATS).max(1);
-    let mut best = f64::INFINITY;
-    for run in 0..REPEATS {
-        let first = run * per_run;
-        let start = thread_cpu_time()?;
-        for i in first..first + per_run {
-            body(i);
-        }
-        best = best.min(ns_per_op(thread_cpu_time()?.saturating_sub(start), per_run));
-    }
-    Ok(best)
+/// ns of thread CPU time per call of `body`: the fastest of [`REPEATS`]
+/// runs, `ops` calls in all.
+fn timed(ops: u64, body: impl FnMut(u64)) -> Result<f64, ClockError> {
+    fastest_ns_per_op(ops, REPEATS, body)
 }
 
 /// Events per second (wall clock) from `threads` writers, each on its own
@@ -233,34 +216,33 @@ fn throughput(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
 const THROUGHPUT_REPEATS: usize = 3;
 
 fn throughput_once(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
-    let start = Instant::now();
-    let cpu_seconds = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(move || {
-                    let cpu = thread_cpu_time()?;
-                    for i in 0..per_thread {
-                        bench_sample::trace(i, i ^ 0x55, i as u32);
-                    }
-                    Ok::<_, ClockError>(thread_cpu_time()?.saturating_sub(cpu).as_secs_f64())
-                })
-            })
-            .collect();
-        let mut sum = 0.0;
-        for handle in handles {
-            sum += match handle.join() {
-                Ok(cpu) => cpu?,
-                Err(_) => return Err("a throughput writer panicked".to_owned()),
-            };
-        }
-        Ok(sum)
-    })?;
-    let elapsed = start.elapsed().as_secs_f64();
+    let (elapsed, writers) = wall_time(|| {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| s.spawn(move || write_events(per_thread)))
+                .collect();
+            handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+        })
+    });
+    let mut cpu_seconds = 0.0;
+    for writer in writers {
+        cpu_seconds += writer.map_err(|_| "a throughput writer panicked".to_owned())??;
+    }
     let events = (threads as u64 * per_thread) as f64;
     Ok((
-        events / elapsed,
+        events / elapsed.as_secs_f64(),
         events / cpu_seconds.max(1e-9) * threads as f64,
     ))
+}
+
+/// One throughput writer: `events` events; returns its CPU seconds.
+fn write_events(events: u64) -> Result<f64, ClockError> {
+    let (elapsed, ()) = wall_and_cpu_time(|| {
+        for i in 0..events {
+            bench_sample::trace(i, i ^ 0x55, i as u32);
+        }
+    })?;
+    Ok(elapsed.cpu.as_secs_f64())
 }
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
@@ -476,7 +458,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
             "target throughput/2 >= 1.6x throughput/1: {:.2}x, {} ({} CPUs here)",
             two / one.max(1.0),
             verdict(two >= 1.6 * one),
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            host_cpus()
         ),
         format!(
             "per-writer CPU-time throughput 2/1: {:.2}x (2.0 = writers do not slow each other down)",

@@ -5,17 +5,16 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
 
 use hotkern_physmem::{PageCount, Pfn};
 
 use super::{Hotkern, CHURN_BATCH};
-use crate::bench::measure::thread_cpu_time;
+use crate::bench::measure::{wall_and_cpu_time, Elapsed};
 
 /// What one churn run measured.
 pub(super) struct ChurnRun {
-    pub(super) wall: Duration,
-    pub(super) cpu: Duration,
+    /// The lookups' wall-clock time and the looking-up thread's CPU time.
+    pub(super) time: Elapsed,
     pub(super) checksum: u64,
     pub(super) writes: u64,
 }
@@ -45,27 +44,25 @@ pub(super) fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> Result<Churn
             thread::yield_now();
         }
     }
-    let cpu = thread_cpu_time();
-    let start = Instant::now();
-    let mut sum = 0u64;
-    for chunk in pfns.chunks(CHURN_BATCH) {
-        let guard = mem.read();
-        for &pfn in chunk {
-            sum = sum.wrapping_add(guard.find(black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
+    let measured = wall_and_cpu_time(|| {
+        let mut sum = 0u64;
+        for chunk in pfns.chunks(CHURN_BATCH) {
+            let guard = mem.read();
+            for &pfn in chunk {
+                sum = sum.wrapping_add(guard.find(black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
+            }
         }
-    }
-    let wall = start.elapsed();
-    let cpu_end = thread_cpu_time();
+        sum
+    });
     stop.store(true, Ordering::Relaxed);
     if let Some(writer) = writer {
         let _ = writer.join();
     }
     // A clock failure ends the run only now, with the writer stopped.
-    let cpu = cpu_end?.saturating_sub(cpu?);
+    let (elapsed, sum) = measured?;
     Ok(ChurnRun {
-        wall,
-        cpu,
-        checksum: black_box(sum),
+        time: elapsed,
+        checksum: sum,
         writes: writes.load(Ordering::Relaxed),
     })
 }
