@@ -15,9 +15,10 @@ use hotkern_bcache::{
     BlockCache, CacheKind, CacheStats, DeviceModel, FatType, FatVolume, MemoryDevice,
     ModeledDevice, StripedSet,
 };
+use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use super::measure::{ns_per_op, wall_time};
+use super::measure::{input_rng, ns_per_op, wall_time};
 use super::{BenchOptions, Case, Progress, Report};
 
 /// Total cache memory, as in the seed (16 MiB split between devices).
@@ -45,15 +46,8 @@ struct Image {
 
 /// A pseudo-random file (so no design can win by compression or zero pages).
 fn contents(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(len);
+    let mut out = vec![0; len];
+    input_rng(seed).fill_bytes(&mut out);
     out
 }
 

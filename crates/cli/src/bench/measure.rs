@@ -1,9 +1,22 @@
-//! Measuring helpers every benchmark shares: the calling thread's CPU
-//! clock, wall and CPU time of a region, the fastest of several runs.
+//! Measuring helpers every benchmark shares: the seeded generator of random
+//! inputs, the calling thread's CPU clock, wall and CPU time of a region,
+//! the fastest of several runs.
 
 use std::fmt;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+/// The generator of every benchmark's random inputs, seeded so that every
+/// run sees the same inputs. `StdRng` (ChaCha12 in rand 0.9) rather than
+/// `SmallRng`, whose algorithm depends on the pointer width: figures from
+/// different hosts are compared, so they must come from the same inputs.
+/// Inputs are drawn before any timed region, where its speed is no matter.
+pub fn input_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
 
 /// The calling thread's CPU clock could not be read.
 ///

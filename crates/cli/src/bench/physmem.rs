@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
 use hotkern_physmem::{BasicPage, PageCount, Pfn, PhysSegments, Physmem};
+use rand::rngs::StdRng;
+use rand::Rng;
 
-use super::measure::{ns_per_op, wall_time};
+use super::measure::{input_rng, ns_per_op, wall_time};
 use super::{BenchOptions, Case, Progress, Report};
 
 type Hotkern = Physmem<BasicPage>;
@@ -28,23 +30,6 @@ const MIN_TIMED_LOOKUPS: usize = 100_000;
 /// Lookups done inside one read guard in the churn cases.
 const CHURN_BATCH: usize = 1024;
 
-/// splitmix64: a fixed-seed generator, so every run sees the same inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 fn label(n: u64) -> String {
     match n {
         n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
@@ -54,9 +39,9 @@ fn label(n: u64) -> String {
 }
 
 /// Random frames of random byte addresses in `[0, bytes)`.
-fn random_pfns(rng: &mut Rng, count: usize, bytes: u64) -> Vec<Pfn> {
+fn random_pfns(rng: &mut StdRng, count: usize, bytes: u64) -> Vec<Pfn> {
     (0..count)
-        .map(|_| Pfn(rng.below(bytes) >> hotkern_physmem::PAGE_SHIFT))
+        .map(|_| Pfn(rng.random_range(0..bytes) >> hotkern_physmem::PAGE_SHIFT))
         .collect()
 }
 
@@ -144,7 +129,7 @@ impl Checksums {
 struct Bench {
     full: bool,
     report: Report,
-    rng: Rng,
+    rng: StdRng,
     progress: Progress,
     mismatches: Vec<String>,
 }
@@ -170,7 +155,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let mut bench = Bench {
         full,
         report,
-        rng: Rng(0x5eed_f00d_1a7e),
+        rng: input_rng(0x5eed_f00d_1a7e),
         progress: Progress::new("physmem", steps as u64),
         mismatches: Vec::new(),
     };
@@ -255,7 +240,9 @@ impl Bench {
         for (bytes, size) in FRAGMENTED_SIZES {
             let case = format!("fragmented/{size}");
             let pages = bytes >> hotkern_physmem::PAGE_SHIFT;
-            let lengths: Vec<u64> = (0..pages / 8).map(|_| self.rng.below(7) + 1).collect();
+            let lengths: Vec<u64> = (0..pages / 8)
+                .map(|_| self.rng.random_range(1..=7))
+                .collect();
             let pfns = random_pfns(&mut self.rng, lookups, bytes);
             let mut sums = Checksums(Vec::new());
             for name in IMPLS {
@@ -303,7 +290,9 @@ impl Bench {
     fn churn(&mut self) -> Result<(), String> {
         let lookups = if self.full { 20_000_000 } else { 2_000_000 };
         let pages = (64u64 << 20) >> hotkern_physmem::PAGE_SHIFT;
-        let lengths: Vec<u64> = (0..pages / 8).map(|_| self.rng.below(7) + 1).collect();
+        let lengths: Vec<u64> = (0..pages / 8)
+            .map(|_| self.rng.random_range(1..=7))
+            .collect();
         let pfns = random_pfns(&mut self.rng, lookups, 64 << 20);
         let mut sums = Vec::new();
         for busy in [false, true] {
@@ -353,7 +342,7 @@ impl Bench {
         for (segments, size) in PLUG_UNPLUG_SIZES {
             let case = format!("plug-unplug/{size}");
             let holes: Vec<u64> = (0..pairs)
-                .map(|_| self.rng.below(segments as u64))
+                .map(|_| self.rng.random_range(0..segments as u64))
                 .collect();
             for name in IMPLS {
                 self.progress.start(&format!("{case} {name}"));
