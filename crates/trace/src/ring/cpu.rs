@@ -11,7 +11,8 @@
 //!   Times are made strictly increasing, so the word never repeats a value.
 //!   `off == SEALED` means the page is full and its sealer is moving on.
 //! * `tail` = `seq:48 | page:16` — which page (by sequence number) is being
-//!   written. Only the sealer of the previous page changes it.
+//!   written, and the frame holding it. Only the sealer of the previous page
+//!   changes it.
 //! * `commit` = `seq:52 | off:12` — everything before it is completely
 //!   written. Only the outermost writer on the CPU moves it, when it
 //!   finishes, to cover what the writers it was interrupted by reserved.
@@ -23,6 +24,8 @@
 //!   that copies part of the page still being written records how many events
 //!   it consumed in the slot, so a later overwrite counts only the rest lost.
 //!
+//! The bit layouts of `tail` and the slots, and their helpers: `words.rs`.
+//!
 //! Accounting: every `reserve` counts one `written`; a refused event counts
 //! one `dropped`; an overwritten page adds its unread events to `overrun`;
 //! events handed to the reader count `read`. Once drained,
@@ -31,6 +34,7 @@
 use core::cell::UnsafeCell;
 
 mod reader;
+mod words;
 
 pub use reader::PageRead;
 
@@ -40,44 +44,17 @@ use super::page::{
     PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE,
 };
 use super::{Mode, RawLock};
+use words::{
+    slot_consumed, slot_data, slot_free, slot_page, slot_seq, Tail, FREE, PAGE_BITS, SEQ_MASK,
+};
 
 const OFF_BITS: u32 = 12;
 const OFF_MASK: u64 = (1 << OFF_BITS) - 1;
 const SEALED: u64 = OFF_MASK;
 const TIME_MASK: u64 = (1 << (64 - OFF_BITS)) - 1;
 
-const SEQ_BITS: u32 = 39;
-const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
-const PAGE_SHIFT: u32 = SEQ_BITS;
-const PAGE_BITS: u32 = 14;
-const PAGE_MASK: u64 = (1 << PAGE_BITS) - 1;
-const CONSUMED_SHIFT: u32 = PAGE_SHIFT + PAGE_BITS;
-const CONSUMED_MASK: u64 = (1 << 10) - 1;
-const FREE: u64 = 1 << 63;
-
 /// Most pages one CPU's ring may have (the spare page needs an id too).
 pub const MAX_PAGES_PER_CPU: usize = (1 << PAGE_BITS) - 2;
-
-#[inline(always)]
-fn slot_data(seq: u64, page: u64, consumed: u64) -> u64 {
-    (consumed << CONSUMED_SHIFT) | (page << PAGE_SHIFT) | (seq & SEQ_MASK)
-}
-#[inline(always)]
-fn slot_free(page: u64) -> u64 {
-    FREE | (page << PAGE_SHIFT)
-}
-#[inline(always)]
-fn slot_page(slot: u64) -> usize {
-    ((slot >> PAGE_SHIFT) & PAGE_MASK) as usize
-}
-#[inline(always)]
-fn slot_seq(slot: u64) -> u64 {
-    slot & SEQ_MASK
-}
-#[inline(always)]
-fn slot_consumed(slot: u64) -> u64 {
-    (slot >> CONSUMED_SHIFT) & CONSUMED_MASK
-}
 
 /// Why an event was not recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,6 +286,12 @@ impl CpuBuffer {
         self.ring.len()
     }
 
+    /// The tail word (see [`Tail`]).
+    #[inline(always)]
+    fn load_tail(&self) -> Tail {
+        Tail::from_bits(self.tail.load())
+    }
+
     #[inline(always)]
     fn page_ptr(&self, page: usize) -> *mut u8 {
         self.pages[page].0.get().cast::<u8>()
@@ -333,7 +316,7 @@ impl CpuBuffer {
         self.written.add(1);
         let need = event_size(payload) as u64;
         let word = self.word.load();
-        let tail = self.tail.load();
+        let tail = self.load_tail();
         let off = word & OFF_MASK;
         let now_low = now & TIME_MASK;
         let delta = now_low.wrapping_sub(word >> OFF_BITS) & TIME_MASK;
@@ -377,7 +360,7 @@ impl CpuBuffer {
     fn reserve_general(&self, now: u64, payload: usize, need: u64) -> (*mut u8, u64) {
         loop {
             let word = self.word.load();
-            let tail = self.tail.load();
+            let tail = self.load_tail();
             let off = word & OFF_MASK;
             if off == SEALED {
                 // We interrupted the writer that is switching pages.
@@ -420,8 +403,8 @@ impl CpuBuffer {
     /// the tail page named by `tail` (just claimed through `word`) and
     /// returns the address of its payload.
     #[inline(always)]
-    fn place(&self, tail: u64, off: u64, size: u64, payload: usize, stamp: Stamp) -> *mut u8 {
-        let page_id = (tail & 0xffff) as usize;
+    fn place(&self, tail: Tail, off: u64, size: u64, payload: usize, stamp: Stamp) -> *mut u8 {
+        let page_id = tail.page();
         debug_assert!(page_id < self.pages.len() && page_id < self.entries.len());
         // SAFETY: `tail` only ever names a page id taken from a ring slot,
         // and slots only hold ids below `pages.len()` (which is also
@@ -473,16 +456,15 @@ impl CpuBuffer {
     /// Seals the full tail page and moves to the next one. Returns false if
     /// the event must be dropped; true to retry (moved, or `word` changed).
     #[cold]
-    fn advance(&self, word: u64, tail: u64) -> bool {
+    fn advance(&self, word: u64, tail: Tail) -> bool {
         let sealed = (word & !OFF_MASK) | SEALED;
         if self.word.compare_exchange(word, sealed).is_err() {
             return true;
         }
         // From here until `word` is reset, writers nesting on us drop their
         // events, so this CPU's page switch is ours alone.
-        let seq = tail >> 16;
-        let old_page = (tail & 0xffff) as usize;
-        let next = seq + 1;
+        let old_page = tail.page();
+        let next = tail.seq() + 1;
         let n = self.ring.len() as u64;
         let slot = &self.ring[(next % n) as usize];
         let new_page = loop {
@@ -532,7 +514,7 @@ impl CpuBuffer {
             core::ptr::write_unaligned(new.cast::<u64>(), 0);
             core::ptr::write_unaligned(new.add(8).cast::<u64>(), 0);
         }
-        self.tail.store((next << 16) | new_page as u64);
+        self.tail.store(Tail::new(next, new_page).bits());
         self.word.store(word & !OFF_MASK);
         true
     }
@@ -540,14 +522,14 @@ impl CpuBuffer {
     /// Where the next event would go: `seq << 12 | off`.
     #[inline(always)]
     fn position(&self) -> u64 {
-        let tail = self.tail.load();
+        let tail = self.load_tail();
         let off = self.word.load() & OFF_MASK;
         let off = if off == SEALED {
             PAGE_DATA_SIZE as u64
         } else {
             off
         };
-        ((tail >> 16) << OFF_BITS) | off
+        (tail.seq() << OFF_BITS) | off
     }
 
     /// Ends the writer of a reservation. The common case — outermost, and
@@ -563,10 +545,10 @@ impl CpuBuffer {
             // Loaded before `word` is checked: a page switch changes `word`
             // for good (times only grow, and a switch ends at offset 0), so
             // if `word` is still ours, `tail` still names our page.
-            let tail = self.tail.load();
+            let tail = self.load_tail();
             if self.word.load() == word {
                 // Our end is past every earlier commit, so no max is needed.
-                let end = ((tail >> 16) << OFF_BITS) | (word & OFF_MASK);
+                let end = (tail.seq() << OFF_BITS) | (word & OFF_MASK);
                 self.commit.store(end, Ordering::Release);
                 self.nesting.sub(1);
                 if self.word.load() == word {

@@ -2,10 +2,10 @@
 //! page in for the oldest data page, copies of the committed part of the
 //! page still being written, and the accounting of what readers consumed.
 
-use super::{
-    slot_consumed, slot_data, slot_free, slot_page, slot_seq, CpuBuffer, Ordering, ReaderState,
-    CONSUMED_MASK, FREE, OFF_BITS, OFF_MASK, SEQ_MASK,
+use super::words::{
+    slot_consumed, slot_data, slot_free, slot_page, slot_seq, CONSUMED_MASK, FREE, SEQ_MASK,
 };
+use super::{CpuBuffer, Ordering, ReaderState, OFF_BITS, OFF_MASK};
 use crate::ring::page::{
     PageView, MISSED_EVENTS, MISSED_STORED, PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE,
 };
@@ -33,7 +33,7 @@ impl CpuBuffer {
             let commit = self.commit.load(Ordering::Acquire);
             let committed_seq = commit >> OFF_BITS;
             let committed_off = (commit & OFF_MASK) as usize;
-            let tail_seq = self.tail.load() >> 16;
+            let tail_seq = self.load_tail().seq();
             let oldest = (tail_seq + 1).saturating_sub(n);
             if state.read_seq < oldest {
                 state.read_seq = oldest;
@@ -164,7 +164,7 @@ impl CpuBuffer {
         let commit = self.commit.load(Ordering::Acquire);
         let committed_seq = commit >> OFF_BITS;
         let committed_off = (commit & OFF_MASK) as usize;
-        let tail_seq = self.tail.load() >> 16;
+        let tail_seq = self.load_tail().seq();
         let first = state.read_seq.max((tail_seq + 1).saturating_sub(n));
         let mut copy = alloc::boxed::Box::new([0u8; PAGE_SIZE]);
         let mut out = alloc::boxed::Box::new([0u8; PAGE_SIZE]);
