@@ -93,10 +93,13 @@ impl<P> Drop for Index<P> {
     }
 }
 
-// SAFETY: the raw pointers are to sections (owned through the index) and
-// to descriptors that the index's owner keeps alive; an index is only read
-// once published.
+// SAFETY: an index owns the sections and slot chunks its raw pointers
+// reach, and only borrows descriptors (owned by its `Physmem`), handing out
+// `&P`: moving it to another thread shares `P`s, which `P: Sync` allows.
 unsafe impl<P: Sync> Send for Index<P> {}
+// SAFETY: a published index is only read. The one non-atomic cell it
+// reaches, a section's `shares`, is read and written only by the writer
+// under its lock, never through a reader; readers get `&P` (`P: Sync`).
 unsafe impl<P: Sync> Sync for Index<P> {}
 
 /// A part of an index that no index uses any more, from
@@ -305,10 +308,13 @@ impl<P> Index<P> {
     /// Frees an index that was never published (or is the last one): what
     /// `origin` (the index it was made from) does not also hold.
     pub(crate) fn discard(&self, origin: Option<&Index<P>>) {
-        // SAFETY (both): from `Box::into_raw`, and no index or reader holds
-        // them any more.
         self.release_for(origin, |unused| match unused {
+            // SAFETY: from `Box::into_raw`; `release_for` passes a section
+            // once, when no index lists it, and this index was never (or is
+            // no longer) visible to readers.
             Unused::Section(section) => drop(unsafe { Box::from_raw(section.cast_mut()) }),
+            // SAFETY: as for sections: from `Box::into_raw`, passed once,
+            // listed by no index readers can reach.
             Unused::Chunk(chunk) => drop(unsafe { Box::from_raw(chunk.cast_mut()) }),
         });
     }

@@ -60,10 +60,14 @@ pub(crate) enum Garbage<P> {
     Pages { slab: u32, first: u64, count: u64 },
 }
 
-// SAFETY: the raw pointers inside (index, slabs) are owned by the `Physmem`;
-// readers only get shared access to `P`s, so `P: Send + Sync` (from `Page`)
-// is what sharing needs. Writers are serialised by the mutex.
+// SAFETY: a `Physmem` owns everything its raw pointers reach (the published
+// index, the descriptor slabs); moving it moves that ownership, and its
+// descriptors may move with it (`P: Send`, from `Page`).
 unsafe impl<P: Page, R: RawMutex + Send, const BOOT: usize> Send for Physmem<P, R, BOOT> {}
+// SAFETY: through `&Physmem` readers get only `&P` (`P: Sync`, from `Page`)
+// and the published index, which is swapped atomically and freed only once
+// the epoch shows no reader can see it; writer state is reached only under
+// the `R` mutex.
 unsafe impl<P: Page, R: RawMutex + Sync, const BOOT: usize> Sync for Physmem<P, R, BOOT> {}
 
 macro_rules! physmem_new {
@@ -173,7 +177,8 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             for (_, record) in records.iter_mut() {
                 record.slab = slab;
                 record.first = next;
-                // SAFETY: `[next, next + len)` was just allocated from the slab.
+                // SAFETY: `[next, next + len)` was just allocated from the
+                // slab, so it is in bounds and not initialised yet.
                 unsafe {
                     writer
                         .slabs
@@ -372,7 +377,8 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 return Err(error);
             }
         };
-        // SAFETY: just allocated from the slab.
+        // SAFETY: just allocated from the slab, so in bounds and not
+        // initialised yet.
         unsafe {
             writer
                 .slabs

@@ -18,8 +18,12 @@ pub(crate) struct Slab<P> {
     pub(crate) extent: Extent,
 }
 
-// SAFETY: a slab owns its descriptors; sharing it is sharing `P`s.
+// SAFETY: a slab owns its descriptors as a `Box<[P]>` would: moving it
+// moves `P`s.
 unsafe impl<P: Send> Send for Slab<P> {}
+// SAFETY: as for `Box<[P]>`, shared access reads `P`s only; the one write
+// through `&self`, `init`, is an `unsafe fn` whose caller guarantees no
+// one else reaches the range.
 unsafe impl<P: Sync> Sync for Slab<P> {}
 
 impl<P: Page> Slab<P> {
@@ -41,11 +45,12 @@ impl<P: Page> Slab<P> {
         })
     }
 
-    /// Pointer to descriptor `index`.
+    /// Pointer to descriptor `index`. Computing it is safe whatever the
+    /// index (hence `wrapping_add`); whoever dereferences it vouches that
+    /// it is in bounds.
     pub(crate) fn at(&self, index: u64) -> *mut P {
         debug_assert!(index <= self.capacity);
-        // SAFETY: `index` is within (or one past) the allocation.
-        unsafe { self.base.as_ptr().add(index as usize) }
+        self.base.as_ptr().wrapping_add(index as usize)
     }
 
     /// Initialises descriptors `[first, first + count)` for frames from `pfn`.

@@ -148,18 +148,26 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         let index = Box::into_raw(index);
         let old = self.published.swap(index, Ordering::AcqRel);
         if !old.is_null() {
-            // SAFETY: `old` came from `Box::into_raw` and is no longer
-            // published; `index` was just published and is alive.
+            // SAFETY: `old` came from `Box::into_raw` when it was published;
+            // swapped out under the writer lock, it is owned here alone
+            // (readers still inside are covered by retiring it below).
             let old = unsafe { Box::from_raw(old) };
             let retired = &mut writer.retired;
-            // SAFETY (both): from `Box::into_raw`, in no published index any
-            // more, and passed on exactly once.
-            old.release_for(Some(unsafe { &*index }), |unused| {
+            // SAFETY: `index` came from `Box::into_raw` just above and, now
+            // published, is freed only by a later write under this lock.
+            let next = unsafe { &*index };
+            old.release_for(Some(next), |unused| {
                 retired.retire(match unused {
                     Unused::Section(section) => {
+                        // SAFETY: from `Box::into_raw`; `release_for` passes
+                        // a section once, when no published index lists it.
+                        // It is retired, not freed, so readers still inside
+                        // keep it.
                         Garbage::Section(unsafe { Box::from_raw(section.cast_mut()) })
                     }
                     Unused::Chunk(chunk) => {
+                        // SAFETY: as for sections: from `Box::into_raw`,
+                        // passed once, retired until no reader can see it.
                         Garbage::SlotChunk(unsafe { Box::from_raw(chunk.cast_mut()) })
                     }
                 })

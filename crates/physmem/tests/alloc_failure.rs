@@ -28,6 +28,9 @@ thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
 }
 
+// SAFETY: every allocation is `System`'s or a null pointer, which the
+// `GlobalAlloc` contract allows as failure; the bookkeeping touches only
+// thread-locals.
 unsafe impl GlobalAlloc for Failing {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if ARMED.with(Cell::get) {
@@ -38,6 +41,7 @@ unsafe impl GlobalAlloc for Failing {
                 return std::ptr::null_mut();
             }
         }
+        // SAFETY: our caller's guarantees about `layout` are `System`'s.
         let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() {
             LIVE.with(|live| live.set(live.get() + layout.size() as isize));
@@ -46,6 +50,8 @@ unsafe impl GlobalAlloc for Failing {
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.with(|live| live.set(live.get() - layout.size() as isize));
+        // SAFETY: `ptr` is non-null, so it came from `System` in `alloc`
+        // above, with this layout.
         unsafe { System.dealloc(ptr, layout) }
     }
 }

@@ -28,6 +28,7 @@ impl Page for Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
+        // SAFETY: `&mut self`: no other reference to the cell exists.
         self.addr.with_mut(|a| unsafe { *a = u64::MAX });
     }
 }
@@ -35,6 +36,8 @@ impl Drop for Tracked {
 fn read_page(mem: &Physmem<Tracked>, pfn: u64) -> Option<u64> {
     let guard = mem.read();
     let page = guard.page(Pfn(pfn))?;
+    // SAFETY: only `drop` writes the cell, and the guard keeps the
+    // descriptor from being dropped; loom reports it if that fails.
     Some(page.addr.with(|a| unsafe { *a }))
 }
 
