@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hotkern_machine::{CpuSet, Engine, Item, Machine, MachineError, TaskStatus};
+use hotkern_machine::{
+    CpuId, CpuSet, Engine, Item, Machine, MachineError, PageCount, Pfn, TaskStatus,
+};
 
 const CPUS: usize = 4;
 const TASKS: u64 = 64;
@@ -83,18 +85,19 @@ fn operate(engine: Engine) -> Result<Result<Latencies, String>, MachineError> {
         });
     }
     // Hot-add 16 MiB of memory above what the machine booted with.
-    let (_, before) = machine.frames();
-    machine.plug_memory(1 << 20, 4096)?;
-    let (_, after) = machine.frames();
+    let before = machine.frames().total.0;
+    machine.plug_memory(Pfn(1 << 20), PageCount(4096))?;
+    let after = machine.frames().total.0;
 
     let mut offline_one = Vec::new();
     let mut online_one = Vec::new();
     let mut offline_bulk = Vec::new();
     let mut online_bulk = Vec::new();
+    let last = CpuId(CPUS as u32 - 1);
     let bulk = CpuSet::range(1, CPUS as u32);
     for _ in 0..REPETITIONS {
-        offline_one.push(machine.offline(CPUS - 1)?.nanos);
-        online_one.push(machine.online(CPUS - 1)?.nanos);
+        offline_one.push(machine.offline(last)?.nanos);
+        online_one.push(machine.online(last)?.nanos);
         offline_bulk.push(machine.offline_many(bulk)?.nanos);
         online_bulk.push(machine.online_many(bulk)?.nanos);
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hotkern_machine::{CpuSet, Engine, Item, Machine, TaskStatus};
+use hotkern_machine::{CpuId, CpuSet, Engine, Item, Machine, TaskStatus};
 
 fn main() -> Result<(), hotkern_machine::MachineError> {
     println!("{:<18} {:<9} {:<11} why", "step", "section", "class");
@@ -41,8 +41,8 @@ fn main() -> Result<(), hotkern_machine::MachineError> {
                 }
             });
         }
-        let down = machine.offline(7)?;
-        let up = machine.online(7)?;
+        let down = machine.offline(CpuId(7))?;
+        let up = machine.online(CpuId(7))?;
         let bulk = CpuSet::range(4, 8);
         let bulk_down = machine.offline_many(bulk)?;
         let bulk_up = machine.online_many(bulk)?;

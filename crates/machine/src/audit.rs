@@ -5,7 +5,10 @@
 use core::fmt;
 use std::collections::BTreeMap;
 
+use hotkern_cpuhp::CpuId;
 use parking_lot::Mutex;
+
+use crate::cpuset::cpu_id;
 
 /// A kind of per-CPU resource a subsystem creates for a CPU and destroys later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,17 +50,17 @@ impl fmt::Display for Resource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Violation {
     /// A resource was created for a CPU that already had one.
-    DoubleCreate { resource: Resource, cpu: usize },
+    DoubleCreate { resource: Resource, cpu: CpuId },
     /// A resource was destroyed that did not exist.
-    DoubleFree { resource: Resource, cpu: usize },
+    DoubleFree { resource: Resource, cpu: CpuId },
     /// A resource outlived the machine.
-    Leak { resource: Resource, cpu: usize },
+    Leak { resource: Resource, cpu: CpuId },
     /// Something ran on a vCPU that was not online.
-    RanOffline { what: &'static str, cpu: usize },
+    RanOffline { what: &'static str, cpu: CpuId },
     /// A task or deferred item completed more than once.
     RanTwice { what: &'static str, id: u64 },
     /// A mask disagreed with the vCPUs' own state.
-    MaskMismatch { mask: &'static str, cpu: usize },
+    MaskMismatch { mask: &'static str, cpu: CpuId },
     /// A task or job panicked (it counts as completed; its vCPU went on).
     Panicked { what: &'static str, id: u64 },
     /// A page frame went back to the pool twice, or was never returned.
@@ -68,16 +71,16 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Violation::DoubleCreate { resource, cpu } => {
-                write!(f, "{resource} of cpu{cpu} created twice")
+                write!(f, "{resource} of {cpu} created twice")
             }
             Violation::DoubleFree { resource, cpu } => {
-                write!(f, "{resource} of cpu{cpu} destroyed but not alive")
+                write!(f, "{resource} of {cpu} destroyed but not alive")
             }
-            Violation::Leak { resource, cpu } => write!(f, "{resource} of cpu{cpu} leaked"),
-            Violation::RanOffline { what, cpu } => write!(f, "{what} ran on offline cpu{cpu}"),
+            Violation::Leak { resource, cpu } => write!(f, "{resource} of {cpu} leaked"),
+            Violation::RanOffline { what, cpu } => write!(f, "{what} ran on offline {cpu}"),
             Violation::RanTwice { what, id } => write!(f, "{what} {id} ran twice"),
             Violation::MaskMismatch { mask, cpu } => {
-                write!(f, "{mask} mask disagrees with cpu{cpu}'s state")
+                write!(f, "{mask} mask disagrees with {cpu}'s state")
             }
             Violation::Panicked { what, id } => write!(f, "{what} {id} panicked"),
             Violation::PageAccounting { detail } => write!(f, "page accounting: {detail}"),
@@ -96,7 +99,7 @@ pub struct Counts {
 
 #[derive(Default)]
 struct Books {
-    live: BTreeMap<(Resource, usize), ()>,
+    live: BTreeMap<(Resource, CpuId), ()>,
     counts: BTreeMap<Resource, Counts>,
     violations: Vec<Violation>,
 }
@@ -110,6 +113,7 @@ pub struct Audit {
 impl Audit {
     /// Records that `resource` now exists for `cpu`.
     pub fn created(&self, resource: Resource, cpu: usize) {
+        let cpu = cpu_id(cpu);
         let mut books = self.books.lock();
         books.counts.entry(resource).or_default().created += 1;
         if books.live.insert((resource, cpu), ()).is_some() {
@@ -121,6 +125,7 @@ impl Audit {
 
     /// Records that `resource` of `cpu` is gone.
     pub fn destroyed(&self, resource: Resource, cpu: usize) {
+        let cpu = cpu_id(cpu);
         let mut books = self.books.lock();
         books.counts.entry(resource).or_default().destroyed += 1;
         if books.live.remove(&(resource, cpu)).is_none() {
@@ -132,11 +137,14 @@ impl Audit {
 
     /// Whether `resource` of `cpu` exists now.
     pub fn is_live(&self, resource: Resource, cpu: usize) -> bool {
-        self.books.lock().live.contains_key(&(resource, cpu))
+        self.books
+            .lock()
+            .live
+            .contains_key(&(resource, cpu_id(cpu)))
     }
 
     /// Every live resource.
-    pub fn live(&self) -> Vec<(Resource, usize)> {
+    pub fn live(&self) -> Vec<(Resource, CpuId)> {
         self.books.lock().live.keys().copied().collect()
     }
 
@@ -172,11 +180,11 @@ mod tests {
             [
                 Violation::DoubleCreate {
                     resource: Resource::PageCache,
-                    cpu: 1
+                    cpu: CpuId(1)
                 },
                 Violation::DoubleFree {
                     resource: Resource::PageCache,
-                    cpu: 1
+                    cpu: CpuId(1)
                 }
             ]
         );

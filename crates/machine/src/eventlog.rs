@@ -4,8 +4,11 @@
 //! going offline hands its unread events to the machine-wide log, so a
 //! reader loses none but those the ring itself overwrote, which it counts.
 
+use hotkern_cpuhp::CpuId;
 use hotkern_trace::ring::{pages_for_kb, Mode, PageView, RingBuffer, PAGE_SIZE};
 use parking_lot::Mutex;
+
+use crate::cpuset::cpu_id;
 
 /// Data bytes each CPU's ring holds before it overwrites the oldest page.
 pub(crate) const RING_KB: usize = 16;
@@ -42,11 +45,22 @@ pub struct Event {
     /// Nanoseconds since the machine started.
     pub nanos: u64,
     /// The vCPU it happened on.
-    pub cpu: usize,
+    pub cpu: CpuId,
     /// What happened.
     pub kind: EventKind,
     /// The task's or job's ledger id.
     pub id: u64,
+}
+
+/// What the trace buffers hold, from [`Machine::trace`](crate::Machine::trace).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// Every event still held: those handed over by CPUs that went
+    /// offline, then each online CPU's ring, oldest first per CPU.
+    pub events: Vec<Event>,
+    /// Events the rings overwrote before anyone read them (overwrite
+    /// mode keeps the newest): counted, not kept.
+    pub lost: u64,
 }
 
 /// The payload: kind, then the id (little-endian).
@@ -60,7 +74,7 @@ fn encode(event: &Event) -> [u8; PAYLOAD] {
 }
 
 /// Decodes the events of ring pages (oldest first) recorded on `cpu`.
-fn decode(cpu: usize, page: &[u8; PAGE_SIZE], out: &mut Vec<Event>) {
+fn decode(cpu: CpuId, page: &[u8; PAGE_SIZE], out: &mut Vec<Event>) {
     let Ok(view) = PageView::new(page) else {
         return;
     };
@@ -131,7 +145,7 @@ impl EventLogs {
 
     /// Records an event in `cpu`'s ring (dropped if it has none).
     pub(crate) fn record(&self, event: Event) {
-        if let Some(ring) = self.rings[event.cpu].lock().as_mut() {
+        if let Some(ring) = self.rings[event.cpu.index()].lock().as_mut() {
             ring.recorded += 1;
             // SAFETY: the ring's lock is held, so this is its only writer.
             // A refusal (impossible for this size) only loses the event,
@@ -149,7 +163,7 @@ impl EventLogs {
         };
         let mut events = Vec::new();
         for page in ring.buffer.drain_cpu(0) {
-            decode(cpu, &page, &mut events);
+            decode(cpu_id(cpu), &page, &mut events);
         }
         let overwritten = ring.recorded.saturating_sub(events.len() as u64);
         ring.recorded = 0;
@@ -165,21 +179,21 @@ impl EventLogs {
 
     /// Every event still held (retired ones, then each CPU's ring), and how
     /// many events rings overwrote.
-    pub(crate) fn snapshot(&self) -> (Vec<Event>, u64) {
+    pub(crate) fn snapshot(&self) -> Trace {
         let retired = self.retired.lock();
         let mut events = retired.events.clone();
-        let mut overwritten = retired.overwritten;
+        let mut lost = retired.overwritten;
         drop(retired);
         for (cpu, ring) in self.rings.iter().enumerate() {
             if let Some(ring) = ring.lock().as_ref() {
                 let before = events.len();
                 ring.buffer
-                    .peek_pages(0, |page| decode(cpu, page, &mut events));
+                    .peek_pages(0, |page| decode(cpu_id(cpu), page, &mut events));
                 let held = (events.len() - before) as u64;
-                overwritten += ring.recorded.saturating_sub(held);
+                lost += ring.recorded.saturating_sub(held);
             }
         }
-        (events, overwritten)
+        Trace { events, lost }
     }
 }
 
@@ -190,7 +204,7 @@ mod tests {
     fn event(cpu: usize, id: u64) -> Event {
         Event {
             nanos: 1_000 + 10 * id,
-            cpu,
+            cpu: cpu_id(cpu),
             kind: EventKind::TaskSlice,
             id,
         }
@@ -204,15 +218,15 @@ mod tests {
             logs.record(event(1, id));
         }
         logs.record(event(0, 7)); // no ring: dropped
-        let (events, overwritten) = logs.snapshot();
-        assert_eq!(overwritten, 0);
+        let Trace { events, lost } = logs.snapshot();
+        assert_eq!(lost, 0);
         assert_eq!(events, (0..100).map(|id| event(1, id)).collect::<Vec<_>>());
         assert!(logs.retire(1, true), "kept: drained, not freed");
         logs.record(event(1, 100));
-        let (after, _) = logs.snapshot();
+        let after = logs.snapshot().events;
         assert_eq!(after.len(), 101);
         assert!(logs.retire(1, false));
-        assert_eq!(logs.snapshot().0, after);
+        assert_eq!(logs.snapshot().events, after);
         assert!(!logs.retire(1, false));
     }
 
@@ -224,12 +238,21 @@ mod tests {
         for id in 0..written {
             logs.record(event(0, id));
         }
-        let (events, overwritten) = logs.snapshot();
+        let Trace {
+            events,
+            lost: overwritten,
+        } = logs.snapshot();
         assert!(overwritten > 0);
         assert_eq!(events.len() as u64 + overwritten, written);
         // Retiring a kept ring reports its losses once.
         assert!(logs.retire(0, true));
-        assert_eq!(logs.snapshot(), (events.clone(), overwritten));
+        assert_eq!(
+            logs.snapshot(),
+            Trace {
+                events: events.clone(),
+                lost: overwritten
+            }
+        );
         // The newest events are kept, in order.
         assert_eq!(events.last().map(|e| e.id), Some(written - 1));
         assert!(events.windows(2).all(|w| w[0].id + 1 == w[1].id));

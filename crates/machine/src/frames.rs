@@ -37,9 +37,19 @@ impl fmt::Debug for MachinePage {
     }
 }
 
+/// How many page frames the machine has, from [`Machine::frames`](crate::Machine::frames).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameCounts {
+    /// Frames free in the shared pool (not in a CPU's page cache, not held
+    /// by a task).
+    pub free: PageCount,
+    /// Frames plugged: the memory the machine booted with and every hot-add.
+    pub total: PageCount,
+}
+
 struct Inner {
     /// Free frames, taken from the end.
-    free: Vec<u64>,
+    free: Vec<Pfn>,
     total: u64,
     bad_returns: u64,
 }
@@ -53,7 +63,7 @@ pub(crate) struct FramePool {
 impl FramePool {
     /// A pool holding every frame of `first..first + frames`, plugged into
     /// physmem as one segment.
-    pub(crate) fn new(first: u64, frames: u64) -> Result<Self, PhysmemError> {
+    pub(crate) fn new(first: Pfn, frames: PageCount) -> Result<Self, PhysmemError> {
         let pool = FramePool {
             memory: Physmem::initialized(),
             inner: Mutex::new(Inner {
@@ -69,23 +79,25 @@ impl FramePool {
     /// Plugs `first..first + frames` (memory hot-add) and frees its frames
     /// into the pool. Refused, changing nothing, if it overlaps memory
     /// already plugged.
-    pub(crate) fn plug(&self, first: u64, frames: u64) -> Result<(), PhysmemError> {
+    pub(crate) fn plug(&self, first: Pfn, frames: PageCount) -> Result<(), PhysmemError> {
         let mut inner = self.inner.lock();
-        self.memory.plug(Pfn(first), PageCount(frames))?;
+        self.memory.plug(first, frames)?;
         // Hand out low frames first.
-        inner.free.extend((first..first + frames).rev());
-        inner.total += frames;
+        inner
+            .free
+            .extend((first.0..(first + frames).0).rev().map(Pfn));
+        inner.total += frames.0;
         Ok(())
     }
 
     /// Takes up to `count` frames.
-    pub(crate) fn take(&self, count: usize) -> Vec<u64> {
+    pub(crate) fn take(&self, count: usize) -> Vec<Pfn> {
         let mut inner = self.inner.lock();
         let at = inner.free.len().saturating_sub(count);
         let taken = inner.free.split_off(at);
         let memory = self.memory.read();
         for &frame in &taken {
-            if let Some(page) = memory.page(Pfn(frame)) {
+            if let Some(page) = memory.page(frame) {
                 page.free.store(false, Ordering::Release);
             }
         }
@@ -94,12 +106,12 @@ impl FramePool {
 
     /// Gives frames back; a frame that is already free or in no segment is
     /// refused and counted.
-    pub(crate) fn give_back(&self, frames: &[u64]) {
+    pub(crate) fn give_back(&self, frames: &[Pfn]) {
         let mut inner = self.inner.lock();
         let memory = self.memory.read();
         for &frame in frames {
             let returned = memory
-                .page(Pfn(frame))
+                .page(frame)
                 .is_some_and(|page| !page.free.swap(true, Ordering::AcqRel));
             if returned {
                 inner.free.push(frame);
@@ -119,6 +131,15 @@ impl FramePool {
         self.inner.lock().total
     }
 
+    /// Free and plugged frames, read together.
+    pub(crate) fn counts(&self) -> FrameCounts {
+        let inner = self.inner.lock();
+        FrameCounts {
+            free: PageCount(inner.free.len() as u64),
+            total: PageCount(inner.total),
+        }
+    }
+
     /// Frames given back twice or from outside the plugged memory.
     pub(crate) fn bad_returns(&self) -> u64 {
         self.inner.lock().bad_returns
@@ -136,13 +157,13 @@ mod tests {
 
     #[test]
     fn double_and_foreign_returns_are_refused() {
-        let pool = FramePool::new(100, 70).unwrap();
+        let pool = FramePool::new(Pfn(100), PageCount(70)).unwrap();
         let taken = pool.take(3);
         assert_eq!(taken.len(), 3);
         assert_eq!(pool.free_frames(), 67);
         pool.give_back(&taken);
         pool.give_back(&taken[..1]);
-        pool.give_back(&[99, 170]);
+        pool.give_back(&[Pfn(99), Pfn(170)]);
         assert_eq!(pool.free_frames(), 70);
         assert_eq!(pool.bad_returns(), 3);
         assert_eq!(pool.take(100).len(), 70);
@@ -151,13 +172,13 @@ mod tests {
 
     #[test]
     fn hot_added_memory_joins_the_pool_and_overlaps_are_refused() {
-        let pool = FramePool::new(0, 16).unwrap();
-        assert!(pool.plug(8, 16).is_err());
+        let pool = FramePool::new(Pfn(0), PageCount(16)).unwrap();
+        assert!(pool.plug(Pfn(8), PageCount(16)).is_err());
         assert_eq!((pool.total_frames(), pool.segments()), (16, 1));
-        pool.plug(1000, 4).unwrap();
+        pool.plug(Pfn(1000), PageCount(4)).unwrap();
         assert_eq!((pool.total_frames(), pool.segments()), (20, 2));
         let all = pool.take(20);
-        assert!(all.contains(&1003) && all.contains(&0));
+        assert!(all.contains(&Pfn(1003)) && all.contains(&Pfn(0)));
         pool.give_back(&all);
         assert_eq!((pool.free_frames(), pool.bad_returns()), (20, 0));
     }

@@ -3,7 +3,7 @@
 //! work pending.
 
 use crate::audit::{Resource, Violation};
-use hotkern_cpuhp::CpuSet;
+use hotkern_cpuhp::{CpuId, CpuSet};
 
 use crate::cpuset::cpu_id;
 use crate::kernel::{Kernel, Life};
@@ -30,7 +30,10 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -
     let online = k.online_mask();
     let active = k.active_mask();
     let mut mismatch = |mask: &'static str, cpu: usize| {
-        found.push(Violation::MaskMismatch { mask, cpu });
+        found.push(Violation::MaskMismatch {
+            mask,
+            cpu: cpu_id(cpu),
+        });
     };
     for cpu in 0..k.cpus {
         let up = engine_online.contains(cpu_id(cpu));
@@ -66,7 +69,8 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -
             mismatch("sysfs", cpu);
         }
         for role in Role::ALL {
-            let runnable = k.kthreads[cpu][role.index()]
+            let runnable = k.kthreads[cpu]
+                .slot(role)
                 .lock()
                 .as_ref()
                 .is_some_and(|t| !t.is_parked());
@@ -93,7 +97,7 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -
             {
                 mismatch("work left on an offline cpu", cpu);
             }
-            if frees_everything && k.audit.live().iter().any(|(_, owner)| *owner == cpu) {
+            if frees_everything && k.audit.live().iter().any(|(_, owner)| owner.index() == cpu) {
                 mismatch("resources freed", cpu);
             }
         }
@@ -101,7 +105,7 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -
     if k.domains.built_over() != active {
         found.push(Violation::MaskMismatch {
             mask: "domains",
-            cpu: 0,
+            cpu: CpuId(0),
         });
     }
     let pool = &k.pages.pool;
@@ -175,9 +179,10 @@ pub(crate) fn snapshot(k: &Kernel) -> MachineState {
                 .read(&format!("devices/system/cpu/cpu{cpu}/online"), online)
                 .is_ok(),
             kthreads: Role::ALL
-                .iter()
+                .into_iter()
                 .map(|role| {
-                    k.kthreads[cpu][role.index()]
+                    k.kthreads[cpu]
+                        .slot(role)
                         .lock()
                         .as_ref()
                         .map(|t| t.is_parked())
@@ -185,7 +190,7 @@ pub(crate) fn snapshot(k: &Kernel) -> MachineState {
                 .collect(),
             resources: live
                 .iter()
-                .filter(|(_, owner)| *owner == cpu)
+                .filter(|(_, owner)| owner.index() == cpu)
                 .map(|(resource, _)| *resource)
                 .collect(),
         })

@@ -16,7 +16,7 @@ use hotkern_cpuhp::{CpuId, CpuSet};
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::frames::FramePool;
-use crate::kthread::{Kthread, Role};
+use crate::kthread::{Kthread, KthreadSlots, Role};
 use crate::ledger::{Item, Ledger};
 use crate::pagecache::PageCaches;
 use crate::placement::Limbo;
@@ -62,7 +62,7 @@ pub(crate) struct Kernel {
     pub(crate) rcu: Arc<Rcu>,
     pub(crate) timers: Timers,
     pub(crate) workqueue: Workqueue,
-    pub(crate) kthreads: Box<[[Mutex<Option<Kthread>>; 3]]>,
+    pub(crate) kthreads: Box<[KthreadSlots]>,
     pub(crate) pages: PageCaches,
     pub(crate) sysfs: Sysfs,
     pub(crate) vmstat: Vmstat,
@@ -123,7 +123,7 @@ impl Kernel {
     fn trace(&self, cpu: usize, kind: EventKind, id: u64) {
         self.events.record(Event {
             nanos: self.now_ns(),
-            cpu,
+            cpu: cpu_id(cpu),
             kind,
             id,
         });
@@ -300,7 +300,10 @@ impl Kernel {
 
     fn check_running_online(&self, cpu: usize, what: &'static str) {
         if !self.is_online(cpu) || self.life(cpu) != Life::Alive {
-            self.audit.violation(Violation::RanOffline { what, cpu });
+            self.audit.violation(Violation::RanOffline {
+                what,
+                cpu: cpu_id(cpu),
+            });
         }
     }
 
@@ -340,14 +343,15 @@ impl Kernel {
     fn dispatch_kthreads(&self, cpu: usize) -> bool {
         let mut ran = false;
         let now = Instant::now();
-        let wants = [
-            self.timers.has_due(cpu, now),
-            self.workqueue.has_work(cpu),
-            self.rcu.has_ready(cpu),
-        ];
-        for role in Role::ALL {
-            if wants[role.index()] {
-                if let Some(thread) = self.kthreads[cpu][role.index()].lock().as_ref() {
+        // Decided for all roles before any runs, as one look at the CPU.
+        let wants = Role::ALL.map(|role| match role {
+            Role::Softirq => self.timers.has_due(cpu, now),
+            Role::Worker => self.workqueue.has_work(cpu),
+            Role::RcuCallbacks => self.rcu.has_ready(cpu),
+        });
+        for (role, wanted) in Role::ALL.into_iter().zip(wants) {
+            if wanted {
+                if let Some(thread) = self.kthreads[cpu].slot(role).lock().as_ref() {
                     ran |= thread.dispatch();
                 }
                 self.rcu.quiescent(cpu);
@@ -461,10 +465,11 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hotkern_physmem::{PageCount, Pfn};
 
     #[test]
     fn running_anything_on_an_offline_vcpu_is_caught() {
-        let kernel = Kernel::new(2, FramePool::new(0, 16).unwrap()).unwrap();
+        let kernel = Kernel::new(2, FramePool::new(Pfn(0), PageCount(16)).unwrap()).unwrap();
         let id = kernel.ledger.issue(Item::Work);
         // vCPU 1 was never brought up: running a job "on" it is a violation.
         kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
@@ -472,7 +477,7 @@ mod tests {
             kernel.audit.violations(),
             [Violation::RanOffline {
                 what: "work item",
-                cpu: 1
+                cpu: CpuId(1)
             }]
         );
         // Completing it again is caught too.

@@ -43,6 +43,18 @@ impl Role {
     }
 }
 
+/// One vCPU's kernel threads, a slot per [`Role`]; a slot is empty while
+/// its thread does not exist.
+#[derive(Default)]
+pub(crate) struct KthreadSlots([Mutex<Option<Kthread>>; 3]);
+
+impl KthreadSlots {
+    /// The slot of the thread playing `role`.
+    pub(crate) fn slot(&self, role: Role) -> &Mutex<Option<Kthread>> {
+        &self.0[role.index()]
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Turn {
     /// Waiting for its vCPU to run it.

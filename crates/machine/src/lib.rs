@@ -145,11 +145,13 @@ pub mod loom_model {
 
 pub use audit::{Counts, Resource, Violation};
 pub use cpuset::MAX_VCPUS;
-pub use eventlog::{Event, EventKind};
+pub use eventlog::{Event, EventKind, Trace};
+pub use frames::FrameCounts;
 pub use hotkern_cpuhp::{
     Class, CpuId, CpuSet, Direction, Engine, Error as HotplugError, Report, Section, Stage,
     StepTime,
 };
+pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use kthread::Role;
 pub use ledger::{Item, Tally};

@@ -9,13 +9,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hotkern_cpuhp::{
-    Callbacks, Class, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime,
+    Callbacks, Class, CpuId, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime,
 };
 
 use crate::audit::{Counts, Resource, Violation};
 use crate::cpuset::MAX_VCPUS;
-use crate::eventlog::Event;
-use crate::frames::FramePool;
+use hotkern_physmem::{PageCount, Pfn};
+
+use crate::eventlog::Trace;
+use crate::frames::{FrameCounts, FramePool};
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
 use crate::kthread::Role;
@@ -32,7 +34,7 @@ pub enum MachineError {
     /// The builder was given an impossible configuration.
     Config(&'static str),
     /// No vCPU has this number.
-    NoSuchCpu(usize),
+    NoSuchCpu(CpuId),
     /// No step has this name.
     NoSuchStep(String),
     /// The hotplug engine refused or an operation failed (and was rolled back).
@@ -47,7 +49,7 @@ impl fmt::Display for MachineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MachineError::Config(why) => write!(f, "bad machine configuration: {why}"),
-            MachineError::NoSuchCpu(cpu) => write!(f, "no vCPU {cpu}"),
+            MachineError::NoSuchCpu(cpu) => write!(f, "no vCPU {}", cpu.0),
             MachineError::NoSuchStep(name) => write!(f, "no hotplug step named {name:?}"),
             MachineError::Hotplug(error) => write!(f, "hotplug: {error}"),
             MachineError::Spawn(why) => write!(f, "cannot create a thread: {why}"),
@@ -109,7 +111,7 @@ pub struct MachineBuilder {
     cpus: usize,
     online: Option<usize>,
     engine: Engine,
-    frames: u64,
+    frames: PageCount,
 }
 
 impl MachineBuilder {
@@ -132,7 +134,7 @@ impl MachineBuilder {
     }
 
     /// Page frames of memory plugged at start (default 16384, 64 MiB).
-    pub fn memory_frames(mut self, frames: u64) -> Self {
+    pub fn memory_frames(mut self, frames: PageCount) -> Self {
         self.frames = frames;
         self
     }
@@ -149,7 +151,7 @@ impl MachineBuilder {
                 "online must be between 1 and the number of cpus",
             ));
         }
-        if self.frames == 0 {
+        if self.frames.0 == 0 {
             return Err(MachineError::Config("memory must hold at least one frame"));
         }
         Machine::start(self.cpus, online, self.engine, self.frames)
@@ -159,7 +161,7 @@ impl MachineBuilder {
 /// A running user-mode machine.
 ///
 /// ```
-/// use hotkern_machine::{Engine, Machine, TaskStatus};
+/// use hotkern_machine::{CpuId, Engine, Machine, TaskStatus};
 ///
 /// let machine = Machine::builder().cpus(4).engine(Engine::Bolt).build().unwrap();
 /// for _ in 0..100 {
@@ -169,9 +171,9 @@ impl MachineBuilder {
 ///         TaskStatus::Done
 ///     });
 /// }
-/// let report = machine.offline(3).unwrap();
+/// let report = machine.offline(CpuId(3)).unwrap();
 /// println!("offline took {} µs", report.nanos / 1000);
-/// machine.online(3).unwrap();
+/// machine.online(CpuId(3)).unwrap();
 /// assert!(machine.wait_idle(std::time::Duration::from_secs(10)));
 /// assert!(machine.check_invariants().is_empty());
 /// let done = machine.shutdown();
@@ -193,7 +195,7 @@ impl Machine {
             cpus: 4,
             online: None,
             engine: Engine::Classic,
-            frames: 16 * 1024,
+            frames: PageCount(16 * 1024),
         }
     }
 
@@ -214,10 +216,10 @@ impl Machine {
         cpus: usize,
         online: usize,
         engine: Engine,
-        frames: u64,
+        frames: PageCount,
     ) -> Result<Machine, MachineError> {
         // Frames start above the first MiB, as on a PC.
-        let memory = FramePool::new(256, frames).map_err(MachineError::Memory)?;
+        let memory = FramePool::new(Pfn(256), frames).map_err(MachineError::Memory)?;
         let kernel = Kernel::new(cpus, memory).map_err(spawn_error)?;
         let mut machine = Machine {
             kernel: Arc::clone(&kernel),
@@ -314,8 +316,8 @@ impl Machine {
         id
     }
 
-    fn check_cpu(&self, cpu: usize) -> Result<(), MachineError> {
-        if cpu < self.kernel.cpus {
+    fn check_cpu(&self, cpu: CpuId) -> Result<(), MachineError> {
+        if cpu.index() < self.kernel.cpus {
             Ok(())
         } else {
             Err(MachineError::NoSuchCpu(cpu))
@@ -324,7 +326,7 @@ impl Machine {
 
     fn check_set(&self, cpus: CpuSet) -> Result<CpuSet, MachineError> {
         match cpus.difference(&self.all_cpus()).first() {
-            Some(cpu) => Err(MachineError::NoSuchCpu(cpu.index())),
+            Some(cpu) => Err(MachineError::NoSuchCpu(cpu)),
             None => Ok(cpus),
         }
     }
@@ -334,15 +336,15 @@ impl Machine {
     }
 
     /// Takes `cpu` offline. On failure it is online again, as before.
-    pub fn offline(&self, cpu: usize) -> Result<Report, MachineError> {
+    pub fn offline(&self, cpu: CpuId) -> Result<Report, MachineError> {
         self.check_cpu(cpu)?;
-        Ok(self.engine.offline(hotkern_cpuhp::CpuId(cpu as u32))?)
+        Ok(self.engine.offline(cpu)?)
     }
 
     /// Brings `cpu` online. On failure it is offline again, as before.
-    pub fn online(&self, cpu: usize) -> Result<Report, MachineError> {
+    pub fn online(&self, cpu: CpuId) -> Result<Report, MachineError> {
         self.check_cpu(cpu)?;
-        Ok(self.engine.online(hotkern_cpuhp::CpuId(cpu as u32))?)
+        Ok(self.engine.online(cpu)?)
     }
 
     /// Takes every vCPU of `cpus` offline: one by one with classic, in one
@@ -399,7 +401,7 @@ impl Machine {
         &self,
         name: &str,
         direction: Direction,
-        cpu: Option<usize>,
+        cpu: Option<CpuId>,
     ) -> Result<(), MachineError> {
         if let Some(cpu) = cpu {
             self.check_cpu(cpu)?;
@@ -411,7 +413,7 @@ impl Machine {
         self.engine.inject_failure(FailAt {
             step,
             direction,
-            cpu: cpu.map(|c| hotkern_cpuhp::CpuId(c as u32)),
+            cpu,
         })?;
         Ok(())
     }
@@ -432,7 +434,7 @@ impl Machine {
     }
 
     /// The trace: every event the per-CPU buffers hold, and how many they overwrote.
-    pub fn trace(&self) -> (Vec<Event>, u64) {
+    pub fn trace(&self) -> Trace {
         self.kernel.events.snapshot()
     }
 
@@ -452,7 +454,7 @@ impl Machine {
         let mut count = 0;
         for cpu in 0..self.kernel.cpus {
             for role in Role::ALL {
-                count += usize::from(self.kernel.kthreads[cpu][role.index()].lock().is_some());
+                count += usize::from(self.kernel.kthreads[cpu].slot(role).lock().is_some());
             }
         }
         count
@@ -461,7 +463,7 @@ impl Machine {
     /// Hot-adds memory: plugs frames `first..first + frames` into physmem
     /// and frees them into the pool. Refused, changing nothing, if the range
     /// is empty or overlaps plugged memory.
-    pub fn plug_memory(&self, first: u64, frames: u64) -> Result<(), MachineError> {
+    pub fn plug_memory(&self, first: Pfn, frames: PageCount) -> Result<(), MachineError> {
         self.kernel
             .pages
             .pool
@@ -475,9 +477,8 @@ impl Machine {
     }
 
     /// Free page frames in the shared pool, and the pool's size.
-    pub fn frames(&self) -> (u64, u64) {
-        let pool = &self.kernel.pages.pool;
-        (pool.free_frames(), pool.total_frames())
+    pub fn frames(&self) -> FrameCounts {
+        self.kernel.pages.pool.counts()
     }
 
     /// Waits for deferred work, then takes a snapshot of every vCPU's
@@ -549,7 +550,7 @@ fn release_everything(k: &Kernel) {
     let mut threads = Vec::new();
     for cpu in 0..k.cpus {
         for role in Role::ALL {
-            if let Some(thread) = k.kthreads[cpu][role.index()].lock().take() {
+            if let Some(thread) = k.kthreads[cpu].slot(role).lock().take() {
                 thread.request_stop();
                 threads.push((cpu, role, thread));
             }

@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use hotkern_physmem::Pfn;
 use parking_lot::Mutex;
 
 use crate::frames::FramePool;
@@ -18,7 +19,7 @@ pub(crate) const HIGH: usize = 6 * BATCH;
 /// offline but is disabled: it is used only between its step's startup
 /// and teardown, so it holds nothing when the step is down.
 struct Cache {
-    frames: Vec<u64>,
+    frames: Vec<Pfn>,
     enabled: bool,
 }
 
@@ -86,7 +87,7 @@ impl PageCaches {
     }
 
     /// Takes a frame through `cpu`'s cache.
-    pub(crate) fn alloc(&self, cpu: usize) -> Option<u64> {
+    pub(crate) fn alloc(&self, cpu: usize) -> Option<Pfn> {
         // Every path holds the CPU's cache lock while frames move, so that
         // `accounting` (which holds every cache lock) sees no frame in flight.
         let mut cache = self.caches[cpu].lock();
@@ -106,7 +107,7 @@ impl PageCaches {
     }
 
     /// Returns a frame through `cpu`'s cache.
-    pub(crate) fn free_frame(&self, cpu: usize, frame: u64) {
+    pub(crate) fn free_frame(&self, cpu: usize, frame: Pfn) {
         let mut cache = self.caches[cpu].lock();
         self.held.fetch_sub(1, Ordering::Relaxed);
         match cache.as_mut().filter(|c| c.enabled) {
@@ -150,7 +151,8 @@ mod tests {
 
     #[test]
     fn a_cache_refills_by_batch_spills_past_high_and_drains_to_the_pool() {
-        let caches = PageCaches::new(2, FramePool::new(0, 1024).unwrap());
+        let pool = FramePool::new(Pfn(0), hotkern_physmem::PageCount(1024)).unwrap();
+        let caches = PageCaches::new(2, pool);
         let frame = caches.alloc(0).unwrap();
         assert_eq!(
             caches.accounting(),
@@ -163,7 +165,7 @@ mod tests {
         let frame = caches.alloc(0).unwrap();
         assert_eq!(caches.cached(0), BATCH - 1);
         caches.free_frame(0, frame);
-        let held: Vec<u64> = (0..HIGH + 10).filter_map(|_| caches.alloc(1)).collect();
+        let held: Vec<Pfn> = (0..HIGH + 10).filter_map(|_| caches.alloc(1)).collect();
         for frame in held {
             caches.free_frame(0, frame);
         }

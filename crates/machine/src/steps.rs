@@ -192,7 +192,7 @@ fn threads_create_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError>
     let mut made = Vec::new();
     for cpu in each(ctx) {
         for role in Role::ALL {
-            let mut slot = k.kthreads[cpu][role.index()].lock();
+            let mut slot = k.kthreads[cpu].slot(role).lock();
             if slot.is_some() {
                 continue; // kept by an earlier teardown: reuse it
             }
@@ -206,7 +206,7 @@ fn threads_create_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError>
                     drop(slot);
                     // Leave things as they were for this call.
                     for (cpu, role) in made {
-                        if let Some(thread) = k.kthreads[cpu][role.index()].lock().take() {
+                        if let Some(thread) = k.kthreads[cpu].slot(role).lock().take() {
                             thread.stop();
                             k.audit.destroyed(Resource::Kthread(role), cpu);
                         }
@@ -223,7 +223,7 @@ fn threads_create_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackErro
     if keeps(ctx) {
         for cpu in each(ctx) {
             for role in Role::ALL {
-                if let Some(thread) = k.kthreads[cpu][role.index()].lock().as_ref() {
+                if let Some(thread) = k.kthreads[cpu].slot(role).lock().as_ref() {
                     thread.park();
                 }
             }
@@ -235,7 +235,7 @@ fn threads_create_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackErro
     let mut leaving = Vec::new();
     for cpu in each(ctx) {
         for role in Role::ALL {
-            if let Some(thread) = k.kthreads[cpu][role.index()].lock().take() {
+            if let Some(thread) = k.kthreads[cpu].slot(role).lock().take() {
                 thread.request_stop();
                 leaving.push((cpu, role, thread));
             }
@@ -251,7 +251,7 @@ fn threads_create_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackErro
 fn threads_unpark_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
     for cpu in each(ctx) {
         for role in Role::ALL {
-            if let Some(thread) = k.kthreads[cpu][role.index()].lock().as_ref() {
+            if let Some(thread) = k.kthreads[cpu].slot(role).lock().as_ref() {
                 thread.unpark();
             }
         }
@@ -263,7 +263,7 @@ fn threads_unpark_up(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError>
 fn threads_unpark_down(k: &Kernel, ctx: &StepContext) -> Result<(), CallbackError> {
     for cpu in each(ctx) {
         for role in Role::ALL {
-            if let Some(thread) = k.kthreads[cpu][role.index()].lock().as_ref() {
+            if let Some(thread) = k.kthreads[cpu].slot(role).lock().as_ref() {
                 thread.park();
             }
         }

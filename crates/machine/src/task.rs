@@ -2,6 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use hotkern_cpuhp::CpuId;
+use hotkern_physmem::Pfn;
+
+use crate::cpuset::cpu_id;
 use crate::kernel::Kernel;
 use crate::ledger::Item;
 
@@ -36,13 +40,13 @@ pub struct Context<'a> {
 
 impl Context<'_> {
     /// The vCPU this runs on.
-    pub fn cpu(&self) -> usize {
-        self.cpu
+    pub fn cpu(&self) -> CpuId {
+        cpu_id(self.cpu)
     }
 
     /// Takes a page frame through this CPU's page cache (`None` when memory
     /// is exhausted).
-    pub fn alloc_page(&mut self) -> Option<u64> {
+    pub fn alloc_page(&mut self) -> Option<Pfn> {
         let frame = self.kernel.pages.alloc(self.cpu)?;
         self.kernel.vmstat.with(self.cpu, |stats| {
             stats
@@ -53,7 +57,7 @@ impl Context<'_> {
     }
 
     /// Returns a page frame through this CPU's page cache.
-    pub fn free_page(&mut self, frame: u64) {
+    pub fn free_page(&mut self, frame: Pfn) {
         self.kernel.pages.free_frame(self.cpu, frame);
         self.kernel.vmstat.with(self.cpu, |stats| {
             stats

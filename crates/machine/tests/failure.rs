@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use hotkern_machine::{CpuSet, Direction, Engine, Machine, MachineError, Section, TaskStatus};
+use hotkern_machine::{
+    CpuId, CpuSet, Direction, Engine, Machine, MachineError, Section, TaskStatus,
+};
 
 fn with_load(machine: &Machine) {
     for _ in 0..40 {
@@ -53,14 +55,14 @@ fn every_step(engine: Engine) {
         with_load(&machine);
         let before = machine.state();
         machine
-            .inject_failure(step.name, Direction::Down, Some(2))
+            .inject_failure(step.name, Direction::Down, Some(CpuId(2)))
             .unwrap();
-        fails_at(&machine, step.name, machine.offline(2));
+        fails_at(&machine, step.name, machine.offline(CpuId(2)));
         assert_eq!(machine.state(), before, "offline failing at {}", step.name);
 
         // Bulk going down: cpus 1 and 2 both stay online.
         machine
-            .inject_failure(step.name, Direction::Down, Some(2))
+            .inject_failure(step.name, Direction::Down, Some(CpuId(2)))
             .unwrap();
         fails_at(
             &machine,
@@ -75,19 +77,19 @@ fn every_step(engine: Engine) {
         );
 
         // Going up: cpu 2 stays offline.
-        machine.offline(2).unwrap();
+        machine.offline(CpuId(2)).unwrap();
         let before = machine.state();
         machine
-            .inject_failure(step.name, Direction::Up, Some(2))
+            .inject_failure(step.name, Direction::Up, Some(CpuId(2)))
             .unwrap();
-        fails_at(&machine, step.name, machine.online(2));
+        fails_at(&machine, step.name, machine.online(CpuId(2)));
         assert_eq!(machine.state(), before, "online failing at {}", step.name);
 
         // Bulk going up: cpus 2 and 3 both stay offline.
-        machine.offline(3).unwrap();
+        machine.offline(CpuId(3)).unwrap();
         let before = machine.state();
         machine
-            .inject_failure(step.name, Direction::Up, Some(3))
+            .inject_failure(step.name, Direction::Up, Some(CpuId(3)))
             .unwrap();
         fails_at(
             &machine,

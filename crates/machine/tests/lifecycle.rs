@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use hotkern_machine::{
-    CpuId, CpuSet, Engine, Item, Machine, MachineError, Resource, Role, TaskStatus,
+    CpuId, CpuSet, Engine, FrameCounts, Item, Machine, MachineError, PageCount, Pfn, Resource,
+    Role, TaskStatus, Trace,
 };
 
 fn busy_tasks(machine: &Machine, count: usize, slices: u32) {
@@ -14,7 +15,7 @@ fn busy_tasks(machine: &Machine, count: usize, slices: u32) {
             let page = ctx.alloc_page().expect("memory");
             let mut sum = 0u64;
             for i in 0..200u64 {
-                sum = sum.wrapping_add(i * page);
+                sum = sum.wrapping_add(i * page.0);
             }
             std::hint::black_box(sum);
             ctx.free_page(page);
@@ -38,7 +39,7 @@ fn round_trip(engine: Engine) {
     assert_eq!(machine.online_cpus(), CpuSet::range(0, 4));
     assert_eq!(machine.kernel_threads(), 12);
     busy_tasks(&machine, 300, 3);
-    machine.offline(3).unwrap();
+    machine.offline(CpuId(3)).unwrap();
     assert!(!machine.online_cpus().contains(CpuId(3)));
     machine.offline_many(CpuSet::range(1, 3)).unwrap();
     assert_eq!(machine.online_cpus(), CpuSet::single(CpuId(0)));
@@ -52,13 +53,16 @@ fn round_trip(engine: Engine) {
     let violations = machine.check_invariants();
     assert!(violations.is_empty(), "{violations:?}");
     // Every slice was traced in its CPU's ring buffer, or counted as overwritten.
-    let (events, overwritten) = machine.trace();
+    let Trace {
+        events,
+        lost: overwritten,
+    } = machine.trace();
     let slices = events
         .iter()
         .filter(|e| e.kind == hotkern_machine::EventKind::TaskSlice)
         .count() as u64;
     assert!(slices + overwritten >= 900, "{slices} + {overwritten}");
-    assert!(events.iter().all(|e| e.cpu < 4));
+    assert!(events.iter().all(|e| e.cpu.index() < 4));
     let tally = machine.tally(Item::Task);
     assert_eq!((tally.issued, tally.completed_once), (300, 300));
     // Each slice took and returned one page; counters of CPUs that went
@@ -91,10 +95,10 @@ fn classic_destroys_threads_and_bolt_parks_them() {
         .engine(Engine::Classic)
         .build()
         .unwrap();
-    classic.offline(2).unwrap();
+    classic.offline(CpuId(2)).unwrap();
     assert_eq!(classic.kernel_threads(), 6);
     let created = classic.resource_counts()[&Resource::Kthread(Role::Worker)].created;
-    classic.online(2).unwrap();
+    classic.online(CpuId(2)).unwrap();
     assert_eq!(classic.kernel_threads(), 9);
     assert_eq!(
         classic.resource_counts()[&Resource::Kthread(Role::Worker)].created,
@@ -107,11 +111,11 @@ fn classic_destroys_threads_and_bolt_parks_them() {
         .engine(Engine::Bolt)
         .build()
         .unwrap();
-    bolt.offline(2).unwrap();
+    bolt.offline(CpuId(2)).unwrap();
     bolt.wait_deferred();
     assert_eq!(bolt.kernel_threads(), 9, "parked, not destroyed");
     let created = bolt.resource_counts()[&Resource::Kthread(Role::Worker)].created;
-    bolt.online(2).unwrap();
+    bolt.online(CpuId(2)).unwrap();
     bolt.wait_deferred();
     assert_eq!(
         bolt.resource_counts()[&Resource::Kthread(Role::Worker)].created,
@@ -125,15 +129,21 @@ fn classic_destroys_threads_and_bolt_parks_them() {
 #[test]
 fn bad_requests_are_refused_and_change_nothing() {
     let machine = Machine::builder().cpus(2).build().unwrap();
-    assert_eq!(machine.offline(5).unwrap_err(), MachineError::NoSuchCpu(5));
+    assert_eq!(
+        machine.offline(CpuId(5)).unwrap_err(),
+        MachineError::NoSuchCpu(CpuId(5))
+    );
     assert!(matches!(
         machine.online_many(CpuSet::single(CpuId(2))),
-        Err(MachineError::NoSuchCpu(2))
+        Err(MachineError::NoSuchCpu(CpuId(2)))
     ));
-    assert!(matches!(machine.online(1), Err(MachineError::Hotplug(_))));
-    machine.offline(1).unwrap();
+    assert!(matches!(
+        machine.online(CpuId(1)),
+        Err(MachineError::Hotplug(_))
+    ));
+    machine.offline(CpuId(1)).unwrap();
     assert!(
-        matches!(machine.offline(0), Err(MachineError::Hotplug(_))),
+        matches!(machine.offline(CpuId(0)), Err(MachineError::Hotplug(_))),
         "last CPU"
     );
     assert!(matches!(
@@ -147,14 +157,20 @@ fn bad_requests_are_refused_and_change_nothing() {
     assert!(Machine::builder().cpus(2).online(3).build().is_err());
     // Memory hot-add: a new physmem segment whose frames join the pool;
     // an overlapping range is refused and changes nothing.
-    let (free, total) = machine.frames();
+    let before = machine.frames();
     assert!(matches!(
-        machine.plug_memory(256, 8),
+        machine.plug_memory(Pfn(256), PageCount(8)),
         Err(MachineError::Memory(_))
     ));
-    assert_eq!(machine.frames(), (free, total));
-    machine.plug_memory(1 << 30, 512).unwrap();
-    assert_eq!(machine.frames(), (free + 512, total + 512));
+    assert_eq!(machine.frames(), before);
+    machine.plug_memory(Pfn(1 << 30), PageCount(512)).unwrap();
+    assert_eq!(
+        machine.frames(),
+        FrameCounts {
+            free: PageCount(before.free.0 + 512),
+            total: PageCount(before.total.0 + 512),
+        }
+    );
     assert_eq!(machine.memory_segments(), 2);
     assert!(machine.shutdown().is_clean());
 }
@@ -169,7 +185,7 @@ fn a_panicking_task_is_reported_and_its_vcpu_carries_on() {
         machine.check_invariants(),
         [hotkern_machine::Violation::Panicked { what: "task", id }]
     );
-    machine.offline(1).unwrap();
+    machine.offline(CpuId(1)).unwrap();
     assert_eq!(machine.check_invariants().len(), 1);
     assert!(!machine.shutdown().is_clean());
 }
@@ -182,14 +198,14 @@ fn bolt_reuses_what_a_cpu_left_when_it_returns_before_the_deferred_teardown() {
         .build()
         .unwrap();
     let before = machine.resource_counts();
-    let down = machine.offline(2).unwrap();
+    let down = machine.offline(CpuId(2)).unwrap();
     assert!(
         down.deferred > 0,
         "deferrable teardowns were handed to the worker"
     );
     // Back at once: whatever deferred teardown has not run is cancelled
     // and its structures are used as they are.
-    let up = machine.online(2).unwrap();
+    let up = machine.online(CpuId(2)).unwrap();
     machine.wait_deferred();
     // Cancelled or already run, nothing was destroyed or rebuilt: every
     // per-CPU resource of cpu 2 was kept and reused.

@@ -20,7 +20,7 @@ fn task(
     move |ctx| {
         ran.fetch_add(1, Ordering::Relaxed);
         let page = ctx.alloc_page().expect("memory");
-        let mut sum = page;
+        let mut sum = page.0;
         for i in 0..64u64 {
             sum = sum.wrapping_mul(31).wrapping_add(i);
         }
@@ -81,13 +81,12 @@ fn storm(engine: Engine, plan: &Storm) {
         }
         let online = machine.online_cpus();
         let offline = CpuSet::range(0, plan.cpus as u32).difference(&online);
-        let pick = |rng: &mut SmallRng, from: CpuSet| -> Option<usize> {
+        let pick = |rng: &mut SmallRng, from: CpuSet| -> Option<CpuId> {
             let n = from.len();
-            (n > 0).then(|| {
-                from.iter()
-                    .nth(rng.random_range(0..n))
-                    .map_or(0, CpuId::index)
-            })
+            if n == 0 {
+                return None;
+            }
+            from.iter().nth(rng.random_range(0..n))
         };
         let random_subset = |rng: &mut SmallRng, from: CpuSet| -> CpuSet {
             from.iter().filter(|_| rng.random_bool(0.5)).collect()
