@@ -12,6 +12,8 @@ use std::process::ExitCode;
 
 use hotkern_bcache::image::ImageBuilder;
 use hotkern_bcache::FatType;
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -29,15 +31,9 @@ fn main() -> ExitCode {
     };
     let file_len = mib << 20;
     let volume = (file_len + (32 << 20)).max(272 << 20);
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let file: Vec<u8> = (0..file_len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 32) as u8
-        })
-        .collect();
+    // Seeded, so the same size gives the same image on every host.
+    let mut file = vec![0; file_len];
+    StdRng::seed_from_u64(0x2545_f491_4f6c_dd1d).fill_bytes(&mut file);
     let result = ImageBuilder::with_cluster(volume, Some(FatType::Fat32), Some(4096)).and_then(
         |mut image| {
             for i in 0..16 {

@@ -5,6 +5,7 @@ mod common;
 use common::pattern;
 use hotkern_bcache::image::ImageBuilder;
 use hotkern_bcache::{BlockCache, CacheKind, FatError, FatType, FatVolume, MemoryDevice};
+use rand::Rng;
 
 fn mount_and<T>(
     image: &[u8],
@@ -216,17 +217,17 @@ fn random_corruption_never_panics() {
             .unwrap();
     }
     let image = builder.finish();
-    let mut rng = common::Rng(77);
+    let mut rng = common::rng(77);
     let mut errors = 0;
     for _ in 0..400 {
         let mut bad = image.clone();
         // Corrupt the metadata area (boot sector, FATs, root directory, first clusters).
-        for _ in 0..1 + rng.below(8) {
-            let at = rng.below(40 * 512) as usize;
-            bad[at] = rng.next() as u8;
+        for _ in 0..rng.random_range(1..=8) {
+            let at = rng.random_range(0..40 * 512);
+            bad[at] = rng.random();
         }
-        let cut = if rng.below(4) == 0 {
-            512 * (1 + rng.below(4096)) as usize
+        let cut = if rng.random_range(0..4) == 0 {
+            512 * rng.random_range(1..=4096)
         } else {
             bad.len()
         };

@@ -2,9 +2,10 @@
 
 mod common;
 
-use common::{pattern, Rng, SharedDisk};
+use common::{pattern, rng, SharedDisk};
 use hotkern_bcache::{BlockCache, BlockDevice, CacheKind, FaultyDevice, IoError, GARBAGE};
 use proptest::prelude::*;
+use rand::Rng;
 
 #[test]
 fn a_failed_read_leaves_nothing_half_filled() {
@@ -76,18 +77,18 @@ fn random_faults(seed: u64, read_rate: u32, write_rate: u32, budget_blocks: usiz
         faulty.fail_at_rate(read_rate, write_rate, seed);
         faulty.tear_writes(seed % 2 == 0);
         let mut cache = kind.build(faulty, budget_blocks * 512);
-        let mut rng = Rng(seed | 1);
+        let mut rng = rng(seed);
         let total = 128 * 512u64;
         let (mut failed, mut served) = (0, 0);
         for step in 0..1500u64 {
-            let at = if rng.below(3) == 0 {
-                rng.below(total)
+            let at = if rng.random_range(0..3) == 0 {
+                rng.random_range(0..total)
             } else {
                 (step * 512) % total
             };
-            let len = (1 + rng.below(3000)).min(total - at) as usize;
+            let len = rng.random_range(1..=3000).min(total - at) as usize;
             let (block, offset) = (at / 512, (at % 512) as usize);
-            if rng.below(5) == 0 {
+            if rng.random_range(0..5) == 0 {
                 let data = pattern(len, step);
                 if cache.write(block, offset, &data).is_err() {
                     failed += 1;

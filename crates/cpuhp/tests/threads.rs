@@ -10,18 +10,8 @@ use std::sync::Arc;
 
 use common::*;
 use hotkern_cpuhp::{CpuId, CpuSet, Engine, Error, StepId, StepStatus};
-
-/// A small deterministic generator (xorshift), seeded per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 #[test]
 fn concurrent_controllers_and_worker_keep_states_exact() {
@@ -44,15 +34,14 @@ fn concurrent_controllers_and_worker_keep_states_exact() {
         .map(|seed| {
             let hp = hp.clone();
             std::thread::spawn(move || {
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (seed + 1));
+                // StdRng: the same sequence on every platform (SmallRng's
+                // algorithm changes with the pointer width).
+                let mut rng = StdRng::seed_from_u64(seed);
                 let mut done = 0;
                 for round in 0..150 {
-                    let cpu = CpuId(1 + (rng.next() % u64::from(CPUS - 1)) as u32);
-                    let set: CpuSet = (1..CPUS)
-                        .filter(|_| rng.next() % 2 == 0)
-                        .map(CpuId)
-                        .collect();
-                    let result = match rng.next() % 5 {
+                    let cpu = CpuId(rng.random_range(1..CPUS));
+                    let set: CpuSet = (1..CPUS).filter(|_| rng.random()).map(CpuId).collect();
+                    let result = match rng.random_range(0..5) {
                         0 => hp.online(cpu),
                         1 => hp.offline(cpu),
                         2 => hp.online_many(set.difference(&hp.online_cpus())),
