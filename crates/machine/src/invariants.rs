@@ -2,9 +2,9 @@
 //! each vCPU really is. Run with no operation in progress and no deferred
 //! work pending.
 
-use crate::audit::{Resource, Violation};
 use hotkern_cpuhp::{CpuId, CpuSet};
 
+use crate::audit::{Resource, Violation};
 use crate::cpuset::cpu_id;
 use crate::kernel::{Kernel, Life};
 use crate::kthread::Role;

@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use hotkern_cpuhp::{CpuId, CpuSet};
 use parking_lot::{Condvar, Mutex};
 
 use crate::audit::{Audit, Violation};
-use hotkern_cpuhp::{CpuId, CpuSet};
-
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::frames::FramePool;
