@@ -52,6 +52,7 @@
 
 mod audit;
 mod cpuset;
+mod error;
 mod eventlog;
 mod frames;
 mod invariants;
@@ -145,6 +146,7 @@ pub mod loom_model {
 
 pub use audit::{Counts, Resource, Violation};
 pub use cpuset::MAX_VCPUS;
+pub use error::MachineError;
 pub use eventlog::{Event, EventKind, Trace};
 pub use frames::FrameCounts;
 pub use hotkern_cpuhp::{
@@ -155,7 +157,7 @@ pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use kthread::Role;
 pub use ledger::{Item, Tally};
-pub use machine::{Machine, MachineBuilder, MachineError, ShutdownReport, StepInfo};
+pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};
 pub use sysfs::SysfsError;
 pub use task::{Context, TaskBody, TaskStatus};
 pub use vmstat::Totals;

@@ -1,7 +1,6 @@
 //! The public face of the machine: build it, give it tasks, take CPUs
 //! offline and online (one or many), check its invariants, shut it down.
 
-use core::fmt;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,11 +10,11 @@ use std::time::Duration;
 use hotkern_cpuhp::{
     Callbacks, Class, CpuId, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime,
 };
+use hotkern_physmem::{PageCount, Pfn};
 
 use crate::audit::{Counts, Resource, Violation};
 use crate::cpuset::MAX_VCPUS;
-use hotkern_physmem::{PageCount, Pfn};
-
+use crate::error::MachineError;
 use crate::eventlog::Trace;
 use crate::frames::{FrameCounts, FramePool};
 use crate::invariants::{self, MachineState};
@@ -27,44 +26,6 @@ use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
 use crate::task::{Context, Task, TaskStatus};
 use crate::vmstat::Totals;
-
-/// Why the machine refused something. Nothing changed when it did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MachineError {
-    /// The builder was given an impossible configuration.
-    Config(&'static str),
-    /// No vCPU has this number.
-    NoSuchCpu(CpuId),
-    /// No step has this name.
-    NoSuchStep(String),
-    /// The hotplug engine refused or an operation failed (and was rolled back).
-    Hotplug(hotkern_cpuhp::Error),
-    /// The host refused to create a thread.
-    Spawn(String),
-    /// physmem refused the memory range.
-    Memory(hotkern_physmem::PhysmemError),
-}
-
-impl fmt::Display for MachineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MachineError::Config(why) => write!(f, "bad machine configuration: {why}"),
-            MachineError::NoSuchCpu(cpu) => write!(f, "no vCPU {}", cpu.0),
-            MachineError::NoSuchStep(name) => write!(f, "no hotplug step named {name:?}"),
-            MachineError::Hotplug(error) => write!(f, "hotplug: {error}"),
-            MachineError::Spawn(why) => write!(f, "cannot create a thread: {why}"),
-            MachineError::Memory(error) => write!(f, "memory: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for MachineError {}
-
-impl From<hotkern_cpuhp::Error> for MachineError {
-    fn from(error: hotkern_cpuhp::Error) -> Self {
-        MachineError::Hotplug(error)
-    }
-}
 
 fn spawn_error(error: std::io::Error) -> MachineError {
     MachineError::Spawn(error.to_string())

@@ -26,7 +26,7 @@ impl fmt::Display for SysfsError {
     }
 }
 
-impl std::error::Error for SysfsError {}
+impl core::error::Error for SysfsError {}
 
 enum Value {
     Text(String),
@@ -189,6 +189,16 @@ impl Sysfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_node_names_its_path() {
+        let error: &dyn core::error::Error =
+            &SysfsError::NotFound("devices/system/cpu/cpu9/online".into());
+        assert_eq!(
+            error.to_string(),
+            "no such sysfs node: devices/system/cpu/cpu9/online"
+        );
+    }
 
     #[test]
     fn nodes_appear_and_go_per_cpu_and_hide_when_offline() {
