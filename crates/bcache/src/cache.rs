@@ -124,18 +124,32 @@ impl Span {
         self.offset == 0 && self.len % block_size == 0
     }
 
-    /// The piece of block `block` the request covers: (offset in the block,
-    /// offset in the caller's buffer, length).
-    pub fn piece(&self, block: u64, block_size: usize) -> (usize, usize, usize) {
+    /// The piece of block `block` the request covers.
+    pub fn piece(&self, block: u64, block_size: usize) -> Piece {
         let index = (block - self.first) as usize;
-        let (start_in_block, start_in_buf) = if index == 0 {
+        let (in_block, in_buf) = if index == 0 {
             (self.offset, 0)
         } else {
             (0, index * block_size - self.offset)
         };
-        let len = (block_size - start_in_block).min(self.len - start_in_buf);
-        (start_in_block, start_in_buf, len)
+        let len = (block_size - in_block).min(self.len - in_buf);
+        Piece {
+            in_block,
+            in_buf,
+            len,
+        }
     }
+}
+
+/// The part of one block a request covers, from [`Span::piece`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// Where it starts in the block.
+    pub in_block: usize,
+    /// Where it starts in the caller's buffer.
+    pub in_buf: usize,
+    /// Its length in bytes.
+    pub len: usize,
 }
 
 /// Reads whole blocks in operations no larger than the device accepts,

@@ -260,9 +260,10 @@ impl<D: BlockDevice> HotkernCache<D> {
 
     fn copy_piece(&self, span: &Span, block: u64, slot: usize, buf: &mut [u8]) {
         let bs = self.block_size;
-        let (in_block, in_buf, len) = span.piece(block, bs);
-        let from = slot * bs + in_block;
-        buf[in_buf..in_buf + len].copy_from_slice(&self.data[from..from + len]);
+        let piece = span.piece(block, bs);
+        let from = slot * bs + piece.in_block;
+        let to = piece.in_buf..piece.in_buf + piece.len;
+        buf[to].copy_from_slice(&self.data[from..from + piece.len]);
     }
 
     fn read_cached(

@@ -77,14 +77,30 @@ impl<C: BlockCache> StripedSet<C> {
     }
 
     /// The piece of a request that starts `offset` bytes into `block` and
-    /// has `left` bytes to go: (member, member block, bytes in this stripe,
-    /// first block of the next stripe).
-    fn piece(&self, block: u64, offset: usize, left: usize) -> (usize, u64, usize, u64) {
+    /// has `left` bytes to go.
+    fn piece(&self, block: u64, offset: usize, left: usize) -> StripePiece {
         let left_in_stripe = self.stripe_blocks - block % self.stripe_blocks;
         let room = left_in_stripe as usize * self.block_size - offset;
         let (member, member_block) = self.locate(block);
-        (member, member_block, room.min(left), block + left_in_stripe)
+        StripePiece {
+            member,
+            member_block,
+            len: room.min(left),
+            next: block + left_in_stripe,
+        }
     }
+}
+
+/// The part of a request inside one stripe, from [`StripedSet::piece`].
+struct StripePiece {
+    /// The member holding the stripe.
+    member: usize,
+    /// Where the piece starts on the member.
+    member_block: u64,
+    /// Bytes of the request in this stripe.
+    len: usize,
+    /// First block of the next stripe.
+    next: u64,
 }
 
 impl<C: BlockCache> BlockCache for StripedSet<C> {
@@ -101,9 +117,10 @@ impl<C: BlockCache> BlockCache for StripedSet<C> {
         self.requests += 1;
         let (mut block, mut offset, mut done) = (span.first, span.offset, 0);
         while done < span.len {
-            let (member, member_block, take, next) = self.piece(block, offset, span.len - done);
-            self.members[member].read(member_block, offset, &mut buf[done..done + take])?;
-            (block, offset, done) = (next, 0, done + take);
+            let piece = self.piece(block, offset, span.len - done);
+            let to = &mut buf[done..done + piece.len];
+            self.members[piece.member].read(piece.member_block, offset, to)?;
+            (block, offset, done) = (piece.next, 0, done + piece.len);
         }
         Ok(())
     }
@@ -113,9 +130,10 @@ impl<C: BlockCache> BlockCache for StripedSet<C> {
         self.requests += 1;
         let (mut block, mut offset, mut done) = (span.first, span.offset, 0);
         while done < span.len {
-            let (member, member_block, take, next) = self.piece(block, offset, span.len - done);
-            self.members[member].write(member_block, offset, &data[done..done + take])?;
-            (block, offset, done) = (next, 0, done + take);
+            let piece = self.piece(block, offset, span.len - done);
+            let from = &data[done..done + piece.len];
+            self.members[piece.member].write(piece.member_block, offset, from)?;
+            (block, offset, done) = (piece.next, 0, done + piece.len);
         }
         Ok(())
     }
