@@ -6,7 +6,7 @@
 
 mod bcache;
 mod cpuhp;
-mod measure;
+pub mod measure;
 mod physmem;
 mod progress;
 mod report;

@@ -10,6 +10,8 @@ use hotkern_machine::{
     CpuId, CpuSet, Engine, Item, Machine, MachineError, PageCount, Pfn, TaskStatus,
 };
 
+use crate::bench::measure::median;
+
 const CPUS: usize = 4;
 const TASKS: u64 = 64;
 const REPETITIONS: usize = 5;
@@ -138,14 +140,9 @@ fn operate(engine: Engine) -> Result<Result<Latencies, String>, MachineError> {
         )));
     }
     Ok(Ok(Latencies {
-        offline_one: median_us(offline_one),
-        online_one: median_us(online_one),
-        offline_bulk: median_us(offline_bulk),
-        online_bulk: median_us(online_bulk),
+        offline_one: median(&offline_one) / 1e3,
+        online_one: median(&online_one) / 1e3,
+        offline_bulk: median(&offline_bulk) / 1e3,
+        online_bulk: median(&online_bulk) / 1e3,
     }))
-}
-
-fn median_us(mut nanos: Vec<u64>) -> f64 {
-    nanos.sort_unstable();
-    nanos.get(nanos.len() / 2).copied().unwrap_or(0) as f64 / 1e3
 }

@@ -17,6 +17,7 @@ use hotkern_machine::{
 };
 use serde_json::{Map, Value};
 
+use super::measure::{host_cpus, median};
 use super::{BenchOptions, Case, Progress, Report};
 
 const ENGINES: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
@@ -79,20 +80,6 @@ impl Samples {
             .iter()
             .map(|(name, nanos)| (*name, median(nanos) / 1e3))
             .collect()
-    }
-}
-
-fn median(values: &[u64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 1 {
-        sorted[mid] as f64
-    } else {
-        (sorted[mid - 1] + sorted[mid]) as f64 / 2.0
     }
 }
 
@@ -430,7 +417,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     report.notes.push(format!(
         "vCPUs are OS threads: the 16-vCPU bulk cases oversubscribe the host's {} cores, \
          as do the machine's kernel threads; times are noisy when the host is busy",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        host_cpus()
     ));
     report.notes.push(
         "latency_us = median critical path (call to return); deferred_us = median time of \
