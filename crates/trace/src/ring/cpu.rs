@@ -41,7 +41,7 @@ pub use reader::PageRead;
 use super::local::{AtomicU64, LocalU64, Ordering};
 use super::page::{
     encode_data_header, encode_time_extend, event_size, MAX_PAYLOAD, MAX_TIME_DELTA,
-    PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE,
+    PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE, TIME_EXTEND_SIZE,
 };
 use super::{Mode, RawLock};
 use words::{
@@ -377,7 +377,7 @@ impl CpuBuffer {
             }
             let time = (last + delta) & TIME_MASK;
             let extend = off != 0 && delta > MAX_TIME_DELTA;
-            let size = need + if extend { 8 } else { 0 };
+            let size = need + if extend { TIME_EXTEND_SIZE as u64 } else { 0 };
             if off + size <= PAGE_DATA_SIZE as u64 {
                 let new = (time << OFF_BITS) | (off + size);
                 if self.word.compare_exchange(word, new).is_err() {
@@ -433,7 +433,7 @@ impl CpuBuffer {
             }
             Stamp::Extend(delta) => {
                 encode_time_extend(event, delta);
-                8 + encode_data_header(&mut event[8..], payload, 0)
+                TIME_EXTEND_SIZE + encode_data_header(&mut event[TIME_EXTEND_SIZE..], payload, 0)
             }
         };
         if payload & 3 != 0 || payload == 0 {

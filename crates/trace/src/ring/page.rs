@@ -30,8 +30,13 @@ pub const MISSED_STORED: u64 = 1 << 30;
 /// Mask of the data-length bits of `commit`.
 pub const COMMIT_MASK: u64 = (1 << 27) - 1;
 
-/// Bits of the time delta in an event header.
+/// Bits of `type_len`, the low bits of an event header.
+pub const TYPE_LEN_BITS: u32 = 5;
+/// Mask of `type_len` in an event header.
+pub const TYPE_LEN_MASK: u32 = (1 << TYPE_LEN_BITS) - 1;
+/// Bits of the time delta in an event header (above `type_len`).
 pub const TIME_DELTA_BITS: u32 = 27;
+const _: () = assert!(TYPE_LEN_BITS + TIME_DELTA_BITS == 32);
 /// Largest delta that fits in a header; larger ones need a time extend.
 pub const MAX_TIME_DELTA: u64 = (1 << TIME_DELTA_BITS) - 1;
 /// Largest `type_len` that encodes the data length directly.
@@ -42,10 +47,14 @@ pub const TYPE_PADDING: u32 = 29;
 pub const TYPE_TIME_EXTEND: u32 = 30;
 /// `type_len` of an absolute time stamp.
 pub const TYPE_TIME_STAMP: u32 = 31;
+/// Bytes of a time extend or time stamp record (Linux's
+/// `RB_LEN_TIME_EXTEND`): the header and the delta's (or time's) high bits.
+pub const TIME_EXTEND_SIZE: usize = 8;
 /// Largest payload that a small (type_len 1..=28) header describes.
 pub const SMALL_DATA_MAX: usize = TYPE_DATA_MAX as usize * 4;
-/// Largest payload of one event (one page, minus headers and a time extend).
-pub const MAX_PAYLOAD: usize = PAGE_DATA_SIZE - 8 - 8;
+/// Largest payload of one event (one page, minus a large event's two
+/// header words and a time extend).
+pub const MAX_PAYLOAD: usize = PAGE_DATA_SIZE - 8 - TIME_EXTEND_SIZE;
 
 /// The `header_page` text of trace.dat / `events/header_page`, for 64-bit.
 pub const HEADER_PAGE_FORMAT: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
@@ -84,21 +93,21 @@ pub(crate) fn encode_data_header(out: &mut [u8], payload: usize, delta: u32) -> 
     let data = (payload + 3) & !3;
     let data = if data == 0 { 4 } else { data };
     if data <= SMALL_DATA_MAX {
-        let word = (data as u32 / 4) | (delta << 5);
+        let word = (data as u32 / 4) | (delta << TYPE_LEN_BITS);
         out[..4].copy_from_slice(&word.to_le_bytes());
         4
     } else {
-        let word = delta << 5;
+        let word = delta << TYPE_LEN_BITS;
         out[..4].copy_from_slice(&word.to_le_bytes());
         out[4..8].copy_from_slice(&(data as u32 + 4).to_le_bytes());
         8
     }
 }
 
-/// Writes a time extend for `delta` at `out[0..8]`.
+/// Writes a time extend for `delta` at `out[..TIME_EXTEND_SIZE]`.
 #[inline(always)]
 pub(crate) fn encode_time_extend(out: &mut [u8], delta: u64) {
-    let word = TYPE_TIME_EXTEND | (((delta & MAX_TIME_DELTA) as u32) << 5);
+    let word = TYPE_TIME_EXTEND | (((delta & MAX_TIME_DELTA) as u32) << TYPE_LEN_BITS);
     out[..4].copy_from_slice(&word.to_le_bytes());
     out[4..8].copy_from_slice(&((delta >> TIME_DELTA_BITS) as u32).to_le_bytes());
 }
@@ -256,8 +265,8 @@ impl<'a> Iterator for Events<'a> {
                 return None;
             }
             let word = read_u32(self.data, at);
-            let type_len = word & 31;
-            let delta = u64::from(word >> 5);
+            let type_len = word & TYPE_LEN_MASK;
+            let delta = u64::from(word >> TYPE_LEN_BITS);
             match type_len {
                 TYPE_PADDING => {
                     // A padding with a zero delta ends the page; otherwise
@@ -271,11 +280,20 @@ impl<'a> Iterator for Events<'a> {
                         self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
+                    // A discarded event keeps its delta, and the next
+                    // event's delta is relative to it, so it counts: as in
+                    // libtraceevent's kbuffer (`update_pointers` in
+                    // src/kbuffer-parse.c adds every record's delta but a
+                    // time stamp's), which reads trace-cmd's files, and in
+                    // Linux's own delta checker (`check_buffer` in
+                    // kernel/trace/ring_buffer.c); Linux's consuming reader
+                    // (`rb_update_read_stamp`) skips it. The trace.dat
+                    // decoder (output/tracedat/pages.rs) does the same.
                     self.time += delta;
                     self.offset = at + 4 + length;
                 }
                 TYPE_TIME_EXTEND | TYPE_TIME_STAMP => {
-                    if at + 8 > self.data.len() {
+                    if at + TIME_EXTEND_SIZE > self.data.len() {
                         self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
@@ -286,7 +304,7 @@ impl<'a> Iterator for Events<'a> {
                     } else {
                         self.time = value;
                     }
-                    self.offset = at + 8;
+                    self.offset = at + TIME_EXTEND_SIZE;
                 }
                 0 => {
                     if at + 8 > self.data.len() {
@@ -355,7 +373,7 @@ mod tests {
             if let Some((before, big)) = extend {
                 if before == i {
                     encode_time_extend(&mut page[at..], big);
-                    at += 8;
+                    at += TIME_EXTEND_SIZE;
                 }
             }
             let start = encode_data_header(&mut page[at..], payload.len(), *delta);
