@@ -50,21 +50,59 @@ impl fmt::Display for Resource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Violation {
     /// A resource was created for a CPU that already had one.
-    DoubleCreate { resource: Resource, cpu: CpuId },
+    DoubleCreate {
+        /// The kind of resource.
+        resource: Resource,
+        /// The CPU it belongs to.
+        cpu: CpuId,
+    },
     /// A resource was destroyed that did not exist.
-    DoubleFree { resource: Resource, cpu: CpuId },
+    DoubleFree {
+        /// The kind of resource.
+        resource: Resource,
+        /// The CPU it belonged to.
+        cpu: CpuId,
+    },
     /// A resource outlived the machine.
-    Leak { resource: Resource, cpu: CpuId },
+    Leak {
+        /// The kind of resource.
+        resource: Resource,
+        /// The CPU it belongs to.
+        cpu: CpuId,
+    },
     /// Something ran on a vCPU that was not online.
-    RanOffline { what: &'static str, cpu: CpuId },
+    RanOffline {
+        /// What ran: a task, a work item, a timer, RCU callbacks.
+        what: &'static str,
+        /// The vCPU it ran on.
+        cpu: CpuId,
+    },
     /// A task or deferred item completed more than once.
-    RanTwice { what: &'static str, id: u64 },
+    RanTwice {
+        /// What kind of item.
+        what: &'static str,
+        /// Its ledger id.
+        id: u64,
+    },
     /// A mask disagreed with the vCPUs' own state.
-    MaskMismatch { mask: &'static str, cpu: CpuId },
+    MaskMismatch {
+        /// The mask or per-CPU state that disagreed.
+        mask: &'static str,
+        /// The vCPU it disagreed about.
+        cpu: CpuId,
+    },
     /// A task or job panicked (it counts as completed; its vCPU went on).
-    Panicked { what: &'static str, id: u64 },
+    Panicked {
+        /// What kind of item.
+        what: &'static str,
+        /// Its ledger id.
+        id: u64,
+    },
     /// A page frame went back to the pool twice, or was never returned.
-    PageAccounting { detail: String },
+    PageAccounting {
+        /// What the counts were.
+        detail: String,
+    },
 }
 
 impl fmt::Display for Violation {

@@ -49,6 +49,7 @@
 //! assert!(machine.shutdown().is_clean());
 //! # Ok::<(), hotkern_machine::MachineError>(())
 //! ```
+#![warn(missing_docs)]
 
 mod audit;
 mod cpuset;
