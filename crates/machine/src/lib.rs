@@ -7,12 +7,14 @@
 //!   [`TaskStatus::Again`]. A powered-off vCPU's thread sleeps.
 //! * **Stop-machine**: every online vCPU meets the others and runs the
 //!   dying/starting steps of the CPUs being reconfigured.
-//! * **RCU-like grace periods**: a grace-period thread waits until every
-//!   online vCPU has passed a quiescent state (a turn of its loop) or is
-//!   idle; `call_rcu` callbacks run on the CPU's `rcuc` thread afterwards.
+//! * **RCU-like grace periods**, after Linux's RCU: a grace-period thread
+//!   waits until every online vCPU has passed a quiescent state (a turn of
+//!   its loop) or is idle; `call_rcu` callbacks run on the CPU's `rcuc`
+//!   thread afterwards.
 //! * **Per-CPU kernel threads** (`ksoftirqd`, `kworker`, `rcuc`) are real
 //!   OS threads that only run when their vCPU hands them the CPU; classic
-//!   creates and destroys them, Bolt parks and reuses them.
+//!   (Linux's kernel/cpu.c) creates and destroys them, Bolt (ATC 2015)
+//!   parks and reuses them.
 //! * **Per-CPU timers, workqueues, page caches** (frames from memory plugged
 //!   into `hotkern-physmem`), **statistics** read under RCU, **sysfs-like
 //!   nodes**, **trace buffers** (`hotkern-trace` ring buffers), and the

@@ -86,8 +86,8 @@ impl WorkerBell {
     }
 }
 
-/// The thread that runs Bolt's deferred callbacks (the paper's "master
-/// thread"): it sleeps until the engine kicks it.
+/// The thread that runs Bolt's deferred callbacks (the "master thread" of
+/// Bolt (ATC 2015)): it sleeps until the engine kicks it.
 pub(crate) struct DeferredWorker {
     bell: Arc<WorkerBell>,
     handle: Option<JoinHandle<()>>,

@@ -1,5 +1,6 @@
 //! The machine's hotplug steps: each subsystem's startup and teardown, and
-//! its class with the reason for it, as Bolt classified Linux's callbacks.
+//! its class with the reason for it, as Bolt (ATC 2015) classified the
+//! callbacks of Linux's hotplug state machine (kernel/cpu.c).
 //!
 //! Both engines run exactly these callbacks. What differs is what the
 //! engine tells them (`Reuse::No` — free and destroy; `Reuse::Yes` — keep
