@@ -25,6 +25,7 @@
 //! assert!(clock.now_ns() < limit * 11 / 10);
 //! ```
 #![no_std]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 extern crate alloc;
 #[cfg(feature = "std")]

@@ -64,6 +64,7 @@
 //!
 //! See [`Hotplug`] and [`Hotplug::inject_failure`].
 #![no_std]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 extern crate alloc;
 

@@ -31,6 +31,9 @@ impl LoomRawMutex {
     }
 }
 
+// SAFETY: `try_lock` succeeds only by swapping the flag from false to true
+// (Acquire), and `unlock` clears it (Release), so one holder at a time, and
+// the holder's writes are visible to the next.
 unsafe impl lock_api::RawMutex for LoomRawMutex {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = LoomRawMutex {
