@@ -1,4 +1,7 @@
-//! `hotkern bench`: each subsystem against the seeds' designs, in one run.
+//! `hotkern bench`: each subsystem against the design it replaces, in one
+//! run: the uvm_hotplug paper (Raju and Mathew, 2017), FreeBSD's loader
+//! cache as of 2016, Linux's `kernel/cpu.c` beside Bolt (ATC 2015), and for
+//! the ftrace-class tracer the `tracing` crate.
 //!
 //! A subsystem's benchmark builds a [`Report`]: one [`Case`] per measured
 //! (name, implementation) pair, plus ratios computed from cases of the same
@@ -18,7 +21,9 @@ pub use report::{Case, Report};
 /// Options every benchmark takes.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BenchOptions {
-    /// Larger inputs, as in the seed documents (minutes rather than seconds).
+    /// Larger inputs, as published: the uvm_hotplug paper's 10M and 100M
+    /// lookups, the 270 MB load of FreeBSD's loader cache report (minutes
+    /// rather than seconds).
     pub full: bool,
     /// One JSON document on stdout instead of tables.
     pub json: bool,

@@ -10,9 +10,10 @@ use hotkern_bcache::{
 };
 use sha2::{Digest, Sha256};
 
-/// Cache memory, as in the seed.
+/// Cache memory, as FreeBSD's loader cache as of 2016 had it.
 const BUDGET: usize = 16 << 20;
-/// The loader reads the file in pieces of this size, as the seed's did.
+/// The loader reads the file in pieces of this size, as FreeBSD's loader
+/// did in 2016.
 const REQUEST: usize = 512;
 
 /// Preset names `--device` accepts.

@@ -25,11 +25,14 @@ struct Cli {
 enum Command {
     /// The guided tour (what `hotkern` with no arguments runs).
     Demo,
-    /// Benchmark a subsystem against the seeds' designs, side by side.
+    /// Benchmark a subsystem against the designs it replaces (NetBSD's
+    /// uvm_hotplug, FreeBSD's loader cache as of 2016, Linux's CPU hotplug,
+    /// the `tracing` crate), side by side.
     Bench {
         /// Which subsystem to measure (`all` runs every one in turn).
         subsystem: Subsystem,
-        /// The long run: larger inputs, as in the seed documents.
+        /// The long run: larger inputs, as published (the uvm_hotplug
+        /// paper's 100M lookups, FreeBSD's 270 MB load).
         #[arg(long)]
         full: bool,
         /// Print one JSON document on stdout instead of tables.

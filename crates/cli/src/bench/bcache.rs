@@ -1,7 +1,7 @@
 //! `hotkern bench bcache`: loading a file from a FAT32 image in 512-byte
-//! requests, as the seed's loader did, through each cache design on each
-//! modeled device; the same from a striped set of four disks; and a walk
-//! over a tree of small files.
+//! requests, as FreeBSD's loader did in 2016, through each cache design on
+//! each modeled device; the same from a striped set of four disks; and a
+//! walk over a tree of small files.
 //!
 //! Device time comes from each device's virtual clock, so `modeled_s` and
 //! the ratios built on it are exact and repeatable; `host_s` (the host's
@@ -21,7 +21,8 @@ use sha2::{Digest, Sha256};
 use super::measure::{input_rng, ns_per_op, wall_time};
 use super::{BenchOptions, Case, Progress, Report};
 
-/// Total cache memory, as in the seed (16 MiB split between devices).
+/// Total cache memory, as FreeBSD's loader cache as of 2016 had it (16 MiB
+/// split between devices).
 const BUDGET: usize = 16 << 20;
 /// Every read the loader makes is this size.
 const REQUEST: usize = 512;
@@ -277,7 +278,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
 
 fn summarise(report: &mut Report, options: &BenchOptions, striped: &str) {
     let mut worst_limit: (f64, &str) = (0.0, "");
-    let mut behind_seed = Vec::new();
+    let mut behind_freebsd = Vec::new();
     for model in DeviceModel::PRESETS {
         let name = format!("load/{}", model.name);
         let key = format!("load-{}", model.name);
@@ -308,7 +309,7 @@ fn summarise(report: &mut Report, options: &BenchOptions, striped: &str) {
             .get(&format!("{key}/freebsd2016_over_hotkern"))
             .is_some_and(|r| *r < 1.0)
         {
-            behind_seed.push(model.name);
+            behind_freebsd.push(model.name);
         }
         let walk = format!("walk/{}", model.name);
         report.ratio(
@@ -362,11 +363,11 @@ fn summarise(report: &mut Report, options: &BenchOptions, striped: &str) {
     ));
     report.notes.push(format!(
         "target: hotkern never above freebsd2016: {}{}",
-        met(behind_seed.is_empty()),
-        if behind_seed.is_empty() {
+        met(behind_freebsd.is_empty()),
+        if behind_freebsd.is_empty() {
             String::new()
         } else {
-            format!(" (behind on {})", behind_seed.join(", "))
+            format!(" (behind on {})", behind_freebsd.join(", "))
         }
     ));
     report.notes.push(format!(
@@ -390,7 +391,7 @@ fn summarise(report: &mut Report, options: &BenchOptions, striped: &str) {
         .copied()
         .unwrap_or(0.0);
     report.notes.push(format!(
-        "target: legacy at least 20x slower than hotkern on usb-stick: {} ({legacy:.1}x; the seed saw ~45x, 15 min -> 20 s)",
+        "target: legacy at least 20x slower than hotkern on usb-stick: {} ({legacy:.1}x; FreeBSD's 2016 loader cache report saw ~45x, 15 min -> 20 s)",
         met(legacy >= 20.0)
     ));
     let all_ok = report.cases.iter().all(|c| {
@@ -407,7 +408,7 @@ fn summarise(report: &mut Report, options: &BenchOptions, striped: &str) {
          striped: {STRIPE_MEMBERS} hdd members, 128 KiB stripes, device times summed; \
          {SMALL_CACHE}: 1 MiB of cache, where direct-mapped FAT and data blocks evict each other",
         if options.full {
-            "270 MB (the seed's case)"
+            "270 MB (the case of FreeBSD's 2016 loader cache report)"
         } else {
             "64 MiB"
         },
