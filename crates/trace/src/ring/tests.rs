@@ -242,6 +242,7 @@ fn nested_writer_during_page_switch_is_dropped_and_counted() {
             break;
         }
     }
+    // SAFETY: one thread; the writes below model interrupts nesting on it.
     let mut outer = unsafe { ring.reserve(0, 10_000, 8).unwrap() };
     // Nested writers fill the page and switch it; all fit.
     for k in 0..5u32 {
