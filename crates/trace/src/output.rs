@@ -18,7 +18,7 @@ mod symbols;
 mod text;
 pub mod tracedat;
 
-pub use data::{Entry, Record, TraceData};
+pub use data::{Entry, RawRecord, TraceData};
 pub use format::{read_int, read_str, EventDescription, FormatError, FormatField};
 pub use graph::{
     duration_mark, write_duration, write_graph_duration, write_graph_trace, write_graph_trace_with,

@@ -6,7 +6,7 @@
 use hotkern_trace::event::format::builtin_formats;
 use hotkern_trace::output::{
     flag, latency_flags, split_timestamp, write_graph_duration, write_trace, Comms, Entry,
-    EventDescription, Record, Symbols, TraceData,
+    EventDescription, RawRecord, Symbols, TraceData,
 };
 
 const SCHED_FORMAT: &str = "name: sched_wake\nID: 300\nformat:\n\
@@ -88,7 +88,7 @@ fn payload(
 }
 
 fn event(cpu: u32, ns: u64, payload: Vec<u8>) -> Entry {
-    Entry::Event(Record {
+    Entry::Event(RawRecord {
         cpu,
         timestamp_ns: ns,
         payload,

@@ -9,9 +9,11 @@ use super::format::{read_int, EventDescription};
 use super::printf::PrintFormat;
 use super::symbols::{Comms, Symbols};
 
-/// One recorded event.
+/// One recorded event as the output side keeps it: the payload stays raw
+/// and its fields are read through the event's format (the tracer's
+/// [`Record`](crate::Record) has the common fields decoded instead).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
+pub struct RawRecord {
     /// The CPU whose buffer held it.
     pub cpu: u32,
     /// Its time stamp in nanoseconds.
@@ -20,7 +22,7 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
-impl Record {
+impl RawRecord {
     /// `common_type`: the event id.
     pub fn event_id(&self) -> u16 {
         u16::from_le_bytes([self.payload_byte(0), self.payload_byte(1)])
@@ -55,7 +57,7 @@ impl Record {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
     /// An event.
-    Event(Record),
+    Event(RawRecord),
     /// `count` events of `cpu` were lost just before its next event.
     Lost {
         /// The CPU that lost them.
@@ -154,7 +156,7 @@ impl TraceData {
     }
 
     /// The integer field `name` (or `x.name`) of `record`.
-    pub fn field_value(&self, record: &Record, name: &str) -> Option<u64> {
+    pub fn field_value(&self, record: &RawRecord, name: &str) -> Option<u64> {
         let event = self.event(record.event_id())?;
         read_int(event.field_like(name)?, &record.payload)
     }

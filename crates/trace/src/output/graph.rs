@@ -19,7 +19,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-use super::data::{Entry, Record, TraceData};
+use super::data::{Entry, RawRecord, TraceData};
 use super::line::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
 use crate::function::MAX_DEPTH;
 
@@ -238,7 +238,7 @@ pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut
     }
 }
 
-fn call_duration(data: &TraceData, exit: &Record) -> u64 {
+fn call_duration(data: &TraceData, exit: &RawRecord) -> u64 {
     let start = data.field_value(exit, "calltime").unwrap_or(0);
     let end = data.field_value(exit, "rettime").unwrap_or(start);
     end.saturating_sub(start)
@@ -256,7 +256,7 @@ fn indent(depth: i64, out: &mut String) {
 
 fn write_pid_change(
     data: &TraceData,
-    record: &Record,
+    record: &RawRecord,
     state: &mut CpuState,
     cpu_width: usize,
     out: &mut String,

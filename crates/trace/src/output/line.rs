@@ -5,7 +5,7 @@
 use alloc::string::String;
 use core::fmt::Write;
 
-use super::data::{Record, TraceData};
+use super::data::{RawRecord, TraceData};
 use super::format::read_str;
 use super::printf::{render_binary, write_raw_fields};
 
@@ -55,14 +55,14 @@ pub fn split_timestamp(ns: u64) -> (u64, u64) {
 
 /// Writes the text of an event after the context columns: `func <-parent`
 /// for the function tracer, `name: body` for everything else.
-pub fn write_event_body(data: &TraceData, record: &Record, out: &mut String) {
+pub fn write_event_body(data: &TraceData, record: &RawRecord, out: &mut String) {
     write_event_body_with(data, record, &TextOptions::default(), out);
 }
 
 /// [`write_event_body`] with display options.
 pub fn write_event_body_with(
     data: &TraceData,
-    record: &Record,
+    record: &RawRecord,
     options: &TextOptions,
     out: &mut String,
 ) {

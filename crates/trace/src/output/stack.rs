@@ -12,7 +12,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-use super::data::{Entry, Record, TraceData};
+use super::data::{Entry, RawRecord, TraceData};
 use super::format::{read_int, EventDescription};
 use super::symbols::Symbols;
 use super::tracedat::{decode_pages, TraceDat};
@@ -64,7 +64,7 @@ fn frames_at(payload: &[u8], size: usize, offset: usize) -> Vec<u64> {
 pub(crate) fn write_stack_body(
     data: &TraceData,
     event: &EventDescription,
-    record: &Record,
+    record: &RawRecord,
     out: &mut String,
 ) {
     out.push_str("<stack trace>\n");
@@ -80,7 +80,7 @@ pub(crate) fn write_stack_body(
 pub(crate) fn frame_names(
     data: &TraceData,
     event: &EventDescription,
-    record: &Record,
+    record: &RawRecord,
 ) -> Vec<String> {
     stack_frames(event, &record.payload)
         .into_iter()

@@ -5,7 +5,7 @@
 use alloc::string::String;
 use core::fmt::Write;
 
-use super::data::{Entry, Record, TraceData};
+use super::data::{Entry, RawRecord, TraceData};
 use super::graph::write_graph_trace_with;
 use super::line::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
 
@@ -89,14 +89,14 @@ pub fn latency_flags(flags: u8, preempt_count: u8) -> String {
 }
 
 /// Writes one line of the default layout.
-pub fn write_event_line(data: &TraceData, record: &Record, out: &mut String) {
+pub fn write_event_line(data: &TraceData, record: &RawRecord, out: &mut String) {
     write_event_line_with(data, record, &TextOptions::default(), out);
 }
 
 /// [`write_event_line`] with display options.
 pub fn write_event_line_with(
     data: &TraceData,
-    record: &Record,
+    record: &RawRecord,
     options: &TextOptions,
     out: &mut String,
 ) {

@@ -6,7 +6,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::output::data::{Entry, Record};
+use crate::output::data::{Entry, RawRecord};
 use crate::ring::page::{
     COMMIT_MASK, MISSED_EVENTS, MISSED_STORED, PAGE_HEADER_SIZE, TIME_DELTA_BITS, TIME_EXTEND_SIZE,
     TYPE_LEN_BITS, TYPE_LEN_MASK, TYPE_PADDING, TYPE_TIME_EXTEND, TYPE_TIME_STAMP,
@@ -127,7 +127,7 @@ pub fn decode_pages(
                         return Err(error(at, "event beyond the commit"));
                     }
                     time = time.wrapping_add(delta);
-                    entries.push(Entry::Event(Record {
+                    entries.push(Entry::Event(RawRecord {
                         cpu,
                         timestamp_ns: time,
                         payload: page[data_at..data_at + data_len].to_vec(),
