@@ -13,8 +13,9 @@ use crate::stats::CacheStats;
 ///
 /// Requests name a block, a byte offset from it and a length: any length,
 /// so a file system reads a 4-byte FAT entry or a 512-byte piece of a
-/// cluster without a buffer of its own (the seed's Note 1). Only the bytes
-/// asked for are copied to the caller.
+/// cluster without a buffer of its own, as the offset argument Toomas
+/// Soome's 2016 redesign of FreeBSD's loader cache added to `dv_strategy()`
+/// lets dosfs do. Only the bytes asked for are copied to the caller.
 ///
 /// ```
 /// use hotkern_bcache::{BlockCache, CacheKind, MemoryDevice};

@@ -9,10 +9,11 @@
 //! `std`. This reader is `no_std`, validates every number before using it,
 //! watches every chain walk for a revisited cluster (so a cyclic chain is an
 //! error, not a hang or a file's bytes read twice) and returns a typed
-//! [`FatError`] for anything wrong. It reads the way the seed's loader did: a file in requests of a
-//! chosen size, one FAT lookup per cluster, FAT entries and directory
-//! records read as the few bytes they are, leaving block-sized I/O to the
-//! cache. (`fatfs` is still used, with `std`, to *make* test images.)
+//! [`FatError`] for anything wrong. It reads the way FreeBSD's loader
+//! (dosfs over the 2016 loader cache) does: a file in requests of a chosen
+//! size, one FAT lookup per cluster, FAT entries and directory records read
+//! as the few bytes they are, leaving block-sized I/O to the cache.
+//! (`fatfs` is still used, with `std`, to *make* test images.)
 
 mod chain;
 mod entry;

@@ -1,5 +1,5 @@
-//! `freebsd2016`: the seed's design (FreeBSD loader bcache, 2016), as a
-//! baseline.
+//! `freebsd2016`: FreeBSD's loader cache as of 2016 (Toomas Soome's
+//! redesign of the loader's bcache), as a baseline.
 //!
 //! One cache per device; its size a power of two in blocks (the total split
 //! by the device count rounded up to a power of two); direct-mapped, block

@@ -1,13 +1,13 @@
 //! `hotkern`: the cache this crate proposes.
 //!
-//! What it keeps from the seed: one cache per device, O(1) lookup, a miss
-//! read straight into cache memory with one device operation, partial-block
-//! requests copying only what was asked.
+//! What it keeps from FreeBSD's loader cache as of 2016: one cache per
+//! device, O(1) lookup, a miss read straight into cache memory with one
+//! device operation, partial-block requests copying only what was asked.
 //!
 //! What it changes, and why:
 //!
-//! * **Where blocks go.** The seed's direct-mapped slot `b & (nblks - 1)`
-//!   makes a FAT sector and the file data that happens to share its slot
+//! * **Where blocks go.** The 2016 design's direct-mapped slot
+//!   `b & (nblks - 1)` makes a FAT sector and the file data that happens to share its slot
 //!   evict each other, and a FAT read-ahead overwrites data read ahead but
 //!   not yet used. Here a hash index maps blocks to slots, and slots form
 //!   two rings: read-ahead runs of sequential streams fill the *stream*

@@ -20,7 +20,8 @@ pub enum CacheKind {
     None,
     /// FreeBSD before 2016: one global 16 KiB LRU cache.
     Legacy,
-    /// The seed: per-device direct-mapped cache with read-ahead.
+    /// FreeBSD's loader cache as of 2016 (Toomas Soome's redesign):
+    /// per-device direct-mapped cache with read-ahead.
     FreeBsd2016,
     /// This crate's design.
     Hotkern,

@@ -41,7 +41,8 @@ impl DeviceModel {
     /// polling), 20 MB/s, 64 KiB per operation (the EDD limit of 127-128
     /// sectors most BIOSes keep). With these figures a 270 MB file read one
     /// cluster at a time takes ~15 minutes and read at the full transfer
-    /// size ~20 s — the two figures of the seed.
+    /// size ~20 s — the two figures Toomas Soome reported for a USB stick
+    /// when redesigning FreeBSD's loader cache in 2016.
     pub const USB_STICK: DeviceModel = DeviceModel {
         name: "usb-stick",
         block_size: 512,
@@ -54,8 +55,9 @@ impl DeviceModel {
     /// (IPMI/KVM-over-IP): 2048-byte sectors, 5 ms per operation (every SCSI
     /// command crosses the LAN to the BMC and back), 4 MB/s, 64 KiB per
     /// operation (32 sectors, what the emulated USB CD drive accepts). A
-    /// ~20 MB kernel then loads in ~7 s with read-ahead, as in the seed's
-    /// IPMI report.
+    /// ~20 MB kernel then loads in ~7 s with read-ahead, as a tester of
+    /// FreeBSD's 2016 loader cache redesign reported for an emulated USB
+    /// CD-ROM over IPMI (27 s before it).
     pub const IPMI_CD: DeviceModel = DeviceModel {
         name: "ipmi-cd",
         block_size: 2048,

@@ -122,12 +122,12 @@ fn metadata_and_data_do_not_evict_each_other() {
     let slots = 512u64;
     let data_blocks = 16 * slots;
     let disk = SharedDisk::new((data_blocks + 2 * slots) as usize, 512, 128, 2);
-    let mut seed_design = FreeBsd2016Cache::new(disk.clone(), budget);
-    assert_eq!(seed_design.slots() as u64, slots);
-    fat_like(&mut seed_design, 40, slots, data_blocks);
+    let mut freebsd = FreeBsd2016Cache::new(disk.clone(), budget);
+    assert_eq!(freebsd.slots() as u64, slots);
+    fat_like(&mut freebsd, 40, slots, data_blocks);
     let mut ours = HotkernCache::new(disk, budget);
     fat_like(&mut ours, 40, slots, data_blocks);
-    let (theirs, mine) = (seed_design.stats(), ours.stats());
+    let (theirs, mine) = (freebsd.stats(), ours.stats());
     // Every pass of the data over slot 40 costs the direct-mapped cache the
     // FAT block (and read-ahead shrinks on the misses that follow).
     assert!(theirs.device_ops > mine.device_ops + 16, "{theirs}\n{mine}");

@@ -1,6 +1,8 @@
-//! The seed's designs, kept as baselines behind
-//! [`PhysSegments`](crate::PhysSegments) so that benchmarks compare old and
-//! new in one run.
+//! NetBSD's two designs, as the uvm_hotplug paper (Raju and Mathew, 2017)
+//! describes them: the static `vm_physmem[VM_PHYSSEG_MAX]` array and the
+//! `rbtree(3)` of `uvm_hotplug(9)` / `uvm_physseg` that replaced it. Kept
+//! as baselines behind [`PhysSegments`](crate::PhysSegments) so that
+//! benchmarks compare old and new in one run.
 //!
 //! Both allocate page descriptors on plug (one slab per plug, shared by the
 //! halves of a split) so that plug costs compare fairly; they validate inputs
