@@ -190,7 +190,7 @@ impl Bench {
         }
     }
 
-    /// fixed/<N>: t_uvm_physseg_load's 32 segments of 8 pages, N lookups.
+    /// `fixed/<N>`: t_uvm_physseg_load's 32 segments of 8 pages, N lookups.
     fn fixed(&mut self, sizes: &[u64]) -> Result<(), String> {
         // One buffer of the largest size up to 10M; 100M reuses it ten times.
         let buffer_len = (*sizes.last().unwrap_or(&1)).min(10_000_000) as usize;
@@ -233,7 +233,7 @@ impl Bench {
         Ok(())
     }
 
-    /// fragmented/<S>: one segment of S, every 8th frame unplugged with
+    /// `fragmented/<S>`: one segment of S, every 8th frame unplugged with
     /// 1..7 pages, then random lookups.
     fn fragmented(&mut self) -> Result<(), String> {
         let lookups = if self.full { 10_000_000 } else { 1_000_000 };
@@ -336,7 +336,7 @@ impl Bench {
         Ok(())
     }
 
-    /// plug-unplug/<segments>: a plug+unplug pair among existing segments.
+    /// `plug-unplug/<segments>`: a plug+unplug pair among existing segments.
     fn plug_unplug(&mut self) -> Result<(), String> {
         let pairs = if self.full { 20_000 } else { 2_000 };
         for (segments, size) in PLUG_UNPLUG_SIZES {
