@@ -90,12 +90,25 @@ fn live_trace_survives_trace_dat_event_for_event() {
         .count();
     assert_eq!(ours.len(), 2 * 40 * 3 * 2 + work);
     assert_eq!(work, 2 * 40 * 2 - 2);
+    // Both decoders return an event's data as the ring stores it, 4-byte
+    // padding included, so the payloads must agree whole: no normalising.
     for (a, b) in ours.iter().zip(&theirs) {
         assert_eq!((a.0, a.1), (b.cpu, b.timestamp_ns));
-        assert_eq!(
-            &a.2[..b.payload.len().min(a.2.len())],
-            &b.payload[..b.payload.len().min(a.2.len())]
-        );
+        assert_eq!(a.2, b.payload, "len {} vs {}", a.2.len(), b.payload.len());
+    }
+    // And they are what was traced: 8 bytes of common header, `item` at 8,
+    // 4 bytes of alignment, `cost` at 16, `tag` at 24 (laid out by hand as C
+    // would), each `cost` three times its `item`.
+    for (_, _, p) in ours
+        .iter()
+        .filter(|(_, _, p)| u16::from_le_bytes([p[0], p[1]]) == rt_work::EVENT.id())
+    {
+        assert_eq!(p.len(), 32, "{p:?}");
+        let item = u32::from_ne_bytes(p[8..12].try_into().unwrap());
+        let cost = u64::from_ne_bytes(p[16..24].try_into().unwrap());
+        assert_ne!(item, 7, "the filter lets no item 7 through");
+        assert_eq!(cost, u64::from(item) * 3);
+        assert_eq!(&p[24..32], b"inner\0\0\0");
     }
 
     let mut report = String::new();
