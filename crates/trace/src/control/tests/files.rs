@@ -4,6 +4,7 @@ use super::*;
 
 #[test]
 fn simple_files_round_trip() {
+    register_all();
     let tracer = Tracer::with_threads(TraceConfig::small(), 2).unwrap();
     let control = Control::new(&tracer);
     assert_eq!(
@@ -104,12 +105,83 @@ fn simple_files_round_trip() {
         "ENOENT"
     );
     let files = control.list();
-    assert!(
-        files
-            .iter()
-            .any(|f| f == "events/ctltest/ctl_request/trigger")
-            || files.len() > 20
-    );
+    // Written out by hand, not taken from `FILES`: the top-level files
+    // ftrace users expect, every option, two CPUs' worth of per-CPU files,
+    // and this module's events (the test registered them above).
+    let mut expected: Vec<String> = [
+        "available_events",
+        "available_filter_functions",
+        "available_tracers",
+        "buffer_size_kb",
+        "buffer_total_size_kb",
+        "current_tracer",
+        "error_log",
+        "function_profile_enabled",
+        "max_graph_depth",
+        "printk_formats",
+        "saved_cmdlines",
+        "set_event",
+        "set_event_pid",
+        "set_ftrace_filter",
+        "set_ftrace_notrace",
+        "set_ftrace_pid",
+        "snapshot",
+        "trace",
+        "trace_clock",
+        "trace_marker",
+        "trace_options",
+        "trace_pipe",
+        "tracing_on",
+        "options/overwrite",
+        "options/function-fork",
+        "options/event-fork",
+        "options/irq-info",
+        "options/print-parent",
+        "options/funcgraph-cpu",
+        "options/funcgraph-overhead",
+        "options/funcgraph-duration",
+        "options/funcgraph-proc",
+        "options/funcgraph-abstime",
+        "options/funcgraph-tail",
+        "trace_stat/function0",
+        "trace_stat/function1",
+        "per_cpu/cpu0/stats",
+        "per_cpu/cpu0/trace",
+        "per_cpu/cpu0/trace_pipe",
+        "per_cpu/cpu1/stats",
+        "per_cpu/cpu1/trace",
+        "per_cpu/cpu1/trace_pipe",
+        "events/enable",
+        "events/header_page",
+        "events/header_event",
+        "events/ctltest/enable",
+        "events/ctltest/filter",
+        "events/ftrace/function/format",
+        "events/ftrace/function/id",
+    ]
+    .iter()
+    .map(|f| f.to_string())
+    .collect();
+    for event in ["ctl_request", "ctl_reply"] {
+        for file in ["format", "id", "enable", "filter", "trigger", "hist"] {
+            expected.push(alloc::format!("events/ctltest/{event}/{file}"));
+        }
+    }
+    let missing: Vec<&String> = expected.iter().filter(|f| !files.contains(f)).collect();
+    assert!(missing.is_empty(), "missing {missing:?}");
+    // Other tests register events of their own while this one runs; any
+    // other file must be one of those.
+    let unexpected: Vec<&String> = files
+        .iter()
+        .filter(|f| !expected.contains(f) && !f.starts_with("events/"))
+        .collect();
+    assert!(unexpected.is_empty(), "unexpected {unexpected:?}");
+    let mut unique = files.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), files.len(), "a file is listed twice");
+    // Built-in events have no enable file: they follow `current_tracer`.
+    assert!(!files.iter().any(|f| f == "events/ftrace/function/enable"));
     for file in files {
         if file != "trace_pipe" {
             // Every listed file can be read (trace_marker is write-only).
@@ -120,7 +192,6 @@ fn simple_files_round_trip() {
             );
         }
     }
-    let _ = vec![0u8];
 }
 
 #[test]
