@@ -3,10 +3,10 @@
 //! loader would, and says what it cost.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hotkern_bcache::{
-    CacheKind, DeviceModel, FatVolume, FileDevice, ModeledDevice, LEGACY_CACHE_BYTES,
+    CacheKind, CacheStats, DeviceModel, FatVolume, FileDevice, ModeledDevice, LEGACY_CACHE_BYTES,
 };
 use sha2::{Digest, Sha256};
 
@@ -21,7 +21,29 @@ pub const DEVICES: [&str; 4] = ["usb-stick", "ipmi-cd", "hdd", "nvme"];
 /// Design names `--cache` accepts.
 pub const CACHES: [&str; 4] = ["none", "legacy", "freebsd2016", "hotkern"];
 
-pub fn run(image: &Path, path: &str, device: &str, cache: &str) -> Result<(), String> {
+/// What loading a file read and what it cost.
+struct Loaded {
+    model: DeviceModel,
+    kind: CacheKind,
+    data: Vec<u8>,
+    /// Fragments of the file on disk, if the FAT could be read again.
+    fragments: Option<u64>,
+    host: Duration,
+    stats: CacheStats,
+    modeled_ns: u64,
+}
+
+impl Loaded {
+    /// The file's SHA-256, in hex, as `sha256sum` prints it.
+    fn sha256_hex(&self) -> String {
+        Sha256::digest(&self.data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+fn load(image: &Path, path: &str, device: &str, cache: &str) -> Result<Loaded, String> {
     let model = DeviceModel::preset(device).ok_or_else(|| format!("unknown device {device}"))?;
     let kind = CacheKind::from_name(cache).ok_or_else(|| format!("unknown cache {cache}"))?;
     let disk = FileDevice::open(image, model.block_size)
@@ -40,8 +62,29 @@ pub fn run(image: &Path, path: &str, device: &str, cache: &str) -> Result<(), St
     let (stats, modeled_ns) = (volume.cache().stats(), clock.now_ns());
     // Counting fragments reads the FAT again: after the figures are taken.
     let fragments = volume.fragments(&entry).ok();
+    Ok(Loaded {
+        model,
+        kind,
+        data,
+        fragments,
+        host,
+        stats,
+        modeled_ns,
+    })
+}
+
+pub fn run(image: &Path, path: &str, device: &str, cache: &str) -> Result<(), String> {
+    let loaded = load(image, path, device, cache)?;
+    let Loaded {
+        model,
+        kind,
+        ref data,
+        fragments,
+        host,
+        stats,
+        modeled_ns,
+    } = loaded;
     let limit_ns = model.limit_ns(data.len() as u64);
-    let digest = Sha256::digest(&data);
     println!("file      {path}: {} bytes", data.len());
     if let Some(fragments) = fragments {
         println!("          {fragments} fragment(s) on disk");
@@ -67,13 +110,7 @@ pub fn run(image: &Path, path: &str, device: &str, cache: &str) -> Result<(), St
         modeled_ns as f64 / limit_ns.max(1) as f64
     );
     println!("host      {:.3} s", host.as_secs_f64());
-    println!(
-        "sha256    {}",
-        digest
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
+    println!("sha256    {}", loaded.sha256_hex());
     println!("bcachestat");
     println!("  requests            {}", stats.requests);
     println!("  bypasses            {}", stats.bypasses);
@@ -91,20 +128,66 @@ mod tests {
     use super::*;
     use hotkern_bcache::image::ImageBuilder;
 
+    /// The kernel's bytes: no two of its 512-byte pieces alike, so a
+    /// piece read from the wrong place or in the wrong order shows.
+    fn kernel_bytes() -> Vec<u8> {
+        (0..100_003u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect()
+    }
+
     fn image_file(name: &str) -> std::path::PathBuf {
         let mut image = ImageBuilder::new(8 << 20, None).unwrap();
-        image.add_file("boot/kernel", &[7u8; 100_000]).unwrap();
+        // Written 4 KiB at a time in turn with another file, so the
+        // kernel's clusters are scattered as on a well-used disk.
+        let other = vec![0xa5u8; 60_000];
+        image
+            .add_interleaved(
+                &[
+                    ("boot/kernel", &kernel_bytes()),
+                    ("boot/loader.conf", &other),
+                ],
+                4096,
+            )
+            .unwrap();
         let path =
             std::env::temp_dir().join(format!("hotkern-load-{}-{name}.img", std::process::id()));
         std::fs::write(&path, image.finish()).unwrap();
         path
     }
 
+    /// SHA-256 of `bytes` in hex, straight from the `sha2` crate.
+    fn sha256_hex(bytes: &[u8]) -> String {
+        let digest: [u8; 32] = Sha256::digest(bytes).into();
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     #[test]
-    fn loads_on_every_device_with_every_cache() {
+    fn loads_the_files_bytes_on_every_device_with_every_cache() {
         let path = image_file("ok");
+        let expected = kernel_bytes();
+        let expected_sha256 = sha256_hex(&expected);
+        // The hex form is SHA-256's: a fixed known answer guards the helper.
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         for device in DEVICES {
             for cache in CACHES {
+                let loaded = load(&path, "boot/kernel", device, cache).unwrap();
+                assert!(
+                    loaded.data == expected,
+                    "{device}/{cache}: {} bytes read, {} expected, first difference at {:?}",
+                    loaded.data.len(),
+                    expected.len(),
+                    loaded.data.iter().zip(&expected).position(|(a, b)| a != b)
+                );
+                assert_eq!(loaded.sha256_hex(), expected_sha256, "{device}/{cache}");
+                assert!(
+                    loaded.fragments.is_some_and(|f| f > 1),
+                    "{device}/{cache}: the file should be fragmented: {:?}",
+                    loaded.fragments
+                );
                 run(&path, "boot/kernel", device, cache).unwrap();
             }
         }
