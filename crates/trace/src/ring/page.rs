@@ -261,12 +261,23 @@ impl<'a> Iterator for Events<'a> {
     fn next(&mut self) -> Option<RawEvent<'a>> {
         loop {
             let at = self.offset;
+            if at >= self.data.len() {
+                return None;
+            }
             if at + 4 > self.data.len() {
+                // A header cut short: the live ring commits whole words, so
+                // only a damaged page ends in one (the trace.dat decoder
+                // rejects it too).
+                self.error = Some(RingPageError::Truncated(at));
                 return None;
             }
             let word = read_u32(self.data, at);
             let type_len = word & TYPE_LEN_MASK;
             let delta = u64::from(word >> TYPE_LEN_BITS);
+            // Times add up modulo 2^64, as in kbuffer (C's unsigned
+            // arithmetic) and the trace.dat decoder: a page copied from
+            // anywhere may carry any time stamp, and overflowing it makes
+            // wrong times, never a panic.
             match type_len {
                 TYPE_PADDING => {
                     // A padding with a zero delta ends the page; otherwise
@@ -289,7 +300,7 @@ impl<'a> Iterator for Events<'a> {
                     // kernel/trace/ring_buffer.c); Linux's consuming reader
                     // (`rb_update_read_stamp`) skips it. The trace.dat
                     // decoder (output/tracedat/pages.rs) does the same.
-                    self.time += delta;
+                    self.time = self.time.wrapping_add(delta);
                     self.offset = at + 4 + length;
                 }
                 TYPE_TIME_EXTEND | TYPE_TIME_STAMP => {
@@ -300,7 +311,7 @@ impl<'a> Iterator for Events<'a> {
                     let high = u64::from(read_u32(self.data, at + 4));
                     let value = (high << TIME_DELTA_BITS) + delta;
                     if type_len == TYPE_TIME_EXTEND {
-                        self.time += value;
+                        self.time = self.time.wrapping_add(value);
                     } else {
                         self.time = value;
                     }
@@ -318,7 +329,7 @@ impl<'a> Iterator for Events<'a> {
                         self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
-                    self.time += delta;
+                    self.time = self.time.wrapping_add(delta);
                     self.offset = end;
                     return Some(RawEvent {
                         timestamp_ns: self.time,
@@ -333,7 +344,7 @@ impl<'a> Iterator for Events<'a> {
                         self.error = Some(RingPageError::Truncated(at));
                         return None;
                     }
-                    self.time += delta;
+                    self.time = self.time.wrapping_add(delta);
                     self.offset = end;
                     return Some(RawEvent {
                         timestamp_ns: self.time,

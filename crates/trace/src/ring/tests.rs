@@ -358,27 +358,13 @@ fn alignment_padding_is_zeroed_not_stale() {
     }
 }
 
+// Printing the shares needs `std`.
+#[cfg(feature = "std")]
+mod decode;
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
-
-        /// Any bytes: decoding never panics, and whatever it yields lies
-        /// inside the committed data.
-        #[test]
-        fn decoding_arbitrary_pages_never_panics(bytes in proptest::collection::vec(any::<u8>(), PAGE_SIZE)) {
-            if let Ok(view) = PageView::new(&bytes) {
-                for event in view.events() {
-                    prop_assert!(event.offset < view.data_len());
-                    prop_assert!(event.payload.len() <= view.data_len());
-                }
-                let _ = view.check();
-                let _ = view.missed_events();
-            }
-        }
-    }
 
     #[derive(Debug, Clone)]
     enum Step {
