@@ -1,78 +1,96 @@
-//! The glob matcher (fast shapes and general matcher) against a recursive
-//! reference that follows the definition literally.
+//! The glob matcher (fast shapes and general matcher) against the filter
+//! reference's recursive matcher, which follows the definition literally.
 
-use hotkern_trace::glob::{glob_match, Glob};
+use std::cell::Cell;
+
+use hotkern_trace::filter::reference::glob_matches as reference;
+use hotkern_trace::glob::{glob_match, Glob, GlobKind};
 use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 
-/// Straight from the definition; exponential, fine for short inputs.
-fn reference(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern.first() {
-        None => text.is_empty(),
-        Some(b'*') => (0..=text.len()).any(|skip| reference(&pattern[1..], &text[skip..])),
-        Some(b'?') => !text.is_empty() && reference(&pattern[1..], &text[1..]),
-        Some(b'\\') if pattern.len() > 1 => {
-            text.first() == Some(&pattern[1]) && reference(&pattern[2..], &text[1..])
-        }
-        Some(b'[') => match reference_class(pattern) {
-            Some((members, negated, used)) => match text.first() {
-                Some(byte) => {
-                    (members.contains(byte) != negated) && reference(&pattern[used..], &text[1..])
-                }
-                None => false,
-            },
-            None => text.first() == Some(&b'[') && reference(&pattern[1..], &text[1..]),
-        },
-        Some(&byte) => text.first() == Some(&byte) && reference(&pattern[1..], &text[1..]),
-    }
-}
-
-/// Expands a bracket expression into its member list.
-fn reference_class(pattern: &[u8]) -> Option<(Vec<u8>, bool, usize)> {
-    let mut i = 1;
-    let negated = matches!(pattern.get(1), Some(b'!' | b'^'));
-    if negated {
-        i += 1;
-    }
-    let end = (i + usize::from(pattern.get(i) == Some(&b']'))..pattern.len())
-        .find(|&j| pattern[j] == b']')?;
-    let body = &pattern[i..end];
-    let mut members = Vec::new();
-    let mut k = 0;
-    while k < body.len() {
-        if k + 2 < body.len() && body[k + 1] == b'-' {
-            members.extend(body[k]..=body[k + 2]);
-            k += 3;
-        } else {
-            members.push(body[k]);
-            k += 1;
-        }
-    }
-    Some((members, negated, end + 1))
-}
-
-fn pattern_strategy() -> impl Strategy<Value = String> {
+fn text_strategy() -> impl Strategy<Value = String> {
     proptest::collection::vec(
-        prop_oneof![
-            4 => proptest::sample::select(vec!['a', 'b', 'c', '_']).prop_map(|c| c.to_string()),
-            2 => Just("*".to_string()),
-            1 => Just("?".to_string()),
-            1 => Just("[a-b]".to_string()),
-            1 => Just("[!c]".to_string()),
-            1 => Just("[".to_string()),
-            1 => Just("\\*".to_string()),
-        ],
-        0..8,
+        proptest::sample::select(vec!['a', 'b', 'c', '_', '*', '[', ']', '!', '-', '\\']),
+        0..10,
     )
-    .prop_map(|parts| parts.concat())
+    .prop_map(|chars| chars.into_iter().collect())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4000))]
+fn one_of(texts: &'static [&'static str]) -> BoxedStrategy<String> {
+    proptest::sample::select(texts)
+        .prop_map(String::from)
+        .boxed()
+}
 
-    #[test]
-    fn matches_reference(pattern in pattern_strategy(), text in "[abc_*\\[]{0,10}") {
-        let expected = reference(pattern.as_bytes(), text.as_bytes());
-        prop_assert_eq!(Glob::new(&pattern).matches(&text), expected);
-        prop_assert_eq!(glob_match(&pattern, &text), expected);
-    }
+/// A piece of pattern and a text it would match on its own. The pieces
+/// are the ones the definition treats specially, lone `[`, `]`, `!`, `-`
+/// and `\` too, so that classes open and close, negate and range in every
+/// arrangement; pieces together need not match their texts together (a
+/// lone `[` and a later `]` make a class).
+fn piece() -> impl Strategy<Value = (String, String)> {
+    let fixed = |pattern: &'static str, texts: &'static [&'static str]| {
+        one_of(texts).prop_map(move |text| (pattern.to_string(), text))
+    };
+    prop_oneof![
+        6 => one_of(&["a", "b", "c", "_"]).prop_map(|c| (c.clone(), c)),
+        3 => text_strategy().prop_map(|t| ("*".to_string(), t.chars().take(3).collect())),
+        1 => fixed("?", &["a", "]", "\\"]),
+        1 => fixed("[a-b]", &["a", "b"]),
+        1 => fixed("[!c]", &["a", "_", "["]),
+        1 => fixed("[^a_]", &["b", "c"]),
+        1 => fixed("[]a]", &["]", "a"]),
+        1 => fixed("\\*", &["*"]),
+        1 => one_of(&["[", "]", "!", "-", "\\"]).prop_map(|c| (c.clone(), c)),
+    ]
+}
+
+/// A pattern, and either the text its pieces match or a random one.
+fn case() -> impl Strategy<Value = (String, String)> {
+    (
+        proptest::collection::vec(piece(), 0..8),
+        any::<bool>(),
+        text_strategy(),
+    )
+        .prop_map(|(pieces, derived, random)| {
+            let pattern = pieces.iter().map(|(p, _)| p.as_str()).collect();
+            let text = if derived {
+                pieces.iter().map(|(_, t)| t.as_str()).collect()
+            } else {
+                random
+            };
+            (pattern, text)
+        })
+}
+
+#[test]
+fn matches_reference() {
+    const CASES: u32 = 4000;
+    let (matched, general, class_matched) = (Cell::new(0u32), Cell::new(0u32), Cell::new(0u32));
+    let mut runner = TestRunner::new(Config::with_cases(CASES));
+    runner
+        .run(&case(), |(pattern, text)| {
+            let expected = reference(pattern.as_bytes(), text.as_bytes());
+            let glob = Glob::new(&pattern);
+            prop_assert_eq!(glob.matches(&text), expected, "{} vs {}", pattern, text);
+            prop_assert_eq!(glob_match(&pattern, &text), expected);
+            matched.set(matched.get() + u32::from(expected));
+            general.set(general.get() + u32::from(glob.kind() == GlobKind::General));
+            let class = pattern.contains('[') && pattern.contains(']');
+            class_matched.set(class_matched.get() + u32::from(class && expected));
+            Ok(())
+        })
+        .unwrap();
+    // Random texts rarely fit random patterns, hence the derived ones; a
+    // third of the cases must match, or the comparison is mostly of "no"
+    // with "no".
+    let share = |n: u32| f64::from(n) / f64::from(CASES);
+    eprintln!(
+        "{:.0} % of cases match, {:.0} % use the general matcher, {:.0} % match with a class",
+        100.0 * share(matched.get()),
+        100.0 * share(general.get()),
+        100.0 * share(class_matched.get())
+    );
+    assert!(share(matched.get()) >= 0.35);
+    assert!(share(general.get()) >= 0.5);
+    assert!(share(class_matched.get()) >= 0.1);
 }

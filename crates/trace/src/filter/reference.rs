@@ -1,9 +1,10 @@
 //! A straightforward tree-walking evaluator, the model the compiled program
-//! is tested against. It shares nothing with the program but the tree.
+//! is tested against. It shares nothing with the program but the tree: not
+//! even the glob matcher, which it has its own of ([`glob_matches`]), so the
+//! crate's [`crate::glob`] is checked too.
 
 use super::field::{FieldKind, FieldSpec};
 use super::parse::{CompareOp, Expr, Operand, Predicate};
-use crate::glob::glob_match_bytes;
 
 /// Evaluates `expr` on `payload` recorded on `cpu`, the obvious way (the
 /// task name is unknown).
@@ -53,7 +54,7 @@ fn compare(
             match predicate.op {
                 CompareOp::Eq => name == value.as_bytes(),
                 CompareOp::Ne => name != value.as_bytes(),
-                CompareOp::Glob => glob_match_bytes(value.as_bytes(), name),
+                CompareOp::Glob => glob_matches(value.as_bytes(), name),
                 _ => false,
             }
         }
@@ -72,7 +73,7 @@ fn compare(
             Some(field) => match predicate.op {
                 CompareOp::Eq => field == value.as_bytes(),
                 CompareOp::Ne => field != value.as_bytes(),
-                CompareOp::Glob => glob_match_bytes(value.as_bytes(), field),
+                CompareOp::Glob => glob_matches(value.as_bytes(), field),
                 _ => false,
             },
             None => false,
@@ -129,4 +130,80 @@ fn string<'p>(spec: &FieldSpec, payload: &'p [u8]) -> Option<&'p [u8]> {
     };
     let raw = payload.get(start..start.checked_add(len)?)?;
     Some(raw.split(|&b| b == 0).next().unwrap_or(raw))
+}
+
+/// Matches `text` against the glob `pattern` as [`crate::glob`] defines
+/// it: `*` any run of bytes, `?` one byte, `[...]` one byte of a class
+/// (`[!...]` or `[^...]` one outside it, `a-z` a range, a `]` first in the
+/// class a member; no closing `]` makes the `[` an ordinary byte), `\` the
+/// next byte literally (a trailing `\` is itself).
+///
+/// Written straight from that definition by recursion, trying every split
+/// at a `*`: exponential in the number of stars, meant for the short
+/// patterns of tests.
+///
+/// ```
+/// use hotkern_trace::filter::reference::glob_matches;
+/// assert!(glob_matches(b"k?alloc*", b"kmalloc_node"));
+/// assert!(glob_matches(b"[!a-c]x", b"dx"));
+/// assert!(!glob_matches(b"a\\*", b"ab"));
+/// ```
+pub fn glob_matches(pattern: &[u8], text: &[u8]) -> bool {
+    let Some((&first, rest)) = pattern.split_first() else {
+        return text.is_empty();
+    };
+    // Whether the first text byte passes `test` and the rest matches `after`.
+    let one = |test: &dyn Fn(u8) -> bool, after: &[u8]| match text.split_first() {
+        Some((&byte, text_rest)) => test(byte) && glob_matches(after, text_rest),
+        None => false,
+    };
+    match first {
+        b'*' => (0..=text.len()).any(|skip| glob_matches(rest, &text[skip..])),
+        b'?' => one(&|_| true, rest),
+        b'\\' if !rest.is_empty() => one(&|byte| byte == rest[0], &rest[1..]),
+        b'[' => match Bracket::parse(rest) {
+            Some(class) => one(&|byte| class.admits(byte), class.after),
+            None => one(&|byte| byte == b'[', rest),
+        },
+        literal => one(&|byte| byte == literal, rest),
+    }
+}
+
+/// A `[...]` class: its members as written and the pattern after it.
+struct Bracket<'p> {
+    negated: bool,
+    members: &'p [u8],
+    after: &'p [u8],
+}
+
+impl<'p> Bracket<'p> {
+    /// `pattern` starts just after the `[`.
+    fn parse(pattern: &'p [u8]) -> Option<Bracket<'p>> {
+        let negated = matches!(pattern.first(), Some(b'!' | b'^'));
+        let members = &pattern[usize::from(negated)..];
+        // A `]` right at the start is a member, so the search for the
+        // closing one starts after it.
+        let first_close = usize::from(members.first() == Some(&b']'));
+        let close = first_close + members[first_close..].iter().position(|&b| b == b']')?;
+        Some(Bracket {
+            negated,
+            members: &members[..close],
+            after: &members[close + 1..],
+        })
+    }
+
+    fn admits(&self, byte: u8) -> bool {
+        let mut listed = false;
+        let mut rest = self.members;
+        while let Some(&low) = rest.first() {
+            if let [_, b'-', high, ..] = rest {
+                listed |= (low..=*high).contains(&byte);
+                rest = &rest[3..];
+            } else {
+                listed |= low == byte;
+                rest = &rest[1..];
+            }
+        }
+        listed != self.negated
+    }
 }
