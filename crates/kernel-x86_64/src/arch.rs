@@ -1,0 +1,102 @@
+//! The few x86-64 instructions the kernel needs, each behind a function that
+//! says what it may and may not do.
+
+use core::arch::asm;
+
+/// Reads a byte from an I/O port.
+///
+/// # Safety
+/// Reading some ports has side effects on devices (a UART's receive
+/// register, a PIT latch); the caller knows the device it talks to.
+pub unsafe fn inb(port: u16) -> u8 {
+    let value: u8;
+    // SAFETY: `in` touches only the port and `al`; the caller vouches for
+    // the device side effect.
+    unsafe {
+        asm!("in al, dx", in("dx") port, out("al") value, options(nomem, nostack, preserves_flags))
+    };
+    value
+}
+
+/// Writes a byte to an I/O port.
+///
+/// # Safety
+/// As [`inb`]: the caller knows what the write does to the device.
+pub unsafe fn outb(port: u16, value: u8) {
+    // SAFETY: `out` touches only the port; the caller vouches for the device.
+    unsafe {
+        asm!("out dx, al", in("dx") port, in("al") value, options(nomem, nostack, preserves_flags))
+    };
+}
+
+/// Writes a 32-bit value to an I/O port.
+///
+/// # Safety
+/// As [`outb`].
+pub unsafe fn outl(port: u16, value: u32) {
+    // SAFETY: `out` touches only the port; the caller vouches for the device.
+    unsafe {
+        asm!("out dx, eax", in("dx") port, in("eax") value, options(nomem, nostack, preserves_flags))
+    };
+}
+
+/// The time stamp counter.
+pub fn rdtsc() -> u64 {
+    let (low, high): (u32, u32);
+    // SAFETY: `rdtsc` only reads the counter (CR4.TSD is clear: we never set it).
+    unsafe {
+        asm!("rdtsc", out("eax") low, out("edx") high, options(nomem, nostack, preserves_flags))
+    };
+    (u64::from(high) << 32) | u64::from(low)
+}
+
+/// Reads a model-specific register.
+///
+/// # Safety
+/// The MSR must exist (reading a missing one raises #GP).
+pub unsafe fn rdmsr(msr: u32) -> u64 {
+    let (low, high): (u32, u32);
+    // SAFETY: the caller vouches that the register exists; reading it has no
+    // side effect for the MSRs the kernel reads.
+    unsafe {
+        asm!("rdmsr", in("ecx") msr, out("eax") low, out("edx") high, options(nomem, nostack, preserves_flags))
+    };
+    (u64::from(high) << 32) | u64::from(low)
+}
+
+/// Writes a model-specific register.
+///
+/// # Safety
+/// The MSR must exist and the value must be one the kernel is prepared for
+/// (a segment base, a feature bit it handles).
+pub unsafe fn wrmsr(msr: u32, value: u64) {
+    let (low, high) = (value as u32, (value >> 32) as u32);
+    // SAFETY: the caller vouches for the register and the value.
+    unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") low, in("edx") high, options(nostack, preserves_flags))
+    };
+}
+
+/// The faulting address of the last page fault.
+pub fn cr2() -> u64 {
+    let value: u64;
+    // SAFETY: reading CR2 has no side effect; we run at CPL 0.
+    unsafe { asm!("mov {}, cr2", out(reg) value, options(nomem, nostack, preserves_flags)) };
+    value
+}
+
+/// Executes `int3`; the breakpoint handler returns to the next instruction.
+pub fn breakpoint() {
+    // SAFETY: the IDT is loaded before anyone calls this (see `crate::idt`),
+    // and its breakpoint handler saves and restores every register.
+    unsafe { asm!("int3", options(nomem, nostack)) };
+}
+
+/// Stops the CPU for good: interrupts off, halt forever.
+pub fn halt_forever() -> ! {
+    loop {
+        // SAFETY: disabling interrupts and halting affects only this CPU,
+        // which has nothing left to do.
+        unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+    }
+}
