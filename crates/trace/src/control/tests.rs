@@ -4,7 +4,6 @@
 use super::*;
 use crate::{TraceConfig, Tracer};
 use alloc::string::ToString;
-use alloc::vec;
 
 mod ctl_events {
     crate::define_event! {

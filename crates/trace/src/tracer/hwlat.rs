@@ -130,14 +130,34 @@ mod tests {
             Err(TraceError::BadHwlat)
         );
         tracer.set_current_tracer(TracerKind::Hwlat).unwrap();
-        std::thread::sleep(Duration::from_millis(40));
+        // The detector measures real time, so it cannot be driven by a
+        // fake clock or a handshake: wait until it has recorded a few
+        // samples (a busy machine may not run it for a while), with a cap
+        // that is generous because it only guards against a hang.
+        const WANTED: usize = 3;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let seen = tracer
+                .peek_records()
+                .iter()
+                .filter(|r| r.event_id == format::HWLAT_ID)
+                .count();
+            if seen >= WANTED {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "only {seen} hwlat samples in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         tracer.set_current_tracer(TracerKind::Nop).unwrap();
         let samples: Vec<_> = tracer
             .drain_records()
             .into_iter()
             .filter(|r| r.event_id == format::HWLAT_ID)
             .collect();
-        assert!(!samples.is_empty());
+        assert!(samples.len() >= WANTED);
         let seq: Vec<u64> = samples.iter().map(|r| r.unsigned(44, 4)).collect();
         assert_eq!(seq[0], 1);
         assert!(seq.windows(2).all(|w| w[1] == w[0] + 1));

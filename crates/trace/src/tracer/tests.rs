@@ -285,10 +285,25 @@ fn pid_filter_follows_children_with_function_fork() {
     tracer.uninstall();
 }
 
+/// The profiler test's clock: `slow` moves it on by hand, so the times the
+/// profiler adds up are known exactly instead of being "at least" a sleep.
+static PROFILE_CLOCK: ManualClock = ManualClock::new(0);
+
+struct ProfileClock;
+
+impl Clock for ProfileClock {
+    fn now_ns(&self) -> u64 {
+        PROFILE_CLOCK.now_ns()
+    }
+    fn name(&self) -> &'static str {
+        "manual"
+    }
+}
+
 mod profile_funcs {
     #[crate::function]
     pub fn slow() {
-        std::thread::sleep(std::time::Duration::from_micros(200));
+        super::PROFILE_CLOCK.advance(200_000);
     }
     #[crate::function]
     pub fn fast() {}
@@ -296,7 +311,14 @@ mod profile_funcs {
 
 #[test]
 fn profiler_counts_hits_and_time_per_cpu() {
-    let tracer = installed();
+    let tracer = Tracer::new(
+        TraceConfig::small(),
+        Arc::new(ProfileClock),
+        ThreadCpus::new(4),
+    )
+    .unwrap()
+    .install()
+    .unwrap();
     tracer
         .set_ftrace_filter(":mod:*::profile_funcs", false)
         .unwrap();
@@ -315,8 +337,8 @@ fn profiler_counts_hits_and_time_per_cpu() {
     let slow = rows.iter().find(|r| r.function == "slow").unwrap();
     let fast = rows.iter().find(|r| r.function == "fast").unwrap();
     assert_eq!((slow.hits, fast.hits), (3, 10));
-    assert!(slow.time_ns >= 600_000);
-    assert!(slow.avg_ns() >= 200_000 && slow.avg_ns() > fast.avg_ns());
+    assert_eq!((slow.time_ns, slow.avg_ns()), (600_000, 200_000));
+    assert_eq!((fast.time_ns, fast.avg_ns()), (0, 0));
     // Profiling alone records no events.
     assert!(mine(tracer.drain_records()).is_empty());
     tracer.uninstall();
