@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod fat;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -20,6 +22,16 @@ impl SharedDisk {
     pub fn new(blocks: usize, block_size: usize, max_transfer: u32, seed: u64) -> Self {
         SharedDisk {
             bytes: Rc::new(RefCell::new(pattern(blocks * block_size, seed))),
+            block_size,
+            max_transfer,
+        }
+    }
+
+    /// A disk holding `bytes` (a whole number of blocks).
+    pub fn from_bytes(bytes: Vec<u8>, block_size: usize, max_transfer: u32) -> Self {
+        assert_eq!(bytes.len() % block_size, 0);
+        SharedDisk {
+            bytes: Rc::new(RefCell::new(bytes)),
             block_size,
             max_transfer,
         }
