@@ -441,10 +441,7 @@ impl Kernel {
                 });
             }
             if !busy {
-                let deadline = self.timers.next_deadline(cpu);
-                self.doorbells
-                    .get(cpu)
-                    .idle_wait(deadline, || self.rcu.idle_entered(cpu));
+                self.rcu.idle(cpu, self.timers.next_deadline(cpu));
             }
         }
     }

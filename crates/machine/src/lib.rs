@@ -82,7 +82,6 @@ mod workqueue;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_model {
-    use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
     use crate::rcu::Rcu;
@@ -119,15 +118,16 @@ pub mod loom_model {
             self.rcu.quiescent(cpu);
         }
 
-        /// `cpu` enters its idle sleep.
-        pub fn go_idle(&self, cpu: usize) {
-            self.bells.get(cpu).idle.swap(true, Ordering::SeqCst);
-            self.rcu.idle_entered(cpu);
+        /// `cpu` finds nothing to do: the vCPU loop's own idle path, which
+        /// sleeps on its doorbell until [`GracePeriods::wake`] or the
+        /// grace-period thread rings it.
+        pub fn idle(&self, cpu: usize) {
+            self.rcu.idle(cpu, None);
         }
 
-        /// `cpu` wakes from idle.
+        /// Rings `cpu`'s doorbell, as anyone giving it work does.
         pub fn wake(&self, cpu: usize) {
-            self.bells.get(cpu).idle.swap(false, Ordering::SeqCst);
+            self.bells.ring(cpu);
         }
 
         /// Waits for a grace period.

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use hotkern_cpuhp::CpuSet;
 
@@ -180,6 +181,15 @@ impl Rcu {
         if state.in_progress {
             self.to_thread.notify_all();
         }
+    }
+
+    /// vCPU `cpu` found nothing to do: sleeps on its doorbell until rung or
+    /// until `until`, quiescent meanwhile. The vCPU loop's idle path, and
+    /// what the loom model (`tests/loom.rs`) runs as it.
+    pub(crate) fn idle(&self, cpu: usize, until: Option<Instant>) {
+        self.doorbells
+            .get(cpu)
+            .idle_wait(until, || self.idle_entered(cpu));
     }
 
     /// Creates `cpu`'s callback list; false if it already exists.
