@@ -26,7 +26,6 @@
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;

@@ -65,7 +65,6 @@
 //! See [`Hotplug`] and [`Hotplug::inject_failure`].
 #![no_std]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 extern crate alloc;
 
 mod cpu;

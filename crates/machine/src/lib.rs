@@ -51,7 +51,6 @@
 //! assert!(machine.shutdown().is_clean());
 //! # Ok::<(), hotkern_machine::MachineError>(())
 //! ```
-#![warn(missing_docs)]
 
 mod audit;
 mod cpuset;

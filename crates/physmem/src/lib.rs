@@ -96,7 +96,6 @@
 //! The NetBSD designs are kept as [`baseline`]s behind the same
 //! [`PhysSegments`] trait, for tests and benchmarks.
 #![no_std]
-#![warn(missing_docs)]
 extern crate alloc;
 
 pub mod baseline;

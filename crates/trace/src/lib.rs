@@ -49,7 +49,6 @@
 //! tracer.uninstall();
 //! ```
 #![no_std]
-#![warn(missing_docs)]
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
