@@ -8,16 +8,41 @@
 //! function, entry costs one load and a not-taken branch, like ftrace's
 //! patched-out `fentry` call.
 
+// The README's example is compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use proc_macro::TokenStream;
 use quote::quote;
 use syn::{parse_macro_input, ItemFn};
 
 /// Instruments a function (or method) for function tracing.
 ///
-/// ```ignore
-/// #[hotkern_trace::function]
-/// fn read_block(n: u64) -> u64 { n * 2 }
 /// ```
+/// use hotkern_trace::function::TracerKind;
+/// use hotkern_trace::{TraceConfig, Tracer};
+///
+/// #[hotkern_trace::function]
+/// fn read_block(n: u64) -> u64 {
+///     n * 2
+/// }
+///
+/// let tracer = Tracer::with_threads(TraceConfig::small(), 1)
+///     .and_then(Tracer::install)
+///     .unwrap();
+/// tracer.set_current_tracer(TracerKind::Function).unwrap();
+/// assert_eq!(read_block(21), 42);
+/// tracer.set_current_tracer(TracerKind::Nop).unwrap();
+/// let calls = tracer.drain_records().iter()
+///     .filter(|r| Some(r.event_id) == tracer.event_id("ftrace", "function"))
+///     .count();
+/// assert_eq!(calls, 1);
+/// tracer.uninstall();
+/// ```
+///
+/// It takes no arguments, and refuses `async fn`: its entry and exit would
+/// bracket the creation of the future, not the work.
 #[proc_macro_attribute]
 pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
     if !attr.is_empty() {
