@@ -230,6 +230,15 @@ impl<P> Section<P> {
     /// The run holding `pfn`, which must not lie below the section.
     #[inline]
     pub(crate) fn find(&self, pfn: u64) -> Option<usize> {
+        self.find_counting(pfn, || {})
+    }
+
+    /// [`find`](Self::find), calling `step` once per run it examines, so
+    /// that tests measure the scan bound on the lookup itself rather than
+    /// on a copy of it. `find` passes a closure that does nothing, which
+    /// inlining removes: the release lookup is the same machine code.
+    #[inline(always)]
+    fn find_counting(&self, pfn: u64, mut step: impl FnMut()) -> Option<usize> {
         #[cfg(loom)]
         self.alive.with(|_| ());
         let block = (pfn - self.start) >> self.block_shift;
@@ -238,6 +247,7 @@ impl<P> Section<P> {
         }
         let mut i = self.blocks[block as usize] as usize;
         loop {
+            step();
             let run = &self.runs[i];
             if pfn < run.end {
                 return (pfn >= run.start).then_some(i);
@@ -285,6 +295,7 @@ impl<P> Section<P> {
 mod tests {
     use super::*;
     use alloc::vec;
+    extern crate std;
 
     fn entries(ranges: &[(u64, u64)]) -> Vec<Entry<()>> {
         ranges
@@ -306,19 +317,11 @@ mod tests {
             .collect()
     }
 
-    /// Runs a lookup examines for `pfn`, and what it finds.
+    /// Runs the lookup examines for `pfn`, and what it finds.
     fn probe(section: &Section<()>, pfn: u64) -> (usize, Option<usize>) {
-        let block = (pfn - section.start) >> section.block_shift;
-        if block > section.last_block as u64 {
-            return (0, None);
-        }
-        let mut i = section.blocks[block as usize] as usize;
-        let mut steps = 1;
-        while pfn >= section.runs[i].end {
-            i += 1;
-            steps += 1;
-        }
-        (steps, (pfn >= section.runs[i].start).then_some(i))
+        let mut steps = 0;
+        let found = section.find_counting(pfn, || steps += 1);
+        (steps, found)
     }
 
     #[test]
@@ -332,7 +335,11 @@ mod tests {
             (0..64).map(|i| (8 * i + 1 + i % 7, 8 * i + 8)).collect(),
             // A run from the previous section, a cluster, a run into the next.
             vec![(0, 100), (100, 101), (101, 102), (102, 103), (300, 600)],
+            // Two ends in the first 4 frames: a block size that allows one
+            // scan of MAX_SCAN + 1 runs is tempting here.
+            vec![(0, 1), (1, 2), (2, 512)],
         ];
+        let mut most = 0;
         for (n, layout) in layouts.iter().enumerate() {
             let section = Section::build(0, 9, &entries(layout)).unwrap();
             for pfn in 0..512 {
@@ -341,7 +348,57 @@ mod tests {
                 let expected = layout.iter().position(|&(s, e)| s <= pfn && pfn < e);
                 assert_eq!(found, expected, "layout {n} pfn {pfn}");
                 assert_eq!(section.find(pfn), expected);
+                most = most.max(steps);
             }
         }
+        // The counter counts: these layouts make some lookup use the bound.
+        assert_eq!(most, MAX_SCAN);
+    }
+
+    /// Runs of 1..=`longest` frames with gaps of 0..=`gap` frames over the
+    /// section `[1024, 1536)`, the first and last possibly reaching into
+    /// the neighbouring sections. A fixed xorshift generator: the same
+    /// layouts every run.
+    fn generated(state: &mut u64, longest: u64, gap: u64) -> Vec<(u64, u64)> {
+        let mut next = |bound: u64| {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            *state % bound
+        };
+        let mut at = 1024 - next(longest + 1);
+        let mut layout = Vec::new();
+        while at < 1536 {
+            let end = at + 1 + next(longest);
+            if end > 1024 {
+                layout.push((at, end));
+            }
+            at = end + next(gap + 1);
+        }
+        layout
+    }
+
+    #[test]
+    fn scan_bound_holds_for_generated_fragmentation() {
+        let mut state = 0x9e37_79b9_7f4a_7c15;
+        let mut at_bound = 0;
+        for case in 0..400u64 {
+            let (longest, gap) = (1 << (case % 7), case % 5);
+            let layout = generated(&mut state, longest, gap);
+            let section = Section::build(1024, 9, &entries(&layout)).unwrap();
+            let mut most = 0;
+            for pfn in 1024..1536 {
+                let (steps, found) = probe(&section, pfn);
+                assert!(steps <= MAX_SCAN, "case {case} pfn {pfn}: {steps} steps");
+                let expected = layout.iter().position(|&(s, e)| s <= pfn && pfn < e);
+                assert_eq!(found, expected, "case {case} pfn {pfn}");
+                most = most.max(steps);
+            }
+            at_bound += usize::from(most == MAX_SCAN);
+        }
+        std::println!("{at_bound} of 400 generated layouts reach the scan bound");
+        // Most layouts are fragmented enough that some lookup needs the
+        // whole bound: the cases test the bound, not an easy shape.
+        assert!(at_bound >= 200, "{at_bound} of 400 layouts reach the bound");
     }
 }
