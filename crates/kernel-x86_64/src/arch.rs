@@ -85,6 +85,30 @@ pub fn cr2() -> u64 {
     value
 }
 
+/// `cpuid` for `leaf` (sub-leaf 0): `[eax, ebx, ecx, edx]`.
+pub fn cpuid(leaf: u32) -> [u32; 4] {
+    // The intrinsic is an `unsafe fn` before Rust 1.87 and safe after.
+    #[allow(unused_unsafe)]
+    // SAFETY: `cpuid` is available on every x86-64 CPU and only reads
+    // identification registers.
+    let result = unsafe { core::arch::x86_64::__cpuid_count(leaf, 0) };
+    [result.eax, result.ebx, result.ecx, result.edx]
+}
+
+/// The hypervisor's CPUID signature (leaf 0x4000_0000: "KVMKVMKVM",
+/// "TCGTCGTCGTCG", ...), if CPUID says one is present.
+pub fn hypervisor() -> Option<[u8; 12]> {
+    let hypervisor_present = cpuid(1)[2] & (1 << 31) != 0;
+    hypervisor_present.then(|| {
+        let [_, ebx, ecx, edx] = cpuid(0x4000_0000);
+        let mut signature = [0; 12];
+        signature[..4].copy_from_slice(&ebx.to_le_bytes());
+        signature[4..8].copy_from_slice(&ecx.to_le_bytes());
+        signature[8..].copy_from_slice(&edx.to_le_bytes());
+        signature
+    })
+}
+
 /// Executes `int3`; the breakpoint handler returns to the next instruction.
 pub fn breakpoint() {
     // SAFETY: the IDT is loaded before anyone calls this (see `crate::idt`),

@@ -2,21 +2,35 @@
 //! and that runs hotkern's subsystems on real page frames.
 //!
 //! The boot path, in order: [`boot`] (32-bit PVH entry to long mode), the
-//! console ([`console`], COM1), the start info ([`pvh`]), the CPU's own
-//! descriptor tables ([`cpu`], [`idt`]), then `kernel_main`.
+//! console ([`console`], COM1), the CPU's own descriptor tables ([`cpu`],
+//! [`idt`]), the start info ([`pvh`]), the TSC ([`tsc`]), memory
+//! ([`memory`]: physmem fed from the memory map, the heap on frames
+//! physmem gives back, the page descriptors in that heap), the self checks
+//! ([`selftest`]) and the summary line ([`summary`]); then QEMU exits with
+//! the status in [`qemu`].
 #![no_std]
 #![no_main]
 
+extern crate alloc;
+
 mod arch;
 mod boot;
+mod checks;
 mod console;
 mod cpu;
+mod heap;
 mod idt;
+mod memory;
 mod panic;
 mod pvh;
 mod qemu;
+mod ranges;
+mod selftest;
 mod serial;
+mod summary;
+mod tsc;
 
+use checks::Checks;
 use qemu::{exit, Exit};
 
 /// The first Rust code: called by the entry code in [`boot`] on the boot
@@ -24,7 +38,7 @@ use qemu::{exit, Exit};
 #[no_mangle]
 extern "C" fn kernel_main(start_info: u32) -> ! {
     console::init();
-    println!("hotkern: x86-64 kernel, PVH start info at {start_info:#x}");
+    println!("hotkern: x86-64 kernel booting, PVH start info at {start_info:#x}");
     // SAFETY: the boot CPU, once, interrupts off (the PVH entry state).
     unsafe { cpu::init(0) };
     idt::init();
@@ -36,34 +50,102 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Err(error) => panic!("PVH start info: {error}"),
     };
     println!(
-        "hotkern: start info v{}, command line {:?}, {} memory map entries",
+        "hotkern: start info v{}, command line {:?}, ACPI RSDP at {:#x}, {} memory map entries",
         info.version,
         info.cmdline(),
+        info.rsdp,
         info.regions().len()
     );
     for region in info.regions() {
         println!(
-            "hotkern:   [{:#014x}, {:#014x}) type {}",
-            region.start, region.end, region.kind
+            "hotkern:   [{:#014x}, {:#014x}) {}",
+            region.start,
+            region.end,
+            match region.kind {
+                pvh::E820_RAM => "RAM",
+                2 => "reserved",
+                3 => "ACPI",
+                4 => "ACPI NVS",
+                _ => "other",
+            }
         );
     }
-    arch::breakpoint();
-    println!(
-        "hotkern: exceptions: {} breakpoint(s) taken and returned",
-        idt::breakpoints()
-    );
-    if let Some(crash) = info.option("crash") {
-        crash_on_request(crash);
+    let tsc_hz = tsc::calibrate();
+    match tsc_hz {
+        Some(hz) => println!("hotkern: TSC {} MHz (against the PIT)", hz / 1_000_000),
+        None => println!("hotkern: TSC not calibrated (the PIT did not answer)"),
     }
-    exit(Exit::Success)
+    let crash = info.option("crash");
+    if let Some(kind) = crash {
+        crash_on_request(kind);
+    }
+
+    let hypervisor = arch::hypervisor();
+    let hypervisor_name = hypervisor
+        .as_ref()
+        .and_then(|signature| core::str::from_utf8(signature).ok())
+        .map(|name| name.trim_end_matches('\0'));
+    println!("hotkern: hypervisor {}", hypervisor_name.unwrap_or("none"));
+
+    let mut checks = Checks::new();
+    // The nested KVM of the machines hotkern is developed on (PVM) cannot
+    // deliver a guest's own int3 (an "emulation failure" stops QEMU).
+    if hypervisor_name == Some("KVMKVMKVM") {
+        checks.skip("a breakpoint goes through the IDT and returns", "under KVM");
+    } else {
+        arch::breakpoint();
+        checks.check(
+            "a breakpoint goes through the IDT and returns",
+            idt::breakpoints() == 1,
+        );
+    }
+    let layout = match memory::bring_up(&info) {
+        Ok(layout) => layout,
+        Err(error) => panic!("memory bring-up: {error}"),
+    };
+    let (heap_size, heap_used, _) = heap::usage();
+    println!(
+        "hotkern: physmem: {} segments, {} frames ({} MiB); heap {} KiB at frame {:#x}, {} KiB used by page descriptors and index",
+        layout.managed.len(),
+        layout.managed.frames(),
+        (layout.managed.frames() * ranges::PAGE_SIZE) >> 20,
+        heap_size >> 10,
+        layout.heap.0,
+        heap_used >> 10
+    );
+    let started = tsc::now();
+    checks.restart_clock();
+    selftest::run(&layout, &mut checks);
+    if crash == Some("check") {
+        checks.check("a check that fails on request (crash=check)", false);
+    }
+    let checks_us = tsc::micros_since(started);
+    summary::print(
+        &layout,
+        &checks,
+        &summary::Figures {
+            cmdline: info.cmdline(),
+            cpus: 1,
+            hypervisor: hypervisor_name,
+            tsc_hz,
+            boot_tsc: boot::boot_tsc(),
+            checks_us,
+        },
+    );
+    exit(if checks.failed() == 0 {
+        Exit::Success
+    } else {
+        Exit::ChecksFailed
+    })
 }
 
 /// Fails on purpose, as `crash=KIND` on the command line asks, so that
-/// `hotkern boot` can test how it reports each way a run ends.
+/// `hotkern boot` can test how it reports each way a run ends
+/// (`crash=check` fails a check at the end instead).
 fn crash_on_request(kind: &str) {
-    println!("hotkern: crashing on request: {kind}");
     match kind {
         "page-fault" => {
+            println!("hotkern: crashing on request: {kind}");
             // 1 TiB: canonical, but outside the identity map (the only PML4
             // entry covers the first 512 GiB).
             let unmapped = 0x100_0000_0000_u64 as *const u64;
@@ -73,7 +155,11 @@ fn crash_on_request(kind: &str) {
             println!("hotkern: read {value:#x} from an unmapped address");
         }
         "panic" => panic!("crash requested on the command line"),
-        "hang" => arch::halt_forever(),
+        "hang" => {
+            println!("hotkern: hanging on request");
+            arch::halt_forever()
+        }
+        "check" => {}
         other => println!("hotkern: unknown crash kind {other:?}, ignored"),
     }
 }

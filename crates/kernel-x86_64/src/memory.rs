@@ -1,0 +1,196 @@
+//! Physical memory bring-up: the loader's map into physmem, then a heap on
+//! frames physmem gives back, then physmem's page descriptors in that heap.
+//!
+//! NetBSD's order (`uvm_page_physload` at boot, `uvm_pageboot_alloc`
+//! stealing pages, then `uvm_page_init`), which is what `uvm_physseg` was
+//! designed for:
+//!
+//! 1. every whole frame of usable RAM in the PVH memory map, less the first
+//!    MiB (firmware, the start info, the legacy holes) and the kernel image,
+//!    goes to [`Physmem::physload`] as one boot segment per range, split at
+//!    4 GiB (free list [`FREELIST_FIRST4G`] below, [`FREELIST_DEFAULT`]
+//!    above); no heap is needed yet;
+//! 2. the heap's frames are taken from the front of the largest segment
+//!    below 3 GiB (identity-mapped, write-back) with
+//!    [`Physmem::physunload`], one frame at a time, as NetBSD steals them;
+//! 3. [`Physmem::init_pages`] allocates the descriptors of every segment
+//!    from that heap and publishes the segments to lock-free readers.
+
+use core::fmt;
+use core::mem::size_of;
+use core::sync::atomic::AtomicU32;
+
+use hotkern_physmem::{FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
+
+use crate::boot::{self, IDENTITY_MAP_END, MMIO_START};
+use crate::pvh::{StartInfo, E820_RAM};
+use crate::ranges::{FrameRanges, PAGE_SIZE};
+use crate::{heap, tsc};
+
+/// Frames above 4 GiB (NetBSD x86's `VM_FREELIST_DEFAULT`).
+pub const FREELIST_DEFAULT: FreeList = FreeList::DEFAULT;
+/// Frames below 4 GiB (NetBSD x86's `VM_FREELIST_FIRST4G`): what 32-bit
+/// DMA can reach and what the boot identity map covers.
+pub const FREELIST_FIRST4G: FreeList = FreeList(1);
+
+/// Heap bytes beyond the descriptors: physmem's index and records, and
+/// room for the run-time plugs of the self test.
+const HEAP_SLACK: u64 = 2 << 20;
+
+/// The kernel's page descriptor (NetBSD's `struct vm_page`): physmem makes
+/// one per frame, in the heap.
+pub struct KernelPage {
+    /// The frame's physical address.
+    pub phys_addr: PhysAddr,
+    /// Per-page state; the self test marks the frames it touched.
+    pub flags: AtomicU32,
+}
+
+impl Page for KernelPage {
+    fn new(phys_addr: PhysAddr) -> Self {
+        KernelPage {
+            phys_addr,
+            flags: AtomicU32::new(0),
+        }
+    }
+}
+
+/// Every page frame the kernel manages.
+pub static PHYSMEM: Physmem<KernelPage> = Physmem::new();
+
+/// What the bring-up did, for the checks and the summary.
+pub struct Layout {
+    /// Every whole frame of RAM in the loader's map.
+    pub ram: FrameRanges,
+    /// What went to `physload`: RAM less the first MiB and the kernel.
+    pub loaded: FrameRanges,
+    /// What physmem holds after the heap was taken: `loaded` less the heap.
+    pub managed: FrameRanges,
+    /// The kernel image, in frames.
+    pub kernel: (u64, u64),
+    /// The heap, in frames.
+    pub heap: (u64, u64),
+    /// Microseconds spent in `physload`, stealing the heap, `init_pages`.
+    pub micros: [Option<u64>; 3],
+}
+
+/// Why memory could not be brought up.
+#[derive(Debug, Clone, Copy)]
+pub enum MemoryError {
+    /// The map has no usable RAM above 1 MiB.
+    NoRam,
+    /// `physload` refused a range.
+    Physload(u64, u64, PhysmemError),
+    /// No segment below 3 GiB can hold the heap.
+    NoRoomForHeap {
+        /// Frames the heap needs.
+        needed: u64,
+        /// Frames in the largest candidate segment.
+        largest: u64,
+    },
+    /// `physunload` refused, or did not return the next frame in order.
+    Steal(Option<PhysmemError>),
+    /// `init_pages` failed.
+    InitPages(PhysmemError),
+}
+
+impl fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemoryError::NoRam => write!(f, "the memory map has no usable RAM above 1 MiB"),
+            MemoryError::Physload(start, end, error) => {
+                write!(f, "physload of frames [{start:#x}, {end:#x}): {error}")
+            }
+            MemoryError::NoRoomForHeap { needed, largest } => write!(
+                f,
+                "the heap needs {needed} frames, the largest segment below 3 GiB has {largest}"
+            ),
+            MemoryError::Steal(Some(error)) => write!(f, "stealing heap frames: {error}"),
+            MemoryError::Steal(None) => write!(f, "stolen heap frames are not contiguous"),
+            MemoryError::InitPages(error) => write!(f, "init_pages: {error}"),
+        }
+    }
+}
+
+/// The frames the loader's map says are usable RAM.
+fn ram_frames(info: &StartInfo) -> FrameRanges {
+    let mut ram = FrameRanges::new();
+    for region in info.regions().iter().filter(|r| r.kind == E820_RAM) {
+        ram.add_bytes(region.start, region.end);
+    }
+    // Where the map overlaps itself, reserved wins.
+    for region in info.regions().iter().filter(|r| r.kind != E820_RAM) {
+        ram.remove_bytes(region.start, region.end);
+    }
+    ram
+}
+
+/// Runs the three steps of the module documentation.
+pub fn bring_up(info: &StartInfo) -> Result<Layout, MemoryError> {
+    let ram = ram_frames(info);
+    let (kernel_start, kernel_end) = boot::kernel_image();
+    let mut loaded = ram.clone();
+    loaded.remove_bytes(0, 1 << 20);
+    loaded.remove_bytes(kernel_start, kernel_end);
+    loaded.split_at(IDENTITY_MAP_END / PAGE_SIZE);
+    if loaded.len() == 0 {
+        return Err(MemoryError::NoRam);
+    }
+
+    let started = tsc::now();
+    let mut heap_home = None;
+    let mut largest = 0;
+    for (start, end) in loaded.iter() {
+        let below_4g = end <= IDENTITY_MAP_END / PAGE_SIZE;
+        let list = if below_4g {
+            FREELIST_FIRST4G
+        } else {
+            FREELIST_DEFAULT
+        };
+        let handle = PHYSMEM
+            .physload(Pfn(start), Pfn(end), Pfn(start), Pfn(end), list)
+            .map_err(|error| MemoryError::Physload(start, end, error))?;
+        if end <= MMIO_START / PAGE_SIZE && end - start > largest {
+            largest = end - start;
+            heap_home = Some((handle, start));
+        }
+    }
+    let physload_us = tsc::micros_since(started);
+
+    let started = tsc::now();
+    let frames = loaded.frames();
+    let descriptors = frames * size_of::<KernelPage>() as u64;
+    let needed = (descriptors + descriptors / 4 + HEAP_SLACK).div_ceil(PAGE_SIZE);
+    let Some((handle, first)) = heap_home.filter(|_| needed < largest) else {
+        return Err(MemoryError::NoRoomForHeap { needed, largest });
+    };
+    for index in 0..needed {
+        let pfn = PHYSMEM
+            .physunload(handle, FREELIST_FIRST4G)
+            .map_err(|error| MemoryError::Steal(Some(error)))?;
+        if pfn.0 != first + index {
+            return Err(MemoryError::Steal(None));
+        }
+    }
+    let heap = (first, first + needed);
+    // SAFETY: the frames are usable RAM from the loader's map, below 3 GiB
+    // (identity-mapped write-back), outside the first MiB and the kernel,
+    // and physmem no longer has them, so nothing else will hand them out.
+    unsafe { heap::init(heap.0 * PAGE_SIZE, (needed * PAGE_SIZE) as usize) };
+    let heap_us = tsc::micros_since(started);
+
+    let started = tsc::now();
+    PHYSMEM.init_pages().map_err(MemoryError::InitPages)?;
+    let init_us = tsc::micros_since(started);
+
+    let mut managed = loaded.clone();
+    managed.remove(heap.0, heap.1);
+    Ok(Layout {
+        ram,
+        loaded,
+        managed,
+        kernel: (kernel_start / PAGE_SIZE, kernel_end.div_ceil(PAGE_SIZE)),
+        heap,
+        micros: [physload_us, heap_us, init_us],
+    })
+}
