@@ -7,6 +7,7 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p hotkern-cpuhp --test loom`.
 #![cfg(loom)]
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use hotkern_cpuhp::{
@@ -134,12 +135,33 @@ fn assert_cpu(hp: &Hp, physical: &Physical, cpu: CpuId, up: bool) {
     }
 }
 
-static ITERATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-fn builder() -> loom::model::Builder {
+/// Explores every interleaving of `model` (preemption bound 3); returns
+/// how many there were and the distinct outcomes the interleavings gave.
+fn explore(
+    model: impl Fn() -> (usize, usize) + Sync + Send + 'static,
+) -> (usize, BTreeSet<(usize, usize)>) {
+    // Plain std types: these count across loom's executions, outside the model.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new((0, BTreeSet::new())));
+    let record = seen.clone();
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
-    builder
+    builder.check(move || {
+        let outcome = model();
+        let mut seen = record.lock().unwrap();
+        seen.0 += 1;
+        seen.1.insert(outcome);
+    });
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    eprintln!("explored {} interleavings, outcomes {:?}", seen.0, seen.1);
+    seen
+}
+
+/// Each model explores a few hundred interleavings (357 to 608 with loom
+/// 0.7 and a preemption bound of 3); far fewer means the threads no longer
+/// race on the engine's locks, and the outcome checks above it would be
+/// luck.
+fn assert_explored(explored: usize) {
+    assert!(explored >= 100, "only {explored} interleavings");
 }
 
 /// CPU 1 goes offline (its deferrable teardowns are deferred) and comes
@@ -148,26 +170,32 @@ fn builder() -> loom::model::Builder {
 /// step stays up), and a running one is waited for.
 #[test]
 fn online_races_deferred_teardown() {
-    builder().check(|| {
-        ITERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (explored, outcomes) = explore(|| {
         let (hp, physical) = machine(2);
         hp.offline(CpuId(1)).unwrap();
         assert_eq!(hp.pending_deferred(), 2);
         let worker = {
             let hp = hp.clone();
-            thread::spawn(move || {
-                hp.run_deferred();
-            })
+            thread::spawn(move || hp.run_deferred())
         };
-        hp.online(CpuId(1)).unwrap();
-        worker.join().unwrap();
+        let report = hp.online(CpuId(1)).unwrap();
+        let ran = worker.join().unwrap();
         hp.flush_deferred();
         assert_cpu(&hp, &physical, CpuId(1), true);
+        (ran, report.cancelled)
     });
-    eprintln!(
-        "explored {} interleavings",
-        ITERATIONS.load(std::sync::atomic::Ordering::Relaxed)
-    );
+    // Every race outcome must come up: the online cancels both teardowns
+    // (the worker had not started), one (the worker ran or was running the
+    // other), or none (the worker ran both, then the startups the online
+    // deferred again).
+    for cancelled in 0..=2 {
+        assert!(
+            outcomes.iter().any(|o| o.1 == cancelled),
+            "no interleaving cancelled {cancelled}: {outcomes:?}"
+        );
+    }
+    assert!(outcomes.contains(&(4, 0)), "{outcomes:?}");
+    assert_explored(explored);
 }
 
 /// The mirror race: CPU 1 comes online (deferrable startups deferred) and
@@ -176,7 +204,7 @@ fn online_races_deferred_teardown() {
 /// exactly once.
 #[test]
 fn offline_races_deferred_startup() {
-    builder().check(|| {
+    let (explored, outcomes) = explore(|| {
         let (hp, physical) = machine(2);
         hp.offline(CpuId(1)).unwrap();
         hp.flush_deferred();
@@ -184,15 +212,22 @@ fn offline_races_deferred_startup() {
         assert_eq!(hp.pending_deferred(), 2);
         let worker = {
             let hp = hp.clone();
-            thread::spawn(move || {
-                hp.run_deferred();
-            })
+            thread::spawn(move || hp.run_deferred())
         };
-        hp.offline(CpuId(1)).unwrap();
-        worker.join().unwrap();
+        let report = hp.offline(CpuId(1)).unwrap();
+        let ran = worker.join().unwrap();
         hp.flush_deferred();
         assert_cpu(&hp, &physical, CpuId(1), false);
+        let finished = report.stages.iter().any(|s| s.name == "finish-deferred");
+        (ran, usize::from(finished))
     });
+    // The offline completed both startups before the worker ran anything,
+    // and the worker ran both startups (then the teardowns the offline
+    // deferred) before the offline looked.
+    assert!(outcomes.contains(&(0, 1)), "{outcomes:?}");
+    assert!(outcomes.contains(&(4, 0)), "{outcomes:?}");
+    assert!(outcomes.iter().any(|o| o.0 > 0 && o.1 == 1), "{outcomes:?}");
+    assert_explored(explored);
 }
 
 /// A bulk offline leaves one aggregated deferred teardown for CPUs 1 and 2.
@@ -201,7 +236,7 @@ fn offline_races_deferred_startup() {
 /// rest. Both CPUs must end offline with every step torn down exactly once.
 #[test]
 fn failed_online_puts_cancelled_work_back_while_the_worker_runs() {
-    builder().check(|| {
+    let (explored, outcomes) = explore(|| {
         let (hp, physical) = machine(3);
         hp.offline_many(CpuSet::range(1, 3)).unwrap();
         assert_eq!(hp.pending_deferred(), 2);
@@ -214,14 +249,19 @@ fn failed_online_puts_cancelled_work_back_while_the_worker_runs() {
         hp.inject_failure(point).unwrap();
         let worker = {
             let hp = hp.clone();
-            thread::spawn(move || {
-                hp.run_deferred();
-            })
+            thread::spawn(move || hp.run_deferred())
         };
         assert!(hp.online(CpuId(1)).is_err());
-        worker.join().unwrap();
-        hp.flush_deferred();
+        let ran = worker.join().unwrap();
+        let flushed = hp.flush_deferred();
         assert_cpu(&hp, &physical, CpuId(1), false);
         assert_cpu(&hp, &physical, CpuId(2), false);
+        (ran, flushed)
     });
+    // Two jobs in all: the cancelled parts went back into their jobs (or
+    // nothing was cancelled). More: the worker had started on a job, so
+    // the parts went to the back of the queue as jobs of their own.
+    assert!(outcomes.iter().any(|o| o.0 + o.1 == 2), "{outcomes:?}");
+    assert!(outcomes.iter().any(|o| o.0 + o.1 > 2), "{outcomes:?}");
+    assert_explored(explored);
 }
