@@ -68,6 +68,7 @@ mod platform;
 mod rcu;
 mod sched;
 mod signal;
+mod steplog;
 mod steps;
 mod stop_machine;
 mod sync;
@@ -160,6 +161,8 @@ pub use invariants::{CpuState, MachineState};
 pub use kthread::Role;
 pub use ledger::{Item, Tally};
 pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};
+#[doc(hidden)]
+pub use steplog::StepCall;
 pub use sysfs::SysfsError;
 pub use task::{Context, TaskBody, TaskStatus};
 pub use vmstat::Totals;

@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use hotkern_cpuhp::{
-    Callbacks, Class, CpuId, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime,
-};
+use hotkern_cpuhp::{Class, CpuId, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime};
 use hotkern_physmem::{PageCount, Pfn};
 
 use crate::audit::{Counts, Resource, Violation};
@@ -22,6 +20,7 @@ use crate::kernel::Kernel;
 use crate::kthread::Role;
 use crate::ledger::{Item, Tally};
 use crate::platform::{DeferredWorker, Engine as HotplugEngine, MachinePlatform, WorkerBell};
+use crate::steplog::{self, StepCall, StepLog};
 use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
 use crate::task::{Context, Task, TaskStatus};
@@ -73,6 +72,7 @@ pub struct MachineBuilder {
     online: Option<usize>,
     engine: Engine,
     frames: PageCount,
+    record_step_calls: bool,
 }
 
 impl MachineBuilder {
@@ -100,6 +100,14 @@ impl MachineBuilder {
         self
     }
 
+    /// Keeps a log of every step callback the engine makes, for
+    /// [`Machine::take_step_calls`] (tests of rollback order).
+    #[doc(hidden)]
+    pub fn record_step_calls(mut self) -> Self {
+        self.record_step_calls = true;
+        self
+    }
+
     /// Starts the machine: vCPU threads, the grace-period thread, the
     /// deferred worker, and every subsystem's steps on the online vCPUs.
     pub fn build(self) -> Result<Machine, MachineError> {
@@ -115,7 +123,8 @@ impl MachineBuilder {
         if self.frames.0 == 0 {
             return Err(MachineError::Config("memory must hold at least one frame"));
         }
-        Machine::start(self.cpus, online, self.engine, self.frames)
+        let log = self.record_step_calls.then(Arc::default);
+        Machine::start(self.cpus, online, self.engine, self.frames, log)
     }
 }
 
@@ -147,6 +156,7 @@ pub struct Machine {
     worker: Option<DeferredWorker>,
     ever_kept: AtomicBool,
     down: bool,
+    step_log: Option<Arc<StepLog>>,
 }
 
 impl Machine {
@@ -157,6 +167,7 @@ impl Machine {
             online: None,
             engine: Engine::Classic,
             frames: PageCount(16 * 1024),
+            record_step_calls: false,
         }
     }
 
@@ -178,6 +189,7 @@ impl Machine {
         online: usize,
         engine: Engine,
         frames: PageCount,
+        step_log: Option<Arc<StepLog>>,
     ) -> Result<Machine, MachineError> {
         // Frames start above the first MiB, as on a PC.
         let memory = FramePool::new(Pfn(256), frames).map_err(MachineError::Memory)?;
@@ -201,6 +213,7 @@ impl Machine {
             worker: None,
             ever_kept: AtomicBool::new(engine == Engine::Bolt),
             down: false,
+            step_log,
         };
         for cpu in 0..cpus {
             let theirs = Arc::clone(&kernel);
@@ -216,15 +229,7 @@ impl Machine {
         // Boot: every step's startup on the online vCPUs, in table order.
         for (index, def) in STEPS.iter().enumerate() {
             let step = hotkern_cpuhp::StepId(index as u16);
-            let mut callbacks = Callbacks::new();
-            if let Some(startup) = def.startup {
-                let k = Arc::clone(&kernel);
-                callbacks = callbacks.startup(move |ctx| startup(&k, ctx));
-            }
-            if let Some(teardown) = def.teardown {
-                let k = Arc::clone(&kernel);
-                callbacks = callbacks.teardown(move |ctx| teardown(&k, ctx));
-            }
+            let callbacks = steplog::callbacks(def, &kernel, machine.step_log.as_ref());
             machine.engine.setup(step, callbacks)?;
         }
         let bell = Arc::clone(&machine.engine.platform().worker);
@@ -377,6 +382,15 @@ impl Machine {
             cpu,
         })?;
         Ok(())
+    }
+
+    /// The step callbacks the engine made since the last call, in order;
+    /// empty unless built with [`MachineBuilder::record_step_calls`].
+    #[doc(hidden)]
+    pub fn take_step_calls(&self) -> Vec<StepCall> {
+        self.step_log
+            .as_ref()
+            .map_or_else(Vec::new, |log| log.take())
     }
 
     /// Disarms an injected failure that has not fired.
