@@ -94,30 +94,115 @@ fn file_device_pads_the_last_block_and_respects_read_only() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// One preset's figures worked out by hand from the table in
+/// `src/modeled.rs` (MB = 10^6 bytes, KiB = 2^10; an operation costs its
+/// latency plus its bytes at the bandwidth, rounded down to whole
+/// nanoseconds; the limit for a load is its bytes at the bandwidth plus
+/// one latency per largest transfer, rounded up).
+struct Expected {
+    name: &'static str,
+    /// Largest transfer in blocks: 64 or 256 KiB over the block size.
+    max_blocks: u32,
+    /// One operation of one block.
+    one_block_ns: u64,
+    /// One operation of the largest transfer.
+    largest_ns: u64,
+    /// The limit for one byte: one latency plus a byte's time.
+    limit_one_byte_ns: u64,
+    /// The limit for ten largest transfers.
+    limit_ten_ns: u64,
+    /// The limit for ten largest transfers and one byte: an eleventh latency.
+    limit_ten_and_a_byte_ns: u64,
+}
+
+const EXPECTED: [Expected; 4] = [
+    // 512 B blocks, 1.5 ms, 20 MB/s = 50 ns per byte, 64 KiB.
+    Expected {
+        name: "usb-stick",
+        max_blocks: 128,                     // 65 536 / 512
+        one_block_ns: 1_525_600,             // 1 500 000 + 512 × 50
+        largest_ns: 4_776_800,               // 1 500 000 + 65 536 × 50
+        limit_one_byte_ns: 1_500_050,        // 1 500 000 + 50
+        limit_ten_ns: 47_768_000,            // 10 × 1 500 000 + 655 360 × 50
+        limit_ten_and_a_byte_ns: 49_268_050, // 11 × 1 500 000 + 655 361 × 50
+    },
+    // 2048 B blocks, 5 ms, 4 MB/s = 250 ns per byte, 64 KiB.
+    Expected {
+        name: "ipmi-cd",
+        max_blocks: 32,                       // 65 536 / 2048
+        one_block_ns: 5_512_000,              // 5 000 000 + 2048 × 250
+        largest_ns: 21_384_000,               // 5 000 000 + 65 536 × 250
+        limit_one_byte_ns: 5_000_250,         // 5 000 000 + 250
+        limit_ten_ns: 213_840_000,            // 10 × 5 000 000 + 655 360 × 250
+        limit_ten_and_a_byte_ns: 218_840_250, // 11 × 5 000 000 + 655 361 × 250
+    },
+    // 512 B blocks, 2 ms, 150 MB/s = 6.67 ns per byte, 64 KiB.
+    Expected {
+        name: "hdd",
+        max_blocks: 128,                     // 65 536 / 512
+        one_block_ns: 2_003_413,             // 2 000 000 + ⌊512 × 1000 / 150⌋ = 3 413
+        largest_ns: 2_436_906,               // 2 000 000 + ⌊65 536 × 1000 / 150⌋ = 436 906
+        limit_one_byte_ns: 2_000_006,        // 2 000 000 + ⌊1 × 1000 / 150⌋ = 6
+        limit_ten_ns: 24_369_066,            // 10 × 2 000 000 + ⌊655 360 × 1000 / 150⌋
+        limit_ten_and_a_byte_ns: 26_369_073, // 11 × 2 000 000 + ⌊655 361 × 1000 / 150⌋
+    },
+    // 4096 B blocks, 25 µs, 2 GB/s = 0.5 ns per byte, 256 KiB.
+    Expected {
+        name: "nvme",
+        max_blocks: 64,                     // 262 144 / 4096
+        one_block_ns: 27_048,               // 25 000 + 4096 / 2
+        largest_ns: 156_072,                // 25 000 + 262 144 / 2
+        limit_one_byte_ns: 25_000,          // 25 000 + ⌊1 / 2⌋
+        limit_ten_ns: 1_560_720,            // 10 × 25 000 + 2 621 440 / 2
+        limit_ten_and_a_byte_ns: 1_585_720, // 11 × 25 000 + ⌊2 621 441 / 2⌋
+    },
+];
+
 #[test]
 fn modeled_devices_charge_latency_plus_bandwidth_and_nothing_for_refusals() {
-    for model in DeviceModel::PRESETS {
+    assert_eq!(DeviceModel::PRESETS.len(), EXPECTED.len());
+    for (model, expected) in DeviceModel::PRESETS.into_iter().zip(EXPECTED) {
+        assert_eq!(model.name, expected.name);
         let inner = MemoryDevice::zeroed(1024, model.block_size).unwrap();
         let mut disk = ModeledDevice::new(inner, model);
         let clock = disk.clock();
-        let blocks = disk.max_transfer_blocks() as usize;
-        assert_eq!(
-            blocks * model.block_size,
-            model.max_transfer_bytes.min(1 << 20)
-        );
-        let mut buf = vec![0u8; blocks * model.block_size];
+        let blocks = disk.max_transfer_blocks();
+        assert_eq!(blocks, expected.max_blocks, "{}", model.name);
+        let mut buf = vec![0u8; blocks as usize * model.block_size];
         disk.read_blocks(0, &mut buf).unwrap();
-        assert_eq!(clock.now_ns(), model.cost_ns(buf.len() as u64));
-        let mut too_big = vec![0u8; (blocks + 1) * model.block_size];
+        let mut now = expected.largest_ns;
+        assert_eq!(clock.now_ns(), now, "{}", model.name);
+        // A refused transfer costs nothing.
+        let mut too_big = vec![0u8; (blocks as usize + 1) * model.block_size];
         assert!(disk.read_blocks(0, &mut too_big).is_err());
-        assert_eq!(clock.now_ns(), model.cost_ns(buf.len() as u64));
-        // The limit: whole transfers at full bandwidth.
-        let limit = model.limit_ns(10 * model.max_transfer_bytes as u64);
-        // (Per-operation costs round down to whole nanoseconds.)
-        let ten_ops = 10 * model.cost_ns(model.max_transfer_bytes as u64);
-        assert!(
-            limit >= ten_ops && limit - ten_ops < 10,
-            "{limit} vs {ten_ops}"
+        assert!(disk.write_blocks(1024, &buf[..model.block_size]).is_err());
+        assert_eq!(clock.now_ns(), now, "{}", model.name);
+        // Reads and writes of one block add its cost each time.
+        disk.read_blocks(5, &mut buf[..model.block_size]).unwrap();
+        now += expected.one_block_ns;
+        assert_eq!(clock.now_ns(), now, "{}", model.name);
+        disk.write_blocks(7, &buf[..model.block_size]).unwrap();
+        now += expected.one_block_ns;
+        assert_eq!(clock.now_ns(), now, "{}", model.name);
+        let largest = model.max_transfer_bytes as u64;
+        assert_eq!(model.limit_ns(0), 0, "{}", model.name);
+        assert_eq!(
+            model.limit_ns(1),
+            expected.limit_one_byte_ns,
+            "{}",
+            model.name
+        );
+        assert_eq!(
+            model.limit_ns(10 * largest),
+            expected.limit_ten_ns,
+            "{}",
+            model.name
+        );
+        assert_eq!(
+            model.limit_ns(10 * largest + 1),
+            expected.limit_ten_and_a_byte_ns,
+            "{}",
+            model.name
         );
         assert_eq!(DeviceModel::preset(model.name), Some(model));
     }

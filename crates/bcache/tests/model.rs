@@ -35,12 +35,31 @@ fn load(bytes: Vec<u8>, model: DeviceModel, kind: CacheKind, file: &[u8]) -> (u6
     (ns, disk.into_bytes())
 }
 
+/// The physical limit for 8 MiB (8 388 608 bytes) on each preset, worked
+/// out by hand from the table in `src/modeled.rs` (MB = 10^6 bytes): the
+/// bytes at the bandwidth plus one latency per largest transfer.
+const LIMIT_8_MIB_NS: [(&str, u64); 4] = [
+    // 128 transfers of 64 KiB × 1.5 ms + 8 388 608 B × 50 ns (20 MB/s)
+    // = 192 000 000 + 419 430 400
+    ("usb-stick", 611_430_400),
+    // 128 × 5 ms + 8 388 608 B × 250 ns (4 MB/s) = 640 000 000 + 2 097 152 000
+    ("ipmi-cd", 2_737_152_000),
+    // 128 × 2 ms + ⌊8 388 608 × 1000 / 150⌋ ns (150 MB/s)
+    // = 256 000 000 + 55 924 053
+    ("hdd", 311_924_053),
+    // 32 transfers of 256 KiB × 25 µs + 8 388 608 B × 0.5 ns (2 GB/s)
+    // = 800 000 + 4 194 304
+    ("nvme", 4_994_304),
+];
+
 #[test]
 fn hotkern_is_near_the_physical_limit_and_never_behind_freebsd_2016() {
     let file = pattern(8 << 20, 42);
     let mut bytes = image(&file);
-    for model in DeviceModel::PRESETS {
-        let limit = model.limit_ns(file.len() as u64);
+    assert_eq!(DeviceModel::PRESETS.len(), LIMIT_8_MIB_NS.len());
+    for (model, (name, limit)) in DeviceModel::PRESETS.into_iter().zip(LIMIT_8_MIB_NS) {
+        assert_eq!(model.name, name);
+        assert_eq!(model.limit_ns(file.len() as u64), limit, "{name}");
         let (ours, b) = load(bytes, model, CacheKind::Hotkern, &file);
         let (freebsd, b) = load(b, model, CacheKind::FreeBsd2016, &file);
         let (legacy, b) = load(b, model, CacheKind::Legacy, &file);
