@@ -5,8 +5,7 @@ mod common;
 
 use common::*;
 use hotkern_cpuhp::{
-    Callbacks, Class, CpuId, CpuSet, Direction, Engine, Error, FailAt, Reuse, Section, StepId,
-    StepSpec, StepStatus,
+    Class, CpuId, CpuSet, Direction, Engine, Error, FailAt, Reuse, StepId, StepStatus,
 };
 
 #[test]
@@ -389,68 +388,4 @@ fn switching_engine_flushes_and_keeps_everything() {
     assert_eq!(hp.pending_deferred(), 0);
     hp.online(CpuId(2)).unwrap();
     assert_consistent(&hp, &world);
-}
-
-#[test]
-fn running_deferred_job_is_waited_for() {
-    use std::sync::mpsc;
-    use std::sync::Arc;
-    // A deferrable teardown that blocks until the test releases it.
-    let table = [
-        StepSpec::new("bp:pages", Section::Prepare, Class::Deferrable),
-        StepSpec::new("ap:active", Section::Online, Class::Critical),
-    ];
-    let all = CpuSet::range(0, 2);
-    let hp = Arc::new(Hp::new(Mock::new(all, false), &table, all, all, Engine::Bolt).unwrap());
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let release_rx = std::sync::Mutex::new(release_rx);
-    let entered_tx = std::sync::Mutex::new(entered_tx);
-    let up = Arc::new(std::sync::Mutex::new(false));
-    let (up_a, up_b) = (up.clone(), up.clone());
-    hp.setup(
-        StepId(0),
-        Callbacks::new()
-            .startup(move |ctx| {
-                if !ctx.cpus.contains(CpuId(1)) {
-                    return Ok(());
-                }
-                let mut up = up_a.lock().unwrap();
-                assert!(!*up);
-                *up = true;
-                Ok(())
-            })
-            .teardown(move |_| {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                release_rx.lock().unwrap().recv().unwrap();
-                let mut up = up_b.lock().unwrap();
-                assert!(*up);
-                *up = false;
-                Ok(())
-            }),
-    )
-    .unwrap();
-    hp.offline(CpuId(1)).unwrap();
-    let worker = {
-        let hp = hp.clone();
-        std::thread::spawn(move || hp.run_deferred())
-    };
-    entered_rx.recv().unwrap();
-    let online = {
-        let hp = hp.clone();
-        std::thread::spawn(move || hp.online(CpuId(1)).unwrap())
-    };
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    assert!(
-        !online.is_finished(),
-        "online must wait for the running teardown"
-    );
-    release_tx.send(()).unwrap();
-    // The worker may also pick up the startup that the online deferred.
-    assert!(worker.join().unwrap() >= 1);
-    let report = online.join().unwrap();
-    assert_eq!(report.cancelled, 0);
-    assert_eq!(report.deferred, 1, "the startup is deferred again");
-    hp.flush_deferred();
-    assert!(*up.lock().unwrap());
 }

@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use hotkern_cpuhp::{
     CallbackError, Callbacks, Class, Context, CpuId, CpuSet, Direction, Engine, InstanceId,
@@ -55,6 +55,11 @@ pub struct Mock {
     /// Stop-machines running now; more than one means two reconfigurations overlapped.
     stopping: AtomicU64,
     pub overlaps: AtomicU64,
+    /// Kicks of the deferred worker so far, and whether it must stop: a
+    /// worker thread sleeps on `kicked` until there is work, as a real one
+    /// does, instead of polling.
+    kicks: Mutex<(u64, bool)>,
+    kicked: Condvar,
 }
 
 impl Mock {
@@ -66,7 +71,26 @@ impl Mock {
             powered: Mutex::new(online),
             stopping: AtomicU64::new(0),
             overlaps: AtomicU64::new(0),
+            kicks: Mutex::new((0, false)),
+            kicked: Condvar::new(),
         }
+    }
+
+    /// Blocks until the engine kicked the worker more than `seen` times in
+    /// all; returns the new count, or `None` once `stop_worker` was called.
+    pub fn wait_for_kick(&self, seen: u64) -> Option<u64> {
+        let kicks = self
+            .kicked
+            .wait_while(self.kicks.lock().unwrap(), |(count, stop)| {
+                *count <= seen && !*stop
+            })
+            .unwrap();
+        (!kicks.1).then_some(kicks.0)
+    }
+
+    pub fn stop_worker(&self) {
+        self.kicks.lock().unwrap().1 = true;
+        self.kicked.notify_all();
     }
 
     fn record(&self, event: Event) {
@@ -133,6 +157,8 @@ impl Platform for Mock {
 
     fn kick_deferred(&self) {
         self.record(Event::Kick);
+        self.kicks.lock().unwrap().0 += 1;
+        self.kicked.notify_all();
     }
 }
 
