@@ -1,124 +1,22 @@
 //! Model-based property test: random plug/unplug/find/iterate sequences run
-//! against a plain reference model, for all three implementations.
+//! against a plain reference model, for all three implementations. Random
+//! ranges rarely land inside a segment, so half the operations are aimed
+//! at live segments (cuts and lookups at their edges); each test prints and
+//! asserts how often plugs and unplugs succeed, each kind of cut happens
+//! and lookups hit and miss.
 // These use real threads and atomics; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
 
 use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
 use hotkern_physmem::{BasicPage, PageCount, Pfn, PhysSegments, Physmem, PhysmemError};
 use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 
-#[derive(Debug, Clone)]
-enum Op {
-    Plug(u64, u64),
-    Unplug(u64, u64),
-    Find(u64),
-    Iterate,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (0u64..600, 0u64..48).prop_map(|(p, n)| Op::Plug(p, n)),
-        4 => (0u64..600, 0u64..24).prop_map(|(p, n)| Op::Unplug(p, n)),
-        3 => (0u64..640).prop_map(Op::Find),
-        1 => Just(Op::Iterate),
-    ]
-}
-
-/// Frames spread over several 128 MiB sections, with segments that cross
-/// section boundaries, so that the section and block tables are exercised.
-fn wide_op() -> impl Strategy<Value = Op> {
-    let pfn = (0u64..5, 0u64..40, 0u64..8)
-        .prop_map(|(section, block, low)| (section << 15) + (block << 11) + low * 3);
-    prop_oneof![
-        4 => (pfn.clone(), 0u64..70_000).prop_map(|(p, n)| Op::Plug(p, n)),
-        4 => (pfn.clone(), 0u64..5_000).prop_map(|(p, n)| Op::Unplug(p, n)),
-        3 => pfn.prop_map(Op::Find),
-        1 => Just(Op::Iterate),
-    ]
-}
-
-/// start → (end, id). Ids name segments the way handles should.
-#[derive(Default)]
-struct Model {
-    segments: BTreeMap<u64, (u64, u32)>,
-    next_id: u32,
-}
-
-impl Model {
-    fn containing(&self, pfn: u64) -> Option<(u64, u64, u32)> {
-        let (&start, &(end, id)) = self.segments.range(..=pfn).next_back()?;
-        (pfn < end).then_some((start, end, id))
-    }
-
-    fn plug(&mut self, pfn: u64, n: u64) -> Result<u32, PhysmemError> {
-        if n == 0 {
-            return Err(PhysmemError::ZeroPages);
-        }
-        let end = pfn + n;
-        if let Some((&s, &(e, _))) = self.segments.range(..end).next_back() {
-            if e > pfn {
-                return Err(PhysmemError::Overlap {
-                    existing_start: Pfn(s),
-                    existing_end: Pfn(e),
-                });
-            }
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.segments.insert(pfn, (end, id));
-        Ok(id)
-    }
-
-    /// Ok(Some(id of a new upper half)) on a middle split.
-    fn unplug(&mut self, pfn: u64, n: u64) -> Result<Option<u32>, PhysmemError> {
-        if n == 0 {
-            return Err(PhysmemError::ZeroPages);
-        }
-        let stop = pfn + n;
-        let outside = PhysmemError::NotInOneSegment {
-            pfn: Pfn(pfn),
-            npages: PageCount(n),
-        };
-        let (start, end, id) = self.containing(pfn).ok_or(outside)?;
-        if stop > end {
-            return Err(outside);
-        }
-        match (pfn == start, stop == end) {
-            (true, true) if self.segments.len() == 1 => return Err(PhysmemError::LastSegment),
-            (true, true) => {
-                self.segments.remove(&start);
-            }
-            (true, false) => {
-                self.segments.remove(&start);
-                self.segments.insert(stop, (end, id));
-            }
-            (false, true) => {
-                self.segments.insert(start, (pfn, id));
-            }
-            (false, false) => {
-                self.segments.insert(start, (pfn, id));
-                let upper = self.next_id;
-                self.next_id += 1;
-                self.segments.insert(stop, (end, upper));
-                return Ok(Some(upper));
-            }
-        }
-        Ok(None)
-    }
-
-    fn live(&self, id: u32) -> Option<(u64, u64)> {
-        self.segments
-            .iter()
-            .find(|(_, &(_, i))| i == id)
-            .map(|(&s, &(e, _))| (s, e))
-    }
-
-    fn list(&self) -> Vec<(u64, u64)> {
-        self.segments.iter().map(|(&s, &(e, _))| (s, e)).collect()
-    }
-}
+#[path = "model/reference.rs"]
+mod reference;
+use reference::{op, wide_op, Cut, Model, Op};
 
 /// How much of handle identity an implementation promises.
 #[derive(Clone, Copy, PartialEq)]
@@ -204,8 +102,55 @@ fn hotkern_views(mem: &Physmem<BasicPage>, expected: &[(u64, u64)]) -> Result<()
     Ok(())
 }
 
-fn run<S: PhysSegments>(set: S, handles: Handles, ops: &[Op]) -> Result<(), TestCaseError> {
-    run_with(set, handles, ops, no_extra::<S>)
+/// How often the operations of a test reached the branches it is about,
+/// summed over all its cases (the model and the implementation agree, so
+/// the model's results are counted).
+#[derive(Default)]
+struct Reached {
+    plugs: Cell<u32>,
+    plugged: Cell<u32>,
+    /// Plugged segments spanning more than one index section (2^9 frames).
+    plugged_across_sections: Cell<u32>,
+    unplugs: Cell<u32>,
+    whole: Cell<u32>,
+    front: Cell<u32>,
+    back: Cell<u32>,
+    middle: Cell<u32>,
+    finds: Cell<u32>,
+    hits: Cell<u32>,
+    /// Handles of removed segments checked to be stale.
+    stale_checked: Cell<u32>,
+}
+
+fn bump(counter: &Cell<u32>) {
+    counter.set(counter.get() + 1);
+}
+
+impl Reached {
+    fn unplugged(&self) -> u32 {
+        self.whole.get() + self.front.get() + self.back.get() + self.middle.get()
+    }
+}
+
+/// Prints `part` of `whole` as a share and asserts it is at least `least`.
+fn share(test: &str, what: &str, part: u32, whole: u32, least: f64) {
+    let share = f64::from(part) / f64::from(whole.max(1));
+    println!("{test}: {what}: {part} of {whole} ({:.1} %)", share * 100.0);
+    assert!(
+        share >= least,
+        "{test}: {what} reached in {:.1} % of cases, want at least {:.1} %",
+        share * 100.0,
+        least * 100.0
+    );
+}
+
+fn run<S: PhysSegments>(
+    set: S,
+    handles: Handles,
+    ops: &[Op],
+    reached: &Reached,
+) -> Result<(), TestCaseError> {
+    run_with(set, handles, ops, no_extra::<S>, reached)
 }
 
 fn run_with<S: PhysSegments>(
@@ -213,39 +158,57 @@ fn run_with<S: PhysSegments>(
     handles: Handles,
     ops: &[Op],
     extra: Extra<S>,
+    reached: &Reached,
 ) -> Result<(), TestCaseError> {
     let mut model = Model::default();
     let mut known: Vec<(u32, S::Handle)> = Vec::new();
     for op in ops {
+        let op = &model.resolve(op);
         match *op {
             Op::Plug(pfn, n) => {
+                bump(&reached.plugs);
                 let got = set.plug(Pfn(pfn), PageCount(n));
                 match (got, model.plug(pfn, n)) {
-                    (Ok(h), Ok(id)) => known.push((id, h)),
+                    (Ok(h), Ok(id)) => {
+                        bump(&reached.plugged);
+                        if pfn >> 9 != (pfn + n - 1) >> 9 {
+                            bump(&reached.plugged_across_sections);
+                        }
+                        known.push((id, h));
+                    }
                     (Err(a), Err(b)) => prop_assert!(same_error(&a, &b), "{a:?} vs {b:?}"),
                     (got, want) => prop_assert!(false, "plug {op:?}: {got:?} vs {want:?}"),
                 }
             }
             Op::Unplug(pfn, n) => {
+                bump(&reached.unplugs);
                 let got = set.unplug(Pfn(pfn), PageCount(n));
                 match (got, model.unplug(pfn, n)) {
-                    (Ok(()), Ok(upper)) => {
-                        if let Some(id) = upper {
+                    (Ok(()), Ok(cut)) => match cut {
+                        Cut::Whole => bump(&reached.whole),
+                        Cut::Front => bump(&reached.front),
+                        Cut::Back => bump(&reached.back),
+                        Cut::Middle { upper } => {
+                            bump(&reached.middle);
                             let (h, offset) = set.find(Pfn(pfn + n)).expect("upper half");
                             prop_assert_eq!(offset, PageCount(0));
-                            known.push((id, h));
+                            known.push((upper, h));
                         }
-                    }
+                    },
                     (Err(a), Err(b)) => prop_assert!(same_error(&a, &b), "{a:?} vs {b:?}"),
                     (got, want) => prop_assert!(false, "unplug {op:?}: {got:?} vs {want:?}"),
                 }
             }
             Op::Find(pfn) => {
+                bump(&reached.finds);
                 let got = set
                     .find(Pfn(pfn))
                     .map(|(h, offset)| (bounds(&set, h).unwrap(), offset.0));
                 let want = model.containing(pfn).map(|(s, e, _)| ((s, e), pfn - s));
                 prop_assert_eq!(got, want, "find {}", pfn);
+                if want.is_some() {
+                    bump(&reached.hits);
+                }
                 let hits = set.sum_lookups(&[Pfn(pfn)]);
                 prop_assert_eq!(hits, want.map_or(0, |(_, offset)| offset + 1));
             }
@@ -253,13 +216,17 @@ fn run_with<S: PhysSegments>(
                 check_iteration(&set, &model)?;
                 extra(&set, &model.list())?;
             }
+            Op::Cut { .. } | Op::Probe { .. } => unreachable!("resolved above"),
         }
         prop_assert_eq!(set.count(), model.segments.len());
         if handles != Handles::Moving {
             for &(id, h) in &known {
                 match model.live(id) {
                     Some(range) => prop_assert_eq!(bounds(&set, h), Some(range)),
-                    None if handles == Handles::Stable => prop_assert_eq!(bounds(&set, h), None),
+                    None if handles == Handles::Stable => {
+                        bump(&reached.stale_checked);
+                        prop_assert_eq!(bounds(&set, h), None)
+                    }
                     None => {}
                 }
             }
@@ -272,39 +239,161 @@ fn run_with<S: PhysSegments>(
     extra(&set, &model.list())
 }
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 2000,
-        ..ProptestConfig::default()
-    }
+/// The least share of its cases in which a test must reach each branch.
+struct Least {
+    /// Of plugs: typically 74 % (51 % across sections).
+    plugged: f64,
+    /// Of unplugs: typically 58 % (63 %).
+    unplugged: f64,
+    /// Of successful unplugs, for each kind of cut: typically 21 % or more
+    /// (9 % for whole segments across sections, whose segments are long).
+    each_cut: f64,
+    /// Of finds, hits and misses each: typically 40 % and 60 %.
+    hits_and_misses: f64,
 }
 
-proptest! {
-    #![proptest_config(config())]
+const LEAST: Least = Least {
+    plugged: 0.4,
+    unplugged: 0.4,
+    each_cut: 0.15,
+    hits_and_misses: 0.3,
+};
 
-    #[test]
-    fn hotkern_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
-        run_with(Physmem::<BasicPage>::initialized(), Handles::Stable, &ops, hotkern_views)?;
+/// Runs `cases` generated operation sequences through `test`, then prints
+/// and asserts how often they reached each branch. Failures are replayed
+/// from (and saved to) model.proptest-regressions, as `proptest!` would.
+fn check<S: Strategy<Value = Vec<Op>>>(
+    name: &str,
+    (cases, ops): (u32, S),
+    least: &Least,
+    test: impl Fn(&[Op], &Reached) -> Result<(), TestCaseError>,
+) -> Reached {
+    let reached = Reached::default();
+    let mut runner = TestRunner::new(Config {
+        cases,
+        source_file: Some(file!()),
+        // Next to this file, where `proptest!` put them too.
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..Config::default()
+    });
+    if let Err(error) = runner.run(&ops, |ops| test(&ops, &reached)) {
+        panic!("{name}: {error}");
     }
-
-    #[test]
-    fn rbtree_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
-        run(RbTreeSegments::<BasicPage>::new(), Handles::StableWhileLive, &ops)?;
+    let r = &reached;
+    let (plugs, unplugs, finds) = (r.plugs.get(), r.unplugs.get(), r.finds.get());
+    share(
+        name,
+        "plugs that succeed",
+        r.plugged.get(),
+        plugs,
+        least.plugged,
+    );
+    share(
+        name,
+        "unplugs that succeed",
+        r.unplugged(),
+        unplugs,
+        least.unplugged,
+    );
+    for (what, count) in [
+        ("unplugs of a whole segment", &r.whole),
+        ("unplugs of a front", &r.front),
+        ("unplugs of a back", &r.back),
+        ("unplugs that split a segment", &r.middle),
+    ] {
+        share(name, what, count.get(), r.unplugged(), least.each_cut);
     }
-
-    #[test]
-    fn static_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
-        // Large enough never to fill: the model has no capacity.
-        run(StaticSegments::<BasicPage>::new(1024), Handles::Moving, &ops)?;
-    }
+    let (hits, misses) = (r.hits.get(), finds - r.hits.get());
+    share(
+        name,
+        "finds that hit a segment",
+        hits,
+        finds,
+        least.hits_and_misses,
+    );
+    share(
+        name,
+        "finds that miss",
+        misses,
+        finds,
+        least.hits_and_misses,
+    );
+    reached
 }
 
-proptest! {
+/// 2000 sequences of up to 60 operations on frames 0..640.
+fn narrow() -> (u32, impl Strategy<Value = Vec<Op>>) {
+    (2000, prop::collection::vec(op(), 1..60))
+}
+
+#[test]
+fn hotkern_matches_the_model() {
+    let name = "hotkern_matches_the_model";
+    let reached = check(name, narrow(), &LEAST, |ops, reached| {
+        let mem = Physmem::<BasicPage>::initialized();
+        run_with(mem, Handles::Stable, ops, hotkern_views, reached)
+    });
+    // Every dead handle is checked after each later operation: typically
+    // 3.5 checks per plugged segment.
+    let (stale, plugged) = (reached.stale_checked.get(), reached.plugged.get());
+    share(
+        name,
+        "stale handle checks per plugged segment",
+        stale,
+        plugged,
+        1.0,
+    );
+}
+
+#[test]
+fn rbtree_matches_the_model() {
+    check(
+        "rbtree_matches_the_model",
+        narrow(),
+        &LEAST,
+        |ops, reached| {
+            let set = RbTreeSegments::<BasicPage>::new();
+            run(set, Handles::StableWhileLive, ops, reached)
+        },
+    );
+}
+
+#[test]
+fn static_matches_the_model() {
+    check(
+        "static_matches_the_model",
+        narrow(),
+        &LEAST,
+        |ops, reached| {
+            // Large enough never to fill: the model has no capacity.
+            let set = StaticSegments::<BasicPage>::new(1024);
+            run(set, Handles::Moving, ops, reached)
+        },
+    );
+}
+
+#[test]
+fn hotkern_matches_the_model_across_sections() {
+    let name = "hotkern_matches_the_model_across_sections";
     // Fewer cases: plugs here initialise up to 70,000 descriptors each.
-    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
-
-    #[test]
-    fn hotkern_matches_the_model_across_sections(ops in prop::collection::vec(wide_op(), 1..40)) {
-        run_with(Physmem::<BasicPage>::initialized(), Handles::Stable, &ops, hotkern_views)?;
-    }
+    let wide = (500, prop::collection::vec(wide_op(), 1..40));
+    let least = Least {
+        each_cut: 0.05,
+        ..LEAST
+    };
+    let reached = check(name, wide, &least, |ops, reached| {
+        let mem = Physmem::<BasicPage>::initialized();
+        run_with(mem, Handles::Stable, ops, hotkern_views, reached)
+    });
+    // Typically 99 %: what this test is for.
+    let (across, plugged) = (reached.plugged_across_sections.get(), reached.plugged.get());
+    share(
+        name,
+        "plugged segments spanning sections",
+        across,
+        plugged,
+        0.9,
+    );
 }
