@@ -269,6 +269,12 @@ fn check<S: Strategy<Value = Vec<Op>>>(
     test: impl Fn(&[Op], &Reached) -> Result<(), TestCaseError>,
 ) -> Reached {
     let reached = Reached::default();
+    // PROPTEST_CASES, proptest's own setting, can make a run shorter (as
+    // mutation testing does), never longer than intended here.
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(cases, |wanted: u32| wanted.min(cases));
     let mut runner = TestRunner::new(Config {
         cases,
         source_file: Some(file!()),
