@@ -145,7 +145,7 @@ fn the_freebsd_baseline_reads_ahead_256_blocks_and_halves_after_long_misses() {
     // multiples of 512 have the whole cache as read-ahead room.
     let mut cache = FreeBsd2016Cache::new(disk, 256 << 10);
     assert_eq!(cache.slots(), 512);
-    let mut issued = |cache: &mut FreeBsd2016Cache<SharedDisk>, block: u64, blocks: usize| {
+    let issued = |cache: &mut FreeBsd2016Cache<SharedDisk>, block: u64, blocks: usize| {
         let before = cache.stats().readahead_issued;
         cache.read(block, 0, &mut vec![0u8; blocks * 512]).unwrap();
         cache.stats().readahead_issued - before
