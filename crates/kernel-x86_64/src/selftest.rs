@@ -17,8 +17,9 @@ use crate::ranges::{FrameRanges, PAGE_SIZE};
 
 /// A 2 MiB block of frames: what the hotplug checks move.
 const CHUNK: u64 = 512;
-/// 2 MiB blocks per segment the touch check writes to.
-const TOUCH_BLOCKS: u64 = 8;
+/// 2 MiB blocks per segment the touch check writes to: the first, the
+/// middle and the last.
+const TOUCH_BLOCKS: u64 = 3;
 /// Every this many frames of a block is written.
 const TOUCH_STRIDE: usize = 8;
 /// Descriptor flag: the frame was written by the touch check.
