@@ -1,6 +1,7 @@
 //! `hotkern`: the demo, the benchmarks and the tools of the hotkern toolkit.
 
 mod bench;
+mod boot;
 mod demo;
 mod load;
 mod tour;
@@ -45,6 +46,8 @@ enum Command {
         #[command(subcommand)]
         command: trace_cmd::TraceCommand,
     },
+    /// Boot the bare-metal x86-64 kernel under QEMU and report how it ran.
+    Boot(boot::BootArgs),
     /// Load one file from a FAT image through a block cache on a modeled
     /// device; print its size, device and host time, SHA-256 and bcachestat.
     Load {
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
             cache,
         }) => load::run(&image, &path, &device, &cache),
         Some(Command::Trace { command }) => trace_cmd::run(command),
+        Some(Command::Boot(args)) => boot::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

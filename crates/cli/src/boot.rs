@@ -1,0 +1,381 @@
+//! `hotkern boot`: builds the bare-metal kernel (crates/kernel-x86_64),
+//! boots it under QEMU, watches its console and says how the run ended.
+//!
+//! The kernel reports through three channels: its console on the first
+//! serial port (`-serial stdio`), one `hotkern: summary {json}` line at the
+//! end, and QEMU's exit status, which it sets through the `isa-debug-exit`
+//! device. A run that goes past `--timeout` is killed, and the last console
+//! line says where the kernel got to.
+
+mod qemu;
+mod report;
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use qemu::{Outcome, QemuConfig, MAX_CPUS, QEMU, QEMU_PACKAGE};
+use report::{is_fault_line, parse_summary, RunReport};
+
+/// The kernel crate's directory, where this binary was built from.
+const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernel-x86_64");
+/// The kernel's target: no operating system, soft float.
+const KERNEL_TARGET: &str = "x86_64-unknown-none";
+/// The kernel binary's name.
+const KERNEL_BIN: &str = "hotkern-kernel";
+
+/// `hotkern boot`'s options.
+#[derive(Debug, clap::Args)]
+pub struct BootArgs {
+    /// vCPUs to give QEMU (the kernel runs on the boot CPU for now).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CPUS)))]
+    cpus: u32,
+    /// Guest memory, as QEMU's -m takes it: 128M, 1G, ...
+    #[arg(long, default_value = "128M", value_parser = qemu::parse_memory)]
+    memory: u64,
+    /// Run under KVM (needs /dev/kvm) instead of TCG.
+    #[arg(long)]
+    kvm: bool,
+    /// Stream the kernel's console to standard error.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Print one JSON document on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Kill QEMU after this many seconds.
+    #[arg(long, default_value_t = 60.0, value_parser = parse_timeout)]
+    timeout: f64,
+    /// The kernel command line; `crash=page-fault|panic|hang|check` makes
+    /// the kernel fail on purpose, to see how each ending is reported.
+    #[arg(long, default_value = "")]
+    append: String,
+    /// Boot this kernel ELF instead of building crates/kernel-x86_64.
+    #[arg(long)]
+    kernel: Option<PathBuf>,
+}
+
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
+        _ => Err(format!(
+            "timeout {text:?}: expected seconds, more than 0, at most a day"
+        )),
+    }
+}
+
+/// Progress on standard error: a spinner on a terminal, plain lines
+/// elsewhere (CI logs).
+struct Progress {
+    spinner: ProgressBar,
+}
+
+impl Progress {
+    fn new() -> Self {
+        let spinner = ProgressBar::new_spinner();
+        spinner.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed:>3} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        spinner.enable_steady_tick(Duration::from_millis(100));
+        Progress { spinner }
+    }
+
+    /// A step worth a line of its own.
+    fn step(&self, text: &str) {
+        self.spinner.suspend(|| eprintln!("hotkern boot: {text}"));
+        self.spinner.set_message(text.to_owned());
+    }
+
+    /// A console line, printed (with `-v`) and shown beside the spinner.
+    fn console(&self, line: &str, verbose: bool) {
+        if verbose {
+            self.spinner.suspend(|| eprintln!("  | {line}"));
+        }
+        let short: String = line.chars().take(70).collect();
+        self.spinner.set_message(short);
+    }
+
+    fn finish(&self) {
+        self.spinner.finish_and_clear();
+    }
+}
+
+/// Runs `hotkern boot`.
+pub fn run(args: &BootArgs) -> Result<(), String> {
+    let qemu = qemu::find_in_path(QEMU, std::env::var_os("PATH")).ok_or_else(|| {
+        format!(
+            "{QEMU} not found on PATH: install the Debian package {QEMU_PACKAGE} \
+             (apt-get install {QEMU_PACKAGE}; scripts/setup does it)"
+        )
+    })?;
+    if args.kvm {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .map_err(|error| {
+                format!("--kvm: cannot open /dev/kvm ({error}); run without --kvm for TCG")
+            })?;
+    }
+    let progress = Progress::new();
+    let result = boot(args, &qemu, &progress);
+    progress.finish();
+    let report = result?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    match report.outcome.is_success() {
+        true => Ok(()),
+        false => Err(report.failure_message()),
+    }
+}
+
+/// Builds (if asked), boots and watches the kernel.
+fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, String> {
+    let (kernel, build) = match &args.kernel {
+        Some(kernel) => (kernel.clone(), None),
+        None => {
+            progress.step("building the kernel (cargo build --release, x86_64-unknown-none)");
+            let started = Instant::now();
+            // Canonical, so cargo sees the same package path whoever calls it.
+            let dir = Path::new(KERNEL_DIR);
+            let kernel = build_kernel(&dir.canonicalize().unwrap_or_else(|_| dir.to_owned()))?;
+            (kernel, Some(started.elapsed()))
+        }
+    };
+    if !kernel.is_file() {
+        return Err(format!("kernel {} not found", kernel.display()));
+    }
+    let config = qemu_config(args, kernel, qemu::firmware());
+    progress.step(&format!(
+        "starting QEMU ({}, {} vCPU, {} MiB)",
+        if args.kvm { "KVM" } else { "TCG" },
+        args.cpus,
+        args.memory
+    ));
+    watch(qemu, config, build, args, progress)
+}
+
+/// How QEMU runs the kernel, from the options.
+fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> QemuConfig {
+    QemuConfig {
+        kernel,
+        firmware,
+        cpus: args.cpus,
+        memory_mib: args.memory,
+        kvm: args.kvm,
+        append: args.append.clone(),
+    }
+}
+
+/// Builds the kernel with its own workspace and configuration: cargo runs
+/// inside the crate so that its `.cargo/config.toml` (static relocation
+/// model) applies, with the caller's RUSTFLAGS removed for the same reason.
+fn build_kernel(dir: &Path) -> Result<PathBuf, String> {
+    let manifest = dir.join("Cargo.toml");
+    if !manifest.is_file() {
+        return Err(format!(
+            "the kernel's sources are not at {} (pass --kernel FILE to boot a built kernel)",
+            dir.display()
+        ));
+    }
+    let target_dir = dir.join("target");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(&cargo)
+        .current_dir(dir)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            KERNEL_TARGET,
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|error| format!("cannot run {}: {error}", Path::new(&cargo).display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!("building the kernel failed:\n{}", tail.join("\n")));
+    }
+    Ok(target_dir
+        .join(KERNEL_TARGET)
+        .join("release")
+        .join(KERNEL_BIN))
+}
+
+/// Starts QEMU, follows the console until QEMU exits or the timeout kills
+/// it, and gathers the report.
+fn watch(
+    qemu: &Path,
+    config: QemuConfig,
+    build: Option<Duration>,
+    args: &BootArgs,
+    progress: &Progress,
+) -> Result<RunReport, String> {
+    let started = Instant::now();
+    let mut child = Command::new(qemu)
+        .args(config.args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("cannot start {}: {error}", qemu.display()))?;
+    let (lines, received) = mpsc::channel();
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("QEMU's console is not connected")?;
+    let reader = thread::spawn(move || {
+        let mut stdout = BufReader::new(stdout);
+        let mut buffer = Vec::new();
+        while matches!(stdout.read_until(b'\n', &mut buffer), Ok(n) if n > 0) {
+            let line = String::from_utf8_lossy(&buffer).trim_end().to_owned();
+            buffer.clear();
+            if lines.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stderr = child
+        .stderr
+        .take()
+        .ok_or("QEMU's standard error is not connected")?;
+    let errors = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+
+    let deadline = started + Duration::from_secs_f64(args.timeout);
+    let mut report = RunReport {
+        outcome: Outcome::Timeout,
+        status: None,
+        config,
+        build,
+        first_line: None,
+        total: Duration::ZERO,
+        lines: 0,
+        last_line: None,
+        fault: None,
+        summary: None,
+        summary_error: None,
+        qemu_stderr: String::new(),
+    };
+    let mut timed_out = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match received.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok((at, line)) => {
+                report.first_line.get_or_insert(at - started);
+                progress.console(&line, args.verbose);
+                record(&mut report, line);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
+                timed_out = true;
+                progress.step(&format!("timeout after {} s: killing QEMU", args.timeout));
+                let _ = child.kill();
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|error| format!("waiting for QEMU: {error}"))?;
+    report.total = started.elapsed();
+    let _ = reader.join();
+    // Lines QEMU wrote before the kill but the loop had not read yet.
+    for (_, line) in received.try_iter() {
+        progress.console(&line, args.verbose);
+        record(&mut report, line);
+    }
+    report.qemu_stderr = errors.join().unwrap_or_default();
+    report.status = status.code();
+    report.outcome = Outcome::from_status(status.code(), status.signal(), timed_out);
+    Ok(report)
+}
+
+/// Takes in one console line.
+fn record(report: &mut RunReport, line: String) {
+    report.lines += 1;
+    match parse_summary(&line) {
+        Some(Ok(summary)) => report.summary = Some(summary),
+        Some(Err(error)) => report.summary_error = Some(error),
+        None if is_fault_line(&line) => report.fault = Some(line.clone()),
+        None => {}
+    }
+    if !line.is_empty() {
+        report.last_line = Some(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Line {
+        #[command(flatten)]
+        args: BootArgs,
+    }
+
+    fn qemu_line(words: &[&str]) -> Result<String, clap::Error> {
+        let line = Line::try_parse_from(std::iter::once("boot").chain(words.iter().copied()))?;
+        let config = qemu_config(&line.args, PathBuf::from("/k"), None);
+        let args: Vec<String> = config
+            .args()
+            .iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect();
+        Ok(args.join(" "))
+    }
+
+    #[test]
+    fn options_become_the_qemu_command_line() {
+        let line = qemu_line(&[]).unwrap();
+        assert!(line.starts_with("-accel tcg "));
+        assert!(line.contains(" -m 128M -smp 1 -kernel /k"));
+        let line = qemu_line(&[
+            "--cpus",
+            "4",
+            "--memory",
+            "1G",
+            "--kvm",
+            "--append",
+            "crash=hang",
+        ])
+        .unwrap();
+        assert!(line.starts_with("-accel kvm -cpu host,-arch-capabilities "));
+        assert!(line.contains(" -m 1024M -smp 4 -kernel /k -append crash=hang"));
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        assert!(qemu_line(&["--cpus", "0"]).is_err());
+        assert!(qemu_line(&["--cpus", "17"]).is_err());
+        assert!(qemu_line(&["--memory", "8M"]).is_err());
+        assert!(qemu_line(&["--timeout", "0"]).is_err());
+        assert!(qemu_line(&["--timeout", "soon"]).is_err());
+        let line = Line::try_parse_from(["boot", "-v", "--json", "--timeout", "2.5"]).unwrap();
+        assert!(line.args.verbose && line.args.json && line.args.timeout == 2.5);
+    }
+}

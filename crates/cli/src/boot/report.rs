@@ -1,0 +1,401 @@
+//! What `hotkern boot` says about a run: the kernel's summary line parsed,
+//! and the table or JSON document built from it and the host's timings.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::qemu::{Outcome, QemuConfig};
+
+/// The prefix of the kernel's summary line (crates/kernel-x86_64/src/summary.rs).
+pub const SUMMARY_PREFIX: &str = "hotkern: summary ";
+/// Prefixes of the lines the kernel prints when it stops on a fault.
+const FAULT_PREFIXES: [&str; 2] = ["hotkern: exception ", "hotkern: panic"];
+
+/// The kernel's summary document, if `line` is the summary line. A line
+/// with the prefix whose JSON does not parse, or lacks the check counts,
+/// is an error: the kernel and this parser disagree.
+pub fn parse_summary(line: &str) -> Option<Result<Value, String>> {
+    let document = line.trim_end().strip_prefix(SUMMARY_PREFIX)?;
+    let parsed = serde_json::from_str::<Value>(document)
+        .map_err(|error| format!("the kernel's summary line is not JSON ({error})"))
+        .and_then(|value| {
+            let counted = ["passed", "failed"]
+                .iter()
+                .all(|key| value["checks"][key].is_u64());
+            if counted {
+                Ok(value)
+            } else {
+                Err("the kernel's summary line has no check counts".to_owned())
+            }
+        });
+    Some(parsed)
+}
+
+/// Whether `line` is the kernel reporting an exception or a panic.
+pub fn is_fault_line(line: &str) -> bool {
+    FAULT_PREFIXES.iter().any(|prefix| line.starts_with(prefix))
+}
+
+/// Everything known about one run.
+#[derive(Debug)]
+pub struct RunReport {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// QEMU's exit status, if it exited.
+    pub status: Option<i32>,
+    /// How QEMU was run.
+    pub config: QemuConfig,
+    /// Building the kernel, when `hotkern boot` built it.
+    pub build: Option<Duration>,
+    /// From starting QEMU to the kernel's first console line.
+    pub first_line: Option<Duration>,
+    /// From starting QEMU to its exit.
+    pub total: Duration,
+    /// Console lines seen.
+    pub lines: usize,
+    /// The last console line (where the kernel got to).
+    pub last_line: Option<String>,
+    /// The exception or panic line, if the kernel printed one.
+    pub fault: Option<String>,
+    /// The kernel's summary document.
+    pub summary: Option<Value>,
+    /// A summary line that did not parse.
+    pub summary_error: Option<String>,
+    /// What QEMU wrote on its standard error.
+    pub qemu_stderr: String,
+}
+
+fn seconds(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1e6).round() / 1e6
+}
+
+impl RunReport {
+    /// One JSON document.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "outcome": self.outcome.name(),
+            "message": self.outcome.to_string(),
+            "qemu_status": self.status,
+            "accel": if self.config.kvm { "kvm" } else { "tcg" },
+            "cpus": self.config.cpus,
+            "memory_mib": self.config.memory_mib,
+            "firmware": self.config.firmware.as_ref().map(|path| path.display().to_string()),
+            "append": self.config.append,
+            "host": {
+                "build_s": self.build.map(seconds),
+                "first_line_s": self.first_line.map(seconds),
+                "total_s": seconds(self.total),
+            },
+            "console_lines": self.lines,
+            "last_line": self.last_line,
+            "fault": self.fault,
+            "summary_error": self.summary_error,
+            "guest": self.summary,
+        })
+    }
+
+    /// One line on why the run failed: the kernel's fault line, else the
+    /// checks that failed, else where the console stopped.
+    pub fn failure_message(&self) -> String {
+        let outcome = &self.outcome;
+        let failures: Vec<&str> = self
+            .summary
+            .as_ref()
+            .and_then(|summary| summary["checks"]["failures"].as_array())
+            .map(|names| names.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        match (&self.fault, &self.last_line) {
+            (Some(fault), _) => format!("{outcome}: {}", fault.trim_start_matches("hotkern: ")),
+            _ if !failures.is_empty() => format!("{outcome}: {}", failures.join("; ")),
+            (None, Some(last)) => format!("{outcome} (last console line: {last})"),
+            (None, None) => format!("{outcome} (no console output)"),
+        }
+    }
+
+    /// A readable table.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let mut row = |name: &str, value: String| out.push_str(&format!("  {name:<14} {value}\n"));
+        let config = &self.config;
+        let firmware = match &config.firmware {
+            Some(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |name| name.to_string_lossy().into_owned(),
+            ),
+            None => "QEMU's default firmware".to_owned(),
+        };
+        row(
+            "machine",
+            format!(
+                "QEMU {}, {} vCPU{}, {} MiB, {firmware}",
+                if config.kvm { "KVM" } else { "TCG" },
+                config.cpus,
+                if config.cpus == 1 { "" } else { "s" },
+                config.memory_mib
+            ),
+        );
+        if let Some(build) = self.build {
+            row(
+                "build",
+                format!("{:.3} s (cargo, release)", build.as_secs_f64()),
+            );
+        }
+        row(
+            "console",
+            match self.first_line {
+                Some(first) => format!(
+                    "first line {:.3} s after QEMU started, {} lines",
+                    first.as_secs_f64(),
+                    self.lines
+                ),
+                None => "no output".to_owned(),
+            },
+        );
+        row(
+            "run",
+            format!(
+                "{:.3} s from QEMU start to exit{}",
+                self.total.as_secs_f64(),
+                self.status
+                    .map_or_else(String::new, |status| format!(" (status {status})"))
+            ),
+        );
+        if let Some(summary) = &self.summary {
+            guest_rows(summary, &mut row);
+        }
+        if let Some(error) = &self.summary_error {
+            row("summary", error.clone());
+        }
+        if let Some(fault) = &self.fault {
+            row("fault", fault.clone());
+        }
+        if !self.outcome.is_success() {
+            if let Some(last) = self.last_line.as_ref().filter(|_| self.summary.is_none()) {
+                row("last line", last.clone());
+            }
+            let stderr = self.qemu_stderr.trim();
+            if !stderr.is_empty() {
+                row(
+                    "QEMU said",
+                    stderr.lines().take(5).collect::<Vec<_>>().join(" / "),
+                );
+            }
+        }
+        format!("hotkern boot: {}\n{out}", self.outcome)
+    }
+}
+
+/// Bytes as MiB or KiB, whichever reads better.
+fn size(bytes: u64) -> String {
+    if bytes >= 4 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// The kernel's own figures, as table rows.
+fn guest_rows(summary: &Value, row: &mut impl FnMut(&str, String)) {
+    let number = |path: &[&str]| {
+        path.iter()
+            .try_fold(summary, |value, key| value.get(key))
+            .and_then(Value::as_u64)
+    };
+    let millis = |micros: u64| format!("{:.1} ms", micros as f64 / 1000.0);
+    if let Some(boot_us) = number(&["boot_us"]) {
+        let tsc = number(&["tsc_mhz"]).map_or_else(String::new, |mhz| format!(" (TSC {mhz} MHz)"));
+        row(
+            "kernel",
+            format!(
+                "{} from its first instruction to the summary{tsc}",
+                millis(boot_us)
+            ),
+        );
+        let phases: Vec<String> = ["physload", "heap", "init_pages", "checks"]
+            .iter()
+            .filter_map(|phase| {
+                number(&["phases_us", phase]).map(|us| format!("{phase} {}", millis(us)))
+            })
+            .collect();
+        if !phases.is_empty() {
+            row("", phases.join(", "));
+        }
+    }
+    if let (Some(frames), Some(segments)) = (
+        number(&["memory", "frames"]),
+        number(&["memory", "segments"]),
+    ) {
+        row(
+            "physmem",
+            format!(
+                "{} in {segments} segment{} ({frames} frames) of {} RAM; kernel {}",
+                size(frames * 4096),
+                if segments == 1 { "" } else { "s" },
+                size(number(&["memory", "ram_bytes"]).unwrap_or(0)),
+                size(number(&["memory", "kernel_bytes"]).unwrap_or(0)),
+            ),
+        );
+    }
+    if let Some(heap) = number(&["memory", "heap_bytes"]) {
+        row(
+            "heap",
+            format!(
+                "{} on frames from physmem; {} in use, peak {}; {}-byte page descriptors",
+                size(heap),
+                size(number(&["memory", "heap_used_bytes"]).unwrap_or(0)),
+                size(number(&["memory", "heap_peak_bytes"]).unwrap_or(0)),
+                number(&["memory", "page_descriptor_bytes"]).unwrap_or(0),
+            ),
+        );
+    }
+    let cpus = number(&["cpus"]).unwrap_or(0);
+    let hypervisor = summary["hypervisor"].as_str().unwrap_or("none");
+    row(
+        "cpus",
+        format!("{cpus} running the kernel; hypervisor {hypervisor}"),
+    );
+    row(
+        "checks",
+        format!(
+            "{} passed, {} failed, {} skipped",
+            number(&["checks", "passed"]).unwrap_or(0),
+            number(&["checks", "failed"]).unwrap_or(0),
+            number(&["checks", "skipped"]).unwrap_or(0),
+        ),
+    );
+    if let Some(failures) = summary["checks"]["failures"].as_array() {
+        for failure in failures.iter().filter_map(Value::as_str) {
+            row("  failed", failure.to_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    const LINE: &str = "hotkern: summary {\"kernel\":\"hotkern-kernel 0.1.0\",\"cpus\":1,\
+        \"hypervisor\":\"TCGTCGTCGTCG\",\"cmdline\":\"\",\"memory\":{\"ram_bytes\":133820416,\
+        \"segments\":1,\"frames\":31726,\"managed_bytes\":129949696,\"kernel_bytes\":471040,\
+        \"heap_bytes\":2748416,\"heap_used_bytes\":520464,\"heap_peak_bytes\":658056,\
+        \"page_descriptor_bytes\":16,\"segments_now\":3},\"checks\":{\"passed\":22,\"failed\":0,\
+        \"skipped\":0,\"failures\":[]},\"breakpoints\":1,\"tsc_mhz\":2596,\"boot_us\":108469,\
+        \"phases_us\":{\"physload\":315,\"heap\":645,\"init_pages\":6118,\"checks\":87928}}\r";
+
+    fn report(outcome: Outcome, summary: Option<Value>) -> RunReport {
+        RunReport {
+            outcome,
+            status: Some(33),
+            config: QemuConfig {
+                kernel: PathBuf::from("k"),
+                firmware: Some(PathBuf::from("/usr/share/qemu/qboot.rom")),
+                cpus: 1,
+                memory_mib: 128,
+                kvm: false,
+                append: String::new(),
+            },
+            build: None,
+            first_line: Some(Duration::from_millis(52)),
+            total: Duration::from_millis(431),
+            lines: 34,
+            last_line: Some("hotkern: check ok   x".into()),
+            fault: None,
+            summary,
+            summary_error: None,
+            qemu_stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn summary_line_parses_with_its_carriage_return() {
+        let summary = parse_summary(LINE).unwrap().unwrap();
+        assert_eq!(summary["checks"]["passed"], 22);
+        assert_eq!(summary["memory"]["frames"], 31726);
+        assert_eq!(summary["hypervisor"], "TCGTCGTCGTCG");
+    }
+
+    #[test]
+    fn other_lines_are_not_summaries_and_bad_ones_are_errors() {
+        assert!(parse_summary("hotkern: check ok   x").is_none());
+        assert!(parse_summary(" hotkern: summary {}").is_none());
+        let garbled = parse_summary("hotkern: summary {\"checks\":").unwrap();
+        assert!(garbled.unwrap_err().contains("not JSON"));
+        let uncounted = parse_summary("hotkern: summary {\"checks\":{}}").unwrap();
+        assert!(uncounted.unwrap_err().contains("no check counts"));
+    }
+
+    #[test]
+    fn fault_lines_are_recognised() {
+        assert!(is_fault_line(
+            "hotkern: exception 14 #PF (page fault) on cpu 0: ..."
+        ));
+        assert!(is_fault_line(
+            "hotkern: panic on cpu 0 at src/main.rs:1:1: boom"
+        ));
+        assert!(!is_fault_line("hotkern: check ok   panic-free"));
+    }
+
+    #[test]
+    fn json_document_carries_outcome_host_and_guest() {
+        let summary = parse_summary(LINE).unwrap().unwrap();
+        let document = report(Outcome::Success, Some(summary)).to_json();
+        assert_eq!(document["outcome"], "success");
+        assert_eq!(document["qemu_status"], 33);
+        assert_eq!(document["accel"], "tcg");
+        assert_eq!(document["host"]["first_line_s"], 0.052);
+        assert_eq!(document["guest"]["checks"]["failed"], 0);
+        assert!(document["host"]["build_s"].is_null());
+    }
+
+    #[test]
+    fn table_shows_the_kernel_figures() {
+        let summary = parse_summary(LINE).unwrap().unwrap();
+        let table = report(Outcome::Success, Some(summary)).to_table();
+        assert!(table.starts_with("hotkern boot: the kernel booted and passed all its checks\n"));
+        assert!(table.contains("QEMU TCG, 1 vCPU, 128 MiB, qboot.rom"));
+        assert!(table.contains("first line 0.052 s after QEMU started, 34 lines"));
+        assert!(table.contains("108.5 ms from its first instruction to the summary (TSC 2596 MHz)"));
+        assert!(table.contains("init_pages 6.1 ms"));
+        assert!(table.contains("123 MiB in 1 segment (31726 frames) of 127 MiB RAM"));
+        assert!(table.contains("22 passed, 0 failed, 0 skipped"));
+        assert!(!table.contains("last line"));
+    }
+
+    #[test]
+    fn table_of_a_failed_run_says_where_the_kernel_got_to() {
+        let mut failed = report(Outcome::Timeout, None);
+        failed.status = None;
+        failed.qemu_stderr = "qemu-system-x86_64: terminating on signal 9\n".into();
+        let table = failed.to_table();
+        assert!(table.contains("did not finish in time"));
+        assert!(table.contains("last line      hotkern: check ok   x"));
+        assert!(table.contains("QEMU said      qemu-system-x86_64: terminating"));
+        assert!(table.contains("from QEMU start to exit\n"));
+    }
+
+    #[test]
+    fn failure_message_names_the_fault_the_checks_or_the_last_line() {
+        let mut run = report(Outcome::Exception, None);
+        run.fault = Some("hotkern: exception 14 #PF (page fault) on cpu 0".into());
+        assert_eq!(
+            run.failure_message(),
+            "the kernel stopped on a CPU exception: exception 14 #PF (page fault) on cpu 0"
+        );
+        let failing = LINE.replace("\"failures\":[]", "\"failures\":[\"a\",\"b\"]");
+        let run = report(Outcome::ChecksFailed, parse_summary(&failing).unwrap().ok());
+        assert!(run
+            .failure_message()
+            .ends_with("some of its checks failed: a; b"));
+        assert!(!run.to_table().contains("last line"));
+        let run = report(Outcome::Timeout, None);
+        assert!(run
+            .failure_message()
+            .ends_with("(last console line: hotkern: check ok   x)"));
+        let mut silent = report(Outcome::Reset, None);
+        silent.last_line = None;
+        assert!(silent.failure_message().ends_with("(no console output)"));
+    }
+}
