@@ -25,6 +25,9 @@ const PIT_CHANNEL2: u16 = 0x42;
 const PIT_COMMAND: u16 = 0x43;
 /// Tries per reading; the tightest one is kept.
 const TRIES: usize = 5;
+/// Measurements before giving up (each fails only if the vCPU was away for
+/// most of 55 ms, or the PIT does not count).
+const ATTEMPTS: usize = 4;
 /// Polls of the counter before giving up on a PIT that does not count.
 const MAX_POLLS: u32 = 10_000_000;
 
@@ -79,16 +82,24 @@ unsafe fn read_best() -> Reading {
 }
 
 /// Measures the TSC's frequency; returns it in Hz, or `None` if the PIT did
-/// not count (then [`micros_since`] reports nothing).
+/// not count in [`ATTEMPTS`] tries (then [`micros_since`] reports nothing).
 pub fn calibrate() -> Option<u64> {
+    let hz = (0..ATTEMPTS).find_map(|_| measure())?;
+    TSC_HZ.store(hz, Ordering::Relaxed);
+    Some(hz)
+}
+
+/// One measurement, or `None` if the count did not move as it should.
+fn measure() -> Option<u64> {
     // SAFETY: ports 0x42, 0x43 and 0x61 are the PC's PIT channel 2 and its
     // gate; the kernel uses channel 2 only here, and restores port 0x61.
-    let (start, end) = unsafe {
+    let (start, end, wrapped) = unsafe {
         let saved = inb(PORT_B);
         // Gate on, speaker off.
         outb(PORT_B, (saved & !0x02) | 0x01);
         // Channel 2, low byte then high byte, mode 0, binary, from 0xffff:
-        // 55 ms before it wraps, far more than the 10 ms measured.
+        // 55 ms before the count passes zero, far more than the 10 ms
+        // measured unless the vCPU is away most of that time.
         outb(PIT_COMMAND, 0b1011_0000);
         outb(PIT_CHANNEL2, 0xff);
         outb(PIT_CHANNEL2, 0xff);
@@ -100,18 +111,17 @@ pub fn calibrate() -> Option<u64> {
             polls += 1;
         }
         let end = read_best();
+        // In mode 0 the output rises when the count passes zero and stays
+        // up: then the count wrapped and the difference means nothing.
+        let wrapped = inb(PORT_B) & 0x20 != 0;
         outb(PORT_B, saved);
-        (start, end)
+        (start, end, wrapped)
     };
     let ticks = u64::from(start.count.wrapping_sub(end.count));
-    // A count that did not move, or moved so far it may have wrapped (the
-    // vCPU was away for most of 55 ms), gives no figure.
-    if !(PIT_TICKS..PIT_TICKS * 4).contains(&ticks) || end.tsc <= start.tsc {
+    if wrapped || ticks < PIT_TICKS || end.tsc <= start.tsc {
         return None;
     }
-    let hz = (u128::from(end.tsc - start.tsc) * u128::from(PIT_HZ) / u128::from(ticks)) as u64;
-    TSC_HZ.store(hz, Ordering::Relaxed);
-    Some(hz)
+    Some((u128::from(end.tsc - start.tsc) * u128::from(PIT_HZ) / u128::from(ticks)) as u64)
 }
 
 /// Microseconds from TSC value `since` to now, once calibrated.
