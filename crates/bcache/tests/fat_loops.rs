@@ -10,51 +10,51 @@ use common::fat::{build, entry, with_volume, Fat, CLUSTER, TYPES};
 use common::{pattern, SharedDisk};
 use hotkern_bcache::{BlockCache, CacheKind, DirEntry, FatError, FatType, FatVolume};
 
-/// Links chain index `from` back to chain index `to` (`to <= from`), for
-/// every pair in a 16-cluster file: the file repeats a cluster unless the
-/// link is its last cluster's, and only then may the read succeed.
-#[test]
-fn every_backward_link_in_a_file_is_a_loop_unless_past_its_size() {
-    let data = pattern(16 * CLUSTER - 100, 1);
-    for fat_type in TYPES {
-        let (mut image, fat) = build(fat_type, &[("f.bin", &data)]);
-        let first = entry(&image, "f.bin").first_cluster;
-        let chain = fat.chain(&image, first);
-        assert_eq!(chain.len(), 16);
-        for from in 0..chain.len() {
-            let link = fat.get(&image, chain[from]);
-            for to in 0..=from {
-                fat.set(&mut image, chain[from], chain[to]);
-                with_volume(&image, |volume| {
-                    let file = volume.lookup("f.bin").unwrap();
-                    let mut out = vec![7u8; 3];
-                    let read = volume.read_entry(&file, CLUSTER, &mut out);
-                    let expected = if from + 1 < chain.len() {
-                        Err(FatError::ChainLoops {
-                            first_cluster: first,
-                        })
-                    } else {
-                        // The loop starts after the file's last cluster.
-                        Ok(())
-                    };
-                    assert_eq!(read, expected, "{fat_type:?}: {from} -> {to}");
-                    if read.is_ok() {
-                        assert!(out == data, "{fat_type:?}: {from} -> {to}");
-                    } else {
-                        assert!(out.is_empty(), "no partial file is left behind");
-                    }
-                    // Following the whole chain always meets the loop.
-                    assert_eq!(
-                        volume.fragments(&file),
-                        Err(FatError::ChainLoops {
-                            first_cluster: first
-                        })
-                    );
-                    assert_eq!(volume.walk("/", 100, |_, _| {}).map(|_| ()), expected);
-                });
-            }
-            fat.set(&mut image, chain[from], link);
-        }
+/// A volume holding `files` over a disk the test patches between reads:
+/// no cache, so every read sees the patched FAT, and every read of the
+/// reader is one request. Patching in place spares a copy of the image
+/// (40 MiB for FAT32) per case.
+fn patched_volume(
+    fat_type: FatType,
+    files: &[(&str, &[u8])],
+    case: impl FnOnce(&mut FatVolume<'_, dyn BlockCache + '_>, &Patcher),
+) {
+    let (image, fat) = build(fat_type, files);
+    let disk = SharedDisk::from_bytes(image, 512, 128);
+    let mut cache = CacheKind::None.build(disk.clone(), 0);
+    let mut volume = FatVolume::mount(&mut *cache).unwrap();
+    case(&mut volume, &Patcher { fat, disk });
+}
+
+/// Reads and rewrites the FAT of a [`patched_volume`].
+struct Patcher {
+    fat: Fat,
+    disk: SharedDisk,
+}
+
+impl Patcher {
+    /// The chain of the file at `path`, found by hand.
+    fn chain(&self, path: &str) -> Vec<u32> {
+        let image = self.disk.bytes.borrow();
+        self.fat.chain(&image, entry(&image, path).first_cluster)
+    }
+
+    fn get(&self, cluster: u32) -> u32 {
+        self.fat.get(&self.disk.bytes.borrow(), cluster)
+    }
+
+    fn set(&self, cluster: u32, value: u32) {
+        self.fat
+            .set(&mut self.disk.bytes.borrow_mut(), cluster, value);
+    }
+
+    /// Runs `case` with `cluster` linked to `value`, then restores the link.
+    fn with_link<T>(&self, cluster: u32, value: u32, case: impl FnOnce() -> T) -> T {
+        let link = self.get(cluster);
+        self.set(cluster, value);
+        let result = case();
+        self.set(cluster, link);
+        result
     }
 }
 
@@ -115,48 +115,48 @@ fn a_long_loop_closing_near_the_end_of_the_file_is_found() {
 #[test]
 fn a_six_cluster_file_whose_fifth_cluster_links_back_is_a_loop() {
     let data = pattern(6 * CLUSTER, 7);
+    let files: [(&str, &[u8]); 2] = [("f.bin", &data), ("spare.bin", &[1; 2 * CLUSTER])];
     for fat_type in TYPES {
-        let (image, fat) = build(
-            fat_type,
-            &[("f.bin", &data), ("spare.bin", &[1; 2 * CLUSTER])],
-        );
-        let first = entry(&image, "f.bin").first_cluster;
-        let chain = fat.chain(&image, first);
-        assert_eq!(chain.len(), 6);
-        let loops = Err(FatError::ChainLoops {
-            first_cluster: first,
-        });
-        for (from, to) in [(4, 0), (4, 1), (4, 2), (4, 3), (4, 4), (3, 0), (3, 3)] {
-            let mut looped = image.clone();
-            fat.set(&mut looped, chain[from], chain[to]);
-            with_volume(&looped, |volume| {
-                let at = format!("{fat_type:?}: {from} -> {to}");
-                assert_eq!(
-                    volume.read_file("f.bin", CLUSTER).map(|_| ()),
-                    loops,
-                    "{at}"
-                );
-                assert_eq!(volume.read_file("f.bin", 100).map(|_| ()), loops, "{at}");
-                let file = volume.lookup("f.bin").unwrap();
-                assert_eq!(volume.fragments(&file).map(|_| ()), loops, "{at}");
-                assert_eq!(volume.walk("/", 512, |_, _| {}).map(|_| ()), loops, "{at}");
+        patched_volume(fat_type, &files, |volume, fat| {
+            let chain = fat.chain("f.bin");
+            assert_eq!(chain.len(), 6);
+            let file = volume.lookup("f.bin").unwrap();
+            let loops = Err(FatError::ChainLoops {
+                first_cluster: chain[0],
             });
-        }
-        // A loop longer than the file: its last cluster runs on into the
-        // spare file's two clusters and back to its first. The file's six
-        // clusters are distinct, so it reads whole; only following the
-        // whole chain meets the loop.
-        let spare = fat.chain(&image, entry(&image, "spare.bin").first_cluster);
-        let mut long = image.clone();
-        fat.set(&mut long, chain[5], spare[0]);
-        fat.set(&mut long, spare[1], chain[0]);
-        with_volume(&long, |volume| {
+            for (from, to) in [(4, 0), (4, 1), (4, 2), (4, 3), (4, 4), (3, 0), (3, 3)] {
+                fat.with_link(chain[from], chain[to], || {
+                    let at = format!("{fat_type:?}: {from} -> {to}");
+                    assert_eq!(
+                        volume.read_file("f.bin", CLUSTER).map(|_| ()),
+                        loops,
+                        "{at}"
+                    );
+                    assert_eq!(volume.read_file("f.bin", 100).map(|_| ()), loops, "{at}");
+                    assert_eq!(volume.fragments(&file).map(|_| ()), loops, "{at}");
+                    assert_eq!(volume.walk("/", 512, |_, _| {}).map(|_| ()), loops, "{at}");
+                });
+            }
+            // A loop longer than the file: its last cluster runs on into the
+            // spare file's two clusters and back to its first. The file's six
+            // clusters are distinct, so it reads whole; only following the
+            // whole chain meets the loop.
+            let spare = fat.chain("spare.bin");
+            fat.with_link(chain[5], spare[0], || {
+                fat.with_link(spare[1], chain[0], || {
+                    assert!(
+                        volume.read_file("f.bin", CLUSTER).unwrap() == data,
+                        "{fat_type:?}"
+                    );
+                    assert_eq!(volume.fragments(&file).map(|_| ()), loops, "{fat_type:?}");
+                });
+            });
+            // Unpatched, the file reads whole and its chain ends.
             assert!(
                 volume.read_file("f.bin", CLUSTER).unwrap() == data,
                 "{fat_type:?}"
             );
-            let file = volume.lookup("f.bin").unwrap();
-            assert_eq!(volume.fragments(&file).map(|_| ()), loops, "{fat_type:?}");
+            assert_eq!(volume.fragments(&file), Ok(1), "{fat_type:?}");
         });
     }
 }
@@ -164,73 +164,73 @@ fn a_six_cluster_file_whose_fifth_cluster_links_back_is_a_loop() {
 /// Clusters in the chain of the file the sweeps below patch.
 const CHAIN: usize = 24;
 
-/// A volume over a disk the test patches between reads: no cache, so every
-/// read sees the patched FAT, and every read of the reader is one request.
-fn sweep(
-    fat_type: FatType,
-    data: &[u8],
-    mut case: impl FnMut(&mut FatVolume<'_, dyn BlockCache + '_>, &Fat, &SharedDisk, &DirEntry, &[u32]),
-) {
-    let (image, fat) = build(fat_type, &[("f.bin", data)]);
-    let file = entry(&image, "f.bin");
-    let chain = fat.chain(&image, file.first_cluster);
-    assert_eq!(chain.len(), CHAIN);
-    let disk = SharedDisk::from_bytes(image, 512, 128);
-    let mut cache = CacheKind::None.build(disk.clone(), 0);
-    let mut volume = FatVolume::mount(&mut *cache).unwrap();
-    case(&mut volume, &fat, &disk, &file, &chain);
-}
-
 /// Every link from chain index `from` back to index `to`, read as files of
 /// every length from 1 to 24 clusters (the size given by the directory
 /// entry handed to the reader): the reader must call it a loop exactly
 /// when the file's clusters — the first `clusters` of the walk — repeat,
 /// as a plain set of visited indices says, and must otherwise return the
-/// file's bytes. Loops that close before the file's end, right at it, and
-/// long after it (a cycle longer than the file, through clusters that are
-/// not the file's) are all covered.
+/// file's bytes, leaving nothing behind on error. Loops that close before
+/// the file's end, right at it, and long after it (a cycle longer than the
+/// file, through clusters that are not the file's) are all covered.
+/// Following the whole chain (`fragments`) always meets the loop, and a
+/// walk of the volume fails exactly when the file at its own size does.
 #[test]
 fn every_link_back_is_a_loop_exactly_when_the_files_own_clusters_repeat() {
     let data = pattern(CHAIN * CLUSTER, 8);
     let (mut loops, mut whole, mut cycle_longer_than_file) = (0u32, 0u32, 0u32);
     for fat_type in TYPES {
-        sweep(fat_type, &data, |volume, fat, disk, file, chain| {
-            let mut out = Vec::new();
+        patched_volume(fat_type, &[("f.bin", &data)], |volume, fat| {
+            let file = volume.lookup("f.bin").unwrap();
+            let chain = fat.chain("f.bin");
+            assert_eq!(chain.len(), CHAIN);
+            let looped = Err(FatError::ChainLoops {
+                first_cluster: file.first_cluster,
+            });
+            let mut out = vec![7u8; 3];
             for from in 0..CHAIN {
-                let link = fat.get(&disk.bytes.borrow(), chain[from]);
                 for to in 0..=from {
-                    fat.set(&mut disk.bytes.borrow_mut(), chain[from], chain[to]);
-                    let cycle = from + 1 - to;
-                    for clusters in 1..=CHAIN {
-                        // Mostly short of whole clusters: the last is partial.
-                        let size = clusters * CLUSTER - clusters % 4 * 100;
-                        let walk =
-                            (0..clusters)
-                                .map(|i| if i <= from { i } else { to + (i - to) % cycle });
-                        let repeats = walk.collect::<HashSet<_>>().len() < clusters;
-                        let sized = DirEntry {
-                            size: size as u32,
-                            ..file.clone()
-                        };
-                        let read = volume.read_entry(&sized, CLUSTER, &mut out);
-                        let at = format!("{fat_type:?}: {from} -> {to}, {clusters} clusters");
-                        if repeats {
-                            loops += 1;
-                            let expected = FatError::ChainLoops {
-                                first_cluster: file.first_cluster,
+                    fat.with_link(chain[from], chain[to], || {
+                        let cycle = from + 1 - to;
+                        for clusters in 1..=CHAIN {
+                            // Mostly short of whole clusters: the last is partial.
+                            let size = clusters * CLUSTER - clusters % 4 * 100;
+                            let walk = (0..clusters).map(|i| {
+                                if i <= from {
+                                    i
+                                } else {
+                                    to + (i - to) % cycle
+                                }
+                            });
+                            let repeats = walk.collect::<HashSet<_>>().len() < clusters;
+                            let sized = DirEntry {
+                                size: size as u32,
+                                ..file.clone()
                             };
-                            assert_eq!(read, Err(expected), "{at}");
-                            assert!(out.is_empty(), "{at}");
-                        } else {
-                            whole += 1;
-                            cycle_longer_than_file += u32::from(cycle > clusters);
-                            assert_eq!(read, Ok(()), "{at}");
-                            // No repeat: the walk so far is indices 0, 1, 2, …
-                            assert!(out == data[..size], "{at}");
+                            let read = volume.read_entry(&sized, CLUSTER, &mut out);
+                            let at = format!("{fat_type:?}: {from} -> {to}, {clusters} clusters");
+                            if repeats {
+                                loops += 1;
+                                assert_eq!(read, looped, "{at}");
+                                assert!(out.is_empty(), "{at}: no partial file is left behind");
+                            } else {
+                                whole += 1;
+                                cycle_longer_than_file += u32::from(cycle > clusters);
+                                assert_eq!(read, Ok(()), "{at}");
+                                // No repeat: the walk so far is indices 0, 1, 2, …
+                                assert!(out == data[..size], "{at}");
+                            }
                         }
-                    }
+                        let at = format!("{fat_type:?}: {from} -> {to}");
+                        assert_eq!(volume.fragments(&file).map(|_| ()), looped, "{at}");
+                        let walked = volume.walk("/", 100, |_, _| {}).map(|_| ());
+                        let expected = if from + 1 < CHAIN {
+                            looped.clone()
+                        } else {
+                            Ok(())
+                        };
+                        assert_eq!(walked, expected, "{at}");
+                    });
                 }
-                fat.set(&mut disk.bytes.borrow_mut(), chain[from], link);
             }
         });
     }
@@ -260,7 +260,9 @@ fn every_link_back_is_a_loop_exactly_when_the_files_own_clusters_repeat() {
 #[test]
 fn links_past_the_size_are_followed_no_further_than_ruling_out_a_loop_needs() {
     let data = pattern(CHAIN * CLUSTER, 9);
-    sweep(FatType::Fat16, &data, |volume, fat, disk, file, chain| {
+    patched_volume(FatType::Fat16, &[("f.bin", &data)], |volume, fat| {
+        let file = volume.lookup("f.bin").unwrap();
+        let chain = fat.chain("f.bin");
         let mut out = Vec::new();
         let mut lookups_for = |volume: &mut FatVolume<'_, dyn BlockCache + '_>, clusters: usize| {
             let sized = DirEntry {
@@ -278,23 +280,12 @@ fn links_past_the_size_are_followed_no_further_than_ruling_out_a_loop_needs() {
             // the last index and then the end mark stored there.
             let deepest = (3 * clusters - 1).min(CHAIN - 1);
             let end_mark = u64::from(3 * clusters - 1 > CHAIN - 1);
-            assert_eq!(
-                lookups_for(volume, clusters),
-                deepest as u64 + end_mark,
-                "{clusters} clusters"
-            );
-            let link = fat.get(&disk.bytes.borrow(), chain[clusters - 1]);
-            fat.set(
-                &mut disk.bytes.borrow_mut(),
-                chain[clusters - 1],
-                fat.end_of_chain(),
-            );
-            assert_eq!(
-                lookups_for(volume, clusters),
-                clusters as u64,
-                "{clusters} clusters, ended"
-            );
-            fat.set(&mut disk.bytes.borrow_mut(), chain[clusters - 1], link);
+            let lookups = lookups_for(volume, clusters);
+            assert_eq!(lookups, deepest as u64 + end_mark, "{clusters} clusters");
+            let ended = fat.with_link(chain[clusters - 1], fat.fat.end_of_chain(), || {
+                lookups_for(volume, clusters)
+            });
+            assert_eq!(ended, clusters as u64, "{clusters} clusters, ended");
         }
     });
 }
