@@ -376,6 +376,13 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
 
+    /// Waits for a state another thread reaches, whatever the scheduling.
+    fn wait_until(mut reached: impl FnMut() -> bool) {
+        while !reached() {
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn grace_period_waits_for_a_busy_cpu_and_ignores_untracked_ones() {
         let doorbells = Arc::new(Doorbells::new(2));
@@ -387,8 +394,15 @@ mod tests {
             let rcu = Arc::clone(&rcu);
             std::thread::spawn(move || rcu.synchronize())
         };
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        assert!(!waiter.is_finished());
+        // Until the grace-period thread has taken its snapshot and waits
+        // for CPU 0; a grace period that ends without doing so is the bug.
+        wait_until(|| {
+            assert!(
+                !waiter.is_finished(),
+                "the grace period ended without waiting for busy CPU 0"
+            );
+            rcu.cpus[0].wanted.load(Ordering::SeqCst)
+        });
         assert_eq!(rcu.completed(), 0);
         rcu.quiescent(0);
         waiter.join().unwrap();
@@ -414,11 +428,16 @@ mod tests {
         assert!(rcu.free_data(1));
         assert!(!rcu.has_data(1));
         assert!(rcu.call(1, Callback::Internal(Box::new(|| {}))).is_err());
-        // End the grace period: CPU 0 passes a quiescent state.
-        while !rcu.has_ready(0) {
-            rcu.quiescent(0);
-            std::thread::yield_now();
-        }
+        // End the grace period: once the grace-period thread waits for
+        // CPU 0, one quiescent state of CPU 0 is enough. A callback ready
+        // before then had a grace period that never waited for CPU 0.
+        wait_until(|| rcu.cpus[0].wanted.load(Ordering::SeqCst) || rcu.has_ready(0));
+        assert!(
+            !rcu.has_ready(0),
+            "ready before CPU 0 passed a quiescent state"
+        );
+        rcu.quiescent(0);
+        wait_until(|| rcu.has_ready(0));
         for callback in rcu.take_ready(0) {
             if let Callback::Internal(run) = callback {
                 run();

@@ -195,36 +195,47 @@ mod tests {
     fn nobody_runs_while_a_target_runs_its_part() {
         let stop = Arc::new(StopMachine::default());
         let quit = Arc::new(AtomicBool::new(false));
-        let outside = Arc::new(AtomicU64::new(0));
+        let early = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
         for cpu in 0..4 {
-            let (stop, quit, outside) =
-                (Arc::clone(&stop), Arc::clone(&quit), Arc::clone(&outside));
+            let (stop, quit, early) = (Arc::clone(&stop), Arc::clone(&quit), Arc::clone(&early));
             threads.push(std::thread::spawn(move || {
                 let seen = AtomicU64::new(0);
                 while !quit.load(Ordering::SeqCst) {
-                    stop.poll(cpu, &seen);
-                    // "Normal work": counted whenever a thread is outside.
-                    outside.fetch_add(1, Ordering::SeqCst);
+                    if stop.poll(cpu, &seen) {
+                        // Back to "normal work": every target of the
+                        // stop-machine it joined must have finished.
+                        let state = stop.state.lock();
+                        if state.generation == seen.load(Ordering::SeqCst)
+                            && state.finished != state.targets
+                        {
+                            early.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
                     std::thread::yield_now();
                 }
             }));
         }
-        let broken = AtomicU64::new(0);
-        let ran = AtomicU64::new(0);
+        let (ran, unstopped) = (AtomicU64::new(0), AtomicU64::new(0));
         for round in 0..20 {
             let target = round % 4;
+            let everyone = CpuSet::range(0, 4);
             stop.run(
-                CpuSet::range(0, 4),
+                everyone,
                 CpuSet::single(cpu_id(target)),
                 &|cpu| {
                     assert_eq!(cpu.index(), target);
-                    let before = outside.load(Ordering::SeqCst);
+                    // Every participant stopped before any target runs (a
+                    // count, not an assert: a panic here would leave `run`
+                    // waiting for this target forever).
+                    if stop.state.lock().arrived != everyone {
+                        unstopped.fetch_add(1, Ordering::SeqCst);
+                    }
+                    // Whether a participant waits cannot be seen, only what
+                    // it does when it leaves: these yields give one that
+                    // leaves without waiting time to be caught above.
                     for _ in 0..50 {
                         std::thread::yield_now();
-                    }
-                    if outside.load(Ordering::SeqCst) != before {
-                        broken.fetch_add(1, Ordering::SeqCst);
                     }
                     ran.fetch_add(1, Ordering::SeqCst);
                 },
@@ -236,6 +247,15 @@ mod tests {
             thread.join().unwrap();
         }
         assert_eq!(ran.load(Ordering::SeqCst), 20);
-        assert_eq!(broken.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            unstopped.load(Ordering::SeqCst),
+            0,
+            "ran before all stopped"
+        );
+        assert_eq!(
+            early.load(Ordering::SeqCst),
+            0,
+            "left before the targets finished"
+        );
     }
 }
