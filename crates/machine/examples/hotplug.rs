@@ -61,6 +61,8 @@ fn main() -> Result<(), hotkern_machine::MachineError> {
             );
         }
         running.store(false, Ordering::Relaxed);
+        // Completion is signalled; the bound only ends the wait if an item
+        // was lost, which the tally printed next then shows.
         machine.wait_idle(Duration::from_secs(30));
         let broken = machine.check_invariants();
         let tasks = machine.tally(Item::Task);

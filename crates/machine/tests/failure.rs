@@ -3,7 +3,7 @@
 //! Rollback must leave the CPU and every subsystem exactly where it started,
 //! undoing what the operation did in exactly the reverse order.
 
-use std::time::Duration;
+mod common;
 
 use hotkern_machine::{
     Class, CpuId, CpuSet, Direction, Engine, Machine, MachineError, Section, StepCall, StepInfo,
@@ -236,7 +236,7 @@ fn every_step(engine: Engine) {
         tried += 1;
     }
     assert!(tried >= 12);
-    assert!(machine.wait_idle(Duration::from_secs(30)));
+    common::drain(&machine);
     let report = machine.shutdown();
     assert!(report.is_clean(), "{report:?}");
 }

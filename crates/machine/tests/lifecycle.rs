@@ -1,6 +1,8 @@
 //! A machine goes through offline and online operations with each engine,
 //! and every invariant holds afterwards.
 
+mod common;
+
 use std::time::Duration;
 
 use hotkern_machine::{
@@ -49,7 +51,7 @@ fn round_trip(engine: Engine) {
         machine.check_invariants()
     );
     machine.online_many(CpuSet::range(1, 4)).unwrap();
-    assert!(machine.wait_idle(Duration::from_secs(20)));
+    common::drain(&machine);
     let violations = machine.check_invariants();
     assert!(violations.is_empty(), "{violations:?}");
     // Every slice was traced in its CPU's ring buffer, or counted as overwritten.
@@ -180,7 +182,7 @@ fn a_panicking_task_is_reported_and_its_vcpu_carries_on() {
     let machine = Machine::builder().cpus(2).build().unwrap();
     let id = machine.submit(|_| panic!("task bug"));
     machine.submit(|_| TaskStatus::Done);
-    assert!(machine.wait_idle(Duration::from_secs(10)));
+    common::drain(&machine);
     assert_eq!(
         machine.check_invariants(),
         [hotkern_machine::Violation::Panicked { what: "task", id }]
@@ -226,7 +228,7 @@ fn sixty_four_oversubscribed_vcpus_go_down_and_up_in_bulk() {
         assert_eq!(machine.online_cpus(), CpuSet::single(CpuId(0)));
         machine.online_many(all_but_first).unwrap();
         assert_eq!(machine.online_cpus(), CpuSet::range(0, 64));
-        assert!(machine.wait_idle(Duration::from_secs(30)));
+        common::drain(&machine);
         let violations = machine.check_invariants();
         assert!(violations.is_empty(), "{engine:?}: {violations:?}");
         assert!(machine.shutdown().is_clean());

@@ -2,6 +2,8 @@
 //! thousands of tasks run, spawn tasks, queue work, arm timers and call RCU.
 //! Afterwards every item completed exactly once and every invariant holds.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -262,11 +264,7 @@ fn storm(engine: Engine, plan: &Storm) {
             "never refused {kind}: {refused:?}"
         );
     }
-    assert!(
-        machine.wait_idle(Duration::from_secs(60)),
-        "items still pending: {:?}",
-        [Item::Task, Item::Work, Item::Timer, Item::RcuCallback].map(|i| machine.tally(i))
-    );
+    common::drain(&machine);
     let violations = machine.check_invariants();
     assert!(violations.is_empty(), "{violations:?}");
     for item in [Item::Task, Item::Work, Item::Timer, Item::RcuCallback] {
