@@ -116,6 +116,20 @@ pub fn breakpoint() {
     unsafe { asm!("int3", options(nomem, nostack)) };
 }
 
+/// Masks every line of the two legacy 8259 PICs: the firmware leaves the
+/// PIT's IRQ 0 unmasked, and the kernel handles no legacy interrupt (it
+/// will take its interrupts through the local APIC), so none may arrive
+/// once interrupts are enabled.
+pub fn mask_legacy_pic() {
+    // SAFETY: ports 0x21 and 0xa1 are the PICs' interrupt mask registers on
+    // every PC; masking all lines only stops legacy interrupts, which the
+    // kernel does not handle.
+    unsafe {
+        outb(0x21, 0xff);
+        outb(0xa1, 0xff);
+    }
+}
+
 /// Stops the CPU for good: interrupts off, halt forever.
 pub fn halt_forever() -> ! {
     loop {

@@ -43,6 +43,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     unsafe { cpu::init(0) };
     idt::init();
     idt::load();
+    arch::mask_legacy_pic();
     // SAFETY: the address came from %ebx at the PVH entry, and nothing has
     // allocated memory yet.
     let info = match unsafe { pvh::StartInfo::read(u64::from(start_info)) } {
