@@ -36,6 +36,48 @@ fn stop_vcpu(gp: &GracePeriods, cpu: usize, stop: &AtomicBool) {
     gp.wake(cpu);
 }
 
+/// vCPU 0, tracked, runs `reader` and then idles until stopped, while the
+/// model's main thread, the updater, runs `updater`; a grace-period thread
+/// serves both. Both get the grace periods, the published version and the
+/// last version freed.
+fn reader_and_updater(
+    reader: fn(&GracePeriods, &AtomicUsize, &AtomicUsize),
+    updater: fn(&GracePeriods, &AtomicUsize, &AtomicUsize),
+) {
+    let gp = Arc::new(GracePeriods::new(1));
+    gp.track(0);
+    let version = Arc::new(AtomicUsize::new(0));
+    let freed = Arc::new(AtomicUsize::new(usize::MAX));
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let gp = Arc::clone(&gp);
+        loom::thread::spawn(move || gp.run_thread())
+    };
+    let vcpu = {
+        let (gp, version, freed, stop) = (
+            Arc::clone(&gp),
+            Arc::clone(&version),
+            Arc::clone(&freed),
+            Arc::clone(&stop),
+        );
+        loom::thread::spawn(move || {
+            reader(&gp, &version, &freed);
+            idle_until_stopped(&gp, 0, &stop);
+        })
+    };
+    updater(&gp, &version, &freed);
+    stop_vcpu(&gp, 0, &stop);
+    vcpu.join().unwrap();
+    gp.stop();
+    thread.join().unwrap();
+}
+
+/// A read-side section: whatever version it finds has not been freed.
+fn read(version: &AtomicUsize, freed: &AtomicUsize) {
+    let seen = version.load(SeqCst);
+    assert_ne!(freed.load(SeqCst), seen, "read a freed version");
+}
+
 /// RCU's guarantee: a version is freed only after a grace period that
 /// began after it was replaced, so a reader that found it never sees it
 /// freed. Two grace periods back to back exercise a request left over from
@@ -46,40 +88,21 @@ fn stop_vcpu(gp: &GracePeriods, cpu: usize, stop: &AtomicBool) {
 #[test]
 fn a_reader_never_sees_a_freed_version_and_grace_periods_end() {
     checker().check(|| {
-        let gp = Arc::new(GracePeriods::new(1));
-        gp.track(0);
-        let version = Arc::new(AtomicUsize::new(0));
-        let freed = Arc::new(AtomicUsize::new(usize::MAX));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let gp = Arc::clone(&gp);
-            loom::thread::spawn(move || gp.run_thread())
-        };
-        let reader = {
-            let (gp, version, freed, stop) = (
-                Arc::clone(&gp),
-                Arc::clone(&version),
-                Arc::clone(&freed),
-                Arc::clone(&stop),
-            );
-            loom::thread::spawn(move || {
+        reader_and_updater(
+            |gp, version, freed| {
                 for _ in 0..2 {
-                    let seen = version.load(SeqCst);
-                    assert_ne!(freed.load(SeqCst), seen, "read a freed version");
+                    read(version, freed);
                     gp.quiescent(0);
                 }
-                idle_until_stopped(&gp, 0, &stop);
-            })
-        };
-        for next in 1..=2 {
-            version.store(next, SeqCst);
-            gp.synchronize();
-            freed.store(next - 1, SeqCst);
-        }
-        stop_vcpu(&gp, 0, &stop);
-        reader.join().unwrap();
-        gp.stop();
-        thread.join().unwrap();
+            },
+            |gp, version, freed| {
+                for next in 1..=2 {
+                    version.store(next, SeqCst);
+                    gp.synchronize();
+                    freed.store(next - 1, SeqCst);
+                }
+            },
+        );
     });
 }
 
@@ -122,37 +145,18 @@ fn a_cpu_going_offline_releases_the_grace_period() {
 #[test]
 fn a_woken_cpu_is_not_counted_idle_while_it_reads() {
     checker().check(|| {
-        let gp = Arc::new(GracePeriods::new(1));
-        gp.track(0);
-        let version = Arc::new(AtomicUsize::new(0));
-        let freed = Arc::new(AtomicUsize::new(usize::MAX));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let gp = Arc::clone(&gp);
-            loom::thread::spawn(move || gp.run_thread())
-        };
-        let reader = {
-            let (gp, version, freed, stop) = (
-                Arc::clone(&gp),
-                Arc::clone(&version),
-                Arc::clone(&freed),
-                Arc::clone(&stop),
-            );
-            loom::thread::spawn(move || {
+        reader_and_updater(
+            |gp, version, freed| {
                 gp.idle(0);
-                let seen = version.load(SeqCst);
-                assert_ne!(freed.load(SeqCst), seen, "read a freed version");
+                read(version, freed);
                 gp.quiescent(0);
-                idle_until_stopped(&gp, 0, &stop);
-            })
-        };
-        gp.wake(0);
-        version.store(1, SeqCst);
-        gp.synchronize();
-        freed.store(0, SeqCst);
-        stop_vcpu(&gp, 0, &stop);
-        reader.join().unwrap();
-        gp.stop();
-        thread.join().unwrap();
+            },
+            |gp, version, freed| {
+                gp.wake(0);
+                version.store(1, SeqCst);
+                gp.synchronize();
+                freed.store(0, SeqCst);
+            },
+        );
     });
 }
