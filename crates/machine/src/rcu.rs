@@ -410,6 +410,52 @@ mod tests {
         rcu.stop();
     }
 
+    /// A grace period run by `waiter` on an `rcu` whose CPU 0 is tracked
+    /// and counts as idle must end without waiting for CPU 0: fails (after
+    /// releasing the waiter) if the grace-period thread waits for it.
+    fn ends_without_cpu_0(rcu: &Rcu, waiter: JoinHandle<()>, why: &str) {
+        wait_until(|| waiter.is_finished() || rcu.cpus[0].wanted.load(Ordering::SeqCst));
+        let waited = rcu.cpus[0].wanted.load(Ordering::SeqCst);
+        rcu.quiescent(0);
+        waiter.join().unwrap();
+        assert!(!waited, "the grace period waited for CPU 0, {why}");
+        assert_eq!(rcu.completed(), 1);
+    }
+
+    #[test]
+    fn an_idle_cpu_is_quiescent_without_passing_a_quiescent_state() {
+        let doorbells = Arc::new(Doorbells::new(1));
+        let rcu = Rcu::start(1, Arc::clone(&doorbells)).unwrap();
+        rcu.set_tracked(0, true);
+        doorbells.get(0).idle.swap(true, Ordering::SeqCst);
+        let waiter = {
+            let rcu = Arc::clone(&rcu);
+            std::thread::spawn(move || rcu.synchronize())
+        };
+        ends_without_cpu_0(&rcu, waiter, "which is idle");
+        rcu.stop();
+    }
+
+    #[test]
+    fn a_vcpu_blocked_in_synchronize_counts_as_idle_meanwhile() {
+        let doorbells = Arc::new(Doorbells::new(2));
+        let rcu = Rcu::start(2, Arc::clone(&doorbells)).unwrap();
+        rcu.set_tracked(0, true);
+        // vCPU 0 itself waits for a grace period: it runs nothing while it
+        // waits, so the grace period must not wait for it.
+        let waiter = {
+            let (rcu, doorbells) = (Arc::clone(&rcu), Arc::clone(&doorbells));
+            std::thread::spawn(move || {
+                crate::signal::set_current_cpu(Some(0));
+                rcu.synchronize();
+                // Busy again once it returns.
+                assert!(!doorbells.get(0).idle.load(Ordering::SeqCst));
+            })
+        };
+        ends_without_cpu_0(&rcu, waiter, "which was blocked in synchronize");
+        rcu.stop();
+    }
+
     #[test]
     fn callbacks_run_after_their_grace_period_and_survive_migration() {
         let doorbells = Arc::new(Doorbells::new(2));
