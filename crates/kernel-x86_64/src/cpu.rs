@@ -1,10 +1,10 @@
 //! Per-CPU state: each CPU's GDT, TSS and double-fault stack, and the block
 //! that `%gs` points at.
 //!
-//! Only the boot CPU runs in this step, but nothing here is shared between
-//! CPUs: an application processor will call [`init`] with its own id and get
-//! its own descriptor tables and fault stack, and [`current`] reads the
-//! running CPU's block through `%gs` without a lock.
+//! Nothing here is shared between CPUs: each application processor calls
+//! [`init`] with its own id (see [`crate::smp`]) and gets its own descriptor
+//! tables and fault stack, and [`current`] reads the running CPU's block
+//! through `%gs` without a lock.
 
 use core::arch::asm;
 use core::cell::UnsafeCell;
@@ -128,8 +128,9 @@ fn tss_descriptor(base: u64) -> [u64; 2] {
 /// double-fault stack in IST 1), the segment registers, and `%gs`.
 ///
 /// # Safety
-/// Call once per CPU, on that CPU, with interrupts off, with `id` unique and
-/// below [`MAX_CPUS`].
+/// Call on that CPU, with interrupts off, with `id` unique and below
+/// [`MAX_CPUS`]; again only after the CPU went through INIT (an offline CPU
+/// coming back), when nothing of its earlier run is live.
 pub unsafe fn init(id: u32) {
     let cpu = &CPUS[id as usize];
     let stack = &FAULT_STACKS[id as usize];

@@ -4,7 +4,9 @@
 //! the vector (and a zero where the CPU pushes no error code, so every frame
 //! has the same shape), saves the general registers and calls
 //! [`exception_dispatch`] with a pointer to the [`TrapFrame`]. Stable Rust
-//! has no `extern "x86-interrupt"`, hence the stubs.
+//! has no `extern "x86-interrupt"`, hence the stubs. The local APIC's
+//! vectors (tick, cross-CPU call, spurious) use the same stubs and go on to
+//! [`crate::smp::interrupt`].
 //!
 //! A breakpoint (`int3`) is counted and returns: the kernel uses it to check
 //! that the whole path, IDT to handler and back through `iretq`, works.
@@ -113,7 +115,17 @@ static BREAKPOINTS: AtomicU64 = AtomicU64::new(0);
 extern "C" {
     /// The 32 stub addresses, in vector order (from the assembly below).
     static exception_stubs: [u64; 32];
+    /// The interrupt stubs, in the order of [`INTERRUPT_VECTORS`].
+    static interrupt_stubs: [u64; 3];
 }
+
+/// The device and IPI vectors that have gates (the tick, the cross-CPU
+/// call, the spurious vector), in the order of `interrupt_stubs`.
+const INTERRUPT_VECTORS: [u8; 3] = [
+    crate::apic::TIMER_VECTOR,
+    crate::apic::CALL_VECTOR,
+    crate::apic::SPURIOUS_VECTOR,
+];
 
 /// Fills the IDT's exception gates. Call once, on the boot CPU, before
 /// [`load`].
@@ -131,6 +143,11 @@ pub fn init() {
             0
         };
         gates[vector] = Gate::new(stub, ist);
+    }
+    // SAFETY: as `exception_stubs`.
+    let stubs = unsafe { &*core::ptr::addr_of!(interrupt_stubs) };
+    for (&vector, &stub) in INTERRUPT_VECTORS.iter().zip(stubs) {
+        gates[usize::from(vector)] = Gate::new(stub, 0);
     }
 }
 
@@ -189,6 +206,10 @@ fn name(vector: u64) -> (&'static str, &'static str) {
 /// Called by every stub with the frame it built.
 #[no_mangle]
 extern "C" fn exception_dispatch(frame: &mut TrapFrame) {
+    if frame.vector >= 32 {
+        crate::smp::interrupt(frame.vector as u8);
+        return;
+    }
     if frame.vector == BREAKPOINT {
         BREAKPOINTS.fetch_add(1, Ordering::Relaxed);
         return;
@@ -236,7 +257,7 @@ core::arch::global_asm!(
     r#"
     .section .text.exceptions, "ax", @progbits
     .code64
-    .irp vec, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31
+    .irp vec, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,32,240,255
 exception_stub_\vec:
     push $0
     push $\vec
@@ -292,6 +313,9 @@ exception_stubs:
     .irp vec, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
     .quad exception_stub_\vec
     .endr
+    .global interrupt_stubs
+interrupt_stubs:
+    .quad exception_stub_32, exception_stub_240, exception_stub_255
     "#,
     options(att_syntax)
 );

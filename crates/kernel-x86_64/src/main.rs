@@ -5,7 +5,9 @@
 //! console ([`console`], COM1), the CPU's own descriptor tables ([`cpu`],
 //! [`idt`]), the start info ([`pvh`]), the TSC ([`tsc`]), memory
 //! ([`memory`]: physmem fed from the memory map, the heap on frames
-//! physmem gives back, the page descriptors in that heap), the self checks
+//! physmem gives back, the page descriptors in that heap), the other CPUs
+//! ([`cpus`]: local APIC and tick, MADT, AP start, calls, offline/online),
+//! the self checks
 //! ([`selftest`]) and the summary line ([`summary`]); then QEMU exits with
 //! the status in [`qemu`].
 #![no_std]
@@ -13,11 +15,14 @@
 
 extern crate alloc;
 
+mod acpi;
+mod apic;
 mod arch;
 mod boot;
 mod checks;
 mod console;
 mod cpu;
+mod cpus;
 mod heap;
 mod idt;
 mod memory;
@@ -27,7 +32,9 @@ mod qemu;
 mod ranges;
 mod selftest;
 mod serial;
+mod smp;
 mod summary;
+mod trampoline;
 mod tsc;
 
 use checks::Checks;
@@ -100,6 +107,17 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             idt::breakpoints() == 1,
         );
     }
+    // Without a calibrated TSC the waits assume 2 GHz: only their length
+    // is off, not their outcome.
+    let wait_hz = tsc_hz.unwrap_or(2_000_000_000);
+    let mut smp_report = cpus::bring_up(info.rsdp, wait_hz, &mut checks);
+    println!(
+        "hotkern: {} of {} CPUs online; local APIC timer {} MHz, tick {} Hz",
+        smp::online(),
+        smp_report.found,
+        smp_report.apic_timer_hz / 1_000_000,
+        apic::TICK_HZ
+    );
     let layout = match memory::bring_up(&info) {
         Ok(layout) => layout,
         Err(error) => panic!("memory bring-up: {error}"),
@@ -121,12 +139,15 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         checks.check("a check that fails on request (crash=check)", false);
     }
     let checks_us = tsc::micros_since(started);
+    cpus::exercise(&mut smp_report, wait_hz, &mut checks);
+    cpus::check_ticks(wait_hz, &mut checks);
     summary::print(
         &layout,
         &checks,
         &summary::Figures {
             cmdline: info.cmdline(),
-            cpus: 1,
+            cpus: smp::online(),
+            smp: &smp_report,
             hypervisor: hypervisor_name,
             tsc_hz,
             boot_tsc: boot::boot_tsc(),

@@ -17,6 +17,8 @@ pub struct Figures<'a> {
     pub cmdline: &'a str,
     /// CPUs running the kernel.
     pub cpus: u32,
+    /// The CPUs' figures.
+    pub smp: &'a crate::cpus::Report,
     /// The hypervisor's CPUID signature, if any.
     pub hypervisor: Option<&'a str>,
     /// The TSC frequency, if calibrated.
@@ -99,7 +101,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -125,5 +127,6 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         Maybe(heap_us),
         Maybe(init_us),
         Maybe(figures.checks_us),
+        crate::cpus::Json(figures.smp),
     );
 }

@@ -1,0 +1,160 @@
+//! The local APIC in xAPIC mode: enabling it, end of interrupt, the timer
+//! as a periodic tick, and inter-processor interrupts.
+//!
+//! Register offsets and the ICR encoding are from the Intel SDM vol. 3,
+//! chapter "Advanced Programmable Interrupt Controller (APIC)". The
+//! registers sit at 0xFEE0_0000, which the boot page tables map uncached
+//! (everything from 3 GiB up is UC), so plain volatile accesses reach the
+//! device.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::arch::rdtsc;
+use crate::cpu::MAX_CPUS;
+
+/// The xAPIC's MMIO base (the reset value of `IA32_APIC_BASE`).
+const BASE: u64 = 0xfee0_0000;
+
+const ID: u64 = 0x20;
+const EOI: u64 = 0xb0;
+const SPURIOUS: u64 = 0xf0;
+const ICR_LOW: u64 = 0x300;
+const ICR_HIGH: u64 = 0x310;
+const LVT_TIMER: u64 = 0x320;
+const TIMER_INITIAL: u64 = 0x380;
+const TIMER_CURRENT: u64 = 0x390;
+const TIMER_DIVIDE: u64 = 0x3e0;
+
+/// The tick's vector.
+pub const TIMER_VECTOR: u8 = 0x20;
+/// The cross-CPU call's vector.
+pub const CALL_VECTOR: u8 = 0xf0;
+/// The spurious-interrupt vector (low nibble all ones, as older APICs need).
+pub const SPURIOUS_VECTOR: u8 = 0xff;
+
+/// Ticks per second.
+pub const TICK_HZ: u64 = 100;
+
+/// ICR delivery-status bit: the IPI has not been accepted yet.
+const ICR_PENDING: u32 = 1 << 12;
+const LVT_MASKED: u32 = 1 << 16;
+const LVT_PERIODIC: u32 = 1 << 17;
+/// Divide configuration 0b1011: the timer counts at the bus clock.
+const DIVIDE_BY_1: u32 = 0b1011;
+
+/// Timer counts per tick, measured once by the boot CPU ([`calibrate`]).
+static COUNTS_PER_TICK: AtomicU32 = AtomicU32::new(0);
+
+/// Ticks taken per CPU (by CPU number).
+static TICKS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+fn read(offset: u64) -> u32 {
+    // SAFETY: the xAPIC page is identity-mapped uncached and every offset
+    // used here is a 32-bit register of it; reading has no side effect.
+    unsafe { core::ptr::read_volatile((BASE + offset) as *const u32) }
+}
+
+fn write(offset: u64, value: u32) {
+    // SAFETY: as `read`; each write is one the SDM defines for the register.
+    unsafe { core::ptr::write_volatile((BASE + offset) as *mut u32, value) }
+}
+
+/// The running CPU's APIC id.
+pub fn id() -> u32 {
+    read(ID) >> 24
+}
+
+/// Software-enables the calling CPU's APIC with the spurious vector, and
+/// leaves its timer masked.
+pub fn enable() {
+    write(LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
+    write(SPURIOUS, 0x100 | u32::from(SPURIOUS_VECTOR));
+    eoi();
+}
+
+/// Signals the end of the interrupt being handled.
+pub fn eoi() {
+    write(EOI, 0);
+}
+
+/// Measures the timer's rate against the TSC (`tsc_hz`) for about 10 ms and
+/// returns the timer's frequency in Hz; 0 if the timer did not count.
+pub fn calibrate(tsc_hz: u64) -> u64 {
+    write(TIMER_DIVIDE, DIVIDE_BY_1);
+    write(LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
+    let window = tsc_hz / 100;
+    let start = rdtsc();
+    write(TIMER_INITIAL, u32::MAX);
+    while rdtsc() - start < window {
+        core::hint::spin_loop();
+    }
+    let counted = u64::from(u32::MAX - read(TIMER_CURRENT));
+    let elapsed = rdtsc() - start;
+    write(TIMER_INITIAL, 0);
+    if counted == 0 || elapsed == 0 {
+        return 0;
+    }
+    let hz = (u128::from(counted) * u128::from(tsc_hz) / u128::from(elapsed)) as u64;
+    COUNTS_PER_TICK.store(
+        (hz / TICK_HZ).clamp(1, u64::from(u32::MAX)) as u32,
+        Ordering::Relaxed,
+    );
+    hz
+}
+
+/// Starts the periodic tick on the calling CPU (after [`calibrate`]).
+pub fn start_tick() {
+    let counts = COUNTS_PER_TICK.load(Ordering::Relaxed);
+    if counts == 0 {
+        return;
+    }
+    write(TIMER_DIVIDE, DIVIDE_BY_1);
+    write(LVT_TIMER, LVT_PERIODIC | u32::from(TIMER_VECTOR));
+    write(TIMER_INITIAL, counts);
+}
+
+/// Stops the calling CPU's tick.
+pub fn stop_tick() {
+    write(LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
+    write(TIMER_INITIAL, 0);
+}
+
+/// The tick handler: counts and acknowledges.
+pub fn tick(cpu: u32) {
+    if let Some(ticks) = TICKS.get(cpu as usize) {
+        ticks.fetch_add(1, Ordering::Relaxed);
+    }
+    eoi();
+}
+
+/// Ticks CPU `cpu` has taken.
+pub fn ticks(cpu: u32) -> u64 {
+    TICKS
+        .get(cpu as usize)
+        .map_or(0, |ticks| ticks.load(Ordering::Relaxed))
+}
+
+/// Sends an IPI (`command` is the ICR's low word) to the APIC `apic_id` and
+/// waits until the local APIC has accepted it.
+fn send(apic_id: u32, command: u32) {
+    write(ICR_HIGH, apic_id << 24);
+    write(ICR_LOW, command);
+    while read(ICR_LOW) & ICR_PENDING != 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// INIT, level assert: resets the target into wait-for-SIPI.
+pub fn send_init(apic_id: u32) {
+    send(apic_id, 0x0000_4500);
+}
+
+/// Start-up IPI: the target starts in real mode at `page << 12`.
+pub fn send_startup(apic_id: u32, page: u8) {
+    send(apic_id, 0x0000_4600 | u32::from(page));
+}
+
+/// A fixed interrupt on `vector`.
+pub fn send_fixed(apic_id: u32, vector: u8) {
+    send(apic_id, 0x0000_4000 | u32::from(vector));
+}

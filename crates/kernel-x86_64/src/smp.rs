@@ -1,0 +1,284 @@
+//! The other CPUs: starting them (INIT-SIPI-SIPI), calling a function on
+//! one of them (a fixed-vector IPI), taking one offline and bringing it
+//! back, and the interrupt handlers all of that rests on.
+//!
+//! CPU numbers are the kernel's: 0 is the boot CPU, then the MADT's other
+//! enabled CPUs in MADT order. Starts follow the SDM's MP initialisation
+//! sequence as Linux's `arch/x86/kernel/smpboot.c` (`wakeup_secondary_cpu_via_init`)
+//! does it, with the shortened waits that virtual CPUs allow: INIT, then a
+//! SIPI at once, and a second SIPI only if the CPU has not answered in
+//! 200 µs (a CPU already running ignores it).
+//!
+//! An offline CPU parks with interrupts off in `cli; hlt`, its tick
+//! stopped: nothing but INIT (or NMI, which the kernel never sends) wakes
+//! it, so bringing it back is a fresh start through the trampoline, the
+//! same path as the first one. That is what `hotkern_cpuhp::Platform` will
+//! drive.
+
+use core::arch::asm;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use crate::arch::rdtsc;
+use crate::cpu::{self, MAX_CPUS};
+use crate::{apic, idt, trampoline};
+
+/// Bytes of each application processor's stack.
+const AP_STACK_BYTES: usize = 32 * 1024;
+
+/// A CPU's life, in [`STATE`].
+const OFFLINE: u8 = 0;
+const ONLINE: u8 = 1;
+const GOING_OFFLINE: u8 = 2;
+
+/// A start waits this long for the first SIPI to take.
+const SECOND_SIPI_US: u64 = 200;
+/// A start, a call or an offline gives up after this long (TCG on a loaded
+/// two-core host can keep a vCPU away for a long time).
+const TIMEOUT_US: u64 = 5_000_000;
+
+static STATE: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(OFFLINE) }; MAX_CPUS];
+static APIC_IDS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+static CPU_COUNT: AtomicU32 = AtomicU32::new(1);
+
+#[repr(C, align(16))]
+struct Stack(UnsafeCell<[u8; AP_STACK_BYTES]>);
+
+// SAFETY: each stack is used only by its own CPU, from its start until it
+// parks; the next start of that CPU begins after it parked.
+unsafe impl Sync for Stack {}
+
+static STACKS: [Stack; MAX_CPUS] =
+    [const { Stack(UnsafeCell::new([0; AP_STACK_BYTES])) }; MAX_CPUS];
+
+/// One CPU's mailbox for [`call`]: the function, its argument and result,
+/// and the numbers of the last call asked for and the last one done.
+struct Mailbox {
+    function: AtomicUsize,
+    arg: AtomicU64,
+    result: AtomicU64,
+    requested: AtomicU64,
+    done: AtomicU64,
+}
+
+static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
+    Mailbox {
+        function: AtomicUsize::new(0),
+        arg: AtomicU64::new(0),
+        result: AtomicU64::new(0),
+        requested: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+    }
+}; MAX_CPUS];
+
+/// Why an operation on another CPU failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmpError {
+    /// No such CPU.
+    NoCpu(u32),
+    /// The CPU is not in the state the operation needs.
+    WrongState(u32),
+    /// The CPU did not answer within the timeout.
+    Timeout(u32),
+}
+
+/// Busy-waits until `done()` or `micros` pass; the TSC's rate must be known
+/// (`tsc_hz`).
+fn wait(tsc_hz: u64, micros: u64, done: impl Fn() -> bool) -> bool {
+    let limit = u128::from(tsc_hz) * u128::from(micros) / 1_000_000;
+    let start = rdtsc();
+    loop {
+        if done() {
+            return true;
+        }
+        if u128::from(rdtsc() - start) > limit {
+            return done();
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// Records the CPUs: the boot CPU (the caller) as CPU 0, then every other
+/// APIC id of `apic_ids`. Returns how many CPUs there are.
+pub fn register(apic_ids: &[u32]) -> u32 {
+    let boot = apic::id();
+    APIC_IDS[0].store(boot, Ordering::Relaxed);
+    STATE[0].store(ONLINE, Ordering::Release);
+    let mut count = 1;
+    for &id in apic_ids.iter().filter(|&&id| id != boot) {
+        if count < MAX_CPUS {
+            APIC_IDS[count].store(id, Ordering::Relaxed);
+            count += 1;
+        }
+    }
+    CPU_COUNT.store(count as u32, Ordering::Release);
+    count as u32
+}
+
+/// CPUs known (online or not).
+pub fn cpu_count() -> u32 {
+    CPU_COUNT.load(Ordering::Acquire)
+}
+
+/// CPUs online now.
+pub fn online() -> u32 {
+    STATE[..cpu_count() as usize]
+        .iter()
+        .filter(|state| state.load(Ordering::Acquire) == ONLINE)
+        .count() as u32
+}
+
+/// CPU `cpu`'s APIC id.
+pub fn apic_id(cpu: u32) -> u32 {
+    APIC_IDS[cpu as usize].load(Ordering::Relaxed)
+}
+
+fn check_cpu(cpu: u32) -> Result<usize, SmpError> {
+    if cpu == 0 || cpu >= cpu_count() {
+        return Err(SmpError::NoCpu(cpu));
+    }
+    Ok(cpu as usize)
+}
+
+/// Starts CPU `cpu` (not the boot CPU) and waits until it is online.
+pub fn start(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
+    let index = check_cpu(cpu)?;
+    if STATE[index].load(Ordering::Acquire) != OFFLINE {
+        return Err(SmpError::WrongState(cpu));
+    }
+    let stack_top = STACKS[index].0.get() as u64 + AP_STACK_BYTES as u64;
+    // SAFETY: starts run one at a time on the boot CPU, and every earlier
+    // start either reached its entry or timed out (and a timed-out CPU is
+    // never waited for again, so at worst it runs the fresh copy).
+    unsafe { trampoline::install(stack_top, ap_entry, u64::from(cpu)) };
+    let apic_id = apic_id(cpu);
+    let is_online = || STATE[index].load(Ordering::Acquire) == ONLINE;
+    apic::send_init(apic_id);
+    apic::send_startup(apic_id, (trampoline::BASE >> 12) as u8);
+    if !wait(tsc_hz, SECOND_SIPI_US, is_online) {
+        apic::send_startup(apic_id, (trampoline::BASE >> 12) as u8);
+    }
+    if wait(tsc_hz, TIMEOUT_US, is_online) {
+        Ok(())
+    } else {
+        Err(SmpError::Timeout(cpu))
+    }
+}
+
+/// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the
+/// result.
+pub fn call(cpu: u32, function: fn(u64) -> u64, arg: u64, tsc_hz: u64) -> Result<u64, SmpError> {
+    let index = check_cpu(cpu)?;
+    if STATE[index].load(Ordering::Acquire) != ONLINE {
+        return Err(SmpError::WrongState(cpu));
+    }
+    let mailbox = &MAILBOXES[index];
+    mailbox.function.store(function as usize, Ordering::Relaxed);
+    mailbox.arg.store(arg, Ordering::Relaxed);
+    let number = mailbox.requested.load(Ordering::Relaxed) + 1;
+    mailbox.requested.store(number, Ordering::Release);
+    apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
+    if wait(tsc_hz, TIMEOUT_US, || {
+        mailbox.done.load(Ordering::Acquire) == number
+    }) {
+        Ok(mailbox.result.load(Ordering::Relaxed))
+    } else {
+        Err(SmpError::Timeout(cpu))
+    }
+}
+
+/// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
+/// off. Returns once it has parked.
+pub fn offline(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
+    let index = check_cpu(cpu)?;
+    if STATE[index]
+        .compare_exchange(ONLINE, GOING_OFFLINE, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(SmpError::WrongState(cpu));
+    }
+    // Wakes it from `hlt`; the call handler finds no new call.
+    apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
+    if wait(tsc_hz, TIMEOUT_US, || {
+        STATE[index].load(Ordering::Acquire) == OFFLINE
+    }) {
+        Ok(())
+    } else {
+        Err(SmpError::Timeout(cpu))
+    }
+}
+
+/// Runs the call in the running CPU's mailbox, if there is a new one.
+fn run_call() {
+    let Some(cpu) = cpu::current_id() else { return };
+    let mailbox = &MAILBOXES[cpu as usize];
+    let number = mailbox.requested.load(Ordering::Acquire);
+    if mailbox.done.load(Ordering::Relaxed) == number {
+        return;
+    }
+    let address = mailbox.function.load(Ordering::Relaxed);
+    // SAFETY: `call` stored a `fn(u64) -> u64` there before publishing the
+    // call's number (release), which this CPU read with acquire.
+    let function: fn(u64) -> u64 = unsafe { core::mem::transmute(address) };
+    let result = function(mailbox.arg.load(Ordering::Relaxed));
+    mailbox.result.store(result, Ordering::Relaxed);
+    mailbox.done.store(number, Ordering::Release);
+}
+
+/// Every interrupt below the exceptions' range comes here (from
+/// [`crate::idt`]).
+pub fn interrupt(vector: u8) {
+    match vector {
+        apic::TIMER_VECTOR => apic::tick(cpu::current_id().unwrap_or(0)),
+        apic::CALL_VECTOR => {
+            run_call();
+            apic::eoi();
+        }
+        // Spurious: no EOI (SDM: the APIC did not set an ISR bit).
+        _ => {}
+    }
+}
+
+/// Enables interrupts on the calling CPU.
+pub fn enable_interrupts() {
+    // SAFETY: the IDT is loaded and has gates for every vector the local
+    // APIC may deliver (tick, call, spurious); the handlers take no lock.
+    unsafe { asm!("sti", options(nomem, nostack)) };
+}
+
+/// Where an application processor arrives from the trampoline, with its
+/// CPU number.
+extern "C" fn ap_entry(cpu: u64) -> ! {
+    let cpu = cpu as u32;
+    // SAFETY: this CPU runs with interrupts off (the trampoline cleared
+    // them), `cpu` is its own number (one start at a time), and a CPU that
+    // was online before parked for good before this start.
+    unsafe { cpu::init(cpu) };
+    idt::load();
+    apic::enable();
+    apic::start_tick();
+    STATE[cpu as usize].store(ONLINE, Ordering::Release);
+    idle(cpu as usize)
+}
+
+/// An online application processor's loop: sleep until an interrupt, and
+/// park when asked to go offline.
+fn idle(index: usize) -> ! {
+    loop {
+        // SAFETY: interrupts off around the check, then `sti; hlt`: the
+        // `sti` shadow makes the pair atomic, so an IPI sent after the
+        // check wakes the `hlt` instead of being taken before it.
+        unsafe { asm!("cli", options(nomem, nostack)) };
+        if STATE[index].load(Ordering::Acquire) == GOING_OFFLINE {
+            apic::stop_tick();
+            STATE[index].store(OFFLINE, Ordering::Release);
+            loop {
+                // SAFETY: parks this CPU with interrupts off; only INIT
+                // (a new start) takes it out.
+                unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+            }
+        }
+        // SAFETY: see above; the handlers take no lock.
+        unsafe { asm!("sti", "hlt", options(nomem, nostack)) };
+    }
+}
