@@ -255,6 +255,7 @@ fn guest_rows(summary: &Value, row: &mut impl FnMut(&str, String)) {
         "cpus",
         format!("{cpus} running the kernel; hypervisor {hypervisor}"),
     );
+    smp_rows(&summary["smp"], row);
     row(
         "checks",
         format!(
@@ -268,6 +269,69 @@ fn guest_rows(summary: &Value, row: &mut impl FnMut(&str, String)) {
         for failure in failures.iter().filter_map(Value::as_str) {
             row("  failed", failure.to_owned());
         }
+    }
+}
+
+/// A JSON array of numbers as "a, b, c" (empty when absent).
+fn numbers(value: &Value) -> String {
+    value
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_u64)
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// The kernel's SMP figures (`"smp"`): CPUs found and online, ticks, the
+/// cross-CPU call's round trip, AP start and offline/online times.
+fn smp_rows(smp: &Value, row: &mut impl FnMut(&str, String)) {
+    let Some(online) = smp["cpus_online"].as_u64() else {
+        return;
+    };
+    row(
+        "",
+        format!(
+            "{online} of {} found online (APIC ids {}); ticks per CPU {} at {} Hz",
+            smp["cpus_found"].as_u64().unwrap_or(0),
+            numbers(&smp["apic_ids"]),
+            numbers(&smp["ticks"]),
+            smp["tick_hz"].as_u64().unwrap_or(0),
+        ),
+    );
+    if let (Some(mean), Some(min)) = (
+        smp["call_round_trip_ns"].as_u64(),
+        smp["call_round_trip_min_ns"].as_u64(),
+    ) {
+        row(
+            "IPI call",
+            format!(
+                "round trip {:.1} µs mean, {:.1} µs fastest",
+                mean as f64 / 1000.0,
+                min as f64 / 1000.0
+            ),
+        );
+    }
+    if smp["start_us"]
+        .as_array()
+        .is_some_and(|aps| !aps.is_empty())
+    {
+        row("AP start", format!("{} µs", numbers(&smp["start_us"])));
+        row(
+            "offline/online",
+            format!(
+                "offline {} µs; online {} µs",
+                numbers(&smp["offline_us"]),
+                numbers(&smp["online_us"])
+            ),
+        );
+    }
+    if let Some(error) = smp["acpi_error"].as_str() {
+        row("  ACPI", error.to_owned());
     }
 }
 
@@ -362,6 +426,23 @@ mod tests {
         assert!(table.contains("123 MiB in 1 segment (31726 frames) of 127 MiB RAM"));
         assert!(table.contains("22 passed, 0 failed, 0 skipped"));
         assert!(!table.contains("last line"));
+    }
+
+    #[test]
+    fn table_shows_the_smp_figures() {
+        let line = LINE.replace(
+            "}}\r",
+            "},\"smp\":{\"cpus_found\":2,\"cpus_online\":2,\"apic_ids\":[0,1],\
+             \"ticks\":[5,4],\"tick_hz\":100,\"apic_timer_hz\":1000000000,\"start_us\":[669],\
+             \"offline_us\":[64],\"online_us\":[345],\"call_round_trip_ns\":14345,\
+             \"call_round_trip_min_ns\":11126,\"acpi_error\":null}}\r",
+        );
+        let summary = parse_summary(&line).unwrap().unwrap();
+        let table = report(Outcome::Success, Some(summary)).to_table();
+        assert!(table.contains("2 of 2 found online (APIC ids 0, 1); ticks per CPU 5, 4 at 100 Hz"));
+        assert!(table.contains("round trip 14.3 µs mean, 11.1 µs fastest"));
+        assert!(table.contains("AP start       669 µs"));
+        assert!(table.contains("offline 64 µs; online 345 µs"));
     }
 
     #[test]
