@@ -188,3 +188,39 @@ pub fn cpus(rsdp: u64) -> Result<Cpus, AcpiError> {
     }
     Ok(cpus)
 }
+
+/// Scratch room for [`refuses_bad_tables`]: a copy of the RSDP, in the
+/// kernel image and so inside the identity map.
+struct Scratch(core::cell::UnsafeCell<[u8; 36]>);
+
+// SAFETY: only the boot CPU uses it, once, in `refuses_bad_tables`.
+unsafe impl Sync for Scratch {}
+
+static SCRATCH: Scratch = Scratch(core::cell::UnsafeCell::new([0; 36]));
+
+/// Feeds the parser broken input and says whether each gave the expected
+/// error: no RSDP, an address past the identity map, and a copy of the real
+/// RSDP at `rsdp` with one byte changed (bad checksum) and with a broken
+/// signature. Call on the boot CPU only.
+pub fn refuses_bad_tables(rsdp: u64) -> bool {
+    let Ok(real) = bytes(rsdp, 20) else {
+        return false;
+    };
+    let address = SCRATCH.0.get() as u64;
+    // Each change goes through its own short-lived borrow, so none is live
+    // while the parser reads the copy through its address.
+    let change = |edit: &dyn Fn(&mut [u8; 36])| {
+        // SAFETY: the boot CPU alone calls this, so nothing else touches
+        // the scratch copy, and no other reference to it is live.
+        edit(unsafe { &mut *SCRATCH.0.get() })
+    };
+    change(&|copy| copy[..20].copy_from_slice(real));
+    change(&|copy| copy[9] ^= 0x5a);
+    let bad_checksum = cpus(address).err() == Some(AcpiError::Checksum("RSDP"));
+    change(&|copy| copy[0] = b'X');
+    let bad_signature = cpus(address).err() == Some(AcpiError::Signature("RSDP"));
+    cpus(0).err() == Some(AcpiError::NoRsdp)
+        && cpus(IDENTITY_MAP_END - 8).err() == Some(AcpiError::Unmapped(IDENTITY_MAP_END - 8))
+        && bad_checksum
+        && bad_signature
+}

@@ -6,9 +6,10 @@
 //! physmem's boot phase relies on never happening: `physload` and
 //! `physunload` need no heap.
 //!
-//! The lock is a plain spin lock: interrupts are off whenever the kernel
-//! allocates. Once interrupt handlers allocate, it must also mask
-//! interrupts while held.
+//! The lock is a plain spin lock: no interrupt handler allocates (the tick
+//! and the cross-CPU call take no lock, see [`crate::smp`]), so a handler
+//! never waits for a lock its own CPU holds. Once handlers allocate, it
+//! must also mask interrupts while held.
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::{self, NonNull};

@@ -310,7 +310,7 @@ fn smp_rows(smp: &Value, row: &mut impl FnMut(&str, String)) {
         row(
             "IPI call",
             format!(
-                "round trip {:.1} µs mean, {:.1} µs fastest",
+                "round trip {:.1} µs median, {:.1} µs fastest",
                 mean as f64 / 1000.0,
                 min as f64 / 1000.0
             ),
@@ -440,7 +440,7 @@ mod tests {
         let summary = parse_summary(&line).unwrap().unwrap();
         let table = report(Outcome::Success, Some(summary)).to_table();
         assert!(table.contains("2 of 2 found online (APIC ids 0, 1); ticks per CPU 5, 4 at 100 Hz"));
-        assert!(table.contains("round trip 14.3 µs mean, 11.1 µs fastest"));
+        assert!(table.contains("round trip 14.3 µs median, 11.1 µs fastest"));
         assert!(table.contains("AP start       669 µs"));
         assert!(table.contains("offline 64 µs; online 345 µs"));
     }
