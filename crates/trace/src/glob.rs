@@ -309,6 +309,24 @@ mod tests {
     }
 
     #[test]
+    fn the_pattern_is_kept_as_written() {
+        for pattern in ["schedule", "k?alloc*", "[!a-c]x", "a\\*", ""] {
+            let glob = Glob::new(pattern);
+            assert_eq!(glob.as_str(), pattern);
+            assert_eq!(alloc::format!("{glob}"), pattern);
+        }
+    }
+
+    #[test]
+    fn only_a_pattern_without_wildcards_is_literal() {
+        assert!(Glob::new("schedule").is_literal());
+        assert!(Glob::new("").is_literal());
+        for pattern in ["sched*", "*lock", "*lock*", "a*b", "a?", "[ab]", "a\\*"] {
+            assert!(!Glob::new(pattern).is_literal(), "{pattern}");
+        }
+    }
+
+    #[test]
     fn wildcard_detection() {
         assert!(has_wildcard("a?"));
         assert!(has_wildcard("[a]"));

@@ -203,3 +203,20 @@ fn comm_is_a_string_pseudo_field_on_every_event() {
         assert_eq!((error.kind, error.position), (kind, position), "{text:?}");
     }
 }
+
+#[test]
+fn one_compiled_test_per_predicate() {
+    // Counted by hand: `&&`, `||`, `!` and parentheses compile to jumps,
+    // so only the comparisons remain, pseudo-fields included.
+    let cases: &[(&str, usize)] = &[
+        ("pid == 3", 1),
+        ("!pid == 4", 1),
+        ("pid == 3 && (comm == \"a\" || !(flags & 1))", 3),
+        ("CPU == 1 || COMM ~ \"x*\"", 2),
+        ("pid < 0 && pid > -9 && msg ~ \"*a\" && common_pid != 1", 4),
+    ];
+    for &(text, predicates) in cases {
+        let filter = Filter::compile(text, &fields()).unwrap();
+        assert_eq!(filter.predicates(), predicates, "{text}");
+    }
+}
