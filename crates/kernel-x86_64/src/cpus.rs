@@ -85,7 +85,9 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> Report {
 
 /// The cross-CPU call the check sends: the answering CPU's APIC id.
 fn own_apic_id(_: u64) -> u64 {
-    u64::from(apic::id())
+    let id = apic::id();
+    crate::trace_marker!("cross-CPU call answered, APIC id {id}");
+    u64::from(id)
 }
 
 /// Calls each application processor, then takes each offline and back.
@@ -129,6 +131,10 @@ pub fn exercise(report: &mut Report, tsc_hz: u64, checks: &mut Checks) {
             continue;
         }
         report.offline_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0);
+        crate::trace_marker!(
+            "cpu {cpu} offline in {} us",
+            report.offline_us[cpu as usize]
+        );
         let offline_count = smp::online();
         let started = tsc::now();
         if let Err(error) = smp::start(cpu, tsc_hz) {
@@ -137,6 +143,7 @@ pub fn exercise(report: &mut Report, tsc_hz: u64, checks: &mut Checks) {
             continue;
         }
         report.online_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0);
+        crate::trace_marker!("cpu {cpu} online in {} us", report.online_us[cpu as usize]);
         let back = smp::call(cpu, own_apic_id, 0, tsc_hz) == Ok(u64::from(smp::apic_id(cpu)));
         cycled &= back && offline_count + 1 == smp::online();
     }

@@ -8,8 +8,9 @@
 //! physmem gives back, the page descriptors in that heap), the other CPUs
 //! ([`cpus`]: local APIC and tick, MADT, AP start, calls, offline/online),
 //! the self checks
-//! ([`selftest`]) and the summary line ([`summary`]); then QEMU exits with
-//! the status in [`qemu`].
+//! ([`selftest`]), the run's trace ([`trace`]: markers in per-CPU rings
+//! from the heap on, sent as a trace.dat on COM2) and the summary line
+//! ([`summary`]); then QEMU exits with the status in [`qemu`].
 #![no_std]
 #![no_main]
 
@@ -34,6 +35,7 @@ mod selftest;
 mod serial;
 mod smp;
 mod summary;
+mod trace;
 mod trampoline;
 mod tsc;
 
@@ -122,6 +124,23 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Ok(layout) => layout,
         Err(error) => panic!("memory bring-up: {error}"),
     };
+    if trace::init() {
+        let [physload_us, heap_us, init_us] = layout.micros;
+        // Before the heap there was no tracer: the phases are told after.
+        for (phase, us) in [
+            ("physload", physload_us),
+            ("heap", heap_us),
+            ("init_pages", init_us),
+        ] {
+            trace_marker!("{phase} took {} us", us.unwrap_or(0));
+        }
+        for cpu in 1..smp::cpu_count() {
+            trace_marker!(
+                "cpu {cpu} started at boot in {} us",
+                smp_report.start_us[cpu as usize]
+            );
+        }
+    }
     let (heap_size, heap_used, _) = heap::usage();
     println!(
         "hotkern: physmem: {} segments, {} frames ({} MiB); heap {} KiB at frame {:#x}, {} KiB used by page descriptors and index",
@@ -139,8 +158,11 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         checks.check("a check that fails on request (crash=check)", false);
     }
     let checks_us = tsc::micros_since(started);
+    trace_marker!("checks took {} us", checks_us.unwrap_or(0));
     cpus::exercise(&mut smp_report, wait_hz, &mut checks);
     cpus::check_ticks(wait_hz, &mut checks);
+    trace_marker!("trace ends: {} checks passed", checks.passed());
+    let trace = trace::ship();
     summary::print(
         &layout,
         &checks,
@@ -152,6 +174,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             tsc_hz,
             boot_tsc: boot::boot_tsc(),
             checks_us,
+            trace,
         },
     );
     exit(if checks.failed() == 0 {

@@ -258,6 +258,7 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     apic::enable();
     apic::start_tick();
     STATE[cpu as usize].store(ONLINE, Ordering::Release);
+    crate::trace_marker!("cpu {cpu} online, APIC id {}", apic::id());
     idle(cpu as usize)
 }
 
@@ -271,6 +272,7 @@ fn idle(index: usize) -> ! {
         unsafe { asm!("cli", options(nomem, nostack)) };
         if STATE[index].load(Ordering::Acquire) == GOING_OFFLINE {
             apic::stop_tick();
+            crate::trace_marker!("cpu {index} parks offline");
             STATE[index].store(OFFLINE, Ordering::Release);
             loop {
                 // SAFETY: parks this CPU with interrupts off; only INIT

@@ -27,6 +27,8 @@ pub struct Figures<'a> {
     pub boot_tsc: u64,
     /// Microseconds spent in the self checks.
     pub checks_us: Option<u64>,
+    /// The trace.dat sent on COM2, if tracing ran.
+    pub trace: Option<crate::trace::Shipped>,
 }
 
 /// A JSON string: quoted, with quotes, backslashes and control characters
@@ -101,7 +103,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -128,5 +130,6 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         Maybe(init_us),
         Maybe(figures.checks_us),
         crate::cpus::Json(figures.smp),
+        crate::trace::Json(figures.trace),
     );
 }

@@ -137,3 +137,14 @@ pub fn micros_since(since: u64) -> Option<u64> {
 pub fn now() -> u64 {
     rdtsc()
 }
+
+/// Nanoseconds since the TSC was zero (the tracer's clock), or the raw
+/// count before calibration (it then still never goes backwards).
+pub fn nanos() -> u64 {
+    let hz = TSC_HZ.load(Ordering::Relaxed);
+    let ticks = rdtsc();
+    if hz == 0 {
+        return ticks;
+    }
+    (u128::from(ticks) * 1_000_000_000 / u128::from(hz)) as u64
+}
