@@ -9,6 +9,7 @@
 
 mod qemu;
 mod report;
+mod trace;
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
@@ -58,6 +59,11 @@ pub struct BootArgs {
     /// Boot this kernel ELF instead of building crates/kernel-x86_64.
     #[arg(long)]
     kernel: Option<PathBuf>,
+    /// Where to write the kernel's trace.dat (read it with `trace-cmd
+    /// report DIR/trace.dat`); a directory under the temporary one if not
+    /// given.
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
 }
 
 fn parse_timeout(text: &str) -> Result<f64, String> {
@@ -154,7 +160,16 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     if !kernel.is_file() {
         return Err(format!("kernel {} not found", kernel.display()));
     }
-    let config = qemu_config(args, kernel, qemu::firmware());
+    let output = match &args.output {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("hotkern-boot-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&output).map_err(|error| format!("{}: {error}", output.display()))?;
+    let trace_file = output.join(trace::TRACE_DAT);
+    // A file left by an earlier run must not pass for this run's trace.
+    let _ = std::fs::remove_file(&trace_file);
+    let mut config = qemu_config(args, kernel, qemu::firmware());
+    config.trace_file = Some(trace_file);
     progress.step(&format!(
         "starting QEMU ({}, {} vCPU, {} MiB)",
         if args.kvm { "KVM" } else { "TCG" },
@@ -173,6 +188,7 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         memory_mib: args.memory,
         kvm: args.kvm,
         append: args.append.clone(),
+        trace_file: None,
     }
 }
 
@@ -276,6 +292,8 @@ fn watch(
         summary: None,
         summary_error: None,
         qemu_stderr: String::new(),
+        trace: None,
+        trace_error: None,
     };
     let mut timed_out = false;
     loop {
@@ -309,6 +327,12 @@ fn watch(
     report.qemu_stderr = errors.join().unwrap_or_default();
     report.status = status.code();
     report.outcome = Outcome::from_status(status.code(), status.signal(), timed_out);
+    if let Some(path) = &report.config.trace_file {
+        match trace::collect(report.summary.as_ref(), path) {
+            Ok(trace) => report.trace = trace,
+            Err(error) => report.trace_error = Some(error),
+        }
+    }
     Ok(report)
 }
 

@@ -39,6 +39,8 @@ pub struct QemuConfig {
     pub kvm: bool,
     /// The kernel command line.
     pub append: String,
+    /// Where the second serial port (COM2, the kernel's trace.dat) goes.
+    pub trace_file: Option<PathBuf>,
 }
 
 impl QemuConfig {
@@ -67,6 +69,16 @@ impl QemuConfig {
             "-no-reboot",
             "-serial",
             "stdio",
+        ]);
+        // The second -serial is COM2: raw bytes, no console translation.
+        if let Some(trace) = &self.trace_file {
+            let mut file = OsString::from("file:");
+            file.push(trace);
+            args.push("-serial".into());
+            args.push(file);
+        }
+        let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+        push(&[
             "-monitor",
             "none",
             "-device",
@@ -224,6 +236,7 @@ mod tests {
             memory_mib: 256,
             kvm: false,
             append: String::new(),
+            trace_file: None,
         }
     }
 
@@ -256,6 +269,14 @@ mod tests {
         assert!(line.starts_with("-accel kvm -cpu host,-arch-capabilities -nodefaults -nic none"));
         assert!(!line.contains("-bios"));
         assert!(line.ends_with("-kernel /k/hotkern-kernel -append crash=panic"));
+    }
+
+    #[test]
+    fn the_trace_file_is_the_second_serial_port() {
+        let mut config = config();
+        config.trace_file = Some(PathBuf::from("/out/trace.dat"));
+        assert!(joined(&config)
+            .contains("-serial stdio -serial file:/out/trace.dat -monitor none -device"));
     }
 
     #[test]

@@ -64,6 +64,10 @@ pub struct RunReport {
     pub summary_error: Option<String>,
     /// What QEMU wrote on its standard error.
     pub qemu_stderr: String,
+    /// The kernel's trace.dat, checked against its summary.
+    pub trace: Option<super::trace::Trace>,
+    /// Why the trace could not be taken, if it could not.
+    pub trace_error: Option<String>,
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -91,6 +95,10 @@ impl RunReport {
             "last_line": self.last_line,
             "fault": self.fault,
             "summary_error": self.summary_error,
+            "trace_events": self.trace.as_ref().map(|t| t.events),
+            "trace_lost": self.trace.as_ref().map(|t| t.lost),
+            "trace_dat": self.trace.as_ref().map(|t| t.path.display().to_string()),
+            "trace_error": self.trace_error,
             "guest": self.summary,
         })
     }
@@ -166,6 +174,21 @@ impl RunReport {
         }
         if let Some(error) = &self.summary_error {
             row("summary", error.clone());
+        }
+        if let Some(trace) = &self.trace {
+            row(
+                "trace",
+                format!(
+                    "{} events ({} lost), {} in {}",
+                    trace.events,
+                    trace.lost,
+                    size(trace.bytes),
+                    trace.path.display()
+                ),
+            );
+        }
+        if let Some(error) = &self.trace_error {
+            row("trace", error.clone());
         }
         if let Some(fault) = &self.fault {
             row("fault", fault.clone());
@@ -360,6 +383,7 @@ mod tests {
                 memory_mib: 128,
                 kvm: false,
                 append: String::new(),
+                trace_file: None,
             },
             build: None,
             first_line: Some(Duration::from_millis(52)),
@@ -370,7 +394,27 @@ mod tests {
             summary,
             summary_error: None,
             qemu_stderr: String::new(),
+            trace: None,
+            trace_error: None,
         }
+    }
+
+    #[test]
+    fn table_and_json_show_the_trace() {
+        let mut run = report(Outcome::Success, None);
+        run.trace = Some(super::super::trace::Trace {
+            path: PathBuf::from("/out/trace.dat"),
+            events: 131,
+            lost: 0,
+            bytes: 40_960,
+        });
+        assert!(run
+            .to_table()
+            .contains("trace          131 events (0 lost), 40 KiB in /out/trace.dat"));
+        let document = run.to_json();
+        assert_eq!(document["trace_events"], 131);
+        assert_eq!(document["trace_dat"], "/out/trace.dat");
+        assert!(document["trace_error"].is_null());
     }
 
     #[test]
