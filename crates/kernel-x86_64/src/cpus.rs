@@ -86,7 +86,7 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> Report {
 /// The cross-CPU call the check sends: the answering CPU's APIC id.
 fn own_apic_id(_: u64) -> u64 {
     let id = apic::id();
-    crate::trace_marker!("cross-CPU call answered, APIC id {id}");
+    crate::trace::cpu_call::trace(crate::cpu::current_id().unwrap_or(0), id);
     u64::from(id)
 }
 

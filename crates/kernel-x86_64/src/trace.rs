@@ -24,7 +24,16 @@ use crate::{cpu, smp, tsc};
 /// The second 16550 (COM2): the trace's channel to the host.
 const COM2: u16 = 0x2f8;
 /// Ring bytes per CPU: a boot writes a few hundred events at most.
-const BUFFER_KB: usize = 64;
+const BUFFER_KB: usize = 16;
+
+hotkern_trace::define_event! {
+    /// An application processor ran a cross-CPU call (on its own ring).
+    pub cpu_call in hotkern {
+        cpu: u32,
+        apic_id: u32,
+    }
+    print "cpu=%u apic_id=%u", cpu, apic_id
+}
 
 /// The TSC in nanoseconds, with the kernel's PIT calibration.
 struct TscNanos;
@@ -87,6 +96,10 @@ pub fn init() -> bool {
     };
     match Tracer::new(config, Arc::new(TscNanos), context).and_then(Tracer::install) {
         Ok(tracer) => {
+            let call = hotkern_trace::event::register(&cpu_call::EVENT);
+            if let Err(error) = tracer.set_event_enabled(call, true) {
+                crate::println!("hotkern: trace event cpu_call not enabled: {error}");
+            }
             TRACER.store(tracer as *const Tracer as *mut Tracer, Ordering::Release);
             true
         }
