@@ -309,3 +309,73 @@ impl<const BOOT: usize> Table<BOOT> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    fn record(start: u64, end: u64) -> Record {
+        Record {
+            start,
+            end,
+            avail_start: start,
+            avail_end: end,
+            free_list: FreeList::DEFAULT,
+            start_hint: 0,
+            slab: 0,
+            first: 0,
+        }
+    }
+
+    /// A table after page init with two boot slots, both free.
+    fn on_heap() -> Table<2> {
+        let mut table = Table::new();
+        let parts = table.heap_parts(&[]).unwrap();
+        table.adopt(parts);
+        table
+    }
+
+    fn add<const BOOT: usize>(table: &mut Table<BOOT>, start: u64) -> SegmentHandle {
+        let slot = table.reserve_slot().unwrap();
+        table.insert(slot, record(start, start + 4))
+    }
+
+    #[test]
+    fn a_freed_slot_is_reused_before_a_new_one_with_the_next_generation() {
+        let mut table = on_heap();
+        let handles: Vec<SegmentHandle> = (0..3).map(|i| add(&mut table, i * 10)).collect();
+        let slots: Vec<u32> = handles.iter().map(|h| h.slot).collect();
+        // The boot slots first, lowest first, then a new one.
+        assert_eq!(slots, [0, 1, 2]);
+        table.reserve_remove().unwrap();
+        table.remove(1);
+        assert_eq!(table.get(handles[1]), Err(PhysmemError::StaleHandle));
+        let reused = add(&mut table, 100);
+        assert_eq!((reused.slot, reused.generation), (1, 1));
+        assert_eq!(table.get(reused).unwrap().start, 100);
+        assert_eq!(table.get(handles[1]), Err(PhysmemError::StaleHandle));
+        assert_eq!(add(&mut table, 200).slot, 3, "no free slot left");
+        assert_eq!((table.count(), table.slot_count()), (4, 4));
+    }
+
+    #[test]
+    fn a_slot_whose_generation_would_wrap_is_retired_for_good() {
+        let mut heap = on_heap();
+        let last = add(&mut heap, 0);
+        heap.heap[last.slot as usize].generation = u32::MAX;
+        let last = heap.handle(last.slot);
+        heap.reserve_remove().unwrap();
+        heap.remove(last.slot);
+        assert_eq!(heap.get(last), Err(PhysmemError::StaleHandle));
+        assert_eq!(heap.reserve_slot(), Ok(1), "the retired slot is skipped");
+        // The same at boot, where free slots are found by a scan.
+        let mut boot: Table<2> = Table::new();
+        let first = add(&mut boot, 0);
+        boot.boot[first.slot as usize].generation = u32::MAX;
+        boot.remove(first.slot);
+        assert_eq!(boot.reserve_slot(), Ok(1));
+        add(&mut boot, 10);
+        assert_eq!(boot.reserve_slot(), Err(PhysmemError::StorageFull));
+    }
+}

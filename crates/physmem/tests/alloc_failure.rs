@@ -220,6 +220,32 @@ fn whole_unplug_out_of_memory_changes_nothing() {
 }
 
 #[test]
+fn whole_unplug_onto_a_full_free_slot_list_out_of_memory_changes_nothing() {
+    without_leaks(|| {
+        // Page init lists the 32 boot slots as free, with room for 32.
+        let mem: Physmem<BasicPage> = Physmem::initialized();
+        let handles: Vec<SegmentHandle> = (0..34u64)
+            .map(|i| mem.plug(Pfn(i * 4), PageCount(2)).unwrap())
+            .collect();
+        // Freeing 32 slots fills the list to its room: the next needs more.
+        for i in 0..32u64 {
+            mem.unplug(Pfn(i * 4), PageCount(2)).unwrap();
+        }
+        refused_until_memory(&mem, &handles, 34 * 4, || {
+            mem.unplug(Pfn(32 * 4), PageCount(2))
+        });
+        assert_eq!(
+            mem.segment_info(handles[32]),
+            Err(PhysmemError::StaleHandle)
+        );
+        assert_eq!(mem.len(), 1);
+        // The freed slot list works on.
+        let again = mem.plug(Pfn(1000), PageCount(1)).unwrap();
+        assert_eq!(mem.read().segment(again).unwrap().start(), Pfn(1000));
+    });
+}
+
+#[test]
 fn init_pages_out_of_memory_changes_nothing() {
     without_leaks(|| {
         let mem: Physmem<BasicPage> = Physmem::new();

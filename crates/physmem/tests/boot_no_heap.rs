@@ -1,5 +1,6 @@
 //! Boot-time loading needs no heap: a counting allocator sees no allocation
-//! from `new`, `physload`, `physunload` or a boot-time split, and page init
+//! from `new`, `physload`, `physunload`, a boot-time split or a boot-time
+//! removal of a whole segment, and page init
 //! makes one slab for all boot segments.
 // These use real threads and atomics; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
@@ -7,7 +8,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem};
+use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError};
 
 struct Counting;
 
@@ -43,13 +44,19 @@ fn boot_phase_allocates_nothing_and_page_init_uses_one_slab() {
     let b = MEMORY
         .physload(Pfn(0), Pfn(0x80), Pfn(0), Pfn(0x80), FreeList(0))
         .unwrap();
+    let c = MEMORY
+        .physload(Pfn(0x300), Pfn(0x310), Pfn(0x300), Pfn(0x310), FreeList(0))
+        .unwrap();
     let stolen = MEMORY.physunload(a, FreeList(0)).unwrap();
     MEMORY.unplug(Pfn(0x40), PageCount(8)).unwrap();
+    // A whole segment: its slot is freed in boot storage, not in a list.
+    MEMORY.unplug(Pfn(0x300), PageCount(0x10)).unwrap();
     let info = MEMORY.segment_info(b).unwrap();
     let after = ALLOCATIONS.load(Ordering::SeqCst);
     assert_eq!(after, before, "boot operations touched the heap");
     assert_eq!(stolen, Pfn(0x100));
     assert_eq!((info.start, info.end), (Pfn(0), Pfn(0x40)));
+    assert_eq!(MEMORY.segment_info(c), Err(PhysmemError::StaleHandle));
     assert!(
         MEMORY.read().find(Pfn(0x10)).is_none(),
         "readers wait for page init"

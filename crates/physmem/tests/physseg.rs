@@ -458,6 +458,48 @@ fn start_hint_is_kept_across_unrelated_writes() {
 }
 
 #[test]
+fn start_hint_survives_a_cut_only_while_it_is_inside_the_segment() {
+    let hint = |mem: &Mem, h| {
+        let from_reader = mem.read().segment(h).unwrap().start_hint();
+        assert_eq!(mem.segment_info(h).unwrap().start_hint, from_reader);
+        from_reader
+    };
+    // Away from frame 0, so that the segment's length is not its end.
+    let (mem, h) = running(&[(100, 100), (500, 10)]);
+    mem.set_start_hint(h[0], 29).unwrap();
+    // [100, 130): 30 pages, hint 29 is the last one and is kept.
+    mem.unplug(Pfn(130), PageCount(70)).unwrap();
+    assert_eq!(hint(&mem, h[0]), 29);
+    // [100, 129): 29 pages, hint 29 is one past the end.
+    mem.unplug(Pfn(129), PageCount(1)).unwrap();
+    assert_eq!(hint(&mem, h[0]), 0);
+    // A front cut keeps a hint below the new length.
+    mem.set_start_hint(h[0], 3).unwrap();
+    mem.unplug(Pfn(100), PageCount(9)).unwrap();
+    assert_eq!(hint(&mem, h[0]), 3);
+}
+
+#[test]
+fn handles_past_the_first_slot_chunk_survive_a_rebuild_from_scratch() {
+    // Slots 0..600: the slot map needs two chunks of 512.
+    let mem = Mem::initialized();
+    let handles: Vec<SegmentHandle> = (0..600u64)
+        .map(|i| mem.plug(Pfn(i * 2), PageCount(1)).unwrap())
+        .collect();
+    mem.unplug(Pfn(0), PageCount(1)).unwrap();
+    // Far enough that sections must grow: the index (and its slot map) is
+    // built from scratch, for the reused slot 0 and every live one.
+    let far = mem.plug(Pfn(1 << 34), PageCount(1)).unwrap();
+    let guard = mem.read();
+    for (i, &handle) in handles.iter().enumerate().skip(1) {
+        let segment = guard.segment(handle).unwrap();
+        assert_eq!(segment.start(), Pfn(i as u64 * 2));
+    }
+    assert_eq!(guard.segment(far).unwrap().start(), Pfn(1 << 34));
+    assert!(guard.segment(handles[0]).is_err());
+}
+
+#[test]
 fn descriptors_are_dropped_exactly_once() {
     use std::sync::atomic::{AtomicI64, Ordering};
     static LIVE: AtomicI64 = AtomicI64::new(0);

@@ -1,9 +1,9 @@
-//! Boot-phase overlap: before page init `physload` checks overlaps against
-//! the fixed boot storage (not the published index the heap phase uses), so
-//! the edges of that check need tests of their own: ranges that touch an
-//! existing segment are accepted, ranges that share a single frame with it
-//! at either end, equal it, lie inside it or contain it are refused with
-//! the segment named and nothing changed.
+//! Boot-phase edges: before page init, `physload` checks overlaps and
+//! `unplug` finds its segment in the fixed boot storage (not the published
+//! index the heap phase uses), so the edges of those searches need tests of
+//! their own. Ranges that touch an existing segment are accepted; ranges
+//! that share a single frame with it at either end, equal it, lie inside it
+//! or contain it are refused with the segment named and nothing changed.
 // These use real threads and atomics; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
 
@@ -99,4 +99,30 @@ fn boot_physload_refuses_every_shared_frame_and_accepts_touching_ranges() {
             Some((handle, PageCount(end - 1 - start)))
         );
     }
+}
+
+#[test]
+fn boot_unplug_from_a_segments_first_frame_is_not_taken_for_the_one_below() {
+    let mem = Mem::new();
+    // The lower segment comes first in boot storage and ends where the
+    // upper one starts.
+    let lower = physload(&mem, 0, 10).unwrap();
+    let upper = physload(&mem, 10, 20).unwrap();
+    mem.unplug(Pfn(10), PageCount(5)).unwrap();
+    let bounds = |h| {
+        let info = mem.segment_info(h).unwrap();
+        (info.start.0, info.end.0)
+    };
+    assert_eq!((bounds(lower), bounds(upper)), ((0, 10), (15, 20)));
+    // The frame one past the lower segment's end is not in it either.
+    mem.unplug(Pfn(15), PageCount(5)).unwrap();
+    assert_eq!(
+        mem.unplug(Pfn(10), PageCount(1)),
+        Err(PhysmemError::NotInOneSegment {
+            pfn: Pfn(10),
+            npages: PageCount(1)
+        })
+    );
+    assert_eq!(bounds(lower), (0, 10));
+    assert_eq!(mem.len(), 1);
 }
