@@ -392,6 +392,12 @@ mod tests {
                 assert!(steps <= MAX_SCAN, "case {case} pfn {pfn}: {steps} steps");
                 let expected = layout.iter().position(|&(s, e)| s <= pfn && pfn < e);
                 assert_eq!(found, expected, "case {case} pfn {pfn}");
+                // The benchmark's alternative lookup must agree.
+                assert_eq!(
+                    section.find_by_search(pfn),
+                    expected,
+                    "case {case} pfn {pfn}"
+                );
                 most = most.max(steps);
             }
             at_bound += usize::from(most == MAX_SCAN);
@@ -400,5 +406,37 @@ mod tests {
         // Most layouts are fragmented enough that some lookup needs the
         // whole bound: the cases test the bound, not an easy shape.
         assert!(at_bound >= 200, "{at_bound} of 400 layouts reach the bound");
+    }
+
+    #[test]
+    fn blocks_are_as_coarse_as_the_bound_allows_and_stop_at_the_last_run() {
+        // Run ends at offsets 10 and 128 of the section at 1024. Blocks of
+        // 2^8 hold both ends (3 steps), of 2^7 only the end at 10 (128
+        // ends block 0 exactly): 2^7 is the coarsest within the bound, and
+        // the runs end with block 0.
+        let section = Section::build(1024, 9, &entries(&[(1024, 1034), (1040, 1152)])).unwrap();
+        assert_eq!(section.block_shift, 7);
+        assert_eq!((section.blocks.len(), section.last_block), (1, 0));
+        assert_eq!(section.find(1151), Some(1));
+        assert_eq!(section.find(1152), None);
+        assert_eq!(section.find(1535), None);
+        // Ending at offset 100 of blocks of 2^6 (the end at 10 shares block
+        // 0 with no other): two blocks.
+        let section = Section::build(1024, 9, &entries(&[(1024, 1034), (1040, 1124)])).unwrap();
+        assert_eq!(section.block_shift, 6);
+        assert_eq!((section.blocks.len(), section.last_block), (2, 1));
+        assert_eq!(section.find(1123), Some(1));
+        assert_eq!(section.find(1124), None);
+        // Two blocks of 4 bytes, two runs and the sentinel of 32 bytes
+        // each, and two details.
+        let details = 2 * size_of::<Detail>();
+        assert_eq!(section.bytes(), 2 * 4 + 3 * 32 + details);
+    }
+
+    #[test]
+    fn a_section_of_no_runs_finds_nothing() {
+        let section = Section::<()>::build(1024, 9, &[]).unwrap();
+        assert_eq!(section.len(), 0);
+        assert!((1024..1536).all(|pfn| section.find(pfn).is_none()));
     }
 }
