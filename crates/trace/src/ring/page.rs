@@ -471,4 +471,35 @@ mod tests {
         page[8..16].copy_from_slice(&len.to_le_bytes());
         assert_eq!(PageView::new(&page).unwrap().missed_events(), None);
     }
+
+    #[test]
+    fn headers_take_linuxs_small_and_large_forms() {
+        // Linux (`rb_update_event`) writes data of up to 28 words as
+        // `type_len` = words, anything longer as `type_len` 0 with the
+        // length plus 4 in the next word; an empty event still takes a
+        // word. (payload bytes, first word, second word, event size)
+        let cases: [(usize, u32, Option<u32>, usize); 6] = [
+            (0, 1, None, 8),
+            (1, 1, None, 8),
+            (5, 2, None, 12),
+            (112, 28, None, 116),
+            (113, 0, Some(120), 124),
+            (MAX_PAYLOAD, 0, Some(4068), 4072),
+        ];
+        for (payload, first, second, size) in cases {
+            let mut out = [0xffu8; 8];
+            let at = encode_data_header(&mut out, payload, 5);
+            assert_eq!(read_u32(&out, 0), first | 5 << 5, "{payload} bytes");
+            match second {
+                Some(length) => assert_eq!((at, read_u32(&out, 4)), (8, length)),
+                None => assert_eq!((at, read_u32(&out, 4)), (4, u32::MAX)),
+            }
+            assert_eq!(event_size(payload), size, "{payload} bytes");
+        }
+        assert_eq!(MAX_PAYLOAD, 4096 - 16 - 8 - 8);
+        // A time extend: type 30, the delta's low 27 bits, then the rest.
+        let mut out = [0u8; 8];
+        encode_time_extend(&mut out, (3 << 27) | 9);
+        assert_eq!((read_u32(&out, 0), read_u32(&out, 4)), (30 | 9 << 5, 3));
+    }
 }

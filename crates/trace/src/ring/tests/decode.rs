@@ -189,12 +189,17 @@ impl Plan {
 #[derive(Debug, Default)]
 struct Expected {
     events: Vec<(u64, usize, Vec<u8>)>,
+    /// The time reached where decoding stops (`Events::time`).
+    time: u64,
     truncated: Option<usize>,
     reached: [bool; KINDS.len()],
 }
 
 fn expected(plan: &Plan, len: usize, upto: usize) -> Expected {
-    let mut out = Expected::default();
+    let mut out = Expected {
+        time: plan.timestamp,
+        ..Expected::default()
+    };
     let mut time = plan.timestamp;
     let mut at = 0;
     for record in &plan.records[..upto] {
@@ -231,6 +236,7 @@ fn expected(plan: &Plan, len: usize, upto: usize) -> Expected {
             }
         }
         at += size;
+        out.time = time;
     }
     // Committed bytes past the records are zero: a large-event header whose
     // length word, if committed, is 0 — truncated either way.
@@ -372,6 +378,7 @@ fn check_plan(plan: &Plan, shares: &Shares) -> Result<(), TestCaseError> {
         .map(|event| (event.timestamp_ns, event.offset, event.payload.to_vec()))
         .collect();
     let error = events.error();
+    let time = events.time();
     prop_assert_eq!(
         view.check(),
         error.map_or(Ok(got.len()), Err),
@@ -403,6 +410,7 @@ fn check_plan(plan: &Plan, shares: &Shares) -> Result<(), TestCaseError> {
     }
     prop_assert_eq!(&got, &want.events);
     prop_assert_eq!(error, want.truncated.map(RingPageError::Truncated));
+    prop_assert_eq!(time, want.time, "the time reached");
     match plan.commit {
         Commit::CutInLast(_) => bump(&shares.truncated_last),
         Commit::PastEnd(_) => bump(&shares.past_end),
