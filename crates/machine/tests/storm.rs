@@ -12,7 +12,7 @@ use std::time::Duration;
 use hotkern_machine::{
     CpuId, CpuSet, Engine, HotplugError, Item, Machine, MachineError, Report, TaskStatus, MAX_VCPUS,
 };
-use rand::rngs::SmallRng;
+use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// A task of `slices` slices that touches memory and the per-CPU services.
@@ -159,12 +159,12 @@ fn refusal_kind(error: &MachineError) -> &'static str {
 /// A request: mostly one that fits the machine's state (random CPUs of the
 /// right kind), and one in eight made of any numbers, out of range or
 /// empty included, or of every online CPU, so that every refusal is met.
-fn random_request(rng: &mut SmallRng, cpus: usize, online: &[u32]) -> Option<Request> {
+fn random_request(rng: &mut StdRng, cpus: usize, online: &[u32]) -> Option<Request> {
     let offline: Vec<u32> = (0..cpus as u32).filter(|c| !online.contains(c)).collect();
-    let pick = |rng: &mut SmallRng, from: &[u32]| -> Option<CpuId> {
+    let pick = |rng: &mut StdRng, from: &[u32]| -> Option<CpuId> {
         (!from.is_empty()).then(|| CpuId(from[rng.random_range(0..from.len())]))
     };
-    let subset = |rng: &mut SmallRng, from: &[u32]| -> CpuSet {
+    let subset = |rng: &mut StdRng, from: &[u32]| -> CpuSet {
         from.iter()
             .filter(|_| rng.random_bool(0.5))
             .map(|&c| CpuId(c))
@@ -206,7 +206,7 @@ fn storm(engine: Engine, plan: &Storm) {
         .engine(engine)
         .build()
         .unwrap();
-    let mut rng = SmallRng::seed_from_u64(plan.seed);
+    let mut rng = StdRng::seed_from_u64(plan.seed);
     let ran = Arc::new(AtomicU64::new(0));
     let per_op = plan.tasks.div_ceil(plan.operations);
     let mut online: Vec<u32> = (0..plan.cpus as u32).collect();
