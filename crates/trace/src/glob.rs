@@ -285,6 +285,11 @@ mod tests {
             ("[^a-c]x", "ax", false),
             ("[]]", "]", true),
             ("[!]]", "a", true),
+            // A `-` last (or first) in a class is a member, not a range.
+            ("[a-]x", "-x", true),
+            ("[a-]x", "ax", true),
+            ("[a-]x", "bx", false),
+            ("[-a]", "-", true),
             ("[ab", "[ab", true),
             ("[ab", "a", false),
             ("a\\*", "a*", true),

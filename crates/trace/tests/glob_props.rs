@@ -39,6 +39,7 @@ fn piece() -> impl Strategy<Value = (String, String)> {
         1 => fixed("[!c]", &["a", "_", "["]),
         1 => fixed("[^a_]", &["b", "c"]),
         1 => fixed("[]a]", &["]", "a"]),
+        1 => fixed("[a-]", &["a", "-"]),
         1 => fixed("\\*", &["*"]),
         1 => one_of(&["[", "]", "!", "-", "\\"]).prop_map(|c| (c.clone(), c)),
     ]
