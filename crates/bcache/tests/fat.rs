@@ -97,6 +97,8 @@ fn fat32_large_file_nested_small_files_and_a_fragmented_file() {
                 })
                 .unwrap();
             assert_eq!(summary.files, small.len() as u64);
+            let bytes: usize = small.iter().map(|(_, data)| data.len()).sum();
+            assert_eq!(summary.bytes, bytes as u64);
             assert_eq!(summary.directories, 1 + 4 + 12);
             for (path, data) in &small {
                 let found = seen.iter().find(|(p, _)| p == &format!("/{path}"));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::fat::{build, entry, with_volume, CLUSTER, TYPES};
+use common::fat::{build, entry, find_short_entry, with_volume, CLUSTER, TYPES};
 use common::pattern;
 use hotkern_bcache::FatError;
 
@@ -119,16 +119,6 @@ fn a_chain_ending_before_the_size_is_an_error_and_one_ending_after_is_read_to_th
             });
         }
     }
-}
-
-/// Where the 8.3 name `name` (11 bytes, space-padded) is in the image.
-fn find_short_entry(image: &[u8], name: &[u8; 11]) -> usize {
-    let found: Vec<usize> = (0..image.len() - 32)
-        .step_by(32)
-        .filter(|&at| &image[at..at + 11] == name)
-        .collect();
-    assert_eq!(found.len(), 1, "{}", String::from_utf8_lossy(name));
-    found[0]
 }
 
 #[test]

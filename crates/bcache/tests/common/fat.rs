@@ -124,3 +124,13 @@ pub fn build(fat_type: FatType, files: &[(&str, &[u8])]) -> (Vec<u8>, Fat) {
 }
 
 pub const TYPES: [FatType; 3] = [FatType::Fat12, FatType::Fat16, FatType::Fat32];
+
+/// Where the 8.3 name `name` (11 bytes, space-padded) is in the image.
+pub fn find_short_entry(image: &[u8], name: &[u8; 11]) -> usize {
+    let found: Vec<usize> = (0..image.len() - 32)
+        .step_by(32)
+        .filter(|&at| &image[at..at + 11] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "{}", String::from_utf8_lossy(name));
+    found[0]
+}
