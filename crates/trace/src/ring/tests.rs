@@ -337,6 +337,46 @@ fn clear_discards_and_accounts() {
 }
 
 #[test]
+fn totals_add_every_cpus_counters() {
+    // Each counter non-zero on both CPUs, so a total that subtracts or
+    // multiplies instead of adding shows.
+    for mode in [Mode::Overwrite, Mode::ProducerConsumer] {
+        let ring = RingBuffer::new(2, 2, mode).unwrap();
+        assert_eq!(ring.cpus(), 2);
+        for cpu in 0..2 {
+            let mut page = Box::new([0u8; PAGE_SIZE]);
+            write(&ring, cpu, 1, 0, 40).unwrap();
+            ring.read_page(cpu, &mut page).unwrap();
+            for i in 1..(300 + 100 * cpu as u32) {
+                let _ = write(&ring, cpu, u64::from(i) + 1, i, 40);
+            }
+        }
+        let each = [ring.stats(0).unwrap(), ring.stats(1).unwrap()];
+        let total = ring.total_stats();
+        assert_eq!(total.written, each[0].written + each[1].written);
+        assert_eq!(total.read, each[0].read + each[1].read);
+        assert_eq!(total.dropped, each[0].dropped + each[1].dropped);
+        assert_eq!(total.overrun, each[0].overrun + each[1].overrun);
+        let lost = if mode == Mode::Overwrite {
+            [each[0].overrun, each[1].overrun]
+        } else {
+            [each[0].dropped, each[1].dropped]
+        };
+        assert!(lost[0] > 1 && lost[1] > 1, "{each:?}");
+        assert_eq!(ring.drain().len(), 2);
+    }
+}
+
+#[test]
+fn debug_names_the_shape() {
+    let ring = RingBuffer::new(3, 5, Mode::ProducerConsumer).unwrap();
+    assert_eq!(
+        alloc::format!("{ring:?}"),
+        "RingBuffer { cpus: 3, pages_per_cpu: 5, mode: ProducerConsumer }"
+    );
+}
+
+#[test]
 fn alignment_padding_is_zeroed_not_stale() {
     let ring = RingBuffer::new(1, 2, Mode::Overwrite).unwrap();
     // Dirty the page, drain, then write payloads that need padding.
