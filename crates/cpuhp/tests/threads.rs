@@ -220,6 +220,8 @@ fn running_deferred_job_is_waited_for() {
         std::thread::spawn(move || hp.run_deferred())
     };
     entered_rx.recv().unwrap();
+    // Nothing is queued, but the running job is still pending.
+    assert_eq!(hp.pending_deferred(), 1);
     SEEN.lock().unwrap().clear();
     let online = {
         let hp = hp.clone();
@@ -245,4 +247,116 @@ fn running_deferred_job_is_waited_for() {
     assert_eq!(report.deferred, 1, "the startup is deferred again");
     hp.flush_deferred();
     assert!(*up.lock().unwrap());
+}
+
+/// A failed online puts the deferred teardowns it cancelled back. When the
+/// worker has meanwhile taken one of the jobs they came from, the parts
+/// cannot go back into place and must all go to the back of the queue, in
+/// their order: putting one back into its old job, ahead of another that
+/// went to the back, would tear down the CPU's `Prepare` step before its
+/// `Online` step. Every step is driven by channels, so the worker takes the
+/// job exactly between the online's cancelling and its failure.
+#[test]
+fn failed_online_keeps_cancelled_teardowns_in_order_when_the_worker_took_one() {
+    type Calls = Arc<Mutex<Vec<(&'static str, CpuSet, bool)>>>;
+    let table = [
+        StepSpec::new("bp:pages", Section::Prepare, Class::Deferrable),
+        StepSpec::new("ap:active", Section::Online, Class::Critical),
+        StepSpec::new("ap:sysfs", Section::Online, Class::Deferrable),
+    ];
+    let all = CpuSet::range(0, 4);
+    let hp = Arc::new(Hp::new(Mock::new(all, false), &table, all, all, Engine::Bolt).unwrap());
+    let calls: Calls = Arc::default();
+    let (settled_tx, settled_rx) = mpsc::channel::<()>();
+    let (fail_tx, fail_rx) = mpsc::channel::<()>();
+    let (taken_tx, taken_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (settled_tx, fail_rx) = (Mutex::new(settled_tx), Mutex::new(fail_rx));
+    let (taken_tx, release_rx) = (Mutex::new(taken_tx), Mutex::new(release_rx));
+    let record = |name: &'static str, calls: &Calls| {
+        let (up, down) = (calls.clone(), calls.clone());
+        Callbacks::new()
+            .startup(move |ctx| {
+                up.lock().unwrap().push((name, ctx.cpus, true));
+                Ok(())
+            })
+            .teardown(move |ctx| {
+                down.lock().unwrap().push((name, ctx.cpus, false));
+                Ok(())
+            })
+    };
+    hp.setup(StepId(0), record("bp:pages", &calls)).unwrap();
+    let sysfs = calls.clone();
+    hp.setup(
+        StepId(2),
+        Callbacks::new().teardown(move |ctx| {
+            sysfs.lock().unwrap().push(("ap:sysfs", ctx.cpus, false));
+            if ctx.cpu == CpuId(2) && ctx.deferred {
+                taken_tx.lock().unwrap().send(()).unwrap();
+                release_rx.lock().unwrap().recv().unwrap();
+            }
+            Ok(())
+        }),
+    )
+    .unwrap();
+    // Without calls: its startup would block on the online CPUs now.
+    hp.setup_nocalls(
+        StepId(1),
+        Callbacks::new()
+            .startup(move |ctx| {
+                if ctx.cpu != CpuId(1) || ctx.rollback {
+                    return Ok(());
+                }
+                settled_tx.lock().unwrap().send(()).unwrap();
+                fail_rx.lock().unwrap().recv().unwrap();
+                Err(hotkern_cpuhp::CallbackError::new("refused by test"))
+            })
+            .teardown(|_| Ok(())),
+    )
+    .unwrap();
+    // One job per deferrable step for CPUs 1 and 2, then two for CPU 3, so
+    // that the queue never runs dry of other jobs.
+    hp.offline_many(CpuSet::range(1, 3)).unwrap();
+    hp.offline(CpuId(3)).unwrap();
+    assert_eq!(hp.pending_deferred(), 4);
+    calls.lock().unwrap().clear();
+    let online = {
+        let hp = hp.clone();
+        std::thread::spawn(move || hp.online(CpuId(1)))
+    };
+    // The online has cancelled CPU 1's teardowns and is in `ap:active`.
+    settled_rx.recv().unwrap();
+    let worker = {
+        let hp = hp.clone();
+        std::thread::spawn(move || hp.run_deferred())
+    };
+    // The worker took the `ap:sysfs` job and runs what is left of it.
+    taken_rx.recv().unwrap();
+    fail_tx.send(()).unwrap();
+    assert!(matches!(
+        online.join().unwrap(),
+        Err(Error::StepFailed {
+            name: "ap:active",
+            ..
+        })
+    ));
+    release_tx.send(()).unwrap();
+    worker.join().unwrap();
+    hp.flush_deferred();
+    let teardowns: Vec<&'static str> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, cpus, up)| cpus.contains(CpuId(1)) && !up)
+        .map(|(name, _, _)| *name)
+        .collect();
+    assert_eq!(teardowns, ["ap:sysfs", "bp:pages"]);
+    for cpu in [CpuId(1), CpuId(2), CpuId(3)] {
+        for index in 0..table.len() {
+            assert_eq!(
+                hp.step_status(cpu, StepId(index as u16)),
+                Some(StepStatus::Down)
+            );
+        }
+    }
 }
