@@ -59,6 +59,9 @@ fn new_validates_the_table_and_masks() {
     .unwrap();
     assert_eq!(hp.step_status(CpuId(0), StepId(0)), Some(StepStatus::Up));
     assert_eq!(hp.step_status(CpuId(2), StepId(8)), Some(StepStatus::Down));
+    // Past the possible CPUs or the table: nothing, whichever is in range.
+    assert_eq!(hp.step_status(CpuId(3), StepId(0)), None);
+    assert_eq!(hp.step_status(CpuId(0), StepId(TABLE.len() as u16)), None);
     assert_eq!(hp.step_spec(StepId(5)), Some(TABLE[5]));
     assert_eq!(hp.step_count(), TABLE.len());
 }
@@ -103,11 +106,25 @@ fn setup_runs_startup_on_online_cpus_only_and_nocalls_runs_nothing() {
     hp.remove(sysfs).unwrap();
     assert!(!world.is_up("ap:sysfs", CpuId(0), None) && !world.is_up("ap:sysfs", CpuId(2), None));
     assert_eq!(hp.remove(sysfs).err(), Some(Error::NotSetUp(sysfs)));
+    // A step without callbacks is up exactly on the online CPUs (0 to 2).
+    for cpu in 0..4 {
+        let want = if cpu < 3 {
+            StepStatus::Up
+        } else {
+            StepStatus::Down
+        };
+        assert_eq!(hp.step_status(CpuId(cpu), sysfs), Some(want), "cpu{cpu}");
+    }
     hp.remove_nocalls(pages).unwrap();
     assert!(
         world.is_up("bp:pages", CpuId(2), None),
         "nocalls must not tear down"
     );
+    assert_eq!(hp.remove_nocalls(pages).err(), Some(Error::NotSetUp(pages)));
+    // Removed: an operation no longer calls it.
+    world.take_calls();
+    hp.offline(CpuId(2)).unwrap();
+    assert!(world.take_calls().is_empty());
     assert_eq!(
         hp.setup(StepId(99), Callbacks::new()).err(),
         Some(Error::NoSuchStep(StepId(99)))
@@ -135,6 +152,23 @@ fn failing_setup_undoes_the_cpus_done_and_installs_nothing() {
     for cpu in all {
         assert!(!world.is_up("bp:perf", cpu, None));
     }
+    // The CPUs done are torn down last first, marked as a rollback.
+    let calls: Vec<(Direction, CpuId, bool)> = world
+        .take_calls()
+        .iter()
+        .map(|c| (c.direction, c.cpus.first().unwrap(), c.rollback))
+        .collect();
+    let (up, down) = (Direction::Up, Direction::Down);
+    assert_eq!(
+        calls,
+        [
+            (up, CpuId(0), false),
+            (up, CpuId(1), false),
+            (up, CpuId(2), false),
+            (down, CpuId(1), true),
+            (down, CpuId(0), true),
+        ]
+    );
     world.assert_no_violations();
     // Nothing was installed: a second setup works and runs everywhere.
     hp.setup(perf, world.callbacks(Section::Prepare)).unwrap();
@@ -231,4 +265,88 @@ fn refused_registration_leaves_deferred_work_pending() {
     assert_eq!(hp.pending_deferred(), 0);
     assert!(!world.is_up("bp:queues", CpuId(2), Some(InstanceId(7))));
     assert!(world.is_up("bp:queues", CpuId(1), Some(InstanceId(7))));
+}
+
+/// A machine with four online CPUs and nothing set up.
+fn bare(engine: Engine) -> (Hp, std::sync::Arc<World>) {
+    let all = CpuSet::range(0, 4);
+    let hp = Hp::new(Mock::new(all, false), TABLE, all, all, engine).unwrap();
+    (hp, std::sync::Arc::new(World::default()))
+}
+
+fn refusal(name: &'static str, direction: Direction, cpu: u32) -> Refusal {
+    Refusal {
+        name,
+        direction,
+        cpu: Some(CpuId(cpu)),
+        instance: None,
+    }
+}
+
+/// Refusals that registration cannot act on are counted and passed over:
+/// a `Starting` startup (it must not fail), a teardown while removing a
+/// step (going away cannot be refused), and the undo of a failed setup.
+#[test]
+fn registration_counts_the_refusals_it_cannot_act_on() {
+    let (hp, world) = bare(Engine::Classic);
+    let starting = step(&hp, "ap:sched-starting");
+    world.refuse(refusal("ap:sched-starting", Direction::Up, 1));
+    hp.setup(starting, world.callbacks(Section::Starting))
+        .unwrap();
+    assert_eq!(hp.warnings().atomic_failures, 1);
+    assert!([0, 2, 3]
+        .iter()
+        .all(|cpu| world.is_up("ap:sched-starting", CpuId(*cpu), None)));
+
+    let sysfs = step(&hp, "ap:sysfs");
+    hp.setup(sysfs, world.callbacks(Section::Online)).unwrap();
+    world.refuse(refusal("ap:sysfs", Direction::Down, 1));
+    hp.remove(sysfs).unwrap();
+    assert_eq!(hp.warnings().rollback_failures, 1);
+    assert!(world.is_up("ap:sysfs", CpuId(1), None), "refused");
+    assert!([0, 2, 3]
+        .iter()
+        .all(|cpu| !world.is_up("ap:sysfs", CpuId(*cpu), None)));
+
+    let perf = step(&hp, "bp:perf");
+    world.refuse(refusal("bp:perf", Direction::Up, 2));
+    world.refuse(refusal("bp:perf", Direction::Down, 1));
+    assert!(hp.setup(perf, world.callbacks(Section::Prepare)).is_err());
+    assert_eq!(hp.warnings().rollback_failures, 2);
+    assert!(world.is_up("bp:perf", CpuId(1), None), "undo refused");
+    assert!(!world.is_up("bp:perf", CpuId(0), None), "undone after it");
+    assert_eq!(hp.warnings().atomic_failures, 1);
+}
+
+/// A step left up on an offline CPU (its deferred teardown failed) is torn
+/// down by `remove` from the calling thread: the CPU runs nothing, so the
+/// platform must not be asked to run work on it.
+#[test]
+fn remove_calls_a_step_left_on_an_offline_cpu_from_the_caller() {
+    let (hp, world) = machine(Engine::Bolt, 3, false);
+    world.refuse(refusal("ap:kthread", Direction::Down, 1));
+    hp.offline(CpuId(1)).unwrap();
+    hp.flush_deferred();
+    assert_eq!(hp.take_deferred_failures().len(), 1);
+    let kthread = step(&hp, "ap:kthread");
+    assert_eq!(hp.step_status(CpuId(1), kthread), Some(StepStatus::Up));
+    world.take_calls();
+    hp.platform().take_events();
+    hp.remove(kthread).unwrap();
+    let places: Vec<(CpuId, Place)> = world
+        .take_calls()
+        .iter()
+        .map(|c| (c.cpus.first().unwrap(), c.place))
+        .collect();
+    assert_eq!(
+        places,
+        [
+            (CpuId(0), Place::Target(CpuId(0))),
+            (CpuId(1), Place::Controller),
+            (CpuId(2), Place::Target(CpuId(2))),
+        ]
+    );
+    let events = hp.platform().take_events();
+    assert!(!events.contains(&Event::RunOn(CpuId(1))), "{events:?}");
+    assert!(!world.is_up("ap:kthread", CpuId(1), None));
 }

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use hotkern_cpuhp::{
     CallbackError, Class, CpuId, CpuSet, Direction, Engine, Error, FailAt, Section, StepId,
-    StepStatus,
+    StepStatus, Warnings,
 };
 
 /// Injects a failure at every fallible step, both directions, both engines,
@@ -236,4 +236,106 @@ fn starting_failures_are_counted_not_rolled_back() {
         hp.step_status(CpuId(2), step(&hp, "ap:sched-starting")),
         Some(StepStatus::Down)
     );
+}
+
+/// `classic` brings the CPUs a failed bulk offline had taken down back one
+/// by one; when one of them refuses to come back, its own failed online is
+/// undone (it stays offline), the others still come back, and the refusal
+/// is counted as a failed rollback.
+#[test]
+fn classic_bulk_undo_that_fails_is_counted_and_leaves_that_cpu_offline() {
+    let (hp, world) = machine(Engine::Classic, 5, false);
+    hp.inject_failure(FailAt {
+        step: step(&hp, "ap:sysfs"),
+        direction: Direction::Down,
+        cpu: Some(CpuId(4)),
+    })
+    .unwrap();
+    world.refuse(Refusal {
+        name: "ap:sysfs",
+        direction: Direction::Up,
+        cpu: Some(CpuId(3)),
+        instance: None,
+    });
+    let error = hp.offline_many(CpuSet::range(2, 5)).unwrap_err();
+    assert!(matches!(error, Error::StepFailed { cpu: CpuId(4), .. }));
+    assert_eq!(hp.warnings().rollback_failures, 1);
+    assert_eq!(hp.online_cpus(), CpuSet::range(0, 5).without(CpuId(3)));
+    assert_consistent(&hp, &world);
+}
+
+/// Warnings raised inside an operation that then fails are kept: a
+/// `Starting` startup that refused (Linux carries on) and a teardown refused
+/// while rolling back (the rollback carries on with the steps before it).
+/// A later successful operation does not reset them.
+#[test]
+fn warnings_of_a_failed_operation_are_counted_and_kept() {
+    let (hp, world) = machine(Engine::Classic, 3, false);
+    hp.offline(CpuId(2)).unwrap();
+    for (name, direction) in [
+        ("ap:sched-starting", Direction::Up),
+        ("bp:pages", Direction::Down),
+    ] {
+        world.refuse(Refusal {
+            name,
+            direction,
+            cpu: Some(CpuId(2)),
+            instance: None,
+        });
+    }
+    hp.inject_failure(FailAt {
+        step: step(&hp, "ap:sysfs"),
+        direction: Direction::Up,
+        cpu: Some(CpuId(2)),
+    })
+    .unwrap();
+    let error = hp.online(CpuId(2)).unwrap_err();
+    assert!(matches!(
+        error,
+        Error::StepFailed {
+            name: "ap:sysfs",
+            ..
+        }
+    ));
+    let counted = Warnings {
+        atomic_failures: 1,
+        rollback_failures: 1,
+        deferred_failures: 0,
+    };
+    assert_eq!(hp.warnings(), counted);
+    assert!(!hp.is_online(CpuId(2)));
+    assert!(world.is_up("bp:pages", CpuId(2), None), "teardown refused");
+    assert!(
+        !world.is_up("bp:perf", CpuId(2), None),
+        "the rollback stopped at the refused teardown"
+    );
+    hp.online(CpuId(2)).unwrap();
+    assert_eq!(hp.warnings(), counted);
+}
+
+/// A teardown refused while an `Online` section is rolled back is counted,
+/// and the rollback goes on with the steps before it.
+#[test]
+fn online_teardown_refused_in_rollback_is_counted_and_passed_over() {
+    let (hp, world) = machine(Engine::Classic, 3, false);
+    hp.offline(CpuId(2)).unwrap();
+    world.refuse(Refusal {
+        name: "ap:sysfs",
+        direction: Direction::Down,
+        cpu: Some(CpuId(2)),
+        instance: None,
+    });
+    hp.inject_failure(FailAt {
+        step: step(&hp, "ap:sched-active"),
+        direction: Direction::Up,
+        cpu: Some(CpuId(2)),
+    })
+    .unwrap();
+    assert!(hp.online(CpuId(2)).is_err());
+    assert_eq!(hp.warnings().rollback_failures, 1);
+    assert_eq!(hp.warnings().atomic_failures, 0);
+    assert!(world.is_up("ap:sysfs", CpuId(2), None), "refused");
+    for name in ["ap:kthread", "ap:workqueue", "bp:perf"] {
+        assert!(!world.is_up(name, CpuId(2), None), "{name} still up");
+    }
 }
