@@ -268,6 +268,10 @@ mod tests {
         assert!(set.is_empty());
         assert!(!set.contains(CpuId(u32::MAX)));
         set.remove(CpuId(u32::MAX));
+        // The first CPU past the end, where an off-by-one bound would index
+        // past the last word.
+        assert!(!CpuSet::range(0, MAX_CPUS as u32).contains(CpuId(MAX_CPUS as u32)));
+        set.remove(CpuId(MAX_CPUS as u32));
         assert!(set.insert(CpuId(MAX_CPUS as u32 - 1)));
         assert_eq!(set.first(), Some(CpuId(MAX_CPUS as u32 - 1)));
     }
@@ -276,6 +280,7 @@ mod tests {
     fn display_uses_ranges() {
         let set: CpuSet = [0, 1, 2, 3, 6, 8, 9].into_iter().map(CpuId).collect();
         assert_eq!(format!("{set}"), "0-3,6,8-9");
+        assert_eq!(format!("{set:?}"), "0-3,6,8-9");
         assert_eq!(format!("{}", CpuSet::EMPTY), "");
     }
 }

@@ -263,6 +263,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn callbacks_say_which_directions_they_have() {
+        let none = Callbacks::new();
+        let up = Callbacks::new().startup(|_| Ok(()));
+        let down = Callbacks::new().teardown(|_| Ok(()));
+        let seen = |c: &Callbacks| (c.has_startup(), c.has_teardown());
+        assert_eq!(
+            [seen(&none), seen(&up), seen(&down)],
+            [(false, false), (true, false), (false, true)]
+        );
+        assert_eq!(
+            alloc::format!("{up:?}"),
+            "Callbacks { startup: true, teardown: false }"
+        );
+    }
+
+    #[test]
     fn a_callback_error_reads_as_its_reason() {
         let error: &dyn core::error::Error = &CallbackError::INJECTED;
         assert_eq!(error.to_string(), "injected failure");

@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use hotkern_cpuhp::{
-    Class, CpuId, CpuSet, Direction, Engine, Error, FailAt, Reuse, StepId, StepStatus,
+    Callbacks, Class, CpuId, CpuSet, Direction, Engine, Error, FailAt, Reuse, Section, StepId,
+    StepSpec, StepStatus,
 };
 
 #[test]
@@ -388,4 +389,107 @@ fn switching_engine_flushes_and_keeps_everything() {
     assert_eq!(hp.pending_deferred(), 0);
     hp.online(CpuId(2)).unwrap();
     assert_consistent(&hp, &world);
+}
+
+/// The worker is kicked once by an operation that deferred something and
+/// never by one that did not, and a report has a stage for completing
+/// pending startups only when it completed some.
+#[test]
+fn worker_kick_and_finish_stage_only_with_deferred_work() {
+    let (hp, _world) = machine(Engine::Classic, 3, false);
+    let kicks = |hp: &Hp| {
+        let events = hp.platform().take_events();
+        events.iter().filter(|e| **e == Event::Kick).count()
+    };
+    let finished =
+        |report: &hotkern_cpuhp::Report| report.stages.iter().any(|s| s.name == "finish-deferred");
+    let report = hp.offline(CpuId(2)).unwrap();
+    assert_eq!((kicks(&hp), finished(&report)), (0, false), "classic");
+    hp.set_engine(Engine::Bolt);
+    hp.platform().take_events();
+    // Deferrable startups go to the worker.
+    let report = hp.online(CpuId(2)).unwrap();
+    assert_eq!((kicks(&hp), finished(&report)), (1, false), "online");
+    // They are still pending: the offline completes them first.
+    let report = hp.offline(CpuId(2)).unwrap();
+    assert_eq!((kicks(&hp), finished(&report)), (1, true), "offline");
+}
+
+/// A platform that gives only what it must: `run_on_each`, `power_on` and
+/// `power_off` are the trait's defaults, which must still run every
+/// target's `Online` steps (one after the other, through `run_on`).
+#[test]
+fn default_run_on_each_runs_every_target() {
+    use std::sync::Mutex;
+    struct Plain {
+        ran_on: Mutex<Vec<CpuId>>,
+    }
+    impl hotkern_cpuhp::Platform for Plain {
+        fn now_ns(&self) -> u64 {
+            0
+        }
+        fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
+            self.ran_on.lock().unwrap().push(cpu);
+            work(cpu)
+        }
+        fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+            cpus.iter().for_each(work)
+        }
+        fn synchronize_grace_period(&self) {}
+    }
+    let table = [StepSpec::new("ap:active", Section::Online, Class::Critical)];
+    let all = CpuSet::range(0, 3);
+    let plain = Plain {
+        ran_on: Mutex::new(Vec::new()),
+    };
+    let hp = hotkern_cpuhp::Hotplug::<parking_lot::RawMutex, Plain>::new(
+        plain,
+        &table,
+        all,
+        CpuSet::single(CpuId(0)),
+        Engine::Bolt,
+    )
+    .unwrap();
+    let started = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let record = started.clone();
+    hp.setup(
+        StepId(0),
+        Callbacks::new().startup(move |ctx| {
+            record.lock().unwrap().push(ctx.cpu);
+            Ok(())
+        }),
+    )
+    .unwrap();
+    started.lock().unwrap().clear();
+    hp.platform().ran_on.lock().unwrap().clear();
+    hp.online_many(CpuSet::range(1, 3)).unwrap();
+    assert_eq!(*started.lock().unwrap(), [CpuId(1), CpuId(2)]);
+    assert_eq!(*hp.platform().ran_on.lock().unwrap(), [CpuId(1), CpuId(2)]);
+    assert_eq!(hp.online_cpus(), all);
+}
+
+/// A `bolt` bulk online reports, in the order they ran, every step it ran
+/// and the machine's stages, each once with its time summed over the
+/// targets (the mock clock moves 10 ns per read, and a call reads it
+/// twice); deferred steps have no stage.
+#[test]
+fn bolt_report_lists_each_stage_once_with_its_time() {
+    let (hp, _world) = machine(Engine::Bolt, 4, false);
+    hp.offline_many(CpuSet::range(2, 4)).unwrap();
+    hp.flush_deferred();
+    let report = hp.online_many(CpuSet::range(2, 4)).unwrap();
+    let stages: Vec<(&str, u64)> = report.stages.iter().map(|s| (s.name, s.nanos)).collect();
+    assert_eq!(
+        stages,
+        [
+            // One aggregated call for both CPUs.
+            ("bp:perf", 10),
+            // Two power-ons between two clock reads.
+            ("power", 10),
+            ("stop-machine", 50),
+            ("ap:sched-starting", 20),
+            ("ap:workqueue", 20),
+            ("ap:sched-active", 20),
+        ]
+    );
 }
