@@ -158,8 +158,8 @@ fn explore(
 
 /// Each model explores a few hundred interleavings (357 to 608 with loom
 /// 0.7 and a preemption bound of 3); far fewer means the threads no longer
-/// race on the engine's locks, and the outcome checks above it would be
-/// luck.
+/// race on the engine's locks, and that the outcomes each test requires
+/// came up by luck.
 fn assert_explored(explored: usize) {
     assert!(explored >= 100, "only {explored} interleavings");
 }
