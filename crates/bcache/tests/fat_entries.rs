@@ -97,7 +97,11 @@ fn a_broken_set_of_long_name_pieces_is_dropped() {
         let short = short_name(&image[at + 64..]);
         let mut other_checksum = image.clone();
         other_checksum[at + 32 + 13] ^= 0x5A;
-        assert_eq!(root_names(&other_checksum), vec![short.clone()], "{fat_type:?}");
+        assert_eq!(
+            root_names(&other_checksum),
+            vec![short.clone()],
+            "{fat_type:?}"
+        );
         let mut beyond = image.clone();
         beyond[at + 32] = 3;
         assert_eq!(root_names(&beyond), vec![short.clone()], "{fat_type:?}");
