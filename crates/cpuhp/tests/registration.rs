@@ -274,15 +274,6 @@ fn bare(engine: Engine) -> (Hp, std::sync::Arc<World>) {
     (hp, std::sync::Arc::new(World::default()))
 }
 
-fn refusal(name: &'static str, direction: Direction, cpu: u32) -> Refusal {
-    Refusal {
-        name,
-        direction,
-        cpu: Some(CpuId(cpu)),
-        instance: None,
-    }
-}
-
 /// Refusals that registration cannot act on are counted and passed over:
 /// a `Starting` startup (it must not fail), a teardown while removing a
 /// step (going away cannot be refused), and the undo of a failed setup.

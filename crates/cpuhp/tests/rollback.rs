@@ -251,17 +251,35 @@ fn classic_bulk_undo_that_fails_is_counted_and_leaves_that_cpu_offline() {
         cpu: Some(CpuId(4)),
     })
     .unwrap();
-    world.refuse(Refusal {
-        name: "ap:sysfs",
-        direction: Direction::Up,
-        cpu: Some(CpuId(3)),
-        instance: None,
-    });
+    world.refuse(refusal("ap:sysfs", Direction::Up, 3));
     let error = hp.offline_many(CpuSet::range(2, 5)).unwrap_err();
     assert!(matches!(error, Error::StepFailed { cpu: CpuId(4), .. }));
     assert_eq!(hp.warnings().rollback_failures, 1);
     assert_eq!(hp.online_cpus(), CpuSet::range(0, 5).without(CpuId(3)));
     assert_consistent(&hp, &world);
+}
+
+/// CPU 2, taken offline, fails to come back at `failing` (injected) after
+/// the callbacks named in `refused` refused once on it.
+fn failed_online_of_cpu2(
+    refused: &[(&'static str, Direction)],
+    failing: &str,
+) -> (Hp, std::sync::Arc<World>) {
+    let (hp, world) = machine(Engine::Classic, 3, false);
+    hp.offline(CpuId(2)).unwrap();
+    for (name, direction) in refused {
+        world.refuse(refusal(name, *direction, 2));
+    }
+    hp.inject_failure(FailAt {
+        step: step(&hp, failing),
+        direction: Direction::Up,
+        cpu: Some(CpuId(2)),
+    })
+    .unwrap();
+    let error = hp.online(CpuId(2)).unwrap_err();
+    assert!(matches!(error, Error::StepFailed { name, .. } if name == failing));
+    assert!(!hp.is_online(CpuId(2)));
+    (hp, world)
 }
 
 /// Warnings raised inside an operation that then fails are kept: a
@@ -270,40 +288,19 @@ fn classic_bulk_undo_that_fails_is_counted_and_leaves_that_cpu_offline() {
 /// A later successful operation does not reset them.
 #[test]
 fn warnings_of_a_failed_operation_are_counted_and_kept() {
-    let (hp, world) = machine(Engine::Classic, 3, false);
-    hp.offline(CpuId(2)).unwrap();
-    for (name, direction) in [
-        ("ap:sched-starting", Direction::Up),
-        ("bp:pages", Direction::Down),
-    ] {
-        world.refuse(Refusal {
-            name,
-            direction,
-            cpu: Some(CpuId(2)),
-            instance: None,
-        });
-    }
-    hp.inject_failure(FailAt {
-        step: step(&hp, "ap:sysfs"),
-        direction: Direction::Up,
-        cpu: Some(CpuId(2)),
-    })
-    .unwrap();
-    let error = hp.online(CpuId(2)).unwrap_err();
-    assert!(matches!(
-        error,
-        Error::StepFailed {
-            name: "ap:sysfs",
-            ..
-        }
-    ));
+    let (hp, world) = failed_online_of_cpu2(
+        &[
+            ("ap:sched-starting", Direction::Up),
+            ("bp:pages", Direction::Down),
+        ],
+        "ap:sysfs",
+    );
     let counted = Warnings {
         atomic_failures: 1,
         rollback_failures: 1,
         deferred_failures: 0,
     };
     assert_eq!(hp.warnings(), counted);
-    assert!(!hp.is_online(CpuId(2)));
     assert!(world.is_up("bp:pages", CpuId(2), None), "teardown refused");
     assert!(
         !world.is_up("bp:perf", CpuId(2), None),
@@ -317,21 +314,7 @@ fn warnings_of_a_failed_operation_are_counted_and_kept() {
 /// and the rollback goes on with the steps before it.
 #[test]
 fn online_teardown_refused_in_rollback_is_counted_and_passed_over() {
-    let (hp, world) = machine(Engine::Classic, 3, false);
-    hp.offline(CpuId(2)).unwrap();
-    world.refuse(Refusal {
-        name: "ap:sysfs",
-        direction: Direction::Down,
-        cpu: Some(CpuId(2)),
-        instance: None,
-    });
-    hp.inject_failure(FailAt {
-        step: step(&hp, "ap:sched-active"),
-        direction: Direction::Up,
-        cpu: Some(CpuId(2)),
-    })
-    .unwrap();
-    assert!(hp.online(CpuId(2)).is_err());
+    let (hp, world) = failed_online_of_cpu2(&[("ap:sysfs", Direction::Down)], "ap:sched-active");
     assert_eq!(hp.warnings().rollback_failures, 1);
     assert_eq!(hp.warnings().atomic_failures, 0);
     assert!(world.is_up("ap:sysfs", CpuId(2), None), "refused");

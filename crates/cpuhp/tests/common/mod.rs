@@ -184,6 +184,16 @@ pub struct Refusal {
     pub instance: Option<InstanceId>,
 }
 
+/// A one-shot refusal of `name` in `direction` on `cpu`, any instance.
+pub fn refusal(name: &'static str, direction: Direction, cpu: u32) -> Refusal {
+    Refusal {
+        name,
+        direction,
+        cpu: Some(CpuId(cpu)),
+        instance: None,
+    }
+}
+
 /// A step's name, a CPU and an instance.
 pub type Key = (&'static str, CpuId, Option<InstanceId>);
 
