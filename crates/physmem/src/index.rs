@@ -595,3 +595,6 @@ impl<P> Maker<P> {
         Ok(Box::into_raw(boxed(Section::build(start, shift, list)?)?).cast_const())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -480,6 +480,24 @@ fn start_hint_survives_a_cut_only_while_it_is_inside_the_segment() {
 }
 
 #[test]
+fn start_hint_reads_the_same_from_every_section_a_segment_spans() {
+    // Sections hold 512 frames: the first segment spans sections 0 to 3,
+    // the second starts in section 3, where `prev` finds the first.
+    let (mem, h) = running(&[(100, 1900), (2010, 10)]);
+    mem.set_start_hint(h[0], 77).unwrap();
+    let guard = mem.read();
+    assert_eq!(guard.segment(h[0]).unwrap().start_hint(), 77);
+    let before = guard.prev(h[1]).unwrap().unwrap();
+    assert_eq!((before.handle(), before.start_hint()), (h[0], 77));
+    drop(guard);
+    // Once the second goes, `last` finds the first in section 3.
+    mem.unplug(Pfn(2010), PageCount(10)).unwrap();
+    let guard = mem.read();
+    let last = guard.last().unwrap();
+    assert_eq!((last.handle(), last.start_hint()), (h[0], 77));
+}
+
+#[test]
 fn handles_past_the_first_slot_chunk_survive_a_rebuild_from_scratch() {
     // Slots 0..600: the slot map needs two chunks of 512.
     let mem = Mem::initialized();
