@@ -494,12 +494,57 @@ mod tests {
         assert_eq!(c.tune(0), 32);
         c.streams[0].consumed = 20;
         assert_eq!(c.tune(0), 32, "more than half used: unchanged");
+        c.streams[0].consumed = 16;
+        assert_eq!(c.tune(0), 32, "exactly half used: unchanged");
         c.streams[0].window = c.io_cap;
         c.streams[0].consumed = 32;
         assert_eq!(c.tune(0), c.io_cap, "never above the per-I/O cap");
         c.streams[0].window = 1;
         c.streams[0].consumed = 0;
         assert_eq!(c.tune(0), 1, "never below one block");
+    }
+
+    #[test]
+    fn only_hits_inside_the_streams_last_window_count_as_consumed() {
+        let mut c = cache();
+        c.streams[1] = Stream {
+            active: true,
+            window: 32,
+            ra_start: 100,
+            ra_end: 132,
+            ..Stream::default()
+        };
+        // Read-ahead blocks just outside the window (another window's, or
+        // another stream's) and at both of its ends.
+        for (slot, block) in [99u64, 100, 131, 132].into_iter().enumerate() {
+            c.slots[slot] = Slot {
+                block,
+                readahead: true,
+            };
+            c.hit(slot, 1);
+            assert!(!c.slots[slot].readahead, "a read-ahead block is used once");
+        }
+        assert_eq!(c.streams[1].consumed, 2, "blocks 100 and 131");
+        assert_eq!(c.stats.readahead_consumed, 4);
+        assert_eq!(c.stats.block_hits, 4);
+        // A second hit on a used block counts nothing more.
+        c.hit(1, 1);
+        assert_eq!((c.streams[1].consumed, c.stats.readahead_consumed), (2, 4));
+    }
+
+    #[test]
+    fn a_run_that_fits_before_the_rings_end_goes_there() {
+        let mut c = cache();
+        let Ring { start, len, .. } = c.rings[STREAM_RING];
+        c.rings[STREAM_RING].head = len - 4;
+        assert_eq!(c.allocate(STREAM_RING, 4), start + len - 4);
+        assert_eq!(
+            c.rings[STREAM_RING].head, 0,
+            "full: the next run starts over"
+        );
+        c.rings[STREAM_RING].head = len - 4;
+        assert_eq!(c.allocate(STREAM_RING, 5), start, "too long: wraps");
+        assert_eq!(c.rings[STREAM_RING].head, 5);
     }
 
     #[test]

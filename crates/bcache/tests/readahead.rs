@@ -170,3 +170,48 @@ fn the_freebsd_baseline_reads_ahead_256_blocks_and_halves_after_long_misses() {
     assert_eq!(issued(&mut cache, 3074, 1), 0, "a hit, already at 256");
     assert_eq!(issued(&mut cache, 2560, 1), 256, "never above 256");
 }
+
+#[test]
+fn hotkern_holds_its_budget_in_blocks_and_never_fewer_than_8() {
+    let slots = |block_size: usize, budget: usize| {
+        HotkernCache::new(SharedDisk::new(64, block_size, 8, 1), budget).slots()
+    };
+    assert_eq!(slots(512, 1 << 20), 2048); // 1 MiB / 512 B
+    assert_eq!(slots(4096, 1 << 20), 256); // 1 MiB / 4 KiB
+    assert_eq!(slots(512, 512 * 20 + 511), 20); // whole blocks only
+    assert_eq!(slots(512, 100), 8);
+    assert_eq!(slots(4096, 0), 8);
+}
+
+/// Three files read in turn, a block at a time, with a stray read between
+/// rounds (a directory lookup, say): hotkern follows four streams, and the
+/// stray read, least recently used each time the next one comes, must
+/// replace only its predecessor. Every file keeps its stream, so each is
+/// read in a few large operations. Were a file's stream replaced instead,
+/// its next block would start a new stream — a miss with no read-ahead —
+/// every round.
+#[test]
+fn a_stray_read_between_streams_replaces_the_least_recently_used_one() {
+    let disk = SharedDisk::new(8192, 512, 128, 6);
+    let truth = disk.snapshot();
+    let mut cache = HotkernCache::new(disk, 1 << 20);
+    let files = [1000u64, 3000, 5000];
+    let rounds = 300u64;
+    let mut buf = [0u8; 512];
+    for round in 0..rounds {
+        for start in files {
+            let block = start + round;
+            cache.read(block, 0, &mut buf).unwrap();
+            let at = block as usize * 512;
+            assert!(buf[..] == truth[at..at + 512], "block {block}");
+        }
+        // Far from the files and from each other.
+        cache.read(7000 + round * 3, 0, &mut buf).unwrap();
+    }
+    let stats = cache.stats();
+    // 300 stray reads miss once each; each file's 300 blocks come in
+    // read-ahead windows doubling from 32 blocks to the 128-block largest
+    // transfer: a handful of operations a file, not one a round.
+    assert!(stats.device_ops < rounds + 3 * 20, "{stats}");
+    assert!(stats.readahead_issued >= 3 * (rounds - 32), "{stats}");
+}
