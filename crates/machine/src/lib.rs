@@ -71,7 +71,6 @@ mod signal;
 mod steplog;
 mod steps;
 mod stop_machine;
-mod sync;
 mod sysfs;
 mod task;
 mod timer;

@@ -15,10 +15,10 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use hotkern_cpuhp::CpuSet;
+use hotkern_kernel::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
 use crate::cpuset::cpu_id;
 use crate::signal::{current_cpu, Doorbells};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 use crate::task::Job;
 
 /// Something to run after a grace period.

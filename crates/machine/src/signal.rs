@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::sync::{AtomicBool, Condvar, Mutex};
+use hotkern_kernel::sync::{AtomicBool, Condvar, Mutex};
 
 /// One vCPU's doorbell. Whoever gives a vCPU something to do rings it; the
 /// vCPU sleeps on it only when it has found nothing to do since the last ring.

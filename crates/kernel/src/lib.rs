@@ -1,0 +1,16 @@
+//! The kernel mechanisms hotkern's two platforms share, written once: the
+//! user-mode machine (`hotkern-machine`, whose vCPUs are OS threads) and
+//! the bare-metal x86-64 kernel (`crates/kernel-x86_64`).
+//!
+//! `#![no_std]` + `alloc`. [`sync`] is the one place that picks locks and
+//! atomics: `loom`'s under `--cfg loom`, `parking_lot`'s with the `std`
+//! feature, spinlocks otherwise.
+#![no_std]
+
+extern crate alloc;
+// The spinlocks' tests contend from std threads; loom's model needs std's
+// clock for its condvar's timed wait.
+#[cfg(any(test, loom))]
+extern crate std;
+
+pub mod sync;
