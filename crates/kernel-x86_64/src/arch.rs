@@ -138,3 +138,21 @@ pub fn halt_forever() -> ! {
         unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
     }
 }
+
+/// Runs `f` with interrupts off on this CPU and restores the interrupt flag
+/// as it was (Linux's `local_irq_save`/`local_irq_restore`). Every lock an
+/// interrupt handler may also take is held only inside this, so a handler
+/// never spins on a lock its own CPU holds.
+pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    let flags: u64;
+    // SAFETY: saving RFLAGS and clearing IF affects only this CPU; IF is
+    // restored below exactly as it was.
+    unsafe { asm!("pushfq", "pop {}", "cli", out(reg) flags, options(nomem)) };
+    let result = f();
+    if flags & (1 << 9) != 0 {
+        // SAFETY: interrupts were on when we came in, and the IDT has a
+        // gate for every vector the local APIC delivers.
+        unsafe { asm!("sti", options(nomem, nostack)) };
+    }
+    result
+}

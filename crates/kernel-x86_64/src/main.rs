@@ -25,15 +25,19 @@ mod console;
 mod cpu;
 mod cpus;
 mod heap;
+mod hotplug;
 mod idt;
 mod memory;
 mod panic;
 mod pvh;
 mod qemu;
 mod ranges;
+mod rcu;
+mod sched;
 mod selftest;
 mod serial;
 mod smp;
+mod stop_machine;
 mod summary;
 mod trace;
 mod trampoline;
@@ -161,6 +165,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     trace_marker!("checks took {} us", checks_us.unwrap_or(0));
     cpus::exercise(&mut smp_report, wait_hz, &mut checks);
     cpus::check_ticks(wait_hz, &mut checks);
+    let hotplug = hotplug::run(wait_hz, &mut checks);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(
@@ -175,6 +180,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             boot_tsc: boot::boot_tsc(),
             checks_us,
             trace,
+            hotplug: hotplug.as_ref(),
         },
     );
     exit(if checks.failed() == 0 {

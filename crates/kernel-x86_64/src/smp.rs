@@ -168,23 +168,73 @@ pub fn start(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
 /// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the
 /// result.
 pub fn call(cpu: u32, function: fn(u64) -> u64, arg: u64, tsc_hz: u64) -> Result<u64, SmpError> {
-    let index = check_cpu(cpu)?;
-    if STATE[index].load(Ordering::Acquire) != ONLINE {
+    let call = post(cpu, function, arg)?;
+    finish(call, tsc_hz)
+}
+
+/// A call posted to another CPU, to [`finish`].
+#[must_use = "a posted call must be finished before its argument goes away"]
+pub struct Posted {
+    cpu: u32,
+    number: u64,
+}
+
+impl Posted {
+    /// The CPU the call went to.
+    pub fn cpu(&self) -> u32 {
+        self.cpu
+    }
+}
+
+/// Asks CPU `cpu` to run `function(arg)` from its IPI handler and returns
+/// at once; [`finish`] waits for it. A CPU holds one call at a time: the
+/// caller finishes each call before posting the next to the same CPU.
+pub fn post(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpError> {
+    if cpu >= cpu_count() {
+        return Err(SmpError::NoCpu(cpu));
+    }
+    let index = cpu as usize;
+    // A call to oneself would wait for a handler that cannot run.
+    if STATE[index].load(Ordering::Acquire) != ONLINE || cpu::current_id() == Some(cpu) {
         return Err(SmpError::WrongState(cpu));
     }
     let mailbox = &MAILBOXES[index];
     mailbox.function.store(function as usize, Ordering::Relaxed);
     mailbox.arg.store(arg, Ordering::Relaxed);
     let number = mailbox.requested.load(Ordering::Relaxed) + 1;
+    // Release: pairs with the acquire in `run_call`, which then sees the
+    // function and argument stored above.
     mailbox.requested.store(number, Ordering::Release);
     apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
+    Ok(Posted { cpu, number })
+}
+
+/// Waits until a posted call has run and returns its result.
+pub fn finish(call: Posted, tsc_hz: u64) -> Result<u64, SmpError> {
+    let mailbox = &MAILBOXES[call.cpu as usize];
+    // Acquire: pairs with the release in `run_call`, so the result is there.
     if wait(tsc_hz, TIMEOUT_US, || {
-        mailbox.done.load(Ordering::Acquire) == number
+        mailbox.done.load(Ordering::Acquire) == call.number
     }) {
         Ok(mailbox.result.load(Ordering::Relaxed))
     } else {
-        Err(SmpError::Timeout(cpu))
+        Err(SmpError::Timeout(call.cpu))
     }
+}
+
+/// Wakes CPU `cpu` from `hlt` (Linux's reschedule IPI): its idle loop looks
+/// at its run queue again. Nothing happens to a CPU that is not running.
+pub fn wake(cpu: u32) {
+    let index = cpu as usize;
+    if index < cpu_count() as usize && STATE[index].load(Ordering::Acquire) == ONLINE {
+        apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
+    }
+}
+
+/// Whether CPU `cpu` is running (started and not parked): the CPUs a
+/// stop-machine must gather and a grace period must hear from.
+pub fn is_running(cpu: u32) -> bool {
+    (cpu as usize) < cpu_count() as usize && STATE[cpu as usize].load(Ordering::Acquire) == ONLINE
 }
 
 /// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
@@ -262,8 +312,9 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     idle(cpu as usize)
 }
 
-/// An online application processor's loop: sleep until an interrupt, and
-/// park when asked to go offline.
+/// An online application processor's loop: run task slices, sleep until an
+/// interrupt, and park when asked to go offline. Each turn is a quiescent
+/// state and the sleep an extended one ([`crate::rcu`]).
 fn idle(index: usize) -> ! {
     loop {
         // SAFETY: interrupts off around the check, then `sti; hlt`: the
@@ -280,7 +331,14 @@ fn idle(index: usize) -> ! {
                 unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
             }
         }
-        // SAFETY: see above; the handlers take no lock.
+        // A few slices per wake-up (tick or IPI), then sleep: the tasks
+        // keep every CPU busy part of the time, not spinning, since four
+        // busy vCPUs on a two-core host stall each other's rendezvous.
+        crate::sched::run_slices(index as u32);
+        crate::rcu::quiescent(index as u32);
+        crate::rcu::enter_idle(index as u32);
+        // SAFETY: see above; the handlers take no lock this CPU holds.
         unsafe { asm!("sti", "hlt", options(nomem, nostack)) };
+        crate::rcu::exit_idle(index as u32);
     }
 }

@@ -29,6 +29,8 @@ pub struct Figures<'a> {
     pub checks_us: Option<u64>,
     /// The trace.dat sent on COM2, if tracing ran.
     pub trace: Option<crate::trace::Shipped>,
+    /// The CPU hotplug run, if there was more than one CPU.
+    pub hotplug: Option<&'a crate::hotplug::Run>,
 }
 
 /// A JSON string: quoted, with quotes, backslashes and control characters
@@ -103,7 +105,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -131,5 +133,6 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         Maybe(figures.checks_us),
         crate::cpus::Json(figures.smp),
         crate::trace::Json(figures.trace),
+        crate::hotplug::Json(figures.hotplug),
     );
 }

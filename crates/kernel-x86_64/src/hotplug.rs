@@ -1,0 +1,455 @@
+//! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic and bolt)
+//! over this kernel, with the kernel's own steps, while tasks run on every
+//! CPU; the books and masks are checked after every operation.
+//!
+//! The platform: `Online` steps run in the target's cross-CPU call handler
+//! (there are no per-CPU hotplug threads yet), stop-machine is
+//! [`crate::stop_machine`], grace periods [`crate::rcu`], power on is an
+//! INIT-SIPI-SIPI start and power off a park with interrupts off
+//! ([`crate::smp`]). Bolt's deferred callbacks run on the controlling CPU
+//! after each operation's latency is taken, off the critical path as
+//! Bolt's master thread runs them.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use hotkern_cpuhp::{
+    CallbackError, Callbacks, Class, Context, CpuId, CpuSet, Engine, Error, Hotplug, Platform,
+    Report, Section, StepSpec,
+};
+
+use crate::checks::Checks;
+use crate::{apic, cpu, rcu, sched, smp, stop_machine, tsc};
+
+/// Tasks started before the operations; they run until all are done.
+const TASKS: u32 = 48;
+/// How long the tasks may take to finish once told to (each needs one
+/// more slice).
+const DRAIN_SECONDS: u64 = 5;
+/// Rounds of every case, per engine.
+const ROUNDS: usize = 5;
+/// How long a grace period may take before the run reports a stall.
+const GRACE_TIMEOUT_US: u64 = 5_000_000;
+
+/// The kernel's step table, in startup order, with why each step has its
+/// class. Every step is critical: the kernel has no per-CPU structure yet
+/// whose teardown could wait (the machine's page caches, workqueues and
+/// kernel threads are the deferrable ones, and they come with the shared
+/// core).
+const STEPS: [(StepSpec, &str); 4] = [
+    (
+        StepSpec::new("sched:online-mask", Section::Starting, Class::Critical),
+        "bitmask update: the online mask says where anything may run",
+    ),
+    (
+        StepSpec::new("timers:starting", Section::Starting, Class::Critical),
+        "a dying CPU's local APIC timer must stop before the CPU parks",
+    ),
+    (
+        StepSpec::new("sched:starting", Section::Starting, Class::Critical),
+        "state migration: a dying CPU's queued tasks must move or they never run",
+    ),
+    (
+        StepSpec::new("sched:active", Section::Online, Class::Critical),
+        "bitmask update: no new task may be placed on a CPU going down",
+    ),
+];
+
+/// Platform calls that failed (a CPU that did not start, park, answer a
+/// call or report a quiescent state); each is counted as a broken invariant.
+static PLATFORM_FAILURES: AtomicU32 = AtomicU32::new(0);
+
+fn platform_failed(what: fmt::Arguments<'_>) {
+    PLATFORM_FAILURES.fetch_add(1, Ordering::Relaxed);
+    crate::println!("hotkern: hotplug platform: {what}");
+}
+
+/// This kernel as the engine's platform.
+pub struct KernelPlatform {
+    tsc_hz: u64,
+}
+
+/// Runs `work` for the CPU in the argument: the cross-CPU call's body.
+fn call_work(arg: u64) -> u64 {
+    // SAFETY: `run_on_each` passes the address of its `&dyn Fn` and waits
+    // for every call to finish before that reference goes away.
+    let work = unsafe { *(arg as *const &(dyn Fn(CpuId) + Sync)) };
+    work(CpuId(cpu::current_id().unwrap_or(0)));
+    0
+}
+
+impl Platform for KernelPlatform {
+    fn now_ns(&self) -> u64 {
+        tsc::nanos()
+    }
+
+    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
+        self.run_on_each(CpuSet::single(cpu), work);
+    }
+
+    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        let me = cpu::current_id().unwrap_or(0);
+        let address = &work as *const &(dyn Fn(CpuId) + Sync) as u64;
+        let mut posted = Vec::with_capacity(cpus.len());
+        for cpu in cpus.iter().filter(|cpu| cpu.0 != me) {
+            match smp::post(cpu.0, call_work, address) {
+                Ok(call) => posted.push(call),
+                Err(error) => platform_failed(format_args!("call to cpu {}: {error:?}", cpu.0)),
+            }
+        }
+        if cpus.contains(CpuId(me)) {
+            work(CpuId(me));
+        }
+        for call in posted {
+            let cpu = call.cpu();
+            if let Err(error) = smp::finish(call, self.tsc_hz) {
+                // The reference must outlive the call: a CPU that never
+                // answers may still run it, so the run cannot go on.
+                panic!("cpu {cpu} did not finish a hotplug call: {error:?}");
+            }
+        }
+    }
+
+    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        if let Err(error) = stop_machine::stop_machine(cpus, work, self.tsc_hz) {
+            panic!("stop-machine: {error:?}");
+        }
+    }
+
+    fn synchronize_grace_period(&self) {
+        if let Err(stalled) = rcu::synchronize(self.tsc_hz, GRACE_TIMEOUT_US) {
+            platform_failed(format_args!("grace period stalled on cpu {}", stalled.0));
+        }
+    }
+
+    fn power_on(&self, cpu: CpuId) {
+        if let Err(error) = smp::start(cpu.0, self.tsc_hz) {
+            platform_failed(format_args!("cpu {} did not start: {error:?}", cpu.0));
+        }
+    }
+
+    fn power_off(&self, cpu: CpuId) {
+        if let Err(error) = smp::offline(cpu.0, self.tsc_hz) {
+            platform_failed(format_args!("cpu {} did not park: {error:?}", cpu.0));
+        }
+    }
+}
+
+/// The engine as this kernel instantiates it.
+type KernelHotplug = Hotplug<spin::Mutex<()>, KernelPlatform>;
+
+fn callbacks(name: &str) -> Callbacks {
+    match name {
+        "sched:online-mask" => Callbacks::new()
+            .startup(|ctx: &Context| {
+                sched::set_online(ctx.cpu.0, true);
+                Ok(())
+            })
+            .teardown(|ctx: &Context| {
+                sched::set_online(ctx.cpu.0, false);
+                Ok(())
+            }),
+        "timers:starting" => Callbacks::new()
+            .startup(|_: &Context| {
+                apic::start_tick();
+                Ok(())
+            })
+            .teardown(|_: &Context| {
+                apic::stop_tick();
+                Ok(())
+            }),
+        "sched:starting" => Callbacks::new()
+            .startup(|ctx: &Context| {
+                sched::open(ctx.cpu.0);
+                Ok(())
+            })
+            .teardown(|ctx: &Context| {
+                sched::close_and_migrate(ctx.cpu.0);
+                Ok(())
+            }),
+        "sched:active" => Callbacks::new()
+            .startup(|ctx: &Context| {
+                for cpu in ctx.cpus.iter() {
+                    sched::set_active(cpu.0, true);
+                }
+                Ok(())
+            })
+            .teardown(|ctx: &Context| {
+                for cpu in ctx.cpus.iter() {
+                    sched::set_active(cpu.0, false);
+                }
+                Ok(())
+            }),
+        _ => Callbacks::new().startup(|_: &Context| Err(CallbackError::new("no such step"))),
+    }
+}
+
+/// One case's latencies over its rounds, in nanoseconds.
+#[derive(Default)]
+pub struct Case {
+    /// The user-mode benchmark's name for it: `offline/1`, `online/1`,
+    /// `offline/bulk-3`, `online/bulk-3`.
+    pub name: String,
+    /// The engine: `classic` or `bolt`.
+    pub engine: &'static str,
+    /// Every operation's wall time (the engine's critical path).
+    pub samples: Vec<u64>,
+}
+
+impl Case {
+    fn new(name: String, engine: &'static str) -> Self {
+        Case {
+            name,
+            engine,
+            samples: Vec::new(),
+        }
+    }
+
+    /// The median sample.
+    pub fn median(&self) -> u64 {
+        let mut sorted = self.samples.clone();
+        sorted.sort_unstable();
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+    }
+}
+
+/// What the hotplug run did.
+pub struct Run {
+    /// Every case, per engine.
+    pub cases: Vec<Case>,
+    /// The task books at the end.
+    pub tally: sched::Tally,
+    /// Invariant violations seen after operations (masks, queues, books).
+    pub violations: u32,
+    /// Operations that returned an error.
+    pub errors: u32,
+    /// Grace periods the run waited for.
+    pub grace_periods: u64,
+    /// Tasks still running when the last operation ended.
+    pub running_at_end: u64,
+}
+
+impl Run {
+    /// Nothing lost, run twice, run offline, or out of step.
+    pub fn invariants_hold(&self) -> bool {
+        self.violations == 0
+            && self.errors == 0
+            && self.tally.twice == 0
+            && self.tally.ran_offline == 0
+            && self.tally.outstanding == 0
+            && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// Checks the masks and queues against the engine: every CPU the engine
+/// calls online is running, online, active and open; every other is
+/// parked, out of both masks, closed and empty.
+fn consistent(engine: &KernelHotplug) -> bool {
+    let online = engine.online_cpus();
+    let mut ok = sched::online_mask() == online && sched::active_mask() == online;
+    for cpu in 0..smp::cpu_count() {
+        let up = online.contains(CpuId(cpu));
+        let (queued, open) = sched::queue_state(cpu);
+        ok &= smp::is_running(cpu) == up && open == up && (up || queued == 0);
+    }
+    ok
+}
+
+/// Runs one operation, timed, and checks the machine after it.
+fn operate(
+    engine: &KernelHotplug,
+    run: &mut Run,
+    case: &mut Case,
+    op: impl Fn(&KernelHotplug) -> Result<Report, Error>,
+) {
+    match op(engine) {
+        Ok(report) => {
+            crate::trace_marker!(
+                "hotplug {} {} (first cpu {}) took {} us",
+                case.engine,
+                case.name,
+                report.cpus.first().map_or(0, |cpu| cpu.0),
+                report.nanos / 1000
+            );
+            case.samples.push(report.nanos);
+        }
+        Err(error) => {
+            crate::println!("hotkern: hotplug {} {}: {error}", case.engine, case.name);
+            run.errors += 1;
+        }
+    }
+    engine.flush_deferred();
+    if !consistent(engine) {
+        crate::println!(
+            "hotkern: hotplug {} {}: masks or queues disagree with the engine",
+            case.engine,
+            case.name
+        );
+        run.violations += 1;
+    }
+    // The controller is a CPU too: it runs a few of its own slices and
+    // hands the rest of its queue to the application processors.
+    sched::run_slices(0);
+    sched::balance();
+}
+
+/// Runs every case with both engines while tasks run, then waits for the
+/// tasks to finish.
+pub fn run(tsc_hz: u64, checks: &mut Checks) -> Option<Run> {
+    let count = smp::cpu_count();
+    if count < 2 {
+        checks.skip("cpu hotplug with both engines", "one CPU");
+        return None;
+    }
+    let possible = CpuSet::range(0, count);
+    let online: CpuSet = (0..count)
+        .filter(|&cpu| smp::is_running(cpu))
+        .map(CpuId)
+        .collect();
+    sched::boot(online);
+    let table: Vec<StepSpec> = STEPS.iter().map(|(spec, _)| *spec).collect();
+    let engine = match KernelHotplug::new(
+        KernelPlatform { tsc_hz },
+        &table,
+        possible,
+        online,
+        Engine::Classic,
+    ) {
+        Ok(engine) => engine,
+        Err(error) => panic!("hotplug engine: {error}"),
+    };
+    for (index, (spec, _)) in STEPS.iter().enumerate() {
+        let step = hotkern_cpuhp::StepId(index as u16);
+        if let Err(error) = engine.setup_nocalls(step, callbacks(spec.name)) {
+            panic!("hotplug step {}: {error}", spec.name);
+        }
+    }
+    let mut run = Run {
+        cases: Vec::new(),
+        tally: sched::Tally::default(),
+        violations: 0,
+        errors: 0,
+        grace_periods: 0,
+        running_at_end: 0,
+    };
+    sched::spawn(TASKS);
+    let aps = CpuSet::range(1, count);
+    for (kind, name) in [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")] {
+        engine.set_engine(kind);
+        let bulk = aps.len();
+        let mut offline = Case::new("offline/1".into(), name);
+        let mut online = Case::new("online/1".into(), name);
+        let mut offline_bulk = Case::new(format!("offline/bulk-{bulk}"), name);
+        let mut online_bulk = Case::new(format!("online/bulk-{bulk}"), name);
+        for round in 0..ROUNDS {
+            for cpu in aps.iter() {
+                operate(&engine, &mut run, &mut offline, |e| e.offline(cpu));
+                operate(&engine, &mut run, &mut online, |e| e.online(cpu));
+            }
+            operate(&engine, &mut run, &mut offline_bulk, |e| {
+                e.offline_many(aps)
+            });
+            operate(&engine, &mut run, &mut online_bulk, |e| e.online_many(aps));
+            crate::trace_marker!("hotplug {name} round {round} done");
+        }
+        run.cases
+            .extend([offline, online, offline_bulk, online_bulk]);
+    }
+    // Tasks ran through every operation; now each finishes at its next
+    // slice, wherever it is.
+    run.running_at_end = sched::tally().outstanding;
+    sched::stop();
+    for cpu in 1..count {
+        smp::wake(cpu);
+    }
+    let started = tsc::now();
+    while sched::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+        sched::run_slices(0);
+        sched::balance();
+        core::hint::spin_loop();
+    }
+    run.tally = sched::tally();
+    run.grace_periods = rcu::grace_periods();
+    checks.check(
+        "every task ran to the end exactly once, never on an offline CPU",
+        run.tally.issued == u64::from(TASKS)
+            && run.tally.completed == run.tally.issued
+            && run.tally.ran_offline == 0,
+    );
+    checks.check(
+        "after every hotplug operation the masks, queues and running CPUs agree with the engine",
+        run.violations == 0 && run.errors == 0 && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0,
+    );
+    checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
+    Some(run)
+}
+
+/// The run as JSON, for the summary: `{"cases":[...],"tasks":{...},...}`.
+pub struct Json<'a>(pub Option<&'a Run>);
+
+impl fmt::Display for Json<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(run) = self.0 else {
+            return f.write_str("null");
+        };
+        f.write_str("{\"steps\":[")?;
+        for (index, (spec, reason)) in STEPS.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(
+                f,
+                "{{\"name\":\"{}\",\"section\":\"{:?}\",\"class\":\"{:?}\",\"reason\":\"{}\"}}",
+                spec.name, spec.section, spec.class, reason
+            )?;
+        }
+        f.write_str("],\"cases\":[")?;
+        for (index, case) in run.cases.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            // The benchmark shape of `hotkern bench cpuhp`, with every
+            // sample beside the median.
+            write!(
+                f,
+                "{{\"name\":\"{}\",\"impl\":\"{}\",\"ops\":{},\"latency_us\":{}.{},\"tasks_lost\":{},\"samples_ns\":[",
+                case.name,
+                case.engine,
+                case.samples.len(),
+                case.median() / 1000,
+                case.median() % 1000 / 100,
+                run.tally.outstanding,
+            )?;
+            for (index, sample) in case.samples.iter().enumerate() {
+                if index > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{sample}")?;
+            }
+            f.write_str("]}")?;
+        }
+        let tally = run.tally;
+        write!(
+            f,
+            "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\
+             \"ran_offline\":{},\"migrated\":{}}},\"violations\":{},\"errors\":{},\
+             \"platform_failures\":{},\"grace_periods\":{},\"running_at_end\":{},\"invariants_hold\":{}}}",
+            tally.issued,
+            tally.completed,
+            tally.twice,
+            tally.outstanding,
+            tally.slices,
+            tally.ran_offline,
+            tally.migrated,
+            run.violations,
+            run.errors,
+            PLATFORM_FAILURES.load(Ordering::Relaxed),
+            run.grace_periods,
+            run.running_at_end,
+            run.invariants_hold()
+        )
+    }
+}
