@@ -13,4 +13,6 @@ extern crate alloc;
 #[cfg(any(test, loom))]
 extern crate std;
 
+pub mod cpuset;
+pub mod ledger;
 pub mod sync;

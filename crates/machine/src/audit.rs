@@ -6,9 +6,8 @@ use core::fmt;
 use std::collections::BTreeMap;
 
 use hotkern_cpuhp::CpuId;
+use hotkern_kernel::cpuset::cpu_id;
 use parking_lot::Mutex;
-
-use crate::cpuset::cpu_id;
 
 /// A kind of per-CPU resource a subsystem creates for a CPU and destroys later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

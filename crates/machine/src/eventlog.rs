@@ -5,10 +5,9 @@
 //! reader loses none but those the ring itself overwrote, which it counts.
 
 use hotkern_cpuhp::CpuId;
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_trace::ring::{pages_for_kb, Mode, PageView, RingBuffer, PAGE_SIZE};
 use parking_lot::Mutex;
-
-use crate::cpuset::cpu_id;
 
 /// Data bytes each CPU's ring holds before it overwrites the oldest page.
 pub(crate) const RING_KB: usize = 16;

@@ -3,9 +3,9 @@
 //! work pending.
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::cpuset::cpu_id;
 
 use crate::audit::{Resource, Violation};
-use crate::cpuset::cpu_id;
 use crate::kernel::{Kernel, Life};
 use crate::kthread::Role;
 

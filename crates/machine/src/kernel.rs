@@ -9,14 +9,15 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
+use hotkern_kernel::ledger::Item;
 use parking_lot::{Condvar, Mutex};
 
 use crate::audit::{Audit, Violation};
-use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::frames::FramePool;
 use crate::kthread::{Kthread, KthreadSlots, Role};
-use crate::ledger::{Item, Ledger};
+use crate::ledger::Ledger;
 use crate::pagecache::PageCaches;
 use crate::placement::Limbo;
 use crate::rcu::{Callback, Rcu};

@@ -53,7 +53,6 @@
 //! ```
 
 mod audit;
-mod cpuset;
 mod error;
 mod eventlog;
 mod frames;
@@ -147,10 +146,11 @@ pub mod loom_model {
 }
 
 pub use audit::{Counts, Resource, Violation};
-pub use cpuset::MAX_VCPUS;
 pub use error::MachineError;
 pub use eventlog::{Event, EventKind, Trace};
 pub use frames::FrameCounts;
+pub use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
+pub use hotkern_kernel::ledger::{Item, Tally};
 pub use hotkern_cpuhp::{
     Class, CpuId, CpuSet, Direction, Engine, Error as HotplugError, Report, Section, Stage,
     StepTime,
@@ -158,7 +158,6 @@ pub use hotkern_cpuhp::{
 pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use kthread::Role;
-pub use ledger::{Item, Tally};
 pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};
 #[doc(hidden)]
 pub use steplog::StepCall;

@@ -8,17 +8,17 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hotkern_cpuhp::{Class, CpuId, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime};
+use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
+use hotkern_kernel::ledger::{Item, Tally};
 use hotkern_physmem::{PageCount, Pfn};
 
 use crate::audit::{Counts, Resource, Violation};
-use crate::cpuset::MAX_VCPUS;
 use crate::error::MachineError;
 use crate::eventlog::Trace;
 use crate::frames::{FrameCounts, FramePool};
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
 use crate::kthread::Role;
-use crate::ledger::{Item, Tally};
 use crate::platform::{DeferredWorker, Engine as HotplugEngine, MachinePlatform, WorkerBell};
 use crate::steplog::{self, StepCall, StepLog};
 use crate::steps::STEPS;

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::cpuset::cpu_id;
 
-use crate::cpuset::cpu_id;
 use crate::kernel::Kernel;
 use crate::rcu::Callback;
 use crate::task::{Job, Task};

@@ -15,9 +15,9 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use hotkern_cpuhp::CpuSet;
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
-use crate::cpuset::cpu_id;
 use crate::signal::{current_cpu, Doorbells};
 use crate::task::Job;
 

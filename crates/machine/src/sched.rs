@@ -6,9 +6,9 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use hotkern_cpuhp::CpuSet;
+use hotkern_kernel::cpuset::{cpu_id, MAX_CPUS};
 use parking_lot::Mutex;
 
-use crate::cpuset::{cpu_id, MAX_VCPUS};
 use crate::task::Task;
 
 /// CPUs per domain (a "node"); balancing stays inside a node when it can.
@@ -107,7 +107,7 @@ impl Domains {
     }
 
     fn rebuild(&self, active: CpuSet) -> Retired {
-        let nodes = (0..MAX_VCPUS)
+        let nodes = (0..MAX_CPUS)
             .step_by(NODE_CPUS)
             .map(|first| {
                 CpuSet::range(first as u32, (first + NODE_CPUS) as u32).intersection(&active)

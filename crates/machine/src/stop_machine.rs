@@ -11,9 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::cpuset::cpu_id;
 use parking_lot::{Condvar, Mutex};
-
-use crate::cpuset::cpu_id;
 
 /// The work of one stop-machine, borrowed for the duration of [`StopMachine::run`].
 #[derive(Clone, Copy)]

@@ -7,9 +7,8 @@ use core::fmt;
 use std::collections::BTreeMap;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::cpuset::cpu_id;
 use parking_lot::RwLock;
-
-use crate::cpuset::cpu_id;
 
 /// Why a sysfs read failed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,11 +3,11 @@
 use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::CpuId;
+use hotkern_kernel::cpuset::cpu_id;
+use hotkern_kernel::ledger::Item;
 use hotkern_physmem::Pfn;
 
-use crate::cpuset::cpu_id;
 use crate::kernel::Kernel;
-use crate::ledger::Item;
 
 /// What a task slice asks for when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,38 +1,48 @@
-//! The lock-free holder of the kernel's online and active masks. vCPUs read
+//! The lock-free holder of the kernel's online and active masks. CPUs read
 //! both on every turn of their loop and whenever they place work, while
 //! hotplug steps flip one CPU at a time, so each mask lives in one atomic
 //! word, as Linux's `cpu_online_mask` is read without a lock. Whole sets go
-//! in and out as cpuhp's [`CpuSet`], the one set type of the machine.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! in and out as cpuhp's [`CpuSet`], the one set type of the kernel.
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 
-/// The most vCPUs a machine can have: the bits of one atomic word.
-pub const MAX_VCPUS: usize = 64;
+use crate::sync::{AtomicU64, Ordering};
 
-/// The [`CpuId`] of vCPU number `index`. vCPU numbers are below
-/// [`MAX_VCPUS`], so the conversion never truncates.
-pub(crate) const fn cpu_id(index: usize) -> CpuId {
+/// The most CPUs a kernel can have: the bits of one atomic word.
+pub const MAX_CPUS: usize = 64;
+
+/// The [`CpuId`] of CPU number `index`. CPU numbers are below
+/// [`MAX_CPUS`], so the conversion never truncates.
+pub const fn cpu_id(index: usize) -> CpuId {
     CpuId(index as u32)
 }
 
-/// The word bit of `cpu`, or no bit if it is not a possible vCPU.
+/// The word bit of `cpu`, or no bit if it is not a possible CPU.
 fn bit(cpu: CpuId) -> u64 {
-    if cpu.index() < MAX_VCPUS {
+    if cpu.index() < MAX_CPUS {
         1 << cpu.index()
     } else {
         0
     }
 }
 
-/// A set of vCPUs read and changed without a lock.
+/// A set of CPUs read and changed without a lock.
+///
+/// ```
+/// use hotkern_cpuhp::CpuId;
+/// use hotkern_kernel::cpuset::AtomicCpuSet;
+///
+/// let online = AtomicCpuSet::default();
+/// online.set(CpuId(2), true);
+/// assert!(online.contains(CpuId(2)) && !online.contains(CpuId(3)));
+/// assert_eq!(online.load().iter().collect::<Vec<_>>(), [CpuId(2)]);
+/// ```
 #[derive(Default)]
-pub(crate) struct AtomicCpuSet(AtomicU64);
+pub struct AtomicCpuSet(AtomicU64);
 
 impl AtomicCpuSet {
     /// The set now.
-    pub(crate) fn load(&self) -> CpuSet {
+    pub fn load(&self) -> CpuSet {
         let mut rest = self.0.load(Ordering::SeqCst);
         let mut set = CpuSet::EMPTY;
         while rest != 0 {
@@ -43,13 +53,13 @@ impl AtomicCpuSet {
     }
 
     /// Whether `cpu` is in the set now.
-    pub(crate) fn contains(&self, cpu: CpuId) -> bool {
+    pub fn contains(&self, cpu: CpuId) -> bool {
         self.0.load(Ordering::SeqCst) & bit(cpu) != 0
     }
 
     /// Adds `cpu` (if `member`) or removes it; a CPU at or above
-    /// [`MAX_VCPUS`] is never a member.
-    pub(crate) fn set(&self, cpu: CpuId, member: bool) {
+    /// [`MAX_CPUS`] is never a member.
+    pub fn set(&self, cpu: CpuId, member: bool) {
         if member {
             self.0.fetch_or(bit(cpu), Ordering::SeqCst);
         } else {
@@ -72,6 +82,6 @@ mod tests {
         assert_eq!(mask.load(), [0, 63].map(CpuId).into_iter().collect());
         assert!(mask.contains(CpuId(63)) && !mask.contains(CpuId(64)));
         assert!(!mask.contains(CpuId(3)) && !mask.contains(CpuId(u32::MAX)));
-        assert_eq!(cpu_id(MAX_VCPUS - 1), CpuId(63));
+        assert_eq!(cpu_id(MAX_CPUS - 1), CpuId(63));
     }
 }
