@@ -77,6 +77,7 @@ fn seconds(duration: Duration) -> f64 {
 impl RunReport {
     /// One JSON document.
     pub fn to_json(&self) -> Value {
+        let (invariants_hold, tasks_lost, cases) = super::hotplug::top_level(self.summary.as_ref());
         json!({
             "outcome": self.outcome.name(),
             "message": self.outcome.to_string(),
@@ -99,6 +100,9 @@ impl RunReport {
             "trace_lost": self.trace.as_ref().map(|t| t.lost),
             "trace_dat": self.trace.as_ref().map(|t| t.path.display().to_string()),
             "trace_error": self.trace_error,
+            "invariants_hold": invariants_hold,
+            "tasks_lost": tasks_lost,
+            "cases": cases,
             "guest": self.summary,
         })
     }
@@ -279,6 +283,7 @@ fn guest_rows(summary: &Value, row: &mut impl FnMut(&str, String)) {
         format!("{cpus} running the kernel; hypervisor {hypervisor}"),
     );
     smp_rows(&summary["smp"], row);
+    super::hotplug::rows(&summary["hotplug"], row);
     row(
         "checks",
         format!(
