@@ -75,23 +75,33 @@ fn the_table_runs_from_the_first_to_the_last_section_of_a_segment() {
 #[test]
 fn table_bytes_count_the_table_and_each_shared_section_once() {
     // One segment covers sections 0 to 3 (one uniform section, listed four
-    // times) and the start of section 4 (a section of its own); another
-    // holds two frames of section 5.
-    let entries = [entry(0, 0, 4 * S + 100), entry(1, 5 * S + 1, 5 * S + 3)];
-    let index = Index::build(&entries, 2).unwrap();
+    // times) and the start of section 4, which holds a second segment too;
+    // a third holds two frames of section 5. Section 4 is larger than the
+    // shared one, so counting the shared one again instead of section 4
+    // gives another total.
+    let entries = [
+        entry(0, 0, 4 * S + 100),
+        entry(1, 4 * S + 200, 4 * S + 300),
+        entry(2, 5 * S + 1, 5 * S + 3),
+    ];
+    let index = Index::build(&entries, 3).unwrap();
     assert_eq!(listed(&index), [0, 1, 2, 3, 4, 5]);
     assert!(index.sections[1..4].iter().all(|&s| s == index.sections[0]));
     assert_ne!(index.sections[4], index.sections[0]);
-    // Six table entries of 8 bytes; each of the three sections has one
-    // block of 4 bytes, its run and the sentinel of 32 bytes each, and one
-    // detail.
-    let section = 4 + 2 * 32 + size_of::<Detail>();
-    assert_eq!(index.table_bytes(), 6 * 8 + 3 * section);
+    // Runs and the sentinel are 32 bytes each, blocks 4. The shared
+    // section and section 5: one block, one run, one detail. Section 4:
+    // ends at offsets 100 and 300 fit blocks of 2^8 (MAX_SCAN allows one
+    // end inside a block), so two blocks, two runs, two details.
+    let detail = size_of::<Detail>();
+    let single = 4 + 2 * 32 + detail;
+    let section_4 = 2 * 4 + 3 * 32 + 2 * detail;
+    assert_eq!(index.table_bytes(), 6 * 8 + 2 * single + section_4);
     // Three distinct sections and a chunk to retire, at least.
     let (sections, chunks) = (3, 1);
     assert!(index.release_bound() >= sections + chunks);
     assert_eq!(slot_at(&index, 4 * S + 99), Some(0));
     assert_eq!(slot_at(&index, 4 * S + 100), None);
+    assert_eq!(slot_at(&index, 4 * S + 299), Some(1));
     index.discard(None);
 }
 
