@@ -2,8 +2,8 @@
 //! against a plain reference model, for all three implementations. Random
 //! ranges rarely land inside a segment, so half the operations are aimed
 //! at live segments (cuts and lookups at their edges); each test prints and
-//! asserts how often plugs and unplugs succeed, each kind of cut happens
-//! and lookups hit and miss.
+//! asserts how often plugs and unplugs succeed and are refused, each kind
+//! of cut happens and lookups hit and miss.
 // These use real threads and atomics; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
 
@@ -245,6 +245,9 @@ struct Least {
     plugged: f64,
     /// Of unplugs: typically 58 % (63 %).
     unplugged: f64,
+    /// Of plugs and of unplugs, those refused (where both must return the
+    /// same error): typically 26 % and 42 % (49 % and 37 %).
+    refused: f64,
     /// Of successful unplugs, for each kind of cut: typically 21 % or more
     /// (9 % for whole segments across sections, whose segments are long).
     each_cut: f64,
@@ -255,6 +258,7 @@ struct Least {
 const LEAST: Least = Least {
     plugged: 0.4,
     unplugged: 0.4,
+    refused: 0.15,
     each_cut: 0.15,
     hits_and_misses: 0.3,
 };
@@ -302,6 +306,20 @@ fn check<S: Strategy<Value = Vec<Op>>>(
         r.unplugged(),
         unplugs,
         least.unplugged,
+    );
+    share(
+        name,
+        "plugs refused",
+        plugs - r.plugged.get(),
+        plugs,
+        least.refused,
+    );
+    share(
+        name,
+        "unplugs refused",
+        unplugs - r.unplugged(),
+        unplugs,
+        least.refused,
     );
     for (what, count) in [
         ("unplugs of a whole segment", &r.whole),
