@@ -27,8 +27,14 @@ const TIMER_DIVIDE: u64 = 0x3e0;
 
 /// The tick's vector.
 pub const TIMER_VECTOR: u8 = 0x20;
-/// The cross-CPU call's vector.
-pub const CALL_VECTOR: u8 = 0xf0;
+/// The cross-CPU call's vector. Its priority class (4) is below
+/// [`WAKE_VECTOR`]'s, so a call handler waiting in a stop-machine can still
+/// be woken, and above the tick's, which waits until the call is done.
+pub const CALL_VECTOR: u8 = 0x40;
+/// The wake-up IPI's vector: wakes a CPU from `hlt` and does nothing else
+/// (Linux's reschedule IPI); the highest class, so it reaches a CPU inside
+/// a call handler.
+pub const WAKE_VECTOR: u8 = 0xf0;
 /// The spurious-interrupt vector (low nibble all ones, as older APICs need).
 pub const SPURIOUS_VECTOR: u8 = 0xff;
 

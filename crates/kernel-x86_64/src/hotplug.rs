@@ -197,6 +197,9 @@ pub struct Case {
     pub engine: &'static str,
     /// Every operation's wall time (the engine's critical path).
     pub samples: Vec<u64>,
+    /// Each stage's times (steps, grace period, stop-machine, power), one
+    /// per operation that ran it.
+    pub stages: Vec<(&'static str, Vec<u64>)>,
 }
 
 impl Case {
@@ -205,14 +208,38 @@ impl Case {
             name,
             engine,
             samples: Vec::new(),
+            stages: Vec::new(),
         }
     }
 
     /// The median sample.
     pub fn median(&self) -> u64 {
-        let mut sorted = self.samples.clone();
-        sorted.sort_unstable();
-        sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+        median(&self.samples)
+    }
+
+    fn record(&mut self, report: &Report) {
+        self.samples.push(report.nanos);
+        for stage in &report.stages {
+            match self.stages.iter_mut().find(|(name, _)| *name == stage.name) {
+                Some((_, times)) => times.push(stage.nanos),
+                None => self.stages.push((stage.name, alloc::vec![stage.nanos])),
+            }
+        }
+    }
+}
+
+fn median(samples: &[u64]) -> u64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+}
+
+/// Nanoseconds as microseconds with one decimal, for JSON.
+struct Micros(u64);
+
+impl fmt::Display for Micros {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0 / 1000, self.0 % 1000 / 100)
     }
 }
 
@@ -274,7 +301,7 @@ fn operate(
                 report.cpus.first().map_or(0, |cpu| cpu.0),
                 report.nanos / 1000
             );
-            case.samples.push(report.nanos);
+            case.record(&report);
         }
         Err(error) => {
             crate::println!("hotkern: hotplug {} {}: {error}", case.engine, case.name);
@@ -415,14 +442,20 @@ impl fmt::Display for Json<'_> {
             // sample beside the median.
             write!(
                 f,
-                "{{\"name\":\"{}\",\"impl\":\"{}\",\"ops\":{},\"latency_us\":{}.{},\"tasks_lost\":{},\"samples_ns\":[",
+                "{{\"name\":\"{}\",\"impl\":\"{}\",\"ops\":{},\"latency_us\":{},\"tasks_lost\":{},\"stages\":{{",
                 case.name,
                 case.engine,
                 case.samples.len(),
-                case.median() / 1000,
-                case.median() % 1000 / 100,
+                Micros(case.median()),
                 run.tally.outstanding,
             )?;
+            for (index, (name, times)) in case.stages.iter().enumerate() {
+                if index > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "\"{name}\":{}", Micros(median(times)))?;
+            }
+            f.write_str("},\"samples_ns\":[")?;
             for (index, sample) in case.samples.iter().enumerate() {
                 if index > 0 {
                     f.write_str(",")?;

@@ -5,7 +5,7 @@
 //! has the same shape), saves the general registers and calls
 //! [`exception_dispatch`] with a pointer to the [`TrapFrame`]. Stable Rust
 //! has no `extern "x86-interrupt"`, hence the stubs. The local APIC's
-//! vectors (tick, cross-CPU call, spurious) use the same stubs and go on to
+//! vectors (tick, cross-CPU call, wake-up, spurious) use the same stubs and go on to
 //! [`crate::smp::interrupt`].
 //!
 //! A breakpoint (`int3`) is counted and returns: the kernel uses it to check
@@ -116,14 +116,16 @@ extern "C" {
     /// The 32 stub addresses, in vector order (from the assembly below).
     static exception_stubs: [u64; 32];
     /// The interrupt stubs, in the order of [`INTERRUPT_VECTORS`].
-    static interrupt_stubs: [u64; 3];
+    static interrupt_stubs: [u64; 4];
 }
 
 /// The device and IPI vectors that have gates (the tick, the cross-CPU
-/// call, the spurious vector), in the order of `interrupt_stubs`.
-const INTERRUPT_VECTORS: [u8; 3] = [
+/// call, the wake-up, the spurious vector), in the order of
+/// `interrupt_stubs`.
+const INTERRUPT_VECTORS: [u8; 4] = [
     crate::apic::TIMER_VECTOR,
     crate::apic::CALL_VECTOR,
+    crate::apic::WAKE_VECTOR,
     crate::apic::SPURIOUS_VECTOR,
 ];
 
@@ -257,7 +259,7 @@ core::arch::global_asm!(
     r#"
     .section .text.exceptions, "ax", @progbits
     .code64
-    .irp vec, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,32,240,255
+    .irp vec, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,32,64,240,255
 exception_stub_\vec:
     push $0
     push $\vec
@@ -315,7 +317,7 @@ exception_stubs:
     .endr
     .global interrupt_stubs
 interrupt_stubs:
-    .quad exception_stub_32, exception_stub_240, exception_stub_255
+    .quad exception_stub_32, exception_stub_64, exception_stub_240, exception_stub_255
     "#,
     options(att_syntax)
 );

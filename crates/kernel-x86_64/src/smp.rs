@@ -227,7 +227,7 @@ pub fn finish(call: Posted, tsc_hz: u64) -> Result<u64, SmpError> {
 pub fn wake(cpu: u32) {
     let index = cpu as usize;
     if index < cpu_count() as usize && STATE[index].load(Ordering::Acquire) == ONLINE {
-        apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
+        apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
     }
 }
 
@@ -247,8 +247,8 @@ pub fn offline(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
     {
         return Err(SmpError::WrongState(cpu));
     }
-    // Wakes it from `hlt`; the call handler finds no new call.
-    apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
+    // Wakes it from `hlt`, to find the request at the top of its loop.
+    apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
     if wait(tsc_hz, TIMEOUT_US, || {
         STATE[index].load(Ordering::Acquire) == OFFLINE
     }) {
@@ -284,6 +284,7 @@ pub fn interrupt(vector: u8) {
             run_call();
             apic::eoi();
         }
+        apic::WAKE_VECTOR => apic::eoi(),
         // Spurious: no EOI (SDM: the APIC did not set an ISR bit).
         _ => {}
     }
