@@ -15,4 +15,7 @@ extern crate std;
 
 pub mod cpuset;
 pub mod ledger;
+pub mod sched;
 pub mod sync;
+pub mod timer;
+pub mod workqueue;

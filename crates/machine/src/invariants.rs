@@ -93,7 +93,7 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -
             }
             if k.timers.pending(cpu) != 0
                 || k.rcu.has_ready(cpu)
-                || k.vcpus[cpu].runqueue.lock().len() != 0
+                || !k.vcpus[cpu].runqueue.lock().is_empty()
             {
                 mismatch("work left on an offline cpu", cpu);
             }

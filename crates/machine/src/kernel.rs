@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
 use hotkern_kernel::ledger::Item;
+use hotkern_kernel::sched::{Domains, RunQueue};
+use hotkern_kernel::timer::Timers;
+use hotkern_kernel::workqueue::Workqueue;
 use parking_lot::{Condvar, Mutex};
 
 use crate::audit::{Audit, Violation};
@@ -21,14 +24,11 @@ use crate::ledger::Ledger;
 use crate::pagecache::PageCaches;
 use crate::placement::Limbo;
 use crate::rcu::{Callback, Rcu};
-use crate::sched::{Domains, RunQueue};
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
-use crate::task::{Context, Job, TaskStatus};
-use crate::timer::Timers;
+use crate::task::{Context, Job, Task, TaskStatus};
 use crate::vmstat::Vmstat;
-use crate::workqueue::Workqueue;
 
 /// A function run on a vCPU at its request ("smp call").
 type Call = Box<dyn FnOnce() + Send>;
@@ -47,7 +47,7 @@ pub(crate) enum Life {
 pub(crate) struct Vcpu {
     life: Mutex<Life>,
     life_changed: Condvar,
-    pub(crate) runqueue: Mutex<RunQueue>,
+    pub(crate) runqueue: Mutex<RunQueue<Task>>,
     calls: Mutex<VecDeque<Call>>,
     stop_seen: AtomicU64,
 }
@@ -60,8 +60,8 @@ pub(crate) struct Kernel {
     active: AtomicCpuSet,
     pub(crate) stop: StopMachine,
     pub(crate) rcu: Arc<Rcu>,
-    pub(crate) timers: Timers,
-    pub(crate) workqueue: Workqueue,
+    pub(crate) timers: Timers<Job>,
+    pub(crate) workqueue: Workqueue<Job>,
     pub(crate) kthreads: Box<[KthreadSlots]>,
     pub(crate) pages: PageCaches,
     pub(crate) sysfs: Sysfs,
@@ -118,6 +118,18 @@ impl Kernel {
     /// Nanoseconds since the machine started.
     pub(crate) fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The clock reading (see [`Kernel::now_ns`]) `delay` from now: the
+    /// shared kernel's timers count nanoseconds, not `Instant`s.
+    pub(crate) fn ns_after(&self, delay: Duration) -> u64 {
+        self.now_ns()
+            .saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// The `Instant` of clock reading `ns`, for sleeping until it.
+    pub(crate) fn instant_at(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
     }
 
     fn trace(&self, cpu: usize, kind: EventKind, id: u64) {
@@ -312,7 +324,7 @@ impl Kernel {
         set_current_cpu(Some(cpu));
         match role {
             Role::Softirq => {
-                for timer in self.timers.take_due(cpu, Instant::now()) {
+                for timer in self.timers.take_due(cpu, self.now_ns()) {
                     self.run_job(cpu, Item::Timer, timer.id, timer.job);
                 }
             }
@@ -342,7 +354,7 @@ impl Kernel {
     /// Gives the vCPU to its kernel threads that have something to do.
     fn dispatch_kthreads(&self, cpu: usize) -> bool {
         let mut ran = false;
-        let now = Instant::now();
+        let now = self.now_ns();
         // Decided for all roles before any runs, as one look at the CPU.
         let wants = Role::ALL.map(|role| match role {
             Role::Softirq => self.timers.has_due(cpu, now),
@@ -442,7 +454,10 @@ impl Kernel {
                 });
             }
             if !busy {
-                self.rcu.idle(cpu, self.timers.next_deadline(cpu));
+                self.rcu.idle(
+                    cpu,
+                    self.timers.next_deadline(cpu).map(|ns| self.instant_at(ns)),
+                );
             }
         }
     }

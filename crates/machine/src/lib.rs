@@ -65,16 +65,13 @@ mod pagecache;
 mod placement;
 mod platform;
 mod rcu;
-mod sched;
 mod signal;
 mod steplog;
 mod steps;
 mod stop_machine;
 mod sysfs;
 mod task;
-mod timer;
 mod vmstat;
-mod workqueue;
 
 /// The grace-period handshake with loom's primitives, for `tests/loom.rs`.
 #[cfg(loom)]
@@ -149,12 +146,12 @@ pub use audit::{Counts, Resource, Violation};
 pub use error::MachineError;
 pub use eventlog::{Event, EventKind, Trace};
 pub use frames::FrameCounts;
-pub use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
-pub use hotkern_kernel::ledger::{Item, Tally};
 pub use hotkern_cpuhp::{
     Class, CpuId, CpuSet, Direction, Engine, Error as HotplugError, Report, Section, Stage,
     StepTime,
 };
+pub use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
+pub use hotkern_kernel::ledger::{Item, Tally};
 pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use kthread::Role;

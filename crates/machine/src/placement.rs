@@ -4,23 +4,22 @@
 //! if none can, into limbo until a CPU becomes active: never lost.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::cpuset::cpu_id;
+use hotkern_kernel::timer::Timer;
+use hotkern_kernel::workqueue::Work;
 
 use crate::kernel::Kernel;
 use crate::rcu::Callback;
 use crate::task::{Job, Task};
-use crate::timer::Timer;
-use crate::workqueue::Work;
 
 /// Items that could not be placed because no CPU could take them; they
 /// are placed again when a CPU becomes active.
 pub(crate) enum Limbo {
     Task(Task),
-    Work(Work),
-    Timer(Timer),
+    Work(Work<Job>),
+    Timer(Timer<Job>),
     Rcu(u64, Job),
 }
 
@@ -59,7 +58,7 @@ impl Kernel {
         self.replace_limbo_if_possible();
     }
 
-    pub(crate) fn arm_timer(&self, preferred: usize, deadline: Instant, id: u64, job: Job) {
+    pub(crate) fn arm_timer(&self, preferred: usize, deadline: u64, id: u64, job: Job) {
         let mut timer = Timer { deadline, id, job };
         for cpu in self.candidates(preferred, self.online_mask()) {
             match self.timers.arm(cpu, timer) {

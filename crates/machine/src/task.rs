@@ -1,6 +1,6 @@
 //! Tasks and the context everything that runs on a vCPU gets.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hotkern_cpuhp::CpuId;
 use hotkern_kernel::cpuset::cpu_id;
@@ -82,7 +82,7 @@ impl Context<'_> {
     ) -> u64 {
         let id = self.kernel.ledger.issue(Item::Timer);
         self.kernel
-            .arm_timer(self.cpu, Instant::now() + delay, id, Box::new(job));
+            .arm_timer(self.cpu, self.kernel.ns_after(delay), id, Box::new(job));
         id
     }
 

@@ -2,47 +2,66 @@
 //! `kworker`; when the CPU goes offline its pool is unbound and the pending
 //! work moves to a CPU that stays.
 
-use std::collections::VecDeque;
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
-use crate::task::Job;
-
-pub(crate) struct Work {
-    pub(crate) id: u64,
-    pub(crate) job: Job,
+/// A work item: a job `J` and its ledger id.
+pub struct Work<J> {
+    /// Its ledger id.
+    pub id: u64,
+    /// What runs.
+    pub job: J,
 }
 
-#[derive(Default)]
-struct Pool {
-    items: VecDeque<Work>,
+struct Pool<J> {
+    items: VecDeque<Work<J>>,
     /// Accepts and runs work only while bound to its online CPU.
     bound: bool,
 }
 
-pub(crate) struct Workqueue {
-    pools: Box<[Mutex<Option<Pool>>]>,
+/// Every CPU's worker pool, each created and freed by the CPU's hotplug
+/// steps and bound only while the CPU is online.
+///
+/// ```
+/// use hotkern_kernel::workqueue::{Work, Workqueue};
+///
+/// let queue = Workqueue::new(1);
+/// queue.create(0);
+/// assert!(queue.queue(0, Work { id: 0, job: "flush" }).is_err(), "not bound");
+/// queue.bind(0);
+/// assert!(queue.queue(0, Work { id: 0, job: "flush" }).is_ok());
+/// assert_eq!(queue.next(0).map(|w| w.job), Some("flush"));
+/// ```
+pub struct Workqueue<J> {
+    pools: Box<[Mutex<Option<Pool<J>>>]>,
 }
 
-impl Workqueue {
-    pub(crate) fn new(cpus: usize) -> Self {
+impl<J> Workqueue<J> {
+    /// No pool yet on any of `cpus` CPUs.
+    pub fn new(cpus: usize) -> Self {
         Workqueue {
             pools: (0..cpus).map(|_| Mutex::new(None)).collect(),
         }
     }
 
     /// Creates `cpu`'s (unbound) pool; false if it exists.
-    pub(crate) fn create(&self, cpu: usize) -> bool {
+    pub fn create(&self, cpu: usize) -> bool {
         let mut pool = self.pools[cpu].lock();
         if pool.is_some() {
             return false;
         }
-        *pool = Some(Pool::default());
+        *pool = Some(Pool {
+            items: VecDeque::new(),
+            bound: false,
+        });
         true
     }
 
     /// Frees `cpu`'s pool; returns work it still held, or `None` if there was no pool.
-    pub(crate) fn free(&self, cpu: usize) -> Option<Vec<Work>> {
+    pub fn free(&self, cpu: usize) -> Option<Vec<Work<J>>> {
         self.pools[cpu]
             .lock()
             .take()
@@ -50,7 +69,7 @@ impl Workqueue {
     }
 
     /// Binds `cpu`'s pool to its CPU; false if there is no pool.
-    pub(crate) fn bind(&self, cpu: usize) -> bool {
+    pub fn bind(&self, cpu: usize) -> bool {
         match self.pools[cpu].lock().as_mut() {
             Some(pool) => {
                 pool.bound = true;
@@ -61,19 +80,20 @@ impl Workqueue {
     }
 
     /// Unbinds `cpu`'s pool and takes its pending work; `None` if no pool.
-    pub(crate) fn unbind(&self, cpu: usize) -> Option<Vec<Work>> {
+    pub fn unbind(&self, cpu: usize) -> Option<Vec<Work<J>>> {
         self.pools[cpu].lock().as_mut().map(|pool| {
             pool.bound = false;
             pool.items.drain(..).collect()
         })
     }
 
-    pub(crate) fn is_bound(&self, cpu: usize) -> bool {
+    /// Whether `cpu`'s pool takes and runs work.
+    pub fn is_bound(&self, cpu: usize) -> bool {
         self.pools[cpu].lock().as_ref().is_some_and(|p| p.bound)
     }
 
     /// Queues `work` on `cpu`; gives it back if that pool is not bound.
-    pub(crate) fn queue(&self, cpu: usize, work: Work) -> Result<(), Work> {
+    pub fn queue(&self, cpu: usize, work: Work<J>) -> Result<(), Work<J>> {
         match self.pools[cpu].lock().as_mut() {
             Some(pool) if pool.bound => {
                 pool.items.push_back(work);
@@ -84,7 +104,7 @@ impl Workqueue {
     }
 
     /// Whether `cpu` has work to run.
-    pub(crate) fn has_work(&self, cpu: usize) -> bool {
+    pub fn has_work(&self, cpu: usize) -> bool {
         self.pools[cpu]
             .lock()
             .as_ref()
@@ -92,7 +112,7 @@ impl Workqueue {
     }
 
     /// Takes the next item of `cpu`'s pool.
-    pub(crate) fn next(&self, cpu: usize) -> Option<Work> {
+    pub fn next(&self, cpu: usize) -> Option<Work<J>> {
         self.pools[cpu]
             .lock()
             .as_mut()
@@ -105,11 +125,8 @@ impl Workqueue {
 mod tests {
     use super::*;
 
-    fn work(id: u64) -> Work {
-        Work {
-            id,
-            job: Box::new(|_| {}),
-        }
+    fn work(id: u64) -> Work<()> {
+        Work { id, job: () }
     }
 
     #[test]

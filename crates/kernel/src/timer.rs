@@ -1,68 +1,90 @@
-//! Per-CPU timer bases: timers fire on the vCPU they were armed on (run by
+//! Per-CPU timer bases: timers fire on the CPU they were armed on (run by
 //! its `ksoftirqd`), and move to a live CPU when theirs goes away.
+//! Deadlines are nanoseconds of the platform's clock, whatever its epoch:
+//! the machine counts from its start, a bare-metal kernel from boot.
 
-use std::cmp::Ordering as CmpOrdering;
-use std::collections::BinaryHeap;
-use std::time::Instant;
+use alloc::boxed::Box;
+use alloc::collections::BinaryHeap;
+use alloc::vec::Vec;
+use core::cmp::Ordering as CmpOrdering;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
-use crate::task::Job;
-
-pub(crate) struct Timer {
-    pub(crate) deadline: Instant,
-    pub(crate) id: u64,
-    pub(crate) job: Job,
+/// A timer: a job `J` to run once the clock reaches `deadline`.
+pub struct Timer<J> {
+    /// When it fires, in nanoseconds of the platform's clock.
+    pub deadline: u64,
+    /// Its ledger id; among equal deadlines, the lower id fires first.
+    pub id: u64,
+    /// What runs when it fires.
+    pub job: J,
 }
 
-impl PartialEq for Timer {
+impl<J> PartialEq for Timer<J> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == CmpOrdering::Equal
     }
 }
-impl Eq for Timer {}
-impl PartialOrd for Timer {
+impl<J> Eq for Timer<J> {}
+impl<J> PartialOrd for Timer<J> {
     fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Timer {
+impl<J> Ord for Timer<J> {
     /// Earliest deadline first in a max-heap.
     fn cmp(&self, other: &Self) -> CmpOrdering {
         (other.deadline, other.id).cmp(&(self.deadline, self.id))
     }
 }
 
-#[derive(Default)]
-struct Base {
-    heap: BinaryHeap<Timer>,
+struct Base<J> {
+    heap: BinaryHeap<Timer<J>>,
     /// Fires only between the CPU's starting and dying steps.
     enabled: bool,
 }
 
-pub(crate) struct Timers {
-    bases: Box<[Mutex<Option<Base>>]>,
+/// Every CPU's timer base, each created and freed by the CPU's hotplug
+/// steps and enabled only while the CPU is up.
+///
+/// ```
+/// use hotkern_kernel::timer::{Timer, Timers};
+///
+/// let timers = Timers::new(1);
+/// timers.create(0);
+/// timers.set_enabled(0, true);
+/// assert!(timers.arm(0, Timer { deadline: 100, id: 0, job: "tick" }).is_ok());
+/// assert!(!timers.has_due(0, 99));
+/// let due = timers.take_due(0, 100);
+/// assert_eq!(due.iter().map(|t| t.job).collect::<Vec<_>>(), ["tick"]);
+/// ```
+pub struct Timers<J> {
+    bases: Box<[Mutex<Option<Base<J>>>]>,
 }
 
-impl Timers {
-    pub(crate) fn new(cpus: usize) -> Self {
+impl<J> Timers<J> {
+    /// No base yet on any of `cpus` CPUs.
+    pub fn new(cpus: usize) -> Self {
         Timers {
             bases: (0..cpus).map(|_| Mutex::new(None)).collect(),
         }
     }
 
     /// Creates `cpu`'s (disabled) base; false if it exists.
-    pub(crate) fn create(&self, cpu: usize) -> bool {
+    pub fn create(&self, cpu: usize) -> bool {
         let mut base = self.bases[cpu].lock();
         if base.is_some() {
             return false;
         }
-        *base = Some(Base::default());
+        *base = Some(Base {
+            heap: BinaryHeap::new(),
+            enabled: false,
+        });
         true
     }
 
     /// Lets `cpu`'s timers fire, or stops them; false if it has no base.
-    pub(crate) fn set_enabled(&self, cpu: usize, enabled: bool) -> bool {
+    pub fn set_enabled(&self, cpu: usize, enabled: bool) -> bool {
         match self.bases[cpu].lock().as_mut() {
             Some(base) => {
                 base.enabled = enabled;
@@ -72,12 +94,13 @@ impl Timers {
         }
     }
 
-    pub(crate) fn is_enabled(&self, cpu: usize) -> bool {
+    /// Whether `cpu`'s timers may fire.
+    pub fn is_enabled(&self, cpu: usize) -> bool {
         self.bases[cpu].lock().as_ref().is_some_and(|b| b.enabled)
     }
 
     /// Arms `timer` on `cpu`; gives it back if that base is missing or stopped.
-    pub(crate) fn arm(&self, cpu: usize, timer: Timer) -> Result<(), Timer> {
+    pub fn arm(&self, cpu: usize, timer: Timer<J>) -> Result<(), Timer<J>> {
         match self.bases[cpu].lock().as_mut() {
             Some(base) if base.enabled => {
                 base.heap.push(timer);
@@ -87,8 +110,8 @@ impl Timers {
         }
     }
 
-    /// Removes and returns `cpu`'s expired timers.
-    pub(crate) fn take_due(&self, cpu: usize, now: Instant) -> Vec<Timer> {
+    /// Removes and returns `cpu`'s timers due at `now`, earliest first.
+    pub fn take_due(&self, cpu: usize, now: u64) -> Vec<Timer<J>> {
         let mut due = Vec::new();
         if let Some(base) = self.bases[cpu].lock().as_mut() {
             if !base.enabled {
@@ -104,7 +127,7 @@ impl Timers {
     }
 
     /// The earliest pending deadline on `cpu`.
-    pub(crate) fn next_deadline(&self, cpu: usize) -> Option<Instant> {
+    pub fn next_deadline(&self, cpu: usize) -> Option<u64> {
         self.bases[cpu]
             .lock()
             .as_ref()
@@ -112,13 +135,13 @@ impl Timers {
             .and_then(|b| b.heap.peek().map(|t| t.deadline))
     }
 
-    /// Whether `cpu` has an expired timer.
-    pub(crate) fn has_due(&self, cpu: usize, now: Instant) -> bool {
+    /// Whether `cpu` has a timer due at `now`.
+    pub fn has_due(&self, cpu: usize, now: u64) -> bool {
         self.next_deadline(cpu).is_some_and(|d| d <= now)
     }
 
     /// Takes every pending timer of `cpu`, keeping its (empty) base.
-    pub(crate) fn take_all(&self, cpu: usize) -> Vec<Timer> {
+    pub fn take_all(&self, cpu: usize) -> Vec<Timer<J>> {
         self.bases[cpu]
             .lock()
             .as_mut()
@@ -127,7 +150,7 @@ impl Timers {
 
     /// Frees `cpu`'s base; gives back the timers it still held, or `None`
     /// if there was no base.
-    pub(crate) fn free(&self, cpu: usize) -> Option<Vec<Timer>> {
+    pub fn free(&self, cpu: usize) -> Option<Vec<Timer<J>>> {
         self.bases[cpu]
             .lock()
             .take()
@@ -135,7 +158,7 @@ impl Timers {
     }
 
     /// Pending timers on `cpu`.
-    pub(crate) fn pending(&self, cpu: usize) -> usize {
+    pub fn pending(&self, cpu: usize) -> usize {
         self.bases[cpu].lock().as_ref().map_or(0, |b| b.heap.len())
     }
 }
@@ -143,30 +166,30 @@ impl Timers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    fn timer(at: Instant, id: u64) -> Timer {
+    /// Nanoseconds in a microsecond.
+    const US: u64 = 1_000;
+
+    fn timer(at: u64, id: u64) -> Timer<()> {
         Timer {
             deadline: at,
             id,
-            job: Box::new(|_| {}),
+            job: (),
         }
     }
 
     #[test]
     fn timers_fire_in_deadline_order_only_on_an_enabled_base() {
         let timers = Timers::new(2);
-        let now = Instant::now();
+        let now = 5_000_000;
         assert!(timers.arm(0, timer(now, 1)).is_err(), "no base");
         assert!(timers.create(0) && !timers.create(0));
         assert!(timers.arm(0, timer(now, 1)).is_err(), "disabled base");
         assert!(timers.set_enabled(0, true));
         for (offset, id) in [(30, 3), (10, 1), (20, 2), (1_000_000, 4)] {
-            assert!(timers
-                .arm(0, timer(now + Duration::from_micros(offset), id))
-                .is_ok());
+            assert!(timers.arm(0, timer(now + offset * US, id)).is_ok());
         }
-        let later = now + Duration::from_micros(50);
+        let later = now + 50 * US;
         assert!(timers.has_due(0, later));
         let due: Vec<u64> = timers.take_due(0, later).iter().map(|t| t.id).collect();
         assert_eq!(due, [1, 2, 3]);
