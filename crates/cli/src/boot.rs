@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use qemu::{Outcome, QemuConfig, MAX_CPUS, QEMU, QEMU_PACKAGE};
-use report::{is_fault_line, parse_summary, RunReport};
+pub use report::RunReport;
+use report::{is_fault_line, parse_summary};
 
 /// The kernel crate's directory, where this binary was built from.
 const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernel-x86_64");
@@ -35,8 +36,9 @@ const KERNEL_BIN: &str = "hotkern-kernel";
 /// `hotkern boot`'s options.
 #[derive(Debug, clap::Args)]
 pub struct BootArgs {
-    /// vCPUs to give QEMU (the kernel runs on the boot CPU for now).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CPUS)))]
+    /// vCPUs to give QEMU; with more than one, the kernel takes them
+    /// offline and online with each hotplug engine while tasks run.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CPUS)))]
     cpus: u32,
     /// Guest memory, as QEMU's -m takes it: 128M, 1G, ...
     #[arg(long, default_value = "128M", value_parser = qemu::parse_memory)]
@@ -57,6 +59,9 @@ pub struct BootArgs {
     /// the kernel fail on purpose, to see how each ending is reported.
     #[arg(long, default_value = "")]
     append: String,
+    /// The hotplug engines the kernel runs its cases with.
+    #[arg(long, value_enum, default_value_t = EngineChoice::Both)]
+    engine: EngineChoice,
     /// Boot this kernel ELF instead of building crates/kernel-x86_64.
     #[arg(long)]
     kernel: Option<PathBuf>,
@@ -65,6 +70,47 @@ pub struct BootArgs {
     /// given.
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
+}
+
+/// `--engine`: which hotplug engines the kernel runs (its `engine=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineChoice {
+    /// Linux's kernel/cpu.c as the Bolt paper describes it.
+    Classic,
+    /// Bolt (ATC 2015).
+    Bolt,
+    /// Both, one after the other, with the same steps and tasks.
+    Both,
+}
+
+impl EngineChoice {
+    fn name(self) -> &'static str {
+        match self {
+            EngineChoice::Classic => "classic",
+            EngineChoice::Bolt => "bolt",
+            EngineChoice::Both => "both",
+        }
+    }
+}
+
+impl BootArgs {
+    /// The default scenario on `cpus` vCPUs under TCG, quiet, for callers
+    /// that want the report rather than the printout (`bench --platform
+    /// qemu`, the tour).
+    pub fn scenario(cpus: u32) -> BootArgs {
+        BootArgs {
+            cpus,
+            memory: 128,
+            kvm: false,
+            verbose: false,
+            json: false,
+            timeout: 120.0,
+            append: String::new(),
+            engine: EngineChoice::Both,
+            kernel: None,
+            output: None,
+        }
+    }
 }
 
 fn parse_timeout(text: &str) -> Result<f64, String> {
@@ -115,6 +161,22 @@ impl Progress {
 
 /// Runs `hotkern boot`.
 pub fn run(args: &BootArgs) -> Result<(), String> {
+    let report = run_quietly(args)?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    match report.outcome.is_success() {
+        true => Ok(()),
+        false => Err(report.failure_message()),
+    }
+}
+
+/// Boots the kernel as `args` say, with progress on standard error, and
+/// returns the report without printing it. Refuses, naming the package,
+/// when QEMU is missing.
+pub fn run_quietly(args: &BootArgs) -> Result<RunReport, String> {
     let qemu = qemu::find_in_path(QEMU, std::env::var_os("PATH")).ok_or_else(|| {
         format!(
             "{QEMU} not found on PATH: install the Debian package {QEMU_PACKAGE} \
@@ -133,16 +195,7 @@ pub fn run(args: &BootArgs) -> Result<(), String> {
     let progress = Progress::new();
     let result = boot(args, &qemu, &progress);
     progress.finish();
-    let report = result?;
-    if args.json {
-        println!("{}", report.to_json());
-    } else {
-        print!("{}", report.to_table());
-    }
-    match report.outcome.is_success() {
-        true => Ok(()),
-        false => Err(report.failure_message()),
-    }
+    result
 }
 
 /// Builds (if asked), boots and watches the kernel.
@@ -188,9 +241,23 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         cpus: args.cpus,
         memory_mib: args.memory,
         kvm: args.kvm,
-        append: args.append.clone(),
+        append: command_line(args),
         trace_file: None,
     }
+}
+
+/// The kernel command line: `--append`'s words, then `engine=` unless it
+/// is the kernel's default (both).
+fn command_line(args: &BootArgs) -> String {
+    let mut words: Vec<String> = args
+        .append
+        .split_ascii_whitespace()
+        .map(str::to_owned)
+        .collect();
+    if args.engine != EngineChoice::Both {
+        words.push(format!("engine={}", args.engine.name()));
+    }
+    words.join(" ")
 }
 
 /// Builds the kernel with its own workspace and configuration: cargo runs
@@ -378,7 +445,8 @@ mod tests {
     fn options_become_the_qemu_command_line() {
         let line = qemu_line(&[]).unwrap();
         assert!(line.starts_with("-accel tcg "));
-        assert!(line.contains(" -m 128M -smp 1 -kernel /k"));
+        assert!(line.contains(" -m 128M -smp 4 -kernel /k"));
+        assert!(!line.contains("-append"), "{line}");
         let line = qemu_line(&[
             "--cpus",
             "4",
@@ -391,6 +459,15 @@ mod tests {
         .unwrap();
         assert!(line.starts_with("-accel kvm -cpu host,-arch-capabilities "));
         assert!(line.contains(" -m 1024M -smp 4 -kernel /k -append crash=hang"));
+        let line = qemu_line(&["--cpus", "2", "--engine", "bolt", "--append", "crash=check"]);
+        assert!(line
+            .unwrap()
+            .ends_with("-smp 2 -kernel /k -append crash=check engine=bolt"));
+        let line = qemu_line(&["--engine", "classic"]).unwrap();
+        assert!(
+            line.ends_with("-kernel /k -append engine=classic"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -400,6 +477,7 @@ mod tests {
         assert!(qemu_line(&["--memory", "8M"]).is_err());
         assert!(qemu_line(&["--timeout", "0"]).is_err());
         assert!(qemu_line(&["--timeout", "soon"]).is_err());
+        assert!(qemu_line(&["--engine", "linux"]).is_err());
         let line = Line::try_parse_from(["boot", "-v", "--json", "--timeout", "2.5"]).unwrap();
         assert!(line.args.verbose && line.args.json && line.args.timeout == 2.5);
     }

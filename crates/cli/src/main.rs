@@ -39,6 +39,10 @@ enum Command {
         /// Print one JSON document on stdout instead of tables.
         #[arg(long)]
         json: bool,
+        /// Where the mechanisms run: the user-mode machine, or the x86-64
+        /// kernel booted under QEMU (cpuhp only, so far).
+        #[arg(long, value_enum, default_value_t = bench::Platform::User)]
+        platform: bench::Platform,
     },
     /// Record a demo trace (`trace demo -o DIR`) or print a saved trace.dat
     /// (`trace report FILE`).
@@ -72,7 +76,15 @@ fn main() -> ExitCode {
             subsystem,
             full,
             json,
-        }) => bench::run(subsystem, &BenchOptions { full, json }),
+            platform,
+        }) => bench::run(
+            subsystem,
+            &BenchOptions {
+                full,
+                json,
+                platform,
+            },
+        ),
         Some(Command::Load {
             image,
             path,

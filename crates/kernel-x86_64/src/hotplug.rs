@@ -190,8 +190,8 @@ fn callbacks(name: &str) -> Callbacks {
 /// One case's latencies over its rounds, in nanoseconds.
 #[derive(Default)]
 pub struct Case {
-    /// The user-mode benchmark's name for it: `offline/1`, `online/1`,
-    /// `offline/bulk-3`, `online/bulk-3`.
+    /// The user-mode benchmark's name for it: `offline/1-load`,
+    /// `online/1-load`, `offline/bulk-3-load`, `online/bulk-3-load`.
     pub name: String,
     /// The engine: `classic` or `bolt`.
     pub engine: &'static str,
@@ -323,9 +323,22 @@ fn operate(
     sched::balance();
 }
 
-/// Runs every case with both engines while tasks run, then waits for the
-/// tasks to finish.
-pub fn run(tsc_hz: u64, checks: &mut Checks) -> Option<Run> {
+/// The engines a run uses, from the command line's `engine=`: `classic`,
+/// `bolt`, or `both` (also when absent). Anything else is refused with the
+/// accepted names.
+pub fn engines(option: Option<&str>) -> Result<&'static [(Engine, &'static str)], &str> {
+    const BOTH: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
+    match option {
+        None | Some("both") => Ok(&BOTH),
+        Some("classic") => Ok(&BOTH[..1]),
+        Some("bolt") => Ok(&BOTH[1..]),
+        Some(other) => Err(other),
+    }
+}
+
+/// Runs every case with each engine of `engines` while tasks run, then
+/// waits for the tasks to finish.
+pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks) -> Option<Run> {
     let count = smp::cpu_count();
     if count < 2 {
         checks.skip("cpu hotplug with both engines", "one CPU");
@@ -364,13 +377,15 @@ pub fn run(tsc_hz: u64, checks: &mut Checks) -> Option<Run> {
     };
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
-    for (kind, name) in [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")] {
+    for &(kind, name) in engines {
         engine.set_engine(kind);
         let bulk = aps.len();
-        let mut offline = Case::new("offline/1".into(), name);
-        let mut online = Case::new("online/1".into(), name);
-        let mut offline_bulk = Case::new(format!("offline/bulk-{bulk}"), name);
-        let mut online_bulk = Case::new(format!("online/bulk-{bulk}"), name);
+        // Named as `hotkern bench cpuhp` names its cases; `-load`: tasks
+        // run on every CPU throughout.
+        let mut offline = Case::new("offline/1-load".into(), name);
+        let mut online = Case::new("online/1-load".into(), name);
+        let mut offline_bulk = Case::new(format!("offline/bulk-{bulk}-load"), name);
+        let mut online_bulk = Case::new(format!("online/bulk-{bulk}-load"), name);
         for round in 0..ROUNDS {
             for cpu in aps.iter() {
                 operate(&engine, &mut run, &mut offline, |e| e.offline(cpu));

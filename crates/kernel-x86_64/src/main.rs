@@ -165,7 +165,14 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     trace_marker!("checks took {} us", checks_us.unwrap_or(0));
     cpus::exercise(&mut smp_report, wait_hz, &mut checks);
     cpus::check_ticks(wait_hz, &mut checks);
-    let hotplug = hotplug::run(wait_hz, &mut checks);
+    let engines = match hotplug::engines(info.option("engine")) {
+        Ok(engines) => engines,
+        Err(other) => {
+            println!("hotkern: engine={other}: expected classic, bolt or both; running both");
+            hotplug::engines(None).unwrap_or_default()
+        }
+    };
+    let hotplug = hotplug::run(wait_hz, engines, &mut checks);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(

@@ -7,6 +7,8 @@
 //! `deferred_us`) outside the measured region, so every repetition starts
 //! from a settled machine. Per-step times come from the engine's reports.
 
+mod qemu;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use hotkern_machine::{
 use serde_json::{Map, Value};
 
 use super::measure::{host_cpus, median};
-use super::{BenchOptions, Case, Progress, Report};
+use super::{BenchOptions, Case, Platform, Progress, Report};
 
 const ENGINES: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
 const BULK: [usize; 5] = [1, 2, 4, 8, 15];
@@ -306,6 +308,9 @@ fn breakdown(title: &str, classic: &Samples, bolt: &Samples) -> Vec<String> {
 }
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
+    if options.platform == Platform::Qemu {
+        return qemu::run();
+    }
     let reps_single = if options.full { 400 } else { 100 };
     let reps_bulk = if options.full { 100 } else { 20 };
     let steps = (ENGINES.len() * (2 * reps_single + BULK.len() * reps_bulk)) as u64;

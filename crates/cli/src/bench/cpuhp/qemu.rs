@@ -1,0 +1,137 @@
+//! `hotkern bench cpuhp --platform qemu`: the same engines on the x86-64
+//! kernel's real (virtual) CPUs under QEMU. The kernel times every
+//! operation with its own TSC and reports the cases in this benchmark's
+//! shape; this side boots it, refuses a run whose invariants broke, and
+//! adds the ratios and notes.
+
+use serde_json::Value;
+
+use super::super::{Case, Report};
+use crate::boot::{self, BootArgs};
+
+/// vCPUs of the measured guest: one boot CPU and three to take down.
+const CPUS: u32 = 4;
+
+/// Boots the kernel and turns its hotplug run into a report.
+pub fn run() -> Result<Report, String> {
+    let run = boot::run_quietly(&BootArgs::scenario(CPUS))?;
+    if !run.outcome.is_success() {
+        return Err(format!(
+            "the kernel did not finish: {}",
+            run.failure_message()
+        ));
+    }
+    let document = run.to_json();
+    from_document(&document)
+}
+
+/// The report for one `hotkern boot --json` document.
+fn from_document(document: &Value) -> Result<Report, String> {
+    if document["invariants_hold"] != Value::Bool(true) || document["tasks_lost"] != 0 {
+        return Err(format!(
+            "the kernel's hotplug run broke its invariants: invariants_hold {}, tasks_lost {}",
+            document["invariants_hold"], document["tasks_lost"]
+        ));
+    }
+    let mut report = Report::new("cpuhp");
+    report.table_figures = vec!["latency_us", "tasks_lost"];
+    let cases = document["cases"].as_array().cloned().unwrap_or_default();
+    if cases.is_empty() {
+        return Err("the kernel ran no hotplug cases".into());
+    }
+    for case in &cases {
+        let (Some(name), Some(engine), Some(ops)) = (
+            case["name"].as_str(),
+            case["impl"].as_str(),
+            case["ops"].as_u64(),
+        ) else {
+            return Err(format!("a hotplug case without name, impl or ops: {case}"));
+        };
+        let mut out = Case::new(name, engine, ops);
+        for key in ["latency_us", "tasks_lost", "stages"] {
+            if !case[key].is_null() {
+                out = out.with(key, case[key].clone());
+            }
+        }
+        report.cases.push(out);
+    }
+    let mut names: Vec<String> = report.cases.iter().map(|c| c.name.clone()).collect();
+    names.sort();
+    names.dedup();
+    for name in &names {
+        let key = format!("{}/classic_over_bolt", name.replace('/', "-"));
+        report.ratio(&key, name, "latency_us", "classic", "bolt");
+    }
+    let guest = &document["guest"];
+    let steps = guest["hotplug"]["steps"].as_array().map_or(0, Vec::len);
+    report.notes.push(format!(
+        "platform qemu: {CPUS} vCPUs under {}, the kernel's own TSC ({} MHz); {steps} kernel \
+         steps, all critical (the deferrable ones come with the shared core), so bolt differs \
+         from classic here only by aggregating bulk operations",
+        document["accel"].as_str().unwrap_or("?").to_uppercase(),
+        guest["tsc_mhz"],
+    ));
+    report.notes.push(format!(
+        "tasks: {} issued, {} completed once, {} slices; they run on every CPU through every \
+         operation (-load), and were migrated {} times off dying CPUs",
+        guest["hotplug"]["tasks"]["issued"],
+        guest["hotplug"]["tasks"]["completed"],
+        guest["hotplug"]["tasks"]["slices"],
+        guest["hotplug"]["tasks"]["migrated"],
+    ));
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn document(hold: bool, lost: u64) -> Value {
+        json!({
+            "accel": "tcg",
+            "invariants_hold": hold,
+            "tasks_lost": lost,
+            "cases": [
+                {"name": "offline/1-load", "impl": "classic", "ops": 15, "latency_us": 450.0,
+                 "tasks_lost": lost, "stages": {"stop-machine": 400.0}},
+                {"name": "offline/1-load", "impl": "bolt", "ops": 15, "latency_us": 225.0,
+                 "tasks_lost": lost, "stages": {"stop-machine": 150.0}},
+            ],
+            "guest": {"tsc_mhz": 2596, "hotplug": {"steps": [{}, {}, {}, {}],
+                      "tasks": {"issued": 48, "completed": 48, "slices": 900, "migrated": 12}}}
+        })
+    }
+
+    #[test]
+    fn cases_keep_their_names_and_figures_and_get_ratios() {
+        let report = from_document(&document(true, 0)).unwrap();
+        assert_eq!(report.cases.len(), 2);
+        let bolt = report.case("offline/1-load", "bolt").unwrap();
+        assert_eq!((bolt.ops, bolt.figure("latency_us")), (15, Some(225.0)));
+        assert_eq!(report.ratios["offline-1-load/classic_over_bolt"], 2.0);
+        assert_eq!(
+            report.to_json()["cases"][0]["stages"]["stop-machine"],
+            400.0
+        );
+        assert!(
+            report.notes[0].contains("4 vCPUs under TCG"),
+            "{:?}",
+            report.notes
+        );
+    }
+
+    #[test]
+    fn a_run_that_broke_its_invariants_or_lost_a_task_is_refused() {
+        assert!(from_document(&document(false, 0))
+            .unwrap_err()
+            .contains("invariants"));
+        assert!(from_document(&document(true, 1)).is_err());
+        let mut empty = document(true, 0);
+        empty["cases"] = json!([]);
+        assert!(from_document(&empty)
+            .unwrap_err()
+            .contains("no hotplug cases"));
+    }
+}
