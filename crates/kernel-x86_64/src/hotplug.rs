@@ -139,7 +139,7 @@ impl Platform for KernelPlatform {
 }
 
 /// The engine as this kernel instantiates it.
-type KernelHotplug = Hotplug<spin::Mutex<()>, KernelPlatform>;
+type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;
 
 fn callbacks(name: &str) -> Callbacks {
     match name {

@@ -17,12 +17,15 @@
 //! the online and active masks are written only by hotplug steps; the books
 //! are written under their own lock by whoever finishes a task.
 
-use alloc::collections::VecDeque;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use spin::Mutex;
+use hotkern_kernel::cpuset::AtomicCpuSet;
+use hotkern_kernel::ledger::{Item, Ledger};
+use hotkern_kernel::sched::RunQueue;
+use hotkern_kernel::sync::Mutex;
 
 use crate::arch;
 use crate::cpu::MAX_CPUS;
@@ -35,104 +38,101 @@ const SLICE_ROUNDS: u32 = 512;
 
 /// A task: its ledger number and its state.
 pub struct Task {
-    id: u32,
+    id: u64,
     state: u64,
 }
 
-/// One CPU's run queue; it takes tasks only while open.
-struct RunQueue {
-    tasks: VecDeque<Task>,
-    open: bool,
+/// The shared kernel's structures, made once the heap exists ([`boot`]).
+struct Scheduler {
+    queues: Box<[Mutex<RunQueue<Task>>]>,
+    /// Linux's `cpu_online_mask`: where anything may run.
+    online: AtomicCpuSet,
+    /// Linux's `cpu_active_mask`: where new and migrating tasks may go.
+    active: AtomicCpuSet,
+    /// Every task, and how many times it finished.
+    ledger: Mutex<Ledger>,
 }
 
-static QUEUES: [Mutex<RunQueue>; MAX_CPUS] = [const {
-    Mutex::new(RunQueue {
-        tasks: VecDeque::new(),
-        open: false,
-    })
-}; MAX_CPUS];
+static SCHEDULER: spin::Once<Scheduler> = spin::Once::new();
 
-/// Linux's `cpu_online_mask`: where anything may run.
-static ONLINE: AtomicU64 = AtomicU64::new(0);
-/// Linux's `cpu_active_mask`: where new and migrating tasks may go.
-static ACTIVE: AtomicU64 = AtomicU64::new(0);
+/// The scheduler, once [`boot`] made it.
+fn scheduler() -> Option<&'static Scheduler> {
+    SCHEDULER.get()
+}
+
 /// Where the next placement starts looking (round robin).
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-/// Slices that ran on a CPU outside the online mask or with its queue
-/// closed: each one is an invariant broken.
+/// Slices that ran on a CPU outside the online mask: each one is an
+/// invariant broken.
 static RAN_OFFLINE: AtomicU64 = AtomicU64::new(0);
 static SLICES: AtomicU64 = AtomicU64::new(0);
 static MIGRATED: AtomicU64 = AtomicU64::new(0);
 /// Set once: every task finishes at its next slice.
 static STOPPING: AtomicBool = AtomicBool::new(false);
-
-/// Completions per task number.
-static BOOKS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-fn bit(cpu: u32) -> u64 {
-    1 << cpu
-}
-
-fn mask(word: &AtomicU64) -> CpuSet {
-    let bits = word.load(Ordering::SeqCst);
-    (0..MAX_CPUS as u32)
-        .filter(|&cpu| bits & bit(cpu) != 0)
-        .map(CpuId)
-        .collect()
-}
+/// Completions of a task that had completed before.
+static TWICE: AtomicU64 = AtomicU64::new(0);
 
 /// The online mask.
 pub fn online_mask() -> CpuSet {
-    mask(&ONLINE)
+    scheduler().map_or(CpuSet::EMPTY, |s| s.online.load())
 }
 
 /// The active mask.
 pub fn active_mask() -> CpuSet {
-    mask(&ACTIVE)
+    scheduler().map_or(CpuSet::EMPTY, |s| s.active.load())
 }
 
 /// Puts `cpu` in or out of the online mask (the `sched:online-mask` step).
 pub fn set_online(cpu: u32, online: bool) {
-    if online {
-        ONLINE.fetch_or(bit(cpu), Ordering::SeqCst);
-    } else {
-        ONLINE.fetch_and(!bit(cpu), Ordering::SeqCst);
+    if let Some(s) = scheduler() {
+        s.online.set(CpuId(cpu), online);
     }
 }
 
 /// Puts `cpu` in or out of the active mask (the `sched:active` step).
 pub fn set_active(cpu: u32, active: bool) {
-    if active {
-        ACTIVE.fetch_or(bit(cpu), Ordering::SeqCst);
-    } else {
-        ACTIVE.fetch_and(!bit(cpu), Ordering::SeqCst);
+    if let Some(s) = scheduler() {
+        s.active.set(CpuId(cpu), active);
     }
 }
 
-/// The CPUs running at boot, before any hotplug step: online, active, with
-/// open queues.
-pub fn boot(cpus: CpuSet) {
-    for cpu in cpus.iter() {
+/// Makes the scheduler (needs the heap) with `running` online, active and
+/// with open queues: the CPUs running at boot, before any hotplug step.
+pub fn boot(running: CpuSet) {
+    SCHEDULER.call_once(|| Scheduler {
+        queues: (0..MAX_CPUS)
+            .map(|_| Mutex::new(RunQueue::default()))
+            .collect(),
+        online: AtomicCpuSet::default(),
+        active: AtomicCpuSet::default(),
+        ledger: Mutex::new(Ledger::default()),
+    });
+    for cpu in running.iter() {
         set_online(cpu.0, true);
         set_active(cpu.0, true);
         open(cpu.0);
     }
 }
 
+/// `cpu`'s queue, locked with interrupts off (handlers take queue locks:
+/// the dying step closes one), given to `f`.
+fn with_queue<R>(cpu: u32, f: impl FnOnce(&mut RunQueue<Task>) -> R) -> Option<R> {
+    let s = scheduler()?;
+    Some(arch::without_interrupts(|| {
+        f(&mut s.queues[cpu as usize].lock())
+    }))
+}
+
 /// Opens `cpu`'s queue (the `sched:starting` startup).
 pub fn open(cpu: u32) {
-    arch::without_interrupts(|| QUEUES[cpu as usize].lock().open = true);
+    with_queue(cpu, RunQueue::open);
 }
 
 /// Closes `cpu`'s queue and moves its tasks to active CPUs (the
 /// `sched:starting` teardown, on the dying CPU inside stop-machine).
 pub fn close_and_migrate(cpu: u32) {
-    let left: Vec<Task> = arch::without_interrupts(|| {
-        let mut queue = QUEUES[cpu as usize].lock();
-        queue.open = false;
-        queue.tasks.drain(..).collect()
-    });
+    let left = with_queue(cpu, RunQueue::close).unwrap_or_default();
     MIGRATED.fetch_add(left.len() as u64, Ordering::Relaxed);
     for task in left {
         place(task, Some(cpu));
@@ -142,11 +142,11 @@ pub fn close_and_migrate(cpu: u32) {
 /// Queues `task` on an active CPU other than `not` (round robin, CPU 0
 /// last: it runs the controller), or on CPU 0, which never goes offline.
 fn place(mut task: Task, not: Option<u32>) {
-    let active = ACTIVE.load(Ordering::SeqCst);
+    let active = active_mask();
     let start = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
     for offset in 0..MAX_CPUS {
         let cpu = ((start + offset) % MAX_CPUS) as u32;
-        if cpu == 0 || Some(cpu) == not || active & bit(cpu) == 0 {
+        if cpu == 0 || Some(cpu) == not || !active.contains(CpuId(cpu)) {
             continue;
         }
         match push(cpu, task) {
@@ -164,41 +164,24 @@ fn place(mut task: Task, not: Option<u32>) {
 }
 
 fn push(cpu: u32, task: Task) -> Result<(), Task> {
-    arch::without_interrupts(|| {
-        let mut queue = QUEUES[cpu as usize].lock();
-        if queue.open {
-            queue.tasks.push_back(task);
-            Ok(())
-        } else {
-            Err(task)
-        }
-    })
+    match scheduler() {
+        Some(s) => arch::without_interrupts(|| s.queues[cpu as usize].lock().push(task)),
+        None => Err(task),
+    }
 }
 
-/// Starts `count` tasks, spread over the active CPUs; returns the first
-/// task's number.
-pub fn spawn(count: u32) -> u32 {
-    let first = arch::without_interrupts(|| {
-        let mut books = BOOKS.lock();
-        let first = books.len() as u32;
-        books.resize(first as usize + count as usize, 0);
-        first
-    });
-    for id in first..first + count {
-        place(
-            Task {
-                id,
-                state: u64::from(id) | 1,
-            },
-            None,
-        );
+/// Starts `count` tasks, spread over the active CPUs (after [`boot`]).
+pub fn spawn(count: u32) {
+    let Some(s) = scheduler() else { return };
+    for _ in 0..count {
+        let id = arch::without_interrupts(|| s.ledger.lock().issue(Item::Task));
+        place(Task { id, state: id | 1 }, None);
     }
-    first
 }
 
 /// One slice of `task` on `cpu`; true once the task is done.
 fn run_slice(cpu: u32, task: &mut Task) -> bool {
-    if ONLINE.load(Ordering::SeqCst) & bit(cpu) == 0 {
+    if !online_mask().contains(CpuId(cpu)) {
         RAN_OFFLINE.fetch_add(1, Ordering::Relaxed);
     }
     for _ in 0..SLICE_ROUNDS {
@@ -220,17 +203,22 @@ pub fn stop() {
 /// returns whether any ran. Called by each CPU's idle loop (and by the
 /// controlling CPU between operations).
 pub fn run_slices(cpu: u32) -> bool {
+    let Some(s) = scheduler() else { return false };
     let mut ran = false;
     for _ in 0..SLICES_PER_TURN {
         let done = arch::without_interrupts(|| {
-            let mut task = QUEUES[cpu as usize].lock().tasks.pop_front()?;
+            let mut task = s.queues[cpu as usize].lock().pop()?;
             let finished = run_slice(cpu, &mut task);
             Some((task, finished))
         });
         let Some((task, finished)) = done else { break };
         ran = true;
         if finished {
-            complete(task.id);
+            let completion =
+                arch::without_interrupts(|| s.ledger.lock().complete(Item::Task, task.id));
+            if !completion.first {
+                TWICE.fetch_add(1, Ordering::Relaxed);
+            }
         } else if let Err(task) = push(cpu, task) {
             place(task, Some(cpu));
         }
@@ -238,22 +226,14 @@ pub fn run_slices(cpu: u32) -> bool {
     ran
 }
 
-fn complete(id: u32) {
-    arch::without_interrupts(|| {
-        let mut books = BOOKS.lock();
-        if let Some(count) = books.get_mut(id as usize) {
-            *count = count.saturating_add(1);
-        }
-    });
-}
-
 /// Moves tasks waiting on CPU 0 to active application processors, keeping
 /// a few: the controller runs CPU 0's queue only between operations.
 pub fn balance() {
-    let extra: Vec<Task> = arch::without_interrupts(|| {
-        let mut queue = QUEUES[0].lock();
-        let keep = SLICES_PER_TURN.min(queue.tasks.len());
-        queue.tasks.drain(keep..).collect()
+    let mut extra = Vec::new();
+    with_queue(0, |queue| {
+        while queue.len() > SLICES_PER_TURN {
+            extra.extend(queue.pop());
+        }
     });
     for task in extra {
         place(task, Some(0));
@@ -281,29 +261,20 @@ pub struct Tally {
 
 /// The books now.
 pub fn tally() -> Tally {
-    let mut tally = Tally {
+    let books = scheduler().map(|s| arch::without_interrupts(|| s.ledger.lock().tally(Item::Task)));
+    let books = books.unwrap_or_default();
+    Tally {
+        issued: books.issued,
+        completed: books.completed_once,
+        twice: books.completed_twice.max(TWICE.load(Ordering::Relaxed)),
+        outstanding: books.outstanding,
         slices: SLICES.load(Ordering::Relaxed),
         ran_offline: RAN_OFFLINE.load(Ordering::Relaxed),
         migrated: MIGRATED.load(Ordering::Relaxed),
-        ..Tally::default()
-    };
-    arch::without_interrupts(|| {
-        for &count in BOOKS.lock().iter() {
-            tally.issued += 1;
-            match count {
-                0 => tally.outstanding += 1,
-                1 => tally.completed += 1,
-                _ => tally.twice += 1,
-            }
-        }
-    });
-    tally
+    }
 }
 
 /// Tasks queued on `cpu`, and whether its queue is open.
 pub fn queue_state(cpu: u32) -> (usize, bool) {
-    arch::without_interrupts(|| {
-        let queue = QUEUES[cpu as usize].lock();
-        (queue.tasks.len(), queue.open)
-    })
+    with_queue(cpu, |queue| (queue.len(), queue.is_open())).unwrap_or((0, false))
 }
