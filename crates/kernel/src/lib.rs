@@ -13,8 +13,12 @@ extern crate alloc;
 #[cfg(any(test, loom))]
 extern crate std;
 
+pub mod audit;
 pub mod cpuset;
+pub mod frames;
+pub mod kthread;
 pub mod ledger;
+pub mod pagecache;
 pub mod sched;
 pub mod sync;
 pub mod timer;

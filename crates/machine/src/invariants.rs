@@ -3,11 +3,11 @@
 //! work pending.
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::audit::{Resource, Violation};
 use hotkern_kernel::cpuset::cpu_id;
+use hotkern_kernel::kthread::Role;
 
-use crate::audit::{Resource, Violation};
 use crate::kernel::{Kernel, Life};
-use crate::kthread::Role;
 
 /// Resources every online CPU must have.
 const ONLINE_NEEDS: [Resource; 9] = [
@@ -108,7 +108,7 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -
             cpu: CpuId(0),
         });
     }
-    let pool = &k.pages.pool;
+    let pool = k.pages.pool();
     let (free, cached, held) = k.pages.accounting();
     if pool.bad_returns() != 0 {
         found.push(Violation::PageAccounting {

@@ -9,19 +9,20 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::audit::{Audit, Violation};
 use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
+use hotkern_kernel::frames::FramePool;
+use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
+use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::sched::{Domains, RunQueue};
 use hotkern_kernel::timer::Timers;
 use hotkern_kernel::workqueue::Workqueue;
 use parking_lot::{Condvar, Mutex};
 
-use crate::audit::{Audit, Violation};
 use crate::eventlog::{Event, EventKind, EventLogs};
-use crate::frames::FramePool;
-use crate::kthread::{Kthread, KthreadSlots, Role};
+use crate::kthread::{Kthread, KthreadSlots};
 use crate::ledger::Ledger;
-use crate::pagecache::PageCaches;
 use crate::placement::Limbo;
 use crate::rcu::{Callback, Rcu};
 use crate::signal::{set_current_cpu, Doorbells};

@@ -8,40 +8,8 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use hotkern_kernel::kthread::Role;
 use parking_lot::{Condvar, Mutex};
-
-/// What a per-CPU kernel thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// `ksoftirqd/N`: runs the CPU's expired timers.
-    Softirq,
-    /// `kworker/N`: runs the CPU's workqueue items.
-    Worker,
-    /// `rcuc/N`: invokes the CPU's RCU callbacks whose grace period ended.
-    RcuCallbacks,
-}
-
-impl Role {
-    /// Every role; each online CPU has one thread of each.
-    pub const ALL: [Role; 3] = [Role::Softirq, Role::Worker, Role::RcuCallbacks];
-
-    /// The thread's name without the CPU number.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Role::Softirq => "ksoftirqd",
-            Role::Worker => "kworker",
-            Role::RcuCallbacks => "rcuc",
-        }
-    }
-
-    pub(crate) const fn index(self) -> usize {
-        match self {
-            Role::Softirq => 0,
-            Role::Worker => 1,
-            Role::RcuCallbacks => 2,
-        }
-    }
-}
 
 /// One vCPU's kernel threads, a slot per [`Role`]; a slot is empty while
 /// its thread does not exist.

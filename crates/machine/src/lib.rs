@@ -52,16 +52,13 @@
 //! # Ok::<(), hotkern_machine::MachineError>(())
 //! ```
 
-mod audit;
 mod error;
 mod eventlog;
-mod frames;
 mod invariants;
 mod kernel;
 mod kthread;
 mod ledger;
 mod machine;
-mod pagecache;
 mod placement;
 mod platform;
 mod rcu;
@@ -142,19 +139,19 @@ pub mod loom_model {
     }
 }
 
-pub use audit::{Counts, Resource, Violation};
 pub use error::MachineError;
 pub use eventlog::{Event, EventKind, Trace};
-pub use frames::FrameCounts;
 pub use hotkern_cpuhp::{
     Class, CpuId, CpuSet, Direction, Engine, Error as HotplugError, Report, Section, Stage,
     StepTime,
 };
+pub use hotkern_kernel::audit::{Counts, Resource, Violation};
 pub use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
+pub use hotkern_kernel::frames::FrameCounts;
+pub use hotkern_kernel::kthread::Role;
 pub use hotkern_kernel::ledger::{Item, Tally};
 pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
-pub use kthread::Role;
 pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};
 #[doc(hidden)]
 pub use steplog::StepCall;

@@ -8,17 +8,17 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hotkern_cpuhp::{Class, CpuId, CpuSet, Direction, Engine, FailAt, Report, Section, StepTime};
+use hotkern_kernel::audit::{Counts, Resource, Violation};
 use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
+use hotkern_kernel::frames::{FrameCounts, FramePool};
+use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::{Item, Tally};
 use hotkern_physmem::{PageCount, Pfn};
 
-use crate::audit::{Counts, Resource, Violation};
 use crate::error::MachineError;
 use crate::eventlog::Trace;
-use crate::frames::{FrameCounts, FramePool};
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
-use crate::kthread::Role;
 use crate::platform::{DeferredWorker, Engine as HotplugEngine, MachinePlatform, WorkerBell};
 use crate::steplog::{self, StepCall, StepLog};
 use crate::steps::STEPS;
@@ -441,19 +441,19 @@ impl Machine {
     pub fn plug_memory(&self, first: Pfn, frames: PageCount) -> Result<(), MachineError> {
         self.kernel
             .pages
-            .pool
+            .pool()
             .plug(first, frames)
             .map_err(MachineError::Memory)
     }
 
     /// Memory segments plugged (one at start, one per hot-add).
     pub fn memory_segments(&self) -> usize {
-        self.kernel.pages.pool.segments()
+        self.kernel.pages.pool().segments()
     }
 
     /// Free page frames in the shared pool, and the pool's size.
     pub fn frames(&self) -> FrameCounts {
-        self.kernel.pages.pool.counts()
+        self.kernel.pages.pool().counts()
     }
 
     /// Waits for deferred work, then takes a snapshot of every vCPU's

@@ -10,9 +10,10 @@ use hotkern_cpuhp::{
     CallbackError, Class, Context as StepContext, CpuId, CpuSet, Reuse, Section, StepSpec,
 };
 
-use crate::audit::Resource;
+use hotkern_kernel::audit::Resource;
+use hotkern_kernel::kthread::Role;
+
 use crate::kernel::Kernel;
-use crate::kthread::Role;
 
 type Callback = fn(&Kernel, &StepContext) -> Result<(), CallbackError>;
 

@@ -1,19 +1,23 @@
 //! Bookkeeping the invariant checks read: which per-CPU resources exist,
-//! how many were ever created and destroyed, and every rule the machine saw
+//! how many were ever created and destroyed, and every rule the kernel saw
 //! broken while it ran.
 
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
-use std::collections::BTreeMap;
 
 use hotkern_cpuhp::CpuId;
-use hotkern_kernel::cpuset::cpu_id;
-use parking_lot::Mutex;
+
+use crate::cpuset::cpu_id;
+use crate::kthread::Role;
+use crate::sync::Mutex;
 
 /// A kind of per-CPU resource a subsystem creates for a CPU and destroys later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Resource {
     /// A per-CPU kernel thread (`ksoftirqd/N`, `kworker/N`, `rcuc/N`).
-    Kthread(crate::kthread::Role),
+    Kthread(Role),
     /// A per-CPU page cache filled from physical memory.
     PageCache,
     /// The per-CPU sysfs directory and its attribute nodes.
@@ -24,7 +28,7 @@ pub enum Resource {
     WorkerPool,
     /// The per-CPU RCU callback list.
     RcuData,
-    /// The per-CPU event log (the trace buffer of this machine).
+    /// The per-CPU event log (the trace buffer of the platform).
     EventLog,
     /// The per-CPU statistics counters.
     Vmstat,
@@ -45,7 +49,7 @@ impl fmt::Display for Resource {
     }
 }
 
-/// A broken invariant the machine observed.
+/// A broken invariant the kernel observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Violation {
     /// A resource was created for a CPU that already had one.
@@ -62,7 +66,7 @@ pub enum Violation {
         /// The CPU it belonged to.
         cpu: CpuId,
     },
-    /// A resource outlived the machine.
+    /// A resource outlived the kernel.
     Leak {
         /// The kind of resource.
         resource: Resource,
@@ -141,7 +145,18 @@ struct Books {
     violations: Vec<Violation>,
 }
 
-/// The machine's books: live resources, counts, violations.
+/// The kernel's books: live resources, counts, violations.
+///
+/// ```
+/// use hotkern_kernel::audit::{Audit, Resource, Violation};
+///
+/// let audit = Audit::default();
+/// audit.created(Resource::TimerBase, 0);
+/// assert!(audit.is_live(Resource::TimerBase, 0));
+/// audit.destroyed(Resource::TimerBase, 0);
+/// audit.destroyed(Resource::TimerBase, 0);
+/// assert!(matches!(audit.violations()[..], [Violation::DoubleFree { .. }]));
+/// ```
 #[derive(Default)]
 pub struct Audit {
     books: Mutex<Books>,

@@ -1,4 +1,4 @@
-//! The machine's pool of free page frames, the memory the per-CPU page
+//! The kernel's pool of free page frames, the memory the per-CPU page
 //! caches draw from. The memory is registered with `hotkern-physmem`, as a
 //! kernel plugs RAM: every frame has a page descriptor that physmem creates,
 //! and every frame that moves in or out of the pool is looked up by PFN
@@ -6,44 +6,45 @@
 //! frame given back twice, or one no segment holds, is caught rather than
 //! duplicated.
 
+use alloc::vec::Vec;
 use core::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use hotkern_physmem::{Page, PageCount, Pfn, PhysAddr, Physmem, PhysmemError};
-use parking_lot::Mutex;
 
-/// The machine's page descriptor (its `struct vm_page`).
-pub struct MachinePage {
+use crate::sync::{AtomicBool, Mutex, Ordering};
+
+/// The pool's page descriptor (its `struct vm_page`).
+pub struct FramePage {
     phys_addr: PhysAddr,
     /// In the free pool (not in a CPU cache, not held by a user).
     free: AtomicBool,
 }
 
-impl Page for MachinePage {
+impl Page for FramePage {
     fn new(phys_addr: PhysAddr) -> Self {
-        MachinePage {
+        FramePage {
             phys_addr,
             free: AtomicBool::new(true),
         }
     }
 }
 
-impl fmt::Debug for MachinePage {
+impl fmt::Debug for FramePage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MachinePage")
+        f.debug_struct("FramePage")
             .field("phys_addr", &self.phys_addr)
             .field("free", &self.free.load(Ordering::Relaxed))
             .finish()
     }
 }
 
-/// How many page frames the machine has, from [`Machine::frames`](crate::Machine::frames).
+/// How many page frames a [`FramePool`] has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameCounts {
     /// Frames free in the shared pool (not in a CPU's page cache, not held
     /// by a task).
     pub free: PageCount,
-    /// Frames plugged: the memory the machine booted with and every hot-add.
+    /// Frames plugged: the memory the kernel booted with and every hot-add.
     pub total: PageCount,
 }
 
@@ -54,16 +55,29 @@ struct Inner {
     bad_returns: u64,
 }
 
-/// Free page frames of the memory plugged into the machine.
-pub(crate) struct FramePool {
-    memory: Physmem<MachinePage>,
+/// Free page frames of the memory plugged into the kernel.
+///
+/// ```
+/// use hotkern_kernel::frames::FramePool;
+/// use hotkern_physmem::{PageCount, Pfn};
+///
+/// let pool = FramePool::new(Pfn(256), PageCount(64))?;
+/// let frames = pool.take(2);
+/// assert_eq!(frames, [Pfn(257), Pfn(256)], "low frames first");
+/// pool.give_back(&frames);
+/// pool.give_back(&frames[..1]);
+/// assert_eq!((pool.free_frames(), pool.bad_returns()), (64, 1), "caught, not duplicated");
+/// # Ok::<(), hotkern_physmem::PhysmemError>(())
+/// ```
+pub struct FramePool {
+    memory: Physmem<FramePage>,
     inner: Mutex<Inner>,
 }
 
 impl FramePool {
     /// A pool holding every frame of `first..first + frames`, plugged into
     /// physmem as one segment.
-    pub(crate) fn new(first: Pfn, frames: PageCount) -> Result<Self, PhysmemError> {
+    pub fn new(first: Pfn, frames: PageCount) -> Result<Self, PhysmemError> {
         let pool = FramePool {
             memory: Physmem::initialized(),
             inner: Mutex::new(Inner {
@@ -79,7 +93,7 @@ impl FramePool {
     /// Plugs `first..first + frames` (memory hot-add) and frees its frames
     /// into the pool. Refused, changing nothing, if it overlaps memory
     /// already plugged.
-    pub(crate) fn plug(&self, first: Pfn, frames: PageCount) -> Result<(), PhysmemError> {
+    pub fn plug(&self, first: Pfn, frames: PageCount) -> Result<(), PhysmemError> {
         let mut inner = self.inner.lock();
         self.memory.plug(first, frames)?;
         // Hand out low frames first.
@@ -91,7 +105,7 @@ impl FramePool {
     }
 
     /// Takes up to `count` frames.
-    pub(crate) fn take(&self, count: usize) -> Vec<Pfn> {
+    pub fn take(&self, count: usize) -> Vec<Pfn> {
         let mut inner = self.inner.lock();
         let at = inner.free.len().saturating_sub(count);
         let taken = inner.free.split_off(at);
@@ -106,7 +120,7 @@ impl FramePool {
 
     /// Gives frames back; a frame that is already free or in no segment is
     /// refused and counted.
-    pub(crate) fn give_back(&self, frames: &[Pfn]) {
+    pub fn give_back(&self, frames: &[Pfn]) {
         let mut inner = self.inner.lock();
         let memory = self.memory.read();
         for &frame in frames {
@@ -122,17 +136,17 @@ impl FramePool {
     }
 
     /// Frames free in the pool.
-    pub(crate) fn free_frames(&self) -> u64 {
+    pub fn free_frames(&self) -> u64 {
         self.inner.lock().free.len() as u64
     }
 
     /// Frames plugged.
-    pub(crate) fn total_frames(&self) -> u64 {
+    pub fn total_frames(&self) -> u64 {
         self.inner.lock().total
     }
 
     /// Free and plugged frames, read together.
-    pub(crate) fn counts(&self) -> FrameCounts {
+    pub fn counts(&self) -> FrameCounts {
         let inner = self.inner.lock();
         FrameCounts {
             free: PageCount(inner.free.len() as u64),
@@ -141,12 +155,12 @@ impl FramePool {
     }
 
     /// Frames given back twice or from outside the plugged memory.
-    pub(crate) fn bad_returns(&self) -> u64 {
+    pub fn bad_returns(&self) -> u64 {
         self.inner.lock().bad_returns
     }
 
     /// Memory segments plugged.
-    pub(crate) fn segments(&self) -> usize {
+    pub fn segments(&self) -> usize {
         self.memory.len()
     }
 }

@@ -3,17 +3,18 @@
 //! pool, refills it a batch at a time, and returns a batch when it grows past
 //! its high mark. A CPU going offline drains its cache back to the pool.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 
 use hotkern_physmem::Pfn;
-use parking_lot::Mutex;
 
 use crate::frames::FramePool;
+use crate::sync::{AtomicI64, Mutex, Ordering};
 
 /// Frames moved between a cache and the pool at once (Linux's default `batch`).
-pub(crate) const BATCH: usize = 63;
+pub const BATCH: usize = 63;
 /// A cache holding more than this returns a batch to the pool.
-pub(crate) const HIGH: usize = 6 * BATCH;
+pub const HIGH: usize = 6 * BATCH;
 
 /// One CPU's cache. A kept cache (Bolt) stays allocated while its CPU is
 /// offline but is disabled: it is used only between its step's startup
@@ -23,15 +24,31 @@ struct Cache {
     enabled: bool,
 }
 
-pub(crate) struct PageCaches {
+/// Every CPU's page cache over one [`FramePool`].
+///
+/// ```
+/// use hotkern_kernel::frames::FramePool;
+/// use hotkern_kernel::pagecache::{PageCaches, BATCH};
+/// use hotkern_physmem::{PageCount, Pfn};
+///
+/// let caches = PageCaches::new(2, FramePool::new(Pfn(0), PageCount(1024))?);
+/// caches.create(1);
+/// let frame = caches.alloc(1).expect("memory");
+/// assert_eq!(caches.cached(1), BATCH - 1, "a batch came in, one went out");
+/// caches.free_frame(1, frame);
+/// assert_eq!(caches.drain(1), BATCH, "offline: all back to the pool");
+/// # Ok::<(), hotkern_physmem::PhysmemError>(())
+/// ```
+pub struct PageCaches {
     caches: Box<[Mutex<Option<Cache>>]>,
-    pub(crate) pool: FramePool,
+    pool: FramePool,
     /// Frames handed out and not yet freed.
     held: AtomicI64,
 }
 
 impl PageCaches {
-    pub(crate) fn new(cpus: usize, pool: FramePool) -> Self {
+    /// No cache yet on any of `cpus` CPUs; frames come from `pool`.
+    pub fn new(cpus: usize, pool: FramePool) -> Self {
         PageCaches {
             caches: (0..cpus).map(|_| Mutex::new(None)).collect(),
             pool,
@@ -42,7 +59,7 @@ impl PageCaches {
     /// Enables `cpu`'s cache, creating it unless it was kept, and fills it
     /// with a batch of frames so the CPU's first allocations do not go to
     /// the shared pool; returns whether it was created.
-    pub(crate) fn create(&self, cpu: usize) -> bool {
+    pub fn create(&self, cpu: usize) -> bool {
         let mut cache = self.caches[cpu].lock();
         let created = cache.is_none();
         let cache = cache.get_or_insert_with(|| Cache {
@@ -58,14 +75,19 @@ impl PageCaches {
         created
     }
 
+    /// The shared pool the caches draw from.
+    pub fn pool(&self) -> &FramePool {
+        &self.pool
+    }
+
     /// Whether `cpu`'s cache is in use.
-    pub(crate) fn is_enabled(&self, cpu: usize) -> bool {
+    pub fn is_enabled(&self, cpu: usize) -> bool {
         self.caches[cpu].lock().as_ref().is_some_and(|c| c.enabled)
     }
 
     /// Disables `cpu`'s cache and returns its frames to the pool, keeping
     /// the (empty) cache; the number of frames returned.
-    pub(crate) fn drain(&self, cpu: usize) -> usize {
+    pub fn drain(&self, cpu: usize) -> usize {
         let mut cache = self.caches[cpu].lock();
         let Some(cache) = cache.as_mut() else {
             return 0;
@@ -78,7 +100,7 @@ impl PageCaches {
     }
 
     /// Frees `cpu`'s cache after draining it; false if there was none.
-    pub(crate) fn free(&self, cpu: usize) -> bool {
+    pub fn free(&self, cpu: usize) -> bool {
         let Some(cache) = self.caches[cpu].lock().take() else {
             return false;
         };
@@ -87,7 +109,7 @@ impl PageCaches {
     }
 
     /// Takes a frame through `cpu`'s cache.
-    pub(crate) fn alloc(&self, cpu: usize) -> Option<Pfn> {
+    pub fn alloc(&self, cpu: usize) -> Option<Pfn> {
         // Every path holds the CPU's cache lock while frames move, so that
         // `accounting` (which holds every cache lock) sees no frame in flight.
         let mut cache = self.caches[cpu].lock();
@@ -107,7 +129,7 @@ impl PageCaches {
     }
 
     /// Returns a frame through `cpu`'s cache.
-    pub(crate) fn free_frame(&self, cpu: usize, frame: Pfn) {
+    pub fn free_frame(&self, cpu: usize, frame: Pfn) {
         let mut cache = self.caches[cpu].lock();
         self.held.fetch_sub(1, Ordering::Relaxed);
         match cache.as_mut().filter(|c| c.enabled) {
@@ -124,7 +146,7 @@ impl PageCaches {
 
     /// (free in the pool, sitting in caches, held by users), read at one
     /// instant: every cache lock is held while counting.
-    pub(crate) fn accounting(&self) -> (u64, u64, i64) {
+    pub fn accounting(&self) -> (u64, u64, i64) {
         let caches: Vec<_> = self.caches.iter().map(|c| c.lock()).collect();
         let cached = caches
             .iter()
@@ -137,7 +159,7 @@ impl PageCaches {
     }
 
     /// Frames sitting in `cpu`'s cache.
-    pub(crate) fn cached(&self, cpu: usize) -> usize {
+    pub fn cached(&self, cpu: usize) -> usize {
         self.caches[cpu]
             .lock()
             .as_ref()
