@@ -1,6 +1,7 @@
 //! The machine part of the tour: a loaded user-mode machine hot-adds memory
 //! and takes CPUs offline and back with each hotplug engine, then proves
-//! that no task was lost and every invariant held.
+//! that no task was lost and every invariant held; then the same engines
+//! on the x86-64 kernel under QEMU, printed beside the machine's figures.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -56,7 +57,74 @@ pub fn run() -> Result<(), String> {
         );
     }
     println!();
+    kernel(&measured);
     Ok(())
+}
+
+/// Boots the x86-64 kernel, which runs the same scenario on four real
+/// (virtual) CPUs, and prints its medians under the machine's. Without
+/// QEMU it says how to get it; a kernel that fails is reported, not fatal
+/// to the tour.
+fn kernel(machine: &[(Engine, Latencies)]) {
+    println!("== kernel: the same engines on the x86-64 kernel, {CPUS} vCPUs under QEMU (TCG) ==");
+    let run = match crate::boot::run_quietly(&crate::boot::BootArgs::scenario(CPUS as u32)) {
+        Ok(run) => run,
+        Err(message) => {
+            println!("({message})\n");
+            return;
+        }
+    };
+    let document = run.to_json();
+    if !run.outcome.is_success() || document["invariants_hold"] != true {
+        println!("(the kernel's run failed: {})\n", run.failure_message());
+        return;
+    }
+    let guest = |engine: &str, name: &str| -> Option<f64> {
+        document["cases"]
+            .as_array()?
+            .iter()
+            .find(|case| case["impl"] == engine && case["name"] == name)?["latency_us"]
+            .as_f64()
+    };
+    println!(
+        "{:<16} {:>14} {:>13} {:>18} {:>17}",
+        "", "offline 1 µs", "online 1 µs", "offline 3 bulk µs", "online 3 bulk µs"
+    );
+    let cell = |value: Option<f64>| value.map_or("-".to_owned(), |us| format!("{us:.1}"));
+    for (engine, latencies) in machine {
+        let name = format!("{engine:?}").to_lowercase();
+        println!(
+            "{:<16} {:>14.1} {:>13.1} {:>18.1} {:>17.1}",
+            format!("machine {name}"),
+            latencies.offline_one,
+            latencies.online_one,
+            latencies.offline_bulk,
+            latencies.online_bulk
+        );
+        println!(
+            "{:<16} {:>14} {:>13} {:>18} {:>17}",
+            format!("kernel {name}"),
+            cell(guest(&name, "offline/1-load")),
+            cell(guest(&name, "online/1-load")),
+            cell(guest(&name, "offline/bulk-3-load")),
+            cell(guest(&name, "online/bulk-3-load")),
+        );
+    }
+    let tasks = &document["guest"]["hotplug"]["tasks"];
+    println!(
+        "kernel: booted and ran in {:.2} s; tasks {} issued, {} completed once, {} lost; \
+         invariants hold; {} trace events in {}",
+        document["host"]["total_s"].as_f64().unwrap_or(0.0),
+        tasks["issued"],
+        tasks["completed"],
+        tasks["lost"],
+        document["trace_events"],
+        document["trace_dat"].as_str().unwrap_or("-"),
+    );
+    println!(
+        "(machine: vCPUs are threads, sixteen steps; kernel: real CPU starts and stop-machine, \
+         four steps so far — `hotkern boot` and `hotkern bench cpuhp --platform qemu` say more)\n"
+    );
 }
 
 fn scenario(engine: Engine) -> Result<Latencies, String> {

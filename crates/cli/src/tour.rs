@@ -14,8 +14,9 @@ here side by side with the design it replaces:
   trace    ftrace-class tracer                 vs the Rust `tracing` crate
   cpuhp    CPU hotplug engine                  vs Linux's serial state machine
 
-First the user-mode machine that hosts them all; then the quick benchmark of
-each (`hotkern bench <subsystem> --full` runs the long version).
+First the user-mode machine that hosts them all, and the same CPU hotplug on
+the bare-metal kernel booted under QEMU; then the quick benchmark of each
+(`hotkern bench <subsystem> --full` runs the long version).
 ";
 
 /// Prints the introduction, then each subsystem's quick benchmark.
