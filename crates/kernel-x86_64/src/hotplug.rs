@@ -141,49 +141,77 @@ impl Platform for KernelPlatform {
 /// The engine as this kernel instantiates it.
 type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;
 
-fn callbacks(name: &str) -> Callbacks {
+/// A step's startup or teardown.
+type Body = fn(&Context) -> Result<(), CallbackError>;
+
+/// Step `name`'s callbacks, each recording a `cpuhp_callback` event for
+/// every CPU it covers before it runs.
+fn callbacks(step: u32, name: &str) -> Callbacks {
+    let (startup, teardown) = bodies(name);
+    let traced = move |body: Body, up: u32| {
+        move |ctx: &Context| {
+            for cpu in ctx.cpus.iter() {
+                crate::trace::cpuhp_callback::trace(cpu.0, step, up);
+            }
+            body(ctx)
+        }
+    };
+    Callbacks::new()
+        .startup(traced(startup, 1))
+        .teardown(traced(teardown, 0))
+}
+
+/// The startup and teardown of step `name`.
+fn bodies(name: &str) -> (Body, Body) {
     match name {
-        "sched:online-mask" => Callbacks::new()
-            .startup(|ctx: &Context| {
+        "sched:online-mask" => (
+            |ctx| {
                 sched::set_online(ctx.cpu.0, true);
                 Ok(())
-            })
-            .teardown(|ctx: &Context| {
+            },
+            |ctx| {
                 sched::set_online(ctx.cpu.0, false);
                 Ok(())
-            }),
-        "timers:starting" => Callbacks::new()
-            .startup(|_: &Context| {
+            },
+        ),
+        "timers:starting" => (
+            |_| {
                 apic::start_tick();
                 Ok(())
-            })
-            .teardown(|_: &Context| {
+            },
+            |_| {
                 apic::stop_tick();
                 Ok(())
-            }),
-        "sched:starting" => Callbacks::new()
-            .startup(|ctx: &Context| {
+            },
+        ),
+        "sched:starting" => (
+            |ctx| {
                 sched::open(ctx.cpu.0);
                 Ok(())
-            })
-            .teardown(|ctx: &Context| {
+            },
+            |ctx| {
                 sched::close_and_migrate(ctx.cpu.0);
                 Ok(())
-            }),
-        "sched:active" => Callbacks::new()
-            .startup(|ctx: &Context| {
+            },
+        ),
+        "sched:active" => (
+            |ctx| {
                 for cpu in ctx.cpus.iter() {
                     sched::set_active(cpu.0, true);
                 }
                 Ok(())
-            })
-            .teardown(|ctx: &Context| {
+            },
+            |ctx| {
                 for cpu in ctx.cpus.iter() {
                     sched::set_active(cpu.0, false);
                 }
                 Ok(())
-            }),
-        _ => Callbacks::new().startup(|_: &Context| Err(CallbackError::new("no such step"))),
+            },
+        ),
+        _ => (
+            |_| Err(CallbackError::new("no such step")),
+            |_| Err(CallbackError::new("no such step")),
+        ),
     }
 }
 
@@ -363,7 +391,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     };
     for (index, (spec, _)) in STEPS.iter().enumerate() {
         let step = hotkern_cpuhp::StepId(index as u16);
-        if let Err(error) = engine.setup_nocalls(step, callbacks(spec.name)) {
+        if let Err(error) = engine.setup_nocalls(step, callbacks(index as u32, spec.name)) {
             panic!("hotplug step {}: {error}", spec.name);
         }
     }

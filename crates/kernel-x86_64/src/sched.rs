@@ -135,6 +135,7 @@ pub fn close_and_migrate(cpu: u32) {
     let left = with_queue(cpu, RunQueue::close).unwrap_or_default();
     MIGRATED.fetch_add(left.len() as u64, Ordering::Relaxed);
     for task in left {
+        crate::trace::sched_migrate_task::trace(task.id, cpu);
         place(task, Some(cpu));
     }
 }

@@ -23,8 +23,9 @@ use crate::{cpu, smp, tsc};
 
 /// The second 16550 (COM2): the trace's channel to the host.
 const COM2: u16 = 0x2f8;
-/// Ring bytes per CPU: a boot writes a few hundred events at most.
-const BUFFER_KB: usize = 16;
+/// Ring bytes per CPU: a boot writes a few thousand events (most of them
+/// hotplug callbacks and task migrations), well under this.
+const BUFFER_KB: usize = 64;
 
 hotkern_trace::define_event! {
     /// An application processor ran a cross-CPU call (on its own ring).
@@ -33,6 +34,25 @@ hotkern_trace::define_event! {
         apic_id: u32,
     }
     print "cpu=%u apic_id=%u", cpu, apic_id
+}
+
+hotkern_trace::define_event! {
+    /// A hotplug step's callback ran (Linux's `cpuhp_enter` shows the same).
+    pub cpuhp_callback in hotkern {
+        cpu: u32,
+        step: u32,
+        up: u32,
+    }
+    print "cpu=%u step=%u up=%u", cpu, step, up
+}
+
+hotkern_trace::define_event! {
+    /// A task moved off a dying CPU (Linux's `sched_migrate_task`).
+    pub sched_migrate_task in hotkern {
+        task: u64,
+        from: u32,
+    }
+    print "task=%llu from=%u", task, from
 }
 
 /// The TSC in nanoseconds, with the kernel's PIT calibration.
@@ -96,9 +116,15 @@ pub fn init() -> bool {
     };
     match Tracer::new(config, Arc::new(TscNanos), context).and_then(Tracer::install) {
         Ok(tracer) => {
-            let call = hotkern_trace::event::register(&cpu_call::EVENT);
-            if let Err(error) = tracer.set_event_enabled(call, true) {
-                crate::println!("hotkern: trace event cpu_call not enabled: {error}");
+            for (name, event) in [
+                ("cpu_call", &cpu_call::EVENT),
+                ("cpuhp_callback", &cpuhp_callback::EVENT),
+                ("sched_migrate_task", &sched_migrate_task::EVENT),
+            ] {
+                let id = hotkern_trace::event::register(event);
+                if let Err(error) = tracer.set_event_enabled(id, true) {
+                    crate::println!("hotkern: trace event {name} not enabled: {error}");
+                }
             }
             TRACER.store(tracer as *const Tracer as *mut Tracer, Ordering::Release);
             true
