@@ -19,6 +19,7 @@ pub mod frames;
 pub mod kthread;
 pub mod ledger;
 pub mod pagecache;
+pub mod percpu;
 pub mod sched;
 pub mod sync;
 pub mod timer;

@@ -3,13 +3,13 @@
 //! pool, refills it a batch at a time, and returns a batch when it grows past
 //! its high mark. A CPU going offline drains its cache back to the pool.
 
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use hotkern_physmem::Pfn;
 
 use crate::frames::FramePool;
-use crate::sync::{AtomicI64, Mutex, Ordering};
+use crate::percpu::PerCpu;
+use crate::sync::{AtomicI64, Ordering};
 
 /// Frames moved between a cache and the pool at once (Linux's default `batch`).
 pub const BATCH: usize = 63;
@@ -40,7 +40,7 @@ struct Cache {
 /// # Ok::<(), hotkern_physmem::PhysmemError>(())
 /// ```
 pub struct PageCaches {
-    caches: Box<[Mutex<Option<Cache>>]>,
+    caches: PerCpu<Cache>,
     pool: FramePool,
     /// Frames handed out and not yet freed.
     held: AtomicI64,
@@ -50,7 +50,7 @@ impl PageCaches {
     /// No cache yet on any of `cpus` CPUs; frames come from `pool`.
     pub fn new(cpus: usize, pool: FramePool) -> Self {
         PageCaches {
-            caches: (0..cpus).map(|_| Mutex::new(None)).collect(),
+            caches: PerCpu::new(cpus),
             pool,
             held: AtomicI64::new(0),
         }
@@ -60,7 +60,7 @@ impl PageCaches {
     /// with a batch of frames so the CPU's first allocations do not go to
     /// the shared pool; returns whether it was created.
     pub fn create(&self, cpu: usize) -> bool {
-        let mut cache = self.caches[cpu].lock();
+        let mut cache = self.caches.lock(cpu);
         let created = cache.is_none();
         let cache = cache.get_or_insert_with(|| Cache {
             frames: Vec::with_capacity(HIGH + BATCH),
@@ -82,13 +82,13 @@ impl PageCaches {
 
     /// Whether `cpu`'s cache is in use.
     pub fn is_enabled(&self, cpu: usize) -> bool {
-        self.caches[cpu].lock().as_ref().is_some_and(|c| c.enabled)
+        self.caches.with(cpu, |c| c.enabled).unwrap_or(false)
     }
 
     /// Disables `cpu`'s cache and returns its frames to the pool, keeping
     /// the (empty) cache; the number of frames returned.
     pub fn drain(&self, cpu: usize) -> usize {
-        let mut cache = self.caches[cpu].lock();
+        let mut cache = self.caches.lock(cpu);
         let Some(cache) = cache.as_mut() else {
             return 0;
         };
@@ -101,7 +101,7 @@ impl PageCaches {
 
     /// Frees `cpu`'s cache after draining it; false if there was none.
     pub fn free(&self, cpu: usize) -> bool {
-        let Some(cache) = self.caches[cpu].lock().take() else {
+        let Some(cache) = self.caches.free(cpu) else {
             return false;
         };
         self.pool.give_back(&cache.frames);
@@ -112,7 +112,7 @@ impl PageCaches {
     pub fn alloc(&self, cpu: usize) -> Option<Pfn> {
         // Every path holds the CPU's cache lock while frames move, so that
         // `accounting` (which holds every cache lock) sees no frame in flight.
-        let mut cache = self.caches[cpu].lock();
+        let mut cache = self.caches.lock(cpu);
         let frame = match cache.as_mut().filter(|c| c.enabled) {
             Some(cache) => {
                 if cache.frames.is_empty() {
@@ -130,7 +130,7 @@ impl PageCaches {
 
     /// Returns a frame through `cpu`'s cache.
     pub fn free_frame(&self, cpu: usize, frame: Pfn) {
-        let mut cache = self.caches[cpu].lock();
+        let mut cache = self.caches.lock(cpu);
         self.held.fetch_sub(1, Ordering::Relaxed);
         match cache.as_mut().filter(|c| c.enabled) {
             Some(cache) => {
@@ -147,7 +147,7 @@ impl PageCaches {
     /// (free in the pool, sitting in caches, held by users), read at one
     /// instant: every cache lock is held while counting.
     pub fn accounting(&self) -> (u64, u64, i64) {
-        let caches: Vec<_> = self.caches.iter().map(|c| c.lock()).collect();
+        let caches: Vec<_> = self.caches.lock_all().collect();
         let cached = caches
             .iter()
             .map(|c| c.as_ref().map_or(0, |c| c.frames.len() as u64))
@@ -160,10 +160,7 @@ impl PageCaches {
 
     /// Frames sitting in `cpu`'s cache.
     pub fn cached(&self, cpu: usize) -> usize {
-        self.caches[cpu]
-            .lock()
-            .as_ref()
-            .map_or(0, |c| c.frames.len())
+        self.caches.with(cpu, |c| c.frames.len()).unwrap_or(0)
     }
 }
 

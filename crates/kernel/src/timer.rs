@@ -3,12 +3,11 @@
 //! Deadlines are nanoseconds of the platform's clock, whatever its epoch:
 //! the machine counts from its start, a bare-metal kernel from boot.
 
-use alloc::boxed::Box;
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::Ordering as CmpOrdering;
 
-use crate::sync::Mutex;
+use crate::percpu::PerCpu;
 
 /// A timer: a job `J` to run once the clock reaches `deadline`.
 pub struct Timer<J> {
@@ -59,49 +58,40 @@ struct Base<J> {
 /// assert_eq!(due.iter().map(|t| t.job).collect::<Vec<_>>(), ["tick"]);
 /// ```
 pub struct Timers<J> {
-    bases: Box<[Mutex<Option<Base<J>>>]>,
+    bases: PerCpu<Base<J>>,
 }
 
 impl<J> Timers<J> {
     /// No base yet on any of `cpus` CPUs.
     pub fn new(cpus: usize) -> Self {
         Timers {
-            bases: (0..cpus).map(|_| Mutex::new(None)).collect(),
+            bases: PerCpu::new(cpus),
         }
     }
 
     /// Creates `cpu`'s (disabled) base; false if it exists.
     pub fn create(&self, cpu: usize) -> bool {
-        let mut base = self.bases[cpu].lock();
-        if base.is_some() {
-            return false;
-        }
-        *base = Some(Base {
+        self.bases.create(cpu, || Base {
             heap: BinaryHeap::new(),
             enabled: false,
-        });
-        true
+        })
     }
 
     /// Lets `cpu`'s timers fire, or stops them; false if it has no base.
     pub fn set_enabled(&self, cpu: usize, enabled: bool) -> bool {
-        match self.bases[cpu].lock().as_mut() {
-            Some(base) => {
-                base.enabled = enabled;
-                true
-            }
-            None => false,
-        }
+        self.bases
+            .with(cpu, |base| base.enabled = enabled)
+            .is_some()
     }
 
     /// Whether `cpu`'s timers may fire.
     pub fn is_enabled(&self, cpu: usize) -> bool {
-        self.bases[cpu].lock().as_ref().is_some_and(|b| b.enabled)
+        self.bases.with(cpu, |b| b.enabled).unwrap_or(false)
     }
 
     /// Arms `timer` on `cpu`; gives it back if that base is missing or stopped.
     pub fn arm(&self, cpu: usize, timer: Timer<J>) -> Result<(), Timer<J>> {
-        match self.bases[cpu].lock().as_mut() {
+        match self.bases.lock(cpu).as_mut() {
             Some(base) if base.enabled => {
                 base.heap.push(timer);
                 Ok(())
@@ -112,27 +102,26 @@ impl<J> Timers<J> {
 
     /// Removes and returns `cpu`'s timers due at `now`, earliest first.
     pub fn take_due(&self, cpu: usize, now: u64) -> Vec<Timer<J>> {
-        let mut due = Vec::new();
-        if let Some(base) = self.bases[cpu].lock().as_mut() {
-            if !base.enabled {
-                return due;
-            }
-            while base.heap.peek().is_some_and(|t| t.deadline <= now) {
-                if let Some(timer) = base.heap.pop() {
-                    due.push(timer);
+        self.bases
+            .with(cpu, |base| {
+                let mut due = Vec::new();
+                while base.enabled && base.heap.peek().is_some_and(|t| t.deadline <= now) {
+                    if let Some(timer) = base.heap.pop() {
+                        due.push(timer);
+                    }
                 }
-            }
-        }
-        due
+                due
+            })
+            .unwrap_or_default()
     }
 
     /// The earliest pending deadline on `cpu`.
     pub fn next_deadline(&self, cpu: usize) -> Option<u64> {
-        self.bases[cpu]
-            .lock()
-            .as_ref()
-            .filter(|b| b.enabled)
-            .and_then(|b| b.heap.peek().map(|t| t.deadline))
+        self.bases
+            .with(cpu, |b| {
+                b.heap.peek().map(|t| t.deadline).filter(|_| b.enabled)
+            })
+            .flatten()
     }
 
     /// Whether `cpu` has a timer due at `now`.
@@ -142,24 +131,20 @@ impl<J> Timers<J> {
 
     /// Takes every pending timer of `cpu`, keeping its (empty) base.
     pub fn take_all(&self, cpu: usize) -> Vec<Timer<J>> {
-        self.bases[cpu]
-            .lock()
-            .as_mut()
-            .map_or_else(Vec::new, |base| base.heap.drain().collect())
+        self.bases
+            .with(cpu, |base| base.heap.drain().collect())
+            .unwrap_or_default()
     }
 
     /// Frees `cpu`'s base; gives back the timers it still held, or `None`
     /// if there was no base.
     pub fn free(&self, cpu: usize) -> Option<Vec<Timer<J>>> {
-        self.bases[cpu]
-            .lock()
-            .take()
-            .map(|base| base.heap.into_vec())
+        self.bases.free(cpu).map(|base| base.heap.into_vec())
     }
 
     /// Pending timers on `cpu`.
     pub fn pending(&self, cpu: usize) -> usize {
-        self.bases[cpu].lock().as_ref().map_or(0, |b| b.heap.len())
+        self.bases.with(cpu, |b| b.heap.len()).unwrap_or(0)
     }
 }
 

@@ -2,11 +2,10 @@
 //! `kworker`; when the CPU goes offline its pool is unbound and the pending
 //! work moves to a CPU that stays.
 
-use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
-use crate::sync::Mutex;
+use crate::percpu::PerCpu;
 
 /// A work item: a job `J` and its ledger id.
 pub struct Work<J> {
@@ -36,52 +35,40 @@ struct Pool<J> {
 /// assert_eq!(queue.next(0).map(|w| w.job), Some("flush"));
 /// ```
 pub struct Workqueue<J> {
-    pools: Box<[Mutex<Option<Pool<J>>>]>,
+    pools: PerCpu<Pool<J>>,
 }
 
 impl<J> Workqueue<J> {
     /// No pool yet on any of `cpus` CPUs.
     pub fn new(cpus: usize) -> Self {
         Workqueue {
-            pools: (0..cpus).map(|_| Mutex::new(None)).collect(),
+            pools: PerCpu::new(cpus),
         }
     }
 
     /// Creates `cpu`'s (unbound) pool; false if it exists.
     pub fn create(&self, cpu: usize) -> bool {
-        let mut pool = self.pools[cpu].lock();
-        if pool.is_some() {
-            return false;
-        }
-        *pool = Some(Pool {
+        self.pools.create(cpu, || Pool {
             items: VecDeque::new(),
             bound: false,
-        });
-        true
+        })
     }
 
     /// Frees `cpu`'s pool; returns work it still held, or `None` if there was no pool.
     pub fn free(&self, cpu: usize) -> Option<Vec<Work<J>>> {
-        self.pools[cpu]
-            .lock()
-            .take()
+        self.pools
+            .free(cpu)
             .map(|pool| pool.items.into_iter().collect())
     }
 
     /// Binds `cpu`'s pool to its CPU; false if there is no pool.
     pub fn bind(&self, cpu: usize) -> bool {
-        match self.pools[cpu].lock().as_mut() {
-            Some(pool) => {
-                pool.bound = true;
-                true
-            }
-            None => false,
-        }
+        self.pools.with(cpu, |pool| pool.bound = true).is_some()
     }
 
     /// Unbinds `cpu`'s pool and takes its pending work; `None` if no pool.
     pub fn unbind(&self, cpu: usize) -> Option<Vec<Work<J>>> {
-        self.pools[cpu].lock().as_mut().map(|pool| {
+        self.pools.with(cpu, |pool| {
             pool.bound = false;
             pool.items.drain(..).collect()
         })
@@ -89,12 +76,12 @@ impl<J> Workqueue<J> {
 
     /// Whether `cpu`'s pool takes and runs work.
     pub fn is_bound(&self, cpu: usize) -> bool {
-        self.pools[cpu].lock().as_ref().is_some_and(|p| p.bound)
+        self.pools.with(cpu, |p| p.bound).unwrap_or(false)
     }
 
     /// Queues `work` on `cpu`; gives it back if that pool is not bound.
     pub fn queue(&self, cpu: usize, work: Work<J>) -> Result<(), Work<J>> {
-        match self.pools[cpu].lock().as_mut() {
+        match self.pools.lock(cpu).as_mut() {
             Some(pool) if pool.bound => {
                 pool.items.push_back(work);
                 Ok(())
@@ -105,19 +92,16 @@ impl<J> Workqueue<J> {
 
     /// Whether `cpu` has work to run.
     pub fn has_work(&self, cpu: usize) -> bool {
-        self.pools[cpu]
-            .lock()
-            .as_ref()
-            .is_some_and(|p| p.bound && !p.items.is_empty())
+        self.pools
+            .with(cpu, |p| p.bound && !p.items.is_empty())
+            .unwrap_or(false)
     }
 
     /// Takes the next item of `cpu`'s pool.
     pub fn next(&self, cpu: usize) -> Option<Work<J>> {
-        self.pools[cpu]
-            .lock()
-            .as_mut()
-            .filter(|p| p.bound)
-            .and_then(|p| p.items.pop_front())
+        self.pools
+            .with(cpu, |p| if p.bound { p.items.pop_front() } else { None })
+            .flatten()
     }
 }
 
