@@ -2,8 +2,8 @@
 //! over this kernel, with the kernel's own steps, while tasks run on every
 //! CPU; the books and masks are checked after every operation.
 //!
-//! The platform: `Online` steps run in the target's cross-CPU call handler
-//! (there are no per-CPU hotplug threads yet), stop-machine is
+//! The platform: `Online` steps run on the target's hotplug thread
+//! (`cpuhp/N`, as Linux's `cpuhp_thread_fun`), stop-machine is
 //! [`crate::stop_machine`], grace periods [`crate::rcu`], power on is an
 //! INIT-SIPI-SIPI start and power off a park with interrupts off
 //! ([`crate::smp`]). Bolt's deferred callbacks run on the controlling CPU
@@ -14,15 +14,19 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::{
     CallbackError, Callbacks, Class, Context, CpuId, CpuSet, Engine, Error, Hotplug, Platform,
-    Report, Section, StepSpec,
+    Report, Reuse, Section, StepSpec,
 };
+use hotkern_kernel::audit::{Audit, Counts, Resource};
+use hotkern_kernel::kthread::Role;
 
 use crate::checks::Checks;
-use crate::{apic, cpu, rcu, sched, smp, stop_machine, tsc};
+use crate::cpu::MAX_CPUS;
+use crate::kthread::{Kthread, PerCpuThreads};
+use crate::{apic, cpu, kthread, rcu, sched, smp, stop_machine, tsc};
 
 /// Tasks started before the operations; they run until all are done.
 const TASKS: u32 = 48;
@@ -31,15 +35,18 @@ const TASKS: u32 = 48;
 const DRAIN_SECONDS: u64 = 5;
 /// Rounds of every case, per engine.
 const ROUNDS: usize = 5;
+/// How long a hotplug thread may take to run a step before the run stops.
+const THREAD_TIMEOUT_S: u64 = 5;
 /// How long a grace period may take before the run reports a stall.
 const GRACE_TIMEOUT_US: u64 = 5_000_000;
 
 /// The kernel's step table, in startup order, with why each step has its
-/// class. Every step is critical: the kernel has no per-CPU structure yet
-/// whose teardown could wait (the machine's page caches, workqueues and
-/// kernel threads are the deferrable ones, and they come with the shared
-/// core).
-const STEPS: [(StepSpec, &str); 4] = [
+/// class (the user-mode machine's reasons, for the steps both have).
+const STEPS: [(StepSpec, &str); 5] = [
+    (
+        StepSpec::new("threads:create", Section::Prepare, Class::Deferrable),
+        "a CPU's worker thread only runs when it dispatches it; creating or destroying it is bookkeeping",
+    ),
     (
         StepSpec::new("sched:online-mask", Section::Starting, Class::Critical),
         "bitmask update: the online mask says where anything may run",
@@ -67,18 +74,54 @@ fn platform_failed(what: fmt::Arguments<'_>) {
     crate::println!("hotkern: hotplug platform: {what}");
 }
 
+/// Each CPU's hotplug thread (`cpuhp/N`), which runs `Online` steps.
+static HOTPLUG_THREADS: PerCpuThreads = PerCpuThreads::new();
+
+/// The work posted to a CPU's hotplug thread, and the numbers of the last
+/// request and the last one done (as [`smp`]'s mailboxes).
+struct HotplugSlot {
+    work: AtomicUsize,
+    requested: AtomicU64,
+    done: AtomicU64,
+}
+
+static SLOTS: [HotplugSlot; MAX_CPUS] = [const {
+    HotplugSlot {
+        work: AtomicUsize::new(0),
+        requested: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+    }
+}; MAX_CPUS];
+
+/// A hotplug thread's turn: the posted work, if there is new work.
+fn hotplug_body(thread: &Kthread) {
+    let slot = &SLOTS[thread.cpu as usize];
+    // Acquire: pairs with the release in `run_on_each`, which stored the
+    // work first.
+    let number = slot.requested.load(Ordering::Acquire);
+    if slot.done.load(Ordering::Relaxed) == number {
+        return;
+    }
+    let address = slot.work.load(Ordering::Relaxed);
+    // SAFETY: `run_on_each` stored the address of its `&dyn Fn` and waits
+    // for `done` to reach `number` before the reference goes away.
+    let work = unsafe { *(address as *const &(dyn Fn(CpuId) + Sync)) };
+    work(CpuId(thread.cpu));
+    // Release: the work's effects are seen by the waiter.
+    slot.done.store(number, Ordering::Release);
+}
+
+/// Runs `cpu`'s hotplug thread if work was posted to it. Called by the
+/// CPU's idle loop, interrupts off.
+pub fn run_thread(cpu: u32) {
+    if let Some(thread) = HOTPLUG_THREADS.get(cpu).filter(|t| t.is_woken()) {
+        thread.run();
+    }
+}
+
 /// This kernel as the engine's platform.
 pub struct KernelPlatform {
     tsc_hz: u64,
-}
-
-/// Runs `work` for the CPU in the argument: the cross-CPU call's body.
-fn call_work(arg: u64) -> u64 {
-    // SAFETY: `run_on_each` passes the address of its `&dyn Fn` and waits
-    // for every call to finish before that reference goes away.
-    let work = unsafe { *(arg as *const &(dyn Fn(CpuId) + Sync)) };
-    work(CpuId(cpu::current_id().unwrap_or(0)));
-    0
 }
 
 impl Platform for KernelPlatform {
@@ -92,23 +135,36 @@ impl Platform for KernelPlatform {
 
     fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
         let me = cpu::current_id().unwrap_or(0);
-        let address = &work as *const &(dyn Fn(CpuId) + Sync) as u64;
+        let address = &work as *const &(dyn Fn(CpuId) + Sync) as usize;
         let mut posted = Vec::with_capacity(cpus.len());
         for cpu in cpus.iter().filter(|cpu| cpu.0 != me) {
-            match smp::post(cpu.0, call_work, address) {
-                Ok(call) => posted.push(call),
-                Err(error) => platform_failed(format_args!("call to cpu {}: {error:?}", cpu.0)),
-            }
+            let Some(thread) = HOTPLUG_THREADS.get(cpu.0) else {
+                platform_failed(format_args!("cpu {} has no hotplug thread", cpu.0));
+                continue;
+            };
+            let slot = &SLOTS[cpu.index()];
+            slot.work.store(address, Ordering::Relaxed);
+            let number = slot.requested.load(Ordering::Relaxed) + 1;
+            // Release: pairs with the acquire in `hotplug_body`.
+            slot.requested.store(number, Ordering::Release);
+            thread.wake();
+            smp::wake(cpu.0);
+            posted.push((cpu.0, number));
         }
         if cpus.contains(CpuId(me)) {
             work(CpuId(me));
         }
-        for call in posted {
-            let cpu = call.cpu();
-            if let Err(error) = smp::finish(call, self.tsc_hz) {
-                // The reference must outlive the call: a CPU that never
-                // answers may still run it, so the run cannot go on.
-                panic!("cpu {cpu} did not finish a hotplug call: {error:?}");
+        let limit = self.tsc_hz.saturating_mul(THREAD_TIMEOUT_S);
+        for (cpu, number) in posted {
+            let started = tsc::now();
+            // Acquire: pairs with the release in `hotplug_body`.
+            while SLOTS[cpu as usize].done.load(Ordering::Acquire) != number {
+                if tsc::now() - started > limit {
+                    // The reference must outlive the work: a thread that
+                    // may still run it leaves no way to go on.
+                    panic!("cpu {cpu}'s hotplug thread did not finish its step");
+                }
+                core::hint::spin_loop();
             }
         }
     }
@@ -164,6 +220,7 @@ fn callbacks(step: u32, name: &str) -> Callbacks {
 /// The startup and teardown of step `name`.
 fn bodies(name: &str) -> (Body, Body) {
     match name {
+        "threads:create" => (threads_up, threads_down),
         "sched:online-mask" => (
             |ctx| {
                 sched::set_online(ctx.cpu.0, true);
@@ -213,6 +270,37 @@ fn bodies(name: &str) -> (Body, Body) {
             |_| Err(CallbackError::new("no such step")),
         ),
     }
+}
+
+/// Creates each CPU's worker thread, unless bolt kept it.
+fn threads_up(ctx: &Context) -> Result<(), CallbackError> {
+    for cpu in ctx.cpus.iter() {
+        if sched::WORKERS.get(cpu.0).is_none() {
+            sched::WORKERS.install(cpu.0, sched::worker(cpu.0));
+            audit().created(Resource::Kthread(Role::Worker), cpu.index());
+        }
+    }
+    Ok(())
+}
+
+/// Destroys each CPU's worker thread (classic), or keeps it parked for the
+/// CPU's return (bolt).
+fn threads_down(ctx: &Context) -> Result<(), CallbackError> {
+    if ctx.reuse == Reuse::Yes {
+        return Ok(());
+    }
+    for cpu in ctx.cpus.iter() {
+        if sched::WORKERS.remove(cpu.0) {
+            audit().destroyed(Resource::Kthread(Role::Worker), cpu.index());
+        }
+    }
+    Ok(())
+}
+
+/// Every per-CPU resource's creations and destructions.
+fn audit() -> &'static Audit {
+    static AUDIT: spin::Once<Audit> = spin::Once::new();
+    AUDIT.call_once(Audit::default)
 }
 
 /// One case's latencies over its rounds, in nanoseconds.
@@ -285,6 +373,11 @@ pub struct Run {
     pub grace_periods: u64,
     /// Tasks still running when the last operation ended.
     pub running_at_end: u64,
+    /// Worker threads created and destroyed by the `threads:create` step
+    /// (and at boot).
+    pub workers: Counts,
+    /// Switches from idle loops into kernel threads.
+    pub switches: u64,
 }
 
 impl Run {
@@ -309,8 +402,13 @@ fn consistent(engine: &KernelHotplug) -> bool {
         let up = online.contains(CpuId(cpu));
         let (queued, open) = sched::queue_state(cpu);
         ok &= smp::is_running(cpu) == up && open == up && (up || queued == 0);
+        // Every online application processor has its worker; the books
+        // know exactly the workers that exist.
+        let worker = sched::WORKERS.get(cpu).is_some();
+        let live = audit().is_live(Resource::Kthread(Role::Worker), cpu as usize);
+        ok &= worker == live && (cpu == 0 || !up || worker);
     }
-    ok
+    ok && audit().violations().is_empty()
 }
 
 /// Runs one operation, timed, and checks the machine after it.
@@ -378,6 +476,15 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         .map(CpuId)
         .collect();
     sched::boot(online);
+    // Linux registers its smpboot threads for every possible CPU; the
+    // workers exist for the CPUs running now (their steps start up).
+    for cpu in possible.iter() {
+        HOTPLUG_THREADS.install(cpu.0, Kthread::new("cpuhp", cpu.0, hotplug_body));
+    }
+    for cpu in online.iter().filter(|cpu| cpu.0 != 0) {
+        sched::WORKERS.install(cpu.0, sched::worker(cpu.0));
+        audit().created(Resource::Kthread(Role::Worker), cpu.index());
+    }
     let table: Vec<StepSpec> = STEPS.iter().map(|(spec, _)| *spec).collect();
     let engine = match KernelHotplug::new(
         KernelPlatform { tsc_hz },
@@ -402,6 +509,8 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         errors: 0,
         grace_periods: 0,
         running_at_end: 0,
+        workers: Counts::default(),
+        switches: 0,
     };
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
@@ -443,6 +552,12 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     }
     run.tally = sched::tally();
     run.grace_periods = rcu::grace_periods();
+    run.switches = kthread::switches();
+    run.workers = audit()
+        .counts()
+        .get(&Resource::Kthread(Role::Worker))
+        .copied()
+        .unwrap_or_default();
     checks.check(
         "every task ran to the end exactly once, never on an offline CPU",
         run.tally.issued == u64::from(TASKS)
@@ -454,6 +569,15 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         run.violations == 0 && run.errors == 0 && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0,
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
+    // Classic destroys a dead CPU's worker and creates a new one; bolt
+    // parks it: with classic run, workers were destroyed and made anew.
+    let classic = engines.iter().any(|(kind, _)| *kind == Engine::Classic);
+    checks.check(
+        "worker threads were made and destroyed by the hotplug step, and ran the tasks",
+        (!classic || run.workers.destroyed > 0)
+            && run.workers.created >= run.workers.destroyed
+            && run.switches > 0,
+    );
     Some(run)
 }
 
@@ -512,7 +636,9 @@ impl fmt::Display for Json<'_> {
             f,
             "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\
              \"ran_offline\":{},\"migrated\":{}}},\"violations\":{},\"errors\":{},\
-             \"platform_failures\":{},\"grace_periods\":{},\"running_at_end\":{},\"invariants_hold\":{}}}",
+             \"platform_failures\":{},\"grace_periods\":{},\"running_at_end\":{},\
+             \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
+             \"invariants_hold\":{}}}",
             tally.issued,
             tally.completed,
             tally.twice,
@@ -525,6 +651,9 @@ impl fmt::Display for Json<'_> {
             PLATFORM_FAILURES.load(Ordering::Relaxed),
             run.grace_periods,
             run.running_at_end,
+            run.switches,
+            run.workers.created,
+            run.workers.destroyed,
             run.invariants_hold()
         )
     }

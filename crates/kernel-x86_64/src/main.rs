@@ -27,6 +27,7 @@ mod cpus;
 mod heap;
 mod hotplug;
 mod idt;
+mod kthread;
 mod memory;
 mod panic;
 mod pvh;

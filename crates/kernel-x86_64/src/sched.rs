@@ -2,6 +2,11 @@
 //! each CPU's idle loop, the masks hotplug steps flip, and the books that
 //! say whether any task was lost, run twice, or ran where it must not.
 //!
+//! Tasks run in each CPU's worker thread (`kworker/N`, [`WORKERS`]), which
+//! its idle loop switches to while the CPU's queue holds tasks; the
+//! `threads:create` hotplug step creates and destroys the workers (classic)
+//! or keeps them (bolt).
+//!
 //! A task is slices of real work (a hash over its own state), run until the
 //! controller [stops](stop) the tasks: each then finishes at its next
 //! slice, so tasks run through every hotplug operation and none is still
@@ -29,6 +34,33 @@ use hotkern_kernel::sync::Mutex;
 
 use crate::arch;
 use crate::cpu::MAX_CPUS;
+use crate::kthread::{Kthread, PerCpuThreads};
+
+/// Each CPU's worker thread, which runs its tasks.
+pub static WORKERS: PerCpuThreads = PerCpuThreads::new();
+
+/// A worker's turn: a few slices from its CPU's queue.
+fn worker_body(thread: &Kthread) {
+    run_slices(thread.cpu);
+}
+
+/// A new worker thread for `cpu`.
+pub fn worker(cpu: u32) -> alloc::boxed::Box<Kthread> {
+    Kthread::new("kworker", cpu, worker_body)
+}
+
+/// Runs `cpu`'s worker if its queue holds tasks; returns whether it ran.
+/// Called by the CPU's idle loop, interrupts off.
+pub fn run_worker(cpu: u32) -> bool {
+    let Some(worker) = WORKERS.get(cpu) else {
+        return false;
+    };
+    if queue_state(cpu).0 == 0 {
+        return false;
+    }
+    worker.run();
+    true
+}
 
 /// Slices a CPU runs per turn of its idle loop before it looks at
 /// interrupts again.

@@ -313,8 +313,9 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     idle(cpu as usize)
 }
 
-/// An online application processor's loop: run task slices, sleep until an
-/// interrupt, and park when asked to go offline. Each turn is a quiescent
+/// An online application processor's loop: switch to its kernel threads
+/// that have work, sleep until an interrupt, and park when asked to go
+/// offline (never from inside a thread). Each turn is a quiescent
 /// state and the sleep an extended one ([`crate::rcu`]).
 fn idle(index: usize) -> ! {
     loop {
@@ -332,10 +333,13 @@ fn idle(index: usize) -> ! {
                 unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
             }
         }
-        // A few slices per wake-up (tick or IPI), then sleep: the tasks
-        // keep every CPU busy part of the time, not spinning, since four
-        // busy vCPUs on a two-core host stall each other's rendezvous.
-        crate::sched::run_slices(index as u32);
+        // The hotplug thread first (an operation waits for it), then a few
+        // task slices in the worker per wake-up (tick or IPI), then sleep:
+        // the tasks keep every CPU busy part of the time, not spinning,
+        // since four busy vCPUs on a two-core host stall each other's
+        // rendezvous.
+        crate::hotplug::run_thread(index as u32);
+        crate::sched::run_worker(index as u32);
         crate::rcu::quiescent(index as u32);
         crate::rcu::enter_idle(index as u32);
         // SAFETY: see above; the handlers take no lock this CPU holds.

@@ -1,0 +1,247 @@
+//! Kernel threads on real CPUs: each with its own stack, switched to and
+//! from its CPU's idle loop by a context switch that saves the registers
+//! the System V ABI asks a callee to keep.
+//!
+//! Threads are per CPU and cooperative, as Linux's smpboot threads are in
+//! effect (`cpuhp/N`, `kworker/N`): the idle loop switches to a thread
+//! that has work, the thread does a bounded piece of it and switches back.
+//! Switches happen with interrupts off; a thread opens them only between
+//! pieces of work. A CPU parks only from its idle loop, never inside a
+//! thread, so an offline CPU's threads are all suspended at a switch and
+//! resume there when the CPU comes back (its idle loop starts on a fresh
+//! stack; the threads' own stacks are untouched).
+//!
+//! Who writes what: a thread's saved stack pointer is written only by the
+//! switch on its own CPU; [`Kthread::wake`] (any CPU) only increments
+//! `requests`; the thread alone writes `handled`.
+//!
+//! Stack layout of a thread that has not run yet (from its saved stack
+//! pointer up): r15, r14, r13, r12 (the thread's address), rbx, rbp, the
+//! entry trampoline's address (where the switch's `ret` goes), padding.
+//! The saved pointer is 8 mod 16, so that the trampoline's `call` happens
+//! on a 16-byte aligned stack, as the ABI requires.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+use crate::cpu::{self, MAX_CPUS};
+
+/// Bytes of each kernel thread's stack.
+const STACK_BYTES: usize = 16 * 1024;
+
+/// What a thread does each time it runs: a bounded piece of work, then it
+/// goes back to its CPU's idle loop.
+pub type Body = fn(&Kthread);
+
+/// One kernel thread.
+pub struct Kthread {
+    /// `cpuhp/N`, `kworker/N`.
+    pub name: &'static str,
+    /// The CPU it belongs to.
+    pub cpu: u32,
+    body: Body,
+    /// The stack pointer saved by the last switch away from it.
+    saved: UnsafeCell<u64>,
+    /// Wake-ups asked for ([`Kthread::wake`]) and seen by the thread.
+    requests: AtomicU64,
+    handled: AtomicU64,
+    _stack: Box<[u8]>,
+}
+
+// SAFETY: `saved` is written only by the switch on the thread's own CPU,
+// with interrupts off (see the module documentation); everything else is
+// atomic or read-only.
+unsafe impl Sync for Kthread {}
+// SAFETY: as above; the stack is plain memory owned by the thread.
+unsafe impl Send for Kthread {}
+
+/// The stack pointer each CPU's idle loop saved when it switched to a
+/// thread.
+struct IdleContext(UnsafeCell<u64>);
+
+// SAFETY: each slot is used only by its own CPU, with interrupts off.
+unsafe impl Sync for IdleContext {}
+
+/// Switches from an idle loop into a thread, over every CPU.
+static SWITCHES: AtomicU64 = AtomicU64::new(0);
+
+/// Switches from an idle loop into a thread so far.
+pub fn switches() -> u64 {
+    SWITCHES.load(Ordering::Relaxed)
+}
+
+static IDLE: [IdleContext; MAX_CPUS] = [const { IdleContext(UnsafeCell::new(0)) }; MAX_CPUS];
+
+extern "C" {
+    /// Saves the callee-saved registers on the current stack, stores the
+    /// stack pointer in `*save`, loads `load` as the stack pointer and
+    /// restores the registers saved there.
+    fn hotkern_switch(save: *mut u64, load: u64);
+    /// Where a new thread starts: calls [`kthread_main`] with r12.
+    fn hotkern_kthread_entry();
+}
+
+core::arch::global_asm!(
+    r#"
+    .section .text.kthread, "ax", @progbits
+    .global hotkern_switch
+hotkern_switch:
+    push rbp
+    push rbx
+    push r12
+    push r13
+    push r14
+    push r15
+    mov [rdi], rsp
+    mov rsp, rsi
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop rbx
+    pop rbp
+    ret
+
+    .global hotkern_kthread_entry
+hotkern_kthread_entry:
+    mov rdi, r12
+    call {main}
+    ud2
+"#,
+    main = sym kthread_main,
+);
+
+/// A thread's life: run its body each time it is switched to, then go
+/// back to the idle loop. Never returns.
+extern "C" fn kthread_main(thread: *const Kthread) -> ! {
+    // SAFETY: the thread's address was placed in r12 by `Kthread::new`,
+    // and a thread is freed only while its CPU is offline, that is, while
+    // it is suspended at a switch and never resumed again.
+    let thread = unsafe { &*thread };
+    loop {
+        let seen = thread.requests.load(Ordering::Acquire);
+        (thread.body)(thread);
+        thread.handled.store(seen, Ordering::Release);
+        thread.yield_to_idle();
+    }
+}
+
+impl Kthread {
+    /// A thread for `cpu` that runs `body` whenever its CPU switches to it.
+    pub fn new(name: &'static str, cpu: u32, body: Body) -> Box<Kthread> {
+        let mut thread = Box::new(Kthread {
+            name,
+            cpu,
+            body,
+            saved: UnsafeCell::new(0),
+            requests: AtomicU64::new(0),
+            handled: AtomicU64::new(0),
+            _stack: vec![0u8; STACK_BYTES].into_boxed_slice(),
+        });
+        let top = (thread._stack.as_ptr() as u64 + STACK_BYTES as u64) & !15;
+        let saved = top - 72;
+        let frame: [u64; 7] = [
+            0,                                         // r15
+            0,                                         // r14
+            0,                                         // r13
+            &*thread as *const Kthread as u64,         // r12: the thread
+            0,                                         // rbx
+            0,                                         // rbp
+            hotkern_kthread_entry as *const () as u64, // where `ret` goes
+        ];
+        for (slot, value) in frame.iter().enumerate() {
+            // SAFETY: `saved + 8 * slot` lies inside the thread's own
+            // stack (72 bytes below its aligned top), which nothing else
+            // uses yet.
+            unsafe { ((saved + 8 * slot as u64) as *mut u64).write(*value) };
+        }
+        *thread.saved.get_mut() = saved;
+        thread
+    }
+
+    /// Asks the thread to run once more; the caller then wakes its CPU.
+    pub fn wake(&self) {
+        self.requests.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether a wake-up has not been handled yet.
+    pub fn is_woken(&self) -> bool {
+        self.requests.load(Ordering::Acquire) != self.handled.load(Ordering::Acquire)
+    }
+
+    /// Switches from the calling CPU's idle loop to this thread; returns
+    /// when the thread switches back. Interrupts must be off, and the
+    /// thread must belong to the calling CPU.
+    pub fn run(&self) {
+        let me = cpu::current_id().unwrap_or(0);
+        assert_eq!(me, self.cpu, "{} runs only on cpu {}", self.name, self.cpu);
+        SWITCHES.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the idle slot is this CPU's; the thread's saved pointer
+        // was left by its last switch away (or by `new`) and the thread is
+        // not running anywhere else (only its own CPU runs it).
+        unsafe { hotkern_switch(IDLE[me as usize].0.get(), *self.saved.get()) };
+    }
+
+    /// Switches back to the idle loop that ran this thread.
+    fn yield_to_idle(&self) {
+        // SAFETY: called on the thread's own CPU, by the thread, with the
+        // idle loop's pointer saved by `run`, which switched here.
+        unsafe { hotkern_switch(self.saved.get(), *IDLE[self.cpu as usize].0.get()) };
+    }
+}
+
+/// One kernel thread per CPU in a given role, installed and removed by
+/// the controlling CPU while the owner CPU cannot be running it.
+pub struct PerCpuThreads([AtomicPtr<Kthread>; MAX_CPUS]);
+
+impl PerCpuThreads {
+    /// No threads.
+    pub const fn new() -> Self {
+        PerCpuThreads([const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CPUS])
+    }
+
+    /// `cpu`'s thread, if it has one.
+    pub fn get(&self, cpu: u32) -> Option<&Kthread> {
+        let thread = self.0[cpu as usize].load(Ordering::Acquire);
+        // SAFETY: a non-null pointer is a leaked `Box<Kthread>` installed by
+        // `install`; `remove` takes it out only while `cpu` is offline, and
+        // nothing but `cpu` itself and its callers during an operation
+        // (which the hotplug lock serialises with `remove`) holds it.
+        (!thread.is_null()).then(|| unsafe { &*thread })
+    }
+
+    /// Gives `cpu` the thread `thread`; false (and `thread` is dropped) if
+    /// it has one.
+    pub fn install(&self, cpu: u32, thread: Box<Kthread>) -> bool {
+        let raw = Box::into_raw(thread);
+        match self.0[cpu as usize].compare_exchange(
+            core::ptr::null_mut(),
+            raw,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(_) => {
+                // SAFETY: `raw` came from `Box::into_raw` above and was not
+                // published.
+                drop(unsafe { Box::from_raw(raw) });
+                false
+            }
+        }
+    }
+
+    /// Takes `cpu`'s thread away and frees it; false if it had none. Only
+    /// while `cpu` is offline: its thread is then suspended for good.
+    pub fn remove(&self, cpu: u32) -> bool {
+        let raw = self.0[cpu as usize].swap(core::ptr::null_mut(), Ordering::AcqRel);
+        if raw.is_null() {
+            return false;
+        }
+        // SAFETY: `raw` was installed from `Box::into_raw`, and the owner
+        // CPU is offline, so nothing runs on the thread's stack.
+        drop(unsafe { Box::from_raw(raw) });
+        true
+    }
+}
