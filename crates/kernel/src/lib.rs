@@ -5,6 +5,19 @@
 //! `#![no_std]` + `alloc`. [`sync`] is the one place that picks locks and
 //! atomics: `loom`'s under `--cfg loom`, `parking_lot`'s with the `std`
 //! feature, spinlocks otherwise.
+//!
+//! * CPUs: the online and active masks ([`cpuset`]), per-CPU slots
+//!   ([`percpu`]), the roles of per-CPU kernel threads ([`kthread`]).
+//! * Deferred work: timer bases ([`timer`], deadlines in nanoseconds of the
+//!   platform's clock), workqueue pools ([`workqueue`]), run queues and
+//!   scheduling domains ([`sched`]).
+//! * Memory: the frame pool over `hotkern-physmem` ([`frames`]) and per-CPU
+//!   page caches ([`pagecache`]).
+//! * Checking itself: the ledger of deferred items, lost or run twice
+//!   ([`ledger`]), and the per-CPU resource audit ([`audit`]).
+//!
+//! The vCPU loops, kernel threads, RCU and stop-machine are still the
+//! machine's: they sleep and wake, which needs a platform trait first.
 #![no_std]
 
 extern crate alloc;
