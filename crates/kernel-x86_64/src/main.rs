@@ -173,7 +173,11 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             hotplug::engines(None).unwrap_or_default()
         }
     };
+    // The hotplug run's own kernel functions are traced by the function
+    // tracer, as ftrace's `function` tracer would show them.
+    trace::function_tracing(true);
     let hotplug = hotplug::run(wait_hz, engines, &mut checks);
+    trace::function_tracing(false);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(

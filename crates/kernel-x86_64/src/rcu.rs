@@ -46,6 +46,7 @@ pub struct Stalled(pub u32);
 /// Waits for a grace period (Linux's `synchronize_rcu`): every other
 /// running CPU is idle, parked, or has turned its loop since the call.
 /// Gives up after `timeout_us` and names the CPU that stalled.
+#[hotkern_trace::function]
 pub fn synchronize(tsc_hz: u64, timeout_us: u64) -> Result<(), Stalled> {
     let me = cpu::current_id().unwrap_or(0);
     let mut seen = [0u64; MAX_CPUS];

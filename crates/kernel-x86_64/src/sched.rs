@@ -157,12 +157,14 @@ fn with_queue<R>(cpu: u32, f: impl FnOnce(&mut RunQueue<Task>) -> R) -> Option<R
 }
 
 /// Opens `cpu`'s queue (the `sched:starting` startup).
+#[hotkern_trace::function]
 pub fn open(cpu: u32) {
     with_queue(cpu, RunQueue::open);
 }
 
 /// Closes `cpu`'s queue and moves its tasks to active CPUs (the
 /// `sched:starting` teardown, on the dying CPU inside stop-machine).
+#[hotkern_trace::function]
 pub fn close_and_migrate(cpu: u32) {
     let left = with_queue(cpu, RunQueue::close).unwrap_or_default();
     MIGRATED.fetch_add(left.len() as u64, Ordering::Relaxed);

@@ -13,6 +13,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use hotkern_trace::control::view;
+use hotkern_trace::function::TracerKind;
 use hotkern_trace::output::tracedat::write_trace_dat;
 use hotkern_trace::platform::{Clock, CpuContext};
 use hotkern_trace::ring::Mode;
@@ -133,6 +134,21 @@ pub fn init() -> bool {
             crate::println!("hotkern: no trace: {error}");
             false
         }
+    }
+}
+
+/// Turns the `function` tracer on or off: every function marked
+/// `#[hotkern_trace::function]` then records its calls (with the symbol
+/// table trace-cmd needs to name them in the trace.dat).
+pub fn function_tracing(on: bool) {
+    let Some(tracer) = tracer() else { return };
+    let kind = if on {
+        TracerKind::Function
+    } else {
+        TracerKind::Nop
+    };
+    if let Err(error) = tracer.set_current_tracer(kind) {
+        crate::println!("hotkern: function tracer not set: {error}");
     }
 }
 
