@@ -25,6 +25,69 @@ pub fn run() -> Result<Report, String> {
     from_document(&document)
 }
 
+/// The kernel issue's targets, read from the cases: bolt's speed-up over
+/// classic for one CPU, and bolt's bulk offline of every application
+/// processor against one.
+fn targets(report: &Report) -> Vec<String> {
+    let latency = |name: &str, engine: &str| {
+        report
+            .case(name, engine)
+            .and_then(|case| case.figure("latency_us"))
+            .filter(|us| *us > 0.0)
+    };
+    let ratio = |top: Option<f64>, bottom: Option<f64>| Some(top? / bottom?);
+    let bulk = report
+        .cases
+        .iter()
+        .map(|case| case.name.as_str())
+        .find(|name| name.starts_with("offline/bulk-"))
+        .unwrap_or("offline/bulk");
+    let verdict = |value: Option<f64>, goal: f64, above: bool| match value {
+        Some(v) => format!(
+            "{v:.2}x (goal {} {goal}x) {}",
+            if above { ">=" } else { "<=" },
+            if (above && v >= goal) || (!above && v <= goal) {
+                "met"
+            } else {
+                "missed"
+            }
+        ),
+        None => "not measured".to_owned(),
+    };
+    vec![
+        format!(
+            "target bolt offline faster than classic: {}",
+            verdict(
+                ratio(
+                    latency("offline/1-load", "classic"),
+                    latency("offline/1-load", "bolt")
+                ),
+                20.0,
+                true
+            )
+        ),
+        format!(
+            "target bolt online faster than classic: {}",
+            verdict(
+                ratio(
+                    latency("online/1-load", "classic"),
+                    latency("online/1-load", "bolt")
+                ),
+                10.0,
+                true
+            )
+        ),
+        format!(
+            "target bolt {bulk} vs offline/1-load: {}",
+            verdict(
+                ratio(latency(bulk, "bolt"), latency("offline/1-load", "bolt")),
+                2.0,
+                false
+            )
+        ),
+    ]
+}
+
 /// The report for one `hotkern boot --json` document.
 fn from_document(document: &Value) -> Result<Report, String> {
     if document["invariants_hold"] != Value::Bool(true) || document["tasks_lost"] != 0 {
@@ -61,6 +124,9 @@ fn from_document(document: &Value) -> Result<Report, String> {
     for name in &names {
         let key = format!("{}/classic_over_bolt", name.replace('/', "-"));
         report.ratio(&key, name, "latency_us", "classic", "bolt");
+    }
+    for note in targets(&report) {
+        report.notes.push(note);
     }
     let guest = &document["guest"];
     let steps = guest["hotplug"]["steps"].as_array().map_or(0, Vec::len);
@@ -101,6 +167,8 @@ mod tests {
                  "tasks_lost": lost, "stages": {"stop-machine": 400.0}},
                 {"name": "offline/1-load", "impl": "bolt", "ops": 15, "latency_us": 225.0,
                  "tasks_lost": lost, "stages": {"stop-machine": 150.0}},
+                {"name": "offline/bulk-3-load", "impl": "bolt", "ops": 5, "latency_us": 300.0,
+                 "tasks_lost": lost},
             ],
             "guest": {"tsc_mhz": 2596, "hotplug": {"steps": [{"class": "Deferrable"}, {}, {}, {}],
                       "tasks": {"issued": 48, "completed": 48, "slices": 900, "migrated": 12}}}
@@ -110,7 +178,7 @@ mod tests {
     #[test]
     fn cases_keep_their_names_and_figures_and_get_ratios() {
         let report = from_document(&document(true, 0)).unwrap();
-        assert_eq!(report.cases.len(), 2);
+        assert_eq!(report.cases.len(), 3);
         let bolt = report.case("offline/1-load", "bolt").unwrap();
         assert_eq!((bolt.ops, bolt.figure("latency_us")), (15, Some(225.0)));
         assert_eq!(report.ratios["offline-1-load/classic_over_bolt"], 2.0);
@@ -118,11 +186,16 @@ mod tests {
             report.to_json()["cases"][0]["stages"]["stop-machine"],
             400.0
         );
+        let notes = report.notes.join("\n");
+        assert!(notes.contains("4 vCPUs under TCG"), "{notes}");
+        assert!(notes.contains("4 kernel steps, 1 of them deferrable"));
         assert!(
-            report.notes[0].contains("4 vCPUs under TCG"),
-            "{:?}",
-            report.notes
+            notes.contains("target bolt offline faster than classic: 2.00x (goal >= 20x) missed")
         );
+        assert!(notes.contains("target bolt online faster than classic: not measured"));
+        // 300 µs for three CPUs against 225 for one.
+        assert!(notes
+            .contains("target bolt offline/bulk-3-load vs offline/1-load: 1.33x (goal <= 2x) met"));
     }
 
     #[test]
