@@ -29,6 +29,8 @@ pub struct BenchOptions {
     pub json: bool,
     /// Where the mechanisms run.
     pub platform: Platform,
+    /// Measure Debian's Linux kernel under QEMU as the anchor (cpuhp only).
+    pub linux: bool,
 }
 
 /// Where a benchmark runs its mechanisms.
@@ -77,6 +79,12 @@ impl Subsystem {
             return Err(format!(
                 "bench {} --platform qemu: only cpuhp runs on the kernel so far \
                  (bcache and physmem follow with its virtio devices)",
+                self.name()
+            ));
+        }
+        if options.linux && self != Subsystem::Cpuhp {
+            return Err(format!(
+                "bench {} --linux: only cpuhp has a Linux anchor",
                 self.name()
             ));
         }

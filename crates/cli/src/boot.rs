@@ -8,7 +8,7 @@
 //! line says where the kernel got to.
 
 mod hotplug;
-mod qemu;
+pub mod qemu;
 mod report;
 mod trace;
 

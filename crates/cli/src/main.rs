@@ -43,6 +43,12 @@ enum Command {
         /// kernel booted under QEMU (cpuhp only, so far).
         #[arg(long, value_enum, default_value_t = bench::Platform::User)]
         platform: bench::Platform,
+        /// Boot Debian's Linux kernel under QEMU and time its CPU offline
+        /// and online as the anchor (cpuhp only; with `--platform qemu`
+        /// beside the hotkern kernel's engines). Needs the packages
+        /// linux-image-amd64 and busybox-static.
+        #[arg(long)]
+        linux: bool,
     },
     /// Record a demo trace (`trace demo -o DIR`) or print a saved trace.dat
     /// (`trace report FILE`).
@@ -77,12 +83,14 @@ fn main() -> ExitCode {
             full,
             json,
             platform,
+            linux,
         }) => bench::run(
             subsystem,
             &BenchOptions {
                 full,
                 json,
                 platform,
+                linux,
             },
         ),
         Some(Command::Load {

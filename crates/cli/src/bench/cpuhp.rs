@@ -7,6 +7,7 @@
 //! `deferred_us`) outside the measured region, so every repetition starts
 //! from a settled machine. Per-step times come from the engine's reports.
 
+mod linux;
 mod qemu;
 
 use std::collections::BTreeMap;
@@ -308,6 +309,9 @@ fn breakdown(title: &str, classic: &Samples, bolt: &Samples) -> Vec<String> {
 }
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
+    if options.linux {
+        return linux::run(options.platform == Platform::Qemu);
+    }
     if options.platform == Platform::Qemu {
         return qemu::run();
     }
