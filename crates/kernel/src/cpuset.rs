@@ -18,12 +18,27 @@ pub const fn cpu_id(index: usize) -> CpuId {
 }
 
 /// The word bit of `cpu`, or no bit if it is not a possible CPU.
-fn bit(cpu: CpuId) -> u64 {
+pub(crate) fn bit(cpu: CpuId) -> u64 {
     if cpu.index() < MAX_CPUS {
         1 << cpu.index()
     } else {
         0
     }
+}
+
+/// The word of `set`'s possible CPUs.
+pub(crate) fn bits(set: &CpuSet) -> u64 {
+    set.iter().fold(0, |word, cpu| word | bit(cpu))
+}
+
+/// The set of a word's bits.
+pub(crate) fn from_bits(mut rest: u64) -> CpuSet {
+    let mut set = CpuSet::EMPTY;
+    while rest != 0 {
+        set.insert(CpuId(rest.trailing_zeros()));
+        rest &= rest - 1;
+    }
+    set
 }
 
 /// A set of CPUs read and changed without a lock.
@@ -43,13 +58,7 @@ pub struct AtomicCpuSet(AtomicU64);
 impl AtomicCpuSet {
     /// The set now.
     pub fn load(&self) -> CpuSet {
-        let mut rest = self.0.load(Ordering::SeqCst);
-        let mut set = CpuSet::EMPTY;
-        while rest != 0 {
-            set.insert(CpuId(rest.trailing_zeros()));
-            rest &= rest - 1;
-        }
-        set
+        from_bits(self.0.load(Ordering::SeqCst))
     }
 
     /// Whether `cpu` is in the set now.

@@ -15,9 +15,13 @@
 //!   page caches ([`pagecache`]).
 //! * Checking itself: the ledger of deferred items, lost or run twice
 //!   ([`ledger`]), and the per-CPU resource audit ([`audit`]).
+//! * Mechanisms that sleep and wake CPUs, over the platform's [`Cpus`]
+//!   ([`platform`]): stop-machine's rendezvous ([`stop_machine`]).
 //!
-//! The vCPU loops, kernel threads, RCU and stop-machine are still the
-//! machine's: they sleep and wake, which needs a platform trait first.
+//! The vCPU loops, kernel threads and RCU are still each platform's; they
+//! move over [`Cpus`] next.
+//!
+//! [`Cpus`]: platform::Cpus
 #![no_std]
 
 extern crate alloc;
@@ -33,7 +37,9 @@ pub mod kthread;
 pub mod ledger;
 pub mod pagecache;
 pub mod percpu;
+pub mod platform;
 pub mod sched;
+pub mod stop_machine;
 pub mod sync;
 pub mod timer;
 pub mod workqueue;

@@ -1,0 +1,73 @@
+//! CPUs that are threads, for the rendezvous's tests: std's threads, or
+//! loom's under `--cfg loom`. Each thread holds its own [`Cpu`], which
+//! says which CPU it is; they share one [`Bells`].
+#![allow(dead_code)]
+
+#[cfg(loom)]
+use loom::sync::{Arc, Condvar, Mutex};
+#[cfg(not(loom))]
+use std::sync::{Arc, Condvar, Mutex};
+
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::platform::Cpus;
+
+/// A lock and condvar per CPU, and one for the threads that are no CPU.
+pub struct Bells {
+    cpus: Vec<(Mutex<()>, Condvar)>,
+    threads: (Mutex<()>, Condvar),
+}
+
+impl Bells {
+    /// Bells for CPUs `0..cpus`.
+    pub fn new(cpus: usize) -> Arc<Bells> {
+        Arc::new(Bells {
+            cpus: (0..cpus)
+                .map(|_| (Mutex::new(()), Condvar::new()))
+                .collect(),
+            threads: (Mutex::new(()), Condvar::new()),
+        })
+    }
+}
+
+/// One thread's view: CPU `me`, or no CPU.
+#[derive(Clone)]
+pub struct Cpu {
+    pub me: Option<CpuId>,
+    pub bells: Arc<Bells>,
+}
+
+impl Cpu {
+    fn bell(&self, cpu: Option<CpuId>) -> &(Mutex<()>, Condvar) {
+        cpu.map_or(&self.bells.threads, |cpu| &self.bells.cpus[cpu.index()])
+    }
+
+    fn ring(&self, cpu: Option<CpuId>) {
+        let (lock, wake) = self.bell(cpu);
+        // Taken so the wake cannot fall between a waiter's check and its
+        // sleep.
+        let _held = lock.lock().unwrap();
+        wake.notify_all();
+    }
+}
+
+impl Cpus for Cpu {
+    fn current(&self) -> Option<CpuId> {
+        self.me
+    }
+
+    fn wake(&self, cpu: CpuId) {
+        self.ring(Some(cpu));
+    }
+
+    fn wake_threads(&self) {
+        self.ring(None);
+    }
+
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        let (lock, wake) = self.bell(self.me);
+        let mut held = lock.lock().unwrap();
+        while !condition() {
+            held = wake.wait(held).unwrap();
+        }
+    }
+}
