@@ -7,6 +7,7 @@
 //! device. A run that goes past `--timeout` is killed, and the last console
 //! line says where the kernel got to.
 
+mod disk;
 mod hotplug;
 pub mod qemu;
 mod report;
@@ -62,6 +63,16 @@ pub struct BootArgs {
     /// The hotplug engines the kernel runs its cases with.
     #[arg(long, value_enum, default_value_t = EngineChoice::Both)]
     engine: EngineChoice,
+    /// A FAT disk image for the kernel, as a read-only virtio-blk device.
+    #[arg(long, requires = "load")]
+    disk: Option<PathBuf>,
+    /// The file the kernel loads from the disk, e.g. boot/kernel/kernel,
+    /// in 512-byte requests as a boot loader does.
+    #[arg(long, requires = "disk", value_parser = parse_load_path)]
+    load: Option<String>,
+    /// The cache design the kernel loads through.
+    #[arg(long, default_value = "hotkern", value_parser = crate::load::CACHES)]
+    cache: String,
     /// Boot this kernel ELF instead of building crates/kernel-x86_64.
     #[arg(long)]
     kernel: Option<PathBuf>,
@@ -107,9 +118,23 @@ impl BootArgs {
             timeout: 120.0,
             append: String::new(),
             engine: EngineChoice::Both,
+            disk: None,
+            load: None,
+            cache: "hotkern".into(),
             kernel: None,
             output: None,
         }
+    }
+}
+
+/// A path for the kernel's command line, where words are split at spaces.
+fn parse_load_path(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.chars().any(char::is_whitespace) {
+        Err(format!(
+            "--load {text:?}: a path without spaces (the kernel splits its command line at them)"
+        ))
+    } else {
+        Ok(text.to_owned())
     }
 }
 
@@ -167,9 +192,12 @@ pub fn run(args: &BootArgs) -> Result<(), String> {
     } else {
         print!("{}", report.to_table());
     }
-    match report.outcome.is_success() {
-        true => Ok(()),
-        false => Err(report.failure_message()),
+    if !report.outcome.is_success() {
+        return Err(report.failure_message());
+    }
+    match disk::failed(&report.to_json()["load"]) {
+        Some(problem) => Err(problem),
+        None => Ok(()),
     }
 }
 
@@ -222,6 +250,17 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     let trace_file = output.join(trace::TRACE_DAT);
     // A file left by an earlier run must not pass for this run's trace.
     let _ = std::fs::remove_file(&trace_file);
+    // What the kernel must load, read by the host from the same image
+    // before the guest runs (a missing image is refused here).
+    let expected = match (&args.disk, &args.load) {
+        (Some(image), Some(path)) => {
+            if !image.is_file() {
+                return Err(format!("--disk {}: no such file", image.display()));
+            }
+            Some(disk::expected_sha256(image, path))
+        }
+        _ => None,
+    };
     let mut config = qemu_config(args, kernel, qemu::firmware());
     config.trace_file = Some(trace_file);
     progress.step(&format!(
@@ -230,7 +269,9 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
         args.cpus,
         args.memory
     ));
-    watch(qemu, config, build, args, progress)
+    let mut report = watch(qemu, config, build, args, progress)?;
+    report.load_expected = expected;
+    Ok(report)
 }
 
 /// How QEMU runs the kernel, from the options.
@@ -243,6 +284,7 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         kvm: args.kvm,
         append: command_line(args),
         trace_file: None,
+        disk: args.disk.clone(),
     }
 }
 
@@ -256,6 +298,10 @@ fn command_line(args: &BootArgs) -> String {
         .collect();
     if args.engine != EngineChoice::Both {
         words.push(format!("engine={}", args.engine.name()));
+    }
+    if let Some(path) = &args.load {
+        words.push(format!("load={path}"));
+        words.push(format!("cache={}", args.cache));
     }
     words.join(" ")
 }
@@ -362,6 +408,7 @@ fn watch(
         qemu_stderr: String::new(),
         trace: None,
         trace_error: None,
+        load_expected: None,
     };
     let mut timed_out = false;
     loop {
@@ -463,6 +510,23 @@ mod tests {
         assert!(line
             .unwrap()
             .ends_with("-smp 2 -kernel /k -append crash=check engine=bolt"));
+        let line = qemu_line(&[
+            "--disk",
+            "/img/a,b.img",
+            "--load",
+            "boot/kernel",
+            "--cache",
+            "legacy",
+        ])
+        .unwrap();
+        assert!(line.contains(
+            "-drive file=/img/a,,b.img,format=raw,if=none,id=disk0,readonly=on \
+             -device virtio-blk-pci,drive=disk0"
+        ));
+        assert!(
+            line.ends_with("-append load=boot/kernel cache=legacy"),
+            "{line}"
+        );
         let line = qemu_line(&["--engine", "classic"]).unwrap();
         assert!(
             line.ends_with("-kernel /k -append engine=classic"),
@@ -478,6 +542,16 @@ mod tests {
         assert!(qemu_line(&["--timeout", "0"]).is_err());
         assert!(qemu_line(&["--timeout", "soon"]).is_err());
         assert!(qemu_line(&["--engine", "linux"]).is_err());
+        assert!(
+            qemu_line(&["--disk", "d.img"]).is_err(),
+            "--disk needs --load"
+        );
+        assert!(
+            qemu_line(&["--load", "boot/k"]).is_err(),
+            "--load needs --disk"
+        );
+        assert!(qemu_line(&["--disk", "d.img", "--load", "my kernel"]).is_err());
+        assert!(qemu_line(&["--disk", "d.img", "--load", "k", "--cache", "lru"]).is_err());
         let line = Line::try_parse_from(["boot", "-v", "--json", "--timeout", "2.5"]).unwrap();
         assert!(line.args.verbose && line.args.json && line.args.timeout == 2.5);
     }

@@ -40,6 +40,45 @@ pub unsafe fn outl(port: u16, value: u32) {
     };
 }
 
+/// Reads a 16-bit value from an I/O port.
+///
+/// # Safety
+/// As [`inb`].
+pub unsafe fn inw(port: u16) -> u16 {
+    let value: u16;
+    // SAFETY: `in` touches only the port and `ax`; the caller vouches for
+    // the device side effect.
+    unsafe {
+        asm!("in ax, dx", in("dx") port, out("ax") value, options(nomem, nostack, preserves_flags))
+    };
+    value
+}
+
+/// Writes a 16-bit value to an I/O port.
+///
+/// # Safety
+/// As [`outb`].
+pub unsafe fn outw(port: u16, value: u16) {
+    // SAFETY: `out` touches only the port; the caller vouches for the device.
+    unsafe {
+        asm!("out dx, ax", in("dx") port, in("ax") value, options(nomem, nostack, preserves_flags))
+    };
+}
+
+/// Reads a 32-bit value from an I/O port.
+///
+/// # Safety
+/// As [`inb`].
+pub unsafe fn inl(port: u16) -> u32 {
+    let value: u32;
+    // SAFETY: `in` touches only the port and `eax`; the caller vouches for
+    // the device side effect.
+    unsafe {
+        asm!("in eax, dx", in("dx") port, out("eax") value, options(nomem, nostack, preserves_flags))
+    };
+    value
+}
+
 /// The time stamp counter.
 pub fn rdtsc() -> u64 {
     let (low, high): (u32, u32);

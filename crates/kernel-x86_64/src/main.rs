@@ -28,8 +28,10 @@ mod heap;
 mod hotplug;
 mod idt;
 mod kthread;
+mod load;
 mod memory;
 mod panic;
+mod pci;
 mod pvh;
 mod qemu;
 mod ranges;
@@ -43,6 +45,7 @@ mod summary;
 mod trace;
 mod trampoline;
 mod tsc;
+mod virtio_blk;
 
 use checks::Checks;
 use qemu::{exit, Exit};
@@ -178,6 +181,19 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     trace::function_tracing(true);
     let hotplug = hotplug::run(wait_hz, engines, &mut checks);
     trace::function_tracing(false);
+    let loaded = info.option("load").map(|path| {
+        let cache = info.option("cache").unwrap_or("hotkern");
+        let result = load::load(path, cache);
+        match &result {
+            Ok(file) => println!(
+                "hotkern: loaded {path}: {} bytes in {} us through the {cache} cache",
+                file.bytes, file.micros
+            ),
+            Err(error) => println!("hotkern: load {path}: {error}"),
+        }
+        checks.check("the file named by load= came off the disk", result.is_ok());
+        result
+    });
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(
@@ -193,6 +209,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             checks_us,
             trace,
             hotplug: hotplug.as_ref(),
+            load: loaded.as_ref(),
         },
     );
     exit(if checks.failed() == 0 {

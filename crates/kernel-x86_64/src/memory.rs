@@ -33,9 +33,10 @@ pub const FREELIST_DEFAULT: FreeList = FreeList::DEFAULT;
 /// DMA can reach and what the boot identity map covers.
 pub const FREELIST_FIRST4G: FreeList = FreeList(1);
 
-/// Heap bytes beyond the descriptors: physmem's index and records, and
-/// room for the run-time plugs of the self test.
-const HEAP_SLACK: u64 = 2 << 20;
+/// Heap bytes beyond the descriptors: physmem's index and records, room
+/// for the run-time plugs of the self test, the trace rings, and a disk
+/// load (its cache's 4 MiB and the file).
+const HEAP_SLACK: u64 = 12 << 20;
 
 /// The kernel's page descriptor (NetBSD's `struct vm_page`): physmem makes
 /// one per frame, in the heap.

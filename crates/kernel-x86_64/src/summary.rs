@@ -31,11 +31,13 @@ pub struct Figures<'a> {
     pub trace: Option<crate::trace::Shipped>,
     /// The CPU hotplug run, if there was more than one CPU.
     pub hotplug: Option<&'a crate::hotplug::Run>,
+    /// The disk load `load=` asked for, if any.
+    pub load: Option<&'a Result<crate::load::Loaded, crate::load::LoadError>>,
 }
 
 /// A JSON string: quoted, with quotes, backslashes and control characters
 /// escaped.
-struct JsonStr<'a>(&'a str);
+pub struct JsonStr<'a>(pub &'a str);
 
 impl fmt::Display for JsonStr<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -105,7 +107,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{},\"load\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -134,5 +136,6 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         crate::cpus::Json(figures.smp),
         crate::trace::Json(figures.trace),
         crate::hotplug::Json(figures.hotplug),
+        crate::load::Json(figures.load),
     );
 }

@@ -41,6 +41,9 @@ pub struct QemuConfig {
     pub append: String,
     /// Where the second serial port (COM2, the kernel's trace.dat) goes.
     pub trace_file: Option<PathBuf>,
+    /// A raw disk image given to the guest as a read-only virtio-blk
+    /// device (legacy-capable, as QEMU's `virtio-blk-pci` is by default).
+    pub disk: Option<PathBuf>,
 }
 
 impl QemuConfig {
@@ -88,6 +91,16 @@ impl QemuConfig {
             "-smp",
             &self.cpus.to_string(),
         ]);
+        if let Some(disk) = &self.disk {
+            let mut drive = OsString::from("file=");
+            // QEMU's option syntax doubles a comma inside a value.
+            drive.push(disk.as_os_str().to_string_lossy().replace(',', ",,"));
+            drive.push(",format=raw,if=none,id=disk0,readonly=on");
+            args.push("-drive".into());
+            args.push(drive);
+            args.push("-device".into());
+            args.push("virtio-blk-pci,drive=disk0".into());
+        }
         if let Some(firmware) = &self.firmware {
             args.push("-bios".into());
             args.push(firmware.into());
@@ -237,6 +250,7 @@ mod tests {
             kvm: false,
             append: String::new(),
             trace_file: None,
+            disk: None,
         }
     }
 

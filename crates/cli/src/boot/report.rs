@@ -68,6 +68,8 @@ pub struct RunReport {
     pub trace: Option<super::trace::Trace>,
     /// Why the trace could not be taken, if it could not.
     pub trace_error: Option<String>,
+    /// The SHA-256 the host read from `--disk` for `--load`'s file.
+    pub load_expected: Option<Result<String, String>>,
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -103,6 +105,7 @@ impl RunReport {
             "invariants_hold": invariants_hold,
             "tasks_lost": tasks_lost,
             "cases": cases,
+            "load": super::disk::top_level(self.summary.as_ref(), self.load_expected.as_ref()),
             "guest": self.summary,
         })
     }
@@ -175,6 +178,10 @@ impl RunReport {
         );
         if let Some(summary) = &self.summary {
             guest_rows(summary, &mut row);
+            super::disk::rows(
+                &super::disk::top_level(Some(summary), self.load_expected.as_ref()),
+                &mut row,
+            );
         }
         if let Some(error) = &self.summary_error {
             row("summary", error.clone());
@@ -389,6 +396,7 @@ mod tests {
                 kvm: false,
                 append: String::new(),
                 trace_file: None,
+                disk: None,
             },
             build: None,
             first_line: Some(Duration::from_millis(52)),
@@ -401,6 +409,7 @@ mod tests {
             qemu_stderr: String::new(),
             trace: None,
             trace_error: None,
+            load_expected: None,
         }
     }
 

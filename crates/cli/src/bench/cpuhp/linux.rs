@@ -108,6 +108,7 @@ impl Guest {
                 kvm: false,
                 append: "console=ttyS0".into(),
                 trace_file: None,
+                disk: None,
             };
             let mut args = config.args();
             args.extend([OsString::from("-initrd"), initrd.clone().into()]);

@@ -1,0 +1,188 @@
+//! `hotkern boot --disk IMAGE --load PATH`: the host reads the same file
+//! from the image (through bcache's FAT reader on the image file) to know
+//! what the kernel must have loaded, then reports the kernel's load as a
+//! table row and as the JSON's top-level `"load"` object.
+
+use std::path::Path;
+
+use hotkern_bcache::{CacheKind, FatVolume, FileDevice};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The SHA-256 (hex) of `path` in the FAT image `image`.
+pub fn expected_sha256(image: &Path, path: &str) -> Result<String, String> {
+    let disk = FileDevice::open(image, 512).map_err(|e| format!("{}: {e}", image.display()))?;
+    let mut cache = CacheKind::None.build(disk, 0);
+    let mut volume =
+        FatVolume::mount(&mut *cache).map_err(|e| format!("{}: {e}", image.display()))?;
+    let entry = volume.lookup(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut data = Vec::new();
+    volume
+        .read_entry(&entry, 1 << 16, &mut data)
+        .map_err(|e| format!("{path}: {e}"))?;
+    Ok(hex(&Sha256::digest(&data)))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The top-level `"load"`: the kernel's load object with `sha256_ok`
+/// (against `expected`) and `expected_sha256` added; `null` without a
+/// load.
+pub fn top_level(summary: Option<&Value>, expected: Option<&Result<String, String>>) -> Value {
+    let guest = summary
+        .map(|summary| &summary["load"])
+        .filter(|l| !l.is_null());
+    let (Some(guest), Some(expected)) = (guest, expected) else {
+        return Value::Null;
+    };
+    let mut load = guest.clone();
+    if let Value::Object(object) = &mut load {
+        match expected {
+            Ok(sha) => {
+                let ok = guest["sha256"].as_str() == Some(sha.as_str());
+                object.insert("sha256_ok".into(), ok.into());
+                object.insert("expected_sha256".into(), sha.clone().into());
+            }
+            Err(error) => {
+                object.insert("sha256_ok".into(), false.into());
+                object.insert("expected_error".into(), error.clone().into());
+            }
+        }
+    }
+    load
+}
+
+/// Whether a load was asked for and did not bring the right bytes.
+pub fn failed(load: &Value) -> Option<String> {
+    if load.is_null() {
+        return None;
+    }
+    if let Some(error) = load["error"].as_str() {
+        return Some(format!("the kernel's load failed: {error}"));
+    }
+    (load["sha256_ok"] != true).then(|| {
+        format!(
+            "the kernel loaded {} with SHA-256 {}, the image holds {}",
+            load["path"].as_str().unwrap_or("?"),
+            load["sha256"].as_str().unwrap_or("?"),
+            load["expected_sha256"]
+                .as_str()
+                .or(load["expected_error"].as_str())
+                .unwrap_or("?")
+        )
+    })
+}
+
+/// The table row.
+pub fn rows(load: &Value, row: &mut impl FnMut(&str, String)) {
+    if load.is_null() {
+        return;
+    }
+    if let Some(error) = load["error"].as_str() {
+        row("load", format!("failed: {error}"));
+        return;
+    }
+    let number = |key: &str| load[key].as_u64().unwrap_or(0);
+    row(
+        "load",
+        format!(
+            "{}: {} bytes in {:.1} ms through the {} cache; SHA-256 {}",
+            load["path"].as_str().unwrap_or("?"),
+            number("bytes"),
+            load["seconds"].as_f64().unwrap_or(0.0) * 1e3,
+            load["cache"].as_str().unwrap_or("?"),
+            if load["sha256_ok"] == true {
+                "matches the image"
+            } else {
+                "DIFFERS from the image"
+            }
+        ),
+    );
+    let stats = &load["stats"];
+    let stat = |key: &str| stats[key].as_u64().unwrap_or(0);
+    row(
+        "",
+        format!(
+            "virtio-blk: {} requests, {:.1} ms waiting (queue {}, {} segments); \
+             cache: {} hits, {} misses, {} read ahead",
+            number("device_requests"),
+            number("device_ns") as f64 / 1e6,
+            number("queue_size"),
+            number("max_segments"),
+            stat("block_hits"),
+            stat("block_misses"),
+            stat("readahead_issued"),
+        ),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use hotkern_bcache::image::ImageBuilder;
+    use serde_json::json;
+
+    use super::*;
+
+    fn guest(sha: &str) -> Value {
+        json!({"load": {"path": "boot/k", "cache": "hotkern", "bytes": 3000, "sha256": sha,
+            "seconds": 0.0125, "device_requests": 4, "device_ns": 2_500_000, "queue_size": 256,
+            "max_segments": 254, "stats": {"block_hits": 5, "block_misses": 2, "readahead_issued": 7}}})
+    }
+
+    #[test]
+    fn the_host_reads_the_same_file_from_the_image() {
+        let dir = std::env::temp_dir().join(format!("hotkern-disk-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let image = dir.join("disk.img");
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+        let mut builder = ImageBuilder::new(16 << 20, None).unwrap();
+        builder.add_file("boot/k", &data).unwrap();
+        std::fs::write(&image, builder.finish()).unwrap();
+        assert_eq!(
+            expected_sha256(&image, "boot/k").unwrap(),
+            hex(&Sha256::digest(&data))
+        );
+        assert!(expected_sha256(&image, "boot/missing").is_err());
+        assert!(expected_sha256(&dir.join("none.img"), "boot/k").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_load_is_right_only_when_the_checksums_agree() {
+        let good = top_level(Some(&guest("ab")), Some(&Ok("ab".into())));
+        assert_eq!(
+            (good["sha256_ok"].clone(), failed(&good)),
+            (json!(true), None)
+        );
+        let bad = top_level(Some(&guest("ab")), Some(&Ok("cd".into())));
+        assert_eq!(bad["sha256_ok"], false);
+        assert!(failed(&bad).unwrap().contains("the image holds cd"));
+        let unread = top_level(Some(&guest("ab")), Some(&Err("no such file".into())));
+        assert!(failed(&unread).unwrap().contains("no such file"));
+        let error = top_level(
+            Some(&json!({"load": {"error": "disk: none"}})),
+            Some(&Ok("ab".into())),
+        );
+        assert!(failed(&error).unwrap().contains("disk: none"));
+        assert!(top_level(Some(&json!({"load": null})), Some(&Ok("ab".into()))).is_null());
+        assert!(top_level(Some(&guest("ab")), None).is_null());
+    }
+
+    #[test]
+    fn rows_say_what_came_back_and_what_it_cost() {
+        let load = top_level(Some(&guest("ab")), Some(&Ok("ab".into())));
+        let mut out = Vec::new();
+        rows(&load, &mut |name: &str, value: String| {
+            out.push(format!("{name}|{value}"))
+        });
+        assert_eq!(
+            out,
+            [
+                "load|boot/k: 3000 bytes in 12.5 ms through the hotkern cache; SHA-256 matches the image",
+                "|virtio-blk: 4 requests, 2.5 ms waiting (queue 256, 254 segments); cache: 5 hits, 2 misses, 7 read ahead",
+            ]
+        );
+    }
+}

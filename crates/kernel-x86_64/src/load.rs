@@ -1,0 +1,161 @@
+//! Loading a file as a boot loader does: from the FAT volume on the
+//! virtio-blk disk, through the cache design the command line names, in
+//! the same small requests as `hotkern load` (and FreeBSD's loader) make.
+//! The summary's `"load"` object says what came back (size, SHA-256) and
+//! what it cost (guest time, the cache's bcachestat, device requests).
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use hotkern_bcache::{CacheKind, CacheStats, FatError, FatVolume};
+use sha2::{Digest, Sha256};
+
+use crate::summary::JsonStr;
+use crate::tsc;
+use crate::virtio_blk::{VirtioBlock, VirtioError};
+
+/// The loader's request size: 512 bytes, as FreeBSD's loader read files.
+const REQUEST: usize = 512;
+/// Cache memory. The host tool gives its caches 16 MiB; the kernel's heap
+/// is smaller, and every design gets the same budget.
+const BUDGET: usize = 4 << 20;
+
+/// What the load read and what it cost.
+pub struct Loaded {
+    /// The file's path in the volume.
+    pub path: String,
+    /// The cache design.
+    pub cache: &'static str,
+    /// The file's bytes.
+    pub bytes: u64,
+    /// Its SHA-256.
+    pub sha256: [u8; 32],
+    /// Guest time from mounting to the last byte, in microseconds.
+    pub micros: u64,
+    /// The cache's counters.
+    pub stats: CacheStats,
+    /// Requests the driver sent, and nanoseconds it waited for them.
+    pub device_requests: u64,
+    /// Nanoseconds the driver waited for the device.
+    pub device_ns: u64,
+    /// The device's segment limit and queue size.
+    pub max_segments: u32,
+    /// Entries in the device's virtqueue.
+    pub queue_size: u16,
+}
+
+/// Why the load failed.
+#[derive(Debug)]
+pub enum LoadError {
+    /// `cache=` names no design.
+    UnknownCache(String),
+    /// The disk could not be brought up.
+    Device(VirtioError),
+    /// The volume or the file could not be read.
+    Fat(FatError),
+    /// The file does not fit in the heap.
+    TooLarge(u64),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::UnknownCache(name) => write!(
+                f,
+                "cache={name}: expected none, legacy, freebsd2016 or hotkern"
+            ),
+            LoadError::Device(error) => write!(f, "disk: {error}"),
+            LoadError::Fat(error) => write!(f, "FAT: {error}"),
+            LoadError::TooLarge(bytes) => {
+                write!(f, "a file of {bytes} bytes does not fit the heap")
+            }
+        }
+    }
+}
+
+/// Loads `path` through the `cache` design.
+pub fn load(path: &str, cache: &str) -> Result<Loaded, LoadError> {
+    let kind = CacheKind::from_name(cache).ok_or_else(|| LoadError::UnknownCache(cache.into()))?;
+    let mut device = VirtioBlock::probe().map_err(LoadError::Device)?;
+    let (max_segments, queue_size) = (device.max_segments(), device.queue_size());
+    let (data, stats, micros) = {
+        // Built before the clock starts, as a loader sets its cache up
+        // once at start-up (and as `hotkern load` times it).
+        let mut cache = kind.build(&mut device, BUDGET);
+        let started = tsc::nanos();
+        let mut volume = FatVolume::mount(&mut *cache).map_err(LoadError::Fat)?;
+        let entry = volume.lookup(path).map_err(LoadError::Fat)?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(entry.size as usize)
+            .map_err(|_| LoadError::TooLarge(u64::from(entry.size)))?;
+        volume
+            .read_entry(&entry, REQUEST, &mut data)
+            .map_err(LoadError::Fat)?;
+        let micros = (tsc::nanos() - started) / 1000;
+        (data, cache.stats(), micros)
+    };
+    Ok(Loaded {
+        path: path.into(),
+        cache: kind.name(),
+        bytes: data.len() as u64,
+        sha256: Sha256::digest(&data).into(),
+        micros,
+        stats,
+        device_requests: device.requests,
+        device_ns: device.device_ns,
+        max_segments,
+        queue_size,
+    })
+}
+
+/// The summary's `"load"` value: an object, `{"error": ...}`, or `null`
+/// when no load was asked for.
+pub struct Json<'a>(pub Option<&'a Result<Loaded, LoadError>>);
+
+impl fmt::Display for Json<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("null"),
+            Some(Err(error)) => {
+                let text = alloc::format!("{error}");
+                write!(f, "{{\"error\":{}}}", JsonStr(&text))
+            }
+            Some(Ok(loaded)) => {
+                write!(
+                    f,
+                    "{{\"path\":{},\"cache\":\"{}\",\"bytes\":{},\"sha256\":\"",
+                    JsonStr(&loaded.path),
+                    loaded.cache,
+                    loaded.bytes
+                )?;
+                for byte in loaded.sha256 {
+                    write!(f, "{byte:02x}")?;
+                }
+                let s = &loaded.stats;
+                write!(
+                    f,
+                    "\",\"seconds\":{}.{:06},\"device_requests\":{},\"device_ns\":{},\
+                     \"max_segments\":{},\"queue_size\":{},\"stats\":{{\"requests\":{},\
+                     \"bypasses\":{},\"block_hits\":{},\"block_misses\":{},\
+                     \"readahead_issued\":{},\"readahead_consumed\":{},\"device_ops\":{},\
+                     \"device_bytes\":{}}}}}",
+                    loaded.micros / 1_000_000,
+                    loaded.micros % 1_000_000,
+                    loaded.device_requests,
+                    loaded.device_ns,
+                    loaded.max_segments,
+                    loaded.queue_size,
+                    s.requests,
+                    s.bypasses,
+                    s.block_hits,
+                    s.block_misses,
+                    s.readahead_issued,
+                    s.readahead_consumed,
+                    s.device_ops,
+                    s.device_bytes,
+                )
+            }
+        }
+    }
+}
