@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,6 @@ pub(crate) struct Vcpu {
     life_changed: Condvar,
     pub(crate) runqueue: Mutex<RunQueue<Task>>,
     calls: Mutex<VecDeque<Call>>,
-    stop_seen: AtomicU64,
 }
 
 pub(crate) struct Kernel {
@@ -90,7 +89,6 @@ impl Kernel {
                     life_changed: Condvar::new(),
                     runqueue: Mutex::new(RunQueue::default()),
                     calls: Mutex::new(VecDeque::new()),
-                    stop_seen: AtomicU64::new(0),
                 })
                 .collect(),
             doorbells,
@@ -284,9 +282,7 @@ impl Kernel {
     /// that every online vCPU (and every target) joins.
     pub(crate) fn stop_machine(&self, targets: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
         let participants = self.online_mask().union(&targets);
-        self.stop.run(participants, targets, work, |cpu| {
-            self.doorbells.ring(cpu.index())
-        });
+        self.stop.run(&self.doorbells, participants, targets, work);
     }
 
     // ----- running things -----
@@ -439,7 +435,7 @@ impl Kernel {
                     return;
                 }
             }
-            let mut busy = self.stop.poll(cpu, &vcpu.stop_seen);
+            let mut busy = self.stop.poll(&self.doorbells);
             if self.life(cpu) != Life::Alive {
                 continue;
             }

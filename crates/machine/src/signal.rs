@@ -1,8 +1,12 @@
-//! Waking a vCPU: the machine's inter-processor interrupt.
+//! Waking a vCPU: the machine's inter-processor interrupt, and the
+//! machine's CPUs as the shared kernel's mechanisms see them ([`Cpus`]).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::cpuset::cpu_id;
+use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::sync::{AtomicBool, Condvar, Mutex};
 
 /// One vCPU's doorbell. Whoever gives a vCPU something to do rings it; the
@@ -40,24 +44,43 @@ impl Doorbell {
         }
         *rung = false;
     }
+
+    /// Sleeps until `condition` holds, checking it under the doorbell's
+    /// lock, which every ring takes: a ring after the condition became
+    /// true finds this thread either before its check or asleep. Leaves
+    /// `rung` as it is, for the vCPU loop's next idle check.
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        let mut rung = self.rung.lock();
+        while !condition() {
+            self.wake.wait(&mut rung);
+        }
+    }
 }
 
-/// The doorbells of every vCPU.
-pub(crate) struct Doorbells(Box<[Doorbell]>);
+/// The doorbells of every vCPU, and one for threads that are no vCPU.
+pub(crate) struct Doorbells {
+    vcpus: Box<[Doorbell]>,
+    /// Where threads that are no vCPU (the hotplug engine's) wait in
+    /// [`Cpus::wait_until`].
+    threads: Doorbell,
+}
 
 impl Doorbells {
     pub(crate) fn new(cpus: usize) -> Self {
-        Doorbells((0..cpus).map(|_| Doorbell::default()).collect())
+        Doorbells {
+            vcpus: (0..cpus).map(|_| Doorbell::default()).collect(),
+            threads: Doorbell::default(),
+        }
     }
 
     pub(crate) fn ring(&self, cpu: usize) {
-        if let Some(bell) = self.0.get(cpu) {
+        if let Some(bell) = self.vcpus.get(cpu) {
             bell.ring();
         }
     }
 
     pub(crate) fn get(&self, cpu: usize) -> &Doorbell {
-        &self.0[cpu]
+        &self.vcpus[cpu]
     }
 
     /// Whether `cpu` is idle, for the grace-period thread. A
@@ -65,9 +88,33 @@ impl Doorbells {
     /// latest state and orders the observation before the vCPU's next
     /// wake-up, whose swap reads from it.
     pub(crate) fn observe_idle(&self, cpu: usize) -> bool {
-        self.0
+        self.vcpus
             .get(cpu)
             .is_some_and(|bell| bell.idle.fetch_or(false, Ordering::SeqCst))
+    }
+}
+
+/// vCPUs are threads: the current one is the thread's mark, a wake-up is a
+/// ring of its doorbell, and a wait sleeps on the caller's doorbell (the
+/// threads' one for a thread that is no vCPU).
+impl Cpus for Doorbells {
+    fn current(&self) -> Option<CpuId> {
+        current_cpu().map(cpu_id)
+    }
+
+    fn wake(&self, cpu: CpuId) {
+        self.ring(cpu.index());
+    }
+
+    fn wake_threads(&self) {
+        let _held = self.threads.rung.lock();
+        // Every one: several threads may wait, each for its own condition.
+        self.threads.wake.notify_all();
+    }
+
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        let bell = current_cpu().and_then(|cpu| self.vcpus.get(cpu));
+        bell.unwrap_or(&self.threads).wait_until(condition);
     }
 }
 
