@@ -13,6 +13,8 @@
 //! The session is destroyed and the daemon stopped afterwards, so the
 //! trace is discarded.
 
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -55,11 +57,12 @@ pub fn measure(counts: Counts) -> Result<[(&'static str, f64); 2], NotMeasured> 
         &["-llttng-ust", "-ldl"],
         PACKAGES,
     )?;
-    let _daemon = Daemon::start()?;
-    let session = Session::create()?;
+    let home = scratch.path();
+    let _daemon = Daemon::start(home)?;
+    let session = Session::create(home)?;
     let output = tools::run(
         "the lttng-ust peer",
-        Command::new(&program).args([
+        command(&program, home).args([
             counts.disabled_turns.to_string(),
             counts.enabled_ops.to_string(),
             counts.runs.to_string(),
@@ -90,17 +93,28 @@ fn check_enabled(stdout: &str) -> Result<(), String> {
     }
 }
 
+/// `program` with `LTTNG_HOME` in the scratch directory `home`: the
+/// client keeps its current-session file there, not in the user's home,
+/// and a user other than root gets a session daemon of the run's own,
+/// which the traced program finds there too (root's is always in
+/// `/var/run/lttng`).
+fn command(program: impl AsRef<OsStr>, home: &Path) -> Command {
+    let mut command = Command::new(program);
+    command.env("LTTNG_HOME", home);
+    command
+}
+
 /// `lttng` with `args`, which must succeed.
-fn lttng(args: &[&str]) -> Result<(), String> {
+fn lttng(home: &Path, args: &[&str]) -> Result<(), String> {
     tools::run(
         &format!("lttng {}", args.join(" ")),
-        Command::new("lttng").args(args),
+        command("lttng", home).args(args),
     )
     .map(drop)
 }
 
-fn daemon_answers() -> bool {
-    Command::new("lttng")
+fn daemon_answers(home: &Path) -> bool {
+    command("lttng", home)
         .arg("list")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -115,13 +129,13 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start() -> Result<Daemon, String> {
-        if daemon_answers() {
+    fn start(home: &Path) -> Result<Daemon, String> {
+        if daemon_answers(home) {
             return Ok(Daemon { child: None });
         }
         // No kernel tracer: the benchmark records user-space events only,
         // and a machine without LTTng's kernel modules needs no warning.
-        let child = Command::new("lttng-sessiond")
+        let child = command("lttng-sessiond", home)
             .arg("--no-kernel")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -130,7 +144,7 @@ impl Daemon {
             .map_err(|e| format!("starting lttng-sessiond: {e}"))?;
         let mut daemon = Daemon { child: Some(child) };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !daemon_answers() {
+        while !daemon_answers(home) {
             if let Some(child) = daemon.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     return Err(format!("lttng-sessiond exited at start: {status}"));
@@ -165,42 +179,52 @@ impl Drop for Daemon {
 /// started; destroyed (its buffers freed, nothing written) when dropped.
 struct Session {
     name: String,
+    home: PathBuf,
 }
 
 impl Session {
-    fn create() -> Result<Session, String> {
+    fn create(home: &Path) -> Result<Session, String> {
         let name = format!("hotkern-bench-{}", std::process::id());
-        lttng(&["create", &name, "--snapshot", "--no-output"])?;
-        let session = Session { name };
+        lttng(home, &["create", &name, "--snapshot", "--no-output"])?;
+        let session = Session {
+            name,
+            home: home.to_owned(),
+        };
         let s = session.name.as_str();
-        lttng(&[
-            "enable-channel",
-            "--userspace",
-            "--session",
-            s,
-            "--subbuf-size",
-            "1M",
-            "--num-subbuf",
-            "4",
-            "bench",
-        ])?;
-        lttng(&[
-            "enable-event",
-            "--userspace",
-            "--session",
-            s,
-            "--channel",
-            "bench",
-            "hotkern_bench:sample",
-        ])?;
-        lttng(&["start", s])?;
+        lttng(
+            home,
+            &[
+                "enable-channel",
+                "--userspace",
+                "--session",
+                s,
+                "--subbuf-size",
+                "1M",
+                "--num-subbuf",
+                "4",
+                "bench",
+            ],
+        )?;
+        lttng(
+            home,
+            &[
+                "enable-event",
+                "--userspace",
+                "--session",
+                s,
+                "--channel",
+                "bench",
+                "hotkern_bench:sample",
+            ],
+        )?;
+        lttng(home, &["start", s])?;
         Ok(session)
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = lttng(&["destroy", &self.name]);
+        let _ = lttng(&self.home, &["destroy", &self.name]);
     }
 }
 
