@@ -70,6 +70,10 @@ pub struct BootArgs {
     /// in 512-byte requests as a boot loader does.
     #[arg(long, requires = "disk", value_parser = parse_load_path)]
     load: Option<String>,
+    /// The device the disk imitates (QEMU block throttling at its
+    /// operation rate and bandwidth, its block size and largest transfer).
+    #[arg(long, requires = "disk", value_parser = crate::load::DEVICES)]
+    profile: Option<String>,
     /// The cache design the kernel loads through.
     #[arg(long, default_value = "hotkern", value_parser = crate::load::CACHES)]
     cache: String,
@@ -120,6 +124,7 @@ impl BootArgs {
             engine: EngineChoice::Both,
             disk: None,
             load: None,
+            profile: None,
             cache: "hotkern".into(),
             kernel: None,
             output: None,
@@ -136,6 +141,26 @@ fn parse_load_path(text: &str) -> Result<String, String> {
     } else {
         Ok(text.to_owned())
     }
+}
+
+impl BootArgs {
+    /// Attaches `image` with `profile`'s throttling and has the kernel
+    /// load `path` through the `cache` design, without its hotplug run.
+    pub fn set_disk(&mut self, image: &Path, path: &str, profile: &str, cache: &str) {
+        self.disk = Some(image.to_owned());
+        self.load = Some(path.to_owned());
+        self.profile = Some(profile.to_owned());
+        self.cache = cache.to_owned();
+        self.append = "engine=none".to_owned();
+    }
+}
+
+/// Why a `"load"` object is not a good load (see [`disk::failed`]).
+pub fn load_failure(load: &serde_json::Value) -> Option<String> {
+    if load.is_null() {
+        return Some("no load reported".to_owned());
+    }
+    disk::failed(load)
 }
 
 fn parse_timeout(text: &str) -> Result<f64, String> {
@@ -285,7 +310,15 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         append: command_line(args),
         trace_file: None,
         disk: args.disk.clone(),
+        disk_profile: profile(args),
     }
+}
+
+/// The `--profile` device model.
+fn profile(args: &BootArgs) -> Option<hotkern_bcache::DeviceModel> {
+    args.profile
+        .as_deref()
+        .and_then(hotkern_bcache::DeviceModel::preset)
 }
 
 /// The kernel command line: `--append`'s words, then `engine=` unless it
@@ -302,6 +335,9 @@ fn command_line(args: &BootArgs) -> String {
     if let Some(path) = &args.load {
         words.push(format!("load={path}"));
         words.push(format!("cache={}", args.cache));
+        if let Some(model) = profile(args) {
+            words.push(format!("max_transfer={}", model.max_transfer_bytes));
+        }
     }
     words.join(" ")
 }

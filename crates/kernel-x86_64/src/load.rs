@@ -8,7 +8,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use hotkern_bcache::{CacheKind, CacheStats, FatError, FatVolume};
+use hotkern_bcache::{BlockDevice, CacheKind, CacheStats, FatError, FatVolume};
 use sha2::{Digest, Sha256};
 
 use crate::summary::JsonStr;
@@ -43,6 +43,10 @@ pub struct Loaded {
     pub max_segments: u32,
     /// Entries in the device's virtqueue.
     pub queue_size: u16,
+    /// The device's block size.
+    pub block_size: usize,
+    /// The largest transfer, in blocks.
+    pub max_transfer_blocks: u32,
 }
 
 /// Why the load failed.
@@ -74,11 +78,16 @@ impl fmt::Display for LoadError {
     }
 }
 
-/// Loads `path` through the `cache` design.
-pub fn load(path: &str, cache: &str) -> Result<Loaded, LoadError> {
+/// Loads `path` through the `cache` design, with transfers of at most
+/// `max_transfer` bytes if given (a device profile's limit).
+pub fn load(path: &str, cache: &str, max_transfer: Option<usize>) -> Result<Loaded, LoadError> {
     let kind = CacheKind::from_name(cache).ok_or_else(|| LoadError::UnknownCache(cache.into()))?;
     let mut device = VirtioBlock::probe().map_err(LoadError::Device)?;
+    if let Some(bytes) = max_transfer {
+        device.limit_transfer(bytes);
+    }
     let (max_segments, queue_size) = (device.max_segments(), device.queue_size());
+    let (block_size, max_transfer_blocks) = (device.block_size(), device.max_transfer_blocks());
     let (data, stats, micros) = {
         // Built before the clock starts, as a loader sets its cache up
         // once at start-up (and as `hotkern load` times it).
@@ -106,6 +115,8 @@ pub fn load(path: &str, cache: &str) -> Result<Loaded, LoadError> {
         device_ns: device.device_ns,
         max_segments,
         queue_size,
+        block_size,
+        max_transfer_blocks,
     })
 }
 
@@ -136,7 +147,8 @@ impl fmt::Display for Json<'_> {
                 write!(
                     f,
                     "\",\"seconds\":{}.{:06},\"device_requests\":{},\"device_ns\":{},\
-                     \"max_segments\":{},\"queue_size\":{},\"stats\":{{\"requests\":{},\
+                     \"max_segments\":{},\"queue_size\":{},\"block_size\":{},\
+                     \"max_transfer_blocks\":{},\"stats\":{{\"requests\":{},\
                      \"bypasses\":{},\"block_hits\":{},\"block_misses\":{},\
                      \"readahead_issued\":{},\"readahead_consumed\":{},\"device_ops\":{},\
                      \"device_bytes\":{}}}}}",
@@ -146,6 +158,8 @@ impl fmt::Display for Json<'_> {
                     loaded.device_ns,
                     loaded.max_segments,
                     loaded.queue_size,
+                    loaded.block_size,
+                    loaded.max_transfer_blocks,
                     s.requests,
                     s.bypasses,
                     s.block_hits,

@@ -169,21 +169,33 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     trace_marker!("checks took {} us", checks_us.unwrap_or(0));
     cpus::exercise(&mut smp_report, wait_hz, &mut checks);
     cpus::check_ticks(wait_hz, &mut checks);
-    let engines = match hotplug::engines(info.option("engine")) {
-        Ok(engines) => engines,
-        Err(other) => {
-            println!("hotkern: engine={other}: expected classic, bolt or both; running both");
-            hotplug::engines(None).unwrap_or_default()
-        }
+    // engine=none skips the hotplug run (a disk benchmark boots many
+    // times and measures only the load).
+    let hotplug = if info.option("engine") == Some("none") {
+        None
+    } else {
+        let engines = match hotplug::engines(info.option("engine")) {
+            Ok(engines) => engines,
+            Err(other) => {
+                println!(
+                    "hotkern: engine={other}: expected classic, bolt, both or none; running both"
+                );
+                hotplug::engines(None).unwrap_or_default()
+            }
+        };
+        // The hotplug run's own kernel functions are traced by the
+        // function tracer, as ftrace's `function` tracer would show them.
+        trace::function_tracing(true);
+        let run = hotplug::run(wait_hz, engines, &mut checks);
+        trace::function_tracing(false);
+        run
     };
-    // The hotplug run's own kernel functions are traced by the function
-    // tracer, as ftrace's `function` tracer would show them.
-    trace::function_tracing(true);
-    let hotplug = hotplug::run(wait_hz, engines, &mut checks);
-    trace::function_tracing(false);
     let loaded = info.option("load").map(|path| {
         let cache = info.option("cache").unwrap_or("hotkern");
-        let result = load::load(path, cache);
+        let max_transfer = info
+            .option("max_transfer")
+            .and_then(|bytes| bytes.parse().ok());
+        let result = load::load(path, cache, max_transfer);
         match &result {
             Ok(file) => println!(
                 "hotkern: loaded {path}: {} bytes in {} us through the {cache} cache",

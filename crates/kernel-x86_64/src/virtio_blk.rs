@@ -143,6 +143,8 @@ pub struct VirtioBlock {
     block_size: usize,
     blocks: u64,
     max_segments: u32,
+    /// A cap on transfers (a device profile's), in blocks.
+    transfer_cap: Option<u32>,
     read_only: bool,
     /// Requests sent and nanoseconds spent waiting for them.
     pub requests: u64,
@@ -214,6 +216,7 @@ impl VirtioBlock {
             blocks: blocks_of_512 * 512 / block_size as u64,
             // A request takes two descriptors besides its data segments.
             max_segments: seg_max.min(u32::from(queue_size) - 2),
+            transfer_cap: None,
             read_only: accepted & FEATURE_READ_ONLY != 0,
             requests: 0,
             device_ns: 0,
@@ -228,6 +231,12 @@ impl VirtioBlock {
     /// Entries in the virtqueue.
     pub fn queue_size(&self) -> u16 {
         self.queue_size
+    }
+
+    /// Caps transfers at `bytes` (at least one block), as a slower device
+    /// whose profile QEMU emulates would: its largest transfer.
+    pub fn limit_transfer(&mut self, bytes: usize) {
+        self.transfer_cap = Some((bytes / self.block_size).max(1) as u32);
     }
 
     fn descriptor(&self, index: u16) -> *mut Descriptor {
@@ -354,7 +363,8 @@ impl BlockDevice for VirtioBlock {
         // Each segment is at most a page; a buffer not page-aligned needs
         // one segment more than its pages.
         let pages = self.max_segments.saturating_sub(1).max(1);
-        (pages as usize * PAGE / self.block_size).max(1) as u32
+        let device = (pages as usize * PAGE / self.block_size).max(1) as u32;
+        self.transfer_cap.map_or(device, |cap| cap.min(device))
     }
 
     fn read_blocks(&mut self, first: u64, buf: &mut [u8]) -> Result<(), IoError> {

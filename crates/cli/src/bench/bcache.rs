@@ -8,6 +8,8 @@
 //! wall-clock time running the loader code itself) is printed beside them
 //! for information.
 
+mod qemu;
+
 use std::time::Duration;
 
 use hotkern_bcache::image::ImageBuilder;
@@ -36,8 +38,8 @@ const STRIPE_BYTES: usize = 128 << 10;
 const SMALL_BUDGET: usize = 1 << 20;
 const SMALL_CACHE: &str = "load-1MiB-cache/usb-stick";
 
-struct Image {
-    bytes: Vec<u8>,
+pub(super) struct Image {
+    pub(super) bytes: Vec<u8>,
     file_len: u64,
     file_sha: [u8; 32],
     tree_files: u64,
@@ -52,7 +54,7 @@ fn contents(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-fn build_image(file_len: usize) -> Result<Image, String> {
+pub(super) fn build_image(file_len: usize) -> Result<Image, String> {
     // FAT32 with 4 KiB clusters needs at least 65525 clusters (256 MiB).
     let volume = (file_len + (32 << 20))
         .max(272 << 20)
@@ -203,6 +205,9 @@ fn striped_load(
 }
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
+    if options.platform == super::Platform::Qemu {
+        return qemu::run();
+    }
     let file_len = if options.full { 270_000_000 } else { 64 << 20 };
     let image = build_image(file_len)?;
     let mut report = Report::new("bcache");

@@ -44,6 +44,9 @@ pub struct QemuConfig {
     /// A raw disk image given to the guest as a read-only virtio-blk
     /// device (legacy-capable, as QEMU's `virtio-blk-pci` is by default).
     pub disk: Option<PathBuf>,
+    /// The device the disk imitates: QEMU's block throttling at the
+    /// profile's operation rate and bandwidth, and its block size.
+    pub disk_profile: Option<hotkern_bcache::DeviceModel>,
 }
 
 impl QemuConfig {
@@ -96,10 +99,27 @@ impl QemuConfig {
             // QEMU's option syntax doubles a comma inside a value.
             drive.push(disk.as_os_str().to_string_lossy().replace(',', ",,"));
             drive.push(",format=raw,if=none,id=disk0,readonly=on");
+            let mut device = String::from("virtio-blk-pci,drive=disk0");
+            if let Some(model) = &self.disk_profile {
+                // Throttling is a rate, not a latency: operations at the
+                // profile's rate (one per latency) and bytes at its
+                // bandwidth, after a burst QEMU allows.
+                let iops = (1_000_000_000 / model.latency_ns.max(1)).max(1);
+                drive.push(format!(
+                    ",throttling.iops-total={iops},throttling.bps-total={}",
+                    model.bytes_per_second
+                ));
+                if model.block_size != 512 {
+                    device.push_str(&format!(
+                        ",logical_block_size={0},physical_block_size={0}",
+                        model.block_size
+                    ));
+                }
+            }
             args.push("-drive".into());
             args.push(drive);
             args.push("-device".into());
-            args.push("virtio-blk-pci,drive=disk0".into());
+            args.push(device.into());
         }
         if let Some(firmware) = &self.firmware {
             args.push("-bios".into());
@@ -251,6 +271,7 @@ mod tests {
             append: String::new(),
             trace_file: None,
             disk: None,
+            disk_profile: None,
         }
     }
 

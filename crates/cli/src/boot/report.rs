@@ -397,6 +397,7 @@ mod tests {
                 append: String::new(),
                 trace_file: None,
                 disk: None,
+                disk_profile: None,
             },
             build: None,
             first_line: Some(Duration::from_millis(52)),

@@ -109,6 +109,7 @@ impl Guest {
                 append: "console=ttyS0".into(),
                 trace_file: None,
                 disk: None,
+                disk_profile: None,
             };
             let mut args = config.args();
             args.extend([OsString::from("-initrd"), initrd.clone().into()]);
