@@ -1,7 +1,9 @@
 //! `hotkern bench`: each subsystem against the design it replaces, in one
 //! run: the uvm_hotplug paper (Raju and Mathew, 2017), FreeBSD's loader
 //! cache as of 2016, Linux's `kernel/cpu.c` beside Bolt (ATC 2015), and for
-//! the ftrace-class tracer the `tracing` crate.
+//! the ftrace-class tracer the tracers people record with (LTTng-UST,
+//! uftrace, `tracing` subscribers). `--platform qemu` runs cpuhp and bcache
+//! on the x86-64 kernel instead of the user-mode machine.
 //!
 //! A subsystem's benchmark builds a [`Report`]: one [`Case`] per measured
 //! (name, implementation) pair, plus ratios computed from cases of the same
