@@ -35,7 +35,7 @@ const KERNEL_TARGET: &str = "x86_64-unknown-none";
 const KERNEL_BIN: &str = "hotkern-kernel";
 
 /// `hotkern boot`'s options.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct BootArgs {
     /// vCPUs to give QEMU; with more than one, the kernel takes them
     /// offline and online with each hotplug engine while tasks run.
@@ -70,6 +70,11 @@ pub struct BootArgs {
     /// in 512-byte requests as a boot loader does.
     #[arg(long, requires = "disk", value_parser = parse_load_path)]
     load: Option<String>,
+    /// Boot without the scratch disk: by default, without `--disk`, the
+    /// kernel loads a 1 MiB file from a small FAT image written into the
+    /// output directory.
+    #[arg(long, conflicts_with = "disk")]
+    no_disk: bool,
     /// The device the disk imitates (QEMU block throttling at its
     /// operation rate and bandwidth, its block size and largest transfer).
     #[arg(long, requires = "disk", value_parser = crate::load::DEVICES)]
@@ -124,6 +129,7 @@ impl BootArgs {
             engine: EngineChoice::Both,
             disk: None,
             load: None,
+            no_disk: false,
             profile: None,
             cache: "hotkern".into(),
             kernel: None,
@@ -272,6 +278,20 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
         None => std::env::temp_dir().join(format!("hotkern-boot-{}", std::process::id())),
     };
     std::fs::create_dir_all(&output).map_err(|error| format!("{}: {error}", output.display()))?;
+    // The default scenario loads a file too: from a scratch image.
+    let scratch;
+    let args = if args.disk.is_none() && !args.no_disk {
+        let image = output.join(disk::SCRATCH_IMAGE);
+        disk::write_scratch_image(&image)?;
+        scratch = BootArgs {
+            disk: Some(image),
+            load: Some(disk::SCRATCH_FILE.to_owned()),
+            ..args.clone()
+        };
+        &scratch
+    } else {
+        args
+    };
     let trace_file = output.join(trace::TRACE_DAT);
     // A file left by an earlier run must not pass for this run's trace.
     let _ = std::fs::remove_file(&trace_file);

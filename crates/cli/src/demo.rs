@@ -121,9 +121,20 @@ fn kernel(machine: &[(Engine, Latencies)]) {
         document["trace_events"],
         document["trace_dat"].as_str().unwrap_or("-"),
     );
+    let load = &document["load"];
+    if load["sha256_ok"] == true {
+        println!(
+            "kernel: loaded {} ({} KiB) from a FAT disk over virtio-blk through the {} cache \
+             in {:.1} ms; SHA-256 matches the image",
+            load["path"].as_str().unwrap_or("?"),
+            load["bytes"].as_u64().unwrap_or(0) >> 10,
+            load["cache"].as_str().unwrap_or("?"),
+            load["seconds"].as_f64().unwrap_or(0.0) * 1e3
+        );
+    }
     println!(
         "(machine: vCPUs are threads, sixteen steps; kernel: real CPU starts and stop-machine, \
-         four steps so far — `hotkern boot` and `hotkern bench cpuhp --platform qemu` say more)\n"
+         five steps so far — `hotkern boot` and `hotkern bench cpuhp --platform qemu` say more)\n"
     );
 }
 

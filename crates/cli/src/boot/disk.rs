@@ -5,9 +5,37 @@
 
 use std::path::Path;
 
+use hotkern_bcache::image::ImageBuilder;
 use hotkern_bcache::{CacheKind, FatVolume, FileDevice};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+/// The scratch image's name in the output directory, and the file the
+/// default scenario loads from it.
+pub const SCRATCH_IMAGE: &str = "disk.img";
+/// The file in the scratch image.
+pub const SCRATCH_FILE: &str = "boot/kernel/kernel";
+
+/// Writes the scratch image: a 16 MiB FAT volume holding a 1 MiB file of
+/// seeded pseudo-random bytes (the same on every run).
+pub fn write_scratch_image(image: &Path) -> Result<(), String> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let data: Vec<u8> = (0..1 << 20)
+        .map(|_| {
+            // xorshift64: reproducible bytes without a generator crate here.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 32) as u8
+        })
+        .collect();
+    let mut builder =
+        ImageBuilder::new(16 << 20, None).map_err(|e| format!("scratch image: {e}"))?;
+    builder
+        .add_file(SCRATCH_FILE, &data)
+        .map_err(|e| format!("scratch image: {e}"))?;
+    std::fs::write(image, builder.finish()).map_err(|e| format!("{}: {e}", image.display()))
+}
 
 /// The SHA-256 (hex) of `path` in the FAT image `image`.
 pub fn expected_sha256(image: &Path, path: &str) -> Result<String, String> {
@@ -120,7 +148,6 @@ pub fn rows(load: &Value, row: &mut impl FnMut(&str, String)) {
 
 #[cfg(test)]
 mod tests {
-    use hotkern_bcache::image::ImageBuilder;
     use serde_json::json;
 
     use super::*;
@@ -146,6 +173,21 @@ mod tests {
         );
         assert!(expected_sha256(&image, "boot/missing").is_err());
         assert!(expected_sha256(&dir.join("none.img"), "boot/k").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_scratch_image_holds_the_same_megabyte_every_time() {
+        let dir = std::env::temp_dir().join(format!("hotkern-scratch-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.img"), dir.join("b.img"));
+        write_scratch_image(&a).unwrap();
+        write_scratch_image(&b).unwrap();
+        let sha = expected_sha256(&a, SCRATCH_FILE).unwrap();
+        assert_eq!(sha, expected_sha256(&b, SCRATCH_FILE).unwrap());
+        // Not the hash of a megabyte of zeros: the bytes are really there.
+        assert_ne!(sha, hex(&Sha256::digest(vec![0u8; 1 << 20])));
+        assert_eq!(std::fs::metadata(&a).unwrap().len(), 16 << 20);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
