@@ -16,10 +16,11 @@
 //! * Checking itself: the ledger of deferred items, lost or run twice
 //!   ([`ledger`]), and the per-CPU resource audit ([`audit`]).
 //! * Mechanisms that sleep and wake CPUs, over the platform's [`Cpus`]
-//!   ([`platform`]): stop-machine's rendezvous ([`stop_machine`]).
+//!   ([`platform`]): stop-machine's rendezvous ([`stop_machine`]) and
+//!   grace-period detection ([`rcu`]).
 //!
-//! The vCPU loops, kernel threads and RCU are still each platform's; they
-//! move over [`Cpus`] next.
+//! The vCPU loops, kernel threads and RCU's callbacks are still each
+//! platform's; they move over [`Cpus`] next.
 //!
 //! [`Cpus`]: platform::Cpus
 #![no_std]
@@ -38,6 +39,7 @@ pub mod ledger;
 pub mod pagecache;
 pub mod percpu;
 pub mod platform;
+pub mod rcu;
 pub mod sched;
 pub mod stop_machine;
 pub mod sync;

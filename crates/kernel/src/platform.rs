@@ -5,7 +5,7 @@
 //! Not to be confused with `hotkern_cpuhp::Platform`, which is what the
 //! hotplug *engine* asks of a kernel (run on a CPU, stop-machine, power a
 //! CPU on or off). [`Cpus`] sits underneath: the kernel's own mechanisms
-//! (today [`crate::stop_machine`]; RCU and the idle loops next) are written
+//! ([`crate::stop_machine`], [`crate::rcu`]; the idle loops next) are written
 //! once over it, and each platform implements it in a few lines: the
 //! bare-metal kernel with `hlt` and wake-up IPIs, the user-mode machine
 //! with a doorbell (mutex and condvar) per vCPU thread.
@@ -99,4 +99,24 @@ pub trait Cpus {
     /// or on a thread that is no CPU; the caller may hold no lock its
     /// waker needs.
     fn wait_until(&self, condition: &dyn Fn() -> bool);
+
+    /// The platform's monotonic clock in nanoseconds, for the deadlines of
+    /// [`Cpus::wait_until_deadline`] (bare metal: the calibrated TSC). The
+    /// default, for a platform that never waits with a deadline, is a
+    /// clock that stands at zero.
+    fn now_ns(&self) -> u64 {
+        0
+    }
+
+    /// [`Cpus::wait_until`], but returns at the latest soon after
+    /// [`Cpus::now_ns`] reaches `deadline_ns` (bare metal: the tick wakes
+    /// the halt to look at the clock); returns whether `condition` held.
+    /// Same rules as [`Cpus::wait_until`]. The default has no clock and
+    /// waits without a deadline: a platform whose waits may time out (a
+    /// stalled CPU reported rather than waited for forever) overrides it.
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        let _ = deadline_ns;
+        self.wait_until(condition);
+        true
+    }
 }

@@ -13,16 +13,10 @@ mod common;
 use loom::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use loom::sync::Arc;
 
-use common::{Bells, Cpu};
+use common::{checker, Bells, Cpu};
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::stop_machine::Rendezvous;
-
-fn checker() -> loom::model::Builder {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder
-}
 
 /// What the work records: runs per CPU, and members arrived when it ran.
 struct Seen {

@@ -71,3 +71,12 @@ impl Cpus for Cpu {
         }
     }
 }
+
+/// Loom's checker as the models run it: every interleaving with up to
+/// three preemptions.
+#[cfg(loom)]
+pub fn checker() -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder
+}
