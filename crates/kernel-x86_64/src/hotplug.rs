@@ -26,7 +26,7 @@ use hotkern_kernel::kthread::Role;
 use crate::checks::Checks;
 use crate::cpu::MAX_CPUS;
 use crate::kthread::{Kthread, PerCpuThreads};
-use crate::{apic, cpu, kthread, rcu, sched, smp, stop_machine, tsc};
+use crate::{apic, arch, cpu, kthread, pages, rcu, sched, smp, stop_machine, tsc};
 
 /// Tasks started before the operations; they run until all are done.
 const TASKS: u32 = 48;
@@ -42,10 +42,14 @@ const GRACE_TIMEOUT_US: u64 = 5_000_000;
 
 /// The kernel's step table, in startup order, with why each step has its
 /// class (the user-mode machine's reasons, for the steps both have).
-const STEPS: [(StepSpec, &str); 5] = [
+const STEPS: [(StepSpec, &str); 6] = [
     (
         StepSpec::new("threads:create", Section::Prepare, Class::Deferrable),
         "a CPU's worker thread only runs when it dispatches it; creating or destroying it is bookkeeping",
+    ),
+    (
+        StepSpec::new("mm:pagecache", Section::Prepare, Class::Deferrable),
+        "allocation falls back to the shared pool while a CPU has no cache; draining an offline CPU's frames can wait",
     ),
     (
         StepSpec::new("sched:online-mask", Section::Starting, Class::Critical),
@@ -221,6 +225,7 @@ fn callbacks(step: u32, name: &str) -> Callbacks {
 fn bodies(name: &str) -> (Body, Body) {
     match name {
         "threads:create" => (threads_up, threads_down),
+        "mm:pagecache" => (pagecache_up, pagecache_down),
         "sched:online-mask" => (
             |ctx| {
                 sched::set_online(ctx.cpu.0, true);
@@ -292,6 +297,31 @@ fn threads_down(ctx: &Context) -> Result<(), CallbackError> {
     for cpu in ctx.cpus.iter() {
         if sched::WORKERS.remove(cpu.0) {
             audit().destroyed(Resource::Kthread(Role::Worker), cpu.index());
+        }
+    }
+    Ok(())
+}
+
+/// Enables each CPU's page cache, creating it unless bolt kept it.
+fn pagecache_up(ctx: &Context) -> Result<(), CallbackError> {
+    let pages = pages::get().ok_or(CallbackError::new("no page pool"))?;
+    for cpu in ctx.cpus.iter() {
+        // The pool's lock is also taken by task slices, interrupts off.
+        if arch::without_interrupts(|| pages.create(cpu.index())) {
+            audit().created(Resource::PageCache, cpu.index());
+        }
+    }
+    Ok(())
+}
+
+/// Drains each CPU's page cache back to the pool, and frees it (classic)
+/// or keeps it empty for the CPU's return (bolt).
+fn pagecache_down(ctx: &Context) -> Result<(), CallbackError> {
+    let pages = pages::get().ok_or(CallbackError::new("no page pool"))?;
+    for cpu in ctx.cpus.iter() {
+        arch::without_interrupts(|| pages.drain(cpu.index()));
+        if ctx.reuse == Reuse::No && arch::without_interrupts(|| pages.free(cpu.index())) {
+            audit().destroyed(Resource::PageCache, cpu.index());
         }
     }
     Ok(())
@@ -378,12 +408,20 @@ pub struct Run {
     pub workers: Counts,
     /// Switches from idle loops into kernel threads.
     pub switches: u64,
+    /// The frame pool at the end: (free in the pool, in caches, held by
+    /// tasks, given back twice or unknown).
+    pub frames: (u64, u64, i64, u64),
 }
 
 impl Run {
     /// Nothing lost, run twice, run offline, or out of step.
     pub fn invariants_hold(&self) -> bool {
+        let (free, cached, held, bad) = self.frames;
         self.violations == 0
+            && held == 0
+            && bad == 0
+            && free + cached == pages::POOL_FRAMES
+            && self.tally.page_errors == 0
             && self.errors == 0
             && self.tally.twice == 0
             && self.tally.ran_offline == 0
@@ -407,6 +445,9 @@ fn consistent(engine: &KernelHotplug) -> bool {
         let worker = sched::WORKERS.get(cpu).is_some();
         let live = audit().is_live(Resource::Kthread(Role::Worker), cpu as usize);
         ok &= worker == live && (cpu == 0 || !up || worker);
+        // Every online CPU allocates through its own enabled cache.
+        let cache = pages::get().is_some_and(|pages| pages.is_enabled(cpu as usize));
+        ok &= cache == up && (!up || audit().is_live(Resource::PageCache, cpu as usize));
     }
     ok && audit().violations().is_empty()
 }
@@ -475,6 +516,11 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         .filter(|&cpu| smp::is_running(cpu))
         .map(CpuId)
         .collect();
+    if let Err(error) = pages::init() {
+        crate::println!("hotkern: no page pool for the tasks: {error}");
+        checks.check("a page pool for the tasks, taken from physmem", false);
+        return None;
+    }
     sched::boot(online);
     // Linux registers its smpboot threads for every possible CPU; the
     // workers exist for the CPUs running now (their steps start up).
@@ -484,6 +530,12 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     for cpu in online.iter().filter(|cpu| cpu.0 != 0) {
         sched::WORKERS.install(cpu.0, sched::worker(cpu.0));
         audit().created(Resource::Kthread(Role::Worker), cpu.index());
+    }
+    if let Some(pages) = pages::get() {
+        for cpu in online.iter() {
+            pages.create(cpu.index());
+            audit().created(Resource::PageCache, cpu.index());
+        }
     }
     let table: Vec<StepSpec> = STEPS.iter().map(|(spec, _)| *spec).collect();
     let engine = match KernelHotplug::new(
@@ -511,6 +563,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         running_at_end: 0,
         workers: Counts::default(),
         switches: 0,
+        frames: (0, 0, 0, 0),
     };
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
@@ -569,6 +622,15 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         run.violations == 0 && run.errors == 0 && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0,
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
+    // Every frame a task took came back, none twice, and the pool with the
+    // caches holds every frame it began with.
+    let (free, cached, held) = pages::get().map_or((0, 0, -1), |pages| pages.accounting());
+    let bad = pages::get().map_or(1, |pages| pages.pool().bad_returns());
+    run.frames = (free, cached, held, bad);
+    checks.check(
+        "every frame went back to the page caches or the pool, none twice, none lost",
+        held == 0 && bad == 0 && free + cached == pages::POOL_FRAMES && run.tally.page_errors == 0,
+    );
     // Classic destroys a dead CPU's worker and creates a new one; bolt
     // parks it: with classic run, workers were destroyed and made anew.
     let classic = engines.iter().any(|(kind, _)| *kind == Engine::Classic);
@@ -638,6 +700,8 @@ impl fmt::Display for Json<'_> {
              \"ran_offline\":{},\"migrated\":{}}},\"violations\":{},\"errors\":{},\
              \"platform_failures\":{},\"grace_periods\":{},\"running_at_end\":{},\
              \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
+             \"frames\":{{\"pool\":{},\"free\":{},\"cached\":{},\"held\":{},\"bad_returns\":{},\
+             \"page_errors\":{}}},\
              \"invariants_hold\":{}}}",
             tally.issued,
             tally.completed,
@@ -654,6 +718,12 @@ impl fmt::Display for Json<'_> {
             run.switches,
             run.workers.created,
             run.workers.destroyed,
+            pages::POOL_FRAMES,
+            run.frames.0,
+            run.frames.1,
+            run.frames.2,
+            run.frames.3,
+            run.tally.page_errors,
             run.invariants_hold()
         )
     }

@@ -30,6 +30,7 @@ mod idt;
 mod kthread;
 mod load;
 mod memory;
+mod pages;
 mod panic;
 mod pci;
 mod pvh;

@@ -104,6 +104,8 @@ static MIGRATED: AtomicU64 = AtomicU64::new(0);
 static STOPPING: AtomicBool = AtomicBool::new(false);
 /// Completions of a task that had completed before.
 static TWICE: AtomicU64 = AtomicU64::new(0);
+/// Slices whose page did not hold what they wrote (or got no page).
+static PAGE_ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// The online mask.
 pub fn online_mask() -> CpuSet {
@@ -225,6 +227,11 @@ fn run_slice(cpu: u32, task: &mut Task) -> bool {
         task.state ^= task.state >> 7;
         task.state ^= task.state << 17;
     }
+    // Each slice also takes a page through its CPU's page cache, writes
+    // it, reads it back and frees it, as the machine's tasks do.
+    if !crate::pages::touch(cpu, task.state) {
+        PAGE_ERRORS.fetch_add(1, Ordering::Relaxed);
+    }
     SLICES.fetch_add(1, Ordering::Relaxed);
     STOPPING.load(Ordering::Relaxed)
 }
@@ -292,6 +299,8 @@ pub struct Tally {
     pub ran_offline: u64,
     /// Tasks moved off a dying CPU.
     pub migrated: u64,
+    /// Slices whose page did not hold what they wrote, or got no page.
+    pub page_errors: u64,
 }
 
 /// The books now.
@@ -306,6 +315,7 @@ pub fn tally() -> Tally {
         slices: SLICES.load(Ordering::Relaxed),
         ran_offline: RAN_OFFLINE.load(Ordering::Relaxed),
         migrated: MIGRATED.load(Ordering::Relaxed),
+        page_errors: PAGE_ERRORS.load(Ordering::Relaxed),
     }
 }
 
