@@ -17,12 +17,18 @@ pub struct Function {
 }
 
 impl Function {
-    /// Reads the configuration dword at `offset` (a multiple of 4).
-    pub fn read(self, offset: u8) -> u32 {
-        let address = 0x8000_0000
+    /// Mechanism #1's address of the configuration dword at `offset`:
+    /// enable bit, bus 0, device, function, register.
+    fn address(self, offset: u8) -> u32 {
+        0x8000_0000
             | u32::from(self.device) << 11
             | u32::from(self.function) << 8
-            | u32::from(offset & 0xfc);
+            | u32::from(offset & 0xfc)
+    }
+
+    /// Reads the configuration dword at `offset` (a multiple of 4).
+    pub fn read(self, offset: u8) -> u32 {
+        let address = self.address(offset);
         // SAFETY: mechanism #1's ports select and read a configuration
         // dword; nothing else in the kernel uses them, and only the boot CPU
         // touches PCI.
@@ -34,10 +40,7 @@ impl Function {
 
     /// Writes the configuration dword at `offset` (a multiple of 4).
     pub fn write(self, offset: u8, value: u32) {
-        let address = 0x8000_0000
-            | u32::from(self.device) << 11
-            | u32::from(self.function) << 8
-            | u32::from(offset & 0xfc);
+        let address = self.address(offset);
         // SAFETY: as `read`; the caller writes a register it owns (the
         // command register of the device it drives).
         unsafe {
