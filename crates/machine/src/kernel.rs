@@ -426,11 +426,10 @@ impl Kernel {
                     vcpu.life_changed.notify_all();
                 }
                 while *life == Life::Dead && !self.shutdown.load(Ordering::SeqCst) {
-                    self.doorbells.get(cpu).idle.swap(true, Ordering::SeqCst);
                     self.rcu.idle_entered(cpu);
                     vcpu.life_changed.wait(&mut life);
                 }
-                self.doorbells.get(cpu).idle.swap(false, Ordering::SeqCst);
+                self.rcu.idle_exited(cpu);
                 if self.shutdown.load(Ordering::SeqCst) {
                     return;
                 }

@@ -3,10 +3,12 @@
 //! A vCPU is in a read-side critical section whenever it runs something (a
 //! task slice, a kernel thread's turn, a callback); it passes a quiescent
 //! state each time round its scheduler loop, and an idle or untracked
-//! (offline) vCPU is quiescent throughout. A grace-period thread, as
-//! Linux's `rcu_gp` kthread, waits until every vCPU it tracked at the start
-//! of a grace period has passed a quiescent state, then ends it; many
-//! `synchronize` callers share one grace period.
+//! (offline) vCPU is quiescent throughout. When a grace period is over is
+//! the shared kernel's [`hotkern_kernel::rcu`], as on bare metal; what
+//! stays here is the machine's own: a grace-period thread, as Linux's
+//! `rcu_gp` kthread, that drives one grace period at a time for the
+//! requests of many `synchronize` callers, and the `call_rcu` callback
+//! lists that each vCPU's `rcuc` thread runs once their grace period ends.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -14,9 +16,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::cpuset::cpu_id;
-use hotkern_kernel::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
+use hotkern_kernel::platform::Cpus;
+use hotkern_kernel::rcu::{GracePeriods, Kind};
+use hotkern_kernel::sync::{AtomicBool, AtomicUsize, Condvar, Mutex};
 
 use crate::signal::{current_cpu, Doorbells};
 use crate::task::Job;
@@ -31,22 +34,15 @@ pub(crate) enum Callback {
 
 #[derive(Default)]
 struct PerCpu {
-    /// Quiescent states passed.
-    quiescent: AtomicU64,
-    /// Whether grace periods wait for this vCPU (it is online).
-    tracked: AtomicBool,
-    /// A grace period waits for this vCPU's next quiescent state. Only the
-    /// grace-period thread clears it: a vCPU that cleared it could consume
-    /// the flag with a quiescent state from before the snapshot and then
-    /// never wake the thread again.
-    wanted: AtomicBool,
     /// Callbacks waiting on this vCPU; `None` when its RCU data is torn down.
     callbacks: Mutex<Option<VecDeque<(u64, Callback)>>>,
     pending: AtomicUsize,
 }
 
+/// The grace periods asked for and done, as the grace-period thread and
+/// its callers count them.
 #[derive(Default)]
-struct GracePeriods {
+struct Requests {
     completed: u64,
     in_progress: bool,
     requested: u64,
@@ -54,12 +50,15 @@ struct GracePeriods {
 }
 
 pub(crate) struct Rcu {
-    state: Mutex<GracePeriods>,
-    /// Wakes the grace-period thread (requests and quiescent reports).
+    state: Mutex<Requests>,
+    /// Wakes the grace-period thread for requests and for `stop`.
     to_thread: Condvar,
     /// Wakes `synchronize` callers.
     ended: Condvar,
-    completed: AtomicU64,
+    /// When a grace period is over; the vCPUs report to it.
+    detect: GracePeriods,
+    /// Gives up the grace period in progress: the machine is stopping.
+    stopping: AtomicBool,
     cpus: Box<[PerCpu]>,
     doorbells: Arc<Doorbells>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -80,10 +79,11 @@ impl Rcu {
     /// spawns one, the loom model runs its body itself.
     pub(crate) fn unstarted(cpus: usize, doorbells: Arc<Doorbells>) -> Arc<Rcu> {
         Arc::new(Rcu {
-            state: Mutex::new(GracePeriods::default()),
+            state: Mutex::new(Requests::default()),
             to_thread: Condvar::new(),
             ended: Condvar::new(),
-            completed: AtomicU64::new(0),
+            detect: GracePeriods::new(),
+            stopping: AtomicBool::new(false),
             cpus: (0..cpus).map(|_| PerCpu::default()).collect(),
             doorbells,
             thread: Mutex::new(None),
@@ -100,6 +100,9 @@ impl Rcu {
     pub(crate) fn stop(&self) {
         self.state.lock().stop = true;
         self.to_thread.notify_all();
+        // The grace period in progress waits on the threads' doorbell.
+        self.stopping.store(true, Ordering::SeqCst);
+        self.doorbells.wake_threads();
         if let Some(handle) = self.thread.lock().take() {
             let _ = handle.join();
         }
@@ -107,7 +110,7 @@ impl Rcu {
 
     /// Grace periods completed so far.
     pub(crate) fn completed(&self) -> u64 {
-        self.completed.load(Ordering::SeqCst)
+        self.detect.completed()
     }
 
     /// Waits for a full grace period: every read-side section running now
@@ -115,12 +118,7 @@ impl Rcu {
     pub(crate) fn synchronize(&self) {
         // A vCPU blocked here runs nothing: it is quiescent while it waits,
         // as a task that sleeps in `synchronize_rcu` lets its CPU switch.
-        let blocked = current_cpu().map(|cpu| {
-            let bell = self.doorbells.get(cpu);
-            let was_idle = bell.idle.swap(true, Ordering::SeqCst);
-            self.idle_entered(cpu);
-            (bell, was_idle)
-        });
+        let blocked = current_cpu().map(|cpu| (cpu, self.idle_entered(cpu)));
         let mut state = self.state.lock();
         let target = Self::request(&mut state);
         self.to_thread.notify_all();
@@ -128,13 +126,13 @@ impl Rcu {
             self.ended.wait(&mut state);
         }
         drop(state);
-        if let Some((bell, was_idle)) = blocked {
-            bell.idle.swap(was_idle, Ordering::SeqCst);
+        if let Some((cpu, false)) = blocked {
+            self.idle_exited(cpu);
         }
     }
 
     /// Asks for the first grace period that starts after now; returns its number.
-    fn request(state: &mut GracePeriods) -> u64 {
+    fn request(state: &mut Requests) -> u64 {
         let target = state.completed + if state.in_progress { 2 } else { 1 };
         state.requested = state.requested.max(target);
         target
@@ -142,54 +140,43 @@ impl Rcu {
 
     /// vCPU `cpu` passed a quiescent state.
     pub(crate) fn quiescent(&self, cpu: usize) {
-        let me = &self.cpus[cpu];
-        me.quiescent.fetch_add(1, Ordering::SeqCst);
-        if me.wanted.load(Ordering::SeqCst) {
-            let _state = self.state.lock();
-            self.to_thread.notify_all();
-        }
+        self.detect.quiescent(&*self.doorbells, cpu_id(cpu));
     }
 
-    /// Starts or stops waiting for `cpu` (its online state, for RCU).
+    /// Starts or stops waiting for `cpu` (its online state, for RCU): a
+    /// grace period waiting on a vCPU that goes offline ends without it.
     pub(crate) fn set_tracked(&self, cpu: usize, tracked: bool) {
-        let me = &self.cpus[cpu];
-        me.tracked.store(tracked, Ordering::SeqCst);
-        if !tracked {
-            // A grace period waiting on this vCPU must not wait forever.
-            let _state = self.state.lock();
-            self.to_thread.notify_all();
-        }
+        self.detect
+            .set_online(&*self.doorbells, cpu_id(cpu), tracked);
     }
 
     pub(crate) fn is_tracked(&self, cpu: usize) -> bool {
-        self.cpus[cpu].tracked.load(Ordering::SeqCst)
+        self.detect.is_online(cpu_id(cpu))
     }
 
-    /// Called when a vCPU goes idle, so a grace period waiting for it ends.
-    ///
-    /// Unlike `quiescent`, this takes the lock: a vCPU may sleep for good
-    /// after it, so its report must not be lost. A lockless check of
-    /// `wanted` here would race with the grace-period thread's snapshot
-    /// (store `wanted`, load `idle` against store `idle`, load `wanted`),
-    /// which is safe only under sequentially consistent fences; with the
-    /// lock, the grace-period thread either sees the vCPU idle when it
-    /// next checks or is woken now. A missed lockless report in
-    /// `quiescent` only delays the grace period to the vCPU's next turn.
-    pub(crate) fn idle_entered(&self, cpu: usize) {
-        let _ = cpu;
-        let state = self.state.lock();
-        if state.in_progress {
-            self.to_thread.notify_all();
-        }
+    /// vCPU `cpu` runs nothing from now (it sleeps, or its thread blocks)
+    /// until [`Rcu::idle_exited`]: a grace period waiting for it ends.
+    /// Returns whether it was idle already.
+    pub(crate) fn idle_entered(&self, cpu: usize) -> bool {
+        self.detect.enter_idle(&*self.doorbells, cpu_id(cpu))
+    }
+
+    /// vCPU `cpu` may run something again.
+    pub(crate) fn idle_exited(&self, cpu: usize) {
+        self.detect.exit_idle(cpu_id(cpu));
     }
 
     /// vCPU `cpu` found nothing to do: sleeps on its doorbell until rung or
     /// until `until`, quiescent meanwhile. The vCPU loop's idle path, and
     /// what the loom model (`tests/loom.rs`) runs as it.
     pub(crate) fn idle(&self, cpu: usize, until: Option<Instant>) {
-        self.doorbells
-            .get(cpu)
-            .idle_wait(until, || self.idle_entered(cpu));
+        self.doorbells.get(cpu).idle_wait(
+            until,
+            || {
+                self.idle_entered(cpu);
+            },
+            || self.idle_exited(cpu),
+        );
     }
 
     /// Creates `cpu`'s callback list; false if it already exists.
@@ -319,43 +306,22 @@ impl Rcu {
                 return;
             }
             state.in_progress = true;
-            let mut waiting = CpuSet::EMPTY;
-            let mut snapshot = vec![0u64; self.cpus.len()];
-            for (cpu, me) in self.cpus.iter().enumerate() {
-                if me.tracked.load(Ordering::SeqCst) && !self.doorbells.observe_idle(cpu) {
-                    // A read-modify-write reads the latest count, never a
-                    // stale one, and orders this snapshot before the vCPU's
-                    // next report: a section it starts after that report
-                    // sees everything the updater did before `synchronize`.
-                    snapshot[cpu] = me.quiescent.fetch_add(0, Ordering::SeqCst);
-                    me.wanted.store(true, Ordering::SeqCst);
-                    waiting.insert(cpu_id(cpu));
-                }
-            }
             drop(state);
-            for cpu in waiting.iter() {
+            let grace_period = self.detect.begin(&*self.doorbells, Kind::Normal);
+            // A busy vCPU rung now does not sleep before its next turn,
+            // which passes a quiescent state.
+            for cpu in grace_period.waiting().iter() {
                 self.doorbells.ring(cpu.index());
             }
+            // Given up only when the machine stops; it then counts as
+            // ended, so that no `synchronize` caller waits for good.
+            let _ = grace_period.wait(&*self.doorbells, None, &|| {
+                self.stopping.load(Ordering::SeqCst)
+            });
+            grace_period.end();
             state = self.state.lock();
-            loop {
-                for cpu in waiting.iter() {
-                    let me = &self.cpus[cpu.index()];
-                    if !me.tracked.load(Ordering::SeqCst)
-                        || self.doorbells.observe_idle(cpu.index())
-                        || me.quiescent.load(Ordering::SeqCst) != snapshot[cpu.index()]
-                    {
-                        waiting.remove(cpu);
-                        me.wanted.store(false, Ordering::SeqCst);
-                    }
-                }
-                if waiting.is_empty() || state.stop {
-                    break;
-                }
-                self.to_thread.wait(&mut state);
-            }
             state.completed += 1;
             state.in_progress = false;
-            self.completed.store(state.completed, Ordering::SeqCst);
             self.ended.notify_all();
             // vCPUs holding callbacks may now run them. Doorbells are rung
             // without the state lock: an idling vCPU holds its doorbell
@@ -401,7 +367,7 @@ mod tests {
                 !waiter.is_finished(),
                 "the grace period ended without waiting for busy CPU 0"
             );
-            rcu.cpus[0].wanted.load(Ordering::SeqCst)
+            rcu.detect.holding_up().contains(cpu_id(0))
         });
         assert_eq!(rcu.completed(), 0);
         rcu.quiescent(0);
@@ -414,8 +380,9 @@ mod tests {
     /// and counts as idle must end without waiting for CPU 0: fails (after
     /// releasing the waiter) if the grace-period thread waits for it.
     fn ends_without_cpu_0(rcu: &Rcu, waiter: JoinHandle<()>, why: &str) {
-        wait_until(|| waiter.is_finished() || rcu.cpus[0].wanted.load(Ordering::SeqCst));
-        let waited = rcu.cpus[0].wanted.load(Ordering::SeqCst);
+        let waits_for_0 = || rcu.detect.holding_up().contains(cpu_id(0));
+        wait_until(|| waiter.is_finished() || waits_for_0());
+        let waited = waits_for_0();
         rcu.quiescent(0);
         waiter.join().unwrap();
         assert!(!waited, "the grace period waited for CPU 0, {why}");
@@ -427,7 +394,7 @@ mod tests {
         let doorbells = Arc::new(Doorbells::new(1));
         let rcu = Rcu::start(1, Arc::clone(&doorbells)).unwrap();
         rcu.set_tracked(0, true);
-        doorbells.get(0).idle.swap(true, Ordering::SeqCst);
+        rcu.idle_entered(0);
         let waiter = {
             let rcu = Arc::clone(&rcu);
             std::thread::spawn(move || rcu.synchronize())
@@ -444,12 +411,12 @@ mod tests {
         // vCPU 0 itself waits for a grace period: it runs nothing while it
         // waits, so the grace period must not wait for it.
         let waiter = {
-            let (rcu, doorbells) = (Arc::clone(&rcu), Arc::clone(&doorbells));
+            let rcu = Arc::clone(&rcu);
             std::thread::spawn(move || {
                 crate::signal::set_current_cpu(Some(0));
                 rcu.synchronize();
                 // Busy again once it returns.
-                assert!(!doorbells.get(0).idle.load(Ordering::SeqCst));
+                assert!(!rcu.detect.is_idle(cpu_id(0)));
             })
         };
         ends_without_cpu_0(&rcu, waiter, "which was blocked in synchronize");
@@ -477,7 +444,7 @@ mod tests {
         // End the grace period: once the grace-period thread waits for
         // CPU 0, one quiescent state of CPU 0 is enough. A callback ready
         // before then had a grace period that never waited for CPU 0.
-        wait_until(|| rcu.cpus[0].wanted.load(Ordering::SeqCst) || rcu.has_ready(0));
+        wait_until(|| rcu.detect.holding_up().contains(cpu_id(0)) || rcu.has_ready(0));
         assert!(
             !rcu.has_ready(0),
             "ready before CPU 0 passed a quiescent state"

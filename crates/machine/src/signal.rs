@@ -1,13 +1,12 @@
 //! Waking a vCPU: the machine's inter-processor interrupt, and the
 //! machine's CPUs as the shared kernel's mechanisms see them ([`Cpus`]).
 
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use hotkern_cpuhp::CpuId;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::platform::Cpus;
-use hotkern_kernel::sync::{AtomicBool, Condvar, Mutex};
+use hotkern_kernel::sync::{Condvar, Mutex};
 
 /// One vCPU's doorbell. Whoever gives a vCPU something to do rings it; the
 /// vCPU sleeps on it only when it has found nothing to do since the last ring.
@@ -15,8 +14,6 @@ use hotkern_kernel::sync::{AtomicBool, Condvar, Mutex};
 pub(crate) struct Doorbell {
     rung: Mutex<bool>,
     wake: Condvar,
-    /// The vCPU is asleep in its idle loop: RCU counts it as quiescent.
-    pub(crate) idle: AtomicBool,
 }
 
 impl Doorbell {
@@ -27,12 +24,16 @@ impl Doorbell {
         self.wake.notify_one();
     }
 
-    /// Sleeps until rung or until `until`; `on_idle` runs after the vCPU
-    /// has marked itself idle and before it sleeps.
-    pub(crate) fn idle_wait(&self, until: Option<Instant>, on_idle: impl FnOnce()) {
+    /// Sleeps until rung or until `until`; `on_idle` runs before it sleeps
+    /// and `on_wake` once it woke, both under the doorbell's lock.
+    pub(crate) fn idle_wait(
+        &self,
+        until: Option<Instant>,
+        on_idle: impl FnOnce(),
+        on_wake: impl FnOnce(),
+    ) {
         let mut rung = self.rung.lock();
         if !*rung {
-            self.idle.swap(true, Ordering::SeqCst);
             on_idle();
             match until {
                 Some(deadline) => {
@@ -40,7 +41,7 @@ impl Doorbell {
                 }
                 None => self.wake.wait(&mut rung),
             }
-            self.idle.swap(false, Ordering::SeqCst);
+            on_wake();
         }
         *rung = false;
     }
@@ -81,16 +82,6 @@ impl Doorbells {
 
     pub(crate) fn get(&self, cpu: usize) -> &Doorbell {
         &self.vcpus[cpu]
-    }
-
-    /// Whether `cpu` is idle, for the grace-period thread. A
-    /// read-modify-write (as Linux's dynticks counter): it reads the
-    /// latest state and orders the observation before the vCPU's next
-    /// wake-up, whose swap reads from it.
-    pub(crate) fn observe_idle(&self, cpu: usize) -> bool {
-        self.vcpus
-            .get(cpu)
-            .is_some_and(|bell| bell.idle.fetch_or(false, Ordering::SeqCst))
     }
 }
 
