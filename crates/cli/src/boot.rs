@@ -150,6 +150,13 @@ fn parse_load_path(text: &str) -> Result<String, String> {
 }
 
 impl BootArgs {
+    /// The same with `mib` MiB of guest memory and a `seconds` timeout.
+    pub fn with_memory(mut self, mib: u64, seconds: f64) -> BootArgs {
+        self.memory = mib;
+        self.timeout = seconds;
+        self
+    }
+
     /// Attaches `image` with `profile`'s throttling and has the kernel
     /// load `path` through the `cache` design, without its hotplug run.
     pub fn set_disk(&mut self, image: &Path, path: &str, profile: &str, cache: &str) {

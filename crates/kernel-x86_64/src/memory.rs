@@ -37,6 +37,10 @@ pub const FREELIST_FIRST4G: FreeList = FreeList(1);
 /// for the run-time plugs of the self test, the trace rings, and a disk
 /// load (its cache's 4 MiB and the file).
 const HEAP_SLACK: u64 = 12 << 20;
+/// From this much RAM on, half of it goes to the heap instead, so that a
+/// boot loader's large file (`bench bcache --platform qemu --full` loads
+/// 270 MB) fits beside the cache.
+const LARGE_RAM: u64 = 512 << 20;
 
 /// The kernel's page descriptor (NetBSD's `struct vm_page`): physmem makes
 /// one per frame, in the heap.
@@ -161,7 +165,13 @@ pub fn bring_up(info: &StartInfo) -> Result<Layout, MemoryError> {
     let started = tsc::now();
     let frames = loaded.frames();
     let descriptors = frames * size_of::<KernelPage>() as u64;
-    let needed = (descriptors + descriptors / 4 + HEAP_SLACK).div_ceil(PAGE_SIZE);
+    let loaded_bytes = frames * PAGE_SIZE;
+    let slack = if loaded_bytes >= LARGE_RAM - (16 << 20) {
+        loaded_bytes / 2
+    } else {
+        HEAP_SLACK
+    };
+    let needed = (descriptors + descriptors / 4 + slack).div_ceil(PAGE_SIZE);
     let Some((handle, first)) = heap_home.filter(|_| needed < largest) else {
         return Err(MemoryError::NoRoomForHeap { needed, largest });
     };

@@ -206,7 +206,7 @@ fn striped_load(
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     if options.platform == super::Platform::Qemu {
-        return qemu::run();
+        return qemu::run(options.full);
     }
     let file_len = if options.full { 270_000_000 } else { 64 << 20 };
     let image = build_image(file_len)?;
