@@ -180,7 +180,7 @@ impl Platform for KernelPlatform {
     }
 
     fn synchronize_grace_period(&self) {
-        if let Err(stalled) = rcu::synchronize(self.tsc_hz, GRACE_TIMEOUT_US) {
+        if let Err(stalled) = rcu::synchronize(GRACE_TIMEOUT_US) {
             platform_failed(format_args!("grace period stalled on cpu {}", stalled.0));
         }
     }

@@ -1,42 +1,43 @@
-//! Grace periods on real CPUs, after Linux's tree RCU reduced to what the
-//! hotplug engine needs: a CPU passes a quiescent state at every turn of
-//! its idle loop (between task slices, which never hold a reference across
-//! turns), and a halted CPU is in an extended quiescent state (Linux's
-//! dyntick-idle), as is a parked one. A grace period ends once every other
-//! running CPU has been seen quiescent since it began.
+//! Grace periods on real CPUs. When a grace period is over is the shared
+//! kernel's [`hotkern_kernel::rcu`] (after Linux's tree RCU reduced to one
+//! node), the same detection the user-mode machine uses; what stays here is
+//! where this kernel's CPUs report to it: each turn of a CPU's idle loop
+//! (between task slices, which never hold a reference across turns) is a
+//! quiescent state, and its halt the extended one (Linux's dyntick-idle).
+//! The CPU that waits halts, and the report that ends the grace period
+//! wakes it with the wake-up IPI ([`KernelCpus`]).
 //!
-//! Who writes what: each CPU writes only its own [`QUIESCENT`] counter and
-//! [`IDLE`] flag; [`synchronize`] on the controlling CPU only reads them.
-//! The flag goes up and down with `swap` (a locked `xchg`, a full barrier
-//! on x86): a reader's loads after leaving idle cannot pass the store that
-//! says it left, which is what lets a waiter trust an idle flag it saw up.
+//! Which CPUs are online for RCU is refreshed from [`smp::is_running`] as
+//! each grace period starts: only the hotplug engine waits for grace
+//! periods, and it starts and parks CPUs itself, so none changes state
+//! while it waits.
 //!
 //! Not modelled: interrupt handlers running on an idle CPU count as idle
 //! (Linux's `rcu_irq_enter` says otherwise); the kernel's handlers read no
 //! RCU-protected data.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::rcu::{GracePeriods, Kind, Unfinished};
 
-use crate::cpu::{self, MAX_CPUS};
+use crate::stop_machine::KernelCpus;
 use crate::{smp, tsc};
 
-static QUIESCENT: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
-static IDLE: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
-static GRACE_PERIODS: AtomicU64 = AtomicU64::new(0);
+/// The kernel's grace periods.
+static GRACE_PERIODS: GracePeriods = GracePeriods::new();
 
 /// CPU `cpu` passed a quiescent state (its idle loop turned).
 pub fn quiescent(cpu: u32) {
-    QUIESCENT[cpu as usize].fetch_add(1, Ordering::SeqCst);
+    GRACE_PERIODS.quiescent(&KernelCpus, CpuId(cpu));
 }
 
 /// CPU `cpu` is about to halt: quiescent until [`exit_idle`].
 pub fn enter_idle(cpu: u32) {
-    IDLE[cpu as usize].swap(true, Ordering::SeqCst);
+    GRACE_PERIODS.enter_idle(&KernelCpus, CpuId(cpu));
 }
 
 /// CPU `cpu` woke from its halt.
 pub fn exit_idle(cpu: u32) {
-    IDLE[cpu as usize].swap(false, Ordering::SeqCst);
+    GRACE_PERIODS.exit_idle(CpuId(cpu));
 }
 
 /// A CPU that did not report a quiescent state in time.
@@ -45,35 +46,19 @@ pub struct Stalled(pub u32);
 
 /// Waits for a grace period (Linux's `synchronize_rcu`): every other
 /// running CPU is idle, parked, or has turned its loop since the call.
-/// Gives up after `timeout_us` and names the CPU that stalled.
+/// Gives up after `timeout_us` and names a CPU that stalled.
 #[hotkern_trace::function]
-pub fn synchronize(tsc_hz: u64, timeout_us: u64) -> Result<(), Stalled> {
-    let me = cpu::current_id().unwrap_or(0);
-    let mut seen = [0u64; MAX_CPUS];
-    for (cpu, count) in seen.iter_mut().enumerate().take(smp::cpu_count() as usize) {
-        *count = QUIESCENT[cpu].load(Ordering::SeqCst);
+pub fn synchronize(timeout_us: u64) -> Result<(), Stalled> {
+    for cpu in 0..smp::cpu_count() {
+        GRACE_PERIODS.set_online(&KernelCpus, CpuId(cpu), smp::is_running(cpu));
     }
-    let limit = u128::from(tsc_hz) * u128::from(timeout_us) / 1_000_000;
-    let started = tsc::now();
-    for cpu in (0..smp::cpu_count()).filter(|&cpu| cpu != me) {
-        let index = cpu as usize;
-        let quiet = || {
-            !smp::is_running(cpu)
-                || IDLE[index].load(Ordering::SeqCst)
-                || QUIESCENT[index].load(Ordering::SeqCst) != seen[index]
-        };
-        while !quiet() {
-            if u128::from(tsc::now() - started) > limit {
-                return Err(Stalled(cpu));
-            }
-            core::hint::spin_loop();
-        }
-    }
-    GRACE_PERIODS.fetch_add(1, Ordering::Relaxed);
-    Ok(())
+    let deadline = tsc::nanos().saturating_add(timeout_us.saturating_mul(1_000));
+    GRACE_PERIODS
+        .synchronize(&KernelCpus, Kind::Normal, Some(deadline))
+        .map_err(|Unfinished(left)| Stalled(left.iter().next().map_or(0, |cpu| cpu.0)))
 }
 
 /// Grace periods completed.
 pub fn grace_periods() -> u64 {
-    GRACE_PERIODS.load(Ordering::Relaxed)
+    GRACE_PERIODS.completed()
 }

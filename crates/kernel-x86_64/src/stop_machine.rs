@@ -23,7 +23,7 @@ use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::stop_machine::Rendezvous;
 
-use crate::{apic, arch, cpu, smp};
+use crate::{apic, arch, cpu, smp, tsc};
 
 /// The kernel's one rendezvous.
 static RENDEZVOUS: Rendezvous = Rendezvous::new();
@@ -45,16 +45,30 @@ impl Cpus for KernelCpus {
     fn wake_threads(&self) {}
 
     fn wait_until(&self, condition: &dyn Fn() -> bool) {
-        arch::without_interrupts(|| {
-            while !condition() {
-                // SAFETY: `sti; hlt` opens interrupts only for the halt
-                // (the `sti` shadow): a wake-up sent after the check above
-                // is taken by the halt, not before it; `cli` closes them
-                // again. Handlers that can run here take no lock (the
-                // wake-up only acknowledges).
-                unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        self.wait_until_deadline(condition, u64::MAX);
+    }
+
+    fn now_ns(&self) -> u64 {
+        tsc::nanos()
+    }
+
+    /// The tick wakes the halt to look at the clock: a deadline passes
+    /// within a tick, unless the caller masked the tick (a call handler).
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        arch::without_interrupts(|| loop {
+            if condition() {
+                return true;
             }
-        });
+            if tsc::nanos() >= deadline_ns {
+                return false;
+            }
+            // SAFETY: `sti; hlt` opens interrupts only for the halt (the
+            // `sti` shadow): a wake-up sent after the check above is taken
+            // by the halt, not before it; `cli` closes them again.
+            // Handlers that can run here take no lock (the wake-up only
+            // acknowledges, the tick counts).
+            unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        })
     }
 }
 
