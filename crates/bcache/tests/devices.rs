@@ -240,3 +240,15 @@ fn striped_sets_and_shared_caches_check_their_members() {
         ConfigError::MismatchedMembers
     );
 }
+
+/// Benchmarks and the CLI label results with the name a cache reports:
+/// each design must report the one it is chosen by.
+#[test]
+fn every_design_reports_the_name_it_is_chosen_by() {
+    let names = ["none", "legacy", "freebsd2016", "hotkern"];
+    for (kind, name) in CacheKind::ALL.into_iter().zip(names) {
+        let cache = kind.build(MemoryDevice::zeroed(64, 512).unwrap(), 16 << 10);
+        assert_eq!(cache.name(), name);
+        assert_eq!(CacheKind::from_name(name), Some(kind));
+    }
+}

@@ -215,3 +215,44 @@ fn a_stray_read_between_streams_replaces_the_least_recently_used_one() {
     assert!(stats.device_ops < rounds + 3 * 20, "{stats}");
     assert!(stats.readahead_issued >= 3 * (rounds - 32), "{stats}");
 }
+
+/// A request's missing blocks are read in one device operation per run of
+/// consecutive missing blocks, and a block already cached between two runs
+/// is a hit, not read again.
+#[test]
+fn hotkern_reads_each_run_of_missing_blocks_once() {
+    let disk = SharedDisk::new(8192, 512, 128, 9);
+    let truth = disk.snapshot();
+    let mut cache = HotkernCache::new(disk, 1 << 20);
+    cache.read(101, 0, &mut [0u8; 512]).unwrap();
+    cache.reset_stats();
+    // Starts before block 101: not sequential, so no read-ahead.
+    let mut buf = [0u8; 4 * 512];
+    cache.read(100, 0, &mut buf).unwrap();
+    assert!(buf[..] == truth[100 * 512..104 * 512]);
+    let stats = cache.stats();
+    // Block 100, then blocks 102 and 103 together.
+    assert_eq!(stats.device_ops, 2, "{stats}");
+    assert_eq!(stats.device_bytes, 3 * 512, "{stats}");
+    assert_eq!((stats.block_hits, stats.block_misses), (1, 3), "{stats}");
+    assert_eq!(stats.readahead_issued, 0, "{stats}");
+}
+
+/// A metadata block read once stays cached however much file data streams
+/// past it: read-ahead fills only the stream ring.
+#[test]
+fn hotkern_keeps_metadata_while_a_long_file_streams_past() {
+    let disk = SharedDisk::new(8192, 512, 128, 10);
+    // 2048 slots: a reuse ring of 512 and a stream ring of 1536.
+    let mut cache = HotkernCache::new(disk, 1 << 20);
+    let mut buf = [0u8; 512];
+    cache.read(10, 0, &mut buf).unwrap();
+    for block in 1000..1000 + 4 * 2048 - 1100 {
+        cache.read(block, 0, &mut buf).unwrap();
+    }
+    let stats = cache.stats();
+    assert!(stats.readahead_issued > 4 * 1536, "{stats}");
+    cache.reset_stats();
+    cache.read(10, 0, &mut buf).unwrap();
+    assert_eq!(cache.stats().device_ops, 0, "{}", cache.stats());
+}
