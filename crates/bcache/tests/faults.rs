@@ -96,6 +96,9 @@ struct FaultRun {
     requests: u64,
     failed: u64,
     served: u64,
+    writes: u64,
+    /// Failed writes: where a write must touch nothing beyond its blocks.
+    failed_writes: u64,
     /// Served reads overlapping bytes a request failed on since they were
     /// last served: where a cache that kept a failed transfer would show it.
     served_after_failure: u64,
@@ -123,6 +126,7 @@ fn random_faults(seed: u64, read_rate: u32, write_rate: u32, budget_blocks: usiz
             let (block, offset) = (at / 512, (at % 512) as usize);
             run.requests += 1;
             let outcome = if rng.random_range(0..5) == 0 {
+                run.writes += 1;
                 let data = pattern(len, step);
                 let before = disk.snapshot();
                 let outcome = cache.write(block, offset, &data);
@@ -135,6 +139,7 @@ fn random_faults(seed: u64, read_rate: u32, write_rate: u32, budget_blocks: usiz
                         "{kind}: a successful write at step {step} left the device wrong (seed {seed})"
                     );
                 } else {
+                    run.failed_writes += 1;
                     // Torn or not, a failed write touches only the blocks it covers.
                     let (low, high) = (block as usize * 512, end.next_multiple_of(512) as usize);
                     assert!(
@@ -187,16 +192,23 @@ proptest! {
         // walk is mostly sequential and wraps every 128 blocks).
         let run = random_faults(seed, read_rate, write_rate, budget_blocks);
         let share = |n: u64| n as f64 / run.requests as f64;
+        // A write fails when any of its transfers does (its edge reads
+        // included), so at least 5 % of writes fail.
+        let failed_writes = run.failed_writes as f64 / run.writes.max(1) as f64;
         println!(
-            "{} requests: {:.1} % failed, {:.1} % served, {:.1} % served after a failure there",
+            "{} requests: {:.1} % failed, {:.1} % served, {:.1} % served after a failure there, \
+             {:.1} % of {} writes failed",
             run.requests,
             100.0 * share(run.failed),
             100.0 * share(run.served),
-            100.0 * share(run.served_after_failure)
+            100.0 * share(run.served_after_failure),
+            100.0 * failed_writes,
+            run.writes
         );
         prop_assert!(share(run.failed) >= 0.03);
         prop_assert!(share(run.served) >= 0.30);
         prop_assert!(share(run.served_after_failure) >= 0.03);
+        prop_assert!(failed_writes >= 0.025);
     }
 }
 
