@@ -1,5 +1,6 @@
 //! Grace-period detection: when a grace period is over, on CPUs that are
 //! std threads (the loom models are in `tests/rcu_loom.rs`).
+#![cfg(not(loom))]
 
 mod common;
 

@@ -30,10 +30,17 @@ fn read(shared: &Shared) {
 }
 
 /// CPUs `0..cpus` online; CPU 0 runs `reader`, CPU 1 (if any) runs
-/// `other`; the model's main thread, no CPU, is the updater: it publishes
-/// version 1, waits for a grace period and frees version 0.
-fn reader_and_updater(cpus: u32, reader: fn(&Shared, &Cpu), other: fn(&Shared, &Cpu)) {
-    let bells = Bells::new(cpus as usize);
+/// `other`; the model's main thread is the updater: it publishes version
+/// 1, waits for a grace period and frees version 0. The updater is no CPU
+/// (the machine's grace-period thread drives), or with `updater_is_cpu`
+/// online CPU `cpus` (the bare-metal kernel's hotplug CPU drives).
+fn reader_and_updater(
+    cpus: u32,
+    updater_is_cpu: bool,
+    reader: fn(&Shared, &Cpu),
+    other: fn(&Shared, &Cpu),
+) {
+    let bells = Bells::new(cpus as usize + 1);
     let shared = Arc::new(Shared {
         rcu: GracePeriods::new(),
         version: AtomicUsize::new(0),
@@ -54,9 +61,12 @@ fn reader_and_updater(cpus: u32, reader: fn(&Shared, &Cpu), other: fn(&Shared, &
         })
         .collect();
     let updater = Cpu {
-        me: None,
+        me: updater_is_cpu.then_some(CpuId(cpus)),
         bells: Arc::clone(&bells),
     };
+    if updater_is_cpu {
+        shared.rcu.set_online(&updater, CpuId(cpus), true);
+    }
     shared.version.store(1, SeqCst);
     assert_eq!(shared.rcu.synchronize(&updater, Kind::Normal, None), Ok(()));
     shared.freed.store(0, SeqCst);
@@ -76,17 +86,26 @@ fn sleep(shared: &Shared, me: &Cpu) {
 #[test]
 fn a_reader_never_sees_a_freed_version() {
     checker().check(|| {
-        reader_and_updater(
-            1,
-            |shared, me| {
-                read(shared);
-                shared.rcu.quiescent(me, CpuId(0));
-                read(shared);
-                sleep(shared, me);
-            },
-            |_, _| {},
-        );
+        reader_and_updater(1, false, two_sections, |_, _| {});
     });
+}
+
+/// The same with the bare-metal kernel's shape: the updater is a CPU, and
+/// the last report wakes it with [`Cpus::wake`] rather than as a thread.
+///
+/// [`Cpus::wake`]: hotkern_kernel::platform::Cpus::wake
+#[test]
+fn a_reader_never_sees_a_freed_version_when_a_cpu_waits() {
+    checker().check(|| {
+        reader_and_updater(1, true, two_sections, |_, _| {});
+    });
+}
+
+fn two_sections(shared: &Shared, me: &Cpu) {
+    read(shared);
+    shared.rcu.quiescent(me, CpuId(0));
+    read(shared);
+    sleep(shared, me);
 }
 
 /// A CPU woken from idle is awake again before it reads: a grace period
@@ -96,6 +115,7 @@ fn a_cpu_leaving_idle_reads_what_the_grace_period_protects() {
     checker().check(|| {
         reader_and_updater(
             1,
+            false,
             |shared, me| {
                 shared.rcu.enter_idle(me, CpuId(0));
                 shared.rcu.exit_idle(CpuId(0));
@@ -114,6 +134,7 @@ fn a_cpu_going_offline_releases_the_grace_period() {
     checker().check(|| {
         reader_and_updater(
             2,
+            false,
             |shared, me| {
                 read(shared);
                 sleep(shared, me);
@@ -132,6 +153,7 @@ fn reporting_inside_a_section_is_caught() {
     checker().check(|| {
         reader_and_updater(
             1,
+            false,
             |shared, me| {
                 let seen = shared.version.load(SeqCst);
                 shared.rcu.quiescent(me, CpuId(0));
