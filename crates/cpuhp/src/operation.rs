@@ -309,7 +309,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         let targets = walk.targets;
         if direction == Direction::Up {
             let start = self.platform.now_ns();
-            targets.iter().for_each(|cpu| self.platform.power_on(cpu));
+            self.platform.power_on_many(targets);
             walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
         } else {
             // Readers that saw the CPU as usable must be done before it stops.
@@ -335,7 +335,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             Direction::Down => {
                 walk.online = walk.online.difference(&targets);
                 let start = self.platform.now_ns();
-                targets.iter().for_each(|cpu| self.platform.power_off(cpu));
+                self.platform.power_off_many(targets);
                 walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
             }
         }

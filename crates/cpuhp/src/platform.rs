@@ -60,6 +60,22 @@ pub trait Platform: Sync {
         let _ = cpu;
     }
 
+    /// Starts every CPU of `cpus` and returns once all are executing: what
+    /// the engine calls. A platform that can start CPUs in parallel (as
+    /// Linux's parallel bring-up kicks every AP before waiting for any)
+    /// overrides it; the default starts them one after the other with
+    /// [`power_on`](Platform::power_on).
+    fn power_on_many(&self, cpus: CpuSet) {
+        cpus.iter().for_each(|cpu| self.power_on(cpu));
+    }
+
+    /// Stops every CPU of `cpus` and returns once all have stopped: what
+    /// the engine calls. The default stops them one after the other with
+    /// [`power_off`](Platform::power_off).
+    fn power_off_many(&self, cpus: CpuSet) {
+        cpus.iter().for_each(|cpu| self.power_off(cpu));
+    }
+
     /// Deferred work is pending: arrange for
     /// [`Hotplug::run_deferred`](crate::Hotplug::run_deferred) to be called
     /// soon on a worker thread. Called with no engine lock held. Default:

@@ -186,14 +186,24 @@ impl Platform for KernelPlatform {
     }
 
     fn power_on(&self, cpu: CpuId) {
-        if let Err(error) = smp::start(cpu.0, self.tsc_hz) {
-            platform_failed(format_args!("cpu {} did not start: {error:?}", cpu.0));
-        }
+        self.power_on_many(CpuSet::single(cpu));
     }
 
     fn power_off(&self, cpu: CpuId) {
-        if let Err(error) = smp::offline(cpu.0, self.tsc_hz) {
-            platform_failed(format_args!("cpu {} did not park: {error:?}", cpu.0));
+        self.power_off_many(CpuSet::single(cpu));
+    }
+
+    fn power_on_many(&self, cpus: CpuSet) {
+        let cpus: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
+        if let Err((cpu, error)) = smp::start_many(&cpus, self.tsc_hz) {
+            platform_failed(format_args!("cpu {cpu} did not start: {error:?}"));
+        }
+    }
+
+    fn power_off_many(&self, cpus: CpuSet) {
+        let cpus: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
+        if let Err((cpu, error)) = smp::offline_many(&cpus, self.tsc_hz) {
+            platform_failed(format_args!("cpu {cpu} did not park: {error:?}"));
         }
     }
 }

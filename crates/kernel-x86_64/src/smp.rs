@@ -142,26 +142,47 @@ fn check_cpu(cpu: u32) -> Result<usize, SmpError> {
 
 /// Starts CPU `cpu` (not the boot CPU) and waits until it is online.
 pub fn start(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
-    let index = check_cpu(cpu)?;
-    if STATE[index].load(Ordering::Acquire) != OFFLINE {
-        return Err(SmpError::WrongState(cpu));
+    start_many(&[cpu], tsc_hz).map_err(|(_, error)| error)
+}
+
+/// Starts every CPU of `cpus` at once — each gets its INIT and SIPI
+/// before any is waited for, as Linux's parallel bring-up kicks every AP
+/// first — and waits until all are online. A second SIPI goes to those
+/// not up after 200 µs. On failure, the first CPU that failed and why
+/// (the others were still waited for).
+pub fn start_many(cpus: &[u32], tsc_hz: u64) -> Result<(), (u32, SmpError)> {
+    for &cpu in cpus {
+        let index = check_cpu(cpu).map_err(|error| (cpu, error))?;
+        if STATE[index].load(Ordering::Acquire) != OFFLINE {
+            return Err((cpu, SmpError::WrongState(cpu)));
+        }
     }
-    let stack_top = STACKS[index].0.get() as u64 + AP_STACK_BYTES as u64;
-    // SAFETY: starts run one at a time on the boot CPU, and every earlier
-    // start either reached its entry or timed out (and a timed-out CPU is
-    // never waited for again, so at worst it runs the fresh copy).
-    unsafe { trampoline::install(stack_top, ap_entry, u64::from(cpu)) };
-    let apic_id = apic_id(cpu);
-    let is_online = || STATE[index].load(Ordering::Acquire) == ONLINE;
-    apic::send_init(apic_id);
-    apic::send_startup(apic_id, (trampoline::BASE >> 12) as u8);
-    if !wait(tsc_hz, SECOND_SIPI_US, is_online) {
-        apic::send_startup(apic_id, (trampoline::BASE >> 12) as u8);
+    for &cpu in cpus {
+        let index = cpu as usize;
+        let stack_top = STACKS[index].0.get() as u64 + AP_STACK_BYTES as u64;
+        // SAFETY: only the boot CPU starts CPUs, and `cpu` is offline: it
+        // is parked (or never ran), so nothing reads its row; the CPUs
+        // starting beside it read only their own rows.
+        unsafe { trampoline::install(index, apic_id(cpu), stack_top, ap_entry, u64::from(cpu)) };
+        apic::send_init(apic_id(cpu));
+        apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
     }
-    if wait(tsc_hz, TIMEOUT_US, is_online) {
+    let is_online = |cpu: u32| STATE[cpu as usize].load(Ordering::Acquire) == ONLINE;
+    let all_online = || cpus.iter().all(|&cpu| is_online(cpu));
+    if !wait(tsc_hz, SECOND_SIPI_US, all_online) {
+        for &cpu in cpus.iter().filter(|&&cpu| !is_online(cpu)) {
+            apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
+        }
+    }
+    if wait(tsc_hz, TIMEOUT_US, all_online) {
         Ok(())
     } else {
-        Err(SmpError::Timeout(cpu))
+        let late = cpus
+            .iter()
+            .copied()
+            .find(|&cpu| !is_online(cpu))
+            .unwrap_or(0);
+        Err((late, SmpError::Timeout(late)))
     }
 }
 
@@ -240,21 +261,33 @@ pub fn is_running(cpu: u32) -> bool {
 /// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
 /// off. Returns once it has parked.
 pub fn offline(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
-    let index = check_cpu(cpu)?;
-    if STATE[index]
-        .compare_exchange(ONLINE, GOING_OFFLINE, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
-    {
-        return Err(SmpError::WrongState(cpu));
+    offline_many(&[cpu], tsc_hz).map_err(|(_, error)| error)
+}
+
+/// Asks every CPU of `cpus` to park, then waits until all have: they
+/// leave their idle loops in parallel. On failure, the first CPU that
+/// failed and why; a CPU that was not online is refused before any is
+/// asked.
+pub fn offline_many(cpus: &[u32], tsc_hz: u64) -> Result<(), (u32, SmpError)> {
+    for &cpu in cpus {
+        let index = check_cpu(cpu).map_err(|error| (cpu, error))?;
+        if STATE[index].load(Ordering::Acquire) != ONLINE {
+            return Err((cpu, SmpError::WrongState(cpu)));
+        }
     }
-    // Wakes it from `hlt`, to find the request at the top of its loop.
-    apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
-    if wait(tsc_hz, TIMEOUT_US, || {
-        STATE[index].load(Ordering::Acquire) == OFFLINE
-    }) {
+    for &cpu in cpus {
+        // Only the boot CPU changes an online CPU's state, so the check
+        // above still holds.
+        STATE[cpu as usize].store(GOING_OFFLINE, Ordering::Release);
+        // Wakes it from `hlt`, to find the request at the top of its loop.
+        apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
+    }
+    let parked = |cpu: u32| STATE[cpu as usize].load(Ordering::Acquire) == OFFLINE;
+    if wait(tsc_hz, TIMEOUT_US, || cpus.iter().all(|&cpu| parked(cpu))) {
         Ok(())
     } else {
-        Err(SmpError::Timeout(cpu))
+        let late = cpus.iter().copied().find(|&cpu| !parked(cpu)).unwrap_or(0);
+        Err((late, SmpError::Timeout(late)))
     }
 }
 
