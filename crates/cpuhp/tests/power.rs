@@ -20,7 +20,7 @@ impl Platform for Recorder {
         work(cpu)
     }
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        cpus.iter().for_each(|cpu| work(cpu))
+        cpus.iter().for_each(work)
     }
     fn synchronize_grace_period(&self) {}
     fn power_on(&self, _: CpuId) {
