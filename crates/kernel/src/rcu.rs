@@ -35,8 +35,10 @@
 //!   everything the driver did before (the updater's unpublishing);
 //! - going offline clears the CPU's bit in `online`, then reports: the
 //!   same pair, with `online` for `idle`;
-//! - the driver waits with [`Cpus::wait_until_deadline`] until `qsmask` is
-//!   empty, then ends the sequence.
+//! - the driver sleeps in [`Cpus::wait_until`] (or
+//!   [`Cpus::wait_until_deadline`], given a deadline) until `qsmask` is
+//!   empty, then ends the sequence; past the deadline it names the CPUs
+//!   left and the grace period is dropped, never counted.
 //!
 //! Who writes what: each CPU writes only its own bits of `idle` and
 //! `qsmask` (and `online`, through whoever runs its hotplug steps); the
