@@ -135,8 +135,8 @@ fn from_document(document: &Value) -> Result<Report, String> {
     });
     report.notes.push(format!(
         "platform qemu: {CPUS} vCPUs under {}, timed by the kernel's own TSC ({} MHz); {steps} \
-         kernel steps, {deferrable} of them deferrable (the machine has 16); each AP start \
-         (power) is an INIT-SIPI-SIPI, 0.1-6 ms under TCG",
+         kernel steps, {deferrable} of them deferrable (the machine has 16); power is an \
+         INIT-SIPI-SIPI per AP, sent to a bulk operation's APs all at once",
         document["accel"].as_str().unwrap_or("?").to_uppercase(),
         guest["tsc_mhz"],
     ));
