@@ -33,9 +33,11 @@
 
 use core::cell::UnsafeCell;
 
+pub(crate) mod interrupt;
 mod reader;
 mod words;
 
+use interrupt::Window;
 pub use reader::PageRead;
 
 use super::local::{AtomicU64, LocalU64, Ordering};
@@ -380,6 +382,7 @@ impl CpuBuffer {
             let size = need + if extend { TIME_EXTEND_SIZE as u64 } else { 0 };
             if off + size <= PAGE_DATA_SIZE as u64 {
                 let new = (time << OFF_BITS) | (off + size);
+                self.window(Window::Exchange);
                 if self.word.compare_exchange(word, new).is_err() {
                     continue;
                 }
@@ -463,6 +466,7 @@ impl CpuBuffer {
         }
         // From here until `word` is reset, writers nesting on us drop their
         // events, so this CPU's page switch is ours alone.
+        self.window(Window::Sealed);
         let old_page = tail.page();
         let next = tail.seq() + 1;
         let n = self.ring.len() as u64;
@@ -547,6 +551,7 @@ impl CpuBuffer {
             // if `word` is still ours, `tail` still names our page.
             let tail = self.load_tail();
             if self.word.load() == word {
+                self.window(Window::CommitCheck);
                 // Our end is past every earlier commit, so no max is needed.
                 let end = (tail.seq() << OFF_BITS) | (word & OFF_MASK);
                 self.commit.store(end, Ordering::Release);
@@ -572,6 +577,7 @@ impl CpuBuffer {
             if self.nesting.load() == 1 && position > self.commit.load(Ordering::Relaxed) {
                 self.commit.store(position, Ordering::Release);
             }
+            self.window(Window::FinishRecheck);
             self.nesting.sub(1);
             if self.nesting.load() != 0 || self.position() == position {
                 return;

@@ -28,6 +28,11 @@ fn tags(pages: &[Box<[u8; PAGE_SIZE]>]) -> Vec<(u64, u32)> {
     out
 }
 
+/// Data bytes of an event with an 8-byte payload (a 4-byte header).
+const SMALL_EVENT: usize = 12;
+/// Such events in one page: 340, filling the 4080 data bytes exactly.
+const SMALL_PER_PAGE: usize = PAGE_DATA_SIZE / SMALL_EVENT;
+
 fn write(ring: &RingBuffer, cpu: usize, now: u64, tag: u32, len: usize) -> Result<(), Refused> {
     // SAFETY: tests write each CPU from one thread.
     unsafe { ring.write(cpu, now, &payload(tag, len)) }
@@ -398,80 +403,12 @@ fn alignment_padding_is_zeroed_not_stale() {
     }
 }
 
-// Printing the shares needs `std`.
+mod edges;
+
+// Printing the shares, and the interrupts' thread-local, need `std`.
 #[cfg(feature = "std")]
 mod decode;
-
-mod properties {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[derive(Debug, Clone)]
-    enum Step {
-        Write { len: usize, gap: u64 },
-        Read,
-    }
-
-    fn step() -> impl Strategy<Value = Step> {
-        prop_oneof![
-            // Whole words, so `tags` can compare whole payloads.
-            4 => (2usize..75, prop_oneof![0u64..50, 1u64 << 26..1u64 << 33])
-                .prop_map(|(words, gap)| Step::Write { len: words * 4, gap }),
-            1 => Just(Step::Read),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
-
-        /// Against a model: every event read is one written, in order, with
-        /// its exact time (times strictly increase here); what is missing
-        /// is exactly what the counters call lost, and in producer/consumer
-        /// mode only the newest can be missing, in overwrite mode the oldest.
-        #[test]
-        fn ring_matches_a_model(
-            pages in 2usize..6,
-            overwrite in any::<bool>(),
-            steps in proptest::collection::vec(step(), 1..400),
-        ) {
-            let mode = if overwrite { Mode::Overwrite } else { Mode::ProducerConsumer };
-            let ring = RingBuffer::new(1, pages, mode).unwrap();
-            let mut time = 1u64;
-            let mut written: Vec<(u64, u32)> = Vec::new();
-            let mut read: Vec<(u64, u32)> = Vec::new();
-            let mut page = Box::new([0u8; PAGE_SIZE]);
-            for (i, step) in steps.iter().enumerate() {
-                match step {
-                    Step::Write { len, gap } => {
-                        time += gap + 1;
-                        let _ = write(&ring, 0, time, i as u32, *len);
-                        written.push((time, i as u32));
-                    }
-                    Step::Read => {
-                        if ring.read_page(0, &mut page).is_some() {
-                            read.extend(tags(&[page.clone()]));
-                        }
-                    }
-                }
-            }
-            read.extend(tags(&ring.drain_cpu(0)));
-            let stats = ring.stats(0).unwrap();
-            prop_assert_eq!(stats.written, written.len() as u64);
-            prop_assert_eq!(stats.written, stats.read + stats.lost());
-            prop_assert_eq!(read.len() as u64, stats.read);
-            // Read events are a subsequence of the written ones, times exact.
-            let mut cursor = written.iter();
-            for event in &read {
-                prop_assert!(cursor.any(|w| w == event), "{:?} not in order", event);
-            }
-            if !overwrite {
-                prop_assert_eq!(stats.overrun, 0);
-            } else {
-                prop_assert_eq!(stats.dropped, 0);
-                if let Some(last) = written.last() {
-                    prop_assert_eq!(read.last(), Some(last));
-                }
-            }
-        }
-    }
-}
+#[cfg(feature = "std")]
+mod model;
+#[cfg(feature = "std")]
+mod windows;

@@ -5,7 +5,7 @@
 use super::words::{
     slot_consumed, slot_data, slot_free, slot_page, slot_seq, CONSUMED_MASK, FREE, SEQ_MASK,
 };
-use super::{CpuBuffer, Ordering, ReaderState, OFF_BITS, OFF_MASK};
+use super::{CpuBuffer, Ordering, ReaderState, Window, OFF_BITS, OFF_MASK};
 use crate::ring::page::{
     PageView, MISSED_EVENTS, MISSED_STORED, PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE,
 };
@@ -44,6 +44,7 @@ impl CpuBuffer {
                 return None;
             }
             let slot = &self.ring[(seq % n) as usize];
+            self.window(Window::ReaderSlot);
             let current = slot.load(Ordering::SeqCst);
             if current & FREE != 0 || slot_seq(current) != (seq & SEQ_MASK) {
                 if current & FREE == 0 && slot_seq(current) > (seq & SEQ_MASK) {
