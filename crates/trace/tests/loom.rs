@@ -135,6 +135,15 @@ fn nested_writer_inside_a_reservation() {
             unsafe {
                 let mut outer = ring.reserve(0, 100, 64).unwrap();
                 ring.write(0, 150, &payload(2, 64)).unwrap();
+                // The page bytes are plain memory, which loom does not
+                // track, so nothing made it run the reader between the
+                // nested commit and the outer payload, where a nested
+                // writer that commits (it must not) hands out the outer
+                // event unwritten. Loading the read counter, which a
+                // reader that took events has added to, is an operation
+                // loom orders against that reader: it then also runs the
+                // reader before this point.
+                let _ = ring.stats(0);
                 outer.payload_mut().copy_from_slice(&payload(1, 64));
                 outer.commit();
             }
