@@ -214,17 +214,65 @@ fn program_agrees_with_reference() {
     assert!(glob_share >= 0.15 && glob_tries.get() >= CASES);
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1500))]
-
-    /// Every case reaches the comparison: a printed expression that fails
-    /// to parse fails the test.
-    #[test]
-    fn printed_expressions_parse_back(expr in expression()) {
-        let fields = fields();
-        let parsed = hotkern_trace::filter::parse(&expr.to_string(), &fields).unwrap();
-        prop_assert_eq!(parsed, expr);
+/// Operators on the path from the root to each leaf, at most.
+fn depth(expr: &Expr) -> usize {
+    match expr {
+        Expr::Compare(_) => 0,
+        Expr::Not(e) => 1 + depth(e),
+        Expr::And(a, b) | Expr::Or(a, b) => 1 + depth(a).max(depth(b)),
     }
+}
+
+/// Whether `expr` holds both `&&` and `||`, whose precedence the printed
+/// parentheses must keep.
+fn mixes_and_or(expr: &Expr) -> bool {
+    fn walk(expr: &Expr, seen: &mut (bool, bool)) {
+        match expr {
+            Expr::Compare(_) => {}
+            Expr::Not(e) => walk(e, seen),
+            Expr::And(a, b) => {
+                seen.0 = true;
+                walk(a, seen);
+                walk(b, seen);
+            }
+            Expr::Or(a, b) => {
+                seen.1 = true;
+                walk(a, seen);
+                walk(b, seen);
+            }
+        }
+    }
+    let mut seen = (false, false);
+    walk(expr, &mut seen);
+    seen == (true, true)
+}
+
+/// A printed expression that fails to parse, or parses to another tree,
+/// fails the test. Most trees must nest operators, and many must mix `&&`
+/// with `||`, or the parentheses and precedence go untested.
+#[test]
+fn printed_expressions_parse_back() {
+    const CASES: u32 = 1500;
+    let (nested, mixed) = (Cell::new(0u32), Cell::new(0u32));
+    let mut runner = TestRunner::new(Config::with_cases(CASES));
+    runner
+        .run(&expression(), |expr| {
+            let fields = fields();
+            let parsed = hotkern_trace::filter::parse(&expr.to_string(), &fields).unwrap();
+            prop_assert_eq!(&parsed, &expr);
+            nested.set(nested.get() + u32::from(depth(&expr) >= 2));
+            mixed.set(mixed.get() + u32::from(mixes_and_or(&expr)));
+            Ok(())
+        })
+        .unwrap();
+    let share = |n: u32| f64::from(n) / f64::from(CASES);
+    eprintln!(
+        "{:.0} % nest two operators or more, {:.0} % mix && with ||",
+        100.0 * share(nested.get()),
+        100.0 * share(mixed.get())
+    );
+    assert!(share(nested.get()) >= 0.8);
+    assert!(share(mixed.get()) >= 0.3);
 }
 
 const TOKENS: &[&str] = &[
