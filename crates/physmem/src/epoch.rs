@@ -235,4 +235,40 @@ mod tests {
         assert_eq!(freed, [1, 2]);
         assert_eq!(retired.pending(), 0);
     }
+
+    #[test]
+    fn any_stripe_number_counts_the_reader() {
+        // Stripes are taken modulo STRIPES: CPU numbers far beyond it
+        // (and the largest one) still pin, and still hold garbage back.
+        let domain = Domain::new();
+        let mut retired = Retired::new();
+        let mut freed = Vec::new();
+        let pins = [STRIPES * STRIPES + 1, usize::MAX].map(|cpu| domain.pin(cpu));
+        retired.retire(1);
+        retired.collect(&domain, |g| freed.push(g));
+        assert!(freed.is_empty());
+        let [first, last] = pins;
+        drop(first);
+        retired.collect(&domain, |g| freed.push(g));
+        assert!(freed.is_empty(), "the other reader is still inside");
+        drop(last);
+        retired.collect(&domain, |g| freed.push(g));
+        assert_eq!(freed, [1]);
+    }
+
+    #[test]
+    fn drain_all_frees_everything_whatever_the_readers() {
+        let domain = Domain::new();
+        let mut retired = Retired::new();
+        let _reader = domain.pin(0);
+        retired.retire(1);
+        retired.collect(&domain, |_| panic!("a reader is inside"));
+        retired.retire(2);
+        // 1 waits for the reader, 2 is in the current bag.
+        assert_eq!(retired.pending(), 2);
+        let mut freed = Vec::new();
+        retired.drain_all(|g| freed.push(g));
+        assert_eq!(freed, [1, 2]);
+        assert_eq!(retired.pending(), 0);
+    }
 }

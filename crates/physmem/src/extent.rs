@@ -390,4 +390,59 @@ mod tests {
         e.free(4, 2).unwrap();
         assert!(e.is_unused());
     }
+
+    #[test]
+    fn fixed_store_removes_the_region_asked_for_and_nothing_past_the_end() {
+        let regions = [0, 10, 20].map(|start| Region { start, len: 5 });
+        let mut store = FixedRegions::<4>::new();
+        for (i, &region) in regions.iter().enumerate() {
+            store.insert(i, region).unwrap();
+        }
+        store.remove(3);
+        assert_eq!(store.regions(), &regions[..]);
+        store.remove(1);
+        assert_eq!(store.regions(), &[regions[0], regions[2]]);
+    }
+
+    #[test]
+    fn free_between_two_free_regions_merges_them_and_keeps_the_next() {
+        let mut e = Extent::with_store(100, FixedRegions::<4>::new());
+        for start in [0, 10, 20, 30, 40] {
+            assert_eq!(e.alloc(10), Ok(start));
+        }
+        e.free(0, 10).unwrap();
+        e.free(20, 10).unwrap();
+        // Free: [0, 10), [20, 30) and [50, 100); [10, 20) joins the first
+        // two into one record, and the third stays.
+        e.free(10, 10).unwrap();
+        let merged = Region { start: 0, len: 30 };
+        assert_eq!(e.free_regions(), &[merged, Region { start: 50, len: 50 }]);
+        assert_eq!(e.free_units(), 80);
+        assert_eq!(e.alloc(50), Ok(50));
+    }
+
+    #[test]
+    fn alloc_at_a_regions_start_or_end_leaves_no_empty_record() {
+        let mut e = Extent::new(100);
+        assert_eq!(e.size(), 100);
+        assert_eq!(e.alloc(10), Ok(0));
+        // The free region is [10, 100): take from inside, its start, its end.
+        e.alloc_at(50, 5).unwrap();
+        let (low, high) = (Region { start: 10, len: 40 }, Region { start: 55, len: 45 });
+        assert_eq!(e.free_regions(), &[low, high]);
+        e.alloc_at(10, 5).unwrap();
+        e.alloc_at(95, 5).unwrap();
+        let (low, high) = (Region { start: 15, len: 35 }, Region { start: 55, len: 40 });
+        assert_eq!(e.free_regions(), &[low, high]);
+        assert_eq!(e.free_units(), 75);
+    }
+
+    #[test]
+    fn an_extent_of_no_units_records_no_region() {
+        let mut e = Extent::new(0);
+        assert_eq!((e.size(), e.free_units()), (0, 0));
+        assert!(e.free_regions().is_empty());
+        assert_eq!(e.alloc(1), Err(ExtentError::NoSpace));
+        assert!(e.is_unused());
+    }
 }

@@ -9,6 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
+use hotkern_physmem::extent::Extent;
 use hotkern_physmem::{
     BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle, SegmentInfo,
 };
@@ -216,6 +217,44 @@ fn whole_unplug_out_of_memory_changes_nothing() {
         });
         assert_eq!(mem.segment_info(handles[0]), Err(PhysmemError::StaleHandle));
         assert_eq!(mem.len(), 2);
+    });
+}
+
+#[test]
+fn extent_frees_within_a_reservation_allocate_nothing() {
+    // Slabs reserve room in their extent before an unplug, so that giving
+    // the descriptors back later, when no reader can see them, cannot fail.
+    let mut extent = Extent::new(100);
+    for start in (0..100).step_by(5) {
+        assert_eq!(extent.alloc(5), Ok(start));
+    }
+    extent.reserve(10).unwrap();
+    // Every other range: each free is a region of its own. The results go
+    // to an array: collecting them would allocate.
+    let starts: [u64; 10] = std::array::from_fn(|i| 10 * i as u64);
+    let (freed, failed) = failing_at(1, || starts.map(|start| extent.free(start, 5)));
+    assert!(!failed, "a free allocated");
+    assert!(freed.iter().all(Result::is_ok), "{freed:?}");
+    assert_eq!(extent.free_regions().len(), 10);
+}
+
+#[test]
+fn whole_unplug_retiring_every_section_reserves_room_for_all_it_retires() {
+    without_leaks(|| {
+        // Two segments in two sections, neither covering one whole: the
+        // unplug of the upper one retires both sections, the slot chunk,
+        // the old index and the descriptors, the most the index's bound
+        // allows. Publishing must not allocate; if the room reserved
+        // before it falls one short, the retire bag grows while
+        // publishing, and failing that allocation aborts.
+        let mem: Physmem<BasicPage> = Physmem::initialized();
+        let handles = vec![
+            mem.plug(Pfn(0), PageCount(10)).unwrap(),
+            mem.plug(Pfn(500), PageCount(20)).unwrap(),
+        ];
+        refused_until_memory(&mem, &handles, 600, || mem.unplug(Pfn(500), PageCount(20)));
+        assert_eq!(mem.segment_info(handles[1]), Err(PhysmemError::StaleHandle));
+        assert_eq!(mem.read().highest_frame(), Some(Pfn(9)));
     });
 }
 

@@ -58,6 +58,13 @@ fn handle_immutability_holds_for_hotkern_and_rbtree_and_fails_for_static() {
 }
 
 #[test]
+fn implementations_go_by_the_names_the_benchmark_reports_use() {
+    assert_eq!(PhysSegments::name(&Mem::new()), "hotkern");
+    assert_eq!(RbTreeSegments::<BasicPage>::new().name(), "rbtree");
+    assert_eq!(StaticSegments::<BasicPage>::new(1).name(), "static");
+}
+
+#[test]
 fn boot_handles_survive_page_init_and_out_of_order_physload() {
     let mem = Mem::new();
     let b = mem
@@ -66,8 +73,9 @@ fn boot_handles_survive_page_init_and_out_of_order_physload() {
     let a = mem
         .physload(Pfn(0), Pfn(100), Pfn(0), Pfn(100), FreeList(0))
         .unwrap();
+    // Its own avail range and free list, which readers must see too.
     let c = mem
-        .physload(Pfn(100), Pfn(150), Pfn(100), Pfn(150), FreeList(0))
+        .physload(Pfn(100), Pfn(150), Pfn(110), Pfn(140), FreeList(3))
         .unwrap();
     mem.init_pages().unwrap();
     assert_eq!(bounds(&mem, a), (0, 100));
@@ -77,6 +85,15 @@ fn boot_handles_survive_page_init_and_out_of_order_physload() {
     assert_eq!(mem.slab_count(), 1);
     let guard = mem.read();
     assert_eq!(guard.find(Pfn(120)), Some((c, PageCount(20))));
+    let segment = guard.segment(c).unwrap();
+    assert_eq!(
+        (
+            segment.avail_start(),
+            segment.avail_end(),
+            segment.free_list()
+        ),
+        (Pfn(110), Pfn(140), FreeList(3))
+    );
     for pfn in [0, 99, 100, 149, 200, 299] {
         assert_eq!(
             guard.page(Pfn(pfn)).unwrap().phys_addr,
@@ -114,6 +131,8 @@ fn a_removed_segments_handle_is_stale_even_after_its_slot_is_reused() {
 fn first_last_next_prev_at_the_ends_and_on_an_empty_set() {
     let empty = Mem::initialized();
     let guard = empty.read();
+    assert!(empty.is_empty() && guard.is_empty());
+    assert_eq!((empty.len(), guard.len()), (0, 0));
     assert!(guard.first().is_none());
     assert!(guard.last().is_none());
     assert_eq!(guard.highest_frame(), None);
@@ -122,6 +141,8 @@ fn first_last_next_prev_at_the_ends_and_on_an_empty_set() {
 
     let (mem, h) = running(&[(300, 5), (100, 5), (200, 5)]);
     let guard = mem.read();
+    assert!(!mem.is_empty() && !guard.is_empty());
+    assert_eq!((mem.len(), guard.len()), (3, 3));
     assert_eq!(guard.first().unwrap().handle(), h[1]);
     assert_eq!(guard.last().unwrap().handle(), h[0]);
     assert_eq!(guard.next(h[1]).unwrap().unwrap().handle(), h[2]);
@@ -135,6 +156,22 @@ fn first_last_next_prev_at_the_ends_and_on_an_empty_set() {
     assert_eq!(reversed, [h[0], h[2], h[1]]);
     assert_eq!(guard.segments().len(), 3);
     assert_eq!(guard.highest_frame(), Some(Pfn(304)));
+}
+
+#[test]
+fn iteration_from_both_ends_stops_where_the_ends_meet() {
+    // Two segments in one section, a third two sections further on.
+    let (mem, h) = running(&[(0, 4), (10, 4), (1100, 4)]);
+    let guard = mem.read();
+    let mut segments = guard.segments();
+    assert_eq!(segments.next().unwrap().handle(), h[0]);
+    assert_eq!(segments.next_back().unwrap().handle(), h[2]);
+    assert_eq!(segments.len(), 1);
+    assert_eq!(segments.next_back().unwrap().handle(), h[1]);
+    // Both ends have met: the front must not find h[1] again.
+    assert_eq!(segments.len(), 0);
+    assert!(segments.next().is_none());
+    assert!(segments.next_back().is_none());
 }
 
 // --- find ---------------------------------------------------------------
@@ -165,6 +202,39 @@ fn find_hits_every_frame_and_misses_holes_and_the_outside() {
     let segment = guard.segment(h[0]).unwrap();
     assert_eq!(segment.page(3).unwrap().phys_addr, Pfn(11).phys_addr());
     assert!(segment.page(8).is_none());
+    assert!(!segment.is_empty());
+}
+
+#[test]
+fn the_benchmarks_section_search_agrees_with_find() {
+    let (mem, h) = running(&[(8, 8), (600, 3), (1 << 20, 3)]);
+    let guard = mem.read();
+    let mut hits = 0;
+    for pfn in (0..700).chain((1 << 20) - 2..(1 << 20) + 5) {
+        let found = guard.find(Pfn(pfn));
+        assert_eq!(guard.find_by_section_search(Pfn(pfn)), found, "pfn {pfn}");
+        let bounds = found.map(|(handle, _)| {
+            let segment = guard.segment(handle).unwrap();
+            (handle, segment.start(), segment.end())
+        });
+        let by_search = guard.find_bounds_by_section_search(Pfn(pfn));
+        assert_eq!(by_search, bounds, "pfn {pfn}");
+        hits += usize::from(found.is_some());
+    }
+    assert_eq!(hits, 8 + 3 + 3);
+    assert_eq!(
+        guard.find_bounds_by_section_search(Pfn(601)),
+        Some((h[1], Pfn(600), Pfn(603)))
+    );
+}
+
+#[test]
+fn table_bytes_count_at_least_the_table_blocks_and_runs() {
+    assert_eq!(Mem::initialized().read().table_bytes(), 0, "no sections");
+    // One section: its table entry (8 bytes), one block (4), the run and
+    // the sentinel (32 each), plus the run's detail.
+    let (mem, _) = running(&[(8, 8)]);
+    assert!(mem.read().table_bytes() >= 8 + 4 + 2 * 32);
 }
 
 // --- unplug -------------------------------------------------------------
@@ -211,11 +281,15 @@ fn descriptor_space_is_reused_after_unplug_before_a_new_slab() {
     let base = mem.read().segment(h[0]).unwrap().pages().as_ptr() as usize;
     mem.unplug(Pfn(16), PageCount(16)).unwrap();
     assert_eq!(mem.slab_count(), 2);
-    let reused = mem.plug(Pfn(5000), PageCount(16)).unwrap();
+    // Two plugs fill the hole; the slab keeps offering its space until
+    // the second has used it up.
+    let reused = mem.plug(Pfn(5000), PageCount(8)).unwrap();
+    let again = mem.plug(Pfn(6000), PageCount(8)).unwrap();
     assert_eq!(mem.slab_count(), 2, "no new slab");
     let guard = mem.read();
-    let at = guard.segment(reused).unwrap().pages().as_ptr() as usize;
-    assert_eq!(at, base + 16 * size_of::<BasicPage>());
+    let at = |h| guard.segment(h).unwrap().pages().as_ptr() as usize;
+    assert_eq!(at(reused), base + 16 * size_of::<BasicPage>());
+    assert_eq!(at(again), base + 24 * size_of::<BasicPage>());
     assert_eq!(
         guard.page(Pfn(5003)).unwrap().phys_addr,
         Pfn(5003).phys_addr()
@@ -247,93 +321,6 @@ fn unplugged_descriptors_outlive_the_readers_that_can_see_them() {
     assert_eq!(mem.slab_count(), 1);
 }
 
-// --- physunload ----------------------------------------------------------
-
-fn boot(segments: &[(u64, u64, u64, u64, u32)]) -> (Mem, Vec<SegmentHandle>) {
-    let mem = Mem::new();
-    let handles = segments
-        .iter()
-        .map(|&(s, e, a, b, list)| {
-            mem.physload(Pfn(s), Pfn(e), Pfn(a), Pfn(b), FreeList(list))
-                .unwrap()
-        })
-        .collect();
-    (mem, handles)
-}
-
-#[test]
-fn physunload_front_back_none_delete_and_force_before_and_after_page_init() {
-    for init in [false, true] {
-        let (mem, h) = boot(&[
-            (0, 10, 0, 10, 0),       // avail from the front
-            (100, 110, 105, 110, 0), // avail reaches only the back
-            (200, 210, 202, 208, 0), // avail reaches neither end
-            (300, 301, 300, 301, 1), // one page
-        ]);
-        if init {
-            mem.init_pages().unwrap();
-        }
-        // Front.
-        assert_eq!(mem.physunload(h[0], FreeList(0)), Ok(Pfn(0)));
-        let info = mem.segment_info(h[0]).unwrap();
-        assert_eq!((info.start, info.avail_start), (Pfn(1), Pfn(1)));
-        // Back.
-        assert_eq!(mem.physunload(h[1], FreeList(0)), Ok(Pfn(109)));
-        let info = mem.segment_info(h[1]).unwrap();
-        assert_eq!((info.end, info.avail_end), (Pfn(109), Pfn(109)));
-        // None: nothing changes.
-        let before = mem.segment_info(h[2]).unwrap();
-        assert_eq!(
-            mem.physunload(h[2], FreeList(0)),
-            Err(PhysmemError::NoPageAtEnds)
-        );
-        assert_eq!(mem.segment_info(h[2]), Ok(before));
-        // Wrong free list.
-        assert_eq!(
-            mem.physunload(h[3], FreeList(0)),
-            Err(PhysmemError::FreeListMismatch)
-        );
-        // Delete: the last page of a segment takes the segment.
-        assert_eq!(mem.physunload(h[3], FreeList(1)), Ok(Pfn(300)));
-        assert_eq!(mem.segment_info(h[3]), Err(PhysmemError::StaleHandle));
-        assert_eq!(mem.len(), 3);
-        // Force takes the first available page even mid-segment (a split).
-        assert_eq!(mem.physunload_force(h[2]), Ok(Pfn(202)));
-        let info = mem.segment_info(h[2]).unwrap();
-        assert_eq!((info.start, info.end), (Pfn(200), Pfn(202)));
-        assert_eq!(mem.len(), 4);
-        if init {
-            let guard = mem.read();
-            let upper = guard.find(Pfn(203)).unwrap().0;
-            let upper = guard.segment(upper).unwrap();
-            assert_eq!(
-                (upper.start(), upper.avail_start(), upper.avail_end()),
-                (Pfn(203), Pfn(203), Pfn(208))
-            );
-            assert!(guard.find(Pfn(0)).is_none());
-            assert!(guard.find(Pfn(1)).is_some());
-        }
-        // Force on an empty avail range.
-        let (lower_avail_start, lower_avail_end) = (info.avail_start, info.avail_end);
-        assert_eq!(lower_avail_start, lower_avail_end);
-        assert_eq!(
-            mem.physunload_force(h[2]),
-            Err(PhysmemError::NoAvailablePages)
-        );
-    }
-}
-
-#[test]
-fn physunload_of_the_last_page_of_the_last_segment_is_refused() {
-    let (mem, h) = boot(&[(7, 8, 7, 8, 0)]);
-    assert_eq!(
-        mem.physunload(h[0], FreeList(0)),
-        Err(PhysmemError::LastSegment)
-    );
-    assert_eq!(mem.physunload_force(h[0]), Err(PhysmemError::LastSegment));
-    assert_eq!(bounds(&mem, h[0]), (7, 8));
-}
-
 // --- errors leave everything as it was ----------------------------------
 
 #[test]
@@ -353,6 +340,8 @@ fn every_refused_operation_changes_nothing() {
     check!(mem.plug(start, PageCount(4)), InvalidRange { start, end });
     let (start, end) = (Pfn(PFN_LIMIT - 1), Pfn(PFN_LIMIT + 1));
     check!(mem.plug(start, PageCount(2)), InvalidRange { start, end });
+    // physload checks the limit again; unplug has only this check.
+    check!(mem.unplug(start, PageCount(2)), InvalidRange { start, end });
     let (start, end) = (Pfn(10), Pfn(10));
     check!(
         mem.physload(start, end, start, end, FreeList(0)),
