@@ -259,6 +259,25 @@ fn whole_unplug_retiring_every_section_reserves_room_for_all_it_retires() {
 }
 
 #[test]
+fn middle_unplug_into_a_new_slot_chunk_out_of_memory_leaks_nothing() {
+    without_leaks(|| {
+        // Slots 0 to 511 fill the first slot chunk: the upper half of a
+        // split takes slot 512, so the write makes a second chunk and then
+        // copies the first. When the copy fails, the new chunk must go too.
+        let mem: Physmem<BasicPage> = Physmem::initialized();
+        let handles: Vec<SegmentHandle> = (0..512u64)
+            .map(|i| mem.plug(Pfn(i * 4), PageCount(3)).unwrap())
+            .collect();
+        refused_until_memory(&mem, &handles[..1], 8, || mem.unplug(Pfn(1), PageCount(1)));
+        let guard = mem.read();
+        let (upper, offset) = guard.find(Pfn(2)).unwrap();
+        assert!(!handles.contains(&upper));
+        assert_eq!(offset, PageCount(0));
+        assert_eq!(guard.len(), 513);
+    });
+}
+
+#[test]
 fn whole_unplug_onto_a_full_free_slot_list_out_of_memory_changes_nothing() {
     without_leaks(|| {
         // Page init lists the 32 boot slots as free, with room for 32.
