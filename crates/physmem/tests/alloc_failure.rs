@@ -348,3 +348,86 @@ fn try_initialized_reports_out_of_memory() {
         assert_eq!(mem.read().len(), 1);
     });
 }
+
+/// The world an operation starts from: a set and its segments' handles.
+type Setup = (Physmem<BasicPage>, Vec<SegmentHandle>);
+
+/// As [`refused_until_memory`], but each attempt runs on a fresh `setup()`.
+/// A refused attempt may leave a vector with more capacity than before
+/// (state unchanged, room grown), so that in the next attempt an allocation
+/// the operation makes later is no longer needed and never gets failed;
+/// starting every attempt from the same state fails each allocation of the
+/// successful run once, including those made after the point of no return.
+fn refused_from_scratch(
+    setup: impl Fn() -> Setup,
+    probe_to: u64,
+    operation: impl Fn(&Physmem<BasicPage>) -> Result<(), PhysmemError>,
+) -> Setup {
+    for n in 1.. {
+        let (mem, handles) = setup();
+        let before = snapshot(&mem, &handles, probe_to);
+        let (result, failed) = failing_at(n, || operation(&mem));
+        if !failed {
+            assert!(n > 1, "the operation allocates");
+            result.expect("succeeds once memory is there");
+            return (mem, handles);
+        }
+        match result {
+            Err(PhysmemError::OutOfMemory) | Err(PhysmemError::DescriptorAllocation) => {}
+            other => panic!("allocation {n} failed but the operation returned {other:?}"),
+        }
+        assert_eq!(mem.pending_reclaim(), 0, "allocation {n}: garbage was left");
+        assert_eq!(
+            snapshot(&mem, &handles, probe_to),
+            before,
+            "allocation {n} failed and the state changed"
+        );
+    }
+    unreachable!()
+}
+
+#[test]
+fn first_reclaim_into_the_only_slab_lists_it_without_allocating() {
+    without_leaks(|| {
+        // The first plug makes slab 0, and the slab id lists must then have
+        // room for one id: reclaiming the unplugged head, while publishing,
+        // lists the slab as having space again. Were that room one short,
+        // the list would grow there, and failing that allocation aborts.
+        let setup = || {
+            let mem: Physmem<BasicPage> = Physmem::initialized();
+            let handles = vec![mem.plug(Pfn(0x10), PageCount(8)).unwrap()];
+            (mem, handles)
+        };
+        let (mem, handles) =
+            refused_from_scratch(setup, 0x20, |mem| mem.unplug(Pfn(0x10), PageCount(2)));
+        assert_eq!(mem.read().find(Pfn(0x12)), Some((handles[0], PageCount(0))));
+        assert_eq!(mem.slab_count(), 1);
+    });
+}
+
+#[test]
+fn middle_unplugs_reserve_the_free_region_their_reclaim_records() {
+    without_leaks(|| {
+        // Each unplug of one frame inside the upper part frees one more
+        // separate range of the same slab, so its free-region list outgrows
+        // its first allocation on the way. The room must be taken before the
+        // unplug commits: taken during the reclaim, failing it could not
+        // refuse the unplug, which would succeed with the range lost to
+        // later plugs.
+        for holes in 0..7u64 {
+            let setup = || {
+                let mem: Physmem<BasicPage> = Physmem::initialized();
+                let handles = vec![mem.plug(Pfn(0x10), PageCount(0x10)).unwrap()];
+                for hole in 0..holes {
+                    mem.unplug(Pfn(0x11 + 2 * hole), PageCount(1)).unwrap();
+                }
+                (mem, handles)
+            };
+            let next = Pfn(0x11 + 2 * holes);
+            let (mem, _) = refused_from_scratch(setup, 0x20, |mem| mem.unplug(next, PageCount(1)));
+            assert_eq!(mem.read().find(next), None);
+            assert_eq!(mem.len() as u64, holes + 2);
+            assert_eq!(mem.slab_count(), 1);
+        }
+    });
+}
