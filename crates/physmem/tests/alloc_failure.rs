@@ -11,7 +11,8 @@ use std::cell::Cell;
 
 use hotkern_physmem::extent::Extent;
 use hotkern_physmem::{
-    BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle, SegmentInfo,
+    BasicPage, DefaultRawMutex, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle,
+    SegmentInfo,
 };
 
 /// Fails allocation number `FAIL_AT` (counted from 1) made by the thread
@@ -96,7 +97,14 @@ struct Snapshot {
     initialized: bool,
 }
 
-fn snapshot(mem: &Physmem<BasicPage>, handles: &[SegmentHandle], probe_to: u64) -> Snapshot {
+/// A set with room for `BOOT` boot segments.
+type Mem<const BOOT: usize> = Physmem<BasicPage, DefaultRawMutex, BOOT>;
+
+fn snapshot<const BOOT: usize>(
+    mem: &Mem<BOOT>,
+    handles: &[SegmentHandle],
+    probe_to: u64,
+) -> Snapshot {
     let guard = mem.read();
     let segments = guard
         .segments()
@@ -350,7 +358,7 @@ fn try_initialized_reports_out_of_memory() {
 }
 
 /// The world an operation starts from: a set and its segments' handles.
-type Setup = (Physmem<BasicPage>, Vec<SegmentHandle>);
+type Setup<const BOOT: usize> = (Mem<BOOT>, Vec<SegmentHandle>);
 
 /// As [`refused_until_memory`], but each attempt runs on a fresh `setup()`.
 /// A refused attempt may leave a vector with more capacity than before
@@ -358,11 +366,11 @@ type Setup = (Physmem<BasicPage>, Vec<SegmentHandle>);
 /// the operation makes later is no longer needed and never gets failed;
 /// starting every attempt from the same state fails each allocation of the
 /// successful run once, including those made after the point of no return.
-fn refused_from_scratch(
-    setup: impl Fn() -> Setup,
+fn refused_from_scratch<const BOOT: usize>(
+    setup: impl Fn() -> Setup<BOOT>,
     probe_to: u64,
-    operation: impl Fn(&Physmem<BasicPage>) -> Result<(), PhysmemError>,
-) -> Setup {
+    operation: impl Fn(&Mem<BOOT>) -> Result<(), PhysmemError>,
+) -> Setup<BOOT> {
     for n in 1.. {
         let (mem, handles) = setup();
         let before = snapshot(&mem, &handles, probe_to);
@@ -429,5 +437,42 @@ fn middle_unplugs_reserve_the_free_region_their_reclaim_records() {
             assert_eq!(mem.len() as u64, holes + 2);
             assert_eq!(mem.slab_count(), 1);
         }
+    });
+}
+
+#[test]
+fn split_changing_both_slot_chunks_reserves_room_for_both() {
+    without_leaks(|| {
+        // 600 boot slots make a slot map of two 512-slot chunks. Segment A
+        // (slot 0) spans sections 0 and 1, and 512 one-frame segments
+        // around it use slots 1 to 512, so the upper half of a split of A
+        // takes slot 514 (a plug took 513), in the second chunk: the split
+        // retires the old index, both sections, both chunks and the freed
+        // descriptors, 6 items. The bound counting one chunk would reserve
+        // 5, and the retire bag, unused until this write, would get room
+        // for exactly 5: it grows while publishing, and failing that
+        // allocation aborts.
+        let setup = || {
+            let mem: Mem<600> = Physmem::new();
+            let load = |start: u64, end: u64| {
+                mem.physload(Pfn(start), Pfn(end), Pfn(start), Pfn(end), FreeList(0))
+                    .unwrap()
+            };
+            let mut handles = vec![load(256, 700)];
+            handles.extend((0..256).chain(700..956).map(|pfn| load(pfn, pfn + 1)));
+            mem.init_pages().unwrap();
+            // The init wrote to one retire bag; this plug writes to it again
+            // and leaves the other, empty one for the split.
+            handles.push(mem.plug(Pfn(1000), PageCount(1)).unwrap());
+            (mem, handles)
+        };
+        let (mem, handles) =
+            refused_from_scratch(setup, 1024, |mem| mem.unplug(Pfn(400), PageCount(1)));
+        let guard = mem.read();
+        let (upper, offset) = guard.find(Pfn(401)).unwrap();
+        assert!(!handles.contains(&upper));
+        assert_eq!(offset, PageCount(0));
+        assert_eq!(guard.segment(handles[0]).unwrap().end(), Pfn(400));
+        assert_eq!(guard.len(), 515);
     });
 }
