@@ -1,8 +1,8 @@
 //! Devices, their geometry checks, and every construction error.
 
 use hotkern_bcache::{
-    BlockCache, BlockDevice, CacheKind, ConfigError, DeviceModel, FileDevice, IoError, LegacyCache,
-    MemoryDevice, ModeledDevice, StripedSet,
+    BlockCache, BlockDevice, CacheKind, CacheStats, ConfigError, DeviceModel, FileDevice, IoError,
+    LegacyCache, MemoryDevice, ModeledDevice, StripedSet,
 };
 
 #[test]
@@ -250,5 +250,21 @@ fn every_design_reports_the_name_it_is_chosen_by() {
         let cache = kind.build(MemoryDevice::zeroed(64, 512).unwrap(), 16 << 10);
         assert_eq!(cache.name(), name);
         assert_eq!(CacheKind::from_name(name), Some(kind));
+    }
+}
+
+/// Every request counts, read or write, and a reset zeroes every counter.
+#[test]
+fn every_design_counts_requests_and_resets_its_counters() {
+    for kind in CacheKind::ALL {
+        let mut cache = kind.build(MemoryDevice::zeroed(64, 512).unwrap(), 16 << 10);
+        cache.read(3, 0, &mut [0u8; 100]).unwrap();
+        cache.write(5, 10, &[1u8; 100]).unwrap();
+        cache.write(6, 0, &[2u8; 512]).unwrap();
+        let stats = cache.stats();
+        assert_eq!(stats.requests, 3, "{kind}");
+        assert!(stats.device_ops >= 2, "{kind}: {stats}");
+        cache.reset_stats();
+        assert_eq!(cache.stats(), CacheStats::default(), "{kind}");
     }
 }

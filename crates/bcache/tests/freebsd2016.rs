@@ -124,3 +124,19 @@ fn a_write_invalidates_only_the_blocks_it_covers() {
     assert!(cache.stats().device_ops > before, "block 5 was invalidated");
     assert!(disk.snapshot()[130 * 512..131 * 512] == [9; 512]);
 }
+
+/// A request whose first blocks are cached reads from its first missing
+/// block: the read-ahead is the room left after that one block.
+#[test]
+fn a_request_that_starts_with_hits_reads_from_its_first_missing_block() {
+    let mut cache = fresh(4096, 64 << 10);
+    read(&mut cache, 0, 1); // blocks 0..128
+    cache.write(6, 0, &[3; 512]).unwrap(); // block 6 no longer cached
+    let before = cache.stats();
+    // Block 5 hits; block 6, in slot 6, misses with 121 slots after it.
+    assert_eq!(read(&mut cache, 5, 2), (1, 121));
+    let stats = cache.stats();
+    assert_eq!(stats.block_hits - before.block_hits, 1);
+    assert_eq!(stats.block_misses - before.block_misses, 1);
+    assert_eq!(stats.device_bytes - before.device_bytes, 122 * 512);
+}
