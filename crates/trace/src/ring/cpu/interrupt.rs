@@ -31,6 +31,9 @@ pub(crate) enum Window {
     /// `read_page`: the reader loaded `tail` but not yet the slot of the
     /// page it will take; a writer on another CPU may overwrite that page.
     ReaderSlot,
+    /// `peek_pages`: `commit` and `tail` loaded, no slot read yet; a writer
+    /// on another CPU may reuse the pages to be copied for newer ones.
+    PeekSlots,
 }
 
 impl CpuBuffer {

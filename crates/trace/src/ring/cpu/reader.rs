@@ -167,6 +167,7 @@ impl CpuBuffer {
         let committed_off = (commit & OFF_MASK) as usize;
         let tail_seq = self.load_tail().seq();
         let first = state.read_seq.max((tail_seq + 1).saturating_sub(n));
+        self.window(Window::PeekSlots);
         let mut copy = alloc::boxed::Box::new([0u8; PAGE_SIZE]);
         let mut out = alloc::boxed::Box::new([0u8; PAGE_SIZE]);
         for seq in first..=committed_seq {

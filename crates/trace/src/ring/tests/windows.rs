@@ -2,7 +2,7 @@
 //! `cpu::interrupt`): a writer nesting just before the outermost writer
 //! publishes its end, or just as it leaves; one arriving while the tail page
 //! is being switched; and another CPU's writer overwriting the page the
-//! reader is about to take.
+//! reader is about to take, or the pages a peek is about to copy.
 
 use super::*;
 use crate::ring::cpu::interrupt::Window;
@@ -167,4 +167,32 @@ fn a_writer_nesting_right_after_a_page_switch_starts_the_new_page() {
     assert_eq!(pages.len(), 2);
     assert_eq!(PageView::new(&pages[1][..]).unwrap().timestamp(), 5_000);
     assert_eq!(tags(&pages[1..]), vec![(5_000, 2), (5_001, 1)]);
+}
+
+#[test]
+fn pages_reused_while_peeking_are_skipped() {
+    let ring = RingBuffer::new(1, 4, Mode::Overwrite).unwrap();
+    let full = SMALL_PER_PAGE as u32;
+    // Pages 0 to 2 full, 10 events in page 3.
+    for tag in 0..3 * full + 10 {
+        write(&ring, 0, u64::from(tag) + 1, tag, 8).unwrap();
+    }
+    // After the peek settled on pages 0 to 3, the writer fills page 3,
+    // fills page 4 in page 0's place and starts page 5 in page 1's: the
+    // first slots peeked are not free but hold newer pages, one of them
+    // complete.
+    arm(Window::PeekSlots, move |cpu| {
+        for tag in 3 * full + 10..5 * full + 5 {
+            write_on(cpu, u64::from(tag) + 1, tag, 8).unwrap();
+        }
+    });
+    let mut peeked = Vec::new();
+    ring.peek_pages(0, |page| peeked.push(Box::new(*page)));
+    assert!(!pending(), "the window was never reached");
+    // Pages 2 and 3, the latter up to where it was committed when the peek
+    // began; copying page 4 would put newer events before older ones.
+    let expected: Vec<(u64, u32)> = (2 * full..3 * full + 10)
+        .map(|tag| (u64::from(tag) + 1, tag))
+        .collect();
+    assert_eq!(tags(&peeked), expected);
 }
