@@ -15,47 +15,54 @@ use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::stop_machine::Rendezvous;
 
-/// CPUs `0..cpus` as threads that join whatever they are asked to until
+/// CPUs `cpus` as threads that join whatever they are asked to until
 /// `quit`; `after_join` runs each time one took part. Each returns how
 /// many stop-machines it joined.
 fn spawn_cpus(
-    cpus: u32,
+    cpus: std::ops::Range<u32>,
     rendezvous: &Arc<Rendezvous>,
     bells: &Arc<Bells>,
     quit: &Arc<AtomicBool>,
     after_join: impl Fn(u64) + Clone + Send + 'static,
-) -> Vec<JoinHandle<u64>> {
-    (0..cpus)
-        .map(|n| {
-            let (rendezvous, quit, after_join) =
-                (Arc::clone(rendezvous), Arc::clone(quit), after_join.clone());
-            let cpu = Cpu {
-                me: Some(CpuId(n)),
-                bells: Arc::clone(bells),
-            };
-            std::thread::spawn(move || {
-                let mut joined = 0;
-                loop {
-                    cpu.wait_until(&|| quit.load(SeqCst) || rendezvous.requested(CpuId(n)));
-                    if quit.load(SeqCst) {
-                        return joined;
-                    }
-                    if rendezvous.join(&cpu) {
-                        joined += 1;
-                        after_join(joined);
-                    }
+) -> Vec<(u32, JoinHandle<u64>)> {
+    cpus.map(|n| {
+        let (rendezvous, quit, after_join) =
+            (Arc::clone(rendezvous), Arc::clone(quit), after_join.clone());
+        let cpu = Cpu {
+            me: Some(CpuId(n)),
+            bells: Arc::clone(bells),
+        };
+        let thread = std::thread::spawn(move || {
+            let mut joined = 0;
+            loop {
+                cpu.wait_until(&|| quit.load(SeqCst) || rendezvous.requested(CpuId(n)));
+                if quit.load(SeqCst) {
+                    return joined;
                 }
-            })
-        })
-        .collect()
+                if rendezvous.join(&cpu) {
+                    joined += 1;
+                    after_join(joined);
+                }
+            }
+        });
+        (n, thread)
+    })
+    .collect()
 }
 
-fn stop_cpus(controller: &Cpu, quit: &AtomicBool, threads: Vec<JoinHandle<u64>>) -> Vec<u64> {
+fn stop_cpus(
+    controller: &Cpu,
+    quit: &AtomicBool,
+    threads: Vec<(u32, JoinHandle<u64>)>,
+) -> Vec<u64> {
     quit.store(true, SeqCst);
-    for n in 0..threads.len() {
-        controller.wake(CpuId(n as u32));
+    for (n, _) in &threads {
+        controller.wake(CpuId(*n));
     }
-    threads.into_iter().map(|t| t.join().unwrap()).collect()
+    threads
+        .into_iter()
+        .map(|(_, t)| t.join().unwrap())
+        .collect()
 }
 
 /// The gathering of the user-mode machine: wake each member.
@@ -70,7 +77,7 @@ fn wake_each(controller: &Cpu) -> impl FnOnce(CpuSet) -> Result<(), ()> + '_ {
 fn every_member_runs_the_work_while_all_are_stopped() {
     let (rendezvous, bells) = (Arc::new(Rendezvous::new()), Bells::new(4));
     let quit = Arc::new(AtomicBool::new(false));
-    let threads = spawn_cpus(4, &rendezvous, &bells, &quit, |_| {});
+    let threads = spawn_cpus(0..4, &rendezvous, &bells, &quit, |_| {});
     let controller = Cpu { me: None, bells };
     let (inside, ran) = (AtomicU64::new(0), Mutex::new(Vec::new()));
     for _ in 0..5 {
@@ -101,7 +108,7 @@ fn nobody_runs_while_a_target_runs_its_part() {
         let (ran, early) = (Arc::clone(&ran), Arc::clone(&early));
         // Back to "normal work" after its n-th stop-machine (every CPU is
         // a member of each): the work of all n must have run.
-        spawn_cpus(4, &rendezvous, &bells, &quit, move |joined| {
+        spawn_cpus(0..4, &rendezvous, &bells, &quit, move |joined| {
             if ran.load(SeqCst) < joined {
                 early.fetch_add(1, SeqCst);
             }
@@ -150,8 +157,10 @@ fn nobody_runs_while_a_target_runs_its_part() {
 fn a_controller_on_a_cpu_joins_and_may_be_the_target() {
     let (rendezvous, bells) = (Arc::new(Rendezvous::new()), Bells::new(3));
     let quit = Arc::new(AtomicBool::new(false));
-    // CPUs 1 and 2 are threads; the controller is CPU 0, as on bare metal.
-    let threads = spawn_cpus(3, &rendezvous, &bells, &quit, |_| {});
+    // CPUs 1 and 2 are threads; the controller is CPU 0, as on bare metal
+    // (no other thread is CPU 0: one that were would race the controller
+    // for its own place).
+    let threads = spawn_cpus(1..3, &rendezvous, &bells, &quit, |_| {});
     let controller = Cpu {
         me: Some(CpuId(0)),
         bells,
@@ -165,8 +174,8 @@ fn a_controller_on_a_cpu_joins_and_may_be_the_target() {
             .run(&controller, others, targets, &work, wake_each(&controller))
             .unwrap();
     }
-    // CPU 0's thread never joins: the controller took its place.
-    assert_eq!(stop_cpus(&controller, &quit, threads), [0, 2, 2]);
+    // Both threads joined both rounds; the controller stood in for CPU 0.
+    assert_eq!(stop_cpus(&controller, &quit, threads), [2, 2]);
     let mut ran = ran.into_inner().unwrap();
     ran.sort_unstable();
     assert_eq!(ran, [0, 0, 1, 2]);
