@@ -139,6 +139,8 @@ pub struct VirtioBlock {
     queue_size: u16,
     ring: *mut u8,
     layout: Layout,
+    /// Where the used ring starts in `ring`.
+    used_offset: usize,
     last_used: u16,
     block_size: usize,
     blocks: u64,
@@ -178,7 +180,7 @@ impl VirtioBlock {
         if queue_size < 3 {
             return Err(VirtioError::Queue(queue_size));
         }
-        let (layout, _) = ring_layout(queue_size);
+        let (layout, used_offset) = ring_layout(queue_size);
         // SAFETY: the layout has a non-zero size.
         let ring = unsafe { alloc_zeroed(layout) };
         if ring.is_null() {
@@ -211,6 +213,7 @@ impl VirtioBlock {
             queue_size,
             ring,
             layout,
+            used_offset,
             last_used: 0,
             block_size,
             blocks: blocks_of_512 * 512 / block_size as u64,
@@ -291,9 +294,8 @@ impl VirtioBlock {
             at += piece;
         }
         chain(&mut status as *mut u8 as u64, 1, DESCRIPTOR_WRITE, true);
-        let (_, used_offset) = ring_layout(self.queue_size);
         let avail = self.ring as usize + 16 * usize::from(self.queue_size);
-        let used = self.ring as usize + used_offset;
+        let used = self.ring as usize + self.used_offset;
         // SAFETY: the rings lie inside the allocation, at the offsets the
         // legacy layout fixes; the device reads them only after the notify.
         unsafe {
