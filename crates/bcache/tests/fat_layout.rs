@@ -116,21 +116,26 @@ fn a_file_filling_the_volume_reads_to_its_last_byte() {
     }
 }
 
+/// The smallest volume of `fat_type` fatfs formats with 512-byte clusters
+/// (FAT32 needs 65 525 clusters), holding `data` as `f.bin`.
+fn one_file_image(fat_type: FatType, data: &[u8]) -> Vec<u8> {
+    let volume_bytes = match fat_type {
+        FatType::Fat12 => 1 << 20,
+        FatType::Fat16 => 8 << 20,
+        FatType::Fat32 => 40 << 20,
+    };
+    let mut image = ImageBuilder::with_cluster(volume_bytes, Some(fat_type), Some(512)).unwrap();
+    image.add_file("f.bin", data).unwrap();
+    image.finish()
+}
+
 /// A size needing more clusters than the volume has is corrupt whatever
 /// the chain says, and is refused before any read (or any buffer of that
 /// size): the chain could not hold it.
 #[test]
 fn a_size_beyond_the_volume_is_refused_before_any_read() {
     for fat_type in TYPES {
-        let volume_bytes = match fat_type {
-            FatType::Fat12 => 1 << 20,
-            FatType::Fat16 => 8 << 20,
-            FatType::Fat32 => 40 << 20,
-        };
-        let mut image =
-            ImageBuilder::with_cluster(volume_bytes, Some(fat_type), Some(512)).unwrap();
-        image.add_file("f.bin", &pattern(3 * CLUSTER, 12)).unwrap();
-        let image = image.finish();
+        let image = one_file_image(fat_type, &pattern(3 * CLUSTER, 12));
         let clusters = Bpb::of(&image).clusters();
         mounted(image, |volume| {
             let file = volume.lookup("f.bin").unwrap();
@@ -165,15 +170,7 @@ fn a_size_beyond_the_volume_is_refused_before_any_read() {
 fn first_clusters_use_the_high_word_on_fat32_only() {
     let data = pattern(2 * CLUSTER, 13);
     for fat_type in TYPES {
-        let volume_bytes = match fat_type {
-            FatType::Fat12 => 1 << 20,
-            FatType::Fat16 => 8 << 20,
-            FatType::Fat32 => 40 << 20,
-        };
-        let mut image =
-            ImageBuilder::with_cluster(volume_bytes, Some(fat_type), Some(512)).unwrap();
-        image.add_file("f.bin", &data).unwrap();
-        let mut image = image.finish();
+        let mut image = one_file_image(fat_type, &data);
         let at = find_short_entry(&image, b"F       BIN");
         if fat_type == FatType::Fat32 {
             let bpb = Bpb::of(&image);
@@ -216,15 +213,7 @@ fn first_clusters_use_the_high_word_on_fat32_only() {
 fn the_last_cluster_is_valid_and_the_one_after_it_is_not() {
     let data = pattern(2 * CLUSTER, 14);
     for fat_type in TYPES {
-        let volume_bytes = match fat_type {
-            FatType::Fat12 => 1 << 20,
-            FatType::Fat16 => 8 << 20,
-            FatType::Fat32 => 40 << 20,
-        };
-        let mut image =
-            ImageBuilder::with_cluster(volume_bytes, Some(fat_type), Some(512)).unwrap();
-        image.add_file("f.bin", &data).unwrap();
-        let mut image = image.finish();
+        let mut image = one_file_image(fat_type, &data);
         let bpb = Bpb::of(&image);
         let fat = Fat::of(&image, fat_type);
         let last = (bpb.clusters() + 1) as u32;
