@@ -214,6 +214,7 @@ fn the_last_cluster_is_valid_and_the_one_after_it_is_not() {
     let data = pattern(2 * CLUSTER, 14);
     for fat_type in TYPES {
         let mut image = one_file_image(fat_type, &data);
+        let volume_bytes = image.len();
         let bpb = Bpb::of(&image);
         let fat = Fat::of(&image, fat_type);
         let last = (bpb.clusters() + 1) as u32;
