@@ -1,0 +1,274 @@
+//! Event formats: the `format` files of tracefs (`name:`, `ID:`, the field
+//! lines and `print fmt:`), read as libtraceevent reads them.
+
+use crate::input::read_uint;
+use crate::print::PrintFmt;
+
+/// One field of an event record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name (`prev_comm`).
+    pub name: String,
+    /// Its C type as declared, without the name (`char[16]`, `__data_loc char[]`).
+    pub type_name: String,
+    /// Byte offset in the record.
+    pub offset: usize,
+    /// Size in bytes (for `__data_loc`, the size of the offset/length word).
+    pub size: usize,
+    /// `signed:1`.
+    pub signed: bool,
+    /// Element count of a fixed array (`[16]`); 0 when not a fixed array.
+    pub array_len: usize,
+    /// What kind of field this is.
+    pub kind: FieldKind,
+}
+
+/// How a field's bytes are to be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A plain number.
+    Scalar,
+    /// A pointer (the type ends in `*`).
+    Pointer,
+    /// A fixed-size array (`char comm[16]`, `unsigned long args[6]`).
+    Array,
+    /// A `__data_loc` field: a 32-bit word holding `len << 16 | offset`.
+    DataLoc,
+    /// A `__rel_loc` field: as `__data_loc`, the offset counted from the
+    /// end of the field.
+    RelLoc,
+}
+
+impl Field {
+    /// Whether libtraceevent would treat this field as text: an array of
+    /// `char`, `u8` or `s8`.
+    pub fn is_string(&self) -> bool {
+        self.is_array()
+            && ["char", "u8", "s8"]
+                .iter()
+                .any(|t| self.type_name.contains(t))
+    }
+
+    /// Fixed or dynamic array.
+    pub fn is_array(&self) -> bool {
+        matches!(
+            self.kind,
+            FieldKind::Array | FieldKind::DataLoc | FieldKind::RelLoc
+        ) || self.type_name.contains('[')
+    }
+
+    /// Whether the C type mentions `long` (libtraceevent prints raw longs in hex).
+    pub fn is_long(&self) -> bool {
+        self.type_name.contains("long")
+    }
+
+    /// Size of one element: of the array's element, or the field itself.
+    pub fn element_size(&self) -> usize {
+        match self.kind {
+            FieldKind::Array if self.array_len > 0 => self.size / self.array_len,
+            FieldKind::DataLoc | FieldKind::RelLoc => c_type_size(&self.type_name),
+            _ => self.size,
+        }
+    }
+
+    /// The field as an unsigned number, if it lies within `data`.
+    pub fn read_u64(&self, data: &[u8], big_endian: bool) -> Option<u64> {
+        read_uint(data.get(self.offset..)?, big_endian, self.size)
+    }
+
+    /// Where a dynamic field's bytes are: `(offset, len)` within `data`,
+    /// both 0 when they would fall outside it (as libtraceevent does).
+    pub fn dynamic_range(&self, data: &[u8], big_endian: bool) -> (usize, usize) {
+        let Some(word) = self.read_u64(data, big_endian) else {
+            return (0, 0);
+        };
+        let mut offset = (word & 0xffff) as usize;
+        let mut len = if self.size == 2 {
+            data.len().saturating_sub(offset)
+        } else {
+            ((word >> 16) & 0xffff) as usize
+        };
+        if offset > data.len() {
+            offset = 0;
+        }
+        if offset + len > data.len() {
+            len = 0;
+        }
+        if self.kind == FieldKind::RelLoc {
+            offset += self.offset + self.size;
+            if offset + len > data.len() {
+                return (0, 0);
+            }
+        }
+        (offset, len)
+    }
+}
+
+/// The size of a C scalar type, for elements of dynamic arrays.
+fn c_type_size(type_name: &str) -> usize {
+    let base = type_name
+        .trim_start_matches("__data_loc")
+        .trim_start_matches("__rel_loc")
+        .trim()
+        .trim_end_matches("[]")
+        .trim();
+    match base {
+        t if t.ends_with('*') => 8,
+        "u8" | "s8" | "char" | "unsigned char" | "signed char" | "bool" => 1,
+        "u16" | "s16" | "short" | "unsigned short" | "__u16" | "__be16" => 2,
+        "u32" | "s32" | "int" | "unsigned int" | "unsigned" | "__u32" | "__be32" => 4,
+        "u64" | "s64" | "long" | "unsigned long" | "long long" | "unsigned long long" => 8,
+        _ => 1,
+    }
+}
+
+/// An event's format: its identity, fields and print format.
+#[derive(Clone, Debug)]
+pub struct EventFormat {
+    /// The event's id (`ID:` line), which records carry in `common_type`.
+    pub id: u32,
+    /// The subsystem (`sched`), or `ftrace` for ftrace's own events.
+    pub system: String,
+    /// The event's name (`sched_switch`).
+    pub name: String,
+    /// The `common_*` fields every event starts with.
+    pub common_fields: Vec<Field>,
+    /// The event's own fields, in order.
+    pub fields: Vec<Field>,
+    /// The `print fmt:` text as written in the file.
+    pub print_text: String,
+    pub(crate) print: Option<PrintFmt>,
+}
+
+impl EventFormat {
+    /// Parses one `format` file's text. Lines the parser does not know are
+    /// skipped rather than refused, as libtraceevent does.
+    ///
+    /// ```
+    /// let text = "name: demo\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:int value;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"value=%d\", REC->value\n";
+    /// let event = hotkern_tracedat::EventFormat::parse("demo", text).unwrap();
+    /// assert_eq!(event.id, 7);
+    /// assert_eq!(event.fields[0].name, "value");
+    /// ```
+    pub fn parse(system: &str, text: &str) -> Option<EventFormat> {
+        let mut name = None;
+        let mut id = None;
+        let mut common = Vec::new();
+        let mut fields = Vec::new();
+        let mut print_text = String::new();
+        for line in text.lines() {
+            let trimmed = line.trim();
+            if let Some(rest) = trimmed.strip_prefix("name:") {
+                name = Some(rest.trim().to_string());
+            } else if let Some(rest) = trimmed.strip_prefix("ID:") {
+                id = rest.trim().parse::<u32>().ok();
+            } else if trimmed.starts_with("field:") {
+                if let Some(field) = parse_field(trimmed) {
+                    if field.name.starts_with("common_") && fields.is_empty() {
+                        common.push(field);
+                    } else {
+                        fields.push(field);
+                    }
+                }
+            } else if let Some(rest) = trimmed.strip_prefix("print fmt:") {
+                print_text = rest.trim().to_string();
+            }
+        }
+        let mut event = EventFormat {
+            id: id?,
+            system: system.to_string(),
+            name: name?,
+            common_fields: common,
+            fields,
+            print_text,
+            print: None,
+        };
+        event.print = PrintFmt::parse(&event.print_text);
+        Some(event)
+    }
+
+    /// A field by name, the event's own first, then the common ones.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields
+            .iter()
+            .chain(&self.common_fields)
+            .find(|f| f.name == name)
+    }
+}
+
+/// `field:TYPE NAME[N];\toffset:O;\tsize:S;\tsigned:G;`
+fn parse_field(line: &str) -> Option<Field> {
+    let mut parts = line.split(';').map(str::trim);
+    let decl = parts.next()?.strip_prefix("field:")?.trim();
+    let mut offset = None;
+    let mut size = None;
+    let mut signed = false;
+    for part in parts {
+        if let Some(v) = part.strip_prefix("offset:") {
+            offset = v.trim().parse().ok();
+        } else if let Some(v) = part.strip_prefix("size:") {
+            size = v.trim().parse().ok();
+        } else if let Some(v) = part.strip_prefix("signed:") {
+            signed = v.trim() == "1";
+        }
+    }
+    // The name is the last identifier; an array suffix may follow it.
+    let (head, array) = match decl.rfind('[') {
+        Some(open) if decl.ends_with(']') && !decl[..open].ends_with(' ') => {
+            (&decl[..open], Some(&decl[open + 1..decl.len() - 1]))
+        }
+        _ => (decl, None),
+    };
+    let split = head.rfind([' ', '*'])?;
+    let name = head[split + 1..].to_string();
+    let mut type_name = head[..=split].trim().to_string();
+    let mut array_len = 0;
+    if let Some(len) = array {
+        type_name.push('[');
+        type_name.push_str(len);
+        type_name.push(']');
+        array_len = len.trim().parse().unwrap_or(0);
+    }
+    let kind = if type_name.starts_with("__data_loc") {
+        FieldKind::DataLoc
+    } else if type_name.starts_with("__rel_loc") {
+        FieldKind::RelLoc
+    } else if array.is_some() {
+        FieldKind::Array
+    } else if type_name.ends_with('*') {
+        FieldKind::Pointer
+    } else {
+        FieldKind::Scalar
+    };
+    Some(Field {
+        name,
+        type_name,
+        offset: offset?,
+        size: size?,
+        signed,
+        array_len,
+        kind,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_kinds() {
+        let f = parse_field("field:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;").unwrap();
+        assert_eq!(
+            (f.name.as_str(), f.kind, f.array_len),
+            ("prev_comm", FieldKind::Array, 16)
+        );
+        assert!(f.is_string());
+        let f =
+            parse_field("field:__data_loc char[] name;\toffset:8;\tsize:4;\tsigned:0;").unwrap();
+        assert_eq!((f.name.as_str(), f.kind), ("name", FieldKind::DataLoc));
+        let f = parse_field("field:const void * ptr;\toffset:8;\tsize:8;\tsigned:0;").unwrap();
+        assert_eq!((f.name.as_str(), f.kind), ("ptr", FieldKind::Pointer));
+        let f = parse_field("field:long state;\toffset:8;\tsize:8;\tsigned:1;").unwrap();
+        assert!(f.signed && f.is_long());
+    }
+}

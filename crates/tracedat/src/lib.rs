@@ -1,0 +1,219 @@
+//! Reads the `trace.dat` files trace-cmd writes (versions 6 and 7, zlib-
+//! and zstd-compressed or not) and prints them as `trace-cmd report -N`
+//! does: libtraceevent's rules for event formats and print formats, without
+//! plugins.
+//!
+//! ```no_run
+//! use hotkern_tracedat::{ReportOptions, TraceFile};
+//!
+//! let mut file = TraceFile::open("trace.dat")?;
+//! for record in file.records()? {
+//!     let record = record?;
+//!     println!("{} {}", record.cpu, record.timestamp);
+//! }
+//! let mut out = Vec::new();
+//! hotkern_tracedat::write_report(&mut TraceFile::open("trace.dat")?, &ReportOptions::default(), &mut out)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+mod compress;
+mod error;
+mod format;
+mod header;
+mod input;
+mod print;
+mod report;
+mod stream;
+mod symbols;
+
+use std::path::Path;
+
+pub use error::{Error, Result};
+pub use format::{EventFormat, Field, FieldKind};
+pub use header::{Buffer, CpuData, Metadata};
+pub use report::{write_report, ReportOptions, ReportSummary};
+pub use stream::{Lost, Record};
+
+pub use symbols::Kallsyms;
+
+use input::{Input, Source};
+use print::Tables;
+use stream::{CpuStream, StreamConfig};
+
+/// An open trace.dat: its metadata read, its CPU data read on demand.
+pub struct TraceFile {
+    input: Input,
+    meta: Metadata,
+    tables: Tables,
+}
+
+impl TraceFile {
+    /// Opens and reads the metadata of the file at `path`.
+    ///
+    /// ```no_run
+    /// let file = hotkern_tracedat::TraceFile::open("trace.dat")?;
+    /// println!("version {}, {} CPUs", file.metadata().version, file.metadata().cpu_count);
+    /// # Ok::<(), hotkern_tracedat::Error>(())
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<TraceFile> {
+        let file = std::fs::File::open(path)?;
+        Self::from_source(Box::new(std::io::BufReader::new(file)))
+    }
+
+    /// Reads a trace held in memory.
+    ///
+    /// ```
+    /// assert!(hotkern_tracedat::TraceFile::from_bytes(vec![0x17, 0x08, 0x44]).is_err());
+    /// ```
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<TraceFile> {
+        Self::from_source(Box::new(std::io::Cursor::new(bytes)))
+    }
+
+    fn from_source(source: Box<dyn Source>) -> Result<TraceFile> {
+        let mut input = Input::new(source)?;
+        let meta = header::read(&mut input)?;
+        let tables = meta.tables();
+        Ok(TraceFile {
+            input,
+            meta,
+            tables,
+        })
+    }
+
+    /// What the file says about itself.
+    pub fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+
+    /// The top buffer's records, all CPUs merged by time stamp.
+    pub fn records(&mut self) -> Result<Records<'_>> {
+        Ok(self.buffer_records(0)?.0)
+    }
+
+    /// The records of buffer `index` of [`Metadata::buffers`], and a
+    /// [`Printer`] to format them with while they are read.
+    pub fn buffer_records(&mut self, index: usize) -> Result<(Records<'_>, Printer<'_>)> {
+        let cfg = StreamConfig {
+            big_endian: self.meta.big_endian,
+            long_size: usize::from(self.meta.long_size),
+            page_size: self.meta.page_size as usize,
+            layout: self.meta.header_page,
+            codec: self.meta.codec,
+        };
+        let mut streams = Vec::new();
+        if let Some(buffer) = self.meta.buffers.get(index) {
+            for cpu in &buffer.cpus {
+                let mut s = CpuStream::new(&mut self.input, cpu, &cfg)?;
+                s.advance(&mut self.input)?;
+                streams.push(s);
+            }
+        }
+        let records = Records {
+            input: &mut self.input,
+            streams,
+            time_offset: self.meta.time_offset,
+            tsc2nsec: self.meta.tsc2nsec,
+        };
+        let printer = Printer {
+            meta: &self.meta,
+            tables: &self.tables,
+        };
+        Ok((records, printer))
+    }
+
+    /// A [`Printer`] for this file's records.
+    pub fn printer(&self) -> Printer<'_> {
+        Printer {
+            meta: &self.meta,
+            tables: &self.tables,
+        }
+    }
+}
+
+/// Formats records with a file's event formats and symbol tables.
+#[derive(Clone, Copy)]
+pub struct Printer<'a> {
+    meta: &'a Metadata,
+    tables: &'a Tables,
+}
+
+impl<'a> Printer<'a> {
+    /// The format of the event a record holds.
+    pub fn event_of(&self, record: &Record) -> Option<&'a EventFormat> {
+        let id = input::read_uint(&record.data, self.meta.big_endian, 2)?;
+        self.meta.events.get(&(id as u32))
+    }
+
+    /// The pid in a record's common fields.
+    pub fn pid_of(&self, record: &Record) -> i32 {
+        input::read_uint(record.data.get(4..).unwrap_or(&[]), self.meta.big_endian, 4).unwrap_or(0)
+            as i32
+    }
+
+    /// Whether the recording machine was big-endian.
+    pub fn big_endian(&self) -> bool {
+        self.meta.big_endian
+    }
+
+    /// The command name trace-cmd shows for `pid`.
+    pub fn comm(&self, pid: i32) -> &'a str {
+        if pid == 0 {
+            return "<idle>";
+        }
+        self.meta.comms.get(&pid).map_or("<...>", String::as_str)
+    }
+
+    /// Appends the event's text (its print format evaluated) to `out`.
+    pub fn write_event(&self, event: &EventFormat, record: &Record, out: &mut String) {
+        print::write_event(event, &record.data, self.tables, out);
+    }
+}
+
+/// Records of all CPUs in time-stamp order (an iterator).
+pub struct Records<'a> {
+    input: &'a mut Input,
+    streams: Vec<CpuStream>,
+    time_offset: i64,
+    tsc2nsec: Option<(u32, u32, u64)>,
+}
+
+impl Records<'_> {
+    /// Pages that held an event running past their end, so far.
+    pub fn corrupt_pages(&self) -> u64 {
+        self.streams.iter().map(|s| s.corrupt_pages).sum()
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Result<Record>> {
+        // The earliest record; on a tie the lowest CPU, as trace-cmd does.
+        let mut best: Option<usize> = None;
+        for (i, s) in self.streams.iter().enumerate() {
+            if let Some(r) = &s.peeked {
+                if best.is_none_or(|b| {
+                    r.timestamp
+                        < self.streams[b]
+                            .peeked
+                            .as_ref()
+                            .map_or(u64::MAX, |p| p.timestamp)
+                }) {
+                    best = Some(i);
+                }
+            }
+        }
+        let stream = &mut self.streams[best?];
+        let mut record = stream.peeked.take()?;
+        if let Err(e) = stream.advance(self.input) {
+            return Some(Err(e));
+        }
+        if let Some((mult, shift, offset)) = self.tsc2nsec {
+            let ns = (u128::from(record.timestamp) * u128::from(mult)) >> shift;
+            record.timestamp = (ns as u64).wrapping_add(offset);
+        }
+        record.timestamp = record.timestamp.wrapping_add(self.time_offset as u64);
+        Some(Ok(record))
+    }
+}

@@ -1,0 +1,148 @@
+//! `trace-cmd report -N`'s text: one line per record, preceded by
+//! `cpus=N`, with dropped-event notices where the ring buffer lost events.
+
+use std::io::Write;
+
+use crate::error::Result;
+use crate::stream::Lost;
+use crate::TraceFile;
+
+/// What to print.
+#[derive(Clone, Debug, Default)]
+pub struct ReportOptions {
+    /// Only this CPU's records.
+    pub cpu: Option<u32>,
+    /// Only events whose `name` or `system:name` matches this glob
+    /// (`*` and `?`).
+    pub events: Option<String>,
+    /// Nanosecond time stamps, as `trace-cmd report -t`.
+    pub nanoseconds: bool,
+}
+
+/// Counts from a report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportSummary {
+    /// Records printed.
+    pub records: u64,
+    /// Pages with an event running past their end, skipped.
+    pub corrupt_pages: u64,
+}
+
+/// Prints `file` as `trace-cmd report -N` does.
+///
+/// ```no_run
+/// let mut file = hotkern_tracedat::TraceFile::open("trace.dat")?;
+/// let opts = hotkern_tracedat::ReportOptions { cpu: Some(0), ..Default::default() };
+/// hotkern_tracedat::write_report(&mut file, &opts, &mut std::io::stdout().lock())?;
+/// # Ok::<(), hotkern_tracedat::Error>(())
+/// ```
+pub fn write_report(
+    file: &mut TraceFile,
+    opts: &ReportOptions,
+    out: &mut dyn Write,
+) -> Result<ReportSummary> {
+    writeln!(out, "cpus={}", file.metadata().cpu_count)?;
+    let mut summary = ReportSummary::default();
+    let mut line = String::new();
+    let (mut records, printer) = file.buffer_records(0)?;
+    let big_endian = printer.big_endian();
+    for record in records.by_ref() {
+        let record = record?;
+        if opts.cpu.is_some_and(|c| c != record.cpu) {
+            continue;
+        }
+        let event = printer.event_of(&record);
+        if let Some(glob) = &opts.events {
+            let Some(e) = event else { continue };
+            if !glob_match(glob, &e.name) && !glob_match(glob, &format!("{}:{}", e.system, e.name))
+            {
+                continue;
+            }
+        }
+        line.clear();
+        if let Some(Lost::Events(n)) = record.lost_before {
+            match n {
+                Some(n) => line.push_str(&format!("CPU:{} [{n} EVENTS DROPPED]\n", record.cpu)),
+                None => line.push_str(&format!("CPU:{} [EVENTS DROPPED]\n", record.cpu)),
+            }
+        }
+        let pid = printer.pid_of(&record);
+        line.push_str(&format!(
+            "{:>16}-{:<5} [{:03}] ",
+            printer.comm(pid),
+            pid,
+            record.cpu
+        ));
+        let ts = record.timestamp;
+        if opts.nanoseconds {
+            line.push_str(&format!(
+                "{:5}.{:09}: ",
+                ts / 1_000_000_000,
+                ts % 1_000_000_000
+            ));
+        } else {
+            // libtraceevent rounds to the microsecond.
+            let us = (ts + 500) / 1000;
+            line.push_str(&format!("{:5}.{:06}: ", us / 1_000_000, us % 1_000_000));
+        }
+        match event {
+            Some(e) => {
+                line.push_str(&format!(
+                    "{}:{:pad$} ",
+                    e.name,
+                    "",
+                    pad = 20usize.saturating_sub(e.name.len())
+                ));
+                let start = line.len();
+                printer.write_event(e, &record, &mut line);
+                let trimmed = line[start..].trim_end_matches('\n').len();
+                line.truncate(start + trimmed);
+            }
+            None => {
+                let id = crate::input::read_uint(&record.data, big_endian, 2).unwrap_or(0);
+                line.push_str(&format!("[UNKNOWN TYPE {id}]"));
+            }
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+        summary.records += 1;
+    }
+    summary.corrupt_pages = records.corrupt_pages();
+    Ok(summary)
+}
+
+/// `*` and `?` globbing.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("sched_*", "sched_switch"));
+        assert!(glob_match("sched:*", "sched:sched_switch"));
+        assert!(!glob_match("irq*", "sched_switch"));
+        assert!(glob_match("s?hed*", "sched"));
+    }
+}

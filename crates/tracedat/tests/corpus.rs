@@ -1,0 +1,81 @@
+//! Every trace in tests/corpus, recorded from a running Linux kernel and
+//! saved by trace-cmd (see record.sh there), must print exactly as
+//! `trace-cmd report -N` printed it (NAME.txt beside it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use hotkern_tracedat::{write_report, ReportOptions, TraceFile};
+
+fn corpus() -> Vec<(PathBuf, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dat"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            let stem = name.split('.').next().unwrap();
+            let expected = dir.join(format!("{stem}.txt"));
+            (p, expected)
+        })
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "corpus missing: {}", dir.display());
+    files
+}
+
+fn report(path: &Path) -> String {
+    let mut file = TraceFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    write_report(&mut file, &ReportOptions::default(), &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The event name of a report line (`comm-pid [cpu] ts: name: ...`).
+fn event_name(line: &str) -> Option<&str> {
+    let after = line.split_once("] ")?.1;
+    let after = after.split_once(": ")?.1;
+    Some(after.split(':').next()?.trim())
+}
+
+#[test]
+fn every_corpus_file_prints_as_trace_cmd_does() {
+    let mut same: BTreeSet<String> = BTreeSet::new();
+    let mut differ: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut first_failure = None;
+    for (dat, txt) in corpus() {
+        let expected = std::fs::read_to_string(&txt).unwrap();
+        let got = report(&dat);
+        let mut got_lines = got.lines();
+        for (n, want) in expected.lines().enumerate() {
+            let have = got_lines.next().unwrap_or("<missing>");
+            let name = event_name(want).unwrap_or("").to_string();
+            if have == want {
+                same.insert(name);
+            } else {
+                if first_failure.is_none() {
+                    first_failure = Some(format!(
+                        "{} line {}:\n  trace-cmd: {want}\n  hotkern:   {have}",
+                        dat.display(),
+                        n + 1
+                    ));
+                }
+                differ
+                    .entry(name)
+                    .or_insert((want.to_string(), have.to_string()));
+            }
+        }
+        if let Some(extra) = got_lines.next() {
+            first_failure.get_or_insert(format!("{}: extra line {extra}", dat.display()));
+        }
+    }
+    let identical: Vec<_> = same.iter().filter(|n| !differ.contains_key(*n)).collect();
+    eprintln!("event formats rendered identically: {}", identical.len());
+    for (name, (want, have)) in &differ {
+        eprintln!("differs: {name}\n  trace-cmd: {want}\n  hotkern:   {have}");
+    }
+    if let Some(failure) = first_failure {
+        panic!("{failure}");
+    }
+}

@@ -1,0 +1,79 @@
+#!/bin/sh
+# Records one corpus trace from the running Linux kernel.
+#
+# `trace-cmd record` must write ftrace_enabled, which some sandboxes refuse,
+# so events are enabled through tracefs files and the buffers saved with
+# `trace-cmd extract`: version 7, zstd-compressed, as trace-cmd 3.1 writes by
+# default. The file is converted to version 6 and to uncompressed version 7,
+# and the text `trace-cmd report -N` prints (the same for all three) is saved
+# as NAME.txt so the tests run where trace-cmd is not installed.
+#
+# A whole kernel's event formats (2 MB) and kallsyms (5 MB) would not fit the
+# corpus, so extract runs in a private mount namespace that sees only the
+# formats of the events that fired and only the kallsyms lines the trace's
+# text names (each with the symbol after it, so lookups end where they did).
+#
+# usage (as root): sh record.sh NAME KB "system[:event] ..." [workload...]
+set -eu
+name=$1 kb=$2 events=$3
+shift 3
+t=/sys/kernel/tracing
+here=$(pwd)
+[ -e $t/events ] || mount -t tracefs nodev $t
+echo 0 > $t/tracing_on
+echo 0 > $t/events/enable
+echo "$kb" > $t/buffer_size_kb
+echo > $t/trace
+for e in $events; do
+    case $e in
+    all) echo 1 > $t/events/enable ;;
+    *:*) echo 1 > "$t/events/${e%%:*}/${e#*:}/enable" ;;
+    *) echo 1 > "$t/events/$e/enable" ;;
+    esac
+done
+echo 1 > $t/tracing_on
+if [ $# -gt 0 ]; then "$@" > /dev/null 2>&1 || true; else sleep 0.2; fi
+echo 0 > $t/tracing_on
+echo 0 > $t/events/enable
+
+work=$(mktemp -d)
+# Reading `trace` leaves the buffer as it is; extract reads it afterwards.
+grep -v '^#' $t/trace > "$work/text"
+mkdir "$work/events"
+cp $t/events/header_page $t/events/header_event "$work/events/"
+cp -r $t/events/ftrace "$work/events/ftrace"
+# The kernel prints syscall events as `sys_NAME(args)` and `sys_NAME -> ret`.
+awk '{ for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {
+        e = $(i+1)
+        if (e ~ /^sys_[a-z0-9_]+\(/) { sub(/\(.*/, "", e); sub(/^sys_/, "sys_enter_", e) }
+        else if ($(i+2) == "->") sub(/^sys_/, "sys_exit_", e)
+        else sub(/:$/, "", e)
+        print e; break } }' "$work/text" | sort -u > "$work/fired"
+while read -r ev; do
+    for d in $t/events/*/"$ev"; do
+        [ -f "$d/format" ] || continue
+        sys=$(basename "$(dirname "$d")")
+        [ "$sys" = ftrace ] && continue
+        mkdir -p "$work/events/$sys/$ev"
+        cp "$d/format" "$d/id" "$work/events/$sys/$ev/" 2>/dev/null || cp "$d/format" "$work/events/$sys/$ev/"
+    done
+done < "$work/fired"
+tr -c 'A-Za-z0-9_.' '\n' < "$work/text" | sort -u > "$work/words"
+sort /proc/kallsyms | awk -v words="$work/words" '
+    BEGIN { while ((getline w < words) > 0) want[w] = 1 }
+    { if (keep_next) { print; keep_next = 0 } if ($3 in want) { print; keep_next = 1 } }' |
+    sort -u > "$work/kallsyms"
+unshare -m sh -c "
+    mount --bind '$work/events' $t/events &&
+    mount --bind '$work/kallsyms' /proc/kallsyms &&
+    cd '$work' && trace-cmd extract -o out.dat > /dev/null"
+cp "$work/out.dat" "$here/$name.v7zstd.dat"
+rm -rf "$work"
+echo 1 > $t/tracing_on
+cd "$here"
+trace-cmd convert -i "$name.v7zstd.dat" --file-version 6 --compression none -o "$name.v6.dat" > /dev/null
+trace-cmd convert -i "$name.v7zstd.dat" --file-version 7 --compression none -o "$name.v7.dat" > /dev/null
+trace-cmd report -N -i "$name.v7zstd.dat" > "$name.txt"
+for f in "$name".v6.dat "$name".v7.dat; do
+    trace-cmd report -N -i "$f" | cmp -s - "$name.txt" || { echo "$f: report differs" >&2; exit 1; }
+done
