@@ -39,6 +39,12 @@ pub enum TraceCommand {
         /// Print nanosecond time stamps (as `trace-cmd report -t`).
         #[arg(short = 't', long = "ns")]
         full_timestamps: bool,
+        /// Only this CPU's events.
+        #[arg(long)]
+        cpu: Option<u32>,
+        /// Only events whose name or system:name matches this glob.
+        #[arg(long)]
+        events: Option<String>,
     },
 }
 
@@ -53,7 +59,16 @@ pub fn run(command: TraceCommand) -> Result<(), String> {
         TraceCommand::Report {
             file,
             full_timestamps,
-        } => report(&file, full_timestamps),
+            cpu,
+            events,
+        } => {
+            let opts = hotkern_tracedat::ReportOptions {
+                cpu,
+                events,
+                nanoseconds: full_timestamps,
+            };
+            report(&file, opts)
+        }
     }
 }
 
@@ -241,18 +256,45 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn report(file: &Path, full_timestamps: bool) -> Result<(), String> {
+fn report(file: &Path, opts: hotkern_tracedat::ReportOptions) -> Result<(), String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let trace = read_trace_dat(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
-    let data = trace
-        .to_trace_data()
+    // hotkern-tracedat reads what trace-cmd writes, Linux's files and
+    // hotkern's alike; hotkern's own reader remains for files it rejects.
+    let bytes = match report_tracedat(file, bytes, &opts) {
+        Ok(()) => return Ok(()),
+        Err(bytes) => bytes,
+    };
+    let data = read_trace_dat(&bytes)
+        .and_then(|trace| trace.to_trace_data())
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let mut out = String::new();
-    write_report(&data, full_timestamps, &mut out);
+    write_report(&data, opts.nanoseconds, &mut out);
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     // A closed pipe (`| head`) is not an error worth reporting.
     let _ = lock.write_all(out.as_bytes());
+    Ok(())
+}
+
+/// Prints `bytes` with hotkern-tracedat; gives them back if it cannot
+/// read the file's metadata. An error while printing is reported on
+/// standard error (a closed pipe, as with `| head`, is not).
+fn report_tracedat(
+    file: &Path,
+    bytes: Vec<u8>,
+    opts: &hotkern_tracedat::ReportOptions,
+) -> Result<(), Vec<u8>> {
+    let copy = bytes.clone();
+    let Ok(mut trace) = hotkern_tracedat::TraceFile::from_bytes(bytes) else {
+        return Err(copy);
+    };
+    let stdout = std::io::stdout();
+    let mut lock = std::io::BufWriter::new(stdout.lock());
+    match hotkern_tracedat::write_report(&mut trace, opts, &mut lock) {
+        Err(hotkern_tracedat::Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => eprintln!("{}: {e}", file.display()),
+        Ok(_) => {}
+    }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! format string is split into literal text and conversions, each
 //! conversion bound to the next argument expression.
 
+mod bprint;
 mod cfmt;
 mod eval;
 mod expr;
@@ -204,6 +205,12 @@ pub(crate) fn write_event(event: &EventFormat, data: &[u8], tables: &Tables, out
         data,
         tables,
     };
+    if event.system == "ftrace" && event.name == "bprint" {
+        if let Some(print) = bprint::bprint_format(event, data, tables) {
+            print.render(&cx, out);
+            return;
+        }
+    }
     match &event.print {
         Some(print) => print.render(&cx, out),
         None => {

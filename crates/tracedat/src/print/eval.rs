@@ -387,6 +387,11 @@ impl Context<'_> {
     }
 
     fn pointer(&self, spec: &Spec, ext: &str, arg: &Arg, out: &mut String) {
+        if let Arg::Str(s) = arg {
+            // What a trace_printk() `%p*` pointed at, stored as text.
+            out.push_str(s);
+            return;
+        }
         match ext.as_bytes().first() {
             Some(b'S' | b's' | b'F' | b'f') => {
                 let v = self.eval(arg);
