@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::compress::Codec;
 use crate::error::{Error, Result};
 use crate::format::EventFormat;
-use crate::input::{Bytes, Input};
+use crate::input::{Bytes, Cursor, Input, Seq};
 use crate::print::Tables;
 use crate::symbols::{parse_cmdlines, parse_printk, Kallsyms};
 
@@ -153,68 +153,53 @@ pub(crate) fn read(input: &mut Input) -> Result<Metadata> {
     Ok(m)
 }
 
-/// A length-prefixed block at `*at` in a version 6 file.
-fn v6_block(
-    input: &mut Input,
-    m: &Metadata,
-    at: &mut u64,
-    wide: bool,
-    what: &'static str,
-) -> Result<Vec<u8>> {
-    let n = if wide { 8 } else { 4 };
-    let raw = input.read_at(*at, n, what)?;
-    let mut b = Bytes::new(&raw, m.big_endian, what);
-    let len = if wide { b.u64()? } else { u64::from(b.u32()?) };
-    let data = input.read_at(*at + n, len, what)?;
-    *at += n + len;
-    Ok(data)
-}
-
-fn read_v6(input: &mut Input, mut at: u64, m: &mut Metadata) -> Result<()> {
+fn read_v6(input: &mut Input, at: u64, m: &mut Metadata) -> Result<()> {
+    let mut c = Seq {
+        input,
+        at,
+        big_endian: m.big_endian,
+    };
     // header_page and header_event, each "name\0" + u64 size + text.
     let mut headers = Vec::new();
     for what in ["header_page", "header_event"] {
-        let (name, next) = input.cstr_at(at, "headers")?;
+        let name = c.cstr()?;
         if name != what {
             return Err(Error::Corrupt(format!("expected {what}, found {name:?}")));
         }
-        at = next;
-        headers.push(v6_block(input, m, &mut at, true, "headers")?);
+        let len = c.u64()?;
+        headers.push(c.block(len)?);
     }
     m.header_page = parse_header_page(&headers[0], m.long_size);
-    let rest = input.read_upto(at, input.len())?;
-    let mut b = Bytes::new(&rest, m.big_endian, "metadata");
-    read_ftrace_events(&mut b, m)?;
-    read_event_systems(&mut b, m)?;
-    let ksyms = b.u32()?;
-    m.kallsyms = Kallsyms::parse(&String::from_utf8_lossy(b.take(u64::from(ksyms))?));
-    let printk = b.u32()?;
-    m.printk = parse_printk(&String::from_utf8_lossy(b.take(u64::from(printk))?));
-    let cmdlines = b.u64()?;
-    m.comms = parse_cmdlines(&String::from_utf8_lossy(b.take(cmdlines)?));
-    m.cpu_count = b.u32()?;
-    let mut kind = String::from_utf8_lossy(b.take(10)?).into_owned();
-    let mut top = Buffer::default();
+    read_ftrace_events(&mut c, m)?;
+    read_event_systems(&mut c, m)?;
+    let ksyms = c.u32()?;
+    m.kallsyms = Kallsyms::parse(&String::from_utf8_lossy(&c.block(u64::from(ksyms))?));
+    let printk = c.u32()?;
+    m.printk = parse_printk(&String::from_utf8_lossy(&c.block(u64::from(printk))?));
+    let cmdlines = c.u64()?;
+    m.comms = parse_cmdlines(&String::from_utf8_lossy(&c.block(cmdlines)?));
+    m.cpu_count = c.u32()?;
+    let mut kind = String::from_utf8_lossy(&c.block(10)?).into_owned();
     let mut v6_buffers = Vec::new();
     if kind.starts_with("options") {
         loop {
-            let id = b.u16()?;
+            let id = c.u16()?;
             if id == opt::DONE {
                 break;
             }
-            let size = b.u32()?;
-            let data = b.take(u64::from(size))?;
+            let size = c.u32()?;
+            let data = c.block(u64::from(size))?;
             if id == opt::BUFFER {
                 // Version 6 names the instance and points at its
                 // "flyrecord" per-CPU offset table.
-                let mut ob = Bytes::new(data, m.big_endian, "buffer option");
+                let mut ob = Bytes::new(&data, m.big_endian, "buffer option");
                 let offset = ob.u64()?;
                 v6_buffers.push((ob.cstr()?, offset));
             } else {
-                apply_option(id, data, m)?;
+                apply_option(id, &data, m)?;
             }
         }
-        kind = String::from_utf8_lossy(b.take(10)?).into_owned();
+        kind = String::from_utf8_lossy(&c.block(10)?).into_owned();
     }
     if !kind.starts_with("flyrecord") {
         // "latency" files hold text, not ring-buffer pages.
@@ -223,24 +208,25 @@ fn read_v6(input: &mut Input, mut at: u64, m: &mut Metadata) -> Result<()> {
             kind.trim_end_matches('\0')
         )));
     }
-    top.cpus = cpu_table(&mut b, m.cpu_count)?;
-    top.clock = m.trace_clock.as_deref().and_then(selected_clock);
+    let top = Buffer {
+        name: String::new(),
+        clock: m.trace_clock.as_deref().and_then(selected_clock),
+        cpus: cpu_table(&mut c, m.cpu_count)?,
+    };
     m.buffers.push(top);
-    let base = at;
     for (name, offset) in v6_buffers {
-        let raw = input.read_upto(offset, 16 * u64::from(m.cpu_count))?;
-        let mut ob = Bytes::new(&raw, m.big_endian, "buffer");
-        let _ = base;
+        c.at = offset;
+        let cpus = cpu_table(&mut c, m.cpu_count)?;
         m.buffers.push(Buffer {
             name,
             clock: None,
-            cpus: cpu_table(&mut ob, m.cpu_count)?,
+            cpus,
         });
     }
     Ok(())
 }
 
-fn cpu_table(b: &mut Bytes<'_>, count: u32) -> Result<Vec<CpuData>> {
+fn cpu_table(b: &mut impl Cursor, count: u32) -> Result<Vec<CpuData>> {
     let mut cpus = Vec::new();
     for cpu in 0..count {
         let offset = b.u64()?;
@@ -287,11 +273,11 @@ fn parse_header_page(text: &[u8], long_size: u8) -> HeaderPage {
     page
 }
 
-fn read_ftrace_events(b: &mut Bytes<'_>, m: &mut Metadata) -> Result<()> {
+fn read_ftrace_events(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
     let count = b.u32()?;
     for _ in 0..count {
         let len = b.u64()?;
-        let text = String::from_utf8_lossy(b.take(len)?).into_owned();
+        let text = String::from_utf8_lossy(&b.block(len)?).into_owned();
         if let Some(e) = EventFormat::parse("ftrace", &text) {
             m.events.insert(e.id, e);
         }
@@ -299,14 +285,14 @@ fn read_ftrace_events(b: &mut Bytes<'_>, m: &mut Metadata) -> Result<()> {
     Ok(())
 }
 
-fn read_event_systems(b: &mut Bytes<'_>, m: &mut Metadata) -> Result<()> {
+fn read_event_systems(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
     let systems = b.u32()?;
     for _ in 0..systems {
         let system = b.cstr()?;
         let count = b.u32()?;
         for _ in 0..count {
             let len = b.u64()?;
-            let text = String::from_utf8_lossy(b.take(len)?).into_owned();
+            let text = String::from_utf8_lossy(&b.block(len)?).into_owned();
             if let Some(e) = EventFormat::parse(&system, &text) {
                 m.events.insert(e.id, e);
             }

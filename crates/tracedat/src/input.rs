@@ -148,3 +148,69 @@ pub(crate) fn read_uint(data: &[u8], big_endian: bool, size: usize) -> Option<u6
     }
     Some(v)
 }
+
+/// Sequential reads of numbers, strings and blocks, from memory ([`Bytes`])
+/// or straight from the file ([`Seq`]).
+pub(crate) trait Cursor {
+    fn u16(&mut self) -> Result<u16>;
+    fn u32(&mut self) -> Result<u32>;
+    fn u64(&mut self) -> Result<u64>;
+    /// `n` bytes; fails without allocating if fewer remain.
+    fn block(&mut self, n: u64) -> Result<Vec<u8>>;
+    fn cstr(&mut self) -> Result<String>;
+}
+
+impl Cursor for Bytes<'_> {
+    fn u16(&mut self) -> Result<u16> {
+        Bytes::u16(self)
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Bytes::u32(self)
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Bytes::u64(self)
+    }
+    fn block(&mut self, n: u64) -> Result<Vec<u8>> {
+        Ok(self.take(n)?.to_vec())
+    }
+    fn cstr(&mut self) -> Result<String> {
+        Bytes::cstr(self)
+    }
+}
+
+/// Reads through the file from an offset, so version 6's metadata is read
+/// without loading the CPU data behind it.
+pub(crate) struct Seq<'a> {
+    pub(crate) input: &'a mut Input,
+    pub(crate) at: u64,
+    pub(crate) big_endian: bool,
+}
+
+impl Seq<'_> {
+    fn number<const N: usize>(&mut self) -> Result<u64> {
+        let raw = self.block(N as u64)?;
+        Ok(read_uint(&raw, self.big_endian, N).unwrap_or(0))
+    }
+}
+
+impl Cursor for Seq<'_> {
+    fn u16(&mut self) -> Result<u16> {
+        Ok(self.number::<2>()? as u16)
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(self.number::<4>()? as u32)
+    }
+    fn u64(&mut self) -> Result<u64> {
+        self.number::<8>()
+    }
+    fn block(&mut self, n: u64) -> Result<Vec<u8>> {
+        let data = self.input.read_at(self.at, n, "metadata")?;
+        self.at += n;
+        Ok(data)
+    }
+    fn cstr(&mut self) -> Result<String> {
+        let (s, next) = self.input.cstr_at(self.at, "metadata")?;
+        self.at = next;
+        Ok(s)
+    }
+}
