@@ -312,9 +312,15 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             self.platform.power_on_many(targets);
             walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
         } else {
-            // Readers that saw the CPU as usable must be done before it stops.
+            // Readers that saw the CPU as usable must be done before it
+            // stops (Linux's `sched_cpu_deactivate` waits for a normal
+            // grace period after clearing the active mask). Bolt needs the
+            // same guarantee but not the ticks a normal one waits for.
             let start = self.platform.now_ns();
-            self.platform.synchronize_grace_period();
+            match walk.engine {
+                Engine::Classic => self.platform.synchronize_grace_period(),
+                Engine::Bolt => self.platform.synchronize_grace_period_expedited(),
+            }
             walk.stage(
                 "grace-period",
                 None,

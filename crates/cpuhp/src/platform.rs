@@ -45,8 +45,16 @@ pub trait Platform: Sync {
     /// mask; on the way down they are still online.
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync));
 
-    /// Waits for a grace period: every CPU has passed a quiescent state.
+    /// Waits for a grace period: every CPU has passed a quiescent state
+    /// (Linux's `synchronize_rcu`). The classic engine's wait.
     fn synchronize_grace_period(&self);
+
+    /// Waits for a grace period that interrupts the CPUs rather than
+    /// waiting for their ticks (Linux's `synchronize_rcu_expedited`): the
+    /// same guarantee, sooner. Bolt's wait. Default: a normal one.
+    fn synchronize_grace_period_expedited(&self) {
+        self.synchronize_grace_period();
+    }
 
     /// Starts `cpu` executing (between the `Prepare` and `Starting` steps of
     /// a bring-up). Default: nothing.

@@ -41,6 +41,7 @@ pub enum Event {
     RunOnEach(CpuSet),
     StopMachine(CpuSet),
     GracePeriod,
+    ExpeditedGracePeriod,
     PowerOn(CpuId),
     PowerOff(CpuId),
     Kick,
@@ -143,6 +144,10 @@ impl Platform for Mock {
 
     fn synchronize_grace_period(&self) {
         self.record(Event::GracePeriod);
+    }
+
+    fn synchronize_grace_period_expedited(&self) {
+        self.record(Event::ExpeditedGracePeriod);
     }
 
     fn power_on(&self, cpu: CpuId) {
