@@ -43,5 +43,6 @@ pub mod rcu;
 pub mod sched;
 pub mod stop_machine;
 pub mod sync;
+pub mod tick;
 pub mod timer;
 pub mod workqueue;

@@ -1,53 +1,81 @@
-//! Grace-period detection, written once for both platforms: when is a
-//! grace period over. After Linux's tree RCU (kernel/rcu/tree.c) reduced
-//! to one node: a grace-period sequence (`rcu_gp_seq`), a mask of the CPUs
-//! it still waits for (a leaf's `qsmask`), quiescent-state reports that
-//! clear their CPU's bit, and idle as an extended quiescent state (Linux's
-//! dyntick-idle).
+//! Grace periods, written once for both platforms: when is a grace period
+//! over, and how long it takes. After Linux's tree RCU (kernel/rcu/tree.c)
+//! reduced to one node: a grace-period sequence (`rcu_gp_seq`), a mask of
+//! the CPUs it still waits for (a leaf's `qsmask`), quiescent-state
+//! reports that clear their CPU's bit, idle as an extended quiescent state
+//! (Linux's dyntick-idle), and Linux's two kinds of grace period with
+//! their timing.
 //!
 //! A CPU is in a read-side critical section whenever it runs something;
 //! it passes a quiescent state at each turn of its loop (between task
-//! slices, which never hold a reference across turns), and an idle or
-//! offline CPU is quiescent throughout. A grace period is over once every
-//! CPU that was online, awake and not the waiter when it began has
-//! reported a quiescent state, gone idle or gone offline since.
+//! slices, which never hold a reference across turns: Linux's context
+//! switch), and an idle or offline CPU is quiescent throughout. A grace
+//! period is over once every CPU that was online when it began, but the
+//! driver's, has reported a quiescent state, been found idle or gone
+//! offline since.
 //!
-//! The protocol, one grace period at a time (its *driver* holds
-//! [`GracePeriod`], behind `serial`):
+//! # The two kinds
 //!
-//! - the driver marks `gp_seq` in progress, names itself in `waiter`, then
-//!   publishes `qsmask`, every CPU but itself (a swap, release); then it
-//!   reads `online` and `idle` (RMWs, so it reads the latest words) and
-//!   clears the bits of the CPUs it finds offline or idle. Reading before
-//!   publishing would let the publish overwrite the report of a CPU that
-//!   went offline in between (the loom model found that one);
-//! - a CPU *reports* at a quiescent point by clearing its bit with an RMW
-//!   ([`GracePeriods::quiescent`]): the one RMW is both the quiescent state
-//!   and the report, so a report can never be one from before the grace
-//!   period began (the lost wake-up a separate counter and "wanted" flag
-//!   invite). Whoever clears the last bit wakes the driver;
-//! - entering idle sets the CPU's bit in `idle`, then reports, both RMWs;
-//!   leaving idle clears it with an RMW before the CPU reads anything.
-//!   Against the driver's publish-then-read this is the store-buffering
-//!   shape: with an RMW on each side, each orders before the other's, so
-//!   either the driver sees the CPU idle or the CPU's report sees the bit,
-//!   and a CPU leaving idle after the driver saw it idle acquires
-//!   everything the driver did before (the updater's unpublishing);
+//! - [`Kind::Normal`] (`synchronize_rcu`) keeps Linux's timing. A busy CPU
+//!   *notices* the grace period at its scheduler tick ([`GracePeriods::tick`],
+//!   Linux's `note_gp_changes`), passes a quiescent state at a later turn
+//!   of its loop, and *reports* it at the tick after that
+//!   (`rcu_check_quiescent_state` from the tick's `rcu_core`): one to two
+//!   jiffies. An idle CPU's tick is stopped, so it reports nothing: the
+//!   driver finds it idle when it *forces quiescent states*
+//!   ([`GracePeriods::force_quiescent_states`], `rcu_gp_fqs`), which it
+//!   does [`Hz::jiffies_till_fqs`] jiffies after the grace period began and
+//!   as often again while it goes on (`jiffies_till_first_fqs`,
+//!   `jiffies_till_next_fqs`). On an idle machine a grace period therefore
+//!   lasts about three jiffies at HZ=1000, as Linux's does.
+//! - [`Kind::Expedited`] (`synchronize_rcu_expedited`) skips the CPUs idle
+//!   when it begins, and its driver interrupts the others (the platform
+//!   wakes [`GracePeriod::waiting`]); each reports at its next turn, or as
+//!   it enters idle. Microseconds, at the price of disturbing every CPU.
+//!
+//! # The protocol
+//!
+//! One grace period at a time (its *driver* holds [`GracePeriod`], behind
+//! `serial`):
+//!
+//! - the driver marks `gp_seq` in progress (release: a CPU that notices it
+//!   at a tick acquires what the updater did before the grace period),
+//!   names itself in `waiter`, sets `expedited`, then publishes `qsmask`,
+//!   every CPU but itself (a swap, release); then it reads `online` (and,
+//!   expedited, `idle`), RMWs so it reads the latest words, and clears the
+//!   bits of the CPUs it finds offline (or idle). Reading before publishing
+//!   would let the publish overwrite the report of a CPU that went offline
+//!   in between (the loom model found that one). Forcing quiescent states
+//!   later is the same read-then-clear, with `idle` for every kind;
+//! - a *report* clears the CPU's bit with an RMW ([`GracePeriods::quiescent`]
+//!   for an expedited grace period, [`GracePeriods::tick`] for a normal
+//!   one, idle entry and going offline). A report straight from a turn of
+//!   the loop is safe for any grace period: its RMW acquires the publish,
+//!   so the sections after the turn see the updater's work. A report from
+//!   the tick is not on its own (a section may be running under the tick),
+//!   so it counts only a quiescent state passed after the CPU noticed that
+//!   very grace period: the noticing read acquired the updater's work,
+//!   and every section after the turn began after it. Whoever clears the
+//!   last bit wakes the driver;
+//! - entering idle sets the CPU's bit in `idle` (then, expedited, reports),
+//!   both RMWs; leaving idle clears it with an RMW before the CPU reads
+//!   anything. Against the driver's publish-then-read this is the
+//!   store-buffering shape: with an RMW on each side, each orders before
+//!   the other's, so either the driver sees the CPU idle or the CPU's
+//!   report sees the bit, and a CPU leaving idle after the driver saw it
+//!   idle acquires everything the driver did before (the updater's
+//!   unpublishing);
 //! - going offline clears the CPU's bit in `online`, then reports: the
 //!   same pair, with `online` for `idle`;
-//! - the driver sleeps in [`Cpus::wait_until`] (or
-//!   [`Cpus::wait_until_deadline`], given a deadline) until `qsmask` is
-//!   empty, then ends the sequence; past the deadline it names the CPUs
-//!   left and the grace period is dropped, never counted.
+//! - the driver sleeps in [`Cpus::wait_until_deadline`] until `qsmask` is
+//!   empty or it is time to force quiescent states, then ends the
+//!   sequence; past the caller's deadline it names the CPUs left and the
+//!   grace period is dropped, never counted.
 //!
 //! Who writes what: each CPU writes only its own bits of `idle` and
-//! `qsmask` (and `online`, through whoever runs its hotplug steps); the
-//! driver alone writes `gp_seq`, `waiter` and the whole of `qsmask`.
-//!
-//! Two kinds are named, [`Kind::Normal`] and [`Kind::Expedited`]; today
-//! they wait alike. Linux's timing (scheduler ticks, forcing quiescent
-//! states by scanning, IPIs for expedited grace periods) is for later and
-//! goes in the driver; the reports stay as they are.
+//! `qsmask` (and `online`, through whoever runs its hotplug steps) and its
+//! own `noticed` slot; the driver alone writes `gp_seq`, `waiter`,
+//! `expedited` and the whole of `qsmask`.
 //!
 //! ```
 //! use hotkern_cpuhp::CpuId;
@@ -71,20 +99,23 @@
 //! assert_eq!(rcu.synchronize(&One, Kind::Normal, None), Ok(()));
 //! assert_eq!(rcu.completed(), 1);
 //! ```
+//!
+//! [`Hz::jiffies_till_fqs`]: crate::tick::Hz::jiffies_till_fqs
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 
 use crate::cpuset::{bit, from_bits};
 use crate::platform::Cpus;
-use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::tick::Hz;
 
 /// What kind of grace period a caller asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// Linux's `synchronize_rcu`: waits for the CPUs' own quiescent points.
     Normal,
-    /// Linux's `synchronize_rcu_expedited`: meant to make the CPUs pass a
-    /// quiescent state at once; today it waits as [`Kind::Normal`] does.
+    /// Linux's `synchronize_rcu_expedited`: the CPUs are interrupted to
+    /// report at once.
     Expedited,
 }
 
@@ -95,6 +126,13 @@ pub struct Unfinished(pub CpuSet);
 
 /// `waiter` when the driver is a thread that is no CPU.
 const NO_CPU: u64 = u64::MAX;
+
+/// CPUs with a `noticed` slot: every CPU, but few in a loom model, whose
+/// every atomic is explored.
+#[cfg(not(loom))]
+const SLOTS: usize = crate::cpuset::MAX_CPUS;
+#[cfg(loom)]
+const SLOTS: usize = 4;
 
 /// The grace periods of one kernel.
 pub struct GracePeriods {
@@ -111,6 +149,18 @@ pub struct GracePeriods {
     idle: AtomicU64,
     /// CPUs the grace period in progress still waits for.
     qsmask: AtomicU64,
+    /// Whether the grace period in progress is expedited.
+    expedited: AtomicBool,
+    /// An expedited caller found a normal grace period in progress and
+    /// asks its driver to expedite it.
+    expedite_requested: AtomicBool,
+    /// Per CPU, written by that CPU only: twice the `gp_seq` it noticed at
+    /// its last tick, plus one once it passed a quiescent state since.
+    noticed: [AtomicU64; SLOTS],
+    /// The tick rate that times normal grace periods.
+    hz: AtomicU64,
+    /// Forced quiescent-state scans so far.
+    fqs_scans: AtomicU64,
 }
 
 /// The fields of grace periods none has run; a macro so that the `const`
@@ -124,7 +174,26 @@ macro_rules! grace_periods_new {
             online: AtomicU64::new(0),
             idle: AtomicU64::new(0),
             qsmask: AtomicU64::new(0),
+            expedited: AtomicBool::new(false),
+            expedite_requested: AtomicBool::new(false),
+            noticed: noticed_new!(),
+            hz: AtomicU64::new(Hz::DEFAULT.get() as u64),
+            fqs_scans: AtomicU64::new(0),
         }
+    };
+}
+
+#[cfg(not(loom))]
+macro_rules! noticed_new {
+    () => {
+        [const { AtomicU64::new(0) }; SLOTS]
+    };
+}
+
+#[cfg(loom)]
+macro_rules! noticed_new {
+    () => {
+        core::array::from_fn(|_| AtomicU64::new(0))
     };
 }
 
@@ -142,24 +211,78 @@ impl GracePeriods {
         grace_periods_new!()
     }
 
+    /// Sets the tick rate that times normal grace periods (at boot).
+    pub fn set_hz(&self, hz: Hz) {
+        self.hz.store(u64::from(hz.get()), Ordering::Relaxed);
+    }
+
+    /// The tick rate that times normal grace periods.
+    pub fn hz(&self) -> Hz {
+        Hz::new(self.hz.load(Ordering::Relaxed) as u32).unwrap_or_default()
+    }
+
     /// `cpu` passed a quiescent state: it holds no reference from a
-    /// read-side section. Called by `cpu` itself, at a turn of its loop.
+    /// read-side section (Linux's `rcu_qs`, at a context switch). An
+    /// expedited grace period takes the report now; a normal one counts it
+    /// if `cpu` noticed the grace period at a tick, and takes it at the
+    /// next tick. Called by `cpu` itself, at a turn of its loop.
     pub fn quiescent<P: Cpus + ?Sized>(&self, cpus: &P, cpu: CpuId) {
         // Relaxed: a stale "not wanted" only puts the report off to the
-        // next turn or the next idle entry, whose report is an RMW.
-        if self.qsmask.load(Ordering::Relaxed) & bit(cpu) != 0 {
+        // next turn, tick or idle entry; a stale "expedited" only reports
+        // early, which a report from a turn may always do (module doc).
+        if self.qsmask.load(Ordering::Relaxed) & bit(cpu) == 0 {
+            return;
+        }
+        if self.expedited.load(Ordering::Relaxed) {
+            self.report(cpus, cpu);
+            return;
+        }
+        let Some(slot) = self.noticed.get(cpu.index()) else {
+            return;
+        };
+        let seq = self.gp_seq.load(Ordering::Relaxed);
+        // Only for the grace period it noticed; an exchange, as the CPU's
+        // own tick interrupt may notice a newer one meanwhile.
+        if seq & 1 != 0 {
+            let _ =
+                slot.compare_exchange(seq << 1, seq << 1 | 1, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// `cpu`'s scheduler tick, while it is not idle (Linux's
+    /// `rcu_sched_clock_irq` and the `rcu_core` it raises): notices a new
+    /// normal grace period, or reports the quiescent state passed since it
+    /// noticed it. Called by `cpu` itself, from its tick.
+    pub fn tick<P: Cpus + ?Sized>(&self, cpus: &P, cpu: CpuId) {
+        // Acquire: pairs with the driver's release as it begins, so that
+        // every section after this CPU's next turn sees the updater's work.
+        let seq = self.gp_seq.load(Ordering::Acquire);
+        let Some(slot) = self.noticed.get(cpu.index()) else {
+            return;
+        };
+        if seq & 1 == 0 {
+            return;
+        }
+        let noticed = slot.load(Ordering::Relaxed);
+        if noticed >> 1 != seq {
+            slot.store(seq << 1, Ordering::Relaxed);
+        } else if noticed & 1 != 0 && self.qsmask.load(Ordering::Relaxed) & bit(cpu) != 0 {
             self.report(cpus, cpu);
         }
     }
 
     /// `cpu` is about to sleep: quiescent until [`GracePeriods::exit_idle`].
-    /// Returns whether it was idle already. Called by `cpu` itself (or, in
-    /// user mode, by its thread as it blocks).
+    /// An expedited grace period takes the report now; a normal one finds
+    /// the CPU idle when it forces quiescent states. Returns whether it
+    /// was idle already. Called by `cpu` itself (or, in user mode, by its
+    /// thread as it blocks).
     pub fn enter_idle<P: Cpus + ?Sized>(&self, cpus: &P, cpu: CpuId) -> bool {
-        // AcqRel, and an RMW on `qsmask` below whatever it holds: the
+        // AcqRel, and the driver's RMW on `idle` after its publish: the
         // store-buffering pair of the module doc.
         let was = self.idle.fetch_or(bit(cpu), Ordering::AcqRel) & bit(cpu) != 0;
-        self.report(cpus, cpu);
+        if self.expedited.load(Ordering::Relaxed) {
+            self.report(cpus, cpu);
+        }
         was
     }
 
@@ -195,6 +318,11 @@ impl GracePeriods {
     /// The CPUs the grace period in progress still waits for.
     pub fn holding_up(&self) -> CpuSet {
         from_bits(self.qsmask.load(Ordering::Acquire))
+    }
+
+    /// Forced quiescent-state scans done so far.
+    pub fn fqs_scans(&self) -> u64 {
+        self.fqs_scans.load(Ordering::Relaxed)
     }
 
     /// Grace periods ended so far.
@@ -263,27 +391,68 @@ impl GracePeriods {
     ) -> GracePeriod<'a> {
         let me = cpus.current();
         let seq = self.gp_seq.load(Ordering::Relaxed);
-        self.gp_seq.store(seq | 1, Ordering::Relaxed);
+        // Release: a CPU's tick that notices it acquires the updater's work.
+        self.gp_seq.store(seq | 1, Ordering::Release);
         self.waiter
             .store(me.map_or(NO_CPU, |cpu| u64::from(cpu.0)), Ordering::Relaxed);
+        let expedited = kind == Kind::Expedited;
+        // A request to expedite left by a caller that came between the
+        // last grace period's end and this one's beginning stays for this.
+        self.expedited.store(expedited, Ordering::Relaxed);
         // Every CPU but the driver's first, and only then the words that
         // say whom not to wait for: publishing after reading `online` would
         // overwrite the report of a CPU going offline in between.
-        // Release: a reporter's RMW that finds its bit sees `waiter`.
+        // Release: a reporter's RMW that finds its bit sees `waiter` and
+        // `expedited`.
         self.qsmask.swap(!me.map_or(0, bit), Ordering::AcqRel);
-        // The driver's half of the store-buffering pairs (module doc). A
-        // CPU coming online or waking after these RMWs acquires what the
-        // updater did before the grace period.
-        let online = self.online.fetch_or(0, Ordering::AcqRel);
-        let idle = self.idle.fetch_or(0, Ordering::AcqRel);
-        let quiet = !online | idle;
-        let waiting = self.qsmask.fetch_and(!quiet, Ordering::AcqRel) & !quiet;
+        // A normal grace period waits for idle CPUs until it forces
+        // quiescent states; an expedited one skips them now.
+        let waiting = self.release_quiet(expedited);
         GracePeriod {
             rcu: self,
             _driver: driver,
             kind,
             waiting: from_bits(waiting),
         }
+    }
+
+    /// Asks the driver of a normal grace period in progress to expedite it,
+    /// for a caller of an expedited one that would otherwise wait for it
+    /// to end at normal speed before its own begins (Linux runs the two
+    /// kinds side by side; here they share one sequence). The driver
+    /// forces quiescent states at once and wakes the CPUs it still waits
+    /// for, which then report at their next turn. Nothing if no normal
+    /// grace period is in progress.
+    pub fn expedite<P: Cpus + ?Sized>(&self, cpus: &P) {
+        // Release: pairs with the driver's acquire as it wakes.
+        self.expedite_requested.store(true, Ordering::Release);
+        match self.waiter.load(Ordering::Relaxed) {
+            NO_CPU => cpus.wake_threads(),
+            waiter => cpus.wake(CpuId(waiter as u32)),
+        }
+    }
+
+    /// The driver's scan (Linux's `rcu_gp_fqs`): reports every CPU the
+    /// grace period in progress waits for that is idle or offline now.
+    /// Returns the CPUs it still waits for.
+    pub fn force_quiescent_states(&self) -> CpuSet {
+        self.fqs_scans.fetch_add(1, Ordering::Relaxed);
+        from_bits(self.release_quiet(true))
+    }
+
+    /// Clears the bits of the CPUs found offline (and, with `idle`, idle)
+    /// and returns the bits left.
+    fn release_quiet(&self, idle: bool) -> u64 {
+        // The driver's half of the store-buffering pairs (module doc). A
+        // CPU coming online or waking after these RMWs acquires what the
+        // updater did before the grace period.
+        let online = self.online.fetch_or(0, Ordering::AcqRel);
+        let quiet = if idle {
+            !online | self.idle.fetch_or(0, Ordering::AcqRel)
+        } else {
+            !online
+        };
+        self.qsmask.fetch_and(!quiet, Ordering::AcqRel) & !quiet
     }
 
     /// Clears `cpu`'s bit in `qsmask`; the last one wakes the driver.
@@ -338,11 +507,15 @@ impl GracePeriod<'_> {
         // Acquire: pairs with each report's release.
         let over = || self.rcu.qsmask.load(Ordering::Acquire) == 0;
         let condition = || over() || give_up();
-        match deadline {
-            Some(deadline) => {
-                cpus.wait_until_deadline(&condition, deadline);
+        if self.kind == Kind::Expedited {
+            match deadline {
+                Some(deadline) => {
+                    cpus.wait_until_deadline(&condition, deadline);
+                }
+                None => cpus.wait_until(&condition),
             }
-            None => cpus.wait_until(&condition),
+        } else {
+            self.wait_forcing(cpus, deadline, &condition);
         }
         if over() {
             Ok(())
@@ -351,8 +524,56 @@ impl GracePeriod<'_> {
         }
     }
 
+    /// A normal grace period's wait: sleeps until it is over or it is time
+    /// to force quiescent states, every [`Hz::jiffies_till_fqs`] jiffies,
+    /// counted from the jiffy it began in (Linux's `rcu_gp_fqs_loop`). On
+    /// a platform without a clock ([`Cpus::wait_until_deadline`]'s
+    /// default) it never forces them, and waits for idle CPUs to wake.
+    fn wait_forcing<P: Cpus + ?Sized>(
+        &self,
+        cpus: &P,
+        deadline: Option<u64>,
+        condition: &dyn Fn() -> bool,
+    ) {
+        let hz = self.rcu.hz();
+        let fqs_after = |now| hz.at(hz.jiffies(now) + hz.jiffies_till_fqs());
+        let mut fqs_at = fqs_after(cpus.now_ns());
+        let asked = || self.rcu.expedite_requested.load(Ordering::Acquire);
+        loop {
+            let until = deadline.map_or(fqs_at, |deadline| deadline.min(fqs_at));
+            cpus.wait_until_deadline(&|| condition() || asked(), until);
+            if condition() {
+                return;
+            }
+            if self.rcu.expedite_requested.swap(false, Ordering::AcqRel) {
+                self.expedite_now(cpus);
+                continue;
+            }
+            let now = cpus.now_ns();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return;
+            }
+            if now >= fqs_at {
+                self.rcu.force_quiescent_states();
+                fqs_at = fqs_after(now);
+            }
+        }
+    }
+
+    /// Turns it into an expedited one: the CPUs report from their next turn
+    /// or idle entry, the idle ones are reported now, and the busy ones
+    /// are woken (the interrupt of Linux's `synchronize_rcu_expedited`).
+    fn expedite_now<P: Cpus + ?Sized>(&self, cpus: &P) {
+        // Relaxed: a CPU that reads the old value reports at its tick.
+        self.rcu.expedited.store(true, Ordering::Relaxed);
+        for cpu in from_bits(self.rcu.release_quiet(true)).iter() {
+            cpus.wake(cpu);
+        }
+    }
+
     /// Ends it: [`GracePeriods::completed`] counts it.
     pub fn end(self) {
+        self.rcu.expedite_requested.store(false, Ordering::Relaxed);
         let seq = self.rcu.gp_seq.load(Ordering::Relaxed);
         // Release: a caller that sees the count sees the wait's acquire.
         self.rcu.gp_seq.store((seq | 1) + 1, Ordering::Release);

@@ -11,6 +11,7 @@ use common::{Bells, Cpu};
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::rcu::{GracePeriods, Kind, Unfinished};
+use hotkern_kernel::tick::Hz;
 
 /// The thread that drives grace periods, no CPU.
 fn driver(bells: &Arc<Bells>) -> Cpu {
@@ -38,41 +39,82 @@ fn over(grace_period: &hotkern_kernel::rcu::GracePeriod<'_>, cpus: &Cpu) -> Resu
     grace_period.wait(cpus, None, &|| true)
 }
 
+/// What a busy CPU does over two ticks with a turn of its loop between.
+fn tick_turn_tick(rcu: &GracePeriods, cpus: &Cpu, cpu: u32) {
+    rcu.tick(cpus, CpuId(cpu));
+    rcu.quiescent(cpus, CpuId(cpu));
+    rcu.tick(cpus, CpuId(cpu));
+}
+
 #[test]
-fn a_grace_period_waits_for_each_running_cpu_to_report() {
+fn a_normal_grace_period_takes_reports_from_the_tick_after_a_noticed_one() {
     let bells = Bells::new(2);
     let me = driver(&bells);
     let rcu = online(&me, 2);
     // A report from before the grace period began does not count.
-    rcu.quiescent(&me, CpuId(0));
+    tick_turn_tick(&rcu, &me, 0);
     let grace_period = rcu.begin(&me, Kind::Normal);
     assert_eq!(grace_period.waiting(), set(&[0, 1]));
     assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[0, 1]))));
+    // A turn is not a report of a normal grace period, nor is a turn
+    // before the tick noticed the grace period.
     rcu.quiescent(&me, CpuId(0));
+    rcu.tick(&me, CpuId(0));
+    assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[0, 1]))));
+    rcu.tick(&me, CpuId(0));
+    assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[0, 1]))));
+    // Noticed at the first tick: the turn counts, the next tick reports.
+    rcu.quiescent(&me, CpuId(0));
+    rcu.tick(&me, CpuId(0));
     assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[1]))));
     assert_eq!(rcu.completed(), 0);
-    rcu.quiescent(&me, CpuId(1));
+    tick_turn_tick(&rcu, &me, 1);
     assert_eq!(over(&grace_period, &me), Ok(()));
     grace_period.end();
     assert_eq!(rcu.completed(), 1);
+    // What CPU 1 noticed was that grace period: the next needs a new tick.
+    let grace_period = rcu.begin(&me, Kind::Normal);
+    rcu.quiescent(&me, CpuId(1));
+    rcu.tick(&me, CpuId(1));
+    assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[0, 1]))));
 }
 
 #[test]
-fn an_idle_cpu_does_not_hold_a_grace_period_up() {
+fn an_expedited_grace_period_takes_reports_from_turns_and_idle_entry() {
+    let bells = Bells::new(3);
+    let me = driver(&bells);
+    let rcu = online(&me, 3);
+    rcu.quiescent(&me, CpuId(0));
+    assert!(!rcu.enter_idle(&me, CpuId(2)));
+    let grace_period = rcu.begin(&me, Kind::Expedited);
+    // Idle CPUs are skipped as it begins.
+    assert_eq!(grace_period.waiting(), set(&[0, 1]));
+    rcu.quiescent(&me, CpuId(0));
+    assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[1]))));
+    assert!(!rcu.enter_idle(&me, CpuId(1)));
+    assert_eq!(over(&grace_period, &me), Ok(()));
+    assert_eq!(rcu.fqs_scans(), 0);
+}
+
+#[test]
+fn an_idle_cpu_holds_a_normal_grace_period_up_until_quiescent_states_are_forced() {
     let bells = Bells::new(2);
     let me = driver(&bells);
     let rcu = online(&me, 2);
     assert!(!rcu.enter_idle(&me, CpuId(1)));
     let grace_period = rcu.begin(&me, Kind::Normal);
-    assert_eq!(grace_period.waiting(), set(&[0]));
-    // Going idle while it waits is a report too.
+    assert_eq!(grace_period.waiting(), set(&[0, 1]));
+    // Going idle while it waits reports nothing by itself either.
     assert!(!rcu.enter_idle(&me, CpuId(0)));
+    assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[0, 1]))));
+    assert_eq!(rcu.force_quiescent_states(), CpuSet::new());
     assert_eq!(over(&grace_period, &me), Ok(()));
     grace_period.end();
+    assert_eq!(rcu.fqs_scans(), 1);
     // Awake again, it is waited for.
     rcu.exit_idle(CpuId(1));
-    let grace_period = rcu.begin(&me, Kind::Expedited);
-    assert_eq!(grace_period.waiting(), set(&[1]));
+    let grace_period = rcu.begin(&me, Kind::Normal);
+    assert_eq!(rcu.force_quiescent_states(), set(&[1]));
     assert_eq!(over(&grace_period, &me), Err(Unfinished(set(&[1]))));
 }
 
@@ -85,7 +127,7 @@ fn an_offline_cpu_does_not_hold_a_grace_period_up() {
     assert!(!rcu.is_online(CpuId(2)));
     let grace_period = rcu.begin(&me, Kind::Normal);
     assert_eq!(grace_period.waiting(), set(&[0, 1]));
-    rcu.quiescent(&me, CpuId(0));
+    tick_turn_tick(&rcu, &me, 0);
     // Its dying step, while the grace period waits for it.
     rcu.set_online(&me, CpuId(1), false);
     assert_eq!(over(&grace_period, &me), Ok(()));
@@ -117,8 +159,8 @@ fn the_last_report_wakes_a_sleeping_driver() {
         assert!(!waiter.is_finished(), "ended without the busy CPUs");
         std::thread::yield_now();
     }
-    rcu.quiescent(&me, CpuId(0));
-    rcu.enter_idle(&me, CpuId(1));
+    tick_turn_tick(&rcu, &me, 0);
+    tick_turn_tick(&rcu, &me, 1);
     assert_eq!(waiter.join().unwrap(), Ok(()));
     assert_eq!(rcu.completed(), 1);
 }
@@ -163,17 +205,148 @@ fn a_stalled_cpu_is_named_at_the_deadline_and_later_grace_periods_still_end() {
     };
     let rcu = online(&platform.cpu, 2);
     rcu.enter_idle(&platform, CpuId(0));
-    let deadline = platform.now_ns() + 5_000_000;
+    // Past the first forcing (3 jiffies), which finds CPU 0 idle.
+    let deadline = platform.now_ns() + 20_000_000;
     assert_eq!(
         rcu.synchronize(&platform, Kind::Normal, Some(deadline)),
         Err(Unfinished(set(&[1])))
     );
     assert_eq!(rcu.completed(), 0);
     rcu.enter_idle(&platform, CpuId(1));
-    let deadline = platform.now_ns() + 5_000_000;
+    let deadline = platform.now_ns() + 20_000_000;
     assert_eq!(
         rcu.synchronize(&platform, Kind::Normal, Some(deadline)),
         Ok(())
     );
     assert_eq!(rcu.completed(), 1);
+}
+
+/// A platform whose clock advances by `step` nanoseconds each time it is
+/// read, and whose deadline waits spin on it.
+struct Stepping {
+    now: AtomicU64,
+    step: u64,
+    cpu: Cpu,
+}
+
+impl Cpus for Stepping {
+    fn current(&self) -> Option<CpuId> {
+        self.cpu.current()
+    }
+    fn wake(&self, cpu: CpuId) {
+        self.cpu.wake(cpu);
+    }
+    fn wake_threads(&self) {
+        self.cpu.wake_threads();
+    }
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        self.cpu.wait_until(condition);
+    }
+    fn now_ns(&self) -> u64 {
+        self.now.fetch_add(self.step, SeqCst)
+    }
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        while !condition() {
+            if self.now_ns() >= deadline_ns {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[test]
+fn a_normal_grace_period_on_an_idle_machine_ends_at_the_first_forcing() {
+    for (hz, jiffies) in [(100, 1), (250, 1), (300, 2), (1000, 3)] {
+        let hz = Hz::new(hz).unwrap();
+        let platform = Stepping {
+            now: AtomicU64::new(0),
+            step: 10_000,
+            cpu: driver(&Bells::new(2)),
+        };
+        let rcu = online(&platform.cpu, 2);
+        rcu.set_hz(hz);
+        rcu.enter_idle(&platform, CpuId(0));
+        rcu.enter_idle(&platform, CpuId(1));
+        assert_eq!(rcu.synchronize(&platform, Kind::Normal, None), Ok(()));
+        let took = platform.now.load(SeqCst);
+        // Began in jiffy 0, forced at the start of jiffy `jiffies`.
+        let forced = jiffies * hz.nanos_per_jiffy();
+        assert!(
+            (forced..forced + 100_000).contains(&took),
+            "HZ={}: took {took} ns, expected just over {forced}",
+            hz.get()
+        );
+        assert_eq!(rcu.fqs_scans(), 1, "HZ={}", hz.get());
+        // Expedited, the idle CPUs are skipped at once.
+        let before = platform.now.load(SeqCst);
+        assert_eq!(rcu.synchronize(&platform, Kind::Expedited, None), Ok(()));
+        assert!(platform.now.load(SeqCst) - before < 100_000);
+        assert_eq!(rcu.fqs_scans(), 1);
+    }
+}
+
+#[test]
+fn a_busy_cpu_that_reports_from_its_tick_needs_no_forcing() {
+    // Each read a nanosecond: the busy thread has millions of reads'
+    // time to report before the first forcing is due.
+    let platform = Stepping {
+        now: AtomicU64::new(0),
+        step: 1,
+        cpu: driver(&Bells::new(1)),
+    };
+    let rcu = Arc::new(online(&platform.cpu, 1));
+    let started = Arc::new(AtomicU64::new(0));
+    let busy = {
+        let (rcu, cpu, started) = (Arc::clone(&rcu), platform.cpu.clone(), Arc::clone(&started));
+        std::thread::spawn(move || {
+            while rcu.completed() == 0 {
+                started.store(1, SeqCst);
+                tick_turn_tick(&rcu, &cpu, 0);
+            }
+        })
+    };
+    while started.load(SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    assert_eq!(rcu.synchronize(&platform, Kind::Normal, None), Ok(()));
+    busy.join().unwrap();
+    assert_eq!(rcu.fqs_scans(), 0);
+}
+
+#[test]
+fn an_expedite_request_turns_a_normal_grace_period_in_progress_expedited() {
+    // A nanosecond a read: no forcing is due for millions of reads.
+    let platform = Arc::new(Stepping {
+        now: AtomicU64::new(0),
+        step: 1,
+        cpu: driver(&Bells::new(2)),
+    });
+    let rcu = Arc::new(online(&platform.cpu, 2));
+    rcu.enter_idle(&platform.cpu, CpuId(1));
+    let waiter = {
+        let (rcu, platform) = (Arc::clone(&rcu), Arc::clone(&platform));
+        std::thread::spawn(move || rcu.synchronize(&*platform, Kind::Normal, None))
+    };
+    while rcu.holding_up() != set(&[0, 1]) {
+        std::thread::yield_now();
+    }
+    // Turns alone do not end a normal grace period...
+    rcu.quiescent(&platform.cpu, CpuId(0));
+    assert_eq!(rcu.holding_up(), set(&[0, 1]));
+    // ...but once expedited, the idle CPU is found at once and the busy
+    // one reports from its next turn.
+    rcu.expedite(&platform.cpu);
+    while rcu.holding_up().contains(CpuId(1)) {
+        std::thread::yield_now();
+    }
+    while !waiter.is_finished() {
+        rcu.quiescent(&platform.cpu, CpuId(0));
+        std::thread::yield_now();
+    }
+    assert_eq!(waiter.join().unwrap(), Ok(()));
+    assert!(
+        platform.now.load(SeqCst) < 3_000_000,
+        "ended before any forcing was due"
+    );
 }

@@ -40,6 +40,19 @@ fn reader_and_updater(
     reader: fn(&Shared, &Cpu),
     other: fn(&Shared, &Cpu),
 ) {
+    for kind in [Kind::Normal, Kind::Expedited] {
+        checker().check(move || run(kind, cpus, updater_is_cpu, reader, other));
+    }
+}
+
+/// One model run of [`reader_and_updater`], with grace periods of `kind`.
+fn run(
+    kind: Kind,
+    cpus: u32,
+    updater_is_cpu: bool,
+    reader: fn(&Shared, &Cpu),
+    other: fn(&Shared, &Cpu),
+) {
     let bells = Bells::new(cpus as usize + 1);
     let shared = Arc::new(Shared {
         rcu: GracePeriods::new(),
@@ -68,7 +81,7 @@ fn reader_and_updater(
         shared.rcu.set_online(&updater, CpuId(cpus), true);
     }
     shared.version.store(1, SeqCst);
-    assert_eq!(shared.rcu.synchronize(&updater, Kind::Normal, None), Ok(()));
+    assert_eq!(shared.rcu.synchronize(&updater, kind, None), Ok(()));
     shared.freed.store(0, SeqCst);
     for handle in handles {
         handle.join().unwrap();
@@ -85,9 +98,7 @@ fn sleep(shared: &Shared, me: &Cpu) {
 /// the grace period wakes the updater.
 #[test]
 fn a_reader_never_sees_a_freed_version() {
-    checker().check(|| {
-        reader_and_updater(1, false, two_sections, |_, _| {});
-    });
+    reader_and_updater(1, false, two_sections, |_, _| {});
 }
 
 /// The same with the bare-metal kernel's shape: the updater is a CPU, and
@@ -96,9 +107,7 @@ fn a_reader_never_sees_a_freed_version() {
 /// [`Cpus::wake`]: hotkern_kernel::platform::Cpus::wake
 #[test]
 fn a_reader_never_sees_a_freed_version_when_a_cpu_waits() {
-    checker().check(|| {
-        reader_and_updater(1, true, two_sections, |_, _| {});
-    });
+    reader_and_updater(1, true, two_sections, |_, _| {});
 }
 
 fn two_sections(shared: &Shared, me: &Cpu) {
@@ -108,40 +117,56 @@ fn two_sections(shared: &Shared, me: &Cpu) {
     sleep(shared, me);
 }
 
+/// A busy CPU's normal grace period: its tick notices, a turn passes a
+/// quiescent state, the next tick reports, with sections all along (a
+/// tick may come in the middle of one).
+#[test]
+fn a_reader_reporting_from_its_tick_never_sees_a_freed_version() {
+    reader_and_updater(1, false, ticks_and_sections, |_, _| {});
+}
+
+fn ticks_and_sections(shared: &Shared, me: &Cpu) {
+    let seen = shared.version.load(SeqCst);
+    shared.rcu.tick(me, CpuId(0));
+    assert_ne!(shared.freed.load(SeqCst), seen, "read a freed version");
+    shared.rcu.quiescent(me, CpuId(0));
+    let seen = shared.version.load(SeqCst);
+    shared.rcu.tick(me, CpuId(0));
+    assert_ne!(shared.freed.load(SeqCst), seen, "read a freed version");
+    shared.rcu.quiescent(me, CpuId(0));
+    sleep(shared, me);
+}
+
 /// A CPU woken from idle is awake again before it reads: a grace period
 /// that saw it idle began before it woke, so what it reads is new.
 #[test]
 fn a_cpu_leaving_idle_reads_what_the_grace_period_protects() {
-    checker().check(|| {
-        reader_and_updater(
-            1,
-            false,
-            |shared, me| {
-                shared.rcu.enter_idle(me, CpuId(0));
-                shared.rcu.exit_idle(CpuId(0));
-                read(shared);
-                shared.rcu.quiescent(me, CpuId(0));
-                sleep(shared, me);
-            },
-            |_, _| {},
-        );
-    });
+    reader_and_updater(
+        1,
+        false,
+        |shared, me| {
+            shared.rcu.enter_idle(me, CpuId(0));
+            shared.rcu.exit_idle(CpuId(0));
+            read(shared);
+            shared.rcu.quiescent(me, CpuId(0));
+            sleep(shared, me);
+        },
+        |_, _| {},
+    );
 }
 
 /// A grace period waiting for a CPU that goes offline ends without it.
 #[test]
 fn a_cpu_going_offline_releases_the_grace_period() {
-    checker().check(|| {
-        reader_and_updater(
-            2,
-            false,
-            |shared, me| {
-                read(shared);
-                sleep(shared, me);
-            },
-            |shared, me| shared.rcu.set_online(me, CpuId(1), false),
-        );
-    });
+    reader_and_updater(
+        2,
+        false,
+        |shared, me| {
+            read(shared);
+            sleep(shared, me);
+        },
+        |shared, me| shared.rcu.set_online(me, CpuId(1), false),
+    );
 }
 
 /// The planted bug: a reader that reports its quiescent state before its
@@ -150,17 +175,15 @@ fn a_cpu_going_offline_releases_the_grace_period() {
 #[test]
 #[should_panic(expected = "read a freed version")]
 fn reporting_inside_a_section_is_caught() {
-    checker().check(|| {
-        reader_and_updater(
-            1,
-            false,
-            |shared, me| {
-                let seen = shared.version.load(SeqCst);
-                shared.rcu.quiescent(me, CpuId(0));
-                shared.rcu.enter_idle(me, CpuId(0));
-                assert_ne!(shared.freed.load(SeqCst), seen, "read a freed version");
-            },
-            |_, _| {},
-        );
-    });
+    reader_and_updater(
+        1,
+        false,
+        |shared, me| {
+            let seen = shared.version.load(SeqCst);
+            shared.rcu.quiescent(me, CpuId(0));
+            shared.rcu.enter_idle(me, CpuId(0));
+            assert_ne!(shared.freed.load(SeqCst), seen, "read a freed version");
+        },
+        |_, _| {},
+    );
 }

@@ -16,6 +16,7 @@ use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::sched::{Domains, RunQueue};
+use hotkern_kernel::tick::{Hz, Ticks};
 use hotkern_kernel::timer::Timers;
 use hotkern_kernel::workqueue::Workqueue;
 use parking_lot::{Condvar, Mutex};
@@ -68,6 +69,8 @@ pub(crate) struct Kernel {
     pub(crate) vmstat: Vmstat,
     pub(crate) events: EventLogs,
     pub(crate) epoch: Instant,
+    /// Each vCPU's scheduler tick.
+    pub(crate) ticks: Ticks,
     pub(crate) domains: Domains,
     pub(crate) audit: Audit,
     pub(crate) ledger: Ledger,
@@ -78,9 +81,10 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
-    pub(crate) fn new(cpus: usize, memory: FramePool) -> std::io::Result<Arc<Kernel>> {
+    pub(crate) fn new(cpus: usize, memory: FramePool, hz: Hz) -> std::io::Result<Arc<Kernel>> {
         let doorbells = Arc::new(Doorbells::new(cpus));
-        let rcu = Rcu::start(cpus, Arc::clone(&doorbells))?;
+        let rcu = Rcu::start(cpus, Arc::clone(&doorbells), hz)?;
+        let epoch = doorbells.epoch();
         Ok(Arc::new_cyclic(|me| Kernel {
             cpus,
             vcpus: (0..cpus)
@@ -103,7 +107,8 @@ impl Kernel {
             sysfs: Sysfs::new(cpus),
             vmstat: Vmstat::new(cpus),
             events: EventLogs::new(cpus),
-            epoch: Instant::now(),
+            epoch,
+            ticks: Ticks::new(hz),
             domains: Domains::default(),
             audit: Audit::default(),
             ledger: Ledger::default(),
@@ -129,6 +134,42 @@ impl Kernel {
     /// The `Instant` of clock reading `ns`, for sleeping until it.
     pub(crate) fn instant_at(&self, ns: u64) -> Instant {
         self.epoch + Duration::from_nanos(ns)
+    }
+
+    /// When the last jiffy began: timers expire from the tick, so a timer
+    /// is due once its deadline is at or before the last tick.
+    fn last_tick_ns(&self) -> u64 {
+        let hz = self.ticks.hz();
+        hz.at(hz.jiffies(self.now_ns()))
+    }
+
+    /// vCPU `cpu`'s tick, if due: RCU notices grace periods and reports
+    /// quiescent states from it (timers are due from it, see
+    /// [`Kernel::last_tick_ns`]).
+    fn tick(&self, cpu: usize) {
+        if self.ticks.due(cpu, self.now_ns()) {
+            self.rcu.tick(cpu);
+        }
+    }
+
+    /// vCPU `cpu` found nothing to do: idles until rung, or until its next
+    /// timer expires or, while RCU needs the CPU, its next tick. With
+    /// neither, its tick stops (dyntick-idle), as Linux's
+    /// `tick_nohz_idle_stop_tick` stops it when `rcu_needs_cpu` says no.
+    fn idle(&self, cpu: usize) {
+        let timer = self
+            .timers
+            .next_deadline(cpu)
+            .map(|ns| self.ticks.hz().expiry(ns));
+        if !self.rcu.needs_cpu(cpu) {
+            self.ticks.stop(cpu);
+        }
+        let wake = match (timer, self.ticks.next(cpu)) {
+            (Some(timer), Some(tick)) => Some(timer.min(tick)),
+            (timer, tick) => timer.or(tick),
+        };
+        self.rcu.idle(cpu, wake.map(|ns| self.instant_at(ns)));
+        self.ticks.start(cpu, self.now_ns());
     }
 
     fn trace(&self, cpu: usize, kind: EventKind, id: u64) {
@@ -321,7 +362,7 @@ impl Kernel {
         set_current_cpu(Some(cpu));
         match role {
             Role::Softirq => {
-                for timer in self.timers.take_due(cpu, self.now_ns()) {
+                for timer in self.timers.take_due(cpu, self.last_tick_ns()) {
                     self.run_job(cpu, Item::Timer, timer.id, timer.job);
                 }
             }
@@ -351,7 +392,7 @@ impl Kernel {
     /// Gives the vCPU to its kernel threads that have something to do.
     fn dispatch_kthreads(&self, cpu: usize) -> bool {
         let mut ran = false;
-        let now = self.now_ns();
+        let now = self.last_tick_ns();
         // Decided for all roles before any runs, as one look at the CPU.
         let wants = Role::ALL.map(|role| match role {
             Role::Softirq => self.timers.has_due(cpu, now),
@@ -423,6 +464,7 @@ impl Kernel {
                 let mut life = vcpu.life.lock();
                 if *life == Life::Dying {
                     *life = Life::Dead;
+                    self.ticks.stop(cpu);
                     vcpu.life_changed.notify_all();
                 }
                 while *life == Life::Dead && !self.shutdown.load(Ordering::SeqCst) {
@@ -433,6 +475,7 @@ impl Kernel {
                 if self.shutdown.load(Ordering::SeqCst) {
                     return;
                 }
+                self.ticks.start(cpu, self.now_ns());
             }
             let mut busy = self.stop.poll(&self.doorbells);
             if self.life(cpu) != Life::Alive {
@@ -441,6 +484,7 @@ impl Kernel {
             busy |= self.run_calls(cpu);
             self.rcu.quiescent(cpu);
             if self.is_online(cpu) {
+                self.tick(cpu);
                 busy |= self.dispatch_kthreads(cpu);
                 busy |= self.run_one_task(cpu);
                 self.rcu.quiescent(cpu);
@@ -450,10 +494,7 @@ impl Kernel {
                 });
             }
             if !busy {
-                self.rcu.idle(
-                    cpu,
-                    self.timers.next_deadline(cpu).map(|ns| self.instant_at(ns)),
-                );
+                self.idle(cpu);
             }
         }
     }
@@ -477,7 +518,12 @@ mod tests {
 
     #[test]
     fn running_anything_on_an_offline_vcpu_is_caught() {
-        let kernel = Kernel::new(2, FramePool::new(Pfn(0), PageCount(16)).unwrap()).unwrap();
+        let kernel = Kernel::new(
+            2,
+            FramePool::new(Pfn(0), PageCount(16)).unwrap(),
+            Hz::DEFAULT,
+        )
+        .unwrap();
         let id = kernel.ledger.issue(Item::Work);
         // vCPU 1 was never brought up: running a job "on" it is a violation.
         kernel.run_job(1, Item::Work, id, Box::new(|_| {}));

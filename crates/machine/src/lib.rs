@@ -122,9 +122,11 @@ pub mod loom_model {
             self.bells.ring(cpu);
         }
 
-        /// Waits for a grace period.
+        /// Waits for a grace period: an expedited one, as a model has no
+        /// clock to force quiescent states by (the normal kind's timing is
+        /// modelled in `hotkern-kernel`'s `tests/rcu_loom.rs`).
         pub fn synchronize(&self) {
-            self.rcu.synchronize();
+            self.rcu.synchronize_expedited();
         }
 
         /// The grace-period thread: returns after [`GracePeriods::stop`].
@@ -150,6 +152,7 @@ pub use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
 pub use hotkern_kernel::frames::FrameCounts;
 pub use hotkern_kernel::kthread::Role;
 pub use hotkern_kernel::ledger::{Item, Tally};
+pub use hotkern_kernel::tick::{Hz, UnsupportedHz};
 pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};

@@ -13,6 +13,7 @@ use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
 use hotkern_kernel::frames::{FrameCounts, FramePool};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::{Item, Tally};
+use hotkern_kernel::tick::Hz;
 use hotkern_physmem::{PageCount, Pfn};
 
 use crate::error::MachineError;
@@ -72,6 +73,7 @@ pub struct MachineBuilder {
     online: Option<usize>,
     engine: Engine,
     frames: PageCount,
+    hz: Hz,
     record_step_calls: bool,
 }
 
@@ -91,6 +93,13 @@ impl MachineBuilder {
     /// The hotplug engine (default [`Engine::Classic`]).
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
+        self
+    }
+
+    /// The scheduler tick's rate (default 1000, as Linux's `CONFIG_HZ`):
+    /// it times normal grace periods and timers.
+    pub fn hz(mut self, hz: Hz) -> Self {
+        self.hz = hz;
         self
     }
 
@@ -124,7 +133,7 @@ impl MachineBuilder {
             return Err(MachineError::Config("memory must hold at least one frame"));
         }
         let log = self.record_step_calls.then(Arc::default);
-        Machine::start(self.cpus, online, self.engine, self.frames, log)
+        Machine::start(self.cpus, online, self.engine, self.frames, self.hz, log)
     }
 }
 
@@ -167,6 +176,7 @@ impl Machine {
             online: None,
             engine: Engine::Classic,
             frames: PageCount(16 * 1024),
+            hz: Hz::DEFAULT,
             record_step_calls: false,
         }
     }
@@ -189,11 +199,12 @@ impl Machine {
         online: usize,
         engine: Engine,
         frames: PageCount,
+        hz: Hz,
         step_log: Option<Arc<StepLog>>,
     ) -> Result<Machine, MachineError> {
         // Frames start above the first MiB, as on a PC.
         let memory = FramePool::new(Pfn(256), frames).map_err(MachineError::Memory)?;
-        let kernel = Kernel::new(cpus, memory).map_err(spawn_error)?;
+        let kernel = Kernel::new(cpus, memory, hz).map_err(spawn_error)?;
         let mut machine = Machine {
             kernel: Arc::clone(&kernel),
             engine: Arc::new(

@@ -48,6 +48,10 @@ impl Platform for MachinePlatform {
         self.kernel.rcu.synchronize();
     }
 
+    fn synchronize_grace_period_expedited(&self) {
+        self.kernel.rcu.synchronize_expedited();
+    }
+
     fn power_on(&self, cpu: CpuId) {
         if cpu.index() < self.kernel.cpus {
             self.kernel.boot(cpu.index());

@@ -20,6 +20,7 @@ use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::rcu::{GracePeriods, Kind};
 use hotkern_kernel::sync::{AtomicBool, AtomicUsize, Condvar, Mutex};
+use hotkern_kernel::tick::Hz;
 
 use crate::signal::{current_cpu, Doorbells};
 use crate::task::Job;
@@ -46,6 +47,11 @@ struct Requests {
     completed: u64,
     in_progress: bool,
     requested: u64,
+    /// The last grace period an expedited caller waits for: until it has
+    /// ended, the thread runs expedited ones. One sequence serves both
+    /// kinds (Linux keeps two, `rcu_state.gp_seq` and `expedited_sequence`):
+    /// an expedited grace period is a full one, so normal callers take it.
+    expedite_until: u64,
     stop: bool,
 }
 
@@ -65,8 +71,13 @@ pub(crate) struct Rcu {
 }
 
 impl Rcu {
-    pub(crate) fn start(cpus: usize, doorbells: Arc<Doorbells>) -> std::io::Result<Arc<Rcu>> {
+    pub(crate) fn start(
+        cpus: usize,
+        doorbells: Arc<Doorbells>,
+        hz: Hz,
+    ) -> std::io::Result<Arc<Rcu>> {
         let rcu = Rcu::unstarted(cpus, doorbells);
+        rcu.detect.set_hz(hz);
         let theirs = Arc::clone(&rcu);
         let handle = std::thread::Builder::new()
             .name("rcu_gp".into())
@@ -114,13 +125,33 @@ impl Rcu {
     }
 
     /// Waits for a full grace period: every read-side section running now
-    /// has ended when this returns.
+    /// has ended when this returns (Linux's `synchronize_rcu`, woken by the
+    /// grace-period thread as `rcu_normal_wake_from_gp` does).
     pub(crate) fn synchronize(&self) {
+        self.wait_for_grace_period(Kind::Normal);
+    }
+
+    /// [`Rcu::synchronize`] with an expedited grace period (Linux's
+    /// `synchronize_rcu_expedited`): the vCPUs are rung rather than waited
+    /// for.
+    pub(crate) fn synchronize_expedited(&self) {
+        self.wait_for_grace_period(Kind::Expedited);
+    }
+
+    fn wait_for_grace_period(&self, kind: Kind) {
         // A vCPU blocked here runs nothing: it is quiescent while it waits,
         // as a task that sleeps in `synchronize_rcu` lets its CPU switch.
         let blocked = current_cpu().map(|cpu| (cpu, self.idle_entered(cpu)));
         let mut state = self.state.lock();
         let target = Self::request(&mut state);
+        if kind == Kind::Expedited {
+            state.expedite_until = state.expedite_until.max(target);
+            if state.in_progress {
+                // A normal one in progress would hold this caller up at
+                // normal speed before its own could begin.
+                self.detect.expedite(&*self.doorbells);
+            }
+        }
         self.to_thread.notify_all();
         while state.completed < target {
             self.ended.wait(&mut state);
@@ -141,6 +172,19 @@ impl Rcu {
     /// vCPU `cpu` passed a quiescent state.
     pub(crate) fn quiescent(&self, cpu: usize) {
         self.detect.quiescent(&*self.doorbells, cpu_id(cpu));
+    }
+
+    /// vCPU `cpu`'s scheduler tick.
+    pub(crate) fn tick(&self, cpu: usize) {
+        self.detect.tick(&*self.doorbells, cpu_id(cpu));
+    }
+
+    /// Whether `cpu` must keep its tick while idle: it holds callbacks
+    /// waiting for grace periods (Linux's `rcu_needs_cpu`).
+    pub(crate) fn needs_cpu(&self, cpu: usize) -> bool {
+        self.cpus
+            .get(cpu)
+            .is_some_and(|me| me.pending.load(Ordering::SeqCst) > 0)
     }
 
     /// Starts or stops waiting for `cpu` (its online state, for RCU): a
@@ -306,12 +350,20 @@ impl Rcu {
                 return;
             }
             state.in_progress = true;
+            let kind = if state.expedite_until > state.completed {
+                Kind::Expedited
+            } else {
+                Kind::Normal
+            };
             drop(state);
-            let grace_period = self.detect.begin(&*self.doorbells, Kind::Normal);
-            // A busy vCPU rung now does not sleep before its next turn,
-            // which passes a quiescent state.
-            for cpu in grace_period.waiting().iter() {
-                self.doorbells.ring(cpu.index());
+            let grace_period = self.detect.begin(&*self.doorbells, kind);
+            // Expedited: a busy vCPU rung now (the IPI) does not sleep
+            // before its next turn, which reports. Normal: the vCPUs'
+            // ticks do, and forcing quiescent states finds the idle ones.
+            if kind == Kind::Expedited {
+                for cpu in grace_period.waiting().iter() {
+                    self.doorbells.ring(cpu.index());
+                }
             }
             // Given up only when the machine stops; it then counts as
             // ended, so that no `synchronize` caller waits for good.
@@ -349,10 +401,19 @@ mod tests {
         }
     }
 
+    /// What a busy vCPU does for a normal grace period: its tick notices
+    /// it, a turn of its loop passes a quiescent state, the next tick
+    /// reports it.
+    fn report(rcu: &Rcu, cpu: usize) {
+        rcu.tick(cpu);
+        rcu.quiescent(cpu);
+        rcu.tick(cpu);
+    }
+
     #[test]
     fn grace_period_waits_for_a_busy_cpu_and_ignores_untracked_ones() {
         let doorbells = Arc::new(Doorbells::new(2));
-        let rcu = Rcu::start(2, Arc::clone(&doorbells)).unwrap();
+        let rcu = Rcu::start(2, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
         rcu.set_tracked(1, false);
         // CPU 0 is "busy" (not idle, no quiescent state): synchronize blocks.
@@ -370,29 +431,43 @@ mod tests {
             rcu.detect.holding_up().contains(cpu_id(0))
         });
         assert_eq!(rcu.completed(), 0);
+        // A turn of its loop alone is no report of a normal grace period.
         rcu.quiescent(0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(
+            rcu.completed(),
+            0,
+            "ended without a report from CPU 0's tick"
+        );
+        report(&rcu, 0);
         waiter.join().unwrap();
         assert!(rcu.completed() >= 1);
         rcu.stop();
     }
 
     /// A grace period run by `waiter` on an `rcu` whose CPU 0 is tracked
-    /// and counts as idle must end without waiting for CPU 0: fails (after
-    /// releasing the waiter) if the grace-period thread waits for it.
+    /// and counts as idle must end without a report from CPU 0, when it
+    /// forces quiescent states: fails (after releasing the waiter) if it
+    /// has not ended a second later.
     fn ends_without_cpu_0(rcu: &Rcu, waiter: JoinHandle<()>, why: &str) {
-        let waits_for_0 = || rcu.detect.holding_up().contains(cpu_id(0));
-        wait_until(|| waiter.is_finished() || waits_for_0());
-        let waited = waits_for_0();
-        rcu.quiescent(0);
+        let start = Instant::now();
+        while !waiter.is_finished() && start.elapsed() < std::time::Duration::from_secs(1) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let ended = waiter.is_finished();
+        if !ended {
+            report(rcu, 0);
+        }
         waiter.join().unwrap();
-        assert!(!waited, "the grace period waited for CPU 0, {why}");
+        assert!(ended, "the grace period waited for CPU 0, {why}");
         assert_eq!(rcu.completed(), 1);
+        assert!(rcu.detect.fqs_scans() >= 1, "found idle by forcing");
     }
 
     #[test]
     fn an_idle_cpu_is_quiescent_without_passing_a_quiescent_state() {
         let doorbells = Arc::new(Doorbells::new(1));
-        let rcu = Rcu::start(1, Arc::clone(&doorbells)).unwrap();
+        let rcu = Rcu::start(1, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
         rcu.idle_entered(0);
         let waiter = {
@@ -406,7 +481,7 @@ mod tests {
     #[test]
     fn a_vcpu_blocked_in_synchronize_counts_as_idle_meanwhile() {
         let doorbells = Arc::new(Doorbells::new(2));
-        let rcu = Rcu::start(2, Arc::clone(&doorbells)).unwrap();
+        let rcu = Rcu::start(2, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
         // vCPU 0 itself waits for a grace period: it runs nothing while it
         // waits, so the grace period must not wait for it.
@@ -426,7 +501,7 @@ mod tests {
     #[test]
     fn callbacks_run_after_their_grace_period_and_survive_migration() {
         let doorbells = Arc::new(Doorbells::new(2));
-        let rcu = Rcu::start(2, Arc::clone(&doorbells)).unwrap();
+        let rcu = Rcu::start(2, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
         assert!(rcu.create_data(0) && rcu.create_data(1));
         assert!(!rcu.create_data(0));
@@ -449,7 +524,7 @@ mod tests {
             !rcu.has_ready(0),
             "ready before CPU 0 passed a quiescent state"
         );
-        rcu.quiescent(0);
+        report(&rcu, 0);
         wait_until(|| rcu.has_ready(0));
         for callback in rcu.take_ready(0) {
             if let Callback::Internal(run) = callback {

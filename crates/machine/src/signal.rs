@@ -56,6 +56,20 @@ impl Doorbell {
             self.wake.wait(&mut rung);
         }
     }
+
+    /// [`Doorbell::wait_until`], giving up at `deadline`; returns whether
+    /// `condition` held.
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline: Instant) -> bool {
+        let mut rung = self.rung.lock();
+        while !condition() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            // Under loom the wait never times out: its model has no clock.
+            let _ = self.wake.wait_until(&mut rung, deadline);
+        }
+        true
+    }
 }
 
 /// The doorbells of every vCPU, and one for threads that are no vCPU.
@@ -64,6 +78,8 @@ pub(crate) struct Doorbells {
     /// Where threads that are no vCPU (the hotplug engine's) wait in
     /// [`Cpus::wait_until`].
     threads: Doorbell,
+    /// The machine's clock starts here: [`Cpus::now_ns`] counts from it.
+    epoch: Instant,
 }
 
 impl Doorbells {
@@ -71,7 +87,18 @@ impl Doorbells {
         Doorbells {
             vcpus: (0..cpus).map(|_| Doorbell::default()).collect(),
             threads: Doorbell::default(),
+            epoch: Instant::now(),
         }
+    }
+
+    /// When the machine's clock reads zero.
+    pub(crate) fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// The `Instant` the machine's clock reads `ns`.
+    pub(crate) fn instant_at(&self, ns: u64) -> Instant {
+        self.epoch + std::time::Duration::from_nanos(ns)
     }
 
     pub(crate) fn ring(&self, cpu: usize) {
@@ -106,6 +133,16 @@ impl Cpus for Doorbells {
     fn wait_until(&self, condition: &dyn Fn() -> bool) {
         let bell = current_cpu().and_then(|cpu| self.vcpus.get(cpu));
         bell.unwrap_or(&self.threads).wait_until(condition);
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        let bell = current_cpu().and_then(|cpu| self.vcpus.get(cpu));
+        bell.unwrap_or(&self.threads)
+            .wait_until_deadline(condition, self.instant_at(deadline_ns))
     }
 }
 

@@ -150,7 +150,12 @@ mod tests {
 
     #[test]
     fn retired_counters_are_folded_not_lost() {
-        let rcu = Rcu::start(2, Arc::new(Doorbells::new(2))).unwrap();
+        let rcu = Rcu::start(
+            2,
+            Arc::new(Doorbells::new(2)),
+            hotkern_kernel::tick::Hz::DEFAULT,
+        )
+        .unwrap();
         let stats = Vmstat::new(2);
         assert!(stats.create(0) && stats.create(1) && !stats.create(1));
         stats.with(1, |s| s.slices.fetch_add(5, Ordering::Relaxed));

@@ -4,17 +4,26 @@
 #![allow(dead_code)]
 
 #[cfg(loom)]
-use loom::sync::{Arc, Condvar, Mutex};
+use loom::sync::{
+    atomic::{AtomicU64, Ordering::SeqCst},
+    Arc, Condvar, Mutex,
+};
 #[cfg(not(loom))]
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{
+    atomic::{AtomicU64, Ordering::SeqCst},
+    Arc, Condvar, Mutex,
+};
 
 use hotkern_cpuhp::CpuId;
 use hotkern_kernel::platform::Cpus;
 
-/// A lock and condvar per CPU, and one for the threads that are no CPU.
+/// A lock and condvar per CPU, one for the threads that are no CPU, and
+/// a clock that stands still until someone waits for a deadline: then it
+/// jumps there (in a model, time passes only while threads wait).
 pub struct Bells {
     cpus: Vec<(Mutex<()>, Condvar)>,
     threads: (Mutex<()>, Condvar),
+    clock: AtomicU64,
 }
 
 impl Bells {
@@ -25,6 +34,7 @@ impl Bells {
                 .map(|_| (Mutex::new(()), Condvar::new()))
                 .collect(),
             threads: (Mutex::new(()), Condvar::new()),
+            clock: AtomicU64::new(0),
         })
     }
 }
@@ -69,6 +79,24 @@ impl Cpus for Cpu {
         while !condition() {
             held = wake.wait(held).unwrap();
         }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.bells.clock.load(SeqCst)
+    }
+
+    /// The deadline comes at once: the clock jumps to it, and the caller
+    /// yields, so that a driver that waits again lets the others run.
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        if condition() {
+            return true;
+        }
+        self.bells.clock.fetch_max(deadline_ns, SeqCst);
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(not(loom))]
+        std::thread::yield_now();
+        condition()
     }
 }
 
