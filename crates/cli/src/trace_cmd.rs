@@ -260,13 +260,15 @@ fn report(file: &Path, opts: hotkern_tracedat::ReportOptions) -> Result<(), Stri
     let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     // hotkern-tracedat reads what trace-cmd writes, Linux's files and
     // hotkern's alike; hotkern's own reader remains for files it rejects.
-    let bytes = match report_tracedat(file, bytes, &opts) {
+    let (bytes, error) = match report_tracedat(file, bytes, &opts) {
         Ok(()) => return Ok(()),
-        Err(bytes) => bytes,
+        Err(refused) => refused,
     };
+    // Neither reader knows the file: hotkern-tracedat's reason is the one
+    // that covers both versions.
     let data = read_trace_dat(&bytes)
         .and_then(|trace| trace.to_trace_data())
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+        .map_err(|_| format!("{}: {error}", file.display()))?;
     let mut out = String::new();
     write_report(&data, opts.nanoseconds, &mut out);
     use std::io::Write;
@@ -277,17 +279,18 @@ fn report(file: &Path, opts: hotkern_tracedat::ReportOptions) -> Result<(), Stri
     Ok(())
 }
 
-/// Prints `bytes` with hotkern-tracedat; gives them back if it cannot
-/// read the file's metadata. An error while printing is reported on
+/// Prints `bytes` with hotkern-tracedat; gives them back, with the
+/// reason, if it cannot read the file's metadata. An error while printing is reported on
 /// standard error (a closed pipe, as with `| head`, is not).
 fn report_tracedat(
     file: &Path,
     bytes: Vec<u8>,
     opts: &hotkern_tracedat::ReportOptions,
-) -> Result<(), Vec<u8>> {
+) -> Result<(), (Vec<u8>, hotkern_tracedat::Error)> {
     let copy = bytes.clone();
-    let Ok(mut trace) = hotkern_tracedat::TraceFile::from_bytes(bytes) else {
-        return Err(copy);
+    let mut trace = match hotkern_tracedat::TraceFile::from_bytes(bytes) {
+        Ok(trace) => trace,
+        Err(e) => return Err((copy, e)),
     };
     let stdout = std::io::stdout();
     let mut lock = std::io::BufWriter::new(stdout.lock());

@@ -6,6 +6,12 @@ use std::io::Read;
 use crate::error::{Error, Result};
 use crate::input::Bytes;
 
+/// The largest block accepted. trace-cmd compresses CPU data a few pages
+/// at a time and its largest metadata (kallsyms) is a few megabytes; a
+/// bigger stated size is a corrupt or hostile file, refused before the
+/// decoder spends time and memory on it.
+const MAX_BLOCK: u32 = 256 << 20;
+
 /// A compression algorithm trace-cmd 3.x may write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Codec {
@@ -28,6 +34,9 @@ impl Codec {
     /// grows with what the decoder produces, never by the stated `size`,
     /// so a lying header costs no memory.
     pub(crate) fn decompress(self, data: &[u8], size: u32) -> Result<Vec<u8>> {
+        if size > MAX_BLOCK {
+            return Err(Error::Decompress(format!("a block of {size} bytes")));
+        }
         let mut out = Vec::new();
         let limit = u64::from(size) + 1;
         let got = match self {

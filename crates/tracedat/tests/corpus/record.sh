@@ -78,6 +78,9 @@ for f in "$name".v6.dat "$name".v7.dat; do
     trace-cmd report -N -i "$f" | cmp -s - "$name.txt" || { echo "$f: report differs" >&2; exit 1; }
 done
 #
+# sched.v7zlib.dat is sched.v7.dat recompressed by zlib.py: this trace-cmd
+# offers zstd only.
+#
 # hotkern.v6.dat is not from Linux: `hotkern trace demo --threads 2
 # --requests 4` wrote it (function_graph and trace_printk records), and
 # hotkern.txt is what `trace-cmd report -N` prints for it.
