@@ -11,6 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::arch::rdtsc;
 use crate::cpu::MAX_CPUS;
+use hotkern_kernel::tick::Hz;
 
 /// The xAPIC's MMIO base (the reset value of `IA32_APIC_BASE`).
 const BASE: u64 = 0xfee0_0000;
@@ -38,8 +39,19 @@ pub const WAKE_VECTOR: u8 = 0xf0;
 /// The spurious-interrupt vector (low nibble all ones, as older APICs need).
 pub const SPURIOUS_VECTOR: u8 = 0xff;
 
+/// Ticks per second: Linux's `CONFIG_HZ`, from the command line's `hz=`
+/// ([`set_hz`]) before [`calibrate`].
+static TICK_HZ: AtomicU64 = AtomicU64::new(Hz::DEFAULT.get() as u64);
+
+/// Sets the tick rate; before [`calibrate`].
+pub fn set_hz(hz: Hz) {
+    TICK_HZ.store(u64::from(hz.get()), Ordering::Relaxed);
+}
+
 /// Ticks per second.
-pub const TICK_HZ: u64 = 100;
+pub fn hz() -> u64 {
+    TICK_HZ.load(Ordering::Relaxed)
+}
 
 /// ICR delivery-status bit: the IPI has not been accepted yet.
 const ICR_PENDING: u32 = 1 << 12;
@@ -102,7 +114,7 @@ pub fn calibrate(tsc_hz: u64) -> u64 {
     }
     let hz = (u128::from(counted) * u128::from(tsc_hz) / u128::from(elapsed)) as u64;
     COUNTS_PER_TICK.store(
-        (hz / TICK_HZ).clamp(1, u64::from(u32::MAX)) as u32,
+        (hz / self::hz()).clamp(1, u64::from(u32::MAX)) as u32,
         Ordering::Relaxed,
     );
     hz
@@ -125,11 +137,12 @@ pub fn stop_tick() {
     write(TIMER_INITIAL, 0);
 }
 
-/// The tick handler: counts and acknowledges.
+/// The tick handler: counts, gives RCU its tick, and acknowledges.
 pub fn tick(cpu: u32) {
     if let Some(ticks) = TICKS.get(cpu as usize) {
         ticks.fetch_add(1, Ordering::Relaxed);
     }
+    crate::rcu::tick(cpu);
     eoi();
 }
 

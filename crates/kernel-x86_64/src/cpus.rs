@@ -209,7 +209,7 @@ impl fmt::Display for Json<'_> {
             smp::online(),
             List(&ids[..count]),
             List(&ticks[..count]),
-            apic::TICK_HZ,
+            apic::hz(),
             report.apic_timer_hz,
             List(&report.start_us[aps.clone()]),
             List(&report.offline_us[aps.clone()]),

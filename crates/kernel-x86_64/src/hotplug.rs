@@ -180,8 +180,17 @@ impl Platform for KernelPlatform {
     }
 
     fn synchronize_grace_period(&self) {
-        if let Err(stalled) = rcu::synchronize(GRACE_TIMEOUT_US) {
+        if let Err(stalled) = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US) {
             platform_failed(format_args!("grace period stalled on cpu {}", stalled.0));
+        }
+    }
+
+    fn synchronize_grace_period_expedited(&self) {
+        if let Err(stalled) = rcu::synchronize(rcu::Kind::Expedited, GRACE_TIMEOUT_US) {
+            platform_failed(format_args!(
+                "expedited grace period stalled on cpu {}",
+                stalled.0
+            ));
         }
     }
 

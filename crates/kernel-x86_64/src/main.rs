@@ -49,6 +49,7 @@ mod tsc;
 mod virtio_blk;
 
 use checks::Checks;
+use hotkern_kernel::tick::Hz;
 use qemu::{exit, Exit};
 
 /// The first Rust code: called by the entry code in [`boot`] on the boot
@@ -118,6 +119,20 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             idt::breakpoints() == 1,
         );
     }
+    // The tick's rate times grace periods and timers, as Linux's CONFIG_HZ.
+    if let Some(hz) = info.option("hz") {
+        match hz
+            .parse()
+            .map_err(|_| 0)
+            .and_then(|hz| Hz::new(hz).map_err(|e| e.0))
+        {
+            Ok(hz) => {
+                apic::set_hz(hz);
+                rcu::set_hz(hz);
+            }
+            Err(_) => println!("hotkern: hz={hz}: expected 100, 250, 300 or 1000; using 1000"),
+        }
+    }
     // Without a calibrated TSC the waits assume 2 GHz: only their length
     // is off, not their outcome.
     let wait_hz = tsc_hz.unwrap_or(2_000_000_000);
@@ -127,7 +142,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         smp::online(),
         smp_report.found,
         smp_report.apic_timer_hz / 1_000_000,
-        apic::TICK_HZ
+        apic::hz()
     );
     let layout = match memory::bring_up(&info) {
         Ok(layout) => layout,

@@ -17,7 +17,9 @@
 //! RCU-protected data.
 
 use hotkern_cpuhp::CpuId;
-use hotkern_kernel::rcu::{GracePeriods, Kind, Unfinished};
+pub use hotkern_kernel::rcu::Kind;
+use hotkern_kernel::rcu::{GracePeriods, Unfinished};
+use hotkern_kernel::tick::Hz;
 
 use crate::stop_machine::KernelCpus;
 use crate::{smp, tsc};
@@ -40,21 +42,37 @@ pub fn exit_idle(cpu: u32) {
     GRACE_PERIODS.exit_idle(CpuId(cpu));
 }
 
+/// CPU `cpu`'s tick (from the local APIC timer's interrupt). A halted CPU
+/// takes its tick too, but is in its extended quiescent state: it reports
+/// nothing, as a CPU whose tick Linux stopped (dyntick-idle) reports
+/// nothing, and forcing quiescent states finds it.
+pub fn tick(cpu: u32) {
+    if !GRACE_PERIODS.is_idle(CpuId(cpu)) {
+        GRACE_PERIODS.tick(&KernelCpus, CpuId(cpu));
+    }
+}
+
+/// Sets the tick rate that times normal grace periods.
+pub fn set_hz(hz: Hz) {
+    GRACE_PERIODS.set_hz(hz);
+}
+
 /// A CPU that did not report a quiescent state in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stalled(pub u32);
 
-/// Waits for a grace period (Linux's `synchronize_rcu`): every other
-/// running CPU is idle, parked, or has turned its loop since the call.
-/// Gives up after `timeout_us` and names a CPU that stalled.
+/// Waits for a grace period of `kind` (Linux's `synchronize_rcu` or
+/// `synchronize_rcu_expedited`): every other running CPU is idle, parked,
+/// or has passed a quiescent state since the call. Gives up after
+/// `timeout_us` and names a CPU that stalled.
 #[hotkern_trace::function]
-pub fn synchronize(timeout_us: u64) -> Result<(), Stalled> {
+pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stalled> {
     for cpu in 0..smp::cpu_count() {
         GRACE_PERIODS.set_online(&KernelCpus, CpuId(cpu), smp::is_running(cpu));
     }
     let deadline = tsc::nanos().saturating_add(timeout_us.saturating_mul(1_000));
     GRACE_PERIODS
-        .synchronize(&KernelCpus, Kind::Normal, Some(deadline))
+        .synchronize(&KernelCpus, kind, Some(deadline))
         .map_err(|Unfinished(left)| Stalled(left.iter().next().map_or(0, |cpu| cpu.0)))
 }
 

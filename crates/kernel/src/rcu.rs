@@ -29,9 +29,9 @@
 //!   `jiffies_till_next_fqs`). On an idle machine a grace period therefore
 //!   lasts about three jiffies at HZ=1000, as Linux's does.
 //! - [`Kind::Expedited`] (`synchronize_rcu_expedited`) skips the CPUs idle
-//!   when it begins, and its driver interrupts the others (the platform
-//!   wakes [`GracePeriod::waiting`]); each reports at its next turn, or as
-//!   it enters idle. Microseconds, at the price of disturbing every CPU.
+//!   when it begins, and its driver interrupts the others
+//!   ([`Cpus::wake`]); each reports at its next turn, or as it enters
+//!   idle. Microseconds, at the price of disturbing every CPU.
 //!
 //! # The protocol
 //!
@@ -406,8 +406,14 @@ impl GracePeriods {
         // `expedited`.
         self.qsmask.swap(!me.map_or(0, bit), Ordering::AcqRel);
         // A normal grace period waits for idle CPUs until it forces
-        // quiescent states; an expedited one skips them now.
+        // quiescent states; an expedited one skips them now, and
+        // interrupts the others so that each reports at its next turn.
         let waiting = self.release_quiet(expedited);
+        if expedited {
+            for cpu in from_bits(waiting).iter() {
+                cpus.wake(cpu);
+            }
+        }
         GracePeriod {
             rcu: self,
             _driver: driver,

@@ -356,15 +356,10 @@ impl Rcu {
                 Kind::Normal
             };
             drop(state);
+            // Expedited, its beginning rings the busy vCPUs (the IPI);
+            // normal, their ticks report and forcing quiescent states
+            // finds the idle ones.
             let grace_period = self.detect.begin(&*self.doorbells, kind);
-            // Expedited: a busy vCPU rung now (the IPI) does not sleep
-            // before its next turn, which reports. Normal: the vCPUs'
-            // ticks do, and forcing quiescent states finds the idle ones.
-            if kind == Kind::Expedited {
-                for cpu in grace_period.waiting().iter() {
-                    self.doorbells.ring(cpu.index());
-                }
-            }
             // Given up only when the machine stops; it then counts as
             // ended, so that no `synchronize` caller waits for good.
             let _ = grace_period.wait(&*self.doorbells, None, &|| {
