@@ -33,6 +33,8 @@ pub struct BenchOptions {
     pub platform: Platform,
     /// Measure Debian's Linux kernel under QEMU as the anchor (cpuhp only).
     pub linux: bool,
+    /// The user-mode machine's tick rate (cpuhp only).
+    pub hz: u32,
 }
 
 /// Where a benchmark runs its mechanisms.

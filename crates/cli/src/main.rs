@@ -49,6 +49,10 @@ enum Command {
         /// linux-image-amd64 and busybox-static.
         #[arg(long)]
         linux: bool,
+        /// The scheduler tick's rate on the user-mode machine (cpuhp):
+        /// 100, 250, 300 or 1000, as Linux's CONFIG_HZ.
+        #[arg(long, default_value_t = 1000)]
+        hz: u32,
     },
     /// Record a demo trace (`trace demo -o DIR`) or print a saved trace.dat
     /// (`trace report FILE`).
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
             json,
             platform,
             linux,
+            hz,
         }) => bench::run(
             subsystem,
             &BenchOptions {
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
                 json,
                 platform,
                 linux,
+                hz,
             },
         ),
         Some(Command::Load {

@@ -59,6 +59,7 @@ mod kernel;
 mod kthread;
 mod ledger;
 mod machine;
+mod mechanism;
 mod placement;
 mod platform;
 mod rcu;
@@ -156,6 +157,7 @@ pub use hotkern_kernel::tick::{Hz, UnsupportedHz};
 pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};
+pub use mechanism::Mechanism;
 #[doc(hidden)]
 pub use steplog::StepCall;
 pub use sysfs::SysfsError;

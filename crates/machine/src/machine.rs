@@ -159,7 +159,7 @@ impl MachineBuilder {
 /// assert!(done.is_clean(), "{done:?}");
 /// ```
 pub struct Machine {
-    kernel: Arc<Kernel>,
+    pub(crate) kernel: Arc<Kernel>,
     engine: Arc<HotplugEngine>,
     vcpu_threads: Vec<JoinHandle<()>>,
     worker: Option<DeferredWorker>,

@@ -6,8 +6,8 @@
 mod common;
 
 use hotkern_machine::{
-    Class, CpuId, CpuSet, Direction, Engine, Machine, MachineError, Section, StepCall, StepInfo,
-    TaskStatus,
+    Class, CpuId, CpuSet, Direction, Engine, Hz, Machine, MachineError, Section, StepCall,
+    StepInfo, TaskStatus,
 };
 
 fn with_load(machine: &Machine) {
@@ -178,9 +178,17 @@ fn check_rollback_order(engine: Engine, op: &Failing, calls: &[StepCall]) {
 }
 
 fn every_step(engine: Engine) {
+    // Each of Linux's tick rates times the grace periods differently.
+    for hz in [100, 250, 1000] {
+        every_step_at(engine, Hz::new(hz).unwrap());
+    }
+}
+
+fn every_step_at(engine: Engine, hz: Hz) {
     let machine = Machine::builder()
         .cpus(4)
         .engine(engine)
+        .hz(hz)
         .record_step_calls()
         .build()
         .unwrap();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hotkern_machine::{
-    CpuId, CpuSet, Direction, Engine, Item, Machine, Report as OpReport, TaskStatus,
+    CpuId, CpuSet, Direction, Engine, Hz, Item, Machine, Mechanism, Report as OpReport, TaskStatus,
 };
 use serde_json::{Map, Value};
 
@@ -193,13 +193,14 @@ fn settle() {
 }
 
 /// A machine of `cpus` vCPUs per engine, in [`ENGINES`] order.
-fn machines(cpus: usize) -> Result<Vec<Machine>, String> {
+fn machines(cpus: usize, hz: Hz) -> Result<Vec<Machine>, String> {
     ENGINES
         .iter()
         .map(|(engine, _)| {
             Machine::builder()
                 .cpus(cpus)
                 .engine(*engine)
+                .hz(hz)
                 .build()
                 .map_err(|e| e.to_string())
         })
@@ -315,9 +316,12 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     if options.platform == Platform::Qemu {
         return qemu::run();
     }
+    let hz = Hz::new(options.hz).map_err(|error| error.to_string())?;
     let reps_single = if options.full { 400 } else { 100 };
     let reps_bulk = if options.full { 100 } else { 20 };
-    let steps = (ENGINES.len() * (2 * reps_single + BULK.len() * reps_bulk)) as u64;
+    let reps_mechanism = if options.full { 200 } else { 30 };
+    let steps = (ENGINES.len() * (2 * reps_single + BULK.len() * reps_bulk)
+        + Mechanism::ALL.len() * reps_mechanism) as u64;
     let progress = Progress::new("cpuhp", steps);
     let mut report = Report::new("cpuhp");
     // Per-step times are in the JSON and in the breakdown under the table.
@@ -325,7 +329,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
 
     // One vCPU of a 4-vCPU machine, idle, then under load.
     progress.start("offline/1, online/1");
-    let small = machines(4)?;
+    let small = machines(4, hz)?;
     let last = CpuSet::single(CpuId(3));
     let idle = round_trips(&small, last, reps_single, None, &progress)?;
     let lost_idle: Vec<u64> = small.iter().map(lost).collect();
@@ -338,7 +342,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     finish(small)?;
 
     // k of the 15 non-boot vCPUs of a 16-vCPU machine at once.
-    let big = machines(16)?;
+    let big = machines(16, hz)?;
     for k in BULK {
         progress.start(&format!("bulk-{k}"));
         let cpus = CpuSet::range(1, k as u32 + 1);
@@ -353,6 +357,24 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         );
     }
     finish(big)?;
+
+    progress.start("mechanisms");
+    let mechanisms = mechanisms(hz, reps_mechanism, &progress)?;
+    for (mechanism, samples) in Mechanism::ALL.iter().zip(&mechanisms) {
+        report.cases.push(
+            Case::new(
+                format!("mechanism/{}", mechanism.name()),
+                "machine",
+                samples.len() as u64,
+            )
+            .with("latency_us", median(samples) / 1e3),
+        );
+    }
+    // Every case says at which tick rate it ran.
+    for case in &mut report.cases {
+        case.extra
+            .push(("hz".to_owned(), u64::from(hz.get()).into()));
+    }
     drop(progress);
 
     let mut ratio =
@@ -436,6 +458,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
          machine being measured"
             .to_owned(),
     );
+    report.notes.extend(mechanism_notes(&report, hz));
     if let [(classic_down, classic_up), (bolt_down, bolt_up)] = &idle[..] {
         report
             .notes
@@ -444,5 +467,85 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
             .notes
             .extend(breakdown("online/1", classic_up, bolt_up));
     }
+    if let [(classic_down, _), (bolt_down, _)] = &loaded[..] {
+        report
+            .notes
+            .extend(breakdown("offline/1-load", classic_down, bolt_down));
+    }
     Ok(report)
+}
+
+/// Times each of [`Mechanism::ALL`] `reps` times on an idle 4-vCPU machine
+/// (nanoseconds per repetition, in that order).
+fn mechanisms(hz: Hz, reps: usize, progress: &Progress) -> Result<Vec<Vec<u64>>, String> {
+    let machine = Machine::builder()
+        .cpus(4)
+        .hz(hz)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut all = Vec::new();
+    for mechanism in Mechanism::ALL {
+        let mut samples = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            settle();
+            let took = machine
+                .time_mechanism(mechanism)
+                .map_err(|e| format!("mechanism/{}: {e}", mechanism.name()))?;
+            samples.push(took.as_nanos() as u64);
+            progress.advance();
+        }
+        all.push(samples);
+    }
+    finish(vec![machine])?;
+    Ok(all)
+}
+
+/// What Linux's own mechanisms are published to cost, beside the
+/// machine's, and the grace-period targets.
+fn mechanism_notes(report: &Report, hz: Hz) -> Vec<String> {
+    let us = |name: &str| {
+        report
+            .case(&format!("mechanism/{name}"), "machine")
+            .and_then(|case| case.figure("latency_us"))
+    };
+    let mut notes = vec![format!(
+        "mechanisms at HZ={} (median µs; Linux's published figures beside them): \
+         grace-period-normal {} (Linux at HZ=1000, idle: mean 4.0 ms, 1.2-10.1 ms; forcing \
+         quiescent states every {} jiffies); grace-period-expedited {} (Linux IPIs every CPU); \
+         stop-machine {}; kthread-create {}; kthread-unpark {}",
+        hz.get(),
+        fmt_us(us("grace-period-normal")),
+        hz.jiffies_till_fqs(),
+        fmt_us(us("grace-period-expedited")),
+        fmt_us(us("stop-machine")),
+        fmt_us(us("kthread-create")),
+        fmt_us(us("kthread-unpark")),
+    )];
+    if hz == Hz::DEFAULT {
+        let normal = us("grace-period-normal");
+        notes.push(format!(
+            "target grace-period-normal between 1 and 10 ms at HZ=1000: {} {}",
+            fmt_us(normal),
+            if normal.is_some_and(|us| (1_000.0..=10_000.0).contains(&us)) {
+                "met"
+            } else {
+                "missed"
+            }
+        ));
+        let expedited = us("grace-period-expedited");
+        notes.push(format!(
+            "target grace-period-expedited <= 200 µs: {} {}",
+            fmt_us(expedited),
+            if expedited.is_some_and(|us| us <= 200.0) {
+                "met"
+            } else {
+                "missed"
+            }
+        ));
+    }
+    notes
+}
+
+fn fmt_us(us: Option<f64>) -> String {
+    us.map_or("-".to_owned(), |us| format!("{us:.1} µs"))
 }
