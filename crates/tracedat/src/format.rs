@@ -95,8 +95,8 @@ impl Field {
             len = 0;
         }
         if self.kind == FieldKind::RelLoc {
-            offset += self.offset + self.size;
-            if offset + len > data.len() {
+            offset = offset.saturating_add(self.offset).saturating_add(self.size);
+            if offset.saturating_add(len) > data.len() {
                 return (0, 0);
             }
         }

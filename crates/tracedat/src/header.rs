@@ -215,7 +215,11 @@ fn read_v6(input: &mut Input, at: u64, m: &mut Metadata) -> Result<()> {
     };
     m.buffers.push(top);
     for (name, offset) in v6_buffers {
+        // trace-cmd writes "flyrecord\0" before the instance's table.
         c.at = offset;
+        if !c.block(10)?.starts_with(b"flyrecord") {
+            c.at = offset;
+        }
         let cpus = cpu_table(&mut c, m.cpu_count)?;
         m.buffers.push(Buffer {
             name,
@@ -450,7 +454,7 @@ pub(crate) fn read_section(input: &mut Input, m: &Metadata, offset: u64) -> Resu
     let flags = b.u16()?;
     let _name = b.u32()?;
     let size = b.u64()?;
-    let body = input.read_at(offset + 16, size, "section")?;
+    let body = input.read_at(offset.saturating_add(16), size, "section")?;
     if flags & 1 == 0 {
         return Ok((id, body));
     }

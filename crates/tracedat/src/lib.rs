@@ -86,14 +86,26 @@ impl TraceFile {
         &self.meta
     }
 
-    /// The top buffer's records, all CPUs merged by time stamp.
+    /// All records, every buffer's CPUs merged by time stamp.
     pub fn records(&mut self) -> Result<Records<'_>> {
-        Ok(self.buffer_records(0)?.0)
+        Ok(self.reader()?.0)
     }
 
-    /// The records of buffer `index` of [`Metadata::buffers`], and a
-    /// [`Printer`] to format them with while they are read.
+    /// The records of every buffer (the top one and any instances), merged
+    /// by time stamp as trace-cmd reports them, and a [`Printer`] to format
+    /// them with while they are read.
+    pub fn reader(&mut self) -> Result<(Records<'_>, Printer<'_>)> {
+        let all: Vec<usize> = (0..self.meta.buffers.len()).collect();
+        self.open_buffers(&all)
+    }
+
+    /// The records of buffer `index` of [`Metadata::buffers`] alone, and a
+    /// [`Printer`].
     pub fn buffer_records(&mut self, index: usize) -> Result<(Records<'_>, Printer<'_>)> {
+        self.open_buffers(&[index])
+    }
+
+    fn open_buffers(&mut self, buffers: &[usize]) -> Result<(Records<'_>, Printer<'_>)> {
         let cfg = StreamConfig {
             big_endian: self.meta.big_endian,
             long_size: usize::from(self.meta.long_size),
@@ -102,9 +114,12 @@ impl TraceFile {
             codec: self.meta.codec,
         };
         let mut streams = Vec::new();
-        if let Some(buffer) = self.meta.buffers.get(index) {
+        for &index in buffers {
+            let Some(buffer) = self.meta.buffers.get(index) else {
+                continue;
+            };
             for cpu in &buffer.cpus {
-                let mut s = CpuStream::new(&mut self.input, cpu, &cfg)?;
+                let mut s = CpuStream::new(&mut self.input, index, cpu, &cfg)?;
                 s.advance(&mut self.input)?;
                 streams.push(s);
             }
@@ -156,6 +171,11 @@ impl<'a> Printer<'a> {
         self.meta.big_endian
     }
 
+    /// The name of buffer `index` (empty for the top buffer).
+    pub fn buffer_name(&self, index: usize) -> &'a str {
+        self.meta.buffers.get(index).map_or("", |b| b.name.as_str())
+    }
+
     /// The command name trace-cmd shows for `pid`.
     pub fn comm(&self, pid: i32) -> &'a str {
         if pid == 0 {
@@ -189,7 +209,8 @@ impl Iterator for Records<'_> {
     type Item = Result<Record>;
 
     fn next(&mut self) -> Option<Result<Record>> {
-        // The earliest record; on a tie the lowest CPU, as trace-cmd does.
+        // The earliest record; on a tie the first buffer's, then the lowest
+        // CPU's, as trace-cmd does.
         let mut best: Option<usize> = None;
         for (i, s) in self.streams.iter().enumerate() {
             if let Some(r) = &s.peeked {
@@ -210,7 +231,9 @@ impl Iterator for Records<'_> {
             return Some(Err(e));
         }
         if let Some((mult, shift, offset)) = self.tsc2nsec {
-            let ns = (u128::from(record.timestamp) * u128::from(mult)) >> shift;
+            let ns = (u128::from(record.timestamp) * u128::from(mult))
+                .checked_shr(shift)
+                .unwrap_or(0);
             record.timestamp = (ns as u64).wrapping_add(offset);
         }
         record.timestamp = record.timestamp.wrapping_add(self.time_offset as u64);

@@ -44,7 +44,17 @@ pub fn write_report(
     writeln!(out, "cpus={}", file.metadata().cpu_count)?;
     let mut summary = ReportSummary::default();
     let mut line = String::new();
-    let (mut records, printer) = file.buffer_records(0)?;
+    // With instances, trace-cmd starts each line with the instance's name
+    // (right-aligned to the longest), or blanks for the top buffer.
+    let width = file
+        .metadata()
+        .buffers
+        .iter()
+        .map(|b| b.name.len())
+        .max()
+        .unwrap_or(0);
+    let instances = file.metadata().buffers.len() > 1;
+    let (mut records, printer) = file.reader()?;
     let big_endian = printer.big_endian();
     for record in records.by_ref() {
         let record = record?;
@@ -60,6 +70,11 @@ pub fn write_report(
             }
         }
         line.clear();
+        if instances {
+            let name = printer.buffer_name(record.buffer);
+            let sep = if name.is_empty() { ' ' } else { ':' };
+            line.push_str(&format!("{name:>width$}{sep} "));
+        }
         if let Some(Lost::Events(n)) = record.lost_before {
             match n {
                 Some(n) => line.push_str(&format!("CPU:{} [{n} EVENTS DROPPED]\n", record.cpu)),
@@ -82,7 +97,7 @@ pub fn write_report(
             ));
         } else {
             // libtraceevent rounds to the microsecond.
-            let us = (ts + 500) / 1000;
+            let us = ts.wrapping_add(500) / 1000;
             line.push_str(&format!("{:5}.{:06}: ", us / 1_000_000, us % 1_000_000));
         }
         match event {

@@ -46,6 +46,8 @@ pub enum Lost {
 /// One event record.
 #[derive(Clone, Debug)]
 pub struct Record {
+    /// Which of [`crate::Metadata::buffers`] holds it (0: the top buffer).
+    pub buffer: usize,
     /// The CPU that recorded it.
     pub cpu: u32,
     /// Time stamp in the trace clock's units (nanoseconds for most clocks).
@@ -57,6 +59,7 @@ pub struct Record {
 }
 
 pub(crate) struct CpuStream {
+    buffer: usize,
     cpu: u32,
     pages: Pages,
     page: Vec<u8>,
@@ -83,7 +86,12 @@ pub(crate) struct StreamConfig {
 }
 
 impl CpuStream {
-    pub(crate) fn new(input: &mut Input, data: &CpuData, cfg: &StreamConfig) -> Result<CpuStream> {
+    pub(crate) fn new(
+        input: &mut Input,
+        buffer: usize,
+        data: &CpuData,
+        cfg: &StreamConfig,
+    ) -> Result<CpuStream> {
         let pages = match cfg.codec {
             None => Pages::Raw {
                 next: data.offset,
@@ -93,7 +101,7 @@ impl CpuStream {
                 let raw = input.read_at(data.offset, 4, "CPU data")?;
                 Pages::Compressed {
                     codec,
-                    next_chunk: data.offset + 4,
+                    next_chunk: data.offset.saturating_add(4),
                     chunks_left: Bytes::new(&raw, cfg.big_endian, "CPU data").u32()?,
                     chunk: Vec::new(),
                     pos: 0,
@@ -102,6 +110,7 @@ impl CpuStream {
             Some(_) => Pages::Raw { next: 0, end: 0 },
         };
         Ok(CpuStream {
+            buffer,
             cpu: data.cpu,
             pages,
             page: Vec::new(),
@@ -145,10 +154,13 @@ impl CpuStream {
                     let mut b = Bytes::new(&head, self.big_endian, "CPU data chunk");
                     let csize = b.u32()?;
                     let size = b.u32()?;
-                    let data =
-                        input.read_at(*next_chunk + 8, u64::from(csize), "CPU data chunk")?;
+                    let data = input.read_at(
+                        next_chunk.saturating_add(8),
+                        u64::from(csize),
+                        "CPU data chunk",
+                    )?;
                     *chunk = codec.decompress(&data, size)?;
-                    *next_chunk += 8 + u64::from(csize);
+                    *next_chunk = next_chunk.saturating_add(8 + u64::from(csize));
                     *chunks_left -= 1;
                     *pos = 0;
                     if chunk.is_empty() {
@@ -257,6 +269,7 @@ impl CpuStream {
             self.pos += len;
             if let Some((start, n)) = payload {
                 self.peeked = Some(Record {
+                    buffer: self.buffer,
                     cpu: self.cpu,
                     timestamp: self.ts,
                     data: self.page[start..start + n].to_vec(),

@@ -3,6 +3,10 @@
 
 use std::fmt::Write;
 
+/// Widths and precisions beyond this are cut: a format or a record (`%*s`)
+/// could otherwise ask for gigabytes of padding.
+const MAX_WIDTH: usize = 4096;
+
 /// A parsed conversion such as `%-08.3lx`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Spec {
@@ -66,7 +70,7 @@ impl Spec {
     }
 
     fn pad(&self, out: &mut String, body: &str, numeric: bool) {
-        let width = self.width.unwrap_or(0);
+        let width = self.width.unwrap_or(0).min(MAX_WIDTH);
         let len = body.chars().count();
         if len >= width {
             out.push_str(body);
@@ -74,17 +78,11 @@ impl Spec {
             out.push_str(body);
             out.extend(std::iter::repeat_n(' ', width - len));
         } else if self.zero && numeric && self.precision.is_none() {
-            // Zeros go after the sign or 0x prefix.
-            let split = body
-                .find(|c: char| {
-                    c.is_ascii_hexdigit() && !body.starts_with("0x") || c.is_ascii_digit()
-                })
-                .unwrap_or(0);
-            let split = if body.starts_with("0x") || body.starts_with("0X") {
-                2
-            } else {
-                split.min(body.len())
-            };
+            // Zeros go after the sign and the 0x prefix.
+            let mut split = usize::from(body.starts_with(['-', '+', ' ']));
+            if body[split..].starts_with("0x") || body[split..].starts_with("0X") {
+                split += 2;
+            }
             out.push_str(&body[..split]);
             out.extend(std::iter::repeat_n('0', width - len));
             out.push_str(&body[split..]);
@@ -106,6 +104,7 @@ impl Spec {
             _ => mag.to_string(),
         };
         if let Some(p) = self.precision {
+            let p = p.min(MAX_WIDTH);
             if p == 0 && mag == 0 {
                 digits.clear();
             }

@@ -105,7 +105,7 @@ impl Context<'_> {
 
     fn dynamic(&self, name: &str) -> (usize, usize) {
         match self.field(name) {
-            Some(f) if f.offset + f.size <= self.data.len() => {
+            Some(f) if f.offset.saturating_add(f.size) <= self.data.len() => {
                 f.dynamic_range(self.data, self.tables.big_endian)
             }
             _ => (0, 0),
@@ -256,7 +256,7 @@ impl Context<'_> {
                 };
                 let len = self.eval(len) as usize;
                 for i in 0..len {
-                    let Some(b) = self.data.get(start + i) else {
+                    let Some(b) = self.data.get(start.saturating_add(i)) else {
                         break;
                     };
                     if i > 0 && !no_spaces {
@@ -419,7 +419,7 @@ impl Context<'_> {
             Arg::Cast(_, inner) => self.field_bytes(inner),
             Arg::Field(name) => {
                 let f = self.field(name)?;
-                self.data.get(f.offset..f.offset + f.size)
+                self.data.get(f.offset..f.offset.checked_add(f.size)?)
             }
             Arg::DynArray(name) => {
                 let (offset, len) = self.dynamic(name);
@@ -454,7 +454,10 @@ impl Context<'_> {
                 FieldKind::DataLoc | FieldKind::RelLoc => self.dynamic(&f.name),
                 _ => (f.offset, f.size),
             };
-            let bytes = self.data.get(offset..offset + len).unwrap_or(&[]);
+            let bytes = self
+                .data
+                .get(offset..offset.saturating_add(len))
+                .unwrap_or(&[]);
             let text_end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
             let printable = bytes[..text_end]
                 .iter()

@@ -13,6 +13,10 @@
 # formats of the events that fired and only the kallsyms lines the trace's
 # text names (each with the symbol after it, so lookups end where they did).
 #
+# With INSTANCE=NAME in the environment, the same events are also recorded
+# in a tracefs instance of that name, and both buffers are saved (`extract
+# -a -t`): trace-cmd then prints the instance's records prefixed `NAME:`.
+#
 # usage (as root): sh record.sh NAME KB "system[:event] ..." [workload...]
 set -eu
 name=$1 kb=$2 events=$3
@@ -20,25 +24,36 @@ shift 3
 t=/sys/kernel/tracing
 here=$(pwd)
 [ -e $t/events ] || mount -t tracefs nodev $t
-echo 0 > $t/tracing_on
-echo 0 > $t/events/enable
-echo "$kb" > $t/buffer_size_kb
-echo > $t/trace
-for e in $events; do
-    case $e in
-    all) echo 1 > $t/events/enable ;;
-    *:*) echo 1 > "$t/events/${e%%:*}/${e#*:}/enable" ;;
-    *) echo 1 > "$t/events/$e/enable" ;;
-    esac
+dirs=$t
+extract_flags=
+if [ -n "${INSTANCE:-}" ]; then
+    mkdir -p "$t/instances/$INSTANCE"
+    dirs="$t $t/instances/$INSTANCE"
+    extract_flags="-a -t"
+fi
+for d in $dirs; do
+    echo 0 > $d/tracing_on
+    echo 0 > $d/events/enable
+    echo "$kb" > $d/buffer_size_kb
+    echo > $d/trace
+    for e in $events; do
+        case $e in
+        all) echo 1 > $d/events/enable ;;
+        *:*) echo 1 > "$d/events/${e%%:*}/${e#*:}/enable" ;;
+        *) echo 1 > "$d/events/$e/enable" ;;
+        esac
+    done
 done
-echo 1 > $t/tracing_on
+for d in $dirs; do echo 1 > $d/tracing_on; done
 if [ $# -gt 0 ]; then "$@" > /dev/null 2>&1 || true; else sleep 0.2; fi
-echo 0 > $t/tracing_on
-echo 0 > $t/events/enable
+for d in $dirs; do
+    echo 0 > $d/tracing_on
+    echo 0 > $d/events/enable
+done
 
 work=$(mktemp -d)
 # Reading `trace` leaves the buffer as it is; extract reads it afterwards.
-grep -v '^#' $t/trace > "$work/text"
+for d in $dirs; do grep -v '^#' $d/trace; done > "$work/text"
 mkdir "$work/events"
 cp $t/events/header_page $t/events/header_event "$work/events/"
 cp -r $t/events/ftrace "$work/events/ftrace"
@@ -66,10 +81,12 @@ sort /proc/kallsyms | awk -v words="$work/words" '
 unshare -m sh -c "
     mount --bind '$work/events' $t/events &&
     mount --bind '$work/kallsyms' /proc/kallsyms &&
-    cd '$work' && trace-cmd extract -o out.dat > /dev/null"
+    cd '$work' && trace-cmd extract $extract_flags -o out.dat > /dev/null"
 cp "$work/out.dat" "$here/$name.v7zstd.dat"
 rm -rf "$work"
 echo 1 > $t/tracing_on
+# extract -a removes the instances it saved.
+[ -z "${INSTANCE:-}" ] || rmdir "$t/instances/$INSTANCE" 2> /dev/null || true
 cd "$here"
 trace-cmd convert -i "$name.v7zstd.dat" --file-version 6 --compression none -o "$name.v6.dat" > /dev/null
 trace-cmd convert -i "$name.v7zstd.dat" --file-version 7 --compression none -o "$name.v7.dat" > /dev/null

@@ -1,0 +1,52 @@
+//! Damaged files give errors or partial reports, never panics: every
+//! corpus file cut short at many points, and with bytes overwritten.
+
+use std::path::Path;
+
+use hotkern_tracedat::{write_report, ReportOptions, TraceFile};
+
+fn read_all(bytes: Vec<u8>) {
+    if let Ok(mut file) = TraceFile::from_bytes(bytes) {
+        let _ = write_report(&mut file, &ReportOptions::default(), &mut std::io::sink());
+    }
+}
+
+fn corpus_files() -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dat"))
+        .collect();
+    names.sort();
+    names.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+#[test]
+fn truncated_files_do_not_panic() {
+    for bytes in corpus_files() {
+        for cut in (0..bytes.len()).step_by(1021) {
+            read_all(bytes[..cut].to_vec());
+        }
+    }
+}
+
+#[test]
+fn overwritten_bytes_do_not_panic() {
+    for bytes in corpus_files() {
+        // Metadata and the first pages, where the sizes and offsets are.
+        for at in (0..bytes.len().min(32 << 10)).step_by(1999) {
+            for value in [0x00, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] = value;
+                read_all(damaged);
+            }
+        }
+    }
+}
+
+#[test]
+fn not_a_trace_is_an_error() {
+    assert!(TraceFile::from_bytes(Vec::new()).is_err());
+    assert!(TraceFile::from_bytes(b"\x17\x08\x44tracing9\0".to_vec()).is_err());
+}
