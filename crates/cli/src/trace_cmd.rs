@@ -257,13 +257,14 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
 }
 
 fn report(file: &Path, opts: hotkern_tracedat::ReportOptions) -> Result<(), String> {
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     // hotkern-tracedat reads what trace-cmd writes, Linux's files and
-    // hotkern's alike; hotkern's own reader remains for files it rejects.
-    let (bytes, error) = match report_tracedat(file, bytes, &opts) {
+    // hotkern's alike, a page at a time; hotkern's own reader remains for
+    // files it refuses.
+    let error = match report_tracedat(file, &opts) {
         Ok(()) => return Ok(()),
-        Err(refused) => refused,
+        Err(error) => error,
     };
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     // Neither reader knows the file: hotkern-tracedat's reason is the one
     // that covers both versions.
     let data = read_trace_dat(&bytes)
@@ -279,19 +280,14 @@ fn report(file: &Path, opts: hotkern_tracedat::ReportOptions) -> Result<(), Stri
     Ok(())
 }
 
-/// Prints `bytes` with hotkern-tracedat; gives them back, with the
-/// reason, if it cannot read the file's metadata. An error while printing is reported on
-/// standard error (a closed pipe, as with `| head`, is not).
+/// Prints `file` with hotkern-tracedat; the reason if it cannot read the
+/// file's metadata. An error while printing is reported on standard error
+/// (a closed pipe, as with `| head`, is not).
 fn report_tracedat(
     file: &Path,
-    bytes: Vec<u8>,
     opts: &hotkern_tracedat::ReportOptions,
-) -> Result<(), (Vec<u8>, hotkern_tracedat::Error)> {
-    let copy = bytes.clone();
-    let mut trace = match hotkern_tracedat::TraceFile::from_bytes(bytes) {
-        Ok(trace) => trace,
-        Err(e) => return Err((copy, e)),
-    };
+) -> Result<(), hotkern_tracedat::Error> {
+    let mut trace = hotkern_tracedat::TraceFile::open(file)?;
     let stdout = std::io::stdout();
     let mut lock = std::io::BufWriter::new(stdout.lock());
     match hotkern_tracedat::write_report(&mut trace, opts, &mut lock) {

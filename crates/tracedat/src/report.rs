@@ -1,6 +1,7 @@
 //! `trace-cmd report -N`'s text: one line per record, preceded by
 //! `cpus=N`, with dropped-event notices where the ring buffer lost events.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::error::Result;
@@ -73,41 +74,40 @@ pub fn write_report(
         if instances {
             let name = printer.buffer_name(record.buffer);
             let sep = if name.is_empty() { ' ' } else { ':' };
-            line.push_str(&format!("{name:>width$}{sep} "));
+            let _ = write!(line, "{name:>width$}{sep} ");
         }
-        if let Some(Lost::Events(n)) = record.lost_before {
-            match n {
-                Some(n) => line.push_str(&format!("CPU:{} [{n} EVENTS DROPPED]\n", record.cpu)),
-                None => line.push_str(&format!("CPU:{} [EVENTS DROPPED]\n", record.cpu)),
+        // Writing to a String cannot fail.
+        let _ = match record.lost_before {
+            Some(Lost::Events(Some(n))) => {
+                writeln!(line, "CPU:{} [{n} EVENTS DROPPED]", record.cpu)
             }
-        }
+            Some(Lost::Events(None)) => writeln!(line, "CPU:{} [EVENTS DROPPED]", record.cpu),
+            None => Ok(()),
+        };
         let pid = printer.pid_of(&record);
-        line.push_str(&format!(
+        let _ = write!(
+            line,
             "{:>16}-{:<5} [{:03}] ",
             printer.comm(pid),
             pid,
             record.cpu
-        ));
+        );
         let ts = record.timestamp;
         if opts.nanoseconds {
-            line.push_str(&format!(
-                "{:5}.{:09}: ",
-                ts / 1_000_000_000,
-                ts % 1_000_000_000
-            ));
+            let _ = write!(line, "{:5}.{:09}: ", ts / 1_000_000_000, ts % 1_000_000_000);
         } else {
             // libtraceevent rounds to the microsecond.
             let us = ts.wrapping_add(500) / 1000;
-            line.push_str(&format!("{:5}.{:06}: ", us / 1_000_000, us % 1_000_000));
+            let _ = write!(line, "{:5}.{:06}: ", us / 1_000_000, us % 1_000_000);
         }
         match event {
             Some(e) => {
-                line.push_str(&format!(
-                    "{}:{:pad$} ",
-                    e.name,
-                    "",
-                    pad = 20usize.saturating_sub(e.name.len())
-                ));
+                line.push_str(&e.name);
+                line.push(':');
+                for _ in e.name.len()..20 {
+                    line.push(' ');
+                }
+                line.push(' ');
                 let start = line.len();
                 printer.write_event(e, &record, &mut line);
                 let trimmed = line[start..].trim_end_matches('\n').len();
@@ -115,7 +115,7 @@ pub fn write_report(
             }
             None => {
                 let id = crate::input::read_uint(&record.data, big_endian, 2).unwrap_or(0);
-                line.push_str(&format!("[UNKNOWN TYPE {id}]"));
+                let _ = write!(line, "[UNKNOWN TYPE {id}]");
             }
         }
         line.push('\n');

@@ -12,6 +12,8 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, Default)]
 pub struct Kallsyms {
     syms: Vec<(u64, String)>,
+    /// Name to address, the lowest address for a name defined twice.
+    by_name: HashMap<String, u64>,
 }
 
 impl Kallsyms {
@@ -27,7 +29,11 @@ impl Kallsyms {
             })
             .collect();
         syms.sort_by_key(|s| s.0);
-        Kallsyms { syms }
+        let mut by_name = HashMap::with_capacity(syms.len());
+        for (addr, name) in &syms {
+            by_name.entry(name.clone()).or_insert(*addr);
+        }
+        Kallsyms { syms, by_name }
     }
 
     /// The symbol containing `addr` and its start address. As in
@@ -47,7 +53,7 @@ impl Kallsyms {
 
     /// The address of the symbol named `name`.
     pub fn address_of(&self, name: &str) -> Option<u64> {
-        self.syms.iter().find(|s| s.1 == name).map(|s| s.0)
+        self.by_name.get(name).copied()
     }
 
     /// Number of symbols.

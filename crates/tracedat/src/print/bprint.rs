@@ -17,7 +17,7 @@ pub(crate) fn bprint_format(event: &EventFormat, data: &[u8], t: &Tables) -> Opt
         Some(f) => format!("%ps: {f}"),
         None => format!("%ps: (NO FORMAT FOUND at {fmt_addr:x})\\n"),
     };
-    let mut args = vec![Arg::Atom(ip.to_string())];
+    let mut args = vec![Arg::Num(ip, ip.to_string())];
     let f = format.as_bytes();
     let mut at = buf;
     let mut i = 5;
@@ -82,7 +82,7 @@ pub(crate) fn bprint_format(event: &EventFormat, data: &[u8], t: &Tables) -> Opt
             at = (at + 3) & !3;
             let v = read_uint(data.get(at..).unwrap_or(&[]), t.big_endian, size).unwrap_or(0);
             at += size;
-            args.push(Arg::Atom((v as i64).to_string()));
+            args.push(Arg::Num(v, (v as i64).to_string()));
             if c != b'*' {
                 break;
             }

@@ -71,7 +71,11 @@ impl Spec {
 
     fn pad(&self, out: &mut String, body: &str, numeric: bool) {
         let width = self.width.unwrap_or(0).min(MAX_WIDTH);
-        let len = body.chars().count();
+        let len = if body.is_ascii() {
+            body.len()
+        } else {
+            body.chars().count()
+        };
         if len >= width {
             out.push_str(body);
         } else if self.left {
@@ -95,6 +99,16 @@ impl Spec {
     /// Prints `value` (already truncated and sign-extended to the
     /// argument's C type) with an integer conversion.
     pub(crate) fn int(&self, out: &mut String, value: i128) {
+        if self.is_plain() {
+            // Most kernel conversions are a bare `%d`, `%lu` or `%llx`.
+            let _ = match self.conv {
+                b'x' => write!(out, "{value:x}"),
+                b'X' => write!(out, "{value:X}"),
+                b'o' => write!(out, "{value:o}"),
+                _ => write!(out, "{value}"),
+            };
+            return;
+        }
         let mut body = String::new();
         let (neg, mag) = (value < 0, value.unsigned_abs());
         let mut digits = match self.conv {
@@ -131,6 +145,13 @@ impl Spec {
         }
         body.push_str(&digits);
         self.pad(out, &body, true);
+    }
+
+    /// No flags, width or precision.
+    pub(crate) fn is_plain(&self) -> bool {
+        !(self.left || self.zero || self.plus || self.space || self.alt)
+            && self.width.is_none()
+            && self.precision.is_none()
     }
 
     /// Prints text with `%s`: precision cuts, width pads.

@@ -36,7 +36,7 @@ const KNOWN_FLAGS: [(&str, i64); 12] = [
 
 /// A `{ value, "name" }` table entry's value; -1 when it is neither a
 /// number nor a known name.
-fn flag_value(text: &str) -> i64 {
+pub(crate) fn flag_value(text: &str) -> i64 {
     if text.starts_with(|c: char| c.is_ascii_digit()) {
         return parse_c_number(text).unwrap_or(0) as i64;
     }
@@ -115,10 +115,10 @@ impl Context<'_> {
     /// The numeric value of `arg`, as libtraceevent's `eval_num_arg`.
     pub(crate) fn eval(&self, arg: &Arg) -> u64 {
         match arg {
-            Arg::Atom(a) => match parse_c_number(a) {
-                Some(v) if v != 0 => v,
-                _ => self.tables.kallsyms.address_of(a).unwrap_or(0),
-            },
+            // A number, or else (as libtraceevent does) a kernel symbol's
+            // address by name.
+            Arg::Num(v, _) => *v,
+            Arg::Atom(a) => self.tables.kallsyms.address_of(a).unwrap_or(0),
             Arg::Str(_) => 0,
             Arg::Field(name) => match self.field(name) {
                 Some(f) => self.read(f.offset, f.size),
@@ -182,6 +182,7 @@ impl Context<'_> {
     /// Prints one conversion of `arg`.
     pub(crate) fn convert(&self, spec: &Spec, ext: &str, arg: &Arg, out: &mut String) {
         match spec.conv {
+            b's' if spec.is_plain() => self.string(arg, out),
             b's' => {
                 let mut s = String::new();
                 self.string(arg, &mut s);
@@ -196,7 +197,7 @@ impl Context<'_> {
     /// `%s` of `arg`, as libtraceevent's `print_str_arg`.
     fn string(&self, arg: &Arg, out: &mut String) {
         match arg {
-            Arg::Atom(a) | Arg::Str(a) => out.push_str(a),
+            Arg::Atom(a) | Arg::Str(a) | Arg::Num(_, a) => out.push_str(a),
             Arg::Field(name) => {
                 let Some(f) = self.field(name) else { return };
                 if f.kind != FieldKind::Array && f.size == self.tables.long_size {
@@ -219,8 +220,7 @@ impl Context<'_> {
             Arg::Flags(value, delim, table) => {
                 let mut v = self.eval(value);
                 let mut printed = false;
-                for (text, name) in table {
-                    let fv = flag_value(text);
+                for &(fv, ref name) in table {
                     if v == 0 && fv < 0 {
                         out.push_str(name);
                         break;
@@ -243,7 +243,7 @@ impl Context<'_> {
             }
             Arg::Symbolic(value, table) => {
                 let v = self.eval(value);
-                match table.iter().find(|(text, _)| flag_value(text) as u64 == v) {
+                match table.iter().find(|(fv, _)| *fv as u64 == v) {
                     Some((_, name)) => out.push_str(name),
                     None => {
                         let _ = write!(out, "0x{v:x}");

@@ -5,8 +5,10 @@
 /// One parsed argument.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Arg {
-    /// A number or a bare identifier, kept as text (libtraceevent
-    /// evaluates it with `strtoull`, then as a kallsyms name).
+    /// A number, parsed as `strtoull` would, and as written.
+    Num(u64, String),
+    /// A bare identifier: libtraceevent evaluates it as the address of the
+    /// kernel symbol of that name.
     Atom(String),
     /// A string literal.
     Str(String),
@@ -22,10 +24,11 @@ pub(crate) enum Arg {
     Ternary(Box<Arg>, Box<Arg>, Box<Arg>),
     /// `array[index]`.
     Index(Box<Arg>, Box<Arg>),
-    /// `__print_flags(value, delim, { v, "s" }, ...)`.
-    Flags(Box<Arg>, String, Vec<(String, String)>),
+    /// `__print_flags(value, delim, { v, "s" }, ...)`, each table value
+    /// worked out when parsed (-1 for a name libtraceevent does not know).
+    Flags(Box<Arg>, String, Vec<(i64, String)>),
     /// `__print_symbolic(value, { v, "s" }, ...)`.
-    Symbolic(Box<Arg>, Vec<(String, String)>),
+    Symbolic(Box<Arg>, Vec<(i64, String)>),
     /// `__print_hex(buf, len)`; `true` for `__print_hex_str` (no spaces).
     Hex(Box<Arg>, Box<Arg>, bool),
     /// `__print_array(array, count, element size)`.
@@ -348,7 +351,7 @@ impl Parser {
 
     fn primary(&mut self) -> Option<Arg> {
         match self.next()? {
-            Tok::Num(n) => Some(Arg::Atom(n)),
+            Tok::Num(n) => Some(Arg::Num(parse_c_number(&n).unwrap_or(0), n)),
             Tok::Str(s) => Some(Arg::Str(s)),
             Tok::Op("(") => {
                 let e = self.expr()?;
@@ -424,7 +427,8 @@ impl Parser {
                         _ => return None,
                     }
                 }
-                Arg::Atom(sizeof(&words.join(" "))?.to_string())
+                let size = sizeof(&words.join(" "))?;
+                Arg::Num(size, size.to_string())
             }
             // Any other function needs a plugin; without one libtraceevent
             // cannot parse the event.
@@ -435,7 +439,7 @@ impl Parser {
     }
 
     /// `, { value, "text" }, ...` up to the closing parenthesis.
-    fn table(&mut self) -> Option<Vec<(String, String)>> {
+    fn table(&mut self) -> Option<Vec<(i64, String)>> {
         let mut out = Vec::new();
         while self.is_op(",") {
             self.pos += 1;
@@ -445,7 +449,7 @@ impl Parser {
             // The kernel ends some tables with `{ 0, NULL }`.
             let text = atom_text(&self.expr()?);
             self.eat("}")?;
-            out.push((atom_text(&value), text));
+            out.push((super::eval::flag_value(&atom_text(&value)), text));
         }
         Some(out)
     }
@@ -457,7 +461,7 @@ impl Parser {
 fn atom_text(arg: &Arg) -> String {
     match arg {
         Arg::Str(a) => a.clone(),
-        Arg::Atom(a) if !a.starts_with(|c: char| c.is_ascii_digit()) => a.clone(),
+        Arg::Atom(a) => a.clone(),
         _ => const_eval(arg).map_or_else(String::new, |v| v.to_string()),
     }
 }
@@ -465,7 +469,7 @@ fn atom_text(arg: &Arg) -> String {
 /// Evaluates an expression without a record.
 fn const_eval(arg: &Arg) -> Option<u64> {
     Some(match arg {
-        Arg::Atom(a) => parse_c_number(a)?,
+        Arg::Num(v, _) => *v,
         Arg::Cast(ty, inner) => super::eval::cast(ty, const_eval(inner)?),
         Arg::Unary(op, inner) => {
             let v = const_eval(inner)?;
