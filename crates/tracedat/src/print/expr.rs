@@ -107,6 +107,10 @@ pub(crate) fn read_quoted(text: &str, at: usize) -> Option<(String, usize)> {
     while i < b.len() && b[i] != quote {
         if b[i] == b'\\' {
             i += 1;
+        } else if !(b[i] == b' ' || b[i].is_ascii_graphic() || b[i] == b'\n') {
+            // libtraceevent's tokenizer ends a string at an unprintable
+            // byte (a tab, say), and the text after it does not parse.
+            return None;
         }
         i += 1;
     }
@@ -418,6 +422,13 @@ impl Parser {
             "__get_dynamic_array_len" | "__get_rel_dynamic_array_len" => {
                 Arg::DynArrayLen(self.field_name()?)
             }
+            // The kernel's likely()/unlikely(): the condition is the value.
+            "__builtin_expect" => {
+                let value = self.expr()?;
+                self.eat(",")?;
+                self.expr()?;
+                value
+            }
             "sizeof" => {
                 let mut words = Vec::new();
                 while !self.is_op(")") {
@@ -547,6 +558,17 @@ mod tests {
         assert!(matches!(&args[1], Arg::Cast(t, _) if t == "unsigned long"));
         assert_eq!(args[2], Arg::GetStr("name".into()));
         assert!(parse_args("unknown_helper(REC->x)").is_none());
+    }
+
+    #[test]
+    fn libtraceevent_quirks() {
+        // likely()/unlikely() are their condition.
+        let args = parse_args("__builtin_expect(!!(REC->a >= 5), 0) ? 0 : REC->a").unwrap();
+        assert!(matches!(args[0], Arg::Ternary(..)));
+        // A tab inside the format string ends it: the event fails to parse
+        // (maple_tree's events in Linux 6.x print as `[FAILED TO PARSE]`).
+        assert!(crate::print::PrintFmt::parse("\"%s\\tNode\", REC->fn").is_some());
+        assert!(crate::print::PrintFmt::parse("\"%s\u{9}Node\", REC->fn").is_none());
     }
 
     #[test]
