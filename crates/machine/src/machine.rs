@@ -367,6 +367,12 @@ impl Machine {
         self.kernel.ledger.wait_drained(timeout)
     }
 
+    /// Waits until every RCU callback queued before the call has run
+    /// (Linux's `rcu_barrier`); call it from a thread that is no vCPU.
+    pub fn rcu_barrier(&self) {
+        self.kernel.rcu.barrier();
+    }
+
     /// Counts for one kind of item.
     pub fn tally(&self, item: Item) -> Tally {
         self.kernel.ledger.tally(item)

@@ -309,6 +309,41 @@ impl Rcu {
         }
     }
 
+    /// Waits until every callback queued before the call has run (Linux's
+    /// `rcu_barrier`): entrains one more callback behind each vCPU's list
+    /// (a list runs in grace-period order, and the new one's grace period
+    /// is no earlier than any queued before it) and waits for all of them.
+    /// Only online vCPUs' lists: an offline vCPU's teardown moved its
+    /// callbacks to a live one (a list bolt kept stays empty), and one
+    /// going offline after this moves the entrained callback with the
+    /// rest. Called from a thread that is no vCPU, as a vCPU that blocks
+    /// here could not run its own callbacks.
+    pub(crate) fn barrier(&self) {
+        let left = Arc::new((Mutex::new(0usize), Condvar::new()));
+        for cpu in (0..self.cpus.len()).filter(|&cpu| self.is_tracked(cpu)) {
+            let theirs = Arc::clone(&left);
+            let entrained = Callback::Internal(Box::new(move || {
+                let (count, all_ran) = &*theirs;
+                let mut count = count.lock();
+                *count -= 1;
+                if *count == 0 {
+                    all_ran.notify_all();
+                }
+            }));
+            // Counted first, so that a callback that runs at once finds
+            // itself counted.
+            *left.0.lock() += 1;
+            if self.call(cpu, entrained).is_err() {
+                *left.0.lock() -= 1;
+            }
+        }
+        let (count, all_ran) = &*left;
+        let mut count = count.lock();
+        while *count > 0 {
+            all_ran.wait(&mut count);
+        }
+    }
+
     /// Whether `cpu` has a callback whose grace period has ended.
     pub(crate) fn has_ready(&self, cpu: usize) -> bool {
         let me = &self.cpus[cpu];

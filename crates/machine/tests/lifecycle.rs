@@ -234,3 +234,37 @@ fn sixty_four_oversubscribed_vcpus_go_down_and_up_in_bulk() {
         assert!(machine.shutdown().is_clean());
     }
 }
+
+#[test]
+fn rcu_barrier_waits_for_every_callback_queued_before_it() {
+    for engine in [Engine::Classic, Engine::Bolt] {
+        let machine = Machine::builder().cpus(4).engine(engine).build().unwrap();
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        const CALLBACKS: u64 = 40;
+        for _ in 0..CALLBACKS {
+            let ran = std::sync::Arc::clone(&ran);
+            machine.submit(move |ctx| {
+                let ran = std::sync::Arc::clone(&ran);
+                ctx.call_rcu(move |_| {
+                    ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                });
+                TaskStatus::Done
+            });
+        }
+        // Every task has queued its callback once the tasks are done;
+        // their grace periods (milliseconds, normal) have not all ended.
+        while machine.tally(Item::Task).completed_once < CALLBACKS {
+            std::thread::yield_now();
+        }
+        // Moved about by hotplug meanwhile, as callbacks of a dying CPU are.
+        machine.offline(CpuId(3)).unwrap();
+        machine.rcu_barrier();
+        assert_eq!(
+            ran.load(std::sync::atomic::Ordering::SeqCst),
+            CALLBACKS,
+            "{engine:?}: rcu_barrier returned before every earlier callback ran"
+        );
+        machine.online(CpuId(3)).unwrap();
+        assert!(machine.shutdown().is_clean());
+    }
+}
