@@ -55,8 +55,19 @@ pub fn write_report(
         .max()
         .unwrap_or(0);
     let instances = file.metadata().buffers.len() > 1;
+    // Per buffer: are its time stamps nanoseconds, printed as seconds?
+    let top_clock = file
+        .metadata()
+        .buffers
+        .first()
+        .and_then(|b| b.clock.clone());
+    let in_ns: Vec<bool> = file
+        .metadata()
+        .buffers
+        .iter()
+        .map(|b| clock_in_ns(b.clock.as_deref().or(top_clock.as_deref())))
+        .collect();
     let (mut records, printer) = file.reader()?;
-    let big_endian = printer.big_endian();
     for record in records.by_ref() {
         let record = record?;
         if opts.cpu.is_some_and(|c| c != record.cpu) {
@@ -84,24 +95,9 @@ pub fn write_report(
             Some(Lost::Events(None)) => writeln!(line, "CPU:{} [EVENTS DROPPED]", record.cpu),
             None => Ok(()),
         };
-        let pid = printer.pid_of(&record);
-        let _ = write!(
-            line,
-            "{:>16}-{:<5} [{:03}] ",
-            printer.comm(pid),
-            pid,
-            record.cpu
-        );
-        let ts = record.timestamp;
-        if opts.nanoseconds {
-            let _ = write!(line, "{:5}.{:09}: ", ts / 1_000_000_000, ts % 1_000_000_000);
-        } else {
-            // libtraceevent rounds to the microsecond.
-            let us = ts.wrapping_add(500) / 1000;
-            let _ = write!(line, "{:5}.{:06}: ", us / 1_000_000, us % 1_000_000);
-        }
         match event {
             Some(e) => {
+                write_prefix(&mut line, &printer, &record, in_ns[record.buffer], opts);
                 line.push_str(&e.name);
                 line.push(':');
                 for _ in e.name.len()..20 {
@@ -113,10 +109,10 @@ pub fn write_report(
                 let trimmed = line[start..].trim_end_matches('\n').len();
                 line.truncate(start + trimmed);
             }
-            None => {
-                let id = crate::input::read_uint(&record.data, big_endian, 2).unwrap_or(0);
-                let _ = write!(line, "[UNKNOWN TYPE {id}]");
-            }
+            // An event whose format the file lacks: libtraceevent replaces
+            // each part of the line it cannot fill.
+            None => line
+                .push_str("[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]"),
         }
         line.push('\n');
         out.write_all(line.as_bytes())?;
@@ -124,6 +120,52 @@ pub fn write_report(
     }
     summary.corrupt_pages = records.corrupt_pages();
     Ok(summary)
+}
+
+/// `comm-pid [cpu] time: `.
+fn write_prefix(
+    line: &mut String,
+    printer: &crate::Printer<'_>,
+    record: &crate::Record,
+    in_ns: bool,
+    opts: &ReportOptions,
+) {
+    let pid = printer.pid_of(record);
+    let _ = write!(
+        line,
+        "{:>16}-{:<5} [{:03}]",
+        printer.comm(pid),
+        pid,
+        record.cpu
+    );
+    let ts = record.timestamp;
+    if !in_ns {
+        // Counters and the TSC print as raw numbers.
+        let _ = write!(line, "{ts:>12}: ");
+    } else if opts.nanoseconds {
+        let _ = write!(
+            line,
+            " {:5}.{:09}: ",
+            ts / 1_000_000_000,
+            ts % 1_000_000_000
+        );
+    } else {
+        // libtraceevent rounds to the microsecond.
+        let us = ts.wrapping_add(500) / 1000;
+        let _ = write!(line, " {:5}.{:06}: ", us / 1_000_000, us % 1_000_000);
+    }
+}
+
+/// Whether trace-cmd takes a trace clock's values as nanoseconds (and
+/// prints them as seconds): its list, to which a file without a clock
+/// belongs ("local").
+fn clock_in_ns(clock: Option<&str>) -> bool {
+    match clock {
+        None => true,
+        Some(c) => {
+            matches!(c, "local" | "global" | "uptime" | "perf" | "tai") || c.starts_with("mono")
+        }
+    }
 }
 
 /// `*` and `?` globbing.

@@ -13,6 +13,9 @@
 # formats of the events that fired and only the kallsyms lines the trace's
 # text names (each with the symbol after it, so lookups end where they did).
 #
+# With CLOCK=NAME, the trace clock is NAME (x86-tsc, counter: trace-cmd
+# prints those clocks' values raw) for the recording.
+#
 # With INSTANCE=NAME in the environment, the same events are also recorded
 # in a tracefs instance of that name, and both buffers are saved (`extract
 # -a -t`): trace-cmd then prints the instance's records prefixed `NAME:`.
@@ -44,6 +47,7 @@ for d in $dirs; do
         esac
     done
 done
+[ -z "${CLOCK:-}" ] || echo "$CLOCK" > $t/trace_clock
 for d in $dirs; do echo 1 > $d/tracing_on; done
 if [ $# -gt 0 ]; then "$@" > /dev/null 2>&1 || true; else sleep 0.2; fi
 for d in $dirs; do
@@ -58,7 +62,7 @@ mkdir "$work/events"
 cp $t/events/header_page $t/events/header_event "$work/events/"
 cp -r $t/events/ftrace "$work/events/ftrace"
 # The kernel prints syscall events as `sys_NAME(args)` and `sys_NAME -> ret`.
-awk '{ for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {
+awk '{ for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+(\.[0-9]+)?:$/) {
         e = $(i+1)
         if (e ~ /^sys_[a-z0-9_]+\(/) { sub(/\(.*/, "", e); sub(/^sys_/, "sys_enter_", e) }
         else if ($(i+2) == "->") sub(/^sys_/, "sys_exit_", e)
@@ -84,6 +88,7 @@ unshare -m sh -c "
     cd '$work' && trace-cmd extract $extract_flags -o out.dat > /dev/null"
 cp "$work/out.dat" "$here/$name.v7zstd.dat"
 rm -rf "$work"
+[ -z "${CLOCK:-}" ] || echo local > $t/trace_clock
 echo 1 > $t/tracing_on
 # extract -a removes the instances it saved.
 [ -z "${INSTANCE:-}" ] || rmdir "$t/instances/$INSTANCE" 2> /dev/null || true
