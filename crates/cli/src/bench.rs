@@ -21,7 +21,7 @@ pub use progress::Progress;
 pub use report::{Case, Report};
 
 /// Options every benchmark takes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct BenchOptions {
     /// Larger inputs, as published: the uvm_hotplug paper's 10M and 100M
     /// lookups, the 270 MB load of FreeBSD's loader cache report (minutes
@@ -35,6 +35,19 @@ pub struct BenchOptions {
     pub linux: bool,
     /// The user-mode machine's tick rate (cpuhp only).
     pub hz: u32,
+}
+
+impl Default for BenchOptions {
+    /// The quick run on the user-mode machine, at Linux's HZ=1000.
+    fn default() -> Self {
+        BenchOptions {
+            full: false,
+            json: false,
+            platform: Platform::User,
+            linux: false,
+            hz: 1000,
+        }
+    }
 }
 
 /// Where a benchmark runs its mechanisms.

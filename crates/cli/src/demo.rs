@@ -133,8 +133,10 @@ fn kernel(machine: &[(Engine, Latencies)]) {
         );
     }
     println!(
-        "(machine: vCPUs are threads, sixteen steps; kernel: real CPU starts and stop-machine, \
-         five steps so far — `hotkern boot` and `hotkern bench cpuhp --platform qemu` say more)\n"
+        "(both keep Linux's time: a tick at HZ=1000, normal grace periods for classic and \
+         expedited ones for bolt; machine: vCPUs are threads, sixteen steps; kernel: real CPU \
+         starts and stop-machine, six steps so far — `hotkern boot` and `hotkern bench cpuhp \
+         --platform qemu` say more)\n"
     );
 }
 
