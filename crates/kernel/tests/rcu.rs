@@ -165,42 +165,12 @@ fn the_last_report_wakes_a_sleeping_driver() {
     assert_eq!(rcu.completed(), 1);
 }
 
-/// A platform whose clock advances by a millisecond each time it is read.
-struct Ticking {
-    now: AtomicU64,
-    cpu: Cpu,
-}
-
-impl Cpus for Ticking {
-    fn current(&self) -> Option<CpuId> {
-        self.cpu.current()
-    }
-    fn wake(&self, cpu: CpuId) {
-        self.cpu.wake(cpu);
-    }
-    fn wake_threads(&self) {
-        self.cpu.wake_threads();
-    }
-    fn wait_until(&self, condition: &dyn Fn() -> bool) {
-        self.cpu.wait_until(condition);
-    }
-    fn now_ns(&self) -> u64 {
-        self.now.fetch_add(1_000_000, SeqCst)
-    }
-    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
-        while !condition() {
-            if self.now_ns() >= deadline_ns {
-                return false;
-            }
-        }
-        true
-    }
-}
-
 #[test]
 fn a_stalled_cpu_is_named_at_the_deadline_and_later_grace_periods_still_end() {
-    let platform = Ticking {
+    // A millisecond a read.
+    let platform = Stepping {
         now: AtomicU64::new(0),
+        step: 1_000_000,
         cpu: driver(&Bells::new(2)),
     };
     let rcu = online(&platform.cpu, 2);
