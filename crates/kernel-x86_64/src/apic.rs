@@ -155,12 +155,19 @@ pub fn ticks(cpu: u32) -> u64 {
 
 /// Sends an IPI (`command` is the ICR's low word) to the APIC `apic_id` and
 /// waits until the local APIC has accepted it.
+///
+/// With interrupts off: the ICR is two registers, and a handler that sends
+/// an IPI of its own between the two writes (the tick reporting to RCU
+/// wakes a grace period's driver; a stop-machine's last arriver wakes the
+/// others) would send the interrupted one to its own destination.
 fn send(apic_id: u32, command: u32) {
-    write(ICR_HIGH, apic_id << 24);
-    write(ICR_LOW, command);
-    while read(ICR_LOW) & ICR_PENDING != 0 {
-        core::hint::spin_loop();
-    }
+    crate::arch::without_interrupts(|| {
+        write(ICR_HIGH, apic_id << 24);
+        write(ICR_LOW, command);
+        while read(ICR_LOW) & ICR_PENDING != 0 {
+            core::hint::spin_loop();
+        }
+    });
 }
 
 /// INIT, level assert: resets the target into wait-for-SIPI.
