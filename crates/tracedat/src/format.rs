@@ -62,12 +62,24 @@ impl Field {
         self.type_name.contains("long")
     }
 
-    /// Size of one element: of the array's element, or the field itself.
-    pub fn element_size(&self) -> usize {
-        match self.kind {
-            FieldKind::Array if self.array_len > 0 => self.size / self.array_len,
-            FieldKind::DataLoc | FieldKind::RelLoc => c_type_size(&self.type_name),
-            _ => self.size,
+    /// Size of one element, as libtraceevent works it out: a fixed array's
+    /// size over its length; for a dynamic array its element type's size
+    /// if that is a `u8`..`s64` or `char` (0 otherwise); for `char x[]`, 1;
+    /// for `long x[]`, `long_size`; for anything else the field's size.
+    pub fn element_size(&self, long_size: usize) -> usize {
+        if !self.is_array() {
+            return self.size;
+        }
+        if self.array_len > 0 {
+            self.size / self.array_len
+        } else if matches!(self.kind, FieldKind::DataLoc | FieldKind::RelLoc) {
+            c_type_size(&self.type_name)
+        } else if self.is_string() {
+            1
+        } else if self.is_long() {
+            long_size
+        } else {
+            0
         }
     }
 
@@ -106,19 +118,13 @@ impl Field {
 
 /// The size of a C scalar type, for elements of dynamic arrays.
 fn c_type_size(type_name: &str) -> usize {
-    let base = type_name
-        .trim_start_matches("__data_loc")
-        .trim_start_matches("__rel_loc")
-        .trim()
-        .trim_end_matches("[]")
-        .trim();
-    match base {
-        t if t.ends_with('*') => 8,
-        "u8" | "s8" | "char" | "unsigned char" | "signed char" | "bool" => 1,
-        "u16" | "s16" | "short" | "unsigned short" | "__u16" | "__be16" => 2,
-        "u32" | "s32" | "int" | "unsigned int" | "unsigned" | "__u32" | "__be32" => 4,
-        "u64" | "s64" | "long" | "unsigned long" | "long long" | "unsigned long long" => 8,
-        _ => 1,
+    let base = type_name.split('[').next().unwrap_or("");
+    match base.split_whitespace().last().unwrap_or("") {
+        "u8" | "s8" | "char" => 1,
+        "u16" | "s16" => 2,
+        "u32" | "s32" => 4,
+        "u64" | "s64" => 8,
+        _ => 0,
     }
 }
 

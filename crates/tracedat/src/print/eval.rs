@@ -159,15 +159,20 @@ impl Context<'_> {
         let (offset, size) = match base {
             Arg::Field(name) => match self.field(name) {
                 Some(f) => {
-                    let size = f.element_size();
+                    let size = f.element_size(self.tables.long_size);
                     (f.offset.saturating_add(i.saturating_mul(size)), size)
                 }
                 None => return 0,
             },
             Arg::DynArray(name) => {
-                let size = self
+                // libtraceevent reads a long where the element size is unknown.
+                let size = match self
                     .field(name)
-                    .map_or(self.tables.long_size, Field::element_size);
+                    .map(|f| f.element_size(self.tables.long_size))
+                {
+                    Some(0) | None => self.tables.long_size,
+                    Some(size) => size,
+                };
                 (self.dynamic(name).0.saturating_add(i), size)
             }
             _ => return 0,
