@@ -70,8 +70,8 @@ impl Field {
         if !self.is_array() {
             return self.size;
         }
-        if self.array_len > 0 {
-            self.size / self.array_len
+        if let Some(each) = self.size.checked_div(self.array_len) {
+            each
         } else if matches!(self.kind, FieldKind::DataLoc | FieldKind::RelLoc) {
             c_type_size(&self.type_name)
         } else if self.is_string() {
