@@ -63,6 +63,10 @@ pub struct BootArgs {
     /// The hotplug engines the kernel runs its cases with.
     #[arg(long, value_enum, default_value_t = EngineChoice::Both)]
     engine: EngineChoice,
+    /// The kernel's tick rate (its `hz=`; default 1000), as Linux's
+    /// CONFIG_HZ: it times normal grace periods.
+    #[arg(long, value_parser = ["100", "250", "300", "1000"])]
+    hz: Option<String>,
     /// A FAT disk image for the kernel, as a read-only virtio-blk device.
     #[arg(long, requires = "load")]
     disk: Option<PathBuf>,
@@ -127,6 +131,7 @@ impl BootArgs {
             timeout: 120.0,
             append: String::new(),
             engine: EngineChoice::Both,
+            hz: None,
             disk: None,
             load: None,
             no_disk: false,
@@ -359,6 +364,9 @@ fn command_line(args: &BootArgs) -> String {
     if args.engine != EngineChoice::Both {
         words.push(format!("engine={}", args.engine.name()));
     }
+    if let Some(hz) = &args.hz {
+        words.push(format!("hz={hz}"));
+    }
     if let Some(path) = &args.load {
         words.push(format!("load={path}"));
         words.push(format!("cache={}", args.cache));
@@ -590,11 +598,12 @@ mod tests {
             line.ends_with("-append load=boot/kernel cache=legacy"),
             "{line}"
         );
-        let line = qemu_line(&["--engine", "classic"]).unwrap();
+        let line = qemu_line(&["--engine", "classic", "--hz", "250"]).unwrap();
         assert!(
-            line.ends_with("-kernel /k -append engine=classic"),
+            line.ends_with("-kernel /k -append engine=classic hz=250"),
             "{line}"
         );
+        assert!(qemu_line(&["--hz", "500"]).is_err());
     }
 
     #[test]
