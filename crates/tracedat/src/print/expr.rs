@@ -124,7 +124,11 @@ pub(crate) fn read_quoted(text: &str, at: usize) -> Option<(String, usize)> {
 /// fail on it too (the event then prints as `[FAILED TO PARSE]`).
 pub(crate) fn parse_args(text: &str) -> Option<Vec<Arg>> {
     let toks = tokenize(text)?;
-    let mut p = Parser { toks, pos: 0 };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+    };
     let mut args = Vec::new();
     while p.pos < p.toks.len() {
         args.push(p.expr()?);
@@ -140,7 +144,13 @@ pub(crate) fn parse_args(text: &str) -> Option<Vec<Arg>> {
 struct Parser {
     toks: Vec<Tok>,
     pos: usize,
+    /// Nesting of the recursive descent so far.
+    depth: usize,
 }
+
+/// Deeper nesting than any kernel format has; a hostile format could
+/// otherwise exhaust the stack.
+const MAX_DEPTH: usize = 400;
 
 /// libtraceevent's operator priorities: lower binds tighter.
 fn prio(op: &str) -> i32 {
@@ -219,6 +229,22 @@ impl Parser {
     }
 
     fn process_op(&mut self, slot: &mut Arg, op: &'static str) -> Option<()> {
+        self.enter()?;
+        let done = self.process_op_inner(slot, op);
+        self.depth -= 1;
+        done
+    }
+
+    fn enter(&mut self) -> Option<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            self.depth -= 1;
+            return None;
+        }
+        Some(())
+    }
+
+    fn process_op_inner(&mut self, slot: &mut Arg, op: &'static str) -> Option<()> {
         let take = |slot: &mut Arg| Box::new(std::mem::replace(slot, Arg::Atom(String::new())));
         // Which child the next operator may attach to.
         let mut child_is_left = false;
@@ -274,6 +300,13 @@ impl Parser {
     /// libtraceevent, takes the operators after it into its operand's
     /// expression).
     fn operand(&mut self) -> Option<Arg> {
+        self.enter()?;
+        let arg = self.operand_inner();
+        self.depth -= 1;
+        arg
+    }
+
+    fn operand_inner(&mut self) -> Option<Arg> {
         match self.peek()? {
             Tok::Op(op @ ("-" | "!" | "~" | "+" | "&" | "*")) => {
                 let op = *op;
@@ -544,38 +577,4 @@ pub(crate) fn parse_c_number(text: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_kernel_shapes() {
-        let args = parse_args(
-            "REC->prev_state & ((((0x00000000 | 0x00000001) + 1) << 1) - 1) ? __print_flags(REC->prev_state & 3, \"|\", { 0x01, \"S\" }) : \"R\", (unsigned long)REC->x, __get_str(name)",
-        )
-        .unwrap();
-        assert_eq!(args.len(), 3);
-        assert!(matches!(args[0], Arg::Ternary(..)));
-        assert!(matches!(&args[1], Arg::Cast(t, _) if t == "unsigned long"));
-        assert_eq!(args[2], Arg::GetStr("name".into()));
-        assert!(parse_args("unknown_helper(REC->x)").is_none());
-    }
-
-    #[test]
-    fn libtraceevent_quirks() {
-        // likely()/unlikely() are their condition.
-        let args = parse_args("__builtin_expect(!!(REC->a >= 5), 0) ? 0 : REC->a").unwrap();
-        assert!(matches!(args[0], Arg::Ternary(..)));
-        // A tab inside the format string ends it: the event fails to parse
-        // (maple_tree's events in Linux 6.x print as `[FAILED TO PARSE]`).
-        assert!(crate::print::PrintFmt::parse("\"%s\\tNode\", REC->fn").is_some());
-        assert!(crate::print::PrintFmt::parse("\"%s\u{9}Node\", REC->fn").is_none());
-    }
-
-    #[test]
-    fn c_numbers() {
-        assert_eq!(parse_c_number("0x10UL"), Some(16));
-        assert_eq!(parse_c_number("010"), Some(8));
-        assert_eq!(parse_c_number("12"), Some(12));
-        assert_eq!(parse_c_number("ABC"), None);
-    }
-}
+mod tests;
