@@ -79,3 +79,41 @@ fn every_corpus_file_prints_as_trace_cmd_does() {
         panic!("{failure}");
     }
 }
+
+/// `--cpu` and `--events` keep exactly the lines trace-cmd printed for
+/// that CPU or those events.
+#[test]
+fn filters_keep_the_matching_lines() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let expected = std::fs::read_to_string(dir.join("sched.txt")).unwrap();
+    let run = |opts: ReportOptions| {
+        let mut file = TraceFile::open(dir.join("sched.v7zstd.dat")).unwrap();
+        let mut out = Vec::new();
+        write_report(&mut file, &opts, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let keep = |pred: &dyn Fn(&str) -> bool| -> String {
+        expected
+            .lines()
+            .filter(|l| l.starts_with("cpus=") || pred(l))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let cpu1 = run(ReportOptions {
+        cpu: Some(1),
+        ..ReportOptions::default()
+    });
+    assert_eq!(
+        cpu1,
+        keep(&|l| l.contains("] [001] ") || l.contains(" [001] "))
+    );
+    let sched = run(ReportOptions {
+        events: Some("sched:sched_s*".into()),
+        ..ReportOptions::default()
+    });
+    assert_eq!(
+        sched,
+        keep(&|l| event_name(l).is_some_and(|n| n.starts_with("sched_s")))
+    );
+    assert!(sched.lines().count() > 100);
+}
