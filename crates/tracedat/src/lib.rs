@@ -70,6 +70,19 @@ impl TraceFile {
         Self::from_source(Box::new(std::io::Cursor::new(bytes)))
     }
 
+    /// Reads a trace from any seekable reader (a file wrapped to report
+    /// progress, say). Reads are page-sized; buffer a raw file descriptor.
+    ///
+    /// ```
+    /// let bytes = std::io::Cursor::new(b"\x17\x08\x44tracing9\0".to_vec());
+    /// assert!(hotkern_tracedat::TraceFile::from_reader(bytes).is_err());
+    /// ```
+    pub fn from_reader(
+        reader: impl std::io::Read + std::io::Seek + Send + 'static,
+    ) -> Result<TraceFile> {
+        Self::from_source(Box::new(reader))
+    }
+
     fn from_source(source: Box<dyn Source>) -> Result<TraceFile> {
         let mut input = Input::new(source)?;
         let meta = header::read(&mut input)?;
