@@ -118,6 +118,12 @@ impl EngineChoice {
 }
 
 impl BootArgs {
+    /// The same run with the kernel's tick at `hz` (its `hz=`).
+    pub fn with_hz(mut self, hz: u32) -> BootArgs {
+        self.hz = Some(hz.to_string());
+        self
+    }
+
     /// The default scenario on `cpus` vCPUs under TCG, quiet, for callers
     /// that want the report rather than the printout (`bench --platform
     /// qemu`, the tour).

@@ -311,10 +311,10 @@ fn breakdown(title: &str, classic: &Samples, bolt: &Samples) -> Vec<String> {
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     if options.linux {
-        return linux::run(options.platform == Platform::Qemu);
+        return linux::run(options.platform == Platform::Qemu, options.hz);
     }
     if options.platform == Platform::Qemu {
-        return qemu::run();
+        return qemu::run(options.hz);
     }
     let hz = Hz::new(options.hz).map_err(|error| error.to_string())?;
     let reps_single = if options.full { 400 } else { 100 };

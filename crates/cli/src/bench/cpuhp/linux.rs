@@ -47,10 +47,11 @@ const BUSYBOX: &str = "/bin/busybox";
 const BOOT_DIR: &str = "/boot";
 
 /// Measures Linux; with `with_kernel`, first runs the hotkern kernel's
-/// cases on the same QEMU configuration and reports both, with ratios.
-pub fn run(with_kernel: bool) -> Result<Report, String> {
+/// cases on the same QEMU configuration, its tick at `hz` (Debian's kernel
+/// is built with HZ=250), and reports both, with ratios.
+pub fn run(with_kernel: bool, hz: u32) -> Result<Report, String> {
     let mut report = if with_kernel {
-        super::qemu::run()?
+        super::qemu::run(hz)?
     } else {
         let mut report = Report::new("cpuhp");
         report.table_figures = vec!["latency_us"];

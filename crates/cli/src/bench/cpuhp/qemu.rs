@@ -12,9 +12,10 @@ use crate::boot::{self, BootArgs};
 /// vCPUs of the measured guest: one boot CPU and three to take down.
 const CPUS: u32 = 4;
 
-/// Boots the kernel and turns its hotplug run into a report.
-pub fn run() -> Result<Report, String> {
-    let run = boot::run_quietly(&BootArgs::scenario(CPUS))?;
+/// Boots the kernel with its tick at `hz` and turns its hotplug run into
+/// a report.
+pub fn run(hz: u32) -> Result<Report, String> {
+    let run = boot::run_quietly(&BootArgs::scenario(CPUS).with_hz(hz))?;
     if !run.outcome.is_success() {
         return Err(format!(
             "the kernel did not finish: {}",
@@ -22,7 +23,11 @@ pub fn run() -> Result<Report, String> {
         ));
     }
     let document = run.to_json();
-    from_document(&document)
+    let mut report = from_document(&document)?;
+    for case in &mut report.cases {
+        case.extra.push(("hz".to_owned(), u64::from(hz).into()));
+    }
+    Ok(report)
 }
 
 /// The kernel issue's targets, read from the cases: bolt's speed-up over
