@@ -227,7 +227,9 @@ impl CpuStream {
                         self.pos = self.end;
                         continue;
                     }
-                    (4 + self.array0().unwrap_or(u64::MAX) as usize, None)
+                    // Unreadable length: past the page, so the page is bad.
+                    let n = self.array0().unwrap_or(u64::MAX) as usize;
+                    (n.saturating_add(4), None)
                 }
                 TIME_EXTEND => {
                     let Some(high) = self.array0() else {

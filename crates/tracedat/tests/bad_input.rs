@@ -50,3 +50,15 @@ fn not_a_trace_is_an_error() {
     assert!(TraceFile::from_bytes(Vec::new()).is_err());
     assert!(TraceFile::from_bytes(b"\x17\x08\x44tracing9\0".to_vec()).is_err());
 }
+
+/// Inputs the fuzzer once crashed the reader with (kept as its seeds).
+#[test]
+fn fuzzer_finds_stay_fixed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/tracedat_read");
+    for name in [
+        "regress-timestamp-overflow.dat",
+        "regress-padding-length.dat",
+    ] {
+        read_all(std::fs::read(dir.join(name)).unwrap());
+    }
+}
