@@ -15,9 +15,11 @@
 //!   page caches ([`pagecache`]).
 //! * Checking itself: the ledger of deferred items, lost or run twice
 //!   ([`ledger`]), and the per-CPU resource audit ([`audit`]).
+//! * Time: the scheduler tick at Linux's HZ, jiffies, and each CPU's tick
+//!   stopping while it idles ([`tick`]).
 //! * Mechanisms that sleep and wake CPUs, over the platform's [`Cpus`]
 //!   ([`platform`]): stop-machine's rendezvous ([`stop_machine`]) and
-//!   grace-period detection ([`rcu`]).
+//!   grace periods, normal and expedited, with tree RCU's timing ([`rcu`]).
 //!
 //! The vCPU loops, kernel threads and RCU's callbacks are still each
 //! platform's; they move over [`Cpus`] next.
