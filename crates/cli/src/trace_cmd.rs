@@ -342,6 +342,11 @@ fn report_tracedat(
     match hotkern_tracedat::write_report(&mut trace, opts, &mut lock) {
         Err(hotkern_tracedat::Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         Err(e) => eprintln!("{}: {e}", file.display()),
+        Ok(summary) if summary.corrupt_pages > 0 => eprintln!(
+            "{}: {} damaged pages skipped",
+            file.display(),
+            summary.corrupt_pages
+        ),
         Ok(_) => {}
     }
     Ok(())

@@ -264,17 +264,26 @@ impl CpuStream {
                     (4 + n, Some((self.pos + 4, n)))
                 }
             };
-            if self.pos.saturating_add(len) > self.end {
+            let overrun = self.pos.saturating_add(len) > self.end;
+            if overrun {
+                // trace-cmd still hands out an event that runs past its
+                // page (with what bytes the page has), then drops the
+                // rest of the page; so does this reader, counting it.
                 self.bad_page();
-                continue;
+            } else {
+                self.pos += len;
             }
-            self.pos += len;
             if let Some((start, n)) = payload {
+                let end = start
+                    .saturating_add(n)
+                    .min(self.end)
+                    .max(start.min(self.end));
+                let start = start.min(end);
                 self.peeked = Some(Record {
                     buffer: self.buffer,
                     cpu: self.cpu,
                     timestamp: self.ts,
-                    data: self.page[start..start + n].to_vec(),
+                    data: self.page[start..end].to_vec(),
                     lost_before: self.lost.take(),
                 });
                 return Ok(());

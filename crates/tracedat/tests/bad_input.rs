@@ -62,3 +62,24 @@ fn fuzzer_finds_stay_fixed() {
         read_all(std::fs::read(dir.join(name)).unwrap());
     }
 }
+
+/// An event whose length runs past its page: trace-cmd prints it as an
+/// unknown event and drops the rest of the page; damaged.txt is what it
+/// printed for marker.v6.dat with its CPU 0 page's second event so damaged.
+#[test]
+fn an_overlong_event_prints_as_trace_cmd_prints_it() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut bytes = std::fs::read(dir.join("marker.v6.dat")).unwrap();
+    // CPU 0's page starts at 28672; after its 16-byte header and a 68-byte
+    // event, the second event's header becomes "type 0, 65535 bytes".
+    let at = 28672 + 16 + 68;
+    let header = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) & !31;
+    bytes[at..at + 4].copy_from_slice(&header.to_le_bytes());
+    bytes[at + 4..at + 8].copy_from_slice(&0xffffu32.to_le_bytes());
+    let mut file = TraceFile::from_bytes(bytes).unwrap();
+    let mut out = Vec::new();
+    let summary = write_report(&mut file, &ReportOptions::default(), &mut out).unwrap();
+    let expected = std::fs::read_to_string(dir.join("damaged.txt")).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), expected);
+    assert_eq!(summary.corrupt_pages, 1);
+}

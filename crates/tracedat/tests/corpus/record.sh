@@ -106,3 +106,7 @@ done
 # hotkern.v6.dat is not from Linux: `hotkern trace demo --threads 2
 # --requests 4` wrote it (function_graph and trace_printk records), and
 # hotkern.txt is what `trace-cmd report -N` prints for it.
+#
+# damaged.txt is what `trace-cmd report -N` printed for marker.v6.dat with
+# its CPU 0 page's second event header overwritten (type 0, 65535 bytes);
+# tests/bad_input.rs makes the same file and compares.
