@@ -94,18 +94,18 @@ impl Field {
         let Some(word) = self.read_u64(data, big_endian) else {
             return (0, 0);
         };
-        let mut offset = (word & 0xffff) as usize;
+        let stored = (word & 0xffff) as usize;
         let mut len = if self.size == 2 {
-            data.len().saturating_sub(offset)
+            data.len().saturating_sub(stored)
         } else {
             ((word >> 16) & 0xffff) as usize
         };
-        if offset > data.len() {
-            offset = 0;
-        }
-        if offset + len > data.len() {
+        // Both checks use the offset as stored, as libtraceevent's do: an
+        // offset past the record yields offset 0 and length 0.
+        if stored + len > data.len() {
             len = 0;
         }
+        let mut offset = if stored > data.len() { 0 } else { stored };
         if self.kind == FieldKind::RelLoc {
             offset = offset.saturating_add(self.offset).saturating_add(self.size);
             if offset.saturating_add(len) > data.len() {
@@ -276,5 +276,18 @@ mod tests {
         assert_eq!((f.name.as_str(), f.kind), ("ptr", FieldKind::Pointer));
         let f = parse_field("field:long state;\toffset:8;\tsize:8;\tsigned:1;").unwrap();
         assert!(f.signed && f.is_long());
+    }
+
+    #[test]
+    fn dynamic_offset_past_the_record_is_empty() {
+        let f =
+            parse_field("field:__data_loc char[] comm;\toffset:8;\tsize:4;\tsigned:0;").unwrap();
+        let mut data = vec![0u8; 24];
+        data[8..12].copy_from_slice(&((3u32 << 16) | 20).to_le_bytes());
+        assert_eq!(f.dynamic_range(&data, false), (20, 3));
+        // libtraceevent checks the length against the stored offset, not
+        // against the 0 it replaces an out-of-range offset with.
+        data[8..12].copy_from_slice(&((3u32 << 16) | 0xd614).to_le_bytes());
+        assert_eq!(f.dynamic_range(&data, false), (0, 0));
     }
 }
