@@ -320,12 +320,11 @@ fn apply_option(id: u16, data: &[u8], m: &mut Metadata) -> Result<()> {
         opt::CPUSTAT => m.cpustats.push(cstring(data)),
         opt::CPUCOUNT => m.cpu_count = b.u32()?,
         opt::OFFSET => {
-            // Written as ASCII by old trace-cmd, as a number by new.
-            m.time_offset = if data.len() == 8 {
-                b.u64()? as i64
-            } else {
-                cstring(data).trim().parse().unwrap_or(0)
-            };
+            // Text, read as trace-cmd reads it (strtoll, base from prefix);
+            // several add up.
+            let text = cstring(data);
+            let offset = crate::print::parse_c_number(text.trim()).unwrap_or(0) as i64;
+            m.time_offset = m.time_offset.wrapping_add(offset);
         }
         opt::TSC2NSEC => {
             let mult = b.u32()?;

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 pub(crate) use cfmt::Spec;
 pub(crate) use eval::Context;
+pub(crate) use expr::parse_c_number;
 use expr::Arg;
 
 use crate::format::EventFormat;

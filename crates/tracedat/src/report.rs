@@ -65,7 +65,11 @@ pub fn write_report(
         .metadata()
         .buffers
         .iter()
-        .map(|b| clock_in_ns(b.clock.as_deref().or(top_clock.as_deref())))
+        // A TSC trace with trace-cmd's TSC-to-ns conversion is in ns.
+        .map(|b| {
+            clock_in_ns(b.clock.as_deref().or(top_clock.as_deref()))
+                || file.metadata().tsc2nsec.is_some()
+        })
         .collect();
     let (mut records, printer) = file.reader()?;
     for record in records.by_ref() {
