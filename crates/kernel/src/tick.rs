@@ -193,6 +193,7 @@ impl Ticks {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::string::ToString;
 
     #[test]
     fn only_linux_tick_rates_are_accepted() {
@@ -201,6 +202,10 @@ mod tests {
         }
         assert_eq!(Hz::new(0), Err(UnsupportedHz(0)));
         assert_eq!(Hz::new(500), Err(UnsupportedHz(500)));
+        assert_eq!(
+            UnsupportedHz(500).to_string(),
+            "HZ=500 is not one of 100, 250, 300 or 1000"
+        );
     }
 
     #[test]
@@ -237,6 +242,15 @@ mod tests {
         assert_eq!(ticks.next(0), None);
         assert!(!ticks.due(0, u64::MAX - 1));
         assert!(!ticks.due(MAX_CPUS, 0));
+    }
+
+    #[test]
+    fn the_rate_set_at_boot_is_the_rate_ticks_follow() {
+        let ticks = Ticks::new(Hz::DEFAULT);
+        ticks.set_hz(Hz::new(100).unwrap());
+        assert_eq!(ticks.hz().get(), 100);
+        ticks.start(0, 0);
+        assert_eq!(ticks.next(0), Some(10_000_000));
     }
 
     #[test]

@@ -151,16 +151,21 @@ fn the_last_report_wakes_a_sleeping_driver() {
     let bells = Bells::new(2);
     let me = driver(&bells);
     let rcu = Arc::new(online(&me, 2));
+    // Expedited: its driver sleeps until woken (a normal one's driver
+    // also wakes to force quiescent states, which these bells make at once).
     let waiter = {
         let (rcu, me) = (Arc::clone(&rcu), me.clone());
-        std::thread::spawn(move || rcu.synchronize(&me, Kind::Normal, None))
+        std::thread::spawn(move || rcu.synchronize(&me, Kind::Expedited, None))
     };
     while rcu.holding_up() != set(&[0, 1]) {
         assert!(!waiter.is_finished(), "ended without the busy CPUs");
         std::thread::yield_now();
     }
-    tick_turn_tick(&rcu, &me, 0);
-    tick_turn_tick(&rcu, &me, 1);
+    rcu.quiescent(&me, CpuId(0));
+    // Time for the driver to be asleep again, should the first report
+    // have woken it: only the last one may be what wakes it.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    rcu.quiescent(&me, CpuId(1));
     assert_eq!(waiter.join().unwrap(), Ok(()));
     assert_eq!(rcu.completed(), 1);
 }
@@ -182,6 +187,8 @@ fn a_stalled_cpu_is_named_at_the_deadline_and_later_grace_periods_still_end() {
         Err(Unfinished(set(&[1])))
     );
     assert_eq!(rcu.completed(), 0);
+    // Dropped, not in progress: a caller now needs only the next one.
+    assert_eq!(rcu.snapshot(), 1);
     rcu.enter_idle(&platform, CpuId(1));
     let deadline = platform.now_ns() + 20_000_000;
     assert_eq!(
@@ -319,4 +326,57 @@ fn an_expedite_request_turns_a_normal_grace_period_in_progress_expedited() {
         platform.now.load(SeqCst) < 3_000_000,
         "ended before any forcing was due"
     );
+}
+
+#[test]
+fn masks_and_the_sequence_read_back_what_was_set() {
+    let bells = Bells::new(2);
+    let me = driver(&bells);
+    let rcu = online(&me, 2);
+    assert!(rcu.is_online(CpuId(0)) && rcu.is_online(CpuId(1)));
+    assert!(!rcu.is_idle(CpuId(1)));
+    assert!(!rcu.enter_idle(&me, CpuId(1)));
+    assert!(rcu.is_idle(CpuId(1)));
+    assert!(rcu.enter_idle(&me, CpuId(1)), "was idle already");
+    rcu.exit_idle(CpuId(1));
+    assert!(!rcu.is_idle(CpuId(1)));
+    // `snapshot`: the first grace period to begin after the call must end.
+    assert_eq!((rcu.completed(), rcu.snapshot()), (0, 1));
+    let grace_period = rcu.begin(&me, Kind::Expedited);
+    // One in progress began before: the next one is needed.
+    assert_eq!(rcu.snapshot(), 2);
+    rcu.quiescent(&me, CpuId(0));
+    rcu.quiescent(&me, CpuId(1));
+    assert_eq!(over(&grace_period, &me), Ok(()));
+    grace_period.end();
+    assert_eq!((rcu.completed(), rcu.snapshot()), (1, 2));
+}
+
+#[test]
+fn each_synchronize_waits_for_a_grace_period_of_its_own() {
+    let bells = Bells::new(1);
+    let cpu0 = Cpu {
+        me: Some(CpuId(0)),
+        bells,
+    };
+    let rcu = online(&cpu0, 1);
+    for n in 1..=3 {
+        assert_eq!(rcu.synchronize(&cpu0, Kind::Normal, None), Ok(()));
+        assert_eq!(rcu.completed(), n);
+    }
+}
+
+#[test]
+fn a_cpu_both_idle_and_offline_is_never_waited_for() {
+    let bells = Bells::new(2);
+    let me = driver(&bells);
+    let rcu = online(&me, 2);
+    // A dead vCPU's thread sleeps idle, and its CPU is offline.
+    rcu.enter_idle(&me, CpuId(1));
+    rcu.set_online(&me, CpuId(1), false);
+    for kind in [Kind::Normal, Kind::Expedited] {
+        let grace_period = rcu.begin(&me, kind);
+        assert_eq!(grace_period.waiting(), set(&[0]), "{kind:?}");
+        assert_eq!(rcu.force_quiescent_states(), set(&[0]), "{kind:?}");
+    }
 }
