@@ -15,6 +15,7 @@ use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::sched::{Domains, RunQueue};
 use hotkern_kernel::tick::{Hz, Ticks};
 use hotkern_kernel::timer::Timers;
@@ -68,7 +69,6 @@ pub(crate) struct Kernel {
     pub(crate) sysfs: Sysfs,
     pub(crate) vmstat: Vmstat,
     pub(crate) events: EventLogs,
-    pub(crate) epoch: Instant,
     /// Each vCPU's scheduler tick.
     pub(crate) ticks: Ticks,
     pub(crate) domains: Domains,
@@ -84,7 +84,6 @@ impl Kernel {
     pub(crate) fn new(cpus: usize, memory: FramePool, hz: Hz) -> std::io::Result<Arc<Kernel>> {
         let doorbells = Arc::new(Doorbells::new(cpus));
         let rcu = Rcu::start(cpus, Arc::clone(&doorbells), hz)?;
-        let epoch = doorbells.epoch();
         Ok(Arc::new_cyclic(|me| Kernel {
             cpus,
             vcpus: (0..cpus)
@@ -107,7 +106,6 @@ impl Kernel {
             sysfs: Sysfs::new(cpus),
             vmstat: Vmstat::new(cpus),
             events: EventLogs::new(cpus),
-            epoch,
             ticks: Ticks::new(hz),
             domains: Domains::default(),
             audit: Audit::default(),
@@ -119,9 +117,10 @@ impl Kernel {
         }))
     }
 
-    /// Nanoseconds since the machine started.
+    /// Nanoseconds since the machine started: the doorbells' clock, the
+    /// one the shared kernel's waits with a deadline read.
     pub(crate) fn now_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        self.doorbells.now_ns()
     }
 
     /// The clock reading (see [`Kernel::now_ns`]) `delay` from now: the
@@ -133,21 +132,22 @@ impl Kernel {
 
     /// The `Instant` of clock reading `ns`, for sleeping until it.
     pub(crate) fn instant_at(&self, ns: u64) -> Instant {
-        self.epoch + Duration::from_nanos(ns)
+        self.doorbells.instant_at(ns)
     }
 
-    /// When the last jiffy began: timers expire from the tick, so a timer
-    /// is due once its deadline is at or before the last tick.
-    fn last_tick_ns(&self) -> u64 {
+    /// When the jiffy of clock reading `now` began: timers expire from the
+    /// tick, so a timer is due once its deadline is at or before the last
+    /// tick.
+    fn last_tick_ns(&self, now: u64) -> u64 {
         let hz = self.ticks.hz();
-        hz.at(hz.jiffies(self.now_ns()))
+        hz.at(hz.jiffies(now))
     }
 
-    /// vCPU `cpu`'s tick, if due: RCU notices grace periods and reports
-    /// quiescent states from it (timers are due from it, see
+    /// vCPU `cpu`'s tick, if due at `now`: RCU notices grace periods and
+    /// reports quiescent states from it (timers are due from it, see
     /// [`Kernel::last_tick_ns`]).
-    fn tick(&self, cpu: usize) {
-        if self.ticks.due(cpu, self.now_ns()) {
+    fn tick(&self, cpu: usize, now: u64) {
+        if self.ticks.due(cpu, now) {
             self.rcu.tick(cpu);
         }
     }
@@ -362,7 +362,7 @@ impl Kernel {
         set_current_cpu(Some(cpu));
         match role {
             Role::Softirq => {
-                for timer in self.timers.take_due(cpu, self.last_tick_ns()) {
+                for timer in self.timers.take_due(cpu, self.last_tick_ns(self.now_ns())) {
                     self.run_job(cpu, Item::Timer, timer.id, timer.job);
                 }
             }
@@ -390,9 +390,9 @@ impl Kernel {
     }
 
     /// Gives the vCPU to its kernel threads that have something to do.
-    fn dispatch_kthreads(&self, cpu: usize) -> bool {
+    fn dispatch_kthreads(&self, cpu: usize, now: u64) -> bool {
         let mut ran = false;
-        let now = self.last_tick_ns();
+        let now = self.last_tick_ns(now);
         // Decided for all roles before any runs, as one look at the CPU.
         let wants = Role::ALL.map(|role| match role {
             Role::Softirq => self.timers.has_due(cpu, now),
@@ -484,8 +484,10 @@ impl Kernel {
             busy |= self.run_calls(cpu);
             self.rcu.quiescent(cpu);
             if self.is_online(cpu) {
-                self.tick(cpu);
-                busy |= self.dispatch_kthreads(cpu);
+                // One clock read for the tick and the kthreads' look.
+                let now = self.now_ns();
+                self.tick(cpu, now);
+                busy |= self.dispatch_kthreads(cpu, now);
                 busy |= self.run_one_task(cpu);
                 self.rcu.quiescent(cpu);
                 let queued = vcpu.runqueue.lock().len() as u64;

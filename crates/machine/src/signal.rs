@@ -91,11 +91,6 @@ impl Doorbells {
         }
     }
 
-    /// When the machine's clock reads zero.
-    pub(crate) fn epoch(&self) -> Instant {
-        self.epoch
-    }
-
     /// The `Instant` the machine's clock reads `ns`.
     pub(crate) fn instant_at(&self, ns: u64) -> Instant {
         self.epoch + std::time::Duration::from_nanos(ns)
