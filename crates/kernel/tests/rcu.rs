@@ -21,6 +21,14 @@ fn driver(bells: &Arc<Bells>) -> Cpu {
     }
 }
 
+/// CPU 0 of a one-CPU platform, driving its own grace periods.
+fn only_cpu() -> Cpu {
+    Cpu {
+        me: Some(CpuId(0)),
+        bells: Bells::new(1),
+    }
+}
+
 fn set(cpus: &[u32]) -> CpuSet {
     cpus.iter().map(|&n| CpuId(n)).collect()
 }
@@ -135,11 +143,7 @@ fn an_offline_cpu_does_not_hold_a_grace_period_up() {
 
 #[test]
 fn the_calling_cpu_is_quiescent_while_it_waits() {
-    let bells = Bells::new(1);
-    let cpu0 = Cpu {
-        me: Some(CpuId(0)),
-        bells,
-    };
+    let cpu0 = only_cpu();
     let rcu = online(&cpu0, 1);
     assert_eq!(rcu.synchronize(&cpu0, Kind::Normal, None), Ok(()));
     assert!(!rcu.is_idle(CpuId(0)), "awake again once it returns");
@@ -354,11 +358,7 @@ fn masks_and_the_sequence_read_back_what_was_set() {
 
 #[test]
 fn each_synchronize_waits_for_a_grace_period_of_its_own() {
-    let bells = Bells::new(1);
-    let cpu0 = Cpu {
-        me: Some(CpuId(0)),
-        bells,
-    };
+    let cpu0 = only_cpu();
     let rcu = online(&cpu0, 1);
     for n in 1..=3 {
         assert_eq!(rcu.synchronize(&cpu0, Kind::Normal, None), Ok(()));

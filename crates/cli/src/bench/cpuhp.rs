@@ -408,7 +408,6 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         }
     }
 
-    let verdict = |met: bool| if met { "met" } else { "missed" };
     let target = |label: &str, value: Option<f64>, goal: f64, above: bool| match value {
         Some(v) => format!(
             "target {label}: {v:.1}x (goal {} {goal}x) {}",
@@ -526,24 +525,25 @@ fn mechanism_notes(report: &Report, hz: Hz) -> Vec<String> {
         notes.push(format!(
             "target grace-period-normal between 1 and 10 ms at HZ=1000: {} {}",
             fmt_us(normal),
-            if normal.is_some_and(|us| (1_000.0..=10_000.0).contains(&us)) {
-                "met"
-            } else {
-                "missed"
-            }
+            verdict(normal.is_some_and(|us| (1_000.0..=10_000.0).contains(&us)))
         ));
         let expedited = us("grace-period-expedited");
         notes.push(format!(
             "target grace-period-expedited <= 200 µs: {} {}",
             fmt_us(expedited),
-            if expedited.is_some_and(|us| us <= 200.0) {
-                "met"
-            } else {
-                "missed"
-            }
+            verdict(expedited.is_some_and(|us| us <= 200.0))
         ));
     }
     notes
+}
+
+/// How a target came out.
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "missed"
+    }
 }
 
 fn fmt_us(us: Option<f64>) -> String {
