@@ -22,6 +22,7 @@ mod error;
 mod format;
 mod header;
 mod input;
+pub mod json;
 mod print;
 mod report;
 mod stream;

@@ -173,7 +173,7 @@ fn clock_in_ns(clock: Option<&str>) -> bool {
 }
 
 /// `*` and `?` globbing.
-fn glob_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     let (p, t) = (pattern.as_bytes(), text.as_bytes());
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
