@@ -6,7 +6,8 @@
 //! `trace` text), `DIR/trace.json` (Chrome trace events, for Perfetto) and
 //! `DIR/hist.txt` (a hist trigger on `demo:request_done`, keyed by status).
 //! `hotkern trace report FILE` prints a `trace.dat` the way
-//! `trace-cmd report -N` does.
+//! `trace-cmd report -N` does; with `--json`, as Chrome trace events that
+//! Perfetto's UI opens.
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +46,9 @@ pub enum TraceCommand {
         /// Only events whose name or system:name matches this glob.
         #[arg(long)]
         events: Option<String>,
+        /// Write Chrome trace JSON (for Perfetto's UI) instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -61,13 +65,14 @@ pub fn run(command: TraceCommand) -> Result<(), String> {
             full_timestamps,
             cpu,
             events,
+            json,
         } => {
             let opts = hotkern_tracedat::ReportOptions {
                 cpu,
                 events,
                 nanoseconds: full_timestamps,
             };
-            report(&file, opts)
+            report(&file, opts, json)
         }
     }
 }
@@ -256,11 +261,11 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn report(file: &Path, opts: hotkern_tracedat::ReportOptions) -> Result<(), String> {
+fn report(file: &Path, opts: hotkern_tracedat::ReportOptions, json: bool) -> Result<(), String> {
     // hotkern-tracedat reads what trace-cmd writes, Linux's files and
     // hotkern's alike, a page at a time; hotkern's own reader remains for
     // files it refuses.
-    let error = match report_tracedat(file, &opts) {
+    let error = match report_tracedat(file, &opts, json) {
         Ok(()) => return Ok(()),
         Err(error) => error,
     };
@@ -271,7 +276,11 @@ fn report(file: &Path, opts: hotkern_tracedat::ReportOptions) -> Result<(), Stri
         .and_then(|trace| trace.to_trace_data())
         .map_err(|_| format!("{}: {error}", file.display()))?;
     let mut out = String::new();
-    write_report(&data, opts.nanoseconds, &mut out);
+    if json {
+        write_chrome_json(&data, &mut out);
+    } else {
+        write_report(&data, opts.nanoseconds, &mut out);
+    }
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
@@ -322,12 +331,14 @@ impl<R> Drop for Progress<R> {
     }
 }
 
-/// Prints `file` with hotkern-tracedat; the reason if it cannot read the
-/// file's metadata. An error while printing is reported on standard error
-/// (a closed pipe, as with `| head`, is not).
+/// Prints `file` with hotkern-tracedat, as text or as Chrome trace JSON;
+/// the reason if it cannot read the file's metadata. An error while
+/// printing is reported on standard error (a closed pipe, as with
+/// `| head`, is not).
 fn report_tracedat(
     file: &Path,
     opts: &hotkern_tracedat::ReportOptions,
+    json: bool,
 ) -> Result<(), hotkern_tracedat::Error> {
     let handle = std::fs::File::open(file)?;
     let size = handle.metadata()?.len();
@@ -339,7 +350,12 @@ fn report_tracedat(
     };
     let stdout = std::io::stdout();
     let mut lock = std::io::BufWriter::new(stdout.lock());
-    match hotkern_tracedat::write_report(&mut trace, opts, &mut lock) {
+    let written = if json {
+        hotkern_tracedat::json::write_chrome_json(&mut trace, opts, &mut lock)
+    } else {
+        hotkern_tracedat::write_report(&mut trace, opts, &mut lock)
+    };
+    match written {
         Err(hotkern_tracedat::Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         Err(e) => eprintln!("{}: {e}", file.display()),
         Ok(summary) if summary.corrupt_pages > 0 => eprintln!(
