@@ -47,6 +47,8 @@ mod trace;
 mod trampoline;
 mod tsc;
 mod virtio_blk;
+mod virtio_mem;
+mod virtio_pci;
 
 use checks::Checks;
 use hotkern_kernel::tick::Hz;
@@ -222,6 +224,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         checks.check("the file named by load= came off the disk", result.is_ok());
         result
     });
+    let vmem = virtio_mem::run(info.option("vmem"), wait_hz, &mut checks);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(
@@ -238,6 +241,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             trace,
             hotplug: hotplug.as_ref(),
             load: loaded.as_ref(),
+            vmem: vmem.as_ref(),
         },
     );
     exit(if checks.failed() == 0 {

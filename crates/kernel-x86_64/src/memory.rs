@@ -205,3 +205,118 @@ pub fn bring_up(info: &StartInfo) -> Result<Layout, MemoryError> {
         micros: [physload_us, heap_us, init_us],
     })
 }
+
+/// Why a hot-plugged block could not be mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapError {
+    /// The address is not 2 MiB-aligned, inside the boot identity map, or
+    /// beyond the 512 GiB the boot PML4 entry covers.
+    Outside(u64),
+    /// No heap for a page directory.
+    NoMemory,
+}
+
+impl fmt::Display for MapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MapError::Outside(address) => write!(
+                f,
+                "{address:#x} is not a 2 MiB page between 4 GiB and 512 GiB"
+            ),
+            MapError::NoMemory => f.write_str("no heap for a page directory"),
+        }
+    }
+}
+
+/// A 2 MiB page: present, writable, large (PS), write-back.
+const LARGE_PAGE: u64 = 0x83;
+/// A page directory or page table pointer: present, writable.
+const TABLE: u64 = 0x3;
+const LARGE: u64 = 2 << 20;
+/// The boot PML4's one entry covers this much.
+const PML4_SPAN: u64 = 512 << 30;
+
+/// Serialises changes to the page directories above 4 GiB.
+static MAP_LOCK: spin::Mutex<()> = spin::Mutex::new(());
+
+/// The boot PDPT, found through CR3 (every CPU runs on the boot tables).
+fn pdpt() -> *mut u64 {
+    let cr3: u64;
+    // SAFETY: reading CR3 has no side effect.
+    unsafe { core::arch::asm!("mov {}, cr3", out(reg) cr3, options(nomem, nostack)) };
+    let pml4 = (cr3 & !0xfff) as *const u64;
+    // SAFETY: the boot PML4 is in the kernel image (identity-mapped), and
+    // its entry 0 points at the boot PDPT, also in the image.
+    (unsafe { pml4.read_volatile() } & 0x000f_ffff_ffff_f000) as *mut u64
+}
+
+/// The PD entry for the 2 MiB page at `address`, making the directory if
+/// `create`.
+fn pd_entry(address: u64, create: bool) -> Result<Option<*mut u64>, MapError> {
+    if address % LARGE != 0 || !(IDENTITY_MAP_END..PML4_SPAN).contains(&address) {
+        return Err(MapError::Outside(address));
+    }
+    let slot = (address >> 30) as usize;
+    // SAFETY: slot < 512: inside the PDPT page; the caller holds MAP_LOCK.
+    let entry = unsafe { pdpt().add(slot) };
+    // SAFETY: as above.
+    let mut value = unsafe { entry.read_volatile() };
+    if value & 1 == 0 {
+        if !create {
+            return Ok(None);
+        }
+        let layout =
+            alloc::alloc::Layout::from_size_align(4096, 4096).map_err(|_| MapError::NoMemory)?;
+        // SAFETY: a non-zero size; the directory lives for the rest of the
+        // run (heap addresses are identity-mapped: virtual is physical).
+        let directory = unsafe { alloc::alloc::alloc_zeroed(layout) };
+        if directory.is_null() {
+            return Err(MapError::NoMemory);
+        }
+        value = directory as u64 | TABLE;
+        // SAFETY: as above; a not-present entry is not cached, so no
+        // invalidation is needed.
+        unsafe { entry.write_volatile(value) };
+    }
+    let directory = (value & 0x000f_ffff_ffff_f000) as *mut u64;
+    // SAFETY: the index is below 512: inside the directory's page.
+    Ok(Some(unsafe {
+        directory.add(((address >> 21) & 511) as usize)
+    }))
+}
+
+/// Maps the 2 MiB at `address` (above 4 GiB) identity, write-back:
+/// hot-plugged RAM becomes usable. Returns the page directories made.
+pub fn map_large(address: u64) -> Result<(), MapError> {
+    let _lock = MAP_LOCK.lock();
+    if let Some(entry) = pd_entry(address, true)? {
+        // SAFETY: the entry is this block's own; nothing maps it yet.
+        unsafe { entry.write_volatile(address | LARGE_PAGE) };
+    }
+    Ok(())
+}
+
+/// Unmaps the 2 MiB at `address` and drops it from this CPU's TLB; the
+/// caller flushes the other CPUs ([`flush_tlb`]) before the device takes
+/// the memory back.
+pub fn unmap_large(address: u64) -> Result<(), MapError> {
+    let _lock = MAP_LOCK.lock();
+    if let Some(entry) = pd_entry(address, false)? {
+        // SAFETY: the entry maps only this block, which nothing uses now.
+        unsafe {
+            entry.write_volatile(0);
+            core::arch::asm!("invlpg [{}]", in(reg) address, options(nostack));
+        }
+    }
+    Ok(())
+}
+
+/// Drops every non-global TLB entry of the calling CPU (a CR3 reload), as
+/// a cross-CPU call: `fn(u64) -> u64` for [`crate::smp::call`].
+pub fn flush_tlb(_: u64) -> u64 {
+    // SAFETY: writing CR3 its own value changes no mapping.
+    unsafe {
+        core::arch::asm!("mov {0}, cr3", "mov cr3, {0}", out(reg) _, options(nostack));
+    }
+    0
+}

@@ -86,3 +86,116 @@ pub fn touch(cpu: u32, pattern: u64) -> bool {
     pages.free_frame(cpu as usize, frame);
     back == pattern
 }
+
+/// Hot-plugged frames, block by block: the frame allocator virtio-mem's
+/// memory is handed to. A block's frames are a bitmap (set = free), so a
+/// shrink can tell a wholly free block at once and take it back whole
+/// (Linux's virtio-mem offlines a memory block only when every page in it
+/// can be isolated; this allocator never migrates, it refuses instead).
+pub struct HotFrames {
+    blocks: spin::Mutex<alloc::vec::Vec<HotBlock>>,
+}
+
+struct HotBlock {
+    first: u64,
+    frames: u64,
+    free: alloc::vec::Vec<u64>,
+    free_count: u64,
+}
+
+/// The hot-plugged frames.
+pub static HOT: HotFrames = HotFrames {
+    blocks: spin::Mutex::new(alloc::vec::Vec::new()),
+};
+
+impl HotFrames {
+    /// Hands `frames` frames from `first` to the allocator, all free.
+    /// Refused (false) if the heap cannot hold the bitmap or the block
+    /// is already there.
+    pub fn add_block(&self, first: Pfn, frames: u64) -> bool {
+        let words = frames.div_ceil(64) as usize;
+        let mut free = alloc::vec::Vec::new();
+        let mut blocks = self.blocks.lock();
+        if free.try_reserve_exact(words).is_err()
+            || blocks.try_reserve(1).is_err()
+            || blocks.iter().any(|b| b.first == first.0)
+        {
+            return false;
+        }
+        free.extend((0..words).map(|word| {
+            let left = frames - 64 * word as u64;
+            if left >= 64 {
+                u64::MAX
+            } else {
+                (1 << left) - 1
+            }
+        }));
+        blocks.push(HotBlock {
+            first: first.0,
+            frames,
+            free,
+            free_count: frames,
+        });
+        true
+    }
+
+    /// Takes the block starting at `first` back if every frame of it is
+    /// free; false (the block stays) otherwise.
+    pub fn take_block(&self, first: Pfn) -> bool {
+        let mut blocks = self.blocks.lock();
+        match blocks.iter().position(|b| b.first == first.0) {
+            Some(at) if blocks[at].free_count == blocks[at].frames => {
+                blocks.swap_remove(at);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A free frame, if any block has one.
+    pub fn alloc(&self) -> Option<Pfn> {
+        let mut blocks = self.blocks.lock();
+        let block = blocks.iter_mut().find(|b| b.free_count > 0)?;
+        let (word, bits) = block.free.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
+        let bit = bits.trailing_zeros();
+        *bits &= !(1 << bit);
+        block.free_count -= 1;
+        Some(Pfn(block.first + 64 * word as u64 + u64::from(bit)))
+    }
+
+    /// Frees a frame; false if it is already free or in no block (a
+    /// double free or a stray frame, refused).
+    pub fn free(&self, frame: Pfn) -> bool {
+        let mut blocks = self.blocks.lock();
+        let Some(block) = blocks
+            .iter_mut()
+            .find(|b| (b.first..b.first + b.frames).contains(&frame.0))
+        else {
+            return false;
+        };
+        let index = frame.0 - block.first;
+        let (word, bit) = ((index / 64) as usize, index % 64);
+        if block.free[word] & (1 << bit) != 0 {
+            return false;
+        }
+        block.free[word] |= 1 << bit;
+        block.free_count += 1;
+        true
+    }
+
+    /// Whether `frame` is in a block the allocator holds.
+    pub fn holds(&self, frame: Pfn) -> bool {
+        self.blocks
+            .lock()
+            .iter()
+            .any(|b| (b.first..b.first + b.frames).contains(&frame.0))
+    }
+
+    /// `(free, total)` frames.
+    pub fn counts(&self) -> (u64, u64) {
+        let blocks = self.blocks.lock();
+        blocks.iter().fold((0, 0), |(free, total), b| {
+            (free + b.free_count, total + b.frames)
+        })
+    }
+}

@@ -1,0 +1,630 @@
+//! A virtio-mem driver (virtio 1.2, section 5.15) that follows the
+//! device's `requested_size`, feeding physmem as a hypervisor gives and
+//! takes memory: NetBSD's `uvm_physseg_plug`/`unplug` driven by the
+//! device Linux drives from `drivers/virtio/virtio_mem.c`.
+//!
+//! - **Grow**: PLUG runs of free blocks (at most 128 MiB a request, as
+//!   Linux plugs a memory block at a time), map them in the kernel's page
+//!   tables ([`memory::map_large`]), `physmem.plug` them, hand their frames
+//!   to the allocator ([`pages::HOT`]).
+//! - **Shrink**: take back from the allocator only blocks whose every frame
+//!   is free, from the top of the region down; if too few are, take back
+//!   those and say why the rest stayed. Then `physmem.unplug` (within one
+//!   segment at a time), unmap, flush the other CPUs' TLBs, UNPLUG.
+//!
+//! Configuration changes are found by polling `requested_size` (no
+//! interrupt is set up): the kernel waits in [`run`] for each size the
+//! host announced on the command line (`vmem=128,256,64`, MiB), and the
+//! host's QMP client waits for its ready line ([`READY`]).
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+
+use hotkern_physmem::{PageCount, Pfn, PhysmemError};
+
+use crate::checks::Checks;
+use crate::memory::{self, MapError, PHYSMEM};
+use crate::pages::HOT;
+use crate::ranges::PAGE_SIZE;
+use crate::virtio_pci::{self, Transport, TransportError};
+use crate::{pci, println, smp, tsc};
+
+/// The console line the host waits for before its first resize.
+pub const READY: &str = "hotkern: virtio-mem ready";
+
+/// Red Hat's vendor id; virtio device 24 (memory) as a modern PCI device.
+const VENDOR: u16 = 0x1af4;
+const DEVICE_MEM: u16 = 0x1040 + 24;
+/// VIRTIO_MEM_F_UNPLUGGED_INACCESSIBLE: the driver never touches
+/// unplugged memory (this one maps only plugged blocks), so it can accept.
+const F_UNPLUGGED_INACCESSIBLE: u64 = 1 << 1;
+
+// `struct virtio_mem_config`.
+const BLOCK_SIZE: u64 = 0;
+const ADDR: u64 = 16;
+const REGION_SIZE: u64 = 24;
+const USABLE_REGION_SIZE: u64 = 32;
+const PLUGGED_SIZE: u64 = 40;
+const REQUESTED_SIZE: u64 = 48;
+
+const REQ_PLUG: u16 = 0;
+const REQ_UNPLUG: u16 = 1;
+const REQ_UNPLUG_ALL: u16 = 2;
+const REQ_STATE: u16 = 3;
+const RESP_ACK: u16 = 0;
+
+const LARGE: u64 = 2 << 20;
+const MIB: u64 = 1 << 20;
+/// The most a single PLUG asks for.
+const RUN_BYTES: u64 = 128 << 20;
+/// How long the kernel waits for the host's next resize.
+const WAIT_NS: u64 = 60_000_000_000;
+
+/// Why the driver stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemError {
+    /// No virtio-mem-pci function on bus 0.
+    NotFound,
+    /// The transport failed.
+    Transport(TransportError),
+    /// The device's configuration is unusable.
+    BadConfig(&'static str),
+    /// The device answered a request with something other than ACK.
+    Refused {
+        /// The request type.
+        request: u16,
+        /// The response type (1 NACK, 2 BUSY, 3 ERROR).
+        response: u16,
+    },
+    /// Mapping a block failed.
+    Map(MapError),
+    /// physmem refused a plug or unplug.
+    Physmem(PhysmemError),
+    /// The allocator could not take a block's frames.
+    Allocator,
+}
+
+impl fmt::Display for MemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemError::NotFound => f.write_str(
+                "no virtio-mem-pci device on PCI bus 0 (hotkern boot --hotplug SIZE adds one)",
+            ),
+            MemError::Transport(error) => write!(f, "transport: {error}"),
+            MemError::BadConfig(what) => write!(f, "unusable device configuration: {what}"),
+            MemError::Refused { request, response } => {
+                let name = ["PLUG", "UNPLUG", "UNPLUG_ALL", "STATE"];
+                let answer = ["ACK", "NACK", "BUSY", "ERROR"];
+                let name = name.get(usize::from(*request)).unwrap_or(&"?");
+                match answer.get(usize::from(*response)) {
+                    Some(answer) => write!(f, "the device answered {name} with {answer}"),
+                    None => write!(f, "the device answered {name} with type {response}"),
+                }
+            }
+            MemError::Map(error) => write!(f, "page tables: {error}"),
+            MemError::Physmem(error) => write!(f, "physmem: {error}"),
+            MemError::Allocator => f.write_str("the frame allocator could not take a block"),
+        }
+    }
+}
+
+/// One resize: what the host asked for, what the kernel did, and where its
+/// time went.
+#[derive(Debug, Clone, Default)]
+pub struct Resize {
+    /// The device's `requested_size`.
+    pub requested: u64,
+    /// Bytes plugged afterwards.
+    pub plugged: u64,
+    /// Blocks plugged (positive) or unplugged (negative).
+    pub blocks: i64,
+    /// Nanoseconds in device round trips, physmem, page tables (with TLB
+    /// flushes) and the frame allocator.
+    pub ns: [u64; 4],
+    /// Why the size was not reached, if it was not.
+    pub refused: Option<String>,
+}
+
+/// What the driver did, for the summary.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Why the driver stopped, if it did.
+    pub error: Option<MemError>,
+    /// Block size, region start and size in bytes.
+    pub block: u64,
+    /// The region's guest-physical start.
+    pub addr: u64,
+    /// The region's size.
+    pub region: u64,
+    /// Every resize, in order.
+    pub resizes: Vec<Resize>,
+    /// Plugged frames physmem or the allocator did not have, or whose
+    /// memory did not keep a written word.
+    pub pages_lost: u64,
+    /// Unplugged frames physmem still looked up.
+    pub stale: u64,
+    /// Whether the host's sizes all came and were followed.
+    pub followed: bool,
+}
+
+/// The device, its region and which blocks are plugged.
+struct Device {
+    transport: Transport,
+    block: u64,
+    addr: u64,
+    plugged: Vec<bool>,
+}
+
+fn probe() -> Result<Device, MemError> {
+    let function = pci::find(VENDOR, DEVICE_MEM).ok_or(MemError::NotFound)?;
+    let (transport, _) =
+        virtio_pci::probe(function, F_UNPLUGGED_INACCESSIBLE).map_err(MemError::Transport)?;
+    let block = transport.config64(BLOCK_SIZE);
+    let addr = transport.config64(ADDR);
+    let region = transport.config64(REGION_SIZE);
+    if !block.is_power_of_two() || block % LARGE != 0 {
+        return Err(MemError::BadConfig(
+            "block size not a power of two of 2 MiB or more",
+        ));
+    }
+    if addr % block != 0 || region % block != 0 || region == 0 {
+        return Err(MemError::BadConfig("region not aligned to the block size"));
+    }
+    if addr < crate::boot::IDENTITY_MAP_END || addr.saturating_add(region) > 512 << 30 {
+        return Err(MemError::BadConfig("region outside 4 GiB to 512 GiB"));
+    }
+    Ok(Device {
+        transport,
+        block,
+        addr,
+        plugged: alloc::vec![false; (region / block) as usize],
+    })
+}
+
+impl Device {
+    fn send(&mut self, request: u16, addr: u64, blocks: u16) -> Result<u16, MemError> {
+        // `struct virtio_mem_req`: type, padding, then the address and the
+        // block count of PLUG/UNPLUG/STATE.
+        let mut message = [0u8; 24];
+        message[0..2].copy_from_slice(&request.to_le_bytes());
+        message[8..16].copy_from_slice(&addr.to_le_bytes());
+        message[16..18].copy_from_slice(&blocks.to_le_bytes());
+        let mut response = [0u8; 16];
+        self.transport
+            .request(&message, &mut response)
+            .map_err(MemError::Transport)?;
+        let kind = u16::from_le_bytes([response[0], response[1]]);
+        if kind != RESP_ACK {
+            return Err(MemError::Refused {
+                request,
+                response: kind,
+            });
+        }
+        Ok(u16::from_le_bytes([response[8], response[9]]))
+    }
+
+    fn block_address(&self, index: usize) -> u64 {
+        self.addr + index as u64 * self.block
+    }
+
+    fn frames(&self) -> u64 {
+        self.block / PAGE_SIZE
+    }
+
+    fn plugged_bytes(&self) -> u64 {
+        self.plugged.iter().filter(|&&p| p).count() as u64 * self.block
+    }
+
+    /// Plugs up to `count` blocks from `first`, all unplugged: device,
+    /// page tables, physmem, allocator, each timed into `ns`.
+    fn plug_run(&mut self, first: usize, count: usize, ns: &mut [u64; 4]) -> Result<(), MemError> {
+        let start = self.block_address(first);
+        let bytes = count as u64 * self.block;
+        let t0 = tsc::nanos();
+        self.send(REQ_PLUG, start, count as u16)?;
+        let t1 = tsc::nanos();
+        ns[0] += t1 - t0;
+        let mapped = (start..start + bytes)
+            .step_by(LARGE as usize)
+            .try_for_each(memory::map_large);
+        let t2 = tsc::nanos();
+        ns[2] += t2 - t1;
+        let pfn = Pfn(start / PAGE_SIZE);
+        let result = mapped.map_err(MemError::Map).and_then(|()| {
+            PHYSMEM
+                .plug(pfn, PageCount(bytes / PAGE_SIZE))
+                .map_err(MemError::Physmem)
+        });
+        let t3 = tsc::nanos();
+        ns[1] += t3 - t2;
+        if let Err(error) = result {
+            // Give the memory back as it came: unmapped, then unplugged.
+            for address in (start..start + bytes).step_by(LARGE as usize) {
+                let _ = memory::unmap_large(address);
+            }
+            let _ = self.send(REQ_UNPLUG, start, count as u16);
+            return Err(error);
+        }
+        for index in first..first + count {
+            if !HOT.add_block(Pfn(self.block_address(index) / PAGE_SIZE), self.frames()) {
+                ns[3] += tsc::nanos() - t3;
+                return Err(MemError::Allocator);
+            }
+            self.plugged[index] = true;
+        }
+        ns[3] += tsc::nanos() - t3;
+        Ok(())
+    }
+
+    fn grow(&mut self, target: u64, resize: &mut Resize) -> Result<(), MemError> {
+        let usable = self.transport.config64(USABLE_REGION_SIZE) / self.block;
+        let per_run = (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX)) as usize;
+        while self.plugged_bytes() < target {
+            let wanted = ((target - self.plugged_bytes()) / self.block) as usize;
+            let Some(first) = (0..usable as usize).find(|&i| !self.plugged[i]) else {
+                resize.refused = Some("no unplugged block left in the usable region".into());
+                return Ok(());
+            };
+            let count = (first..usable as usize)
+                .take_while(|&i| !self.plugged[i])
+                .take(wanted.min(per_run))
+                .count();
+            self.plug_run(first, count, &mut resize.ns)?;
+            resize.blocks += count as i64;
+        }
+        Ok(())
+    }
+
+    fn shrink(&mut self, target: u64, resize: &mut Resize, tsc_hz: u64) -> Result<(), MemError> {
+        let wanted = ((self.plugged_bytes() - target) / self.block) as usize;
+        let t0 = tsc::nanos();
+        let mut taken = Vec::new();
+        let mut busy = 0usize;
+        for index in (0..self.plugged.len()).rev() {
+            if taken.len() == wanted {
+                break;
+            }
+            if !self.plugged[index] {
+                continue;
+            }
+            if HOT.take_block(Pfn(self.block_address(index) / PAGE_SIZE)) {
+                taken.push(index);
+            } else {
+                busy += 1;
+            }
+        }
+        resize.ns[3] += tsc::nanos() - t0;
+        if taken.len() < wanted {
+            let mut reason = String::new();
+            let _ = write!(
+                reason,
+                "{} of {wanted} blocks to take back are not wholly free ({busy} plugged blocks hold allocated frames; pages are not migrated)",
+                wanted - taken.len()
+            );
+            resize.refused = Some(reason);
+        }
+        taken.sort_unstable();
+        // Runs of consecutive blocks, each cut to one physmem segment.
+        let runs = runs_of(&taken);
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        for &(first, count) in &runs {
+            let mut at = self.block_address(first) / PAGE_SIZE;
+            let end = at + count as u64 * self.frames();
+            while at < end {
+                let guard = PHYSMEM.read();
+                let segment_end = guard
+                    .find(Pfn(at))
+                    .and_then(|(handle, _)| guard.segment(handle).ok())
+                    .map_or(end, |segment| segment.end().0);
+                let stop = segment_end.min(end).max(at + 1);
+                pieces.push((at, stop - at));
+                at = stop;
+            }
+        }
+        let t1 = tsc::nanos();
+        for &(pfn, frames) in &pieces {
+            PHYSMEM
+                .unplug(Pfn(pfn), PageCount(frames))
+                .map_err(MemError::Physmem)?;
+        }
+        PHYSMEM.reclaim();
+        let t2 = tsc::nanos();
+        resize.ns[1] += t2 - t1;
+        for &index in &taken {
+            let start = self.block_address(index);
+            for address in (start..start + self.block).step_by(LARGE as usize) {
+                memory::unmap_large(address).map_err(MemError::Map)?;
+            }
+        }
+        for cpu in 1..smp::cpu_count() {
+            if smp::is_running(cpu) {
+                let _ = smp::call(cpu, memory::flush_tlb, 0, tsc_hz);
+            }
+        }
+        let t3 = tsc::nanos();
+        resize.ns[2] += t3 - t2;
+        for &(first, count) in &runs {
+            self.send(REQ_UNPLUG, self.block_address(first), count as u16)?;
+            for index in first..first + count {
+                self.plugged[index] = false;
+            }
+            resize.blocks -= count as i64;
+        }
+        resize.ns[0] += tsc::nanos() - t3;
+        Ok(())
+    }
+}
+
+/// Consecutive indexes as `(first, count)` runs.
+fn runs_of(sorted: &[usize]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &index in sorted {
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count == index && *count < usize::from(u16::MAX) => {
+                *count += 1
+            }
+            _ => runs.push((index, 1)),
+        }
+    }
+    runs
+}
+
+/// Checks every frame of the region against the blocks plugged: plugged
+/// frames must be found by physmem (`PHYS_TO_VM_PAGE`) with their own
+/// address and belong to the allocator; unplugged ones must not be found;
+/// the device must agree on each block.
+fn audit(device: &mut Device, report: &mut Report) {
+    let guard = PHYSMEM.read();
+    for index in 0..device.plugged.len() {
+        let plugged = device.plugged[index];
+        let first = device.block_address(index) / PAGE_SIZE;
+        // The device's own view of the block (STATE: 0 plugged, 1 not).
+        let state = device.send(REQ_STATE, device.block_address(index), 1);
+        let holds = HOT.holds(Pfn(first));
+        let agrees = state == Ok(u16::from(!plugged));
+        for pfn in first..first + device.frames() {
+            let page = guard.page(Pfn(pfn));
+            if plugged {
+                let right = page.is_some_and(|p| p.phys_addr == Pfn(pfn).phys_addr());
+                if !right || !holds || !agrees {
+                    report.pages_lost += 1;
+                }
+            } else if page.is_some() || holds || !agrees {
+                report.stale += 1;
+            }
+        }
+    }
+}
+
+/// Takes every free hot-plugged frame, writes its own number into it,
+/// reads it back and frees it: the allocator hands out each frame once,
+/// and the page tables map each. Returns the frames that failed.
+fn exercise() -> u64 {
+    let (_, total) = HOT.counts();
+    let mut frames = Vec::new();
+    let mut failed = 0;
+    while let Some(frame) = HOT.alloc() {
+        let word = (frame.0 * PAGE_SIZE) as *mut u64;
+        // SAFETY: the frame is plugged, mapped write-back by `map_large`,
+        // and this function holds it from `alloc` to `free`.
+        let back = unsafe {
+            word.write_volatile(frame.0);
+            word.read_volatile()
+        };
+        if back != frame.0 {
+            failed += 1;
+        }
+        if frames.try_reserve(1).is_err() {
+            break;
+        }
+        frames.push(frame);
+    }
+    failed += total.saturating_sub(frames.len() as u64);
+    for frame in frames {
+        if !HOT.free(frame) {
+            failed += 1;
+        }
+    }
+    failed
+}
+
+/// Parses `vmem=`'s sizes in MiB.
+fn targets(option: &str) -> Option<Vec<u64>> {
+    option.split(',').map(|s| s.parse().ok()).collect()
+}
+
+/// Finds the device and, if `vmem=` lists sizes, follows the host's
+/// resizes to each of them in turn; `None` without a device or `vmem=`.
+pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Report> {
+    let wanted = option.map(|o| (o, targets(o)));
+    let mut device = match probe() {
+        Ok(device) => device,
+        Err(MemError::NotFound) if wanted.is_none() => return None,
+        Err(error) => {
+            println!("hotkern: virtio-mem: {error}");
+            checks.check("virtio-mem: the device came up", false);
+            return Some(Report {
+                error: Some(error),
+                ..Report::default()
+            });
+        }
+    };
+    let mut report = Report {
+        block: device.block,
+        addr: device.addr,
+        region: device.plugged.len() as u64 * device.block,
+        ..Report::default()
+    };
+    println!(
+        "hotkern: virtio-mem: region [{:#x}, {:#x}), block {} KiB, usable {} MiB, plugged {} MiB, requested {} MiB",
+        report.addr,
+        report.addr + report.region,
+        report.block >> 10,
+        device.transport.config64(USABLE_REGION_SIZE) / MIB,
+        device.transport.config64(PLUGGED_SIZE) / MIB,
+        device.transport.config64(REQUESTED_SIZE) / MIB
+    );
+    if device.transport.config64(PLUGGED_SIZE) != 0 {
+        // Plugged by an earlier kernel: nothing here knows that memory.
+        if let Err(error) = device.send(REQ_UNPLUG_ALL, 0, 0) {
+            println!("hotkern: virtio-mem: UNPLUG_ALL: {error}");
+        }
+    }
+    let Some((option, Some(sizes))) = wanted else {
+        if let Some((option, None)) = wanted {
+            println!("hotkern: virtio-mem: vmem={option}: expected sizes in MiB, like 128,256,64");
+            checks.check("virtio-mem: vmem= lists sizes in MiB", false);
+        }
+        return Some(report);
+    };
+    println!("{READY}: following {option} MiB");
+    let mut handled = 0u64;
+    let mut since = tsc::nanos();
+    let mut generation = None;
+    while report.resizes.len() < sizes.len() {
+        // The device bumps the generation on every configuration change:
+        // one register read per poll until it moves.
+        let now = Some(device.transport.generation());
+        let requested = if now != generation {
+            generation = now;
+            device.transport.config64(REQUESTED_SIZE)
+        } else {
+            handled
+        };
+        if requested == handled {
+            if tsc::nanos() - since > WAIT_NS {
+                println!(
+                    "hotkern: virtio-mem: no new requested size in {} s; {} of {} resizes came",
+                    WAIT_NS / 1_000_000_000,
+                    report.resizes.len(),
+                    sizes.len()
+                );
+                break;
+            }
+            core::hint::spin_loop();
+            continue;
+        }
+        handled = requested;
+        let mut resize = Resize {
+            requested,
+            ..Resize::default()
+        };
+        let target = requested / device.block * device.block;
+        let outcome = if target >= device.plugged_bytes() {
+            device.grow(target, &mut resize)
+        } else {
+            device.shrink(target, &mut resize, tsc_hz)
+        };
+        if let Err(error) = outcome {
+            resize.refused = Some(alloc::format!("{error}"));
+        }
+        resize.plugged = device.plugged_bytes();
+        print_resize(&resize);
+        report.resizes.push(resize);
+        since = tsc::nanos();
+    }
+    audit(&mut device, &mut report);
+    report.pages_lost += exercise();
+    let device_plugged = device.transport.config64(PLUGGED_SIZE);
+    let asked: Vec<u64> = report.resizes.iter().map(|r| r.requested / MIB).collect();
+    report.followed = asked == sizes && report.resizes.iter().all(|r| r.refused.is_none());
+    checks.check(
+        "virtio-mem: every size the host asked for was reached",
+        report.followed,
+    );
+    checks.check(
+        "virtio-mem: every plugged page is in physmem and the allocator, none lost",
+        report.pages_lost == 0,
+    );
+    checks.check(
+        "virtio-mem: no unplugged page is still looked up",
+        report.stale == 0,
+    );
+    checks.check(
+        "virtio-mem: the device's plugged size is the blocks plugged",
+        device_plugged == device.plugged_bytes(),
+    );
+    println!(
+        "hotkern: virtio-mem: {} resizes, {} MiB plugged, {} pages lost, {} stale lookups",
+        report.resizes.len(),
+        device_plugged / MIB,
+        report.pages_lost,
+        report.stale
+    );
+    Some(report)
+}
+
+fn print_resize(resize: &Resize) {
+    let [device, physmem, tables, allocator] = resize.ns.map(|ns| ns / 1000);
+    println!(
+        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us{}",
+        resize.requested / MIB,
+        resize.plugged / MIB,
+        resize.blocks,
+        match &resize.refused {
+            Some(reason) => alloc::format!("; not reached: {reason}"),
+            None => String::new(),
+        }
+    );
+}
+
+/// The report as the summary's `"vmem"` value (`null` without one).
+pub struct Json<'a>(pub Option<&'a Report>);
+
+impl fmt::Display for Json<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(report) = self.0 else {
+            return f.write_str("null");
+        };
+        if let Some(error) = &report.error {
+            let mut text = String::new();
+            let _ = write!(text, "{error}");
+            return write!(f, "{{\"error\":{}}}", crate::summary::JsonStr(&text));
+        }
+        write!(
+            f,
+            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"resizes\":[",
+            report.block, report.addr, report.region, report.pages_lost, report.stale, report.followed
+        )?;
+        let mut moved = 0u64;
+        let mut total = [0u64; 4];
+        for (index, resize) in report.resizes.iter().enumerate() {
+            if index > 0 {
+                f.write_char(',')?;
+            }
+            moved += resize.blocks.unsigned_abs() * report.block;
+            for (sum, ns) in total.iter_mut().zip(resize.ns) {
+                *sum += ns;
+            }
+            let [device, physmem, tables, allocator] = resize.ns;
+            write!(
+                f,
+                "{{\"requested_mib\":{},\"plugged_mib\":{},\"blocks\":{},\"device_ns\":{device},\"physmem_ns\":{physmem},\"tables_ns\":{tables},\"allocator_ns\":{allocator},\"refused\":",
+                resize.requested / MIB,
+                resize.plugged / MIB,
+                resize.blocks
+            )?;
+            match &resize.refused {
+                Some(reason) => write!(f, "{}}}", crate::summary::JsonStr(reason))?,
+                None => f.write_str("null}")?,
+            }
+        }
+        // Guest time per 128 MiB moved, over every resize.
+        let per = |ns: u64| {
+            if moved == 0 {
+                0
+            } else {
+                (u128::from(ns) * u128::from(RUN_BYTES) / u128::from(moved)) as u64
+            }
+        };
+        write!(
+            f,
+            "],\"per_128mib_ns\":{{\"device\":{},\"physmem\":{},\"tables\":{},\"allocator\":{}}}}}",
+            per(total[0]),
+            per(total[1]),
+            per(total[2]),
+            per(total[3])
+        )
+    }
+}
