@@ -61,6 +61,15 @@ impl AtomicCpuSet {
         from_bits(self.0.load(Ordering::SeqCst))
     }
 
+    /// The set now, read with a read-modify-write that changes nothing: it
+    /// reads the latest value, so one side of a store-buffering pair (store
+    /// something, then read the set; add yourself, then read the something)
+    /// cannot miss the other, in loom's model too, which treats a `SeqCst`
+    /// load as an acquire.
+    pub fn load_latest(&self) -> CpuSet {
+        from_bits(self.0.fetch_or(0, Ordering::SeqCst))
+    }
+
     /// Whether `cpu` is in the set now.
     pub fn contains(&self, cpu: CpuId) -> bool {
         self.0.load(Ordering::SeqCst) & bit(cpu) != 0

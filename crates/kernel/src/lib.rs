@@ -20,6 +20,9 @@
 //! * Mechanisms that sleep and wake CPUs, over the platform's [`Cpus`]
 //!   ([`platform`]): stop-machine's rendezvous ([`stop_machine`]) and
 //!   grace periods, normal and expedited, with tree RCU's timing ([`rcu`]).
+//! * The hotplug lock's shape: a reader-writer lock whose readers touch
+//!   only their CPU's counter ([`percpu_rwsem`]), switched to a slow path
+//!   by a grace period when a writer comes ([`rcu_sync`]).
 //!
 //! The vCPU loops, kernel threads and RCU's callbacks are still each
 //! platform's; they move over [`Cpus`] next.
@@ -40,8 +43,10 @@ pub mod kthread;
 pub mod ledger;
 pub mod pagecache;
 pub mod percpu;
+pub mod percpu_rwsem;
 pub mod platform;
 pub mod rcu;
+pub mod rcu_sync;
 pub mod sched;
 pub mod stop_machine;
 pub mod sync;

@@ -1,0 +1,137 @@
+//! The per-CPU reader-writer lock under contention: reader CPUs take it in
+//! their read-side sections (fast path while no writer is near) while a
+//! writer thread takes it again and again; neither ever finds the other
+//! inside. Grace periods are the shared kernel's, expedited and normal.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Bells, Cpu};
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::percpu_rwsem::PercpuRwsem;
+use hotkern_kernel::rcu::{GracePeriods, Kind};
+
+struct Shared {
+    rcu: GracePeriods,
+    lock: PercpuRwsem,
+    readers_inside: AtomicUsize,
+    writer_inside: AtomicBool,
+    stop: AtomicBool,
+}
+
+const READERS: u32 = 2;
+
+/// A reader CPU: sections that each try the lock, with a loop turn (a
+/// quiescent state, and a tick for normal grace periods) between them.
+fn reader(shared: &Shared, me: &Cpu) -> usize {
+    let cpu = me.me.unwrap();
+    let mut held = 0;
+    while !shared.stop.load(SeqCst) {
+        if shared.lock.try_read(me) {
+            shared.readers_inside.fetch_add(1, SeqCst);
+            assert!(
+                !shared.writer_inside.load(SeqCst),
+                "a reader got in while the writer held the lock"
+            );
+            std::hint::spin_loop();
+            shared.readers_inside.fetch_sub(1, SeqCst);
+            shared.lock.read_unlock(me);
+            held += 1;
+        }
+        shared.rcu.tick(me, cpu);
+        shared.rcu.quiescent(me, cpu);
+        shared.rcu.tick(me, cpu);
+    }
+    shared.rcu.enter_idle(me, cpu);
+    held
+}
+
+fn contend(kind: Kind) {
+    let bells = Bells::new(READERS as usize);
+    let shared = Arc::new(Shared {
+        rcu: GracePeriods::new(),
+        lock: PercpuRwsem::new(READERS as usize),
+        readers_inside: AtomicUsize::new(0),
+        writer_inside: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+    });
+    let cpu = |n: u32| Cpu {
+        me: Some(CpuId(n)),
+        bells: Arc::clone(&bells),
+    };
+    for n in 0..READERS {
+        shared.rcu.set_online(&cpu(n), CpuId(n), true);
+    }
+    let readers: Vec<_> = (0..READERS)
+        .map(|n| {
+            let (shared, me) = (Arc::clone(&shared), cpu(n));
+            std::thread::spawn(move || reader(&shared, &me))
+        })
+        .collect();
+    let writer = Cpu {
+        me: None,
+        bells: Arc::clone(&bells),
+    };
+    let mut grace_periods = 0;
+    let start = Instant::now();
+    let mut rounds = 0;
+    // The exit's grace period, when the last round left it pending.
+    let mut pending = false;
+    while start.elapsed() < Duration::from_millis(300) || rounds < 20 {
+        let waited = shared.lock.write_lock(&writer, || {
+            shared.rcu.synchronize(&writer, kind, None).unwrap();
+        });
+        assert!(
+            !(pending && waited),
+            "a writer within the exit's grace period waited"
+        );
+        grace_periods += usize::from(waited);
+        if pending {
+            // Run late, with a writer back in: readers must stay slow.
+            shared.rcu.synchronize(&writer, kind, None).unwrap();
+            assert!(!shared.lock.grace_period_ended());
+        }
+        shared.writer_inside.store(true, SeqCst);
+        assert_eq!(
+            shared.readers_inside.load(SeqCst),
+            0,
+            "the writer got in while a reader held the lock"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+        assert_eq!(shared.readers_inside.load(SeqCst), 0);
+        shared.writer_inside.store(false, SeqCst);
+        // Nothing else runs the exit's callback: every other round ends its
+        // grace period at once (the next writer pays one of its own), the
+        // others leave it pending across the next writer's entry.
+        let queued = shared.lock.write_unlock(&writer);
+        assert!(queued, "the last writer out queues a grace period");
+        pending = rounds % 2 == 1;
+        if !pending {
+            shared.rcu.synchronize(&writer, kind, None).unwrap();
+            assert!(!shared.lock.grace_period_ended());
+        }
+        std::thread::sleep(Duration::from_micros(100));
+        rounds += 1;
+    }
+    assert!(
+        grace_periods >= rounds / 2,
+        "writers after a quiet spell wait for a grace period"
+    );
+    shared.stop.store(true, SeqCst);
+    let held: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(held > 0, "readers never got in");
+    assert_eq!(shared.lock.readers(), 0);
+}
+
+#[test]
+fn readers_and_a_writer_exclude_each_other_expedited() {
+    contend(Kind::Expedited);
+}
+
+#[test]
+fn readers_and_a_writer_exclude_each_other_normal() {
+    contend(Kind::Normal);
+}
