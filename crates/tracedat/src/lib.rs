@@ -27,6 +27,9 @@ mod print;
 mod report;
 mod stream;
 mod symbols;
+pub mod write;
+
+extern crate alloc;
 
 use std::path::Path;
 
