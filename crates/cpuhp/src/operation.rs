@@ -170,6 +170,15 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         if settled.finished > 0 {
             walk.stage("finish-deferred", None, settled.finish_nanos);
         }
+        // Readers of the online mask that hold the hotplug lock finish
+        // first; given back whatever the transition's outcome.
+        let start = self.platform.now_ns();
+        let _locked = HotplugLocked::take(&self.platform, engine == Engine::Bolt);
+        walk.stage(
+            "hotplug-lock",
+            None,
+            self.platform.now_ns().saturating_sub(start),
+        );
         let sections = match direction {
             Direction::Up => [Section::Prepare, Section::Starting, Section::Online],
             Direction::Down => [Section::Online, Section::Starting, Section::Prepare],
@@ -395,6 +404,23 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             self.platform.run_on_each(needed, &work);
         }
         sorted(reports.into_inner())
+    }
+}
+
+/// The hotplug lock's write side for one transition, given back when it
+/// drops (on every return path of `transition`).
+struct HotplugLocked<'a, P: Platform>(&'a P);
+
+impl<'a, P: Platform> HotplugLocked<'a, P> {
+    fn take(platform: &'a P, expedited: bool) -> Self {
+        platform.hotplug_lock(expedited);
+        HotplugLocked(platform)
+    }
+}
+
+impl<P: Platform> Drop for HotplugLocked<'_, P> {
+    fn drop(&mut self) {
+        self.0.hotplug_unlock();
     }
 }
 

@@ -84,6 +84,20 @@ pub trait Platform: Sync {
         cpus.iter().for_each(|cpu| self.power_off(cpu));
     }
 
+    /// Takes the hotplug lock for writing, around one transition (Linux's
+    /// `cpus_write_lock` in `_cpu_up` and `_cpu_down`): code that holds it
+    /// for reading (`cpus_read_lock`) sees no CPU come or go meanwhile.
+    /// With Linux's `percpu_rw_semaphore` the first writer after a quiet
+    /// spell waits for a grace period; `expedited` asks for an expedited
+    /// one (bolt), as under Linux's `rcu_expedite_gp()`. Default: nothing.
+    fn hotplug_lock(&self, expedited: bool) {
+        let _ = expedited;
+    }
+
+    /// Gives back what [`hotplug_lock`](Platform::hotplug_lock) took.
+    /// Default: nothing.
+    fn hotplug_unlock(&self) {}
+
     /// Deferred work is pending: arrange for
     /// [`Hotplug::run_deferred`](crate::Hotplug::run_deferred) to be called
     /// soon on a worker thread. Called with no engine lock held. Default:

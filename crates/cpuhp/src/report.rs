@@ -10,7 +10,7 @@ use crate::Engine;
 /// One timed piece of an operation's critical path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stage {
-    /// A step's name, or one of the engine's own stages: `"grace-period"`,
+    /// A step's name, or one of the engine's own stages: `"hotplug-lock"`, `"grace-period"`,
     /// `"stop-machine"`, `"power"`, or `"finish-deferred"` (deferred
     /// startups of a target that were still pending and had to be completed
     /// before taking it down).

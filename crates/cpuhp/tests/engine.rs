@@ -486,6 +486,8 @@ fn bolt_report_lists_each_stage_once_with_its_time() {
     assert_eq!(
         stages,
         [
+            // Taken once for the whole set.
+            ("hotplug-lock", 10),
             // One aggregated call for both CPUs.
             ("bp:perf", 10),
             // Two power-ons between two clock reads.
@@ -496,4 +498,61 @@ fn bolt_report_lists_each_stage_once_with_its_time() {
             ("ap:sched-active", 20),
         ]
     );
+}
+
+/// Every transition holds the hotplug lock's write side from before its
+/// first step to after its last, as Linux's `_cpu_down` and `_cpu_up` hold
+/// `cpus_write_lock`: classic once per CPU, bolt once for a bulk set (and
+/// expedited), and it is given back when a step fails.
+#[test]
+fn every_transition_holds_the_hotplug_lock() {
+    for engine in ENGINES {
+        let (hp, world) = machine(engine, 4, false);
+        hp.platform().take_events();
+        hp.offline_many(CpuSet::range(1, 4)).unwrap();
+        let events = hp.platform().take_events();
+        let transitions = if engine == Engine::Classic { 3 } else { 1 };
+        let expedited = engine == Engine::Bolt;
+        let locks: Vec<_> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e, Event::HotplugLock(_)))
+            .collect();
+        assert_eq!(locks.len(), transitions, "{engine:?}");
+        assert!(locks
+            .iter()
+            .all(|(_, e)| **e == Event::HotplugLock(expedited)));
+        // Held across the stop-machine, given back before the next lock.
+        let mut held = false;
+        for event in &events {
+            match event {
+                Event::HotplugLock(_) => {
+                    assert!(!held, "{engine:?}: taken twice");
+                    held = true;
+                }
+                Event::HotplugUnlock => {
+                    assert!(held, "{engine:?}: given back untaken");
+                    held = false;
+                }
+                Event::StopMachine(_) | Event::RunOn(_) | Event::RunOnEach(_) => {
+                    assert!(held, "{engine:?}: {event:?} without the lock")
+                }
+                _ => {}
+            }
+        }
+        assert!(!held, "{engine:?}: still held after the operation");
+        // A failing step gives it back too.
+        world.refuse(refusal("bp:perf", Direction::Up, 2));
+        assert!(hp.online(CpuId(2)).is_err());
+        let events = hp.platform().take_events();
+        let taken = events
+            .iter()
+            .filter(|e| matches!(e, Event::HotplugLock(_)))
+            .count();
+        let given = events
+            .iter()
+            .filter(|e| **e == Event::HotplugUnlock)
+            .count();
+        assert_eq!((taken, given), (1, 1), "{engine:?}");
+    }
 }

@@ -42,6 +42,9 @@ pub enum Event {
     StopMachine(CpuSet),
     GracePeriod,
     ExpeditedGracePeriod,
+    /// The hotplug lock's write side taken; whether expedited.
+    HotplugLock(bool),
+    HotplugUnlock,
     PowerOn(CpuId),
     PowerOff(CpuId),
     Kick,
@@ -148,6 +151,14 @@ impl Platform for Mock {
 
     fn synchronize_grace_period_expedited(&self) {
         self.record(Event::ExpeditedGracePeriod);
+    }
+
+    fn hotplug_lock(&self, expedited: bool) {
+        self.record(Event::HotplugLock(expedited));
+    }
+
+    fn hotplug_unlock(&self) {
+        self.record(Event::HotplugUnlock);
     }
 
     fn power_on(&self, cpu: CpuId) {
