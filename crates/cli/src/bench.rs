@@ -2,7 +2,8 @@
 //! run: the uvm_hotplug paper (Raju and Mathew, 2017), FreeBSD's loader
 //! cache as of 2016, Linux's `kernel/cpu.c` beside Bolt (ATC 2015), and for
 //! the ftrace-class tracer the tracers people record with (LTTng-UST,
-//! uftrace, `tracing` subscribers). `--platform qemu` runs cpuhp and bcache
+//! uftrace, `tracing` subscribers), and the trace.dat reader beside
+//! `trace-cmd report`. `--platform qemu` runs cpuhp and bcache
 //! on the x86-64 kernel instead of the user-mode machine.
 //!
 //! A subsystem's benchmark builds a [`Report`]: one [`Case`] per measured
@@ -16,6 +17,7 @@ mod physmem;
 mod progress;
 mod report;
 mod trace;
+mod tracedat;
 
 pub use progress::Progress;
 pub use report::{Case, Report};
@@ -35,6 +37,8 @@ pub struct BenchOptions {
     pub linux: bool,
     /// The user-mode machine's tick rate (cpuhp only).
     pub hz: u32,
+    /// The size of the trace read, in MB (tracedat only; 100 when unset).
+    pub size_mb: Option<u64>,
 }
 
 impl Default for BenchOptions {
@@ -46,6 +50,7 @@ impl Default for BenchOptions {
             platform: Platform::User,
             linux: false,
             hz: 1000,
+            size_mb: None,
         }
     }
 }
@@ -67,6 +72,7 @@ pub enum Subsystem {
     Bcache,
     Trace,
     Cpuhp,
+    Tracedat,
     All,
 }
 
@@ -79,6 +85,16 @@ impl Subsystem {
         Subsystem::Cpuhp,
     ];
 
+    /// What `bench all` runs: [`Subsystem::EACH`] and the trace.dat reader
+    /// (whose 100 MB input the tour does without).
+    pub const ALL: [Subsystem; 5] = [
+        Subsystem::Physmem,
+        Subsystem::Bcache,
+        Subsystem::Trace,
+        Subsystem::Cpuhp,
+        Subsystem::Tracedat,
+    ];
+
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -86,6 +102,7 @@ impl Subsystem {
             Subsystem::Bcache => "bcache",
             Subsystem::Trace => "trace",
             Subsystem::Cpuhp => "cpuhp",
+            Subsystem::Tracedat => "tracedat",
             Subsystem::All => "all",
         }
     }
@@ -112,6 +129,7 @@ impl Subsystem {
             Subsystem::Bcache => bcache::run(options),
             Subsystem::Trace => trace::run(options),
             Subsystem::Cpuhp => cpuhp::run(options),
+            Subsystem::Tracedat => tracedat::run(options),
             Subsystem::All => Err("`all` is not a single subsystem".into()),
         }
     }
@@ -121,7 +139,7 @@ impl Subsystem {
 pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<(), String> {
     let one = [subsystem];
     let chosen: &[Subsystem] = match subsystem {
-        Subsystem::All => &Subsystem::EACH,
+        Subsystem::All => &Subsystem::ALL,
         _ => &one,
     };
     let mut reports = Vec::new();

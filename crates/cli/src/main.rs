@@ -28,7 +28,7 @@ enum Command {
     Demo,
     /// Benchmark a subsystem against the designs it replaces (NetBSD's
     /// uvm_hotplug, FreeBSD's loader cache as of 2016, Linux's CPU hotplug,
-    /// the `tracing` crate), side by side.
+    /// the `tracing` crate, `trace-cmd report`), side by side.
     Bench {
         /// Which subsystem to measure (`all` runs every one in turn).
         subsystem: Subsystem,
@@ -53,6 +53,9 @@ enum Command {
         /// 100, 250, 300 or 1000, as Linux's CONFIG_HZ.
         #[arg(long, default_value_t = 1000)]
         hz: u32,
+        /// The size of the trace.dat read (tracedat), in MB; 100 by default.
+        #[arg(long, value_name = "MB")]
+        size: Option<u64>,
     },
     /// Record a demo trace (`trace demo -o DIR`) or print a saved trace.dat
     /// (`trace report FILE`).
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
             platform,
             linux,
             hz,
+            size,
         }) => bench::run(
             subsystem,
             &BenchOptions {
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
                 platform,
                 linux,
                 hz,
+                size_mb: size,
             },
         ),
         Some(Command::Load {
