@@ -13,6 +13,11 @@
 //!   scheduling domains ([`sched`]).
 //! * Memory: the frame pool over `hotkern-physmem` ([`frames`]) and per-CPU
 //!   page caches ([`pagecache`]).
+//! * CPU hotplug: the step table both platforms run, each row with its
+//!   class, its reason and callbacks written over the shared mechanisms
+//!   and a small [`StepKernel`] trait for what only the platform can do
+//!   ([`steps`]); per-CPU counters retired after a grace period
+//!   ([`vmstat`]).
 //! * Checking itself: the ledger of deferred items, lost or run twice
 //!   ([`ledger`]), and the per-CPU resource audit ([`audit`]).
 //! * Time: the scheduler tick at Linux's HZ, jiffies, and each CPU's tick
@@ -28,6 +33,7 @@
 //! platform's; they move over [`Cpus`] next.
 //!
 //! [`Cpus`]: platform::Cpus
+//! [`StepKernel`]: steps::StepKernel
 #![no_std]
 
 extern crate alloc;
@@ -48,8 +54,10 @@ pub mod platform;
 pub mod rcu;
 pub mod rcu_sync;
 pub mod sched;
+pub mod steps;
 pub mod stop_machine;
 pub mod sync;
 pub mod tick;
 pub mod timer;
+pub mod vmstat;
 pub mod workqueue;

@@ -20,6 +20,7 @@ use hotkern_kernel::sched::{Domains, RunQueue};
 use hotkern_kernel::tick::{Hz, Ticks};
 use hotkern_kernel::timer::Timers;
 use hotkern_kernel::workqueue::Workqueue;
+use hotkern_kernel::vmstat::Vmstat;
 use parking_lot::{Condvar, Mutex};
 
 use crate::eventlog::{Event, EventKind, EventLogs};
@@ -31,7 +32,6 @@ use crate::signal::{set_current_cpu, Doorbells};
 use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
 use crate::task::{Context, Job, Task, TaskStatus};
-use crate::vmstat::Vmstat;
 
 /// A function run on a vCPU at its request ("smp call").
 type Call = Box<dyn FnOnce() + Send>;
@@ -201,16 +201,6 @@ impl Kernel {
 
     pub(crate) fn set_active(&self, cpu: usize, active: bool) {
         self.active.set(cpu_id(cpu), active);
-    }
-
-    /// A live CPU outside `leaving` to inherit a leaving CPU's work.
-    pub(crate) fn heir(&self, leaving: CpuSet) -> Option<usize> {
-        let online = self.online_mask().difference(&leaving);
-        online
-            .intersection(&self.active_mask())
-            .first()
-            .or_else(|| online.first())
-            .map(CpuId::index)
     }
 
     pub(crate) fn life(&self, cpu: usize) -> Life {

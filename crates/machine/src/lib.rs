@@ -69,7 +69,6 @@ mod steps;
 mod stop_machine;
 mod sysfs;
 mod task;
-mod vmstat;
 
 /// The grace-period handshake with loom's primitives, for `tests/loom.rs`.
 #[cfg(loom)]
@@ -154,6 +153,7 @@ pub use hotkern_kernel::frames::FrameCounts;
 pub use hotkern_kernel::kthread::Role;
 pub use hotkern_kernel::ledger::{Item, Tally};
 pub use hotkern_kernel::tick::{Hz, UnsupportedHz};
+pub use hotkern_kernel::vmstat::Totals;
 pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};
@@ -162,4 +162,3 @@ pub use mechanism::Mechanism;
 pub use steplog::StepCall;
 pub use sysfs::SysfsError;
 pub use task::{Context, TaskBody, TaskStatus};
-pub use vmstat::Totals;

@@ -25,7 +25,7 @@ use crate::steplog::{self, StepCall, StepLog};
 use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
 use crate::task::{Context, Task, TaskStatus};
-use crate::vmstat::Totals;
+use hotkern_kernel::vmstat::Totals;
 
 fn spawn_error(error: std::io::Error) -> MachineError {
     MachineError::Spawn(error.to_string())
@@ -573,7 +573,7 @@ fn release_everything(k: &Kernel) {
     for cpu in k.sysfs.remove(all).iter() {
         k.audit.destroyed(Resource::SysfsNodes, cpu.index());
     }
-    for cpu in k.vmstat.retire(all, &k.rcu).iter() {
+    for cpu in k.vmstat.retire(all, || k.rcu.synchronize()).iter() {
         k.audit.destroyed(Resource::Vmstat, cpu.index());
     }
 }

@@ -8,7 +8,7 @@ use hotkern_cpuhp::{CallbackError, Callbacks, Context as StepContext, CpuSet, Di
 use parking_lot::Mutex;
 
 use crate::kernel::Kernel;
-use crate::steps::StepDef;
+use hotkern_kernel::steps::StepDef;
 
 /// One call of a step's startup or teardown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ type StepFn = fn(&Kernel, &StepContext) -> Result<(), CallbackError>;
 /// callback for gets one that does nothing, so the log shows each call the
 /// engine makes (a missing callback is the engine's no-op call).
 pub(crate) fn callbacks(
-    def: &StepDef,
+    def: &StepDef<Kernel>,
     kernel: &Arc<Kernel>,
     log: Option<&Arc<StepLog>>,
 ) -> Callbacks {

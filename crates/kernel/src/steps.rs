@@ -1,0 +1,336 @@
+//! The hotplug step table both platforms run: each subsystem's startup and
+//! teardown, with its class and the reason for it, as Bolt (ATC 2015)
+//! classified the callbacks of Linux's hotplug state machine
+//! (kernel/cpu.c, `cpuhp_hp_states`).
+//!
+//! Both engines run exactly these callbacks, on the user-mode machine and
+//! on the bare-metal kernel alike. What differs is what the engine tells
+//! them (`Reuse::No`: free and destroy; `Reuse::Yes`: keep and park) and
+//! when it runs them (now, or on the deferred worker).
+//!
+//! The callbacks are written once, over [`StepKernel`]: the shared
+//! mechanisms a kernel holds (timer bases, workqueue pools, page caches,
+//! counters, scheduling domains, the audit) and the few things only the
+//! platform can do (create, park and destroy a kernel thread; its trace
+//! buffers and sysfs nodes; place a task, work item or timer and wake the
+//! CPU that gets it; grace periods and RCU callback lists; the CPU's own
+//! tick).
+
+mod callbacks;
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use hotkern_cpuhp::{CallbackError, Class, Context, CpuId, CpuSet, Section, StepSpec};
+
+use crate::audit::Audit;
+use crate::kthread::Role;
+use crate::pagecache::PageCaches;
+use crate::sched::Domains;
+use crate::timer::{Timer, Timers};
+use crate::vmstat::Vmstat;
+use crate::workqueue::{Work, Workqueue};
+
+use callbacks::*;
+
+/// A kernel the step table runs on: the shared mechanisms it holds, and
+/// the platform's part of bringing a CPU up and down.
+///
+/// Callbacks get `&K` and the engine's [`Context`]; `cpu` arguments are
+/// CPU indexes. Methods returning `bool` say whether something changed
+/// (created, destroyed), so that the callbacks keep the [`Audit`]'s books
+/// in one place for both platforms.
+pub trait StepKernel {
+    /// What a work item or timer runs.
+    type Job;
+    /// What a run queue holds.
+    type Task;
+
+    // ----- the shared mechanisms -----
+
+    /// The books of per-CPU resources the steps create and destroy.
+    fn audit(&self) -> &Audit;
+    /// The per-CPU timer bases.
+    fn timers(&self) -> &Timers<Self::Job>;
+    /// The per-CPU workqueue pools.
+    fn workqueue(&self) -> &Workqueue<Self::Job>;
+    /// The per-CPU page caches; `None` while the kernel has no page pool.
+    fn pages(&self) -> Option<&PageCaches>;
+    /// The per-CPU counters.
+    fn vmstat(&self) -> &Vmstat;
+    /// The scheduling domains.
+    fn domains(&self) -> &Domains;
+    /// Runs `f` where the page caches' lock may be taken: with interrupts
+    /// off on bare metal (task slices take it from the idle loop with
+    /// interrupts off), plainly where no handler takes it.
+    fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    // ----- masks and run queues -----
+
+    /// Linux's `cpu_online_mask`.
+    fn online_mask(&self) -> CpuSet;
+    /// Linux's `cpu_active_mask`.
+    fn active_mask(&self) -> CpuSet;
+    /// Puts `cpu` in or out of the online mask.
+    fn set_online(&self, cpu: usize, online: bool);
+    /// Puts `cpu` in or out of the active mask.
+    fn set_active(&self, cpu: usize, active: bool);
+    /// Opens `cpu`'s run queue to tasks.
+    fn open_queue(&self, cpu: usize);
+    /// Closes `cpu`'s run queue and returns what it held.
+    fn close_queue(&self, cpu: usize) -> Vec<Self::Task>;
+
+    // ----- placing what a leaving CPU held -----
+    // Each tries `cpu` first, then the other CPUs that may take it, wakes
+    // the CPU that got it, and keeps what has nowhere to go for later.
+
+    /// Queues `task`, migrated off a leaving CPU, preferably on `cpu`.
+    fn push_task(&self, cpu: usize, task: Self::Task);
+    /// Queues `work`, left on a leaving CPU, preferably on `cpu`.
+    fn queue_work(&self, cpu: usize, work: Work<Self::Job>);
+    /// Arms `timer`, left on a leaving CPU, preferably on `cpu`.
+    fn arm_timer(&self, cpu: usize, timer: Timer<Self::Job>);
+    /// A CPU became active: what was kept for lack of one can be placed.
+    fn cpus_activated(&self) {}
+    /// Wakes `cpu` so that it looks at its threads again.
+    fn wake_cpu(&self, cpu: usize);
+
+    // ----- grace periods and RCU callbacks -----
+
+    /// Whether grace periods wait for `cpu` (the `rcu:starting` step).
+    fn rcu_set_online(&self, cpu: usize, online: bool);
+    /// Waits for a normal grace period.
+    fn synchronize_rcu(&self);
+    /// Runs `free` after a grace period (Linux's `call_rcu`).
+    fn defer_free(&self, free: Box<dyn FnOnce() + Send>);
+    /// Creates `cpu`'s RCU callback list; false if it has one.
+    fn rcu_create_data(&self, cpu: usize) -> bool;
+    /// Moves `cpu`'s RCU callbacks to `heir`, their grace periods unchanged.
+    fn rcu_migrate(&self, cpu: usize, heir: usize);
+    /// Frees `cpu`'s (empty) RCU callback list; false if it had none.
+    fn rcu_free_data(&self, cpu: usize) -> bool;
+
+    // ----- the platform's own -----
+
+    /// Whether `cpu` has its kernel thread `role`.
+    fn kthread_exists(&self, cpu: usize, role: Role) -> bool;
+    /// Creates `cpu`'s kernel thread `role`, parked; false if it cannot.
+    fn kthread_create(&self, cpu: usize, role: Role) -> bool;
+    /// Parks `cpu`'s thread `role`, if it exists: it runs no more until
+    /// unparked.
+    fn kthread_park(&self, cpu: usize, role: Role);
+    /// Unparks `cpu`'s thread `role`, if it exists.
+    fn kthread_unpark(&self, cpu: usize, role: Role);
+    /// Tells `cpu`'s thread `role` to exit, without waiting for it (so
+    /// that several exit at once); false if it does not exist.
+    fn kthread_request_stop(&self, cpu: usize, role: Role) -> bool;
+    /// Destroys `cpu`'s thread `role` (waiting for it to exit); false if
+    /// it does not exist. Only while `cpu` is offline.
+    fn kthread_destroy(&self, cpu: usize, role: Role) -> bool;
+    /// Gives `cpu` its trace buffer; false if it has one.
+    fn trace_buffer_create(&self, cpu: usize) -> bool;
+    /// Flushes `cpu`'s trace buffer and frees it unless `keep`; true if it
+    /// had one.
+    fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool;
+    /// Creates the sysfs nodes of `cpus`; returns the CPUs that had none.
+    fn sysfs_create(&self, cpus: CpuSet) -> CpuSet;
+    /// Removes the sysfs nodes of `cpus`; returns the CPUs that had some.
+    fn sysfs_remove(&self, cpus: CpuSet) -> CpuSet;
+    /// Starts or stops the calling CPU's tick (bare metal: the local APIC
+    /// timer); called on the CPU itself, in the `Starting` section.
+    fn cpu_tick(&self, cpu: usize, running: bool) {
+        let _ = (cpu, running);
+    }
+}
+
+/// A step's startup or teardown over kernel `K`.
+pub type Callback<K> = fn(&K, &Context) -> Result<(), CallbackError>;
+
+/// One row of the step table.
+pub struct StepDef<K> {
+    /// Name, section and class, as the engine takes them.
+    pub spec: StepSpec,
+    /// Why the step has its class.
+    pub reason: &'static str,
+    /// Runs as a CPU comes up; `None` does nothing.
+    pub startup: Option<Callback<K>>,
+    /// Runs as a CPU goes down; `None` does nothing.
+    pub teardown: Option<Callback<K>>,
+}
+
+const fn step<K>(
+    name: &'static str,
+    section: Section,
+    class: Class,
+    reason: &'static str,
+    startup: Option<Callback<K>>,
+    teardown: Option<Callback<K>>,
+) -> StepDef<K> {
+    StepDef {
+        spec: StepSpec::new(name, section, class),
+        reason,
+        startup,
+        teardown,
+    }
+}
+
+/// Steps in the table.
+pub const STEP_COUNT: usize = 16;
+
+/// The table over kernel `K`, in startup order (teardowns run in exact
+/// reverse). A platform makes it a constant of its own kernel type
+/// (`const STEPS: [StepDef<Kernel>; STEP_COUNT] = table();`) and hands
+/// each row's spec to the engine and its callbacks to `setup`.
+pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
+    use Class::{Critical, Deferrable};
+    use Section::{Online, Prepare, Starting};
+    [
+        // ----- Prepare: on the controlling CPU, before power-on / after power-off.
+        step(
+            "threads:create",
+            Prepare,
+            Deferrable,
+            "a CPU's kernel threads only run when it dispatches them; creating or destroying them is bookkeeping",
+            Some(threads_create_up::<K>),
+            Some(threads_create_down::<K>),
+        ),
+        step(
+            "trace:buffer",
+            Prepare,
+            Deferrable,
+            "a CPU without a trace buffer drops its events; allocating or flushing the buffer can wait",
+            Some(trace_up::<K>),
+            Some(trace_down::<K>),
+        ),
+        step(
+            "mm:pagecache",
+            Prepare,
+            Deferrable,
+            "allocation falls back to the shared pool while a CPU has no cache; draining an offline CPU's frames can wait",
+            Some(pagecache_up::<K>),
+            Some(pagecache_down::<K>),
+        ),
+        step(
+            "mm:vmstat",
+            Prepare,
+            Deferrable,
+            "readers skip a CPU without counters; folding a dead CPU's counters after a grace period can wait",
+            Some(vmstat_up::<K>),
+            Some(vmstat_down::<K>),
+        ),
+        step(
+            "workqueue:pool",
+            Prepare,
+            Critical,
+            "the critical online step binds this pool, and its teardown rescues work left on a dead CPU",
+            Some(pool_up::<K>),
+            Some(pool_down::<K>),
+        ),
+        step(
+            "timers:base",
+            Prepare,
+            Critical,
+            "state migration: a dead CPU's pending timers must move to a live CPU or they never fire",
+            Some(timer_base_up::<K>),
+            Some(timer_base_down::<K>),
+        ),
+        step(
+            "rcu:data",
+            Prepare,
+            Critical,
+            "state migration: RCU callbacks queued on a dead CPU must move or they never run",
+            Some(rcu_data_up::<K>),
+            Some(rcu_data_down::<K>),
+        ),
+        // ----- Starting: on the target, inside stop-machine; cannot fail.
+        step(
+            "sched:online-mask",
+            Starting,
+            Critical,
+            "bitmask update: the online mask says where anything may run",
+            Some(online_mask_up::<K>),
+            Some(online_mask_down::<K>),
+        ),
+        step(
+            "timers:starting",
+            Starting,
+            Critical,
+            "a dying CPU's timer base and tick must stop before the CPU stops",
+            Some(timers_starting_up::<K>),
+            Some(timers_starting_down::<K>),
+        ),
+        step(
+            "rcu:starting",
+            Starting,
+            Critical,
+            "grace periods must stop waiting for a CPU that will pass no more quiescent states",
+            Some(rcu_starting_up::<K>),
+            Some(rcu_starting_down::<K>),
+        ),
+        step(
+            "sched:starting",
+            Starting,
+            Critical,
+            "state migration: any task still queued moves off before the CPU stops",
+            None,
+            Some(sched_starting_down::<K>),
+        ),
+        // ----- Online: on the target's hotplug thread while it is online.
+        step(
+            "threads:unpark",
+            Online,
+            Deferrable,
+            "parking made asynchronous: a thread of an offline CPU cannot be dispatched anyway",
+            Some(threads_unpark_up::<K>),
+            Some(threads_unpark_down::<K>),
+        ),
+        step(
+            "sysfs:nodes",
+            Online,
+            Deferrable,
+            "sysfs access is checked at open, so creating and removing nodes can wait",
+            Some(sysfs_up::<K>),
+            Some(sysfs_down::<K>),
+        ),
+        step(
+            "workqueue:online",
+            Online,
+            Critical,
+            "state migration: pending work moves to a live CPU, and a new CPU starts taking work",
+            Some(workqueue_online_up::<K>),
+            Some(workqueue_online_down::<K>),
+        ),
+        step(
+            "sched:domains",
+            Online,
+            Critical,
+            "re-organisation: load balancing must not place tasks on a CPU that is leaving",
+            Some(domains_up::<K>),
+            Some(domains_down::<K>),
+        ),
+        step(
+            "sched:active",
+            Online,
+            Critical,
+            "state migration and bitmask: queued tasks move off and the scheduler stops choosing the CPU",
+            Some(active_up::<K>),
+            Some(active_down::<K>),
+        ),
+    ]
+}
+
+/// A live CPU outside `leaving` to inherit a leaving CPU's work: an active
+/// one if there is one, else any online one.
+pub fn heir<K: StepKernel>(kernel: &K, leaving: CpuSet) -> Option<usize> {
+    let online = kernel.online_mask().difference(&leaving);
+    online
+        .intersection(&kernel.active_mask())
+        .first()
+        .or_else(|| online.first())
+        .map(CpuId::index)
+}
+
+#[cfg(test)]
+mod tests;

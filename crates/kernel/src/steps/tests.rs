@@ -1,0 +1,389 @@
+//! The table run by the real engine over a kernel whose platform part is
+//! plain bookkeeping: what each step creates, keeps, moves and frees, with
+//! both engines' `Reuse`, a failure rolled back, and nothing lost.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+use hotkern_cpuhp::{Callbacks, CpuId, CpuSet, Engine, Hotplug, Platform, StepId, StepSpec};
+use hotkern_physmem::{PageCount, Pfn};
+
+use super::*;
+use crate::audit::Resource;
+use crate::cpuset::{cpu_id, AtomicCpuSet};
+use crate::frames::FramePool;
+use crate::sched::RunQueue;
+use crate::sync::{Mutex, RawSpinlock};
+
+const CPUS: usize = 4;
+
+/// A kernel thread's state in the fake: parked or not.
+type Threads = BTreeMap<(usize, Role), bool>;
+
+#[derive(Default)]
+struct Platformish {
+    threads: Threads,
+    stopping: Vec<(usize, Role)>,
+    traces: CpuSet,
+    sysfs: CpuSet,
+    rcu_lists: BTreeMap<usize, Vec<u32>>,
+    rcu_online: CpuSet,
+    deferred: Vec<Box<dyn FnOnce() + Send>>,
+    /// Where each task, work item and timer went, by id.
+    placed: Vec<(&'static str, u32, usize)>,
+}
+
+struct Fake {
+    audit: Audit,
+    timers: Timers<u32>,
+    workqueue: Workqueue<u32>,
+    pages: PageCaches,
+    vmstat: Vmstat,
+    domains: Domains,
+    online: AtomicCpuSet,
+    active: AtomicCpuSet,
+    queues: Vec<Mutex<RunQueue<u32>>>,
+    own: Mutex<Platformish>,
+    grace_periods: AtomicUsize,
+    /// Thread creations left before one fails.
+    creations_left: AtomicUsize,
+}
+
+impl Fake {
+    fn new() -> Fake {
+        Fake {
+            audit: Audit::default(),
+            timers: Timers::new(CPUS),
+            workqueue: Workqueue::new(CPUS),
+            pages: PageCaches::new(CPUS, FramePool::new(Pfn(0), PageCount(4096)).unwrap()),
+            vmstat: Vmstat::new(CPUS),
+            domains: Domains::default(),
+            online: AtomicCpuSet::default(),
+            active: AtomicCpuSet::default(),
+            queues: (0..CPUS).map(|_| Mutex::new(RunQueue::default())).collect(),
+            own: Mutex::new(Platformish::default()),
+            grace_periods: AtomicUsize::new(0),
+            creations_left: AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    fn placed(&self, what: &'static str, id: u32) -> Option<usize> {
+        let own = self.own.lock();
+        own.placed
+            .iter()
+            .rev()
+            .find(|(kind, placed, _)| *kind == what && *placed == id)
+            .map(|(_, _, cpu)| *cpu)
+    }
+}
+
+impl StepKernel for Fake {
+    type Job = u32;
+    type Task = u32;
+
+    fn audit(&self) -> &Audit {
+        &self.audit
+    }
+    fn timers(&self) -> &Timers<u32> {
+        &self.timers
+    }
+    fn workqueue(&self) -> &Workqueue<u32> {
+        &self.workqueue
+    }
+    fn pages(&self) -> Option<&PageCaches> {
+        Some(&self.pages)
+    }
+    fn vmstat(&self) -> &Vmstat {
+        &self.vmstat
+    }
+    fn domains(&self) -> &Domains {
+        &self.domains
+    }
+    fn online_mask(&self) -> CpuSet {
+        self.online.load()
+    }
+    fn active_mask(&self) -> CpuSet {
+        self.active.load()
+    }
+    fn set_online(&self, cpu: usize, online: bool) {
+        self.online.set(cpu_id(cpu), online);
+    }
+    fn set_active(&self, cpu: usize, active: bool) {
+        self.active.set(cpu_id(cpu), active);
+    }
+    fn open_queue(&self, cpu: usize) {
+        self.queues[cpu].lock().open();
+    }
+    fn close_queue(&self, cpu: usize) -> Vec<u32> {
+        self.queues[cpu].lock().close()
+    }
+    fn push_task(&self, cpu: usize, task: u32) {
+        self.own.lock().placed.push(("task", task, cpu));
+        assert!(self.queues[cpu].lock().push(task).is_ok(), "closed queue");
+    }
+    fn queue_work(&self, cpu: usize, work: Work<u32>) {
+        self.own.lock().placed.push(("work", work.job, cpu));
+    }
+    fn arm_timer(&self, cpu: usize, timer: Timer<u32>) {
+        self.own.lock().placed.push(("timer", timer.job, cpu));
+    }
+    fn wake_cpu(&self, _cpu: usize) {}
+    fn rcu_set_online(&self, cpu: usize, online: bool) {
+        let mut own = self.own.lock();
+        let mut set = own.rcu_online;
+        if online {
+            set.insert(cpu_id(cpu));
+        } else {
+            set.remove(cpu_id(cpu));
+        }
+        own.rcu_online = set;
+    }
+    fn synchronize_rcu(&self) {
+        self.grace_periods.fetch_add(1, SeqCst);
+        let deferred = core::mem::take(&mut self.own.lock().deferred);
+        deferred.into_iter().for_each(|free| free());
+    }
+    fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
+        self.own.lock().deferred.push(free);
+    }
+    fn rcu_create_data(&self, cpu: usize) -> bool {
+        let mut own = self.own.lock();
+        !own.rcu_lists.contains_key(&cpu) && own.rcu_lists.insert(cpu, Vec::new()).is_none()
+    }
+    fn rcu_migrate(&self, cpu: usize, heir: usize) {
+        let mut own = self.own.lock();
+        let moved = own.rcu_lists.get_mut(&cpu).map(core::mem::take);
+        if let (Some(moved), Some(to)) = (moved, own.rcu_lists.get_mut(&heir)) {
+            to.extend(moved);
+        }
+    }
+    fn rcu_free_data(&self, cpu: usize) -> bool {
+        self.own.lock().rcu_lists.remove(&cpu).is_some()
+    }
+    fn kthread_exists(&self, cpu: usize, role: Role) -> bool {
+        self.own.lock().threads.contains_key(&(cpu, role))
+    }
+    fn kthread_create(&self, cpu: usize, role: Role) -> bool {
+        let left = self.creations_left.load(SeqCst);
+        if left == 0 {
+            return false;
+        }
+        self.creations_left.store(left.saturating_sub(1), SeqCst);
+        self.own.lock().threads.insert((cpu, role), true);
+        true
+    }
+    fn kthread_park(&self, cpu: usize, role: Role) {
+        if let Some(parked) = self.own.lock().threads.get_mut(&(cpu, role)) {
+            *parked = true;
+        }
+    }
+    fn kthread_unpark(&self, cpu: usize, role: Role) {
+        if let Some(parked) = self.own.lock().threads.get_mut(&(cpu, role)) {
+            *parked = false;
+        }
+    }
+    fn kthread_request_stop(&self, cpu: usize, role: Role) -> bool {
+        let mut own = self.own.lock();
+        let exists = own.threads.contains_key(&(cpu, role));
+        if exists {
+            own.stopping.push((cpu, role));
+        }
+        exists
+    }
+    fn kthread_destroy(&self, cpu: usize, role: Role) -> bool {
+        let mut own = self.own.lock();
+        own.stopping.retain(|&t| t != (cpu, role));
+        own.threads.remove(&(cpu, role)).is_some()
+    }
+    fn trace_buffer_create(&self, cpu: usize) -> bool {
+        let mut own = self.own.lock();
+        let had = own.traces.contains(cpu_id(cpu));
+        own.traces.insert(cpu_id(cpu));
+        !had
+    }
+    fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool {
+        let mut own = self.own.lock();
+        let had = own.traces.contains(cpu_id(cpu));
+        if !keep {
+            own.traces.remove(cpu_id(cpu));
+        }
+        had
+    }
+    fn sysfs_create(&self, cpus: CpuSet) -> CpuSet {
+        let mut own = self.own.lock();
+        let new = cpus.difference(&own.sysfs);
+        own.sysfs = own.sysfs.union(&cpus);
+        new
+    }
+    fn sysfs_remove(&self, cpus: CpuSet) -> CpuSet {
+        let mut own = self.own.lock();
+        let had = cpus.intersection(&own.sysfs);
+        own.sysfs = own.sysfs.difference(&cpus);
+        had
+    }
+}
+
+/// Runs everything where it is asked, at once: the table's callbacks do
+/// not care which thread runs them.
+struct Inline;
+
+impl Platform for Inline {
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
+        work(cpu);
+    }
+    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+        cpus.iter().for_each(work);
+    }
+    fn synchronize_grace_period(&self) {}
+}
+
+/// The fake kernel booted with every CPU online, every step up, under
+/// `engine`.
+fn boot(engine: Engine) -> (Arc<Fake>, Hotplug<RawSpinlock, Inline>) {
+    let fake = Arc::new(Fake::new());
+    let steps = table::<Fake>();
+    let specs: Vec<StepSpec> = steps.iter().map(|def| def.spec).collect();
+    let all = CpuSet::range(0, CPUS as u32);
+    let hotplug = Hotplug::new(Inline, &specs, all, all, engine).unwrap();
+    for (index, def) in steps.iter().enumerate() {
+        let mut callbacks = Callbacks::new();
+        if let Some(startup) = def.startup {
+            let fake = Arc::clone(&fake);
+            callbacks = callbacks.startup(move |ctx| startup(&fake, ctx));
+        }
+        if let Some(teardown) = def.teardown {
+            let fake = Arc::clone(&fake);
+            callbacks = callbacks.teardown(move |ctx| teardown(&fake, ctx));
+        }
+        hotplug.setup(StepId(index as u16), callbacks).unwrap();
+    }
+    (fake, hotplug)
+}
+
+fn live_on(fake: &Fake, cpu: usize) -> Vec<Resource> {
+    let live = fake.audit.live();
+    live.iter()
+        .filter(|(_, on)| on.index() == cpu)
+        .map(|(resource, _)| *resource)
+        .collect()
+}
+
+#[test]
+fn every_row_is_named_once_and_says_why() {
+    let steps = table::<Fake>();
+    for (index, def) in steps.iter().enumerate() {
+        assert!(!def.reason.is_empty(), "{} has no reason", def.spec.name);
+        assert!(def.startup.is_some() || def.teardown.is_some());
+        let earlier = &steps[..index];
+        assert!(earlier.iter().all(|other| other.spec.name != def.spec.name));
+    }
+}
+
+#[test]
+fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
+    let (fake, hotplug) = boot(Engine::Classic);
+    let resources = live_on(&fake, 2);
+    assert_eq!(
+        resources.len(),
+        10,
+        "3 threads and 7 structures: {resources:?}"
+    );
+    assert_eq!(fake.own.lock().threads.len(), 3 * CPUS);
+    // Something waits on CPU 2 when it goes.
+    fake.queues[2].lock().push(7).unwrap();
+    assert!(fake.workqueue.queue(2, Work { id: 1, job: 8 }).is_ok());
+    assert!(fake
+        .timers
+        .arm(
+            2,
+            Timer {
+                deadline: 5,
+                id: 2,
+                job: 9
+            }
+        )
+        .is_ok());
+    fake.vmstat.with(2, |s| s.slices.fetch_add(4, SeqCst));
+
+    hotplug.offline(CpuId(2)).unwrap();
+    hotplug.flush_deferred();
+    assert_eq!(live_on(&fake, 2), [], "classic frees every resource");
+    assert!(!fake.online_mask().contains(CpuId(2)) && !fake.active_mask().contains(CpuId(2)));
+    assert!(!fake.own.lock().rcu_online.contains(CpuId(2)));
+    assert!(!fake.domains.built_over().contains(CpuId(2)));
+    let stay = [0, 1, 3];
+    for (what, id) in [("task", 7), ("work", 8), ("timer", 9)] {
+        let heir = fake.placed(what, id);
+        assert!(
+            heir.is_some_and(|cpu| stay.contains(&cpu)),
+            "{what} went to {heir:?}"
+        );
+    }
+    assert_eq!(fake.vmstat.sum().slices, 4, "counters folded, not lost");
+    assert!(
+        fake.grace_periods.load(SeqCst) >= 1,
+        "vmstat waited for readers"
+    );
+
+    hotplug.online(CpuId(2)).unwrap();
+    hotplug.flush_deferred();
+    assert_eq!(live_on(&fake, 2).len(), 10);
+    let own = fake.own.lock();
+    assert!(Role::ALL
+        .iter()
+        .all(|&role| own.threads.get(&(2, role)) == Some(&false)));
+    drop(own);
+    assert!(fake.active_mask().contains(CpuId(2)) && fake.queues[2].lock().is_open());
+    assert!(fake.audit.violations().is_empty());
+}
+
+#[test]
+fn bolt_parks_and_keeps_what_classic_frees() {
+    let (fake, hotplug) = boot(Engine::Bolt);
+    let created = |fake: &Fake| {
+        let counts = fake.audit.counts();
+        counts.values().map(|c| c.created).sum::<u64>()
+    };
+    let before = created(&fake);
+    hotplug.offline_many(CpuSet::range(1, 3)).unwrap();
+    hotplug.flush_deferred();
+    {
+        let own = fake.own.lock();
+        assert!(
+            [1, 2].iter().all(|&cpu| Role::ALL
+                .iter()
+                .all(|&role| own.threads.get(&(cpu, role)) == Some(&true))),
+            "kept, parked"
+        );
+    }
+    assert!(!fake.pages.is_enabled(1), "a kept cache is drained and off");
+    hotplug.online_many(CpuSet::range(1, 3)).unwrap();
+    hotplug.flush_deferred();
+    assert_eq!(created(&fake), before, "everything was reused");
+    assert!(fake.pages.is_enabled(1) && fake.workqueue.is_bound(2));
+}
+
+#[test]
+fn a_thread_that_cannot_be_made_leaves_nothing_behind() {
+    let (fake, hotplug) = boot(Engine::Classic);
+    hotplug.offline(CpuId(3)).unwrap();
+    hotplug.flush_deferred();
+    // The second of CPU 3's three threads cannot be created.
+    fake.creations_left.store(1, SeqCst);
+    assert!(hotplug.online(CpuId(3)).is_err());
+    hotplug.flush_deferred();
+    assert!(
+        !fake.own.lock().threads.keys().any(|&(cpu, _)| cpu == 3),
+        "the first thread was destroyed again"
+    );
+    assert_eq!(live_on(&fake, 3), []);
+    fake.creations_left.store(usize::MAX, SeqCst);
+    hotplug.online(CpuId(3)).unwrap();
+    assert_eq!(live_on(&fake, 3).len(), 10);
+}
