@@ -185,6 +185,12 @@ impl PercpuRwsem {
         })
     }
 
+    /// Whether readers take their slow path: a writer holds the lock, waits
+    /// for it, or left less than a grace period ago.
+    pub fn writer_near(&self) -> bool {
+        !self.sync.is_idle()
+    }
+
     /// Whether a writer holds the lock or waits for its readers.
     pub fn is_write_locked(&self) -> bool {
         self.block.load(Ordering::SeqCst)

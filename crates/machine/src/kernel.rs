@@ -15,6 +15,7 @@ use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::percpu_rwsem::PercpuRwsem;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::sched::{Domains, RunQueue};
 use hotkern_kernel::tick::{Hz, Ticks};
@@ -74,6 +75,9 @@ pub(crate) struct Kernel {
     pub(crate) domains: Domains,
     pub(crate) audit: Audit,
     pub(crate) ledger: Ledger,
+    /// Linux's `cpu_hotplug_lock`: each hotplug transition holds it for
+    /// writing; code that must see no CPU come or go holds it for reading.
+    pub(crate) hotplug_lock: PercpuRwsem,
     pub(crate) limbo: Mutex<Vec<Limbo>>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) next_cpu: AtomicUsize,
@@ -110,6 +114,7 @@ impl Kernel {
             domains: Domains::default(),
             audit: Audit::default(),
             ledger: Ledger::default(),
+            hotplug_lock: PercpuRwsem::new(cpus),
             limbo: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             next_cpu: AtomicUsize::new(0),

@@ -52,6 +52,29 @@ impl Platform for MachinePlatform {
         self.kernel.rcu.synchronize_expedited();
     }
 
+    fn hotplug_lock(&self, expedited: bool) {
+        let rcu = &self.kernel.rcu;
+        self.kernel
+            .hotplug_lock
+            .write_lock(&*self.kernel.doorbells, || {
+                if expedited {
+                    rcu.synchronize_expedited();
+                } else {
+                    rcu.synchronize();
+                }
+            });
+    }
+
+    fn hotplug_unlock(&self) {
+        if self
+            .kernel
+            .hotplug_lock
+            .write_unlock(&*self.kernel.doorbells)
+        {
+            queue_lock_grace_period(&self.kernel);
+        }
+    }
+
     fn power_on(&self, cpu: CpuId) {
         if cpu.index() < self.kernel.cpus {
             self.kernel.boot(cpu.index());
@@ -67,6 +90,39 @@ impl Platform for MachinePlatform {
 
     fn kick_deferred(&self) {
         self.worker.kick();
+    }
+}
+
+/// Runs the hotplug lock's `rcu_sync` callback after a grace period, as
+/// Linux's `rcu_sync_exit` queues it with `call_rcu`: readers go back to
+/// their fast path only then, and it queues itself once more when a writer
+/// came and went meanwhile.
+fn queue_lock_grace_period(kernel: &Arc<Kernel>) {
+    let me = Arc::downgrade(kernel);
+    kernel.defer_free(Box::new(move || {
+        if let Some(kernel) = me.upgrade() {
+            if kernel.hotplug_lock.grace_period_ended() {
+                queue_lock_grace_period(&kernel);
+            }
+        }
+    }));
+}
+
+impl crate::Machine {
+    /// Waits until readers of the hotplug lock are back on their fast path:
+    /// the grace period the last hotplug operation queued has ended, so the
+    /// next operation starts from a quiet machine and its first wait is a
+    /// whole grace period (as a lone `echo 1 > online` pays in Linux).
+    /// Returns false if that took longer than `timeout`.
+    pub fn wait_hotplug_lock_quiet(&self, timeout: std::time::Duration) -> bool {
+        let start = std::time::Instant::now();
+        while self.kernel.hotplug_lock.writer_near() {
+            if start.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
     }
 }
 

@@ -93,6 +93,28 @@ impl Context<'_> {
         id
     }
 
+    /// The CPUs online now (Linux's `cpu_online_mask`): stable while the
+    /// caller holds the hotplug lock for reading, a snapshot otherwise.
+    pub fn online_cpus(&self) -> hotkern_cpuhp::CpuSet {
+        self.kernel.online_mask()
+    }
+
+    /// Takes the hotplug lock for reading if no hotplug operation holds it
+    /// (Linux's `cpus_read_trylock`): until [`Context::cpus_read_unlock`],
+    /// no CPU comes online or goes offline. A task may hold it across
+    /// slices; one that gets `false` returns [`TaskStatus::Again`] and tries
+    /// again later (a task cannot sleep here).
+    pub fn cpus_read_trylock(&mut self) -> bool {
+        self.kernel.hotplug_lock.try_read(&*self.kernel.doorbells)
+    }
+
+    /// Gives back what [`Context::cpus_read_trylock`] took, on any CPU.
+    pub fn cpus_read_unlock(&mut self) {
+        self.kernel
+            .hotplug_lock
+            .read_unlock(&*self.kernel.doorbells);
+    }
+
     /// Starts a new task on the least-loaded active CPU of this CPU's
     /// scheduling domain; returns its id.
     pub fn spawn(

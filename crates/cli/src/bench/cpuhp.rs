@@ -159,7 +159,7 @@ fn round_trips(
     for _ in 0..reps {
         for (machine, (down, up)) in machines.iter().zip(samples.iter_mut()) {
             let running = load.map(|tasks| Load::start(machine, tasks));
-            settle();
+            settle(machine)?;
             let start = Instant::now();
             let report = machine
                 .offline_many(cpus)
@@ -168,7 +168,7 @@ fn round_trips(
             machine.wait_deferred();
             down.record(latency, &report, machine);
 
-            settle();
+            settle(machine)?;
             let start = Instant::now();
             let report = machine
                 .online_many(cpus)
@@ -188,8 +188,20 @@ fn round_trips(
 /// Lets threads woken by the previous operation (of either machine) go
 /// back to sleep, so each timed operation starts on a quiet host. Outside
 /// the timed region.
-fn settle() {
+fn quiet_host() {
     std::thread::sleep(Duration::from_micros(300));
+}
+
+/// Starts each timed operation as a lone one: the previous operation's
+/// hotplug-lock grace period has ended (readers are back on their fast
+/// path), so the operation's own lock waits for a whole grace period, as a
+/// lone `echo 0|1 > online` does in Linux; then [`quiet_host`].
+fn settle(machine: &Machine) -> Result<(), String> {
+    if !machine.wait_hotplug_lock_quiet(Duration::from_secs(10)) {
+        return Err("the hotplug lock's grace period did not end within 10 s".into());
+    }
+    quiet_host();
+    Ok(())
 }
 
 /// A machine of `cpus` vCPUs per engine, in [`ENGINES`] order.
@@ -486,7 +498,7 @@ fn mechanisms(hz: Hz, reps: usize, progress: &Progress) -> Result<Vec<Vec<u64>>,
     for mechanism in Mechanism::ALL {
         let mut samples = Vec::with_capacity(reps);
         for _ in 0..reps {
-            settle();
+            quiet_host();
             let took = machine
                 .time_mechanism(mechanism)
                 .map_err(|e| format!("mechanism/{}: {e}", mechanism.name()))?;
