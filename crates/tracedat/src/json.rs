@@ -49,6 +49,8 @@ const EXACT_IN_JS: u64 = 1 << 53;
 /// `opts.cpu` and `opts.events` select records as for
 /// [`crate::write_report`] (so `records` in the summary is the number of
 /// lines that report would print); `opts.nanoseconds` does not apply.
+/// When a record cannot be read, the document is closed after the events
+/// before it and the error returned.
 ///
 /// ```
 /// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/sched.v6.dat");
@@ -77,8 +79,17 @@ pub fn write_chrome_json(
     };
     writer.out.write_all(b"{\"traceEvents\":[")?;
     let mut summary = ReportSummary::default();
+    // A record that cannot be read ends the export, but the document is
+    // still closed: what was read stays a trace that opens.
+    let mut failed = None;
     for record in records.by_ref() {
-        let record = record?;
+        let record = match record {
+            Ok(record) => record,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
         if opts.cpu.is_some_and(|c| c != record.cpu) {
             continue;
         }
@@ -95,7 +106,10 @@ pub fn write_chrome_json(
     }
     summary.corrupt_pages = records.corrupt_pages();
     writer.finish()?;
-    Ok(summary)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
 }
 
 struct JsonWriter<'a, 'o> {

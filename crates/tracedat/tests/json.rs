@@ -209,3 +209,35 @@ fn odd_task_names_are_escaped() {
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
+
+/// Damaged files: no panic, and whatever the export returns, what it
+/// wrote is a whole JSON document.
+#[test]
+fn damaged_files_still_give_whole_documents() {
+    for path in corpus() {
+        let bytes = std::fs::read(&path).unwrap();
+        let mut damaged = Vec::new();
+        for cut in (bytes.len() / 2..bytes.len()).step_by(8191) {
+            damaged.push(bytes[..cut].to_vec());
+        }
+        for at in (bytes.len() / 2..bytes.len()).step_by(2999) {
+            let mut b = bytes.clone();
+            b[at..(at + 8).min(bytes.len())].fill(0xff);
+            damaged.push(b);
+        }
+        for b in damaged {
+            let Ok(mut file) = TraceFile::from_bytes(b) else {
+                continue;
+            };
+            let mut out = Vec::new();
+            if write_chrome_json(&mut file, &ReportOptions::default(), &mut out).is_err()
+                && out.is_empty()
+            {
+                continue;
+            }
+            if let Err(e) = serde_json::from_slice::<Value>(&out) {
+                panic!("{}: invalid JSON after damage: {e}", path.display());
+            }
+        }
+    }
+}
