@@ -4,18 +4,20 @@
 //! workload under the function_graph tracer with a few events enabled and
 //! writes `DIR/trace.dat` (trace-cmd's format), `DIR/trace.txt` (ftrace's
 //! `trace` text), `DIR/trace.json` (Chrome trace events, for Perfetto) and
-//! `DIR/hist.txt` (a hist trigger on `demo:request_done`, keyed by status).
+//! `DIR/hist.txt` (a hist trigger on `demo:request_done`, keyed by status);
+//! `--file-version 7` (with `--compression zlib|zstd`) writes trace-cmd
+//! 3.x's format instead of version 6.
 //! `hotkern trace report FILE` prints a `trace.dat` the way
 //! `trace-cmd report -N` does; with `--json`, as Chrome trace events that
 //! Perfetto's UI opens.
 
 use std::path::{Path, PathBuf};
 
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use hotkern_trace::control::{view, Control};
-use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
-use hotkern_trace::output::{write_chrome_json, write_report, write_trace};
+use hotkern_trace::output::{write_chrome_json, write_trace};
 use hotkern_trace::{TraceConfig, Tracer};
+use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, WriteOptions};
 
 /// The `hotkern trace` subcommands.
 #[derive(Debug, Subcommand)]
@@ -32,6 +34,12 @@ pub enum TraceCommand {
         /// Requests per worker.
         #[arg(long, default_value_t = 150)]
         requests: u32,
+        /// trace.dat version: 6 (trace-cmd 2.x and later) or 7 (3.x).
+        #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(6..=7))]
+        file_version: u32,
+        /// Compression of a version 7 file.
+        #[arg(long, value_enum, default_value_t = CompressionArg::None)]
+        compression: CompressionArg,
     },
     /// Print a saved trace.dat as `trace-cmd report -N` does.
     Report {
@@ -52,6 +60,39 @@ pub enum TraceCommand {
     },
 }
 
+/// `--compression`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompressionArg {
+    /// Not compressed.
+    None,
+    /// zlib.
+    Zlib,
+    /// zstd.
+    Zstd,
+}
+
+/// The writer's options for `--file-version` and `--compression`; version 6
+/// has no compression, so asking for both is an error.
+fn write_options(file_version: u32, compression: CompressionArg) -> Result<WriteOptions, String> {
+    let version = if file_version == 7 {
+        FileVersion::V7
+    } else {
+        FileVersion::V6
+    };
+    let compression = match compression {
+        CompressionArg::None => Compression::None,
+        CompressionArg::Zlib => Compression::Zlib,
+        CompressionArg::Zstd => Compression::Zstd,
+    };
+    if version == FileVersion::V6 && compression != Compression::None {
+        return Err("--compression needs --file-version 7".to_string());
+    }
+    Ok(WriteOptions {
+        version,
+        compression,
+    })
+}
+
 /// Runs a `hotkern trace` subcommand.
 pub fn run(command: TraceCommand) -> Result<(), String> {
     match command {
@@ -59,7 +100,14 @@ pub fn run(command: TraceCommand) -> Result<(), String> {
             output,
             threads,
             requests,
-        } => demo(&output, threads, requests),
+            file_version,
+            compression,
+        } => demo(
+            &output,
+            threads,
+            requests,
+            write_options(file_version, compression)?,
+        ),
         TraceCommand::Report {
             file,
             full_timestamps,
@@ -156,7 +204,7 @@ mod workload {
     }
 }
 
-fn demo(dir: &Path, threads: usize, requests: u32) -> Result<(), String> {
+fn demo(dir: &Path, threads: usize, requests: u32, format: WriteOptions) -> Result<(), String> {
     let threads = threads.clamp(1, 16);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     workload::register();
@@ -164,7 +212,7 @@ fn demo(dir: &Path, threads: usize, requests: u32) -> Result<(), String> {
     let tracer = Tracer::with_threads(TraceConfig::default(), threads + 1)
         .and_then(Tracer::install)
         .map_err(|e| e.to_string())?;
-    let result = record_demo(tracer, dir, threads, requests);
+    let result = record_demo(tracer, dir, threads, requests, format);
     tracer.uninstall();
     result
 }
@@ -174,6 +222,7 @@ fn record_demo(
     dir: &Path,
     threads: usize,
     requests: u32,
+    format: WriteOptions,
 ) -> Result<(), String> {
     let control = Control::new(tracer);
     let setup = [
@@ -247,7 +296,8 @@ fn record_demo(
         .map_err(|e| e.to_string())?;
     write_file(&dir.join("hist.txt"), hist.as_bytes())?;
     let file = view::trace_dat(tracer, pages);
-    write_file(&dir.join("trace.dat"), &write_trace_dat(&file))?;
+    let bytes = write_trace_dat(&file, &format).map_err(|e| e.to_string())?;
+    write_file(&dir.join("trace.dat"), &bytes)?;
 
     println!(
         "wrote {}/trace.dat, trace.txt, trace.json, hist.txt",
@@ -263,30 +313,8 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
 
 fn report(file: &Path, opts: hotkern_tracedat::ReportOptions, json: bool) -> Result<(), String> {
     // hotkern-tracedat reads what trace-cmd writes, Linux's files and
-    // hotkern's alike, a page at a time; hotkern's own reader remains for
-    // files it refuses.
-    let error = match report_tracedat(file, &opts, json) {
-        Ok(()) => return Ok(()),
-        Err(error) => error,
-    };
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    // Neither reader knows the file: hotkern-tracedat's reason is the one
-    // that covers both versions.
-    let data = read_trace_dat(&bytes)
-        .and_then(|trace| trace.to_trace_data())
-        .map_err(|_| format!("{}: {error}", file.display()))?;
-    let mut out = String::new();
-    if json {
-        write_chrome_json(&data, &mut out);
-    } else {
-        write_report(&data, opts.nanoseconds, &mut out);
-    }
-    use std::io::Write;
-    let stdout = std::io::stdout();
-    let mut lock = stdout.lock();
-    // A closed pipe (`| head`) is not an error worth reporting.
-    let _ = lock.write_all(out.as_bytes());
-    Ok(())
+    // hotkern's alike, a page at a time.
+    report_tracedat(file, &opts, json).map_err(|error| format!("{}: {error}", file.display()))
 }
 
 /// Files this large get a progress bar on standard error (hidden when

@@ -14,10 +14,10 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 
 use hotkern_trace::control::view;
 use hotkern_trace::function::TracerKind;
-use hotkern_trace::output::tracedat::write_trace_dat;
 use hotkern_trace::platform::{Clock, CpuContext};
 use hotkern_trace::ring::Mode;
 use hotkern_trace::{TraceConfig, Tracer};
+use hotkern_tracedat::write::write_trace_dat;
 
 use crate::serial::Uart;
 use crate::{cpu, smp, tsc};
@@ -227,7 +227,8 @@ pub fn ship() -> Option<Shipped> {
     let lost = (0..tracer.cpus()).map(|cpu| tracer.lost(cpu)).sum();
     let pages = view::drain_pages(tracer);
     let events = view::trace_data_from_pages(tracer, &pages).event_count();
-    let bytes = write_trace_dat(&view::trace_dat(tracer, pages));
+    // Version 6, uncompressed: the writer's default, and all `alloc` gives.
+    let bytes = write_trace_dat(&view::trace_dat(tracer, pages), &Default::default()).ok()?;
     let mut uart = Uart::new(COM2);
     uart.init();
     for &byte in &bytes {

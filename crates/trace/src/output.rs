@@ -1,22 +1,21 @@
-//! What the tracer shows: ftrace's `trace` text, Chrome trace-event JSON,
-//! and trace-cmd's `trace.dat`.
+//! What the tracer shows live: ftrace's `trace` text and Chrome trace-event
+//! JSON. (`trace.dat` is written and read by hotkern-tracedat; the
+//! recorder's side of it is [`control::view::trace_dat`](crate::control::view::trace_dat).)
 //!
 //! Everything here works from a [`TraceData`]: event descriptions parsed
-//! from ftrace `format` text, symbol and task tables, and the decoded
-//! records in time order. A live tracer and a `trace.dat` file both become
-//! a `TraceData`, so both print through the same code.
+//! from ftrace `format` text, symbol and task tables, and the records
+//! decoded from the rings' pages in time order.
 
 mod data;
 mod format;
 mod graph;
 mod json;
 mod line;
+mod pages;
 mod printf;
-mod report;
 mod stack;
 mod symbols;
 mod text;
-pub mod tracedat;
 
 pub use data::{Entry, RawRecord, TraceData};
 pub use format::{read_int, read_str, EventDescription, FormatError, FormatField};
@@ -27,8 +26,10 @@ pub use json::{write_chrome_json, write_json_string};
 pub use line::{
     split_timestamp, write_event_body, write_event_body_with, write_lost_line, TextOptions,
 };
+pub use pages::{decode_pages, PageError};
 pub use printf::{render_binary, write_raw_fields, PrintFormat};
-pub use report::write_report;
+#[cfg(feature = "std")]
+pub(crate) use stack::add_stack_symbols;
 #[cfg(feature = "std")]
 pub use stack::resolve_in_process;
 pub use stack::stack_frames;

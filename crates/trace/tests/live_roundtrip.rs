@@ -5,8 +5,6 @@
 mod common;
 
 use hotkern_trace::control::{view, Control};
-use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
-use hotkern_trace::output::{write_report, Entry};
 use hotkern_trace::{Record, TraceConfig, Tracer};
 
 hotkern_trace::define_event! {
@@ -71,15 +69,12 @@ fn live_trace_survives_trace_dat_event_for_event() {
     hotkern_trace::tracer::record::merge(&mut theirs);
 
     let file = view::trace_dat(tracer, pages);
-    let bytes = write_trace_dat(&file);
-    let data = read_trace_dat(&bytes).unwrap().to_trace_data().unwrap();
-    let ours: Vec<(usize, u64, Vec<u8>)> = data
-        .entries
-        .iter()
-        .map(|e| match e {
-            Entry::Event(r) => (r.cpu as usize, r.timestamp_ns, r.payload.clone()),
-            Entry::Lost { .. } => panic!("nothing was lost"),
-        })
+    let bytes = common::write_v6(&file);
+    let (ours, lost) = common::read_back(&bytes);
+    assert_eq!(lost, 0, "nothing was lost");
+    let ours: Vec<(usize, u64, Vec<u8>)> = ours
+        .into_iter()
+        .map(|(cpu, time, data)| (cpu as usize, time, data))
         .collect();
     assert_eq!(ours.len(), theirs.len());
     // 2 threads × 40 × (outer + 2 inner) entry/exit pairs, plus the events
@@ -111,8 +106,7 @@ fn live_trace_survives_trace_dat_event_for_event() {
         assert_eq!(&p[24..32], b"inner\0\0\0");
     }
 
-    let mut report = String::new();
-    write_report(&data, true, &mut report);
+    let report = common::report(&bytes);
     assert!(
         report.contains("rt_work:              item=8 cost=24 tag=inner\n"),
         "{report}"
@@ -142,20 +136,11 @@ fn lost_events_survive_trace_dat() {
     }
     let lost = tracer.lost(0);
     let pages = view::drain_pages(&tracer);
-    let bytes = write_trace_dat(&view::trace_dat(&tracer, pages));
-    let data = read_trace_dat(&bytes).unwrap().to_trace_data().unwrap();
-    let dropped: u64 = data
-        .entries
-        .iter()
-        .map(|e| match e {
-            Entry::Lost { count, .. } => *count,
-            Entry::Event(_) => 0,
-        })
-        .sum();
+    let bytes = common::write_v6(&view::trace_dat(&tracer, pages));
+    let (events, dropped) = common::read_back(&bytes);
     assert_eq!(dropped, lost);
-    assert_eq!(data.event_count() as u64 + dropped, 2000);
-    let mut report = String::new();
-    write_report(&data, true, &mut report);
+    assert_eq!(events.len() as u64 + dropped, 2000);
+    let report = common::report(&bytes);
     assert!(
         report.contains(&format!("CPU:0 [{lost} EVENTS DROPPED]\n")),
         "{report}"

@@ -7,7 +7,6 @@ mod common;
 
 use hotkern_trace::control::{view, Control};
 use hotkern_trace::event::format::KERNEL_STACK_ID;
-use hotkern_trace::output::tracedat::{read_trace_dat, write_trace_dat};
 use hotkern_trace::output::{stack_frames, write_chrome_json, Entry};
 use hotkern_trace::{TraceConfig, Tracer};
 
@@ -114,12 +113,14 @@ fn stack_trace_reads_back_in_text_json_and_trace_cmd() {
         .ftrace_formats
         .iter()
         .any(|f| f.starts_with("name: kernel_stack\nID: 4\n")));
-    let bytes = write_trace_dat(&file);
-    let saved = read_trace_dat(&bytes).unwrap().to_trace_data().unwrap();
-    assert!(!saved.symbols.in_process());
+    let bytes = common::write_v6(&file);
+    let saved = hotkern_tracedat::TraceFile::from_bytes(bytes.clone()).unwrap();
     let saved_names: Vec<String> = frames
         .iter()
-        .map(|&address| saved.symbols.frame_name(address))
+        .map(|&address| {
+            let (name, _) = saved.metadata().kallsyms.lookup(address).unwrap();
+            name.to_string()
+        })
         .collect();
     assert_eq!(saved_names, names);
 

@@ -16,7 +16,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
+// Without `std` (a kernel's build) only the writer is compiled.
+#![cfg_attr(not(feature = "std"), no_std)]
 
+extern crate alloc;
+
+pub mod write;
+
+/// Declares the items that need `std`: the reader and the printer.
+macro_rules! with_std {
+    ($($item:item)*) => { $(#[cfg(feature = "std")] $item)* };
+}
+
+with_std! {
 mod compress;
 mod error;
 mod format;
@@ -27,9 +39,6 @@ mod print;
 mod report;
 mod stream;
 mod symbols;
-pub mod write;
-
-extern crate alloc;
 
 use std::path::Path;
 
@@ -44,14 +53,17 @@ pub use symbols::Kallsyms;
 use input::{Input, Source};
 use print::Tables;
 use stream::{CpuStream, StreamConfig};
+}
 
 /// An open trace.dat: its metadata read, its CPU data read on demand.
+#[cfg(feature = "std")]
 pub struct TraceFile {
     input: Input,
     meta: Metadata,
     tables: Tables,
 }
 
+#[cfg(feature = "std")]
 impl TraceFile {
     /// Opens and reads the metadata of the file at `path`.
     ///
@@ -164,12 +176,14 @@ impl TraceFile {
 }
 
 /// Formats records with a file's event formats and symbol tables.
+#[cfg(feature = "std")]
 #[derive(Clone, Copy)]
 pub struct Printer<'a> {
     meta: &'a Metadata,
     tables: &'a Tables,
 }
 
+#[cfg(feature = "std")]
 impl<'a> Printer<'a> {
     /// The format of the event a record holds.
     pub fn event_of(&self, record: &Record) -> Option<&'a EventFormat> {
@@ -208,6 +222,7 @@ impl<'a> Printer<'a> {
 }
 
 /// Records of all CPUs in time-stamp order (an iterator).
+#[cfg(feature = "std")]
 pub struct Records<'a> {
     input: &'a mut Input,
     streams: Vec<CpuStream>,
@@ -215,6 +230,7 @@ pub struct Records<'a> {
     tsc2nsec: Option<(u32, u32, u64)>,
 }
 
+#[cfg(feature = "std")]
 impl Records<'_> {
     /// Pages that held an event running past their end, so far.
     pub fn corrupt_pages(&self) -> u64 {
@@ -222,6 +238,7 @@ impl Records<'_> {
     }
 }
 
+#[cfg(feature = "std")]
 impl Iterator for Records<'_> {
     type Item = Result<Record>;
 

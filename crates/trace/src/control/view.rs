@@ -1,14 +1,15 @@
 //! Turning a live [`Tracer`]'s buffers into the output side's
-//! [`TraceData`] (for `trace`, `trace_pipe`, JSON) and [`TraceDat`] (for
-//! `trace.dat`).
+//! [`TraceData`] (for `trace`, `trace_pipe`, JSON) and into the plain
+//! inputs of hotkern-tracedat's writer, [`TraceDat`] (for `trace.dat`).
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-use crate::output::tracedat::{decode_pages, TraceDat};
-use crate::output::{Comms, Entry, EventDescription, Symbols, TraceData};
+use hotkern_tracedat::write::TraceDat;
+
+use crate::output::{decode_pages, Comms, Entry, EventDescription, Symbols, TraceData};
 use crate::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
 use crate::ring::PAGE_SIZE;
 use crate::Tracer;
@@ -146,7 +147,11 @@ pub fn trace_data_from_pages(tracer: &Tracer, pages: &[Vec<u8>]) -> TraceData {
     data
 }
 
-/// A `trace.dat` holding `pages` (raw, per CPU) recorded by `tracer`.
+/// What a `trace.dat` of `pages` (raw, per CPU) recorded by `tracer`
+/// holds: the pages, the event formats, symbols, `trace_printk` formats and
+/// task names. Write it with
+/// [`write_trace_dat`](hotkern_tracedat::write::write_trace_dat), version 6
+/// or 7.
 pub fn trace_dat(tracer: &Tracer, pages: Vec<Vec<u8>>) -> TraceDat {
     let data = trace_data_from_pages(tracer, &pages);
     let mut ftrace_formats = Vec::new();
@@ -173,13 +178,13 @@ pub fn trace_dat(tracer: &Tracer, pages: Vec<Vec<u8>>) -> TraceDat {
         kallsyms: symbols().to_kallsyms(),
         printk_formats,
         cmdlines: data.comms.to_saved_cmdlines(),
-        options: Vec::new(),
         cpu_data: pages,
+        ..TraceDat::default()
     };
     // Stack frames are addresses in this process: name them while it runs,
     // so trace-cmd prints `=> name` for them too.
     #[cfg(feature = "std")]
-    file.add_stack_symbols(crate::output::resolve_in_process);
+    crate::output::add_stack_symbols(&mut file, crate::output::resolve_in_process);
     file
 }
 

@@ -14,8 +14,8 @@ use core::fmt::Write;
 
 use super::data::{Entry, RawRecord, TraceData};
 use super::format::{read_int, EventDescription};
+use super::pages::decode_pages;
 use super::symbols::Symbols;
-use super::tracedat::{decode_pages, TraceDat};
 use crate::event::format::{KERNEL_STACK_CALLER_OFFSET, KERNEL_STACK_ID};
 
 /// The return addresses of a `kernel_stack` record, innermost first: `size`
@@ -155,47 +155,50 @@ impl Symbols {
     }
 }
 
-impl TraceDat {
-    /// Adds a kallsyms line for every `kernel_stack` return address in the
-    /// file's CPU data that `resolve` names and kallsyms does not list yet,
-    /// so that `trace-cmd report` prints the frames by name. Each symbol
-    /// starts at the address itself: the start of the function is not
-    /// needed for a lookup that takes the nearest symbol at or below.
-    ///
-    /// Use it on a file made from this process's buffers with
-    /// [`resolve_in_process`].
-    pub fn add_stack_symbols(&mut self, resolve: impl Fn(u64) -> Option<String>) {
-        let listed = Symbols::from_kallsyms(&self.kallsyms);
-        let mut added = alloc::collections::BTreeMap::new();
-        let page_size = self.page_size as usize;
-        for (cpu, bytes) in self.cpu_data.iter().enumerate() {
-            let entries = decode_pages(cpu as u32, bytes, page_size).unwrap_or_default();
-            for entry in entries {
-                let Entry::Event(record) = entry else {
-                    continue;
-                };
-                if record.event_id() != KERNEL_STACK_ID {
+/// Adds a kallsyms line to `file` for every `kernel_stack` return address
+/// in its CPU data that `resolve` names and kallsyms does not list yet, so
+/// that `trace-cmd report` prints the frames by name. Each symbol starts at
+/// the address itself: the start of the function is not needed for a
+/// lookup that takes the nearest symbol at or below.
+///
+/// Used on a file made from this process's buffers with
+/// [`resolve_in_process`].
+// Only the `std` build names frames in the process (`resolve_in_process`).
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
+pub(crate) fn add_stack_symbols(
+    file: &mut hotkern_tracedat::write::TraceDat,
+    resolve: impl Fn(u64) -> Option<String>,
+) {
+    let listed = Symbols::from_kallsyms(&file.kallsyms);
+    let mut added = alloc::collections::BTreeMap::new();
+    let page_size = file.page_size as usize;
+    for (cpu, bytes) in file.cpu_data.iter().enumerate() {
+        let entries = decode_pages(cpu as u32, bytes, page_size).unwrap_or_default();
+        for entry in entries {
+            let Entry::Event(record) = entry else {
+                continue;
+            };
+            if record.event_id() != KERNEL_STACK_ID {
+                continue;
+            }
+            for address in raw_frames(&record.payload) {
+                let exact = listed
+                    .lookup(address)
+                    .is_some_and(|(_, offset)| offset == 0);
+                if exact || added.contains_key(&address) {
                     continue;
                 }
-                for address in raw_frames(&record.payload) {
-                    let exact = listed
-                        .lookup(address)
-                        .is_some_and(|(_, offset)| offset == 0);
-                    if exact || added.contains_key(&address) {
-                        continue;
-                    }
-                    if let Some(name) = resolve(address) {
-                        added.insert(address, name);
-                    }
+                if let Some(name) = resolve(address) {
+                    added.insert(address, name);
                 }
             }
         }
-        if !self.kallsyms.is_empty() && !self.kallsyms.ends_with('\n') {
-            self.kallsyms.push('\n');
-        }
-        for (address, name) in added {
-            let _ = writeln!(self.kallsyms, "{address:016x} t {name}");
-        }
+    }
+    if !file.kallsyms.is_empty() && !file.kallsyms.ends_with('\n') {
+        file.kallsyms.push('\n');
+    }
+    for (address, name) in added {
+        let _ = writeln!(file.kallsyms, "{address:016x} t {name}");
     }
 }
 

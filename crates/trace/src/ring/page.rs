@@ -125,7 +125,7 @@ pub struct RawEvent<'a> {
 
 /// Why [`PageView`] could not decode a page of the live ring (or a copy of
 /// one). Pages read back from a `trace.dat` file go through their own decoder
-/// and error, [`TraceDatPageError`](crate::output::tracedat::TraceDatPageError).
+/// and error, [`PageError`](crate::output::PageError).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RingPageError {
     /// The buffer is not [`PAGE_SIZE`] bytes long.
@@ -299,7 +299,7 @@ impl<'a> Iterator for Events<'a> {
                     // Linux's own delta checker (`check_buffer` in
                     // kernel/trace/ring_buffer.c); Linux's consuming reader
                     // (`rb_update_read_stamp`) skips it. The trace.dat
-                    // decoder (output/tracedat/pages.rs) does the same.
+                    // decoder (output/pages.rs) does the same.
                     self.time = self.time.wrapping_add(delta);
                     self.offset = at + 4 + length;
                 }

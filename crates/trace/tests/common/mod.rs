@@ -38,3 +38,41 @@ pub fn trace_cmd_report_with(bytes: &[u8], label: &str, options: &[&str]) -> Opt
     );
     Some(String::from_utf8(output.stdout).unwrap())
 }
+
+/// `bytes` written by hotkern-tracedat's writer (version 6, the default).
+#[allow(dead_code)]
+pub fn write_v6(file: &hotkern_tracedat::write::TraceDat) -> Vec<u8> {
+    hotkern_tracedat::write::write_trace_dat(file, &Default::default()).unwrap()
+}
+
+/// What hotkern-tracedat's reader finds in `bytes`: each event as (CPU,
+/// time stamp, data) in time order, and the events the pages say were
+/// lost (a loss of unknown count counts 0).
+#[allow(dead_code)]
+pub fn read_back(bytes: &[u8]) -> (Vec<(u32, u64, Vec<u8>)>, u64) {
+    let mut file = hotkern_tracedat::TraceFile::from_bytes(bytes.to_vec()).unwrap();
+    let mut events = Vec::new();
+    let mut lost = 0;
+    for record in file.records().unwrap() {
+        let record = record.unwrap();
+        if let Some(hotkern_tracedat::Lost::Events(count)) = record.lost_before {
+            lost += count.unwrap_or(0);
+        }
+        events.push((record.cpu, record.timestamp, record.data));
+    }
+    (events, lost)
+}
+
+/// hotkern-tracedat's `report -N -t` of `bytes` (what `hotkern trace
+/// report -t` prints).
+#[allow(dead_code)]
+pub fn report(bytes: &[u8]) -> String {
+    let mut file = hotkern_tracedat::TraceFile::from_bytes(bytes.to_vec()).unwrap();
+    let options = hotkern_tracedat::ReportOptions {
+        nanoseconds: true,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    hotkern_tracedat::write_report(&mut file, &options, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}

@@ -8,7 +8,7 @@
 //! by record, not from the bytes.
 
 use super::*;
-use crate::output::tracedat::decode_pages;
+use crate::output::decode_pages;
 use crate::output::Entry;
 use crate::ring::page::{
     RingPageError, COMMIT_MASK, MAX_TIME_DELTA, MISSED_EVENTS, MISSED_STORED, TIME_DELTA_BITS,
@@ -421,7 +421,7 @@ fn check_plan(plan: &Plan, shares: &Shares) -> Result<(), TestCaseError> {
     // there the decoders part ways (none, or an error).
     let count_fits = len + 8 <= PAGE_DATA_SIZE || !matches!(plan.missed, Missed::Stored(_));
     if error.is_none() && count_fits {
-        // trace-cmd's side (output/tracedat/pages.rs) decodes the same
+        // trace-cmd's side (output/pages.rs) decodes the same
         // events; it hands out data rounded up to whole words.
         let entries = decode_pages(0, &page, PAGE_SIZE).map_err(|e| {
             TestCaseError::fail(alloc::format!("trace.dat decoder refused it: {e}"))

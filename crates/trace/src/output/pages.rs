@@ -1,7 +1,9 @@
-//! Decoding raw ring-buffer pages (the `kbuffer` side of trace-cmd),
-//! written independently of the recorder's encoder and decoder
-//! ([`ring::page`](crate::ring::page)) so that each checks the other. Only
-//! the format's constants are shared, from there.
+//! Decoding raw ring-buffer pages into the output side's entries, loss
+//! markers included (the `kbuffer` side of trace-cmd), for the live
+//! `trace`, `trace_pipe` and `snapshot` files. Written independently of the
+//! recorder's encoder and decoder ([`ring::page`](crate::ring::page)) so
+//! that each checks the other; only the format's constants are shared.
+//! (Files are read by hotkern-tracedat, which needs `std`.)
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -12,12 +14,12 @@ use crate::ring::page::{
     TYPE_LEN_BITS, TYPE_LEN_MASK, TYPE_PADDING, TYPE_TIME_EXTEND, TYPE_TIME_STAMP,
 };
 
-/// A ring-buffer page read from a `trace.dat` file that does not decode.
+/// A ring-buffer page copied out of the rings that does not decode.
 /// (The live ring's own pages are decoded by
 /// [`PageView`](crate::ring::page::PageView), whose error is
 /// [`RingPageError`](crate::ring::page::RingPageError).)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TraceDatPageError {
+pub struct PageError {
     /// Index of the page in the CPU's data.
     pub page: usize,
     /// Byte offset in the page.
@@ -26,7 +28,7 @@ pub struct TraceDatPageError {
     pub message: &'static str,
 }
 
-impl fmt::Display for TraceDatPageError {
+impl fmt::Display for PageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -36,7 +38,7 @@ impl fmt::Display for TraceDatPageError {
     }
 }
 
-impl core::error::Error for TraceDatPageError {}
+impl core::error::Error for PageError {}
 
 fn u32_at(data: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?))
@@ -47,21 +49,17 @@ fn u64_at(data: &[u8], at: usize) -> Option<u64> {
 }
 
 /// Decodes one CPU's pages into events (and loss markers), in order.
-pub fn decode_pages(
-    cpu: u32,
-    data: &[u8],
-    page_size: usize,
-) -> Result<Vec<Entry>, TraceDatPageError> {
+pub fn decode_pages(cpu: u32, data: &[u8], page_size: usize) -> Result<Vec<Entry>, PageError> {
     let mut entries = Vec::new();
     if page_size <= PAGE_HEADER_SIZE {
-        return Err(TraceDatPageError {
+        return Err(PageError {
             page: 0,
             offset: 0,
             message: "page size too small",
         });
     }
     for (index, page) in data.chunks(page_size).enumerate() {
-        let error = |offset, message| TraceDatPageError {
+        let error = |offset, message| PageError {
             page: index,
             offset,
             message,
