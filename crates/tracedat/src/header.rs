@@ -10,33 +10,7 @@ use crate::format::EventFormat;
 use crate::input::{Bytes, Cursor, Input, Seq};
 use crate::print::Tables;
 use crate::symbols::{parse_cmdlines, parse_printk, Kallsyms};
-
-/// trace-cmd's option ids (trace-cmd.h, `enum tracecmd_option_id`).
-mod opt {
-    pub const DONE: u16 = 0;
-    pub const DATE: u16 = 1;
-    pub const CPUSTAT: u16 = 2;
-    pub const BUFFER: u16 = 3;
-    pub const TRACECLOCK: u16 = 4;
-    pub const UNAME: u16 = 5;
-    pub const HOOK: u16 = 6;
-    pub const OFFSET: u16 = 7;
-    pub const CPUCOUNT: u16 = 8;
-    pub const VERSION: u16 = 9;
-    pub const PROCMAPS: u16 = 10;
-    pub const TRACEID: u16 = 11;
-    pub const TIME_SHIFT: u16 = 12;
-    pub const GUEST: u16 = 13;
-    pub const TSC2NSEC: u16 = 14;
-    pub const STRINGS: u16 = 15;
-    pub const HEADER_INFO: u16 = 16;
-    pub const FTRACE_EVENTS: u16 = 17;
-    pub const EVENT_FORMATS: u16 = 18;
-    pub const KALLSYMS: u16 = 19;
-    pub const PRINTK: u16 = 20;
-    pub const CMDLINES: u16 = 21;
-    pub const BUFFER_TEXT: u16 = 22;
-}
+use crate::write::opt;
 
 /// Where one CPU's ring-buffer pages are in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

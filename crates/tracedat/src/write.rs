@@ -34,14 +34,25 @@ use core::fmt;
 /// The file's magic bytes.
 const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
 
-/// trace-cmd's option ids (`enum tracecmd_option_id` in trace-cmd.h).
-pub(crate) mod id {
+/// trace-cmd's option ids (`enum tracecmd_option_id` in trace-cmd.h), for
+/// the writer and the reader alike; the writer uses a few.
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
+pub(crate) mod opt {
     pub const DONE: u16 = 0;
+    pub const DATE: u16 = 1;
+    pub const CPUSTAT: u16 = 2;
     pub const BUFFER: u16 = 3;
     pub const TRACECLOCK: u16 = 4;
     pub const UNAME: u16 = 5;
+    pub const HOOK: u16 = 6;
+    pub const OFFSET: u16 = 7;
     pub const CPUCOUNT: u16 = 8;
     pub const VERSION: u16 = 9;
+    pub const PROCMAPS: u16 = 10;
+    pub const TRACEID: u16 = 11;
+    pub const TIME_SHIFT: u16 = 12;
+    pub const GUEST: u16 = 13;
+    pub const TSC2NSEC: u16 = 14;
     pub const STRINGS: u16 = 15;
     pub const HEADER_INFO: u16 = 16;
     pub const FTRACE_EVENTS: u16 = 17;
@@ -49,6 +60,7 @@ pub(crate) mod id {
     pub const KALLSYMS: u16 = 19;
     pub const PRINTK: u16 = 20;
     pub const CMDLINES: u16 = 21;
+    pub const BUFFER_TEXT: u16 = 22;
 }
 
 /// What goes into a trace.dat: texts as tracefs shows them and each CPU's
@@ -172,9 +184,9 @@ impl TraceDat {
     fn plain_options(&self) -> Vec<(u16, Vec<u8>)> {
         let mut options = Vec::new();
         let texts = [
-            (id::TRACECLOCK, &self.trace_clock),
-            (id::UNAME, &self.uname),
-            (id::VERSION, &self.tracer_version),
+            (opt::TRACECLOCK, &self.trace_clock),
+            (opt::UNAME, &self.uname),
+            (opt::VERSION, &self.tracer_version),
         ];
         for (kind, text) in texts {
             if let Some(text) = text {
@@ -319,7 +331,7 @@ fn write_v6(file: &TraceDat) -> Result<Vec<u8>, WriteError> {
     for (kind, data) in file.plain_options() {
         out.option(kind, &data)?;
     }
-    out.u16(id::DONE);
+    out.u16(opt::DONE);
     out.raw(b"flyrecord\0");
     // The offsets table comes first; the data follows, page-aligned.
     let table = out.bytes.len();

@@ -4,6 +4,10 @@
 //! `trace-cmd report -N` printed for the original, through this crate's
 //! reader and through the real trace-cmd where it is installed.
 
+// The trace crate's tests run trace-cmd the same way; one helper serves both.
+#[path = "../../trace/tests/common/mod.rs"]
+mod common;
+
 use std::path::Path;
 
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, TraceDat, WriteOptions};
@@ -133,30 +137,10 @@ fn our_report(bytes: Vec<u8>) -> String {
     String::from_utf8(out).unwrap()
 }
 
-/// `trace-cmd report -N` of `bytes`; `None` where trace-cmd is not
-/// installed (outside CI, which must have it).
+/// `trace-cmd report -N` of `bytes` (the corpus texts are without `-t`),
+/// `None` where trace-cmd is not installed (outside CI, which must have it).
 fn trace_cmd_report(bytes: &[u8], label: &str) -> Option<String> {
-    let path = std::env::temp_dir().join(format!("tracedat-{label}-{}.dat", std::process::id()));
-    std::fs::write(&path, bytes).unwrap();
-    let output = std::process::Command::new("trace-cmd")
-        .args(["report", "-N", "-i"])
-        .arg(&path)
-        .output();
-    let _ = std::fs::remove_file(&path);
-    let Ok(output) = output else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "trace-cmd is not installed"
-        );
-        eprintln!("trace-cmd not installed; skipping the comparison");
-        return None;
-    };
-    assert!(
-        output.status.success(),
-        "trace-cmd report {label}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(String::from_utf8(output.stdout).unwrap())
+    common::trace_cmd_report_with(bytes, label, &["-N"])
 }
 
 const V7: [(Compression, &str); 3] = [

@@ -7,7 +7,7 @@
 
 use alloc::vec::Vec;
 
-use super::{c_string, id, Compression, Out, TraceDat, WriteError};
+use super::{c_string, opt, Compression, Out, TraceDat, WriteError};
 
 /// Section flag: the body is a compressed block.
 const COMPRESSED: u16 = 1;
@@ -155,46 +155,46 @@ pub(super) fn write(file: &TraceDat, compression: Compression) -> Result<Vec<u8>
     let mut points_at =
         |kind: u16, offset: u64| options.push((kind, offset.to_le_bytes().to_vec()));
     points_at(
-        id::HEADER_INFO,
-        w.part(id::HEADER_INFO, "headers", |o| {
+        opt::HEADER_INFO,
+        w.part(opt::HEADER_INFO, "headers", |o| {
             o.headers(file);
             Ok(())
         })?,
     );
     points_at(
-        id::FTRACE_EVENTS,
-        w.part(id::FTRACE_EVENTS, "ftrace events", |o| {
+        opt::FTRACE_EVENTS,
+        w.part(opt::FTRACE_EVENTS, "ftrace events", |o| {
             o.ftrace_events(file)
         })?,
     );
     points_at(
-        id::EVENT_FORMATS,
-        w.part(id::EVENT_FORMATS, "events format", |o| {
+        opt::EVENT_FORMATS,
+        w.part(opt::EVENT_FORMATS, "events format", |o| {
             o.event_systems(file)
         })?,
     );
     points_at(
-        id::KALLSYMS,
-        w.part(id::KALLSYMS, "kallsyms", |o| {
+        opt::KALLSYMS,
+        w.part(opt::KALLSYMS, "kallsyms", |o| {
             o.text32(&file.kallsyms, "kallsyms")
         })?,
     );
     points_at(
-        id::PRINTK,
-        w.part(id::PRINTK, "printk", |o| {
+        opt::PRINTK,
+        w.part(opt::PRINTK, "printk", |o| {
             o.text32(&file.printk_formats, "printk formats")
         })?,
     );
     points_at(
-        id::CMDLINES,
-        w.part(id::CMDLINES, "command lines", |o| {
+        opt::CMDLINES,
+        w.part(opt::CMDLINES, "command lines", |o| {
             o.text64(&file.cmdlines);
             Ok(())
         })?,
     );
     options.extend(file.plain_options());
     let cpus = u32::try_from(file.cpu_data.len()).map_err(|_| WriteError::TooLarge("CPU count"))?;
-    options.push((id::CPUCOUNT, cpus.to_le_bytes().to_vec()));
+    options.push((opt::CPUCOUNT, cpus.to_le_bytes().to_vec()));
 
     // The first option list; its DONE option points at the next one,
     // whose offset is known once the CPU data is written.
@@ -216,13 +216,13 @@ pub(super) fn write(file: &TraceDat, compression: Compression) -> Result<Vec<u8>
         buffer.u64(*offset);
         buffer.u64(*size);
     }
-    let end = option_list(&mut w, &[(id::BUFFER, buffer.bytes)])?;
+    let end = option_list(&mut w, &[(opt::BUFFER, buffer.bytes)])?;
     w.out.patch_u64(end, 0);
 
     // The strings section names itself, so its name goes in first.
     let name = w.strings.add("strings");
     let strings = core::mem::take(&mut w.strings.0);
-    w.section_named(id::STRINGS, name, &strings, true)?;
+    w.section_named(opt::STRINGS, name, &strings, true)?;
     Ok(w.out.bytes)
 }
 
@@ -233,8 +233,8 @@ fn option_list(w: &mut Writer, options: &[(u16, Vec<u8>)]) -> Result<usize, Writ
     for (kind, data) in options {
         body.option(*kind, data)?;
     }
-    body.option(id::DONE, &[0; 8])?;
-    let at = w.section(id::DONE, "options", &body.bytes, false)?;
+    body.option(opt::DONE, &[0; 8])?;
+    let at = w.section(opt::DONE, "options", &body.bytes, false)?;
     Ok(at as usize + 16 + body.bytes.len() - 8)
 }
 
@@ -245,7 +245,7 @@ fn option_list(w: &mut Writer, options: &[(u16, Vec<u8>)]) -> Result<usize, Writ
 fn flyrecord(w: &mut Writer, file: &TraceDat) -> Result<(u64, Vec<(u64, u64)>), WriteError> {
     let at = w.out.bytes.len();
     let name = w.strings.add("buffer flyrecord ");
-    w.out.u16(id::BUFFER);
+    w.out.u16(opt::BUFFER);
     w.out.u16(if w.codec.active() { COMPRESSED } else { 0 });
     w.out.u32(name);
     w.out.u64(0);
