@@ -10,6 +10,7 @@
 mod disk;
 mod hotplug;
 pub mod qemu;
+mod qmp;
 mod report;
 mod trace;
 
@@ -33,6 +34,10 @@ const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernel-x86_64"
 const KERNEL_TARGET: &str = "x86_64-unknown-none";
 /// The kernel binary's name.
 const KERNEL_BIN: &str = "hotkern-kernel";
+
+/// The default scenario's virtio-mem device, in MiB, and its resizes.
+const DEFAULT_HOTPLUG_MIB: u64 = 64;
+const DEFAULT_RESIZES: [u64; 3] = [32, 64, 16];
 
 /// `hotkern boot`'s options.
 #[derive(Debug, Clone, clap::Args)]
@@ -86,6 +91,19 @@ pub struct BootArgs {
     /// The cache design the kernel loads through.
     #[arg(long, default_value = "hotkern", value_parser = crate::load::CACHES)]
     cache: String,
+    /// Memory the host can plug while the kernel runs: a virtio-mem device
+    /// of this size (2 MiB blocks, nothing plugged at boot) and a QMP socket.
+    #[arg(long, value_parser = qemu::parse_memory, conflicts_with = "no_hotplug")]
+    hotplug: Option<u64>,
+    /// Sizes to resize the virtio-mem device to, in turn, over QMP while
+    /// the kernel follows (e.g. 128M,256M,64M); each is timed until the
+    /// guest has plugged it.
+    #[arg(long, requires = "hotplug", value_parser = parse_resizes)]
+    resize: Option<Resizes>,
+    /// Boot without the virtio-mem device: by default, without
+    /// `--hotplug`, the host plugs 32, 64, then 16 MiB of a 64 MiB device.
+    #[arg(long)]
+    no_hotplug: bool,
     /// Boot this kernel ELF instead of building crates/kernel-x86_64.
     #[arg(long)]
     kernel: Option<PathBuf>,
@@ -143,6 +161,9 @@ impl BootArgs {
             no_disk: false,
             profile: None,
             cache: "hotkern".into(),
+            hotplug: None,
+            resize: None,
+            no_hotplug: true,
             kernel: None,
             output: None,
         }
@@ -185,6 +206,15 @@ pub fn load_failure(load: &serde_json::Value) -> Option<String> {
         return Some("no load reported".to_owned());
     }
     disk::failed(load)
+}
+
+/// `--resize`'s sizes in MiB, as one value (clap would take a `Vec` for
+/// a repeated option).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resizes(pub Vec<u64>);
+
+fn parse_resizes(text: &str) -> Result<Resizes, String> {
+    qmp::parse_sizes(text).map(Resizes)
 }
 
 fn parse_timeout(text: &str) -> Result<f64, String> {
@@ -244,6 +274,9 @@ pub fn run(args: &BootArgs) -> Result<(), String> {
     if !report.outcome.is_success() {
         return Err(report.failure_message());
     }
+    if let Some(problem) = report.resize_failure() {
+        return Err(problem);
+    }
     match disk::failed(&report.to_json()["load"]) {
         Some(problem) => Err(problem),
         None => Ok(()),
@@ -254,6 +287,13 @@ pub fn run(args: &BootArgs) -> Result<(), String> {
 /// returns the report without printing it. Refuses, naming the package,
 /// when QEMU is missing.
 pub fn run_quietly(args: &BootArgs) -> Result<RunReport, String> {
+    if let (Some(size), Some(sizes)) = (args.hotplug, &args.resize) {
+        if let Some(big) = sizes.0.iter().find(|&&mib| mib > size) {
+            return Err(format!(
+                "--resize {big}M: more than the {size} MiB --hotplug device holds"
+            ));
+        }
+    }
     let qemu = qemu::find_in_path(QEMU, std::env::var_os("PATH")).ok_or_else(|| {
         format!(
             "{QEMU} not found on PATH: install the Debian package {QEMU_PACKAGE} \
@@ -310,6 +350,18 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     } else {
         args
     };
+    // And a small memory resize: grow, grow, shrink.
+    let resized;
+    let args = if args.hotplug.is_none() && !args.no_hotplug {
+        resized = BootArgs {
+            hotplug: Some(DEFAULT_HOTPLUG_MIB),
+            resize: Some(Resizes(DEFAULT_RESIZES.to_vec())),
+            ..args.clone()
+        };
+        &resized
+    } else {
+        args
+    };
     let trace_file = output.join(trace::TRACE_DAT);
     // A file left by an earlier run must not pass for this run's trace.
     let _ = std::fs::remove_file(&trace_file);
@@ -349,7 +401,19 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         trace_file: None,
         disk: args.disk.clone(),
         disk_profile: profile(args),
+        hotplug: args.hotplug.map(|size_mib| qemu::HotplugMemory {
+            size_mib,
+            qmp_socket: qmp_socket(),
+        }),
     }
+}
+
+/// A QMP socket path of this process's own, short enough for a Unix
+/// socket (108 bytes), unique across the boots of one process.
+fn qmp_socket() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("hotkern-qmp-{}-{n}.sock", std::process::id()))
 }
 
 /// The `--profile` device model.
@@ -372,6 +436,10 @@ fn command_line(args: &BootArgs) -> String {
     }
     if let Some(hz) = &args.hz {
         words.push(format!("hz={hz}"));
+    }
+    if let Some(sizes) = args.resize.as_ref().filter(|_| args.hotplug.is_some()) {
+        let sizes: Vec<String> = sizes.0.iter().map(u64::to_string).collect();
+        words.push(format!("vmem={}", sizes.join(",")));
     }
     if let Some(path) = &args.load {
         words.push(format!("load={path}"));
@@ -486,7 +554,13 @@ fn watch(
         trace: None,
         trace_error: None,
         load_expected: None,
+        resizes: None,
     };
+    if let Some(hotplug) = &report.config.hotplug {
+        // A socket left by an earlier run would refuse QEMU's bind.
+        let _ = std::fs::remove_file(&hotplug.qmp_socket);
+    }
+    let mut resizer = None;
     let mut timed_out = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -494,6 +568,14 @@ fn watch(
             Ok((at, line)) => {
                 report.first_line.get_or_insert(at - started);
                 progress.console(&line, args.verbose);
+                // The kernel follows requested-size from here: resize.
+                if line.starts_with(qmp::READY) && resizer.is_none() {
+                    if let (Some(hotplug), Some(sizes)) = (&report.config.hotplug, &args.resize) {
+                        let (socket, sizes) = (hotplug.qmp_socket.clone(), sizes.0.clone());
+                        let wait = Duration::from_secs_f64(args.timeout.min(30.0));
+                        resizer = Some(thread::spawn(move || qmp::drive(&socket, &sizes, wait)));
+                    }
+                }
                 record(&mut report, line);
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -517,6 +599,21 @@ fn watch(
         record(&mut report, line);
     }
     report.qemu_stderr = errors.join().unwrap_or_default();
+    if let Some(resizer) = resizer {
+        report.resizes = Some(
+            resizer
+                .join()
+                .unwrap_or_else(|_| Err("the QMP thread panicked".to_owned())),
+        );
+    } else if args.resize.is_some() && args.hotplug.is_some() {
+        report.resizes = Some(Err(
+            "the kernel never said it follows the device's size (no virtio-mem ready line)"
+                .to_owned(),
+        ));
+    }
+    if let Some(hotplug) = &report.config.hotplug {
+        let _ = std::fs::remove_file(&hotplug.qmp_socket);
+    }
     report.status = status.code();
     report.outcome = Outcome::from_status(status.code(), status.signal(), timed_out);
     if let Some(path) = &report.config.trace_file {
@@ -610,6 +707,20 @@ mod tests {
             "{line}"
         );
         assert!(qemu_line(&["--hz", "500"]).is_err());
+    }
+
+    #[test]
+    fn hotplug_and_resizes_reach_qemu_and_the_kernel() {
+        let line = qemu_line(&["--hotplug", "256M", "--resize", "128M,256M,0"]).unwrap();
+        assert!(line.contains(" -m 128M,maxmem=384M -smp 4 -object memory-backend-ram,id=vmem0,size=256M -device virtio-mem-pci,id=vm0,"), "{line}");
+        assert!(line.contains(" -qmp unix:"), "{line}");
+        assert!(line.ends_with("-append vmem=128,256,0"), "{line}");
+        assert!(
+            qemu_line(&["--resize", "128M"]).is_err(),
+            "--resize needs --hotplug"
+        );
+        assert!(qemu_line(&["--hotplug", "1G", "--no-hotplug"]).is_err());
+        assert!(qemu_line(&["--hotplug", "1G", "--resize", "3M"]).is_err());
     }
 
     #[test]

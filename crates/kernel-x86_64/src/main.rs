@@ -41,7 +41,6 @@ mod sched;
 mod selftest;
 mod serial;
 mod smp;
-mod steps;
 mod stop_machine;
 mod summary;
 mod trace;

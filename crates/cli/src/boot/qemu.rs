@@ -47,6 +47,19 @@ pub struct QemuConfig {
     /// The device the disk imitates: QEMU's block throttling at the
     /// profile's operation rate and bandwidth, and its block size.
     pub disk_profile: Option<hotkern_bcache::DeviceModel>,
+    /// Memory the host can plug into the running guest: a virtio-mem
+    /// device and the QMP socket that resizes it.
+    pub hotplug: Option<HotplugMemory>,
+}
+
+/// A virtio-mem device (QEMU's `virtio-mem-pci`, 2 MiB blocks, nothing
+/// plugged at start) and the QMP socket its size is changed through.
+#[derive(Debug, Clone)]
+pub struct HotplugMemory {
+    /// The device's region, in MiB.
+    pub size_mib: u64,
+    /// Where QEMU listens for QMP.
+    pub qmp_socket: PathBuf,
 }
 
 impl QemuConfig {
@@ -90,10 +103,34 @@ impl QemuConfig {
             "-device",
             &format!("isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=0x04"),
             "-m",
-            &format!("{}M", self.memory_mib),
+            &match &self.hotplug {
+                // maxmem bounds boot RAM plus every memory device.
+                Some(hotplug) => format!(
+                    "{}M,maxmem={}M",
+                    self.memory_mib,
+                    self.memory_mib + hotplug.size_mib
+                ),
+                None => format!("{}M", self.memory_mib),
+            },
             "-smp",
             &self.cpus.to_string(),
         ]);
+        if let Some(hotplug) = &self.hotplug {
+            push(&[
+                "-object",
+                &format!("memory-backend-ram,id=vmem0,size={}M", hotplug.size_mib),
+                "-device",
+                &format!(
+                    "virtio-mem-pci,id={},memdev=vmem0,requested-size=0,block-size=2M",
+                    super::qmp::DEVICE_ID
+                ),
+            ]);
+            let mut qmp = OsString::from("unix:");
+            qmp.push(&hotplug.qmp_socket);
+            qmp.push(",server=on,wait=off");
+            args.push("-qmp".into());
+            args.push(qmp);
+        }
         if let Some(disk) = &self.disk {
             let mut drive = OsString::from("file=");
             // QEMU's option syntax doubles a comma inside a value.
@@ -272,6 +309,7 @@ mod tests {
             trace_file: None,
             disk: None,
             disk_profile: None,
+            hotplug: None,
         }
     }
 
@@ -312,6 +350,20 @@ mod tests {
         config.trace_file = Some(PathBuf::from("/out/trace.dat"));
         assert!(joined(&config)
             .contains("-serial stdio -serial file:/out/trace.dat -monitor none -device"));
+    }
+
+    #[test]
+    fn hotplug_memory_is_a_virtio_mem_device_and_a_qmp_socket() {
+        let mut config = config();
+        config.hotplug = Some(HotplugMemory {
+            size_mib: 256,
+            qmp_socket: PathBuf::from("/tmp/q.sock"),
+        });
+        assert!(joined(&config).contains(
+            "-m 256M,maxmem=512M -smp 2 -object memory-backend-ram,id=vmem0,size=256M \
+             -device virtio-mem-pci,id=vm0,memdev=vmem0,requested-size=0,block-size=2M \
+             -qmp unix:/tmp/q.sock,server=on,wait=off -bios"
+        ));
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct RunReport {
     pub trace_error: Option<String>,
     /// The SHA-256 the host read from `--disk` for `--load`'s file.
     pub load_expected: Option<Result<String, String>>,
+    /// The host's resizes of the virtio-mem device (`--resize`), or why
+    /// they could not be made.
+    pub resizes: Option<Result<Vec<super::qmp::Resized>, String>>,
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -106,6 +109,12 @@ impl RunReport {
             "tasks_lost": tasks_lost,
             "cases": cases,
             "load": super::disk::top_level(self.summary.as_ref(), self.load_expected.as_ref()),
+            "resizes": match &self.resizes {
+                Some(Ok(resizes)) => Value::from(resizes.iter().map(|r| r.to_json()).collect::<Vec<_>>()),
+                _ => Value::Null,
+            },
+            "resize_error": self.resizes.as_ref().and_then(|r| r.as_ref().err()),
+            "pages_lost": self.summary.as_ref().map_or(Value::Null, |s| s["vmem"]["pages_lost"].clone()),
             "guest": self.summary,
         })
     }
@@ -125,6 +134,20 @@ impl RunReport {
             _ if !failures.is_empty() => format!("{outcome}: {}", failures.join("; ")),
             (None, Some(last)) => format!("{outcome} (last console line: {last})"),
             (None, None) => format!("{outcome} (no console output)"),
+        }
+    }
+
+    /// Why `--resize` did not work, if it did not: QMP failed, or a size
+    /// was not reached in time.
+    pub fn resize_failure(&self) -> Option<String> {
+        match self.resizes.as_ref()? {
+            Err(error) => Some(format!("--resize: {error}")),
+            Ok(resizes) => resizes.iter().find(|r| r.latency_ms.is_none()).map(|r| {
+                format!(
+                    "--resize: the guest plugged {} MiB of the {} MiB asked for, in time",
+                    r.plugged_mib, r.requested_mib
+                )
+            }),
         }
     }
 
@@ -182,6 +205,27 @@ impl RunReport {
                 &super::disk::top_level(Some(summary), self.load_expected.as_ref()),
                 &mut row,
             );
+        }
+        match &self.resizes {
+            Some(Ok(resizes)) => {
+                for resize in resizes {
+                    row(
+                        "resize",
+                        format!(
+                            "{} MiB: plugged {} MiB{}",
+                            resize.requested_mib,
+                            resize.plugged_mib,
+                            resize
+                                .latency_ms
+                                .map_or(" (not reached)".to_owned(), |ms| format!(
+                                    " in {ms:.1} ms"
+                                ))
+                        ),
+                    );
+                }
+            }
+            Some(Err(error)) => row("resize", error.clone()),
+            None => {}
         }
         if let Some(error) = &self.summary_error {
             row("summary", error.clone());
@@ -291,6 +335,7 @@ fn guest_rows(summary: &Value, row: &mut impl FnMut(&str, String)) {
     );
     smp_rows(&summary["smp"], row);
     super::hotplug::rows(&summary["hotplug"], row);
+    super::qmp::guest_rows(&summary["vmem"], row);
     row(
         "checks",
         format!(
@@ -398,6 +443,7 @@ mod tests {
                 trace_file: None,
                 disk: None,
                 disk_profile: None,
+                hotplug: None,
             },
             build: None,
             first_line: Some(Duration::from_millis(52)),
@@ -411,6 +457,7 @@ mod tests {
             trace: None,
             trace_error: None,
             load_expected: None,
+            resizes: None,
         }
     }
 

@@ -111,6 +111,7 @@ impl Guest {
                 trace_file: None,
                 disk: None,
                 disk_profile: None,
+                hotplug: None,
             };
             let mut args = config.args();
             args.extend([OsString::from("-initrd"), initrd.clone().into()]);

@@ -1,0 +1,298 @@
+//! A small QMP client (QEMU's JSON machine protocol, `docs/interop/qmp-spec`
+//! in QEMU's tree) and the resizes `hotkern boot --hotplug SIZE --resize
+//! LIST` drives with it.
+//!
+//! QMP over a Unix socket: the server greets, the client sends
+//! `qmp_capabilities`, then each command gets one `return` or `error`
+//! answer, with asynchronous `event` messages interleaved (skipped here).
+//! A resize is `qom-set` of the virtio-mem device's `requested-size`; it
+//! is done when `qom-get` of its `size` (what the guest plugged) equals
+//! the request, polled every millisecond.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The virtio-mem device's QOM id on QEMU's command line.
+pub const DEVICE_ID: &str = "vm0";
+/// The console line the kernel prints when it follows `requested-size`
+/// (crates/kernel-x86_64/src/virtio_mem.rs).
+pub const READY: &str = "hotkern: virtio-mem ready";
+
+const MIB: u64 = 1 << 20;
+
+/// A connected, negotiated QMP session.
+pub struct Qmp {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Qmp {
+    /// Connects to `socket`, retrying until `wait` runs out (QEMU creates
+    /// the socket while it starts), and negotiates capabilities.
+    pub fn connect(socket: &Path, wait: Duration) -> Result<Qmp, String> {
+        let until = Instant::now() + wait;
+        let stream = loop {
+            match UnixStream::connect(socket) {
+                Ok(stream) => break stream,
+                Err(error) if Instant::now() >= until => {
+                    return Err(format!("QMP socket {}: {error}", socket.display()))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        let io = |error: std::io::Error| format!("QMP: {error}");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(io)?;
+        let writer = stream.try_clone().map_err(io)?;
+        let mut qmp = Qmp {
+            reader: BufReader::new(stream),
+            writer,
+        };
+        let greeting = qmp.message()?;
+        if greeting.get("QMP").is_none() {
+            return Err(format!("QMP: expected a greeting, got {greeting}"));
+        }
+        qmp.execute("qmp_capabilities", None)?;
+        Ok(qmp)
+    }
+
+    /// One message from the server.
+    fn message(&mut self) -> Result<Value, String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => Err("QMP: QEMU closed the connection".to_owned()),
+            Ok(_) => serde_json::from_str(&line)
+                .map_err(|error| format!("QMP: unreadable message {line:?}: {error}")),
+            Err(error) => Err(format!("QMP: {error}")),
+        }
+    }
+
+    /// Runs `command` and returns its `return` value; an `error` answer
+    /// becomes its description.
+    pub fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value, String> {
+        let mut request = json!({ "execute": command });
+        if let Some(arguments) = arguments {
+            request["arguments"] = arguments;
+        }
+        writeln!(self.writer, "{request}").map_err(|error| format!("QMP: {error}"))?;
+        loop {
+            let answer = self.message()?;
+            if let Some(value) = answer.get("return") {
+                return Ok(value.clone());
+            }
+            if let Some(error) = answer.get("error") {
+                return Err(format!(
+                    "QMP {command}: {}",
+                    error["desc"].as_str().unwrap_or("error")
+                ));
+            }
+            // An asynchronous event: not this command's answer.
+        }
+    }
+
+    /// Sets the virtio-mem device's `requested-size`.
+    pub fn request_size(&mut self, bytes: u64) -> Result<(), String> {
+        self.execute(
+            "qom-set",
+            Some(json!({ "path": DEVICE_ID, "property": "requested-size", "value": bytes })),
+        )
+        .map(drop)
+    }
+
+    /// What the guest has plugged (`size`).
+    pub fn plugged_size(&mut self) -> Result<u64, String> {
+        let value = self.execute(
+            "qom-get",
+            Some(json!({ "path": DEVICE_ID, "property": "size" })),
+        )?;
+        value
+            .as_u64()
+            .ok_or_else(|| format!("QMP qom-get size: not a number: {value}"))
+    }
+}
+
+/// One resize as the host saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resized {
+    /// The size asked for.
+    pub requested_mib: u64,
+    /// What the guest had plugged when the host stopped waiting.
+    pub plugged_mib: u64,
+    /// From the `qom-set` to `size` reaching the request; `None` if it
+    /// did not within the wait.
+    pub latency_ms: Option<f64>,
+}
+
+impl Resized {
+    /// The JSON object `--json`'s `"resizes"` list holds.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "requested_mib": self.requested_mib,
+            "plugged_mib": self.plugged_mib,
+            "latency_ms": self.latency_ms,
+        })
+    }
+}
+
+/// Drives each size of `sizes_mib` in turn: `qom-set`, then polls
+/// `qom-get size` until it matches or `wait` passes (then goes on with
+/// the next size: the guest reports why it stopped short).
+pub fn drive(socket: &Path, sizes_mib: &[u64], wait: Duration) -> Result<Vec<Resized>, String> {
+    let mut qmp = Qmp::connect(socket, Duration::from_secs(10))?;
+    let mut done = Vec::with_capacity(sizes_mib.len());
+    for &mib in sizes_mib {
+        let started = Instant::now();
+        qmp.request_size(mib * MIB)?;
+        let (plugged, latency) = loop {
+            let plugged = qmp.plugged_size()?;
+            if plugged == mib * MIB {
+                break (plugged, Some(started.elapsed().as_secs_f64() * 1e3));
+            }
+            if started.elapsed() >= wait {
+                break (plugged, None);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        done.push(Resized {
+            requested_mib: mib,
+            plugged_mib: plugged / MIB,
+            latency_ms: latency.map(|ms| (ms * 1e3).round() / 1e3),
+        });
+    }
+    Ok(done)
+}
+
+/// The kernel's virtio-mem figures (its summary's `"vmem"`) as table
+/// rows: the guest's time per 128 MiB moved, by part, and its audit.
+pub fn guest_rows(vmem: &Value, row: &mut impl FnMut(&str, String)) {
+    if let Some(error) = vmem["error"].as_str() {
+        row("virtio-mem", error.to_owned());
+        return;
+    }
+    if vmem.is_null() {
+        return;
+    }
+    let per = &vmem["per_128mib_ns"];
+    let us = |key: &str| {
+        per[key]
+            .as_u64()
+            .map_or("?".to_owned(), |ns| format!("{:.1}", ns as f64 / 1e3))
+    };
+    row(
+        "virtio-mem",
+        format!(
+            "per 128 MiB: device {} us, physmem {} us, page tables {} us, allocator {} us; {} pages lost, {} stale",
+            us("device"),
+            us("physmem"),
+            us("tables"),
+            us("allocator"),
+            vmem["pages_lost"],
+            vmem["stale"]
+        ),
+    );
+}
+
+/// Parses `--resize`'s list: sizes as `--memory` takes them (`128M`,
+/// `1G`), each a multiple of 2 MiB (the device's block), 0 allowed.
+pub fn parse_sizes(text: &str) -> Result<Vec<u64>, String> {
+    text.split(',')
+        .map(|item| {
+            let item = item.trim();
+            let mib = if item == "0" {
+                0
+            } else {
+                let digits = item.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+                let unit = &item[digits.len()..];
+                let number: u64 = digits
+                    .parse()
+                    .map_err(|_| format!("--resize {item:?}: expected a size like 128M or 1G"))?;
+                match unit.to_ascii_lowercase().as_str() {
+                    "" | "m" | "mb" | "mib" => number,
+                    "g" | "gb" | "gib" => number.saturating_mul(1024),
+                    _ => {
+                        return Err(format!(
+                            "--resize {item:?}: unknown unit {unit:?} (use M or G)"
+                        ))
+                    }
+                }
+            };
+            if mib % 2 != 0 {
+                return Err(format!(
+                    "--resize {item:?}: not a multiple of the 2 MiB block"
+                ));
+            }
+            Ok(mib)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_sizes("128M,1G,0,64"), Ok(vec![128, 1024, 0, 64]));
+        assert!(parse_sizes("3M").unwrap_err().contains("2 MiB"));
+        assert!(parse_sizes("1T").unwrap_err().contains("unknown unit"));
+        assert!(parse_sizes("lots").is_err());
+        assert!(parse_sizes("").is_err());
+    }
+
+    /// A fake QEMU: greets, answers capabilities, and plugs what is asked
+    /// after two polls (with an event in between, which must be skipped);
+    /// a size of 6 MiB is never reached.
+    #[test]
+    fn resizes_are_timed_until_the_size_is_reached() {
+        let socket =
+            std::env::temp_dir().join(format!("hotkern-qmp-test-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            writeln!(writer, r#"{{"QMP":{{"version":{{}},"capabilities":[]}}}}"#).unwrap();
+            let (mut requested, mut polls, mut plugged) = (0u64, 0, 0u64);
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                let request: Value = serde_json::from_str(&line).unwrap();
+                line.clear();
+                let answer = match request["execute"].as_str().unwrap() {
+                    "qmp_capabilities" => json!({"return": {}}),
+                    "qom-set" => {
+                        requested = request["arguments"]["value"].as_u64().unwrap();
+                        polls = 0;
+                        writeln!(writer, r#"{{"event":"MEMORY_DEVICE_SIZE_CHANGE"}}"#).unwrap();
+                        json!({"return": {}})
+                    }
+                    "qom-get" => {
+                        polls += 1;
+                        if polls > 2 && requested != 6 * MIB {
+                            plugged = requested;
+                        }
+                        json!({"return": plugged})
+                    }
+                    _ => json!({"error": {"class": "GenericError", "desc": "unknown"}}),
+                };
+                writeln!(writer, "{answer}").unwrap();
+            }
+        });
+        let done = drive(&socket, &[4, 2, 6], Duration::from_millis(50)).unwrap();
+        let _ = std::fs::remove_file(&socket);
+        server.join().unwrap();
+        assert_eq!(done.len(), 3);
+        assert_eq!((done[0].requested_mib, done[0].plugged_mib), (4, 4));
+        assert!(done[0].latency_ms.is_some_and(|ms| ms >= 1.0));
+        assert_eq!(done[1].plugged_mib, 2);
+        assert_eq!((done[2].plugged_mib, done[2].latency_ms), (2, None));
+        assert_eq!(done[2].to_json()["latency_ms"], Value::Null);
+    }
+}
