@@ -17,16 +17,17 @@ use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::{
-    CallbackError, Callbacks, Class, Context, CpuId, CpuSet, Engine, Error, Hotplug, Platform,
-    Report, Reuse, Section, StepSpec,
+    Callbacks, Context, CpuId, CpuSet, Engine, Error, Hotplug, Platform, Report, StepSpec,
 };
-use hotkern_kernel::audit::{Audit, Counts, Resource};
+use hotkern_kernel::audit::{Counts, Resource};
 use hotkern_kernel::kthread::Role;
+use hotkern_kernel::steps::{Callback, StepDef};
 
 use crate::checks::Checks;
 use crate::cpu::MAX_CPUS;
 use crate::kthread::{Kthread, PerCpuThreads};
-use crate::{apic, arch, cpu, kthread, pages, rcu, sched, smp, stop_machine, tsc};
+use crate::steps::{audit, Steps, STEPS};
+use crate::{cpu, kthread, pages, rcu, sched, smp, steps, stop_machine, tsc};
 
 /// Tasks started before the operations; they run until all are done.
 const TASKS: u32 = 48;
@@ -40,40 +41,11 @@ const THREAD_TIMEOUT_S: u64 = 5;
 /// How long a grace period may take before the run reports a stall.
 const GRACE_TIMEOUT_US: u64 = 5_000_000;
 
-/// The kernel's step table, in startup order, with why each step has its
-/// class (the user-mode machine's reasons, for the steps both have).
-const STEPS: [(StepSpec, &str); 6] = [
-    (
-        StepSpec::new("threads:create", Section::Prepare, Class::Deferrable),
-        "a CPU's worker thread only runs when it dispatches it; creating or destroying it is bookkeeping",
-    ),
-    (
-        StepSpec::new("mm:pagecache", Section::Prepare, Class::Deferrable),
-        "allocation falls back to the shared pool while a CPU has no cache; draining an offline CPU's frames can wait",
-    ),
-    (
-        StepSpec::new("sched:online-mask", Section::Starting, Class::Critical),
-        "bitmask update: the online mask says where anything may run",
-    ),
-    (
-        StepSpec::new("timers:starting", Section::Starting, Class::Critical),
-        "a dying CPU's local APIC timer must stop before the CPU parks",
-    ),
-    (
-        StepSpec::new("sched:starting", Section::Starting, Class::Critical),
-        "state migration: a dying CPU's queued tasks must move or they never run",
-    ),
-    (
-        StepSpec::new("sched:active", Section::Online, Class::Critical),
-        "bitmask update: no new task may be placed on a CPU going down",
-    ),
-];
-
 /// Platform calls that failed (a CPU that did not start, park, answer a
 /// call or report a quiescent state); each is counted as a broken invariant.
 static PLATFORM_FAILURES: AtomicU32 = AtomicU32::new(0);
 
-fn platform_failed(what: fmt::Arguments<'_>) {
+pub(crate) fn platform_failed(what: fmt::Arguments<'_>) {
     PLATFORM_FAILURES.fetch_add(1, Ordering::Relaxed);
     crate::println!("hotkern: hotplug platform: {what}");
 }
@@ -220,136 +192,26 @@ impl Platform for KernelPlatform {
 /// The engine as this kernel instantiates it.
 type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;
 
-/// A step's startup or teardown.
-type Body = fn(&Context) -> Result<(), CallbackError>;
-
-/// Step `name`'s callbacks, each recording a `cpuhp_callback` event for
-/// every CPU it covers before it runs.
-fn callbacks(step: u32, name: &str) -> Callbacks {
-    let (startup, teardown) = bodies(name);
-    let traced = move |body: Body, up: u32| {
+/// Step `def`'s callbacks (the shared table's, run on this kernel), each
+/// recording a `cpuhp_callback` event for every CPU it covers before it
+/// runs.
+fn callbacks(step: u32, def: &StepDef<Steps>) -> Callbacks {
+    let traced = move |body: Callback<Steps>, up: u32| {
         move |ctx: &Context| {
             for cpu in ctx.cpus.iter() {
                 crate::trace::cpuhp_callback::trace(cpu.0, step, up);
             }
-            body(ctx)
+            body(&Steps, ctx)
         }
     };
-    Callbacks::new()
-        .startup(traced(startup, 1))
-        .teardown(traced(teardown, 0))
-}
-
-/// The startup and teardown of step `name`.
-fn bodies(name: &str) -> (Body, Body) {
-    match name {
-        "threads:create" => (threads_up, threads_down),
-        "mm:pagecache" => (pagecache_up, pagecache_down),
-        "sched:online-mask" => (
-            |ctx| {
-                sched::set_online(ctx.cpu.0, true);
-                Ok(())
-            },
-            |ctx| {
-                sched::set_online(ctx.cpu.0, false);
-                Ok(())
-            },
-        ),
-        "timers:starting" => (
-            |_| {
-                apic::start_tick();
-                Ok(())
-            },
-            |_| {
-                apic::stop_tick();
-                Ok(())
-            },
-        ),
-        "sched:starting" => (
-            |ctx| {
-                sched::open(ctx.cpu.0);
-                Ok(())
-            },
-            |ctx| {
-                sched::close_and_migrate(ctx.cpu.0);
-                Ok(())
-            },
-        ),
-        "sched:active" => (
-            |ctx| {
-                for cpu in ctx.cpus.iter() {
-                    sched::set_active(cpu.0, true);
-                }
-                Ok(())
-            },
-            |ctx| {
-                for cpu in ctx.cpus.iter() {
-                    sched::set_active(cpu.0, false);
-                }
-                Ok(())
-            },
-        ),
-        _ => (
-            |_| Err(CallbackError::new("no such step")),
-            |_| Err(CallbackError::new("no such step")),
-        ),
+    let mut callbacks = Callbacks::new();
+    if let Some(startup) = def.startup {
+        callbacks = callbacks.startup(traced(startup, 1));
     }
-}
-
-/// Creates each CPU's worker thread, unless bolt kept it.
-fn threads_up(ctx: &Context) -> Result<(), CallbackError> {
-    for cpu in ctx.cpus.iter() {
-        if sched::WORKERS.get(cpu.0).is_none() {
-            sched::WORKERS.install(cpu.0, sched::worker(cpu.0));
-            audit().created(Resource::Kthread(Role::Worker), cpu.index());
-        }
+    if let Some(teardown) = def.teardown {
+        callbacks = callbacks.teardown(traced(teardown, 0));
     }
-    Ok(())
-}
-
-/// Destroys each CPU's worker thread (classic), or keeps it parked for the
-/// CPU's return (bolt).
-fn threads_down(ctx: &Context) -> Result<(), CallbackError> {
-    if ctx.reuse == Reuse::Yes {
-        return Ok(());
-    }
-    for cpu in ctx.cpus.iter() {
-        if sched::WORKERS.remove(cpu.0) {
-            audit().destroyed(Resource::Kthread(Role::Worker), cpu.index());
-        }
-    }
-    Ok(())
-}
-
-/// Enables each CPU's page cache, creating it unless bolt kept it.
-fn pagecache_up(ctx: &Context) -> Result<(), CallbackError> {
-    let pages = pages::get().ok_or(CallbackError::new("no page pool"))?;
-    for cpu in ctx.cpus.iter() {
-        // The pool's lock is also taken by task slices, interrupts off.
-        if arch::without_interrupts(|| pages.create(cpu.index())) {
-            audit().created(Resource::PageCache, cpu.index());
-        }
-    }
-    Ok(())
-}
-
-/// Drains each CPU's page cache back to the pool, and frees it (classic)
-/// or keeps it empty for the CPU's return (bolt).
-fn pagecache_down(ctx: &Context) -> Result<(), CallbackError> {
-    let pages = pages::get().ok_or(CallbackError::new("no page pool"))?;
-    for cpu in ctx.cpus.iter() {
-        arch::without_interrupts(|| pages.drain(cpu.index()));
-        if ctx.reuse == Reuse::No && arch::without_interrupts(|| pages.free(cpu.index())) {
-            audit().destroyed(Resource::PageCache, cpu.index());
-        }
-    }
-    Ok(())
-}
-
-/// Every per-CPU resource's creations and destructions.
-fn audit() -> &'static Audit {
-    static AUDIT: spin::Once<Audit> = spin::Once::new();
-    AUDIT.call_once(Audit::default)
+    callbacks
 }
 
 /// One case's latencies over its rounds, in nanoseconds.
@@ -449,24 +311,38 @@ impl Run {
     }
 }
 
-/// Checks the masks and queues against the engine: every CPU the engine
-/// calls online is running, online, active and open; every other is
-/// parked, out of both masks, closed and empty.
+/// Checks the kernel against the engine once deferred callbacks ran:
+/// every CPU the engine calls online is running, online, active and open,
+/// with its three kernel threads unparked, its counters, page cache, RCU
+/// callback list, bound worker pool and enabled timer base, and is in the
+/// scheduling domains; every other is parked, out of both masks and the
+/// domains, closed and empty, its pool unbound, its timer base disabled,
+/// its threads parked if kept. The audit's books name exactly the threads
+/// that exist.
 fn consistent(engine: &KernelHotplug) -> bool {
     let online = engine.online_cpus();
-    let mut ok = sched::online_mask() == online && sched::active_mask() == online;
+    let mut ok = sched::online_mask() == online
+        && sched::active_mask() == online
+        && steps::domains().built_over() == online;
+    let (timers, work) = steps::timers_and_work();
     for cpu in 0..smp::cpu_count() {
+        let index = cpu as usize;
         let up = online.contains(CpuId(cpu));
         let (queued, open) = sched::queue_state(cpu);
         ok &= smp::is_running(cpu) == up && open == up && (up || queued == 0);
-        // Every online application processor has its worker; the books
-        // know exactly the workers that exist.
-        let worker = sched::WORKERS.get(cpu).is_some();
-        let live = audit().is_live(Resource::Kthread(Role::Worker), cpu as usize);
-        ok &= worker == live && (cpu == 0 || !up || worker);
+        for role in Role::ALL {
+            let thread = steps::thread(cpu, role);
+            let live = audit().is_live(Resource::Kthread(role), index);
+            ok &= thread.is_some() == live && (!up || thread.is_some_and(|t| !t.is_parked()));
+            ok &= up || thread.is_none_or(Kthread::is_parked);
+        }
         // Every online CPU allocates through its own enabled cache.
-        let cache = pages::get().is_some_and(|pages| pages.is_enabled(cpu as usize));
-        ok &= cache == up && (!up || audit().is_live(Resource::PageCache, cpu as usize));
+        let cache = pages::get().is_some_and(|pages| pages.is_enabled(index));
+        ok &= cache == up && (!up || audit().is_live(Resource::PageCache, index));
+        ok &= !up || (steps::vmstat().exists(index) && steps::has_rcu_data(cpu));
+        ok &= work.is_bound(index) == up && timers.is_enabled(index) == up;
+        // A dead CPU's timers, work and RCU callbacks moved to a live one.
+        ok &= up || (timers.pending(index) == 0 && steps::rcu_pending(cpu) == 0);
     }
     ok && audit().violations().is_empty()
 }
@@ -507,6 +383,8 @@ fn operate(
     // hands the rest of its queue to the application processors.
     sched::run_slices(0);
     sched::balance();
+    // And it is CPU 0's `rcuc`: its callbacks whose grace period ended.
+    steps::run_rcu_callbacks(0);
 }
 
 /// The engines a run uses, from the command line's `engine=`: `classic`,
@@ -541,22 +419,13 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         return None;
     }
     sched::boot(online);
-    // Linux registers its smpboot threads for every possible CPU; the
-    // workers exist for the CPUs running now (their steps start up).
+    // Linux registers its hotplug threads for every possible CPU; every
+    // step's startup then runs for the CPUs running now (`setup` below),
+    // which makes their kernel threads, caches, pools and the rest.
     for cpu in possible.iter() {
         HOTPLUG_THREADS.install(cpu.0, Kthread::new("cpuhp", cpu.0, hotplug_body));
     }
-    for cpu in online.iter().filter(|cpu| cpu.0 != 0) {
-        sched::WORKERS.install(cpu.0, sched::worker(cpu.0));
-        audit().created(Resource::Kthread(Role::Worker), cpu.index());
-    }
-    if let Some(pages) = pages::get() {
-        for cpu in online.iter() {
-            pages.create(cpu.index());
-            audit().created(Resource::PageCache, cpu.index());
-        }
-    }
-    let table: Vec<StepSpec> = STEPS.iter().map(|(spec, _)| *spec).collect();
+    let table: Vec<StepSpec> = STEPS.iter().map(|def| def.spec).collect();
     let engine = match KernelHotplug::new(
         KernelPlatform { tsc_hz },
         &table,
@@ -567,10 +436,10 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         Ok(engine) => engine,
         Err(error) => panic!("hotplug engine: {error}"),
     };
-    for (index, (spec, _)) in STEPS.iter().enumerate() {
+    for (index, def) in STEPS.iter().enumerate() {
         let step = hotkern_cpuhp::StepId(index as u16);
-        if let Err(error) = engine.setup_nocalls(step, callbacks(index as u32, spec.name)) {
-            panic!("hotplug step {}: {error}", spec.name);
+        if let Err(error) = engine.setup(step, callbacks(index as u32, def)) {
+            panic!("hotplug step {}: {error}", def.spec.name);
         }
     }
     let mut run = Run {
@@ -623,6 +492,22 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         core::hint::spin_loop();
     }
     run.tally = sched::tally();
+    // The domains retired by the last operations wait for one more grace
+    // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
+    let _ = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US);
+    let rcu_pending = || (0..count).map(steps::rcu_pending).sum::<usize>();
+    let started = tsc::now();
+    while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+        steps::run_rcu_callbacks(0);
+        for cpu in 1..count {
+            smp::wake(cpu);
+        }
+        core::hint::spin_loop();
+    }
+    checks.check(
+        "every RCU callback (retired scheduling domains) ran after its grace period",
+        rcu_pending() == 0,
+    );
     run.grace_periods = rcu::grace_periods();
     run.switches = kthread::switches();
     run.workers = audit()
@@ -637,7 +522,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
             && run.tally.ran_offline == 0,
     );
     checks.check(
-        "after every hotplug operation the masks, queues and running CPUs agree with the engine",
+        "after every hotplug operation the masks, queues, kernel threads and per-CPU structures agree with the engine",
         run.violations == 0 && run.errors == 0 && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0,
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
@@ -671,10 +556,11 @@ impl fmt::Display for Json<'_> {
             return f.write_str("null");
         };
         f.write_str("{\"steps\":[")?;
-        for (index, (spec, reason)) in STEPS.iter().enumerate() {
+        for (index, def) in STEPS.iter().enumerate() {
             if index > 0 {
                 f.write_str(",")?;
             }
+            let (spec, reason) = (def.spec, def.reason);
             write!(
                 f,
                 "{{\"name\":\"{}\",\"section\":\"{:?}\",\"class\":\"{:?}\",\"reason\":\"{}\"}}",

@@ -24,7 +24,7 @@
 use alloc::boxed::Box;
 use alloc::vec;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use crate::cpu::{self, MAX_CPUS};
 
@@ -47,6 +47,10 @@ pub struct Kthread {
     /// Wake-ups asked for ([`Kthread::wake`]) and seen by the thread.
     requests: AtomicU64,
     handled: AtomicU64,
+    /// A parked thread is not switched to (Linux's `kthread_park`): the
+    /// hotplug steps park a CPU's threads as it goes and unpark them once
+    /// it is back.
+    parked: AtomicBool,
     _stack: Box<[u8]>,
 }
 
@@ -138,6 +142,7 @@ impl Kthread {
             saved: UnsafeCell::new(0),
             requests: AtomicU64::new(0),
             handled: AtomicU64::new(0),
+            parked: AtomicBool::new(false),
             _stack: vec![0u8; STACK_BYTES].into_boxed_slice(),
         });
         let top = (thread._stack.as_ptr() as u64 + STACK_BYTES as u64) & !15;
@@ -169,6 +174,23 @@ impl Kthread {
     /// Whether a wake-up has not been handled yet.
     pub fn is_woken(&self) -> bool {
         self.requests.load(Ordering::Acquire) != self.handled.load(Ordering::Acquire)
+    }
+
+    /// Parks the thread: its CPU switches to it no more until
+    /// [`Kthread::unpark`]. Takes effect at the CPU's next look, which
+    /// comes between two pieces of the thread's work.
+    pub fn park(&self) {
+        self.parked.store(true, Ordering::Release);
+    }
+
+    /// Lets its CPU switch to the thread again.
+    pub fn unpark(&self) {
+        self.parked.store(false, Ordering::Release);
+    }
+
+    /// Whether the thread is parked.
+    pub fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
     }
 
     /// Switches from the calling CPU's idle loop to this thread; returns

@@ -41,6 +41,7 @@ mod sched;
 mod selftest;
 mod serial;
 mod smp;
+mod steps;
 mod stop_machine;
 mod summary;
 mod trace;

@@ -76,6 +76,18 @@ pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stalled> {
         .map_err(|Unfinished(left)| Stalled(left.iter().next().map_or(0, |cpu| cpu.0)))
 }
 
+/// Whether grace periods wait for `cpu` (the `rcu:starting` step; each
+/// grace period also refreshes it from the running CPUs).
+pub fn set_online(cpu: u32, online: bool) {
+    GRACE_PERIODS.set_online(&KernelCpus, CpuId(cpu), online);
+}
+
+/// The grace period a callback queued now waits for (Linux's
+/// `rcu_seq_snap`), to compare with [`grace_periods`].
+pub fn snapshot() -> u64 {
+    GRACE_PERIODS.snapshot()
+}
+
 /// Grace periods completed.
 pub fn grace_periods() -> u64 {
     GRACE_PERIODS.completed()

@@ -2,8 +2,8 @@
 //! each CPU's idle loop, the masks hotplug steps flip, and the books that
 //! say whether any task was lost, run twice, or ran where it must not.
 //!
-//! Tasks run in each CPU's worker thread (`kworker/N`, [`WORKERS`]), which
-//! its idle loop switches to while the CPU's queue holds tasks; the
+//! Tasks run in each CPU's worker thread (`kworker/N`, [`crate::steps`]),
+//! which its idle loop switches to while the CPU's queue holds tasks; the
 //! `threads:create` hotplug step creates and destroys the workers (classic)
 //! or keeps them (bolt).
 //!
@@ -34,33 +34,6 @@ use hotkern_kernel::sync::Mutex;
 
 use crate::arch;
 use crate::cpu::MAX_CPUS;
-use crate::kthread::{Kthread, PerCpuThreads};
-
-/// Each CPU's worker thread, which runs its tasks.
-pub static WORKERS: PerCpuThreads = PerCpuThreads::new();
-
-/// A worker's turn: a few slices from its CPU's queue.
-fn worker_body(thread: &Kthread) {
-    run_slices(thread.cpu);
-}
-
-/// A new worker thread for `cpu`.
-pub fn worker(cpu: u32) -> alloc::boxed::Box<Kthread> {
-    Kthread::new("kworker", cpu, worker_body)
-}
-
-/// Runs `cpu`'s worker if its queue holds tasks; returns whether it ran.
-/// Called by the CPU's idle loop, interrupts off.
-pub fn run_worker(cpu: u32) -> bool {
-    let Some(worker) = WORKERS.get(cpu) else {
-        return false;
-    };
-    if queue_state(cpu).0 == 0 {
-        return false;
-    }
-    worker.run();
-    true
-}
 
 /// Slices a CPU runs per turn of its idle loop before it looks at
 /// interrupts again.
@@ -156,21 +129,36 @@ fn with_queue<R>(cpu: u32, f: impl FnOnce(&mut RunQueue<Task>) -> R) -> Option<R
     }))
 }
 
-/// Opens `cpu`'s queue (the `sched:starting` startup).
+/// Opens `cpu`'s queue (the `sched:active` startup).
 #[hotkern_trace::function]
 pub fn open(cpu: u32) {
     with_queue(cpu, RunQueue::open);
 }
 
-/// Closes `cpu`'s queue and moves its tasks to active CPUs (the
-/// `sched:starting` teardown, on the dying CPU inside stop-machine).
+/// Closes `cpu`'s queue and returns its tasks, each counted and traced as
+/// migrating (the `sched:active` and `sched:starting` teardowns, which
+/// hand them to [`push_migrated`]).
 #[hotkern_trace::function]
-pub fn close_and_migrate(cpu: u32) {
+pub fn close(cpu: u32) -> Vec<Task> {
     let left = with_queue(cpu, RunQueue::close).unwrap_or_default();
     MIGRATED.fetch_add(left.len() as u64, Ordering::Relaxed);
-    for task in left {
+    for task in &left {
         crate::trace::sched_migrate_task::trace(task.id, cpu);
-        place(task, Some(cpu));
+    }
+    left
+}
+
+/// Queues `task`, taken off a leaving CPU, on `cpu` if its queue is open,
+/// else on another active CPU. CPU 0 runs the controller and takes tasks
+/// only when no application processor is active.
+pub fn push_migrated(cpu: u32, task: Task) {
+    if cpu == 0 {
+        place(task, None);
+        return;
+    }
+    match push(cpu, task) {
+        Ok(()) => crate::smp::wake(cpu),
+        Err(task) => place(task, Some(cpu)),
     }
 }
 
@@ -231,6 +219,7 @@ fn run_slice(cpu: u32, task: &mut Task) -> bool {
         PAGE_ERRORS.fetch_add(1, Ordering::Relaxed);
     }
     SLICES.fetch_add(1, Ordering::Relaxed);
+    crate::steps::count_slice(cpu);
     STOPPING.load(Ordering::Relaxed)
 }
 

@@ -372,7 +372,7 @@ fn idle(index: usize) -> ! {
         // since four busy vCPUs on a two-core host stall each other's
         // rendezvous.
         crate::hotplug::run_thread(index as u32);
-        crate::sched::run_worker(index as u32);
+        crate::steps::run_threads(index as u32);
         crate::rcu::quiescent(index as u32);
         crate::rcu::enter_idle(index as u32);
         // SAFETY: see above; the handlers take no lock this CPU holds.

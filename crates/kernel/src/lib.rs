@@ -17,7 +17,8 @@
 //!   class, its reason and callbacks written over the shared mechanisms
 //!   and a small [`StepKernel`] trait for what only the platform can do
 //!   ([`steps`]); per-CPU counters retired after a grace period
-//!   ([`vmstat`]).
+//!   ([`vmstat`]); RCU callback lists that a dying CPU hands on
+//!   ([`cblist`]).
 //! * Checking itself: the ledger of deferred items, lost or run twice
 //!   ([`ledger`]), and the per-CPU resource audit ([`audit`]).
 //! * Time: the scheduler tick at Linux's HZ, jiffies, and each CPU's tick
@@ -43,6 +44,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod audit;
+pub mod cblist;
 pub mod cpuset;
 pub mod frames;
 pub mod kthread;

@@ -1,0 +1,430 @@
+//! The shared kernel's hotplug step table ([`hotkern_kernel::steps`]) on
+//! real CPUs: the same sixteen steps and callbacks the user-mode machine
+//! runs, over this kernel's instances of the shared mechanisms (timer
+//! bases, workqueue pools, page caches, counters, scheduling domains, RCU
+//! callback lists, the audit) and its own kernel threads.
+//!
+//! Each CPU has three kernel threads ([`Role`]): `kworker/N` runs the
+//! CPU's tasks and work items, `ksoftirqd/N` its expired timers, `rcuc/N`
+//! its RCU callbacks whose grace period ended. The idle loop switches to
+//! each one that is unparked and has something to do ([`run_threads`]).
+//! A thread of an offline CPU is suspended at a switch, so stopping one
+//! asks it nothing: destroying it frees its stack.
+//!
+//! Not on bare metal: sysfs (the step keeps the set of CPUs whose nodes
+//! would exist, for the audit) and per-CPU trace buffers made and freed
+//! with the CPU (the rings are made at boot for every CPU; the step marks
+//! which are in use).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::audit::Audit;
+use hotkern_kernel::cblist::CallbackLists;
+use hotkern_kernel::kthread::Role;
+use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::sched::Domains;
+use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
+use hotkern_kernel::timer::{Timer, Timers};
+use hotkern_kernel::vmstat::Vmstat;
+use hotkern_kernel::workqueue::{Work, Workqueue};
+
+use crate::cpu::MAX_CPUS;
+use crate::kthread::{Kthread, PerCpuThreads};
+use crate::sched::Task;
+use crate::{apic, arch, cpu, pages, rcu, sched, smp, tsc};
+
+/// What a work item, timer or RCU callback runs.
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// How long a grace period a step waits for may take before the run
+/// reports a stall.
+const GRACE_TIMEOUT_US: u64 = 5_000_000;
+/// Work items a worker runs per turn, so the CPU comes back to its loop.
+const WORK_PER_TURN: usize = 16;
+
+/// This kernel as the step table sees it.
+pub struct Steps;
+
+/// The table, in startup order (teardowns run in exact reverse).
+pub const STEPS: [StepDef<Steps>; STEP_COUNT] = table();
+
+/// The shared mechanisms the steps create and free per CPU (made once the
+/// heap exists).
+struct Subsystems {
+    audit: Audit,
+    timers: Timers<Job>,
+    workqueue: Workqueue<Job>,
+    vmstat: Vmstat,
+    domains: Domains,
+    callbacks: CallbackLists<Job>,
+}
+
+static SUBSYSTEMS: spin::Once<Subsystems> = spin::Once::new();
+
+fn subsystems() -> &'static Subsystems {
+    SUBSYSTEMS.call_once(|| Subsystems {
+        audit: Audit::default(),
+        timers: Timers::new(MAX_CPUS),
+        workqueue: Workqueue::new(MAX_CPUS),
+        vmstat: Vmstat::new(MAX_CPUS),
+        domains: Domains::default(),
+        callbacks: CallbackLists::new(MAX_CPUS),
+    })
+}
+
+/// Every per-CPU resource's creations and destructions.
+pub fn audit() -> &'static Audit {
+    &subsystems().audit
+}
+
+/// The per-CPU counters.
+pub fn vmstat() -> &'static Vmstat {
+    &subsystems().vmstat
+}
+
+/// The scheduling domains.
+pub fn domains() -> &'static Domains {
+    &subsystems().domains
+}
+
+/// The per-CPU timer bases and workqueue pools.
+pub fn timers_and_work() -> (&'static Timers<Job>, &'static Workqueue<Job>) {
+    let s = subsystems();
+    (&s.timers, &s.workqueue)
+}
+
+/// RCU callbacks queued on `cpu`.
+pub fn rcu_pending(cpu: u32) -> usize {
+    subsystems().callbacks.pending(cpu as usize)
+}
+
+/// Whether `cpu` has an RCU callback list.
+pub fn has_rcu_data(cpu: u32) -> bool {
+    subsystems().callbacks.exists(cpu as usize)
+}
+
+/// Each role's threads, indexed by [`Role::index`].
+static THREADS: [PerCpuThreads; 3] = [const { PerCpuThreads::new() }; 3];
+
+/// `cpu`'s thread `role`, if it exists.
+pub fn thread(cpu: u32, role: Role) -> Option<&'static Kthread> {
+    THREADS[role.index()].get(cpu)
+}
+
+/// The CPUs whose trace buffer is in use, and whose sysfs nodes would exist.
+static TRACE_BUFFERS: spin::Mutex<CpuSet> = spin::Mutex::new(CpuSet::EMPTY);
+static SYSFS: spin::Mutex<CpuSet> = spin::Mutex::new(CpuSet::EMPTY);
+
+/// A slice of a task ran on `cpu`: its counters count it.
+pub fn count_slice(cpu: u32) {
+    vmstat().with(cpu as usize, |stats| {
+        stats
+            .slices
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+    });
+}
+
+fn worker_body(thread: &Kthread) {
+    sched::run_slices(thread.cpu);
+    let work = &subsystems().workqueue;
+    for _ in 0..WORK_PER_TURN {
+        let Some(item) = arch::without_interrupts(|| work.next(thread.cpu as usize)) else {
+            break;
+        };
+        (item.job)();
+    }
+}
+
+fn softirq_body(thread: &Kthread) {
+    let due = arch::without_interrupts(|| {
+        subsystems()
+            .timers
+            .take_due(thread.cpu as usize, tsc::nanos())
+    });
+    for timer in due {
+        (timer.job)();
+    }
+}
+
+fn rcu_body(thread: &Kthread) {
+    run_rcu_callbacks(thread.cpu);
+}
+
+/// Runs `cpu`'s RCU callbacks whose grace period ended: its `rcuc`
+/// thread's work, done by the controller itself for CPU 0, which has no
+/// idle loop. Returns how many ran.
+pub fn run_rcu_callbacks(cpu: u32) -> usize {
+    let lists = &subsystems().callbacks;
+    let ready = arch::without_interrupts(|| lists.take_ready(cpu as usize, rcu::grace_periods()));
+    let count = ready.len();
+    for callback in ready {
+        callback();
+    }
+    count
+}
+
+/// Whether `cpu`'s thread `role` has something to do.
+fn has_work(cpu: u32, role: Role) -> bool {
+    let s = subsystems();
+    let index = cpu as usize;
+    match role {
+        Role::Worker => sched::queue_state(cpu).0 > 0 || s.workqueue.has_work(index),
+        Role::Softirq => s.timers.has_due(index, tsc::nanos()),
+        Role::RcuCallbacks => s.callbacks.has_ready(index, rcu::grace_periods()),
+    }
+}
+
+/// Switches to each of `cpu`'s unparked threads that has something to do.
+/// Called by the CPU's idle loop, interrupts off.
+pub fn run_threads(cpu: u32) {
+    for role in Role::ALL {
+        if let Some(thread) = thread(cpu, role) {
+            if !thread.is_parked() && has_work(cpu, role) {
+                thread.run();
+            }
+        }
+    }
+}
+
+fn body(role: Role) -> crate::kthread::Body {
+    match role {
+        Role::Worker => worker_body,
+        Role::Softirq => softirq_body,
+        Role::RcuCallbacks => rcu_body,
+    }
+}
+
+/// The set `mask` with `cpus` added (`add`) or taken out; returns the CPUs
+/// that changed.
+fn flip(mask: &spin::Mutex<CpuSet>, cpus: CpuSet, add: bool) -> CpuSet {
+    let mut mask = mask.lock();
+    let changed = if add {
+        cpus.difference(&mask)
+    } else {
+        cpus.intersection(&mask)
+    };
+    *mask = if add {
+        mask.union(&cpus)
+    } else {
+        mask.difference(&cpus)
+    };
+    changed
+}
+
+/// `preferred` first, then every other online CPU.
+fn candidates(preferred: usize) -> impl Iterator<Item = usize> {
+    let online = sched::online_mask();
+    core::iter::once(preferred).chain(
+        online
+            .iter()
+            .map(CpuId::index)
+            .filter(move |&cpu| cpu != preferred),
+    )
+}
+
+impl StepKernel for Steps {
+    type Job = Job;
+    type Task = Task;
+
+    fn audit(&self) -> &Audit {
+        audit()
+    }
+
+    fn timers(&self) -> &Timers<Job> {
+        &subsystems().timers
+    }
+
+    fn workqueue(&self) -> &Workqueue<Job> {
+        &subsystems().workqueue
+    }
+
+    fn pages(&self) -> Option<&PageCaches> {
+        pages::get()
+    }
+
+    fn vmstat(&self) -> &Vmstat {
+        vmstat()
+    }
+
+    fn domains(&self) -> &Domains {
+        domains()
+    }
+
+    fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {
+        arch::without_interrupts(f)
+    }
+
+    fn online_mask(&self) -> CpuSet {
+        sched::online_mask()
+    }
+
+    fn active_mask(&self) -> CpuSet {
+        sched::active_mask()
+    }
+
+    fn set_online(&self, cpu: usize, online: bool) {
+        sched::set_online(cpu as u32, online);
+    }
+
+    fn set_active(&self, cpu: usize, active: bool) {
+        sched::set_active(cpu as u32, active);
+    }
+
+    fn open_queue(&self, cpu: usize) {
+        sched::open(cpu as u32);
+    }
+
+    fn close_queue(&self, cpu: usize) -> Vec<Task> {
+        sched::close(cpu as u32)
+    }
+
+    fn push_task(&self, cpu: usize, task: Task) {
+        sched::push_migrated(cpu as u32, task);
+    }
+
+    fn queue_work(&self, cpu: usize, work: Work<Job>) {
+        let pools = &subsystems().workqueue;
+        let mut work = work;
+        for cpu in candidates(cpu) {
+            match arch::without_interrupts(|| pools.queue(cpu, work)) {
+                Ok(()) => {
+                    smp::wake(cpu as u32);
+                    return;
+                }
+                Err(back) => work = back,
+            }
+        }
+        // No online CPU has a bound pool: it runs here rather than never.
+        (work.job)();
+    }
+
+    fn arm_timer(&self, cpu: usize, timer: Timer<Job>) {
+        let bases = &subsystems().timers;
+        let mut timer = timer;
+        for cpu in candidates(cpu) {
+            match arch::without_interrupts(|| bases.arm(cpu, timer)) {
+                Ok(()) => {
+                    smp::wake(cpu as u32);
+                    return;
+                }
+                Err(back) => timer = back,
+            }
+        }
+        (timer.job)();
+    }
+
+    fn wake_cpu(&self, cpu: usize) {
+        smp::wake(cpu as u32);
+    }
+
+    fn rcu_set_online(&self, cpu: usize, online: bool) {
+        rcu::set_online(cpu as u32, online);
+    }
+
+    fn synchronize_rcu(&self) {
+        if let Err(stalled) = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US) {
+            crate::hotplug::platform_failed(format_args!(
+                "grace period stalled on cpu {}",
+                stalled.0
+            ));
+        }
+    }
+
+    /// Queues `free` on the calling CPU's list, as `call_rcu` does, or on
+    /// another online CPU's; with no list anywhere, waits for a grace
+    /// period and frees now.
+    fn defer_free(&self, free: Job) {
+        let lists = &subsystems().callbacks;
+        let gp = rcu::snapshot();
+        let me = cpu::current_id().unwrap_or(0) as usize;
+        let mut free = free;
+        for cpu in candidates(me) {
+            match arch::without_interrupts(|| lists.call(cpu, gp, free)) {
+                Ok(()) => return,
+                Err(back) => free = back,
+            }
+        }
+        self.synchronize_rcu();
+        free();
+    }
+
+    fn rcu_create_data(&self, cpu: usize) -> bool {
+        let lists = &subsystems().callbacks;
+        arch::without_interrupts(|| lists.create(cpu))
+    }
+
+    fn rcu_migrate(&self, cpu: usize, heir: usize) {
+        let lists = &subsystems().callbacks;
+        if arch::without_interrupts(|| lists.migrate(cpu, heir)) > 0 {
+            smp::wake(heir as u32);
+        }
+    }
+
+    fn rcu_free_data(&self, cpu: usize) -> bool {
+        let lists = &subsystems().callbacks;
+        arch::without_interrupts(|| lists.free(cpu))
+    }
+
+    fn kthread_exists(&self, cpu: usize, role: Role) -> bool {
+        thread(cpu as u32, role).is_some()
+    }
+
+    fn kthread_create(&self, cpu: usize, role: Role) -> bool {
+        let made = Kthread::new(role.name(), cpu as u32, body(role));
+        // Parked until `threads:unpark`, as the machine's threads start.
+        made.park();
+        THREADS[role.index()].install(cpu as u32, made)
+    }
+
+    fn kthread_park(&self, cpu: usize, role: Role) {
+        if let Some(thread) = thread(cpu as u32, role) {
+            thread.park();
+        }
+    }
+
+    fn kthread_unpark(&self, cpu: usize, role: Role) {
+        if let Some(thread) = thread(cpu as u32, role) {
+            thread.unpark();
+        }
+    }
+
+    /// Nothing to ask: the thread of an offline CPU is suspended at a
+    /// switch and never resumes.
+    fn kthread_request_stop(&self, cpu: usize, role: Role) -> bool {
+        thread(cpu as u32, role).is_some()
+    }
+
+    fn kthread_destroy(&self, cpu: usize, role: Role) -> bool {
+        THREADS[role.index()].remove(cpu as u32)
+    }
+
+    fn trace_buffer_create(&self, cpu: usize) -> bool {
+        !flip(&TRACE_BUFFERS, CpuSet::single(CpuId(cpu as u32)), true).is_empty()
+    }
+
+    fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool {
+        let one = CpuSet::single(CpuId(cpu as u32));
+        if keep {
+            return TRACE_BUFFERS.lock().contains(CpuId(cpu as u32));
+        }
+        !flip(&TRACE_BUFFERS, one, false).is_empty()
+    }
+
+    fn sysfs_create(&self, cpus: CpuSet) -> CpuSet {
+        flip(&SYSFS, cpus, true)
+    }
+
+    fn sysfs_remove(&self, cpus: CpuSet) -> CpuSet {
+        flip(&SYSFS, cpus, false)
+    }
+
+    fn cpu_tick(&self, _cpu: usize, running: bool) {
+        if running {
+            apic::start_tick();
+        } else {
+            apic::stop_tick();
+        }
+    }
+}
