@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
 use hotkern_trace::control::{view, Control};
-use hotkern_trace::output::{write_chrome_json, write_trace};
+use hotkern_trace::output::{write_chrome_json, write_trace, TextOptions};
 use hotkern_trace::{TraceConfig, Tracer};
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, WriteOptions};
 
@@ -286,7 +286,7 @@ fn record_demo(
     let events = data.event_count();
 
     let mut text = String::new();
-    write_trace(&data, "function_graph", &mut text);
+    write_trace(&data, "function_graph", &TextOptions::default(), &mut text);
     write_file(&dir.join("trace.txt"), text.as_bytes())?;
     let mut json = String::new();
     write_chrome_json(&data, &mut json);

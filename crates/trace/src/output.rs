@@ -19,13 +19,9 @@ mod text;
 
 pub use data::{Entry, RawRecord, TraceData};
 pub use format::{read_int, read_str, EventDescription, FormatError, FormatField};
-pub use graph::{
-    duration_mark, write_duration, write_graph_duration, write_graph_trace, write_graph_trace_with,
-};
+pub use graph::{duration_mark, write_duration, write_graph_duration, write_graph_trace};
 pub use json::{write_chrome_json, write_json_string};
-pub use line::{
-    split_timestamp, write_event_body, write_event_body_with, write_lost_line, TextOptions,
-};
+pub use line::{split_timestamp, write_event_body, write_lost_line, TextOptions};
 pub use pages::{decode_pages, PageError};
 pub use printf::{render_binary, write_raw_fields, PrintFormat};
 #[cfg(feature = "std")]
@@ -35,6 +31,5 @@ pub use stack::resolve_in_process;
 pub use stack::stack_frames;
 pub use symbols::{Comms, Symbols};
 pub use text::{
-    flag, latency_flags, write_default_header, write_default_header_with, write_event_line,
-    write_event_line_with, write_lines_with, write_trace, write_trace_with,
+    flag, latency_flags, write_default_header, write_event_line, write_lines, write_trace,
 };

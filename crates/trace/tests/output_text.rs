@@ -6,7 +6,7 @@
 use hotkern_trace::event::format::builtin_formats;
 use hotkern_trace::output::{
     flag, latency_flags, split_timestamp, write_graph_duration, write_trace, Comms, Entry,
-    EventDescription, RawRecord, Symbols, TraceData,
+    EventDescription, RawRecord, Symbols, TextOptions, TraceData,
 };
 
 const SCHED_FORMAT: &str = "name: sched_wake\nID: 300\nformat:\n\
@@ -127,7 +127,7 @@ fn default_layout_header_lines_and_losses() {
     ];
     data.entries_written = 20;
     let mut text = String::new();
-    write_trace(&data, "nop", &mut text);
+    write_trace(&data, "nop", &TextOptions::default(), &mut text);
     let expected = "\
 # tracer: nop
 #
@@ -251,7 +251,7 @@ fn function_graph_layout() {
         event(1, 5_000, exit(&data, 77, FUNC_A, 0, 4_000, 2_004_000)),
     ];
     let mut text = String::new();
-    write_trace(&data, "function_graph", &mut text);
+    write_trace(&data, "function_graph", &TextOptions::default(), &mut text);
     let expected = "\
 # tracer: function_graph
 #
@@ -290,7 +290,7 @@ fn absurd_graph_depths_from_a_file_are_bounded() {
         ),
     ];
     let mut text = String::new();
-    write_trace(&data, "function_graph", &mut text);
+    write_trace(&data, "function_graph", &TextOptions::default(), &mut text);
     let widest = text.lines().map(str::len).max().unwrap();
     let deepest = 2 * hotkern_trace::function::MAX_DEPTH;
     assert!(widest < deepest + 80, "{widest}");
@@ -328,7 +328,7 @@ fn merge_orders_by_time_then_cpu_and_keeps_losses_with_their_event() {
 
 #[test]
 fn graph_options_change_columns() {
-    use hotkern_trace::output::{write_trace_with, TextOptions};
+    use hotkern_trace::output::write_trace;
     let mut data = trace_data(2);
     data.entries = vec![
         event(1, 1_000, entry(&data, 1234, FUNC_C, 0)),
@@ -344,7 +344,7 @@ fn graph_options_change_columns() {
         ..TextOptions::default()
     };
     let mut text = String::new();
-    write_trace_with(&data, "function_graph", &options, &mut text);
+    write_trace(&data, "function_graph", &options, &mut text);
     let expected = "\
 # tracer: function_graph
 #
@@ -361,13 +361,13 @@ fn graph_options_change_columns() {
         ..TextOptions::default()
     };
     let mut text = String::new();
-    write_trace_with(&data, "function_graph", &bare, &mut text);
+    write_trace(&data, "function_graph", &bare, &mut text);
     assert!(text.ends_with("#               FUNCTION CALLS\n#               |   |   |   |\nworker_thread() {\n  schedule();\n}\n"), "{text}");
 }
 
 #[test]
 fn print_parent_off_drops_the_caller() {
-    use hotkern_trace::output::{write_trace_with, TextOptions};
+    use hotkern_trace::output::write_trace;
     let mut data = trace_data(1);
     let function = payload(
         &data,
@@ -387,7 +387,7 @@ fn print_parent_off_drops_the_caller() {
         ..TextOptions::default()
     };
     let mut text = String::new();
-    write_trace_with(&data, "function", &options, &mut text);
+    write_trace(&data, "function", &options, &mut text);
     assert!(
         text.ends_with("\n     kworker/1:2-77      [000]      0.000005: schedule\n"),
         "{text}"
@@ -454,7 +454,7 @@ fn kernel_stack_lines() {
         event(1, 5_000_003_000, stopped),
     ];
     let mut text = String::new();
-    write_trace(&data, "nop", &mut text);
+    write_trace(&data, "nop", &TextOptions::default(), &mut text);
     let body = text
         .lines()
         .skip_while(|l| l.starts_with('#'))

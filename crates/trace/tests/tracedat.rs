@@ -5,7 +5,7 @@
 mod common;
 
 use hotkern_trace::output::{
-    decode_pages, write_trace, Comms, EventDescription, Symbols, TraceData,
+    decode_pages, write_trace, Comms, EventDescription, Symbols, TextOptions, TraceData,
 };
 use hotkern_trace::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
 use hotkern_trace::ring::{Mode, RingBuffer, PAGE_SIZE};
@@ -161,7 +161,7 @@ fn pages_print_as_ftrace_text() {
     data.merge(streams);
     assert_eq!(data.event_count(), 300);
     let mut text = String::new();
-    write_trace(&data, "function", &mut text);
+    write_trace(&data, "function", &TextOptions::default(), &mut text);
     assert!(
         text.contains("        worker-a-100     [000] ..... "),
         "{text}"

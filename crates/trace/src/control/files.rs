@@ -9,7 +9,7 @@ use super::error::ControlError;
 use super::events::parse_bool;
 use super::{view, Control};
 use crate::function::{PidList, TracerKind};
-use crate::output::{write_graph_duration, write_lines_with, write_trace_with, TextOptions};
+use crate::output::{write_graph_duration, write_lines, write_trace, TextOptions};
 use crate::ring::Mode;
 use crate::TraceOption;
 
@@ -55,7 +55,7 @@ impl Control<'_> {
             ["trace"] => {
                 let mut out = String::new();
                 let options = self.state.lock().text;
-                write_trace_with(
+                write_trace(
                     &view::peek(t),
                     t.current_tracer().name(),
                     &options,
@@ -114,7 +114,7 @@ impl Control<'_> {
                 let cpu = self.cpu_number(path, cpu)?;
                 let options = self.state.lock().text;
                 let mut out = String::new();
-                write_trace_with(
+                write_trace(
                     &view::peek_cpu(t, cpu),
                     t.current_tracer().name(),
                     &options,
@@ -290,14 +290,14 @@ impl Control<'_> {
         let mut out = String::new();
         if self.tracer.current_tracer() == TracerKind::FunctionGraph {
             let mut text = String::new();
-            crate::output::write_graph_trace_with(&data, &options, &mut text);
+            crate::output::write_graph_trace(&data, &options, &mut text);
             for line in text.lines().skip_while(|l| l.starts_with('#')) {
                 out.push_str(line);
                 out.push('\n');
             }
             return out;
         }
-        write_lines_with(&data, &options, &mut out);
+        write_lines(&data, &options, &mut out);
         out
     }
 
@@ -317,7 +317,7 @@ impl Control<'_> {
             Some(data) if data.event_count() > 0 => {
                 let options = self.state.lock().text;
                 let mut out = String::new();
-                write_trace_with(&data, name, &options, &mut out);
+                write_trace(&data, name, &options, &mut out);
                 return out;
             }
             Some(_) => "allocated",

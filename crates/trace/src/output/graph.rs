@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use super::data::{Entry, RawRecord, TraceData};
-use super::line::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
+use super::line::{split_timestamp, write_event_body, write_lost_line, TextOptions};
 use crate::function::MAX_DEPTH;
 
 const INDENT: usize = 2;
@@ -94,11 +94,6 @@ struct CpuState {
     entered: BTreeMap<u64, u64>,
 }
 
-/// Writes the whole function_graph `trace` file.
-pub fn write_graph_trace(data: &TraceData, out: &mut String) {
-    write_graph_trace_with(data, &TextOptions::default(), out);
-}
-
 /// The two header lines, per the `funcgraph-*` options.
 fn write_graph_header(options: &TextOptions, out: &mut String) {
     // (shown, title, the bars under it), in column order.
@@ -139,8 +134,9 @@ fn duration_column(ns: Option<u64>, options: &TextOptions, out: &mut String) {
     }
 }
 
-/// [`write_graph_trace`] with display options.
-pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut String) {
+/// Writes the whole function_graph `trace` file, with the columns
+/// `options` (the `funcgraph-*` options) show.
+pub fn write_graph_trace(data: &TraceData, options: &TextOptions, out: &mut String) {
     out.push_str("# tracer: function_graph\n#\n");
     write_graph_header(options, out);
     let cpu_width = alloc::format!("{}", data.cpus.max(1) - 1).len();
@@ -231,7 +227,7 @@ pub fn write_graph_trace_with(data: &TraceData, options: &TextOptions, out: &mut
             }
             out.push_str("/* ");
             let mut body = String::new();
-            write_event_body_with(data, record, options, &mut body);
+            write_event_body(data, record, options, &mut body);
             out.push_str(body.trim_end_matches('\n'));
             out.push_str(" */\n");
         }

@@ -8,7 +8,7 @@ use alloc::string::String;
 use core::fmt::Write;
 
 use super::data::{Entry, TraceData};
-use super::line::write_event_body;
+use super::line::{write_event_body, TextOptions};
 
 /// The process id all tasks are shown under.
 const PROCESS: u32 = 1;
@@ -72,7 +72,7 @@ pub fn write_chrome_json(data: &TraceData, out: &mut String) {
                     let name = event.map_or("unknown", |e| e.name.as_str());
                     let category = event.map_or("unknown", |e| e.system.as_str());
                     let mut body = String::new();
-                    write_event_body(data, record, &mut body);
+                    write_event_body(data, record, &TextOptions::default(), &mut body);
                     out.push_str("{\"ph\":\"i\",\"s\":\"t\",\"name\":");
                     write_json_string(name, out);
                     out.push_str(",\"cat\":");

@@ -54,13 +54,9 @@ pub fn split_timestamp(ns: u64) -> (u64, u64) {
 }
 
 /// Writes the text of an event after the context columns: `func <-parent`
-/// for the function tracer, `name: body` for everything else.
-pub fn write_event_body(data: &TraceData, record: &RawRecord, out: &mut String) {
-    write_event_body_with(data, record, &TextOptions::default(), out);
-}
-
-/// [`write_event_body`] with display options.
-pub fn write_event_body_with(
+/// for the function tracer (as `options` show it), `name: body` for
+/// everything else.
+pub fn write_event_body(
     data: &TraceData,
     record: &RawRecord,
     options: &TextOptions,

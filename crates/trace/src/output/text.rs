@@ -6,8 +6,8 @@ use alloc::string::String;
 use core::fmt::Write;
 
 use super::data::{Entry, RawRecord, TraceData};
-use super::graph::write_graph_trace_with;
-use super::line::{split_timestamp, write_event_body_with, write_lost_line, TextOptions};
+use super::graph::write_graph_trace;
+use super::line::{split_timestamp, write_event_body, write_lost_line, TextOptions};
 
 /// `common_flags` bits, as ftrace defines them.
 pub mod flag {
@@ -88,13 +88,8 @@ pub fn latency_flags(flags: u8, preempt_count: u8) -> String {
     out
 }
 
-/// Writes one line of the default layout.
-pub fn write_event_line(data: &TraceData, record: &RawRecord, out: &mut String) {
-    write_event_line_with(data, record, &TextOptions::default(), out);
-}
-
-/// [`write_event_line`] with display options.
-pub fn write_event_line_with(
+/// Writes one line of the default layout, as `options` show it.
+pub fn write_event_line(
     data: &TraceData,
     record: &RawRecord,
     options: &TextOptions,
@@ -112,19 +107,15 @@ pub fn write_event_line_with(
         out.push_str(&latency_flags(record.flags(), record.preempt_count()));
     }
     let _ = write!(out, " {secs:5}.{micros:06}: ");
-    write_event_body_with(data, record, options, out);
+    write_event_body(data, record, options, out);
     if !out.ends_with('\n') {
         out.push('\n');
     }
 }
 
-/// The header of the default layout (with the `irq-info` columns).
-pub fn write_default_header(data: &TraceData, tracer: &str, out: &mut String) {
-    write_default_header_with(data, tracer, &TextOptions::default(), out);
-}
-
-/// [`write_default_header`] with display options.
-pub fn write_default_header_with(
+/// The header of the default layout (with the `irq-info` columns where
+/// `options` show them).
+pub fn write_default_header(
     data: &TraceData,
     tracer: &str,
     options: &TextOptions,
@@ -156,26 +147,22 @@ pub fn write_default_header_with(
     );
 }
 
-/// Writes the whole `trace` file for `tracer`.
-pub fn write_trace(data: &TraceData, tracer: &str, out: &mut String) {
-    write_trace_with(data, tracer, &TextOptions::default(), out);
-}
-
-/// [`write_trace`] with display options.
-pub fn write_trace_with(data: &TraceData, tracer: &str, options: &TextOptions, out: &mut String) {
+/// Writes the whole `trace` file for `tracer`, as `options` (the tracefs
+/// `trace_options`) show it; `TextOptions::default()` is ftrace's default.
+pub fn write_trace(data: &TraceData, tracer: &str, options: &TextOptions, out: &mut String) {
     if tracer == "function_graph" {
-        write_graph_trace_with(data, options, out);
+        write_graph_trace(data, options, out);
         return;
     }
-    write_default_header_with(data, tracer, options, out);
-    write_lines_with(data, options, out);
+    write_default_header(data, tracer, options, out);
+    write_lines(data, options, out);
 }
 
 /// The lines of the default layout without the header (`trace_pipe`).
-pub fn write_lines_with(data: &TraceData, options: &TextOptions, out: &mut String) {
+pub fn write_lines(data: &TraceData, options: &TextOptions, out: &mut String) {
     for entry in &data.entries {
         match entry {
-            Entry::Event(record) => write_event_line_with(data, record, options, out),
+            Entry::Event(record) => write_event_line(data, record, options, out),
             Entry::Lost { cpu, count } => write_lost_line(*cpu, *count, out),
         }
     }
