@@ -323,10 +323,19 @@ impl Device {
             }
         }
         let t1 = tsc::nanos();
-        for &(pfn, frames) in &pieces {
-            PHYSMEM
-                .unplug(Pfn(pfn), PageCount(frames))
-                .map_err(MemError::Physmem)?;
+        for (done, &(pfn, frames)) in pieces.iter().enumerate() {
+            if let Err(error) = PHYSMEM.unplug(Pfn(pfn), PageCount(frames)) {
+                // Put back what this shrink took, so that nothing is lost:
+                // the pieces unplugged so far, and every block's frames.
+                for &(pfn, frames) in &pieces[..done] {
+                    let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
+                }
+                for &index in &taken {
+                    HOT.add_block(Pfn(self.block_address(index) / PAGE_SIZE), self.frames());
+                }
+                resize.ns[1] += tsc::nanos() - t1;
+                return Err(MemError::Physmem(error));
+            }
         }
         PHYSMEM.reclaim();
         let t2 = tsc::nanos();
@@ -525,6 +534,17 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         since = tsc::nanos();
     }
     audit(&mut device, &mut report);
+    // A block with a frame in use is not taken back, and a frame freed
+    // twice is refused: what a shrink relies on to lose nothing.
+    if let Some(frame) = HOT.alloc() {
+        let block = frame.0 - frame.0 % device.frames();
+        let kept = !HOT.take_block(Pfn(block));
+        let freed = HOT.free(frame) && !HOT.free(frame);
+        checks.check(
+            "virtio-mem: a block with a frame in use is not taken back, a double free is refused",
+            kept && freed,
+        );
+    }
     report.pages_lost += exercise();
     let device_plugged = device.transport.config64(PLUGGED_SIZE);
     let asked: Vec<u64> = report.resizes.iter().map(|r| r.requested / MIB).collect();

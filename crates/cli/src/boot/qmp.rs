@@ -141,20 +141,35 @@ impl Resized {
 
 /// Drives each size of `sizes_mib` in turn: `qom-set`, then polls
 /// `qom-get size` until it matches or `wait` passes (then goes on with
-/// the next size: the guest reports why it stopped short).
+/// the next size: the guest reports why it stopped short). If QEMU goes
+/// away in the middle (the guest gave up and exited), the resize under
+/// way is recorded as not reached and the rest are not made.
 pub fn drive(socket: &Path, sizes_mib: &[u64], wait: Duration) -> Result<Vec<Resized>, String> {
     let mut qmp = Qmp::connect(socket, Duration::from_secs(10))?;
     let mut done = Vec::with_capacity(sizes_mib.len());
+    let mut plugged = 0;
     for &mib in sizes_mib {
         let started = Instant::now();
-        qmp.request_size(mib * MIB)?;
-        let (plugged, latency) = loop {
-            let plugged = qmp.plugged_size()?;
+        if qmp.request_size(mib * MIB).is_err() {
+            done.push(Resized {
+                requested_mib: mib,
+                plugged_mib: plugged / MIB,
+                latency_ms: None,
+            });
+            break;
+        }
+        let mut gone = false;
+        let latency = loop {
+            let Ok(now) = qmp.plugged_size() else {
+                gone = true;
+                break None;
+            };
+            plugged = now;
             if plugged == mib * MIB {
-                break (plugged, Some(started.elapsed().as_secs_f64() * 1e3));
+                break Some(started.elapsed().as_secs_f64() * 1e3);
             }
             if started.elapsed() >= wait {
-                break (plugged, None);
+                break None;
             }
             std::thread::sleep(Duration::from_millis(1));
         };
@@ -163,6 +178,9 @@ pub fn drive(socket: &Path, sizes_mib: &[u64], wait: Duration) -> Result<Vec<Res
             plugged_mib: plugged / MIB,
             latency_ms: latency.map(|ms| (ms * 1e3).round() / 1e3),
         });
+        if gone {
+            break;
+        }
     }
     Ok(done)
 }
@@ -267,6 +285,8 @@ mod tests {
                 line.clear();
                 let answer = match request["execute"].as_str().unwrap() {
                     "qmp_capabilities" => json!({"return": {}}),
+                    // The guest gave up: QEMU exits.
+                    "qom-set" if request["arguments"]["value"] == 8 * MIB => break,
                     "qom-set" => {
                         requested = request["arguments"]["value"].as_u64().unwrap();
                         polls = 0;
@@ -285,10 +305,11 @@ mod tests {
                 writeln!(writer, "{answer}").unwrap();
             }
         });
-        let done = drive(&socket, &[4, 2, 6], Duration::from_millis(50)).unwrap();
+        let done = drive(&socket, &[4, 2, 6, 8], Duration::from_millis(50)).unwrap();
         let _ = std::fs::remove_file(&socket);
         server.join().unwrap();
-        assert_eq!(done.len(), 3);
+        assert_eq!(done.len(), 4, "{done:?}");
+        assert_eq!((done[3].requested_mib, done[3].latency_ms), (8, None));
         assert_eq!((done[0].requested_mib, done[0].plugged_mib), (4, 4));
         assert!(done[0].latency_ms.is_some_and(|ms| ms >= 1.0));
         assert_eq!(done[1].plugged_mib, 2);
