@@ -6,6 +6,9 @@
 //! allocate through. The `mm:pagecache` hotplug step creates, drains and
 //! frees each CPU's cache.
 
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_physmem::{PageCount, Pfn};
@@ -92,20 +95,21 @@ pub fn touch(cpu: u32, pattern: u64) -> bool {
 /// shrink can tell a wholly free block at once and take it back whole
 /// (Linux's virtio-mem offlines a memory block only when every page in it
 /// can be isolated; this allocator never migrates, it refuses instead).
+/// Blocks are kept by first frame, so adding, taking back and freeing
+/// find theirs in O(log n).
 pub struct HotFrames {
-    blocks: spin::Mutex<alloc::vec::Vec<HotBlock>>,
+    blocks: spin::Mutex<BTreeMap<u64, HotBlock>>,
 }
 
 struct HotBlock {
-    first: u64,
     frames: u64,
-    free: alloc::vec::Vec<u64>,
+    free: Vec<u64>,
     free_count: u64,
 }
 
 /// The hot-plugged frames.
 pub static HOT: HotFrames = HotFrames {
-    blocks: spin::Mutex::new(alloc::vec::Vec::new()),
+    blocks: spin::Mutex::new(BTreeMap::new()),
 };
 
 impl HotFrames {
@@ -114,12 +118,8 @@ impl HotFrames {
     /// is already there.
     pub fn add_block(&self, first: Pfn, frames: u64) -> bool {
         let words = frames.div_ceil(64) as usize;
-        let mut free = alloc::vec::Vec::new();
-        let mut blocks = self.blocks.lock();
-        if free.try_reserve_exact(words).is_err()
-            || blocks.try_reserve(1).is_err()
-            || blocks.iter().any(|b| b.first == first.0)
-        {
+        let mut free = Vec::new();
+        if frames == 0 || free.try_reserve_exact(words).is_err() {
             return false;
         }
         free.extend((0..words).map(|word| {
@@ -130,12 +130,18 @@ impl HotFrames {
                 (1 << left) - 1
             }
         }));
-        blocks.push(HotBlock {
-            first: first.0,
-            frames,
-            free,
-            free_count: frames,
-        });
+        let mut blocks = self.blocks.lock();
+        if blocks.contains_key(&first.0) {
+            return false;
+        }
+        blocks.insert(
+            first.0,
+            HotBlock {
+                frames,
+                free,
+                free_count: frames,
+            },
+        );
         true
     }
 
@@ -143,37 +149,40 @@ impl HotFrames {
     /// free; false (the block stays) otherwise.
     pub fn take_block(&self, first: Pfn) -> bool {
         let mut blocks = self.blocks.lock();
-        match blocks.iter().position(|b| b.first == first.0) {
-            Some(at) if blocks[at].free_count == blocks[at].frames => {
-                blocks.swap_remove(at);
+        match blocks.get(&first.0) {
+            Some(block) if block.free_count == block.frames => {
+                blocks.remove(&first.0);
                 true
             }
             _ => false,
         }
     }
 
-    /// A free frame, if any block has one.
+    /// A free frame, if any block has one (low blocks first).
     pub fn alloc(&self) -> Option<Pfn> {
         let mut blocks = self.blocks.lock();
-        let block = blocks.iter_mut().find(|b| b.free_count > 0)?;
+        let (&first, block) = blocks.iter_mut().find(|(_, b)| b.free_count > 0)?;
         let (word, bits) = block.free.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
         let bit = bits.trailing_zeros();
         *bits &= !(1 << bit);
         block.free_count -= 1;
-        Some(Pfn(block.first + 64 * word as u64 + u64::from(bit)))
+        Some(Pfn(first + 64 * word as u64 + u64::from(bit)))
+    }
+
+    /// The block holding `frame`, if any.
+    fn block_of(blocks: &mut BTreeMap<u64, HotBlock>, frame: Pfn) -> Option<(u64, &mut HotBlock)> {
+        let (&first, block) = blocks.range_mut(..=frame.0).next_back()?;
+        (frame.0 < first + block.frames).then_some((first, block))
     }
 
     /// Frees a frame; false if it is already free or in no block (a
     /// double free or a stray frame, refused).
     pub fn free(&self, frame: Pfn) -> bool {
         let mut blocks = self.blocks.lock();
-        let Some(block) = blocks
-            .iter_mut()
-            .find(|b| (b.first..b.first + b.frames).contains(&frame.0))
-        else {
+        let Some((first, block)) = Self::block_of(&mut blocks, frame) else {
             return false;
         };
-        let index = frame.0 - block.first;
+        let index = frame.0 - first;
         let (word, bit) = ((index / 64) as usize, index % 64);
         if block.free[word] & (1 << bit) != 0 {
             return false;
@@ -185,16 +194,13 @@ impl HotFrames {
 
     /// Whether `frame` is in a block the allocator holds.
     pub fn holds(&self, frame: Pfn) -> bool {
-        self.blocks
-            .lock()
-            .iter()
-            .any(|b| (b.first..b.first + b.frames).contains(&frame.0))
+        Self::block_of(&mut self.blocks.lock(), frame).is_some()
     }
 
     /// `(free, total)` frames.
     pub fn counts(&self) -> (u64, u64) {
         let blocks = self.blocks.lock();
-        blocks.iter().fold((0, 0), |(free, total), b| {
+        blocks.values().fold((0, 0), |(free, total), b| {
             (free + b.free_count, total + b.frames)
         })
     }
