@@ -395,3 +395,50 @@ fn report_tracedat(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_version_and_compression_choose_the_writer_options() {
+        let v6 = write_options(6, CompressionArg::None).unwrap();
+        assert_eq!(v6, WriteOptions::default());
+        let v7 = write_options(7, CompressionArg::Zstd).unwrap();
+        assert_eq!(
+            (v7.version, v7.compression),
+            (FileVersion::V7, Compression::Zstd)
+        );
+        let zlib = write_options(7, CompressionArg::Zlib).unwrap();
+        assert_eq!(zlib.compression, Compression::Zlib);
+        let refused = write_options(6, CompressionArg::Zlib).unwrap_err();
+        assert_eq!(refused, "--compression needs --file-version 7");
+    }
+
+    #[test]
+    fn file_version_accepts_6_and_7_only() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: TraceCommand,
+        }
+        let parse =
+            |args: &[&str]| Cli::try_parse_from([&["hotkern", "demo", "-o", "d"], args].concat());
+        let Ok(Cli {
+            command:
+                TraceCommand::Demo {
+                    file_version,
+                    compression,
+                    ..
+                },
+        }) = parse(&["--file-version", "7", "--compression", "zstd"])
+        else {
+            panic!("--file-version 7 --compression zstd refused");
+        };
+        assert_eq!((file_version, compression), (7, CompressionArg::Zstd));
+        assert!(parse(&["--file-version", "8"]).is_err());
+        assert!(parse(&["--file-version", "5"]).is_err());
+        assert!(parse(&["--compression", "lz4"]).is_err());
+    }
+}
