@@ -91,7 +91,9 @@ pub struct TraceDat {
     pub uname: Option<String>,
     /// The version of the program that wrote the file.
     pub tracer_version: Option<String>,
-    /// Further options as (trace-cmd option id, data), written as given.
+    /// Further options as (trace-cmd option id, data), written as given,
+    /// except the ones the layout itself decides (CPU count, buffers,
+    /// section offsets), which are left out: `cpu_data` says those.
     pub options: Vec<(u16, Vec<u8>)>,
     /// Each CPU's raw ring-buffer pages, back to back.
     pub cpu_data: Vec<Vec<u8>>,
@@ -193,7 +195,14 @@ impl TraceDat {
                 options.push((kind, c_string(text)));
             }
         }
-        options.extend(self.options.iter().cloned());
+        let derived = |kind: &u16| {
+            matches!(
+                *kind,
+                opt::DONE | opt::BUFFER | opt::CPUCOUNT | opt::STRINGS | opt::BUFFER_TEXT
+            ) || (opt::HEADER_INFO..=opt::CMDLINES).contains(kind)
+        };
+        let given = self.options.iter().filter(|(kind, _)| !derived(kind));
+        options.extend(given.cloned());
         options
     }
 
