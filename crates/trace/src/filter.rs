@@ -32,7 +32,7 @@ mod error;
 mod field;
 mod parse;
 mod program;
-pub mod reference;
+pub(crate) mod reference;
 
 use alloc::string::String;
 

@@ -78,3 +78,14 @@ pub mod filter;
 pub mod glob;
 pub mod output;
 pub mod trigger;
+
+/// What the fuzz targets and property tests check the real code against:
+/// not part of the API, and free to change with the code it checks.
+#[doc(hidden)]
+pub mod internals {
+    /// The tree-walking filter evaluator the compiled filter programs and
+    /// the glob matcher are compared with.
+    pub mod filter_reference {
+        pub use crate::filter::reference::{evaluate, evaluate_task, glob_matches};
+    }
+}

@@ -4,7 +4,8 @@
 //! `COMM` pseudo-field is compared against random task names, including
 //! none.
 
-use hotkern_trace::filter::{reference, CompareOp, Expr, FieldSpec, Filter, Operand, Predicate};
+use hotkern_trace::filter::{CompareOp, Expr, FieldSpec, Filter, Operand, Predicate};
+use hotkern_trace::internals::filter_reference as reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::cell::Cell;

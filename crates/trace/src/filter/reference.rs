@@ -143,7 +143,7 @@ fn string<'p>(spec: &FieldSpec, payload: &'p [u8]) -> Option<&'p [u8]> {
 /// patterns of tests.
 ///
 /// ```
-/// use hotkern_trace::filter::reference::glob_matches;
+/// use hotkern_trace::internals::filter_reference::glob_matches;
 /// assert!(glob_matches(b"k?alloc*", b"kmalloc_node"));
 /// assert!(glob_matches(b"[!a-c]x", b"dx"));
 /// assert!(!glob_matches(b"a\\*", b"ab"));
