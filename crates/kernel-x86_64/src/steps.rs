@@ -213,15 +213,26 @@ fn flip(mask: &spin::Mutex<CpuSet>, cpus: CpuSet, add: bool) -> CpuSet {
     changed
 }
 
-/// `preferred` first, then every other online CPU.
-fn candidates(preferred: usize) -> impl Iterator<Item = usize> {
+/// Offers `item` to `preferred`, then to every other online CPU, until
+/// `offer` takes it (interrupts off: the lists and bases are per-CPU
+/// spinlocks), and wakes the CPU that did; gives `item` back if none did.
+fn place<T>(preferred: usize, item: T, offer: impl Fn(usize, T) -> Result<(), T>) -> Result<(), T> {
     let online = sched::online_mask();
-    core::iter::once(preferred).chain(
-        online
-            .iter()
-            .map(CpuId::index)
-            .filter(move |&cpu| cpu != preferred),
-    )
+    let others = online
+        .iter()
+        .map(CpuId::index)
+        .filter(|&cpu| cpu != preferred);
+    let mut item = item;
+    for cpu in core::iter::once(preferred).chain(others) {
+        match arch::without_interrupts(|| offer(cpu, item)) {
+            Ok(()) => {
+                smp::wake(cpu as u32);
+                return Ok(());
+            }
+            Err(back) => item = back,
+        }
+    }
+    Err(item)
 }
 
 impl StepKernel for Steps {
@@ -286,33 +297,17 @@ impl StepKernel for Steps {
 
     fn queue_work(&self, cpu: usize, work: Work<Job>) {
         let pools = &subsystems().workqueue;
-        let mut work = work;
-        for cpu in candidates(cpu) {
-            match arch::without_interrupts(|| pools.queue(cpu, work)) {
-                Ok(()) => {
-                    smp::wake(cpu as u32);
-                    return;
-                }
-                Err(back) => work = back,
-            }
-        }
         // No online CPU has a bound pool: it runs here rather than never.
-        (work.job)();
+        if let Err(work) = place(cpu, work, |cpu, work| pools.queue(cpu, work)) {
+            (work.job)();
+        }
     }
 
     fn arm_timer(&self, cpu: usize, timer: Timer<Job>) {
         let bases = &subsystems().timers;
-        let mut timer = timer;
-        for cpu in candidates(cpu) {
-            match arch::without_interrupts(|| bases.arm(cpu, timer)) {
-                Ok(()) => {
-                    smp::wake(cpu as u32);
-                    return;
-                }
-                Err(back) => timer = back,
-            }
+        if let Err(timer) = place(cpu, timer, |cpu, timer| bases.arm(cpu, timer)) {
+            (timer.job)();
         }
-        (timer.job)();
     }
 
     fn wake_cpu(&self, cpu: usize) {
@@ -339,15 +334,10 @@ impl StepKernel for Steps {
         let lists = &subsystems().callbacks;
         let gp = rcu::snapshot();
         let me = cpu::current_id().unwrap_or(0) as usize;
-        let mut free = free;
-        for cpu in candidates(me) {
-            match arch::without_interrupts(|| lists.call(cpu, gp, free)) {
-                Ok(()) => return,
-                Err(back) => free = back,
-            }
+        if let Err(free) = place(me, free, |cpu, free| lists.call(cpu, gp, free)) {
+            self.synchronize_rcu();
+            free();
         }
-        self.synchronize_rcu();
-        free();
     }
 
     fn rcu_create_data(&self, cpu: usize) -> bool {

@@ -126,15 +126,31 @@ impl<C> CallbackLists<C> {
         ready
     }
 
-    /// Callbacks queued on `cpu`.
+    /// Frees `cpu`'s list whatever it holds, and returns what it held
+    /// (`None`: it had no list): for a kernel that stops.
+    pub fn take_all(&self, cpu: usize) -> Option<Vec<C>> {
+        let list = self.lists.lock(cpu).take()?;
+        self.pending[cpu].fetch_sub(list.len(), Ordering::SeqCst);
+        Some(list.into_iter().map(|(_, callback)| callback).collect())
+    }
+
+    /// Callbacks queued on `cpu` (none on a CPU beyond the lists').
     pub fn pending(&self, cpu: usize) -> usize {
-        self.pending[cpu].load(Ordering::SeqCst)
+        self.pending
+            .get(cpu)
+            .map_or(0, |pending| pending.load(Ordering::SeqCst))
+    }
+
+    /// The number of CPUs the lists were made for.
+    pub fn cpus(&self) -> usize {
+        self.pending.len()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     #[test]
     fn callbacks_run_in_grace_period_order_and_survive_migration() {
@@ -153,5 +169,9 @@ mod tests {
         assert!(!lists.has_ready(0, 2) && lists.has_ready(0, 3));
         assert_eq!(lists.take_ready(0, 3), ['c']);
         assert_eq!(lists.pending(0), 0);
+        lists.call(0, 9, 'e').unwrap();
+        assert_eq!(lists.take_all(0), Some(vec!['e']));
+        assert_eq!((lists.take_all(0), lists.pending(0)), (None, 0));
+        assert_eq!((lists.cpus(), lists.pending(7)), (3, 0));
     }
 }

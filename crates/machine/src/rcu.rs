@@ -10,16 +10,16 @@
 //! requests of many `synchronize` callers, and the `call_rcu` callback
 //! lists that each vCPU's `rcuc` thread runs once their grace period ends.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::rcu::{GracePeriods, Kind};
-use hotkern_kernel::sync::{AtomicBool, AtomicUsize, Condvar, Mutex};
+use hotkern_kernel::sync::{AtomicBool, Condvar, Mutex};
 use hotkern_kernel::tick::Hz;
 
 use crate::signal::{current_cpu, Doorbells};
@@ -31,13 +31,6 @@ pub(crate) enum Callback {
     Job(u64, Job),
     /// The machine's own clean-up (freeing an unpublished structure).
     Internal(Box<dyn FnOnce() + Send>),
-}
-
-#[derive(Default)]
-struct PerCpu {
-    /// Callbacks waiting on this vCPU; `None` when its RCU data is torn down.
-    callbacks: Mutex<Option<VecDeque<(u64, Callback)>>>,
-    pending: AtomicUsize,
 }
 
 /// The grace periods asked for and done, as the grace-period thread and
@@ -65,7 +58,9 @@ pub(crate) struct Rcu {
     detect: GracePeriods,
     /// Gives up the grace period in progress: the machine is stopping.
     stopping: AtomicBool,
-    cpus: Box<[PerCpu]>,
+    /// Each vCPU's callbacks waiting for their grace period; a vCPU has no
+    /// list while its RCU data is torn down.
+    lists: CallbackLists<Callback>,
     doorbells: Arc<Doorbells>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -95,7 +90,7 @@ impl Rcu {
             ended: Condvar::new(),
             detect: GracePeriods::new(),
             stopping: AtomicBool::new(false),
-            cpus: (0..cpus).map(|_| PerCpu::default()).collect(),
+            lists: CallbackLists::new(cpus),
             doorbells,
             thread: Mutex::new(None),
         })
@@ -182,9 +177,7 @@ impl Rcu {
     /// Whether `cpu` must keep its tick while idle: it holds callbacks
     /// waiting for grace periods (Linux's `rcu_needs_cpu`).
     pub(crate) fn needs_cpu(&self, cpu: usize) -> bool {
-        self.cpus
-            .get(cpu)
-            .is_some_and(|me| me.pending.load(Ordering::SeqCst) > 0)
+        self.lists.pending(cpu) > 0
     }
 
     /// Starts or stops waiting for `cpu` (its online state, for RCU): a
@@ -225,67 +218,36 @@ impl Rcu {
 
     /// Creates `cpu`'s callback list; false if it already exists.
     pub(crate) fn create_data(&self, cpu: usize) -> bool {
-        let mut list = self.cpus[cpu].callbacks.lock();
-        if list.is_some() {
-            return false;
-        }
-        *list = Some(VecDeque::new());
-        true
+        self.lists.create(cpu)
     }
 
     /// Hands `cpu`'s callbacks to `heir` with their grace periods
     /// unchanged, keeping `cpu`'s (now empty) list; returns how many moved.
     /// Nothing moves if the heir has no list.
     pub(crate) fn migrate(&self, cpu: usize, heir: usize) -> usize {
-        if cpu == heir {
-            return 0;
+        let moved = self.lists.migrate(cpu, heir);
+        if moved > 0 {
+            self.doorbells.ring(heir);
         }
-        let mut from = self.cpus[cpu].callbacks.lock();
-        let Some(list) = from.as_mut() else {
-            return 0;
-        };
-        if list.is_empty() {
-            return 0;
-        }
-        let mut to = self.cpus[heir].callbacks.lock();
-        let Some(target) = to.as_mut() else {
-            return 0;
-        };
-        let moved = list.len();
-        target.extend(list.drain(..));
-        // Keep the heir's list ordered by grace period.
-        target.make_contiguous().sort_by_key(|(gp, _)| *gp);
-        self.cpus[cpu].pending.fetch_sub(moved, Ordering::SeqCst);
-        self.cpus[heir].pending.fetch_add(moved, Ordering::SeqCst);
-        drop(to);
-        drop(from);
-        self.doorbells.ring(heir);
         moved
     }
 
     /// Frees `cpu`'s callback list; false (and nothing changes) if it does
     /// not exist or still holds callbacks.
     pub(crate) fn free_data(&self, cpu: usize) -> bool {
-        let mut list = self.cpus[cpu].callbacks.lock();
-        if list.as_ref().is_none_or(|l| !l.is_empty()) {
-            return false;
-        }
-        *list = None;
-        true
+        self.lists.free(cpu)
     }
 
     /// Frees `cpu`'s callback list whatever it holds (the machine is
     /// stopping; callbacks left are counted as outstanding by the ledger).
     pub(crate) fn drop_data(&self, cpu: usize) -> bool {
-        let dropped = self.cpus[cpu].callbacks.lock().take();
-        self.cpus[cpu].pending.store(0, Ordering::SeqCst);
-        dropped.is_some()
+        self.lists.take_all(cpu).is_some()
     }
 
     /// Whether `cpu` has RCU data.
     #[cfg(test)]
     pub(crate) fn has_data(&self, cpu: usize) -> bool {
-        self.cpus[cpu].callbacks.lock().is_some()
+        self.lists.exists(cpu)
     }
 
     /// Queues `callback` on `cpu` to run after a grace period. Returns the
@@ -297,16 +259,7 @@ impl Rcu {
             self.to_thread.notify_all();
             target
         };
-        let me = &self.cpus[cpu];
-        let mut list = me.callbacks.lock();
-        match list.as_mut() {
-            Some(list) => {
-                list.push_back((target, callback));
-                me.pending.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }
-            None => Err(callback),
-        }
+        self.lists.call(cpu, target, callback)
     }
 
     /// Waits until every callback queued before the call has run (Linux's
@@ -320,7 +273,7 @@ impl Rcu {
     /// here could not run its own callbacks.
     pub(crate) fn barrier(&self) {
         let left = Arc::new((Mutex::new(0usize), Condvar::new()));
-        for cpu in (0..self.cpus.len()).filter(|&cpu| self.is_tracked(cpu)) {
+        for cpu in (0..self.lists.cpus()).filter(|&cpu| self.is_tracked(cpu)) {
             let theirs = Arc::clone(&left);
             let entrained = Callback::Internal(Box::new(move || {
                 let (count, all_ran) = &*theirs;
@@ -346,33 +299,12 @@ impl Rcu {
 
     /// Whether `cpu` has a callback whose grace period has ended.
     pub(crate) fn has_ready(&self, cpu: usize) -> bool {
-        let me = &self.cpus[cpu];
-        if me.pending.load(Ordering::SeqCst) == 0 {
-            return false;
-        }
-        let done = self.completed();
-        me.callbacks
-            .lock()
-            .as_ref()
-            .and_then(|list| list.front())
-            .is_some_and(|(gp, _)| *gp <= done)
+        self.lists.has_ready(cpu, self.completed())
     }
 
     /// Takes `cpu`'s callbacks whose grace period has ended.
     pub(crate) fn take_ready(&self, cpu: usize) -> Vec<Callback> {
-        let me = &self.cpus[cpu];
-        let done = self.completed();
-        let mut ready = Vec::new();
-        let mut list = me.callbacks.lock();
-        if let Some(list) = list.as_mut() {
-            while list.front().is_some_and(|(gp, _)| *gp <= done) {
-                if let Some((_, callback)) = list.pop_front() {
-                    ready.push(callback);
-                }
-            }
-        }
-        me.pending.fetch_sub(ready.len(), Ordering::SeqCst);
-        ready
+        self.lists.take_ready(cpu, self.completed())
     }
 
     fn grace_period_thread(&self) {
@@ -409,8 +341,8 @@ impl Rcu {
             // without the state lock: an idling vCPU holds its doorbell
             // while it reports to us.
             drop(state);
-            for (cpu, me) in self.cpus.iter().enumerate() {
-                if me.pending.load(Ordering::SeqCst) > 0 {
+            for cpu in 0..self.lists.cpus() {
+                if self.lists.pending(cpu) > 0 {
                     self.doorbells.ring(cpu);
                 }
             }
