@@ -30,6 +30,11 @@ use crate::ranges::PAGE_SIZE;
 use crate::virtio_pci::{self, Transport, TransportError};
 use crate::{pci, println, smp, tsc};
 
+mod json;
+mod readers;
+
+pub use json::Json;
+
 /// The console line the host waits for before its first resize.
 pub const READY: &str = "hotkern: virtio-mem ready";
 
@@ -146,6 +151,8 @@ pub struct Report {
     pub stale: u64,
     /// Whether the host's sizes all came and were followed.
     pub followed: bool,
+    /// What the reader on another CPU saw, if one ran.
+    pub seen: Option<readers::Seen>,
 }
 
 /// The device, its region and which blocks are plugged.
@@ -347,7 +354,11 @@ impl Device {
             }
         }
         for cpu in 1..smp::cpu_count() {
-            if smp::is_running(cpu) {
+            if readers::runs_on(cpu) {
+                if !readers::request_flush() {
+                    println!("hotkern: virtio-mem: CPU {cpu} did not acknowledge a TLB flush");
+                }
+            } else if smp::is_running(cpu) {
                 let _ = smp::call(cpu, memory::flush_tlb, 0, tsc_hz);
             }
         }
@@ -488,6 +499,11 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         return Some(report);
     };
     println!("{READY}: following {option} MiB");
+    let reader = readers::start(
+        device.addr / PAGE_SIZE,
+        device.plugged.len() as u64 * device.frames(),
+        device.frames(),
+    );
     let mut handled = 0u64;
     let mut since = tsc::nanos();
     let mut generation = None;
@@ -520,11 +536,13 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
             ..Resize::default()
         };
         let target = requested / device.block * device.block;
+        readers::resizing(true);
         let outcome = if target >= device.plugged_bytes() {
             device.grow(target, &mut resize)
         } else {
             device.shrink(target, &mut resize, tsc_hz)
         };
+        readers::resizing(false);
         if let Err(error) = outcome {
             resize.refused = Some(alloc::format!("{error}"));
         }
@@ -532,6 +550,24 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         print_resize(&resize);
         report.resizes.push(resize);
         since = tsc::nanos();
+    }
+    report.seen = reader.map(|posted| readers::stop(posted, tsc_hz));
+    if let Some(seen) = report.seen {
+        let (idle, resizing) = seen.per_lookup();
+        println!(
+            "hotkern: virtio-mem: CPU {} looked pages up throughout: {} ns each while idle ({} lookups), {} ns while resizing ({}); {} of {} blocks seen half plugged",
+            readers::READER_CPU,
+            idle.unwrap_or(0),
+            seen.idle.0,
+            resizing.unwrap_or(0),
+            seen.resizing.0,
+            seen.half_plugged,
+            seen.blocks_checked
+        );
+        checks.check(
+            "virtio-mem: no lookup on another CPU saw a half-plugged block",
+            seen.half_plugged == 0 && seen.blocks_checked > 0,
+        );
     }
     audit(&mut device, &mut report);
     // A block with a frame in use is not taken back, and a frame freed
@@ -587,64 +623,4 @@ fn print_resize(resize: &Resize) {
             None => String::new(),
         }
     );
-}
-
-/// The report as the summary's `"vmem"` value (`null` without one).
-pub struct Json<'a>(pub Option<&'a Report>);
-
-impl fmt::Display for Json<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(report) = self.0 else {
-            return f.write_str("null");
-        };
-        if let Some(error) = &report.error {
-            let mut text = String::new();
-            let _ = write!(text, "{error}");
-            return write!(f, "{{\"error\":{}}}", crate::summary::JsonStr(&text));
-        }
-        write!(
-            f,
-            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"resizes\":[",
-            report.block, report.addr, report.region, report.pages_lost, report.stale, report.followed
-        )?;
-        let mut moved = 0u64;
-        let mut total = [0u64; 4];
-        for (index, resize) in report.resizes.iter().enumerate() {
-            if index > 0 {
-                f.write_char(',')?;
-            }
-            moved += resize.blocks.unsigned_abs() * report.block;
-            for (sum, ns) in total.iter_mut().zip(resize.ns) {
-                *sum += ns;
-            }
-            let [device, physmem, tables, allocator] = resize.ns;
-            write!(
-                f,
-                "{{\"requested_mib\":{},\"plugged_mib\":{},\"blocks\":{},\"device_ns\":{device},\"physmem_ns\":{physmem},\"tables_ns\":{tables},\"allocator_ns\":{allocator},\"refused\":",
-                resize.requested / MIB,
-                resize.plugged / MIB,
-                resize.blocks
-            )?;
-            match &resize.refused {
-                Some(reason) => write!(f, "{}}}", crate::summary::JsonStr(reason))?,
-                None => f.write_str("null}")?,
-            }
-        }
-        // Guest time per 128 MiB moved, over every resize.
-        let per = |ns: u64| {
-            if moved == 0 {
-                0
-            } else {
-                (u128::from(ns) * u128::from(RUN_BYTES) / u128::from(moved)) as u64
-            }
-        };
-        write!(
-            f,
-            "],\"per_128mib_ns\":{{\"device\":{},\"physmem\":{},\"tables\":{},\"allocator\":{}}}}}",
-            per(total[0]),
-            per(total[1]),
-            per(total[2]),
-            per(total[3])
-        )
-    }
 }

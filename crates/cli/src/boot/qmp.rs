@@ -213,6 +213,16 @@ pub fn guest_rows(vmem: &Value, row: &mut impl FnMut(&str, String)) {
             vmem["stale"]
         ),
     );
+    let lookups = &vmem["lookups"];
+    if lookups.is_object() {
+        row(
+            "",
+            format!(
+                "lookups on CPU 1: {} ns idle, {} ns during resizes; {} of {} blocks seen half plugged",
+                lookups["idle_ns"], lookups["resizing_ns"], lookups["half_plugged"], lookups["blocks_checked"]
+            ),
+        );
+    }
 }
 
 /// Parses `--resize`'s list: sizes as `--memory` takes them (`128M`,
