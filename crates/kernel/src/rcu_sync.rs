@@ -196,3 +196,52 @@ impl Default for RcuSync {
         RcuSync::new()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use hotkern_cpuhp::CpuId;
+
+    struct Thread;
+
+    impl Cpus for Thread {
+        fn current(&self) -> Option<CpuId> {
+            None
+        }
+        fn wake(&self, _: CpuId) {}
+        fn wake_threads(&self) {}
+        fn wait_until(&self, condition: &dyn Fn() -> bool) {
+            assert!(condition(), "would sleep for good");
+        }
+    }
+
+    /// Two writers overlap: only the last one out queues the grace
+    /// period, and readers stay slow until it ends.
+    #[test]
+    fn only_the_last_writer_out_queues_the_grace_period() {
+        let sync = RcuSync::new();
+        let mut grace_periods = 0;
+        assert!(sync.enter(&Thread, || grace_periods += 1));
+        assert!(!sync.enter(&Thread, || grace_periods += 1));
+        assert_eq!(grace_periods, 1);
+        assert!(!sync.exit(), "a writer is still in");
+        assert!(!sync.is_idle());
+        assert!(sync.exit());
+        assert!(!sync.is_idle(), "slow until the grace period ends");
+        assert!(!sync.grace_period_ended());
+        assert!(sync.is_idle());
+        // Quiet again: the next writer pays a whole grace period.
+        assert!(sync.enter(&Thread, || grace_periods += 1));
+        assert_eq!(grace_periods, 2);
+        // Its callback, run while a writer is back in, keeps readers slow
+        // and queues nothing.
+        assert!(sync.exit());
+        assert!(!sync.enter(&Thread, || grace_periods += 1));
+        assert!(!sync.grace_period_ended());
+        assert!(!sync.is_idle());
+        assert!(sync.exit());
+        assert!(!sync.grace_period_ended());
+        assert!(sync.is_idle());
+        assert_eq!(grace_periods, 2);
+    }
+}

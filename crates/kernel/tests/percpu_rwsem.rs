@@ -135,3 +135,119 @@ fn readers_and_a_writer_exclude_each_other_expedited() {
 fn readers_and_a_writer_exclude_each_other_normal() {
     contend(Kind::Normal);
 }
+
+/// A platform that counts its sleeps: a waiter must sleep, not spin.
+struct Counting {
+    cpu: Cpu,
+    sleeps: AtomicUsize,
+}
+
+impl hotkern_kernel::platform::Cpus for Counting {
+    fn current(&self) -> Option<CpuId> {
+        self.cpu.current()
+    }
+    fn wake(&self, cpu: CpuId) {
+        self.cpu.wake(cpu)
+    }
+    fn wake_threads(&self) {
+        self.cpu.wake_threads()
+    }
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        self.sleeps.fetch_add(1, SeqCst);
+        self.cpu.wait_until(condition)
+    }
+}
+
+/// Waits up to five seconds for `done`.
+fn within_seconds(done: &AtomicBool) -> bool {
+    let start = Instant::now();
+    while !done.load(SeqCst) && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    done.load(SeqCst)
+}
+
+/// A reader that sleeps in `read` while the writer holds the lock gets in
+/// once it is given back, having slept rather than spun; the flags say
+/// where the lock is all along.
+#[test]
+fn a_blocked_reader_sleeps_until_the_writer_leaves() {
+    let bells = Bells::new(1);
+    let lock = Arc::new(PercpuRwsem::new(1));
+    let writer = Cpu {
+        me: None,
+        bells: Arc::clone(&bells),
+    };
+    assert!(!lock.writer_near() && !lock.is_write_locked());
+    lock.write_lock(&writer, || {});
+    assert!(lock.writer_near() && lock.is_write_locked());
+    let got_in = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (lock, got_in) = (Arc::clone(&lock), Arc::clone(&got_in));
+        let me = Counting {
+            cpu: Cpu {
+                me: Some(CpuId(0)),
+                bells: Arc::clone(&bells),
+            },
+            sleeps: AtomicUsize::new(0),
+        };
+        std::thread::spawn(move || {
+            lock.read(&me);
+            got_in.store(true, SeqCst);
+            lock.read_unlock(&me);
+            me.sleeps.load(SeqCst)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!got_in.load(SeqCst), "a reader got in under the writer");
+    assert!(lock.write_unlock(&writer));
+    assert!(!lock.is_write_locked());
+    assert!(
+        lock.writer_near(),
+        "readers stay slow until the grace period"
+    );
+    assert!(within_seconds(&got_in), "the reader was not woken");
+    let sleeps = reader.join().unwrap();
+    assert!(
+        (1..=3).contains(&sleeps),
+        "the reader slept {sleeps} times: it should sleep once, not spin"
+    );
+    assert!(!lock.grace_period_ended());
+    assert!(!lock.writer_near());
+    assert_eq!(lock.readers(), 0);
+}
+
+/// The last reader out wakes the writer waiting for it, from a CPU: the
+/// writer sleeps on the threads' bell, which nothing else rings here.
+#[test]
+fn the_last_reader_out_wakes_the_waiting_writer() {
+    let bells = Bells::new(1);
+    let lock = Arc::new(PercpuRwsem::new(1));
+    let cpu0 = Cpu {
+        me: Some(CpuId(0)),
+        bells: Arc::clone(&bells),
+    };
+    // In before any writer: its fast path.
+    assert!(lock.try_read(&cpu0));
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (lock, done) = (Arc::clone(&lock), Arc::clone(&done));
+        let me = Cpu {
+            me: None,
+            bells: Arc::clone(&bells),
+        };
+        std::thread::spawn(move || {
+            lock.write_lock(&me, || {});
+            done.store(true, SeqCst);
+            lock.write_unlock(&me);
+        })
+    };
+    while !lock.is_write_locked() {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!done.load(SeqCst), "the writer got in with a reader inside");
+    lock.read_unlock(&cpu0);
+    assert!(within_seconds(&done), "the writer was not woken");
+    writer.join().unwrap();
+}
