@@ -18,18 +18,16 @@ mod symbols;
 mod text;
 
 pub use data::{Entry, RawRecord, TraceData};
-pub use format::{read_int, read_str, EventDescription, FormatError, FormatField};
-pub use graph::{duration_mark, write_duration, write_graph_duration, write_graph_trace};
-pub use json::{write_chrome_json, write_json_string};
-pub use line::{split_timestamp, write_event_body, write_lost_line, TextOptions};
+pub use format::{EventDescription, FormatError, FormatField};
+pub use graph::{duration_mark, write_graph_duration, write_graph_trace};
+pub use json::write_chrome_json;
+pub use line::{split_timestamp, TextOptions};
 pub use pages::{decode_pages, PageError};
-pub use printf::{render_binary, write_raw_fields, PrintFormat};
+pub use printf::{render_binary, PrintFormat};
 #[cfg(feature = "std")]
 pub(crate) use stack::add_stack_symbols;
 #[cfg(feature = "std")]
 pub use stack::resolve_in_process;
 pub use stack::stack_frames;
 pub use symbols::{Comms, Symbols};
-pub use text::{
-    flag, latency_flags, write_default_header, write_event_line, write_lines, write_trace,
-};
+pub use text::{flag, latency_flags, write_lines, write_trace};
