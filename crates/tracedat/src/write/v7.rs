@@ -151,47 +151,35 @@ pub(super) fn write(file: &TraceDat, compression: Compression) -> Result<Vec<u8>
     let first_options = w.out.bytes.len();
     w.out.u64(0);
 
-    let mut options: Vec<(u16, Vec<u8>)> = Vec::new();
-    let mut points_at =
-        |kind: u16, offset: u64| options.push((kind, offset.to_le_bytes().to_vec()));
-    points_at(
-        opt::HEADER_INFO,
-        w.part(opt::HEADER_INFO, "headers", |o| {
+    // The metadata sections, each named by an option of the first list.
+    type Fill<'a> = &'a dyn Fn(&mut Out) -> Result<(), WriteError>;
+    let parts: [(u16, &str, Fill); 6] = [
+        (opt::HEADER_INFO, "headers", &|o| {
             o.headers(file);
             Ok(())
-        })?,
-    );
-    points_at(
-        opt::FTRACE_EVENTS,
-        w.part(opt::FTRACE_EVENTS, "ftrace events", |o| {
+        }),
+        (opt::FTRACE_EVENTS, "ftrace events", &|o| {
             o.ftrace_events(file)
-        })?,
-    );
-    points_at(
-        opt::EVENT_FORMATS,
-        w.part(opt::EVENT_FORMATS, "events format", |o| {
+        }),
+        (opt::EVENT_FORMATS, "events format", &|o| {
             o.event_systems(file)
-        })?,
-    );
-    points_at(
-        opt::KALLSYMS,
-        w.part(opt::KALLSYMS, "kallsyms", |o| {
+        }),
+        (opt::KALLSYMS, "kallsyms", &|o| {
             o.text32(&file.kallsyms, "kallsyms")
-        })?,
-    );
-    points_at(
-        opt::PRINTK,
-        w.part(opt::PRINTK, "printk", |o| {
+        }),
+        (opt::PRINTK, "printk", &|o| {
             o.text32(&file.printk_formats, "printk formats")
-        })?,
-    );
-    points_at(
-        opt::CMDLINES,
-        w.part(opt::CMDLINES, "command lines", |o| {
+        }),
+        (opt::CMDLINES, "command lines", &|o| {
             o.text64(&file.cmdlines);
             Ok(())
-        })?,
-    );
+        }),
+    ];
+    let mut options: Vec<(u16, Vec<u8>)> = Vec::new();
+    for (kind, name, fill) in parts {
+        let at = w.part(kind, name, fill)?;
+        options.push((kind, at.to_le_bytes().to_vec()));
+    }
     options.extend(file.plain_options());
     let cpus = u32::try_from(file.cpu_data.len()).map_err(|_| WriteError::TooLarge("CPU count"))?;
     options.push((opt::CPUCOUNT, cpus.to_le_bytes().to_vec()));
@@ -216,8 +204,8 @@ pub(super) fn write(file: &TraceDat, compression: Compression) -> Result<Vec<u8>
         buffer.u64(*offset);
         buffer.u64(*size);
     }
-    let end = option_list(&mut w, &[(opt::BUFFER, buffer.bytes)])?;
-    w.out.patch_u64(end, 0);
+    // The last list: its DONE option's next offset stays 0.
+    option_list(&mut w, &[(opt::BUFFER, buffer.bytes)])?;
 
     // The strings section names itself, so its name goes in first.
     let name = w.strings.add("strings");
