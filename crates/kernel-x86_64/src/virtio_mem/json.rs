@@ -61,13 +61,15 @@ impl fmt::Display for Json<'_> {
                 let (idle, resizing) = seen.per_lookup();
                 write!(
                     f,
-                    "{{\"idle\":{},\"idle_ns\":{},\"resizing\":{},\"resizing_ns\":{},\"half_plugged\":{},\"blocks_checked\":{}}}",
+                    "{{\"idle\":{},\"idle_ns\":{},\"resizing\":{},\"resizing_ns\":{},\"half_plugged\":{},\"blocks_checked\":{},\"frames_used\":{},\"frames_bad\":{}}}",
                     seen.idle.0,
                     Number(idle),
                     seen.resizing.0,
                     Number(resizing),
                     seen.half_plugged,
-                    seen.blocks_checked
+                    seen.blocks_checked,
+                    seen.frames_used,
+                    seen.frames_bad
                 )?;
             }
             None => f.write_str("null")?,

@@ -3,7 +3,8 @@
 //! break, timing the lookups apart while a resize is under way and while
 //! the boot CPU waits for the host, and checks that no read section ever
 //! sees a block half there (its first frame found and its last not, or
-//! the other way round).
+//! the other way round). Between lookups it also takes a hot-plugged
+//! frame from the allocator, writes and reads it back, and frees it.
 //!
 //! One reader, on CPU 1: with the boot CPU resizing, two busy vCPUs are
 //! what two host cores carry under TCG without distorting each other (see
@@ -17,6 +18,8 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use hotkern_physmem::Pfn;
 
 use crate::memory::{self, PHYSMEM};
+use crate::pages::HOT;
+use crate::ranges::PAGE_SIZE;
 use crate::{smp, tsc};
 
 /// The CPU the reader runs on.
@@ -35,8 +38,8 @@ static FIRST: AtomicU64 = AtomicU64::new(0);
 static FRAMES: AtomicU64 = AtomicU64::new(0);
 static BLOCK: AtomicU64 = AtomicU64::new(1);
 /// Lookups and nanoseconds while idle, then while resizing; half-seen
-/// blocks; blocks checked.
-static COUNTS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+/// blocks; blocks checked; frames taken and freed; frames that failed.
+static COUNTS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 
 /// What the reader saw.
 #[derive(Debug, Default, Clone, Copy)]
@@ -49,6 +52,11 @@ pub struct Seen {
     pub half_plugged: u64,
     /// Blocks checked that way.
     pub blocks_checked: u64,
+    /// Hot-plugged frames taken, written, read back and freed.
+    pub frames_used: u64,
+    /// Of those, frames whose word did not come back or that the
+    /// allocator would not take back.
+    pub frames_bad: u64,
 }
 
 impl Seen {
@@ -100,6 +108,21 @@ fn reader(cpu: u64) -> u64 {
         };
         COUNTS[slot].fetch_add(BATCH, Ordering::Relaxed);
         COUNTS[slot + 1].fetch_add(took, Ordering::Relaxed);
+        // A page of hot-plugged memory taken, written, read back and
+        // freed: a block with it is not taken back meanwhile.
+        if let Some(frame) = HOT.alloc() {
+            let word = (frame.0 * PAGE_SIZE) as *mut u64;
+            // SAFETY: the frame is plugged and mapped (the allocator has
+            // only such frames), and this reader holds it until `free`.
+            let back = unsafe {
+                word.write_volatile(frame.0 ^ cpu);
+                word.read_volatile()
+            };
+            COUNTS[6].fetch_add(1, Ordering::Relaxed);
+            if back != frame.0 ^ cpu || !HOT.free(frame) {
+                COUNTS[7].fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let start = first + next() % (frames / block) * block;
         let guard = PHYSMEM.read_on(cpu as usize);
         let (head, tail) = (guard.page(Pfn(start)), guard.page(Pfn(start + block - 1)));
@@ -161,5 +184,7 @@ pub fn stop(posted: smp::Posted, tsc_hz: u64) -> Seen {
         resizing: (count(2), count(3)),
         half_plugged: count(4),
         blocks_checked: count(5),
+        frames_used: count(6),
+        frames_bad: count(7),
     }
 }
