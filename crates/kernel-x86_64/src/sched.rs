@@ -148,17 +148,14 @@ pub fn close(cpu: u32) -> Vec<Task> {
     left
 }
 
-/// Queues `task`, taken off a leaving CPU, on `cpu` if its queue is open,
-/// else on another active CPU. CPU 0 runs the controller and takes tasks
-/// only when no application processor is active.
+/// Queues `task`, taken off a leaving CPU, on `cpu` if its queue is open
+/// (the caller wakes `cpu` once for the batch), else on another active
+/// CPU, woken. Tasks given to CPU 0, the controller's, wait for its next
+/// [`balance`], which spreads them over the application processors after
+/// the operation.
 pub fn push_migrated(cpu: u32, task: Task) {
-    if cpu == 0 {
-        place(task, None);
-        return;
-    }
-    match push(cpu, task) {
-        Ok(()) => crate::smp::wake(cpu),
-        Err(task) => place(task, Some(cpu)),
+    if let Err(task) = push(cpu, task) {
+        place(task, Some(cpu));
     }
 }
 

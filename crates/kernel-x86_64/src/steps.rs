@@ -310,8 +310,11 @@ impl StepKernel for Steps {
         }
     }
 
+    /// CPU 0 runs the controller, which never halts while it operates.
     fn wake_cpu(&self, cpu: usize) {
-        smp::wake(cpu as u32);
+        if cpu != 0 {
+            smp::wake(cpu as u32);
+        }
     }
 
     fn rcu_set_online(&self, cpu: usize, online: bool) {

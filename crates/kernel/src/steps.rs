@@ -87,6 +87,11 @@ pub trait StepKernel {
     // the CPU that got it, and keeps what has nowhere to go for later.
 
     /// Queues `task`, migrated off a leaving CPU, preferably on `cpu`.
+    /// Unlike the others it need not wake `cpu` itself: the callbacks wake
+    /// each CPU they pushed to once, after the whole batch ([`wake_cpu`]),
+    /// as one reschedule IPI serves a CPU that receives many tasks.
+    ///
+    /// [`wake_cpu`]: StepKernel::wake_cpu
     fn push_task(&self, cpu: usize, task: Self::Task);
     /// Queues `work`, left on a leaving CPU, preferably on `cpu`.
     fn queue_work(&self, cpu: usize, work: Work<Self::Job>);

@@ -299,8 +299,12 @@ pub(super) fn online_mask_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
 pub(super) fn sched_starting_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     let left = k.close_queue(ctx.cpu.index());
     let heir = heir_of(k, CpuSet::single(ctx.cpu));
+    let moved = !left.is_empty();
     for task in left {
         k.push_task(heir, task);
+    }
+    if moved {
+        k.wake_cpu(heir);
     }
     Ok(())
 }
@@ -360,8 +364,12 @@ pub(super) fn active_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
         } else {
             stay.iter().map(CpuId::index).collect()
         };
+        let given = tasks.len().min(heirs.len());
         for (n, task) in tasks.into_iter().enumerate() {
             k.push_task(heirs[n % heirs.len()], task);
+        }
+        for &heir in &heirs[..given] {
+            k.wake_cpu(heir);
         }
     }
     Ok(())
