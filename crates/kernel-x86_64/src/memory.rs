@@ -286,7 +286,8 @@ fn pd_entry(address: u64, create: bool) -> Result<Option<*mut u64>, MapError> {
 }
 
 /// Maps the 2 MiB at `address` (above 4 GiB) identity, write-back:
-/// hot-plugged RAM becomes usable. Returns the page directories made.
+/// hot-plugged RAM becomes usable. A page directory is made the first
+/// time a GiB is mapped, and kept.
 pub fn map_large(address: u64) -> Result<(), MapError> {
     let _lock = MAP_LOCK.lock();
     if let Some(entry) = pd_entry(address, true)? {

@@ -138,7 +138,7 @@ pub struct Resize {
 pub struct Report {
     /// Why the driver stopped, if it did.
     pub error: Option<MemError>,
-    /// Block size, region start and size in bytes.
+    /// The device's block size in bytes.
     pub block: u64,
     /// The region's guest-physical start.
     pub addr: u64,
