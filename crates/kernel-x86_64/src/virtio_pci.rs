@@ -217,8 +217,13 @@ fn capabilities(function: Function) -> impl Iterator<Item = Capability> {
 }
 
 /// Sizes and places every memory BAR of `function` that the firmware left
-/// at zero, from `*next` up; returns the BARs' addresses.
+/// at zero or outside the uncached identity map, from `*next` up; returns
+/// the BARs' addresses. Memory decoding stays off until [`probe`] turns
+/// it on.
 fn place_bars(function: Function, next: &mut u64) -> Result<[u64; 6], TransportError> {
+    // No memory decoding while the BARs hold sizing patterns.
+    let command = function.read(0x04) & 0xffff;
+    function.write(0x04, command & !0b10);
     let mut bases = [0u64; 6];
     let mut index = 0u8;
     while index < 6 {
@@ -246,9 +251,14 @@ fn place_bars(function: Function, next: &mut u64) -> Result<[u64; 6], TransportE
         // An unimplemented BAR keeps no bits.
         let base = if (low_mask == 0 && !wide) || mask == 0 || size == 0 {
             0
-        } else if current != 0 {
+        } else if current != 0
+            && (MMIO_START..IDENTITY_MAP_END).contains(&current)
+            && (MMIO_START..IDENTITY_MAP_END).contains(&(current + size - 1))
+        {
             current
         } else {
+            // Unassigned, or where the kernel maps nothing (a firmware
+            // may put a 64-bit BAR above 4 GiB): moved into the window.
             let base = next.next_multiple_of(size);
             if base + size > BAR_WINDOW_END {
                 return Err(TransportError::Bar(index));
@@ -296,9 +306,8 @@ pub fn probe(function: Function, wanted: u64) -> Result<(Transport, u64), Transp
     function.write(0x04, (command & 0xffff) | 0b110);
 
     let common = Mmio(common);
-    common.write8(DEVICE_STATUS, 0);
-    while common.read8(DEVICE_STATUS) != 0 {
-        core::hint::spin_loop();
+    if !reset(common) {
+        return Err(TransportError::Timeout);
     }
     common.write8(DEVICE_STATUS, STATUS_ACKNOWLEDGE);
     common.write8(DEVICE_STATUS, STATUS_ACKNOWLEDGE | STATUS_DRIVER);
@@ -356,6 +365,20 @@ pub fn probe(function: Function, wanted: u64) -> Result<(Transport, u64), Transp
         },
         accepted,
     ))
+}
+
+/// Resets the device: writes 0 to the status and waits (at most
+/// [`TIMEOUT_NS`]) until it reads 0, which says the reset is complete.
+fn reset(common: Mmio) -> bool {
+    common.write8(DEVICE_STATUS, 0);
+    let limit = tsc::nanos() + TIMEOUT_NS;
+    while common.read8(DEVICE_STATUS) != 0 {
+        if tsc::nanos() > limit {
+            return false;
+        }
+        core::hint::spin_loop();
+    }
+    true
 }
 
 /// One page: descriptors, then the available ring, then the used ring,
@@ -471,9 +494,9 @@ impl Transport {
 impl Drop for Transport {
     fn drop(&mut self) {
         // A reset stops the device using the ring before it is freed.
-        self.common.write8(DEVICE_STATUS, 0);
-        while self.common.read8(DEVICE_STATUS) != 0 {
-            core::hint::spin_loop();
+        if !reset(self.common) {
+            // The device may still use the ring: leave it allocated.
+            return;
         }
         // SAFETY: allocated in `probe` with this layout.
         unsafe { dealloc(self.ring, ring_layout()) };
