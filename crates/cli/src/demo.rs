@@ -134,8 +134,8 @@ fn kernel(machine: &[(Engine, Latencies)]) {
     }
     println!(
         "(both keep Linux's time: a tick at HZ=1000, normal grace periods for classic and \
-         expedited ones for bolt; machine: vCPUs are threads, sixteen steps; kernel: real CPU \
-         starts and stop-machine, six steps so far — `hotkern boot` and `hotkern bench cpuhp \
+         expedited ones for bolt; machine: vCPUs are threads; kernel: real CPU starts and \
+         stop-machine; both run the same sixteen steps — `hotkern boot` and `hotkern bench cpuhp \
          --platform qemu` say more)\n"
     );
 }
