@@ -20,8 +20,9 @@
 //!   nodes**, **trace buffers** (`hotkern-trace` ring buffers), and the
 //!   **scheduling domains** load balancing reads.
 //!
-//! Each subsystem registers its own startup and teardown with the engine
-//! ([`Machine::steps`] lists the 16 steps, each with its class and the
+//! Each subsystem has its startup and teardown in the step table, which
+//! the machine shares with the bare-metal kernel (`hotkern_kernel::steps`;
+//! [`Machine::steps`] lists the 16 steps, each with its class and the
 //! reason for it). Both engines run the same callbacks; every microsecond
 //! they spend is the machine's real work (thread creation and joins, grace
 //! periods, stop-machine, freeing and rebuilding structures, migrating
