@@ -1,6 +1,8 @@
 //! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic and bolt)
-//! over this kernel, with the kernel's own steps, while tasks run on every
-//! CPU; the books and masks are checked after every operation.
+//! over this kernel, with the shared core's step table ([`crate::steps`]:
+//! the same sixteen steps the user-mode machine runs), while tasks run on
+//! every CPU; the books, masks and per-CPU structures are checked after
+//! every operation.
 //!
 //! The platform: `Online` steps run on the target's hotplug thread
 //! (`cpuhp/N`, as Linux's `cpuhp_thread_fun`), stop-machine is
