@@ -562,6 +562,15 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         }
         resize.plugged = device.plugged_bytes();
         print_resize(&resize);
+        crate::trace_marker!(
+            "virtio-mem resize to {} MiB: {:+} blocks, ns device {} physmem {} tables {} allocator {}",
+            resize.requested / MIB,
+            resize.blocks,
+            resize.ns[0],
+            resize.ns[1],
+            resize.ns[2],
+            resize.ns[3]
+        );
         report.resizes.push(resize);
         since = tsc::nanos();
     }

@@ -7,7 +7,7 @@
 //! answer, with asynchronous `event` messages interleaved (skipped here).
 //! A resize is `qom-set` of the virtio-mem device's `requested-size`; it
 //! is done when `qom-get` of its `size` (what the guest plugged) equals
-//! the request, polled every millisecond.
+//! the request, polled every 200 µs.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -23,6 +23,9 @@ pub const DEVICE_ID: &str = "vm0";
 pub const READY: &str = "hotkern: virtio-mem ready";
 
 const MIB: u64 = 1 << 20;
+/// Between two `qom-get size`: short beside a resize, long beside a QMP
+/// round trip (tens of microseconds).
+const POLL: Duration = Duration::from_micros(200);
 
 /// A connected, negotiated QMP session.
 pub struct Qmp {
@@ -171,7 +174,7 @@ pub fn drive(socket: &Path, sizes_mib: &[u64], wait: Duration) -> Result<Vec<Res
             if started.elapsed() >= wait {
                 break None;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(POLL);
         };
         done.push(Resized {
             requested_mib: mib,
