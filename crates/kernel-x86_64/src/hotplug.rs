@@ -29,7 +29,7 @@ use crate::checks::Checks;
 use crate::cpu::MAX_CPUS;
 use crate::kthread::{Kthread, PerCpuThreads};
 use crate::steps::{audit, Steps, STEPS};
-use crate::{cpu, kthread, pages, rcu, sched, smp, steps, stop_machine, tsc};
+use crate::{cpu, hotplug_lock, kthread, pages, rcu, sched, smp, steps, stop_machine, tsc};
 
 /// Tasks started before the operations; they run until all are done.
 const TASKS: u32 = 48;
@@ -166,6 +166,24 @@ impl Platform for KernelPlatform {
                 stalled.0
             ));
         }
+    }
+
+    fn hotplug_lock(&self, expedited: bool) {
+        let kind = if expedited {
+            rcu::Kind::Expedited
+        } else {
+            rcu::Kind::Normal
+        };
+        if let Err(stalled) = hotplug_lock::write_lock(kind, GRACE_TIMEOUT_US) {
+            platform_failed(format_args!(
+                "the hotplug lock's grace period stalled on cpu {}",
+                stalled.0
+            ));
+        }
+    }
+
+    fn hotplug_unlock(&self) {
+        hotplug_lock::write_unlock();
     }
 
     fn power_on(&self, cpu: CpuId) {
@@ -308,6 +326,7 @@ impl Run {
             && self.errors == 0
             && self.tally.twice == 0
             && self.tally.ran_offline == 0
+            && self.tally.changed_under_hold == 0
             && self.tally.outstanding == 0
             && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0
     }
@@ -387,6 +406,16 @@ fn operate(
     sched::balance();
     // And it is CPU 0's `rcuc`: its callbacks whose grace period ended.
     steps::run_rcu_callbacks(0);
+    // Each timed operation is a lone one: the lock's grace period from
+    // this one ends before the next begins (see `hotplug_lock`).
+    if !hotplug_lock::settle(GRACE_TIMEOUT_US) {
+        crate::println!(
+            "hotkern: hotplug {} {}: the hotplug lock did not settle",
+            case.engine,
+            case.name
+        );
+        run.violations += 1;
+    }
 }
 
 /// The engines a run uses, from the command line's `engine=`: `classic`,
@@ -421,6 +450,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         return None;
     }
     sched::boot(online);
+    hotplug_lock::init(count as usize);
     // Linux registers its hotplug threads for every possible CPU; every
     // step's startup then runs for the CPUs running now (`setup` below),
     // which makes their kernel threads, caches, pools and the rest.
@@ -467,6 +497,11 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         let mut offline_bulk = Case::new(format!("offline/bulk-{bulk}-load"), name);
         let mut online_bulk = Case::new(format!("online/bulk-{bulk}-load"), name);
         for round in 0..ROUNDS {
+            // The first round runs with reader tasks holding the hotplug
+            // lock across slices (its property is checked); the others
+            // time lone operations, with no reader in for the writer to
+            // wait for, as the medians of `bench cpuhp` want.
+            sched::set_readers(round == 0);
             for cpu in aps.iter() {
                 operate(&engine, &mut run, &mut offline, |e| e.offline(cpu));
                 operate(&engine, &mut run, &mut online, |e| e.online(cpu));
@@ -528,6 +563,10 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         run.violations == 0 && run.errors == 0 && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0,
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
+    checks.check(
+        "reader tasks held the hotplug lock, and no CPU came or went under a hold",
+        run.tally.read_holds > 0 && run.tally.changed_under_hold == 0,
+    );
     // Every frame a task took came back, none twice, and the pool with the
     // caches holds every frame it began with.
     let (free, cached, held) = pages::get().map_or((0, 0, -1), |pages| pages.accounting());
@@ -604,7 +643,8 @@ impl fmt::Display for Json<'_> {
         write!(
             f,
             "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\
-             \"ran_offline\":{},\"migrated\":{}}},\"violations\":{},\"errors\":{},\
+             \"ran_offline\":{},\"migrated\":{},\"read_holds\":{},\"changed_under_hold\":{}}},\
+             \"violations\":{},\"errors\":{},\
              \"platform_failures\":{},\"grace_periods\":{},\"running_at_end\":{},\
              \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
              \"frames\":{{\"pool\":{},\"free\":{},\"cached\":{},\"held\":{},\"bad_returns\":{},\
@@ -617,6 +657,8 @@ impl fmt::Display for Json<'_> {
             tally.slices,
             tally.ran_offline,
             tally.migrated,
+            tally.read_holds,
+            tally.changed_under_hold,
             run.violations,
             run.errors,
             PLATFORM_FAILURES.load(Ordering::Relaxed),

@@ -26,6 +26,7 @@ mod cpu;
 mod cpus;
 mod heap;
 mod hotplug;
+mod hotplug_lock;
 mod idt;
 mod kthread;
 mod load;

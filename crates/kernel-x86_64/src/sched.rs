@@ -17,6 +17,14 @@
 //! goes back to its CPU's queue if that queue is open, else to an active
 //! CPU's, as Linux's `sched_cpu_dying` migrates a dying CPU's tasks.
 //!
+//! Every eighth task is also a reader of the hotplug lock (Linux's
+//! `cpus_read_lock`) while [`set_readers`] says so: it takes it on an
+//! application processor, holds it until its next slice (across a whole
+//! round of its CPU's queue), checks then that the online mask is the one
+//! it saw, and gives it back. Never on CPU 0: the controller runs CPU 0's
+//! queue only between operations, so a hold there would wait for the very
+//! writer that waits for it.
+//!
 //! Who writes what: a queue is changed under its lock, always taken with
 //! interrupts off (handlers take queue locks: the dying step closes one);
 //! the online and active masks are written only by hotplug steps; the books
@@ -45,7 +53,20 @@ const SLICE_ROUNDS: u32 = 512;
 pub struct Task {
     id: u64,
     state: u64,
+    /// A reader's hold of the hotplug lock: the online mask it saw, and
+    /// the slices left.
+    hold: Option<(CpuSet, u32)>,
 }
+
+/// Slices a reader task holds the hotplug lock for.
+const READ_HOLD_SLICES: u32 = 1;
+/// Whether reader tasks take the hotplug lock now.
+static READERS: AtomicBool = AtomicBool::new(false);
+/// Read holds of the hotplug lock given back.
+static READ_HOLDS: AtomicU64 = AtomicU64::new(0);
+/// Slices that found the online mask changed under a read hold: each one
+/// is the lock broken.
+static CHANGED_UNDER_HOLD: AtomicU64 = AtomicU64::new(0);
 
 /// The shared kernel's structures, made once the heap exists ([`boot`]).
 struct Scheduler {
@@ -195,7 +216,12 @@ pub fn spawn(count: u32) {
     let Some(s) = scheduler() else { return };
     for _ in 0..count {
         let id = arch::without_interrupts(|| s.ledger.lock().issue(Item::Task));
-        place(Task { id, state: id | 1 }, None);
+        let task = Task {
+            id,
+            state: id | 1,
+            hold: None,
+        };
+        place(task, None);
     }
 }
 
@@ -217,7 +243,43 @@ fn run_slice(cpu: u32, task: &mut Task) -> bool {
     }
     SLICES.fetch_add(1, Ordering::Relaxed);
     crate::steps::count_slice(cpu);
-    STOPPING.load(Ordering::Relaxed)
+    let stopping = STOPPING.load(Ordering::Relaxed);
+    if task.id % 8 == 0 {
+        read_the_online_mask(cpu, task, stopping);
+    }
+    stopping
+}
+
+/// A reader task's part of a slice: take the hotplug lock (on an
+/// application processor), check the mask under it, or give it back.
+fn read_the_online_mask(cpu: u32, task: &mut Task, stopping: bool) {
+    match task.hold.take() {
+        None if cpu != 0
+            && !stopping
+            && READERS.load(Ordering::Relaxed)
+            && crate::hotplug_lock::try_read() =>
+        {
+            task.hold = Some((online_mask(), READ_HOLD_SLICES));
+        }
+        None => {}
+        Some((seen, left)) => {
+            if online_mask() != seen {
+                CHANGED_UNDER_HOLD.fetch_add(1, Ordering::Relaxed);
+            }
+            if left == 0 || stopping {
+                crate::hotplug_lock::read_unlock();
+                READ_HOLDS.fetch_add(1, Ordering::Relaxed);
+            } else {
+                task.hold = Some((seen, left - 1));
+            }
+        }
+    }
+}
+
+/// Lets reader tasks take the hotplug lock (or stops them; holds end at
+/// the holder's next slice).
+pub fn set_readers(on: bool) {
+    READERS.store(on, Ordering::Relaxed);
 }
 
 /// Asks every task to finish at its next slice.
@@ -282,6 +344,10 @@ pub struct Tally {
     pub migrated: u64,
     /// Slices whose page did not hold what they wrote, or got no page.
     pub page_errors: u64,
+    /// Read holds of the hotplug lock given back.
+    pub read_holds: u64,
+    /// Slices that found the online mask changed under a read hold.
+    pub changed_under_hold: u64,
 }
 
 /// The books now.
@@ -297,6 +363,8 @@ pub fn tally() -> Tally {
         ran_offline: RAN_OFFLINE.load(Ordering::Relaxed),
         migrated: MIGRATED.load(Ordering::Relaxed),
         page_errors: PAGE_ERRORS.load(Ordering::Relaxed),
+        read_holds: READ_HOLDS.load(Ordering::Relaxed),
+        changed_under_hold: CHANGED_UNDER_HOLD.load(Ordering::Relaxed),
     }
 }
 
