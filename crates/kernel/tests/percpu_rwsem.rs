@@ -251,3 +251,59 @@ fn the_last_reader_out_wakes_the_waiting_writer() {
     assert!(within_seconds(&done), "the writer was not woken");
     writer.join().unwrap();
 }
+
+/// A writer that arrives while the first waits for its grace period
+/// sleeps until that grace period ends, and is woken then (on a CPU: the
+/// first writer's wake finds it by its CPU).
+#[test]
+fn a_second_writer_sleeps_until_the_first_ones_grace_period_ends() {
+    use hotkern_kernel::rcu_sync::RcuSync;
+    let bells = Bells::new(1);
+    let sync = Arc::new(RcuSync::new());
+    let release = Arc::new(AtomicBool::new(false));
+    let first = {
+        let (sync, release) = (Arc::clone(&sync), Arc::clone(&release));
+        let me = Cpu {
+            me: None,
+            bells: Arc::clone(&bells),
+        };
+        std::thread::spawn(move || {
+            sync.enter(&me, || {
+                while !release.load(SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+    };
+    // The first writer is in its grace period once readers are slow.
+    while sync.is_idle() {
+        std::thread::yield_now();
+    }
+    let second_in = Arc::new(AtomicBool::new(false));
+    let second = {
+        let (sync, second_in) = (Arc::clone(&sync), Arc::clone(&second_in));
+        let me = Cpu {
+            me: Some(CpuId(0)),
+            bells: Arc::clone(&bells),
+        };
+        std::thread::spawn(move || {
+            let waited = sync.enter(&me, || panic!("a second grace period"));
+            second_in.store(true, SeqCst);
+            waited
+        })
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    assert!(
+        !second_in.load(SeqCst),
+        "the second writer went on before the first one's grace period ended"
+    );
+    release.store(true, SeqCst);
+    assert!(first.join().unwrap(), "the first writer waits");
+    assert!(
+        within_seconds(&second_in),
+        "the second writer was not woken"
+    );
+    assert!(!second.join().unwrap(), "the second writer waits for none");
+    assert!(!sync.exit());
+    assert!(sync.exit());
+}
