@@ -25,17 +25,42 @@ struct Shared {
     writer_inside: AtomicBool,
 }
 
+impl Shared {
+    fn new() -> Arc<Shared> {
+        Arc::new(Shared {
+            rcu: GracePeriods::new(),
+            lock: PercpuRwsem::new(1),
+            reader_inside: AtomicBool::new(false),
+            writer_inside: AtomicBool::new(false),
+        })
+    }
+
+    /// A reader's try: inside, it must not find the writer.
+    fn read(&self, me: &Cpu) {
+        if self.lock.try_read(me) {
+            self.reader_inside.store(true, SeqCst);
+            assert!(
+                !self.writer_inside.load(SeqCst),
+                "reader in with the writer"
+            );
+            self.reader_inside.store(false, SeqCst);
+            self.lock.read_unlock(me);
+        }
+    }
+
+    /// The writer's turn: inside, it must not find a reader.
+    fn write(&self, me: &Cpu, synchronize: impl FnOnce()) {
+        self.lock.write_lock(me, synchronize);
+        self.writer_inside.store(true, SeqCst);
+        assert!(!self.reader_inside.load(SeqCst), "writer in with a reader");
+        self.writer_inside.store(false, SeqCst);
+        assert!(self.lock.write_unlock(me));
+    }
+}
+
 /// One read-side section that tries the lock, a loop turn, and idle.
 fn reader(shared: &Shared, me: &Cpu) {
-    if shared.lock.try_read(me) {
-        shared.reader_inside.store(true, SeqCst);
-        assert!(
-            !shared.writer_inside.load(SeqCst),
-            "reader in with the writer"
-        );
-        shared.reader_inside.store(false, SeqCst);
-        shared.lock.read_unlock(me);
-    }
+    shared.read(me);
     shared.rcu.tick(me, CpuId(0));
     shared.rcu.quiescent(me, CpuId(0));
     shared.rcu.tick(me, CpuId(0));
@@ -44,12 +69,7 @@ fn reader(shared: &Shared, me: &Cpu) {
 
 fn model(kind: Kind) {
     let bells = Bells::new(1);
-    let shared = Arc::new(Shared {
-        rcu: GracePeriods::new(),
-        lock: PercpuRwsem::new(1),
-        reader_inside: AtomicBool::new(false),
-        writer_inside: AtomicBool::new(false),
-    });
+    let shared = Shared::new();
     let cpu = Cpu {
         me: Some(CpuId(0)),
         bells: Arc::clone(&bells),
@@ -61,16 +81,9 @@ fn model(kind: Kind) {
         me: None,
         bells: Arc::clone(&bells),
     };
-    assert!(shared.lock.write_lock(&writer, || {
+    shared.write(&writer, || {
         assert_eq!(shared.rcu.synchronize(&writer, kind, None), Ok(()));
-    }));
-    shared.writer_inside.store(true, SeqCst);
-    assert!(
-        !shared.reader_inside.load(SeqCst),
-        "writer in with a reader"
-    );
-    shared.writer_inside.store(false, SeqCst);
-    assert!(shared.lock.write_unlock(&writer));
+    });
     handle.join().unwrap();
     assert_eq!(shared.lock.readers(), 0);
 }
@@ -81,36 +94,14 @@ fn model(kind: Kind) {
 fn a_thread_reader_and_a_writer_exclude_each_other() {
     checker().check(|| {
         let bells = Bells::new(1);
-        let shared = Arc::new(Shared {
-            rcu: GracePeriods::new(),
-            lock: PercpuRwsem::new(1),
-            reader_inside: AtomicBool::new(false),
-            writer_inside: AtomicBool::new(false),
-        });
+        let shared = Shared::new();
         let thread = Cpu {
             me: None,
             bells: Arc::clone(&bells),
         };
         let (theirs, me) = (Arc::clone(&shared), thread.clone());
-        let handle = loom::thread::spawn(move || {
-            if theirs.lock.try_read(&me) {
-                theirs.reader_inside.store(true, SeqCst);
-                assert!(
-                    !theirs.writer_inside.load(SeqCst),
-                    "reader in with the writer"
-                );
-                theirs.reader_inside.store(false, SeqCst);
-                theirs.lock.read_unlock(&me);
-            }
-        });
-        shared.lock.write_lock(&thread, || {});
-        shared.writer_inside.store(true, SeqCst);
-        assert!(
-            !shared.reader_inside.load(SeqCst),
-            "writer in with a reader"
-        );
-        shared.writer_inside.store(false, SeqCst);
-        shared.lock.write_unlock(&thread);
+        let handle = loom::thread::spawn(move || theirs.read(&me));
+        shared.write(&thread, || {});
         handle.join().unwrap();
         assert_eq!(shared.lock.readers(), 0);
     });
