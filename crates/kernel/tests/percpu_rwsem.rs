@@ -3,6 +3,8 @@
 //! writer thread takes it again and again; neither ever finds the other
 //! inside. Grace periods are the shared kernel's, expedited and normal.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
