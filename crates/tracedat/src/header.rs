@@ -72,6 +72,24 @@ pub struct Metadata {
     pub(crate) header_page: HeaderPage,
     pub(crate) codec: Option<Codec>,
     pub(crate) printk: HashMap<u64, String>,
+    /// The sections as the file holds them, for [`crate::TraceFile::to_trace_dat`].
+    pub(crate) texts: Texts,
+}
+
+/// The metadata sections' texts as read (decompressed), and the options
+/// the reader passes through, so a file can be written again.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Texts {
+    pub(crate) header_page: String,
+    pub(crate) header_event: String,
+    pub(crate) ftrace_formats: Vec<String>,
+    pub(crate) systems: Vec<(String, Vec<String>)>,
+    pub(crate) kallsyms: String,
+    pub(crate) printk: String,
+    pub(crate) cmdlines: String,
+    /// Options other than those the layout decides (buffers, CPU count,
+    /// section offsets) and those kept as fields (clock, uname, version).
+    pub(crate) options: Vec<(u16, Vec<u8>)>,
 }
 
 /// The ring-buffer page layout from `header_page`.
@@ -144,14 +162,16 @@ fn read_v6(input: &mut Input, at: u64, m: &mut Metadata) -> Result<()> {
         headers.push(c.block(len)?);
     }
     m.header_page = parse_header_page(&headers[0], m.long_size);
+    m.texts.header_page = String::from_utf8_lossy(&headers[0]).into_owned();
+    m.texts.header_event = String::from_utf8_lossy(&headers[1]).into_owned();
     read_ftrace_events(&mut c, m)?;
     read_event_systems(&mut c, m)?;
     let ksyms = c.u32()?;
-    m.kallsyms = Kallsyms::parse(&String::from_utf8_lossy(&c.block(u64::from(ksyms))?));
+    read_kallsyms(&c.block(u64::from(ksyms))?, m);
     let printk = c.u32()?;
-    m.printk = parse_printk(&String::from_utf8_lossy(&c.block(u64::from(printk))?));
+    read_printk(&c.block(u64::from(printk))?, m);
     let cmdlines = c.u64()?;
-    m.comms = parse_cmdlines(&String::from_utf8_lossy(&c.block(cmdlines)?));
+    read_cmdlines(&c.block(cmdlines)?, m);
     m.cpu_count = c.u32()?;
     let mut kind = String::from_utf8_lossy(&c.block(10)?).into_owned();
     let mut v6_buffers = Vec::new();
@@ -202,6 +222,21 @@ fn read_v6(input: &mut Input, at: u64, m: &mut Metadata) -> Result<()> {
         });
     }
     Ok(())
+}
+
+fn read_kallsyms(text: &[u8], m: &mut Metadata) {
+    m.texts.kallsyms = String::from_utf8_lossy(text).into_owned();
+    m.kallsyms = Kallsyms::parse(&m.texts.kallsyms);
+}
+
+fn read_printk(text: &[u8], m: &mut Metadata) {
+    m.texts.printk = String::from_utf8_lossy(text).into_owned();
+    m.printk = parse_printk(&m.texts.printk);
+}
+
+fn read_cmdlines(text: &[u8], m: &mut Metadata) {
+    m.texts.cmdlines = String::from_utf8_lossy(text).into_owned();
+    m.comms = parse_cmdlines(&m.texts.cmdlines);
 }
 
 fn cpu_table(b: &mut impl Cursor, count: u32) -> Result<Vec<CpuData>> {
@@ -259,6 +294,7 @@ fn read_ftrace_events(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
         if let Some(e) = EventFormat::parse("ftrace", &text) {
             m.events.insert(e.id, e);
         }
+        m.texts.ftrace_formats.push(text);
     }
     Ok(())
 }
@@ -268,13 +304,16 @@ fn read_event_systems(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
     for _ in 0..systems {
         let system = b.cstr()?;
         let count = b.u32()?;
+        let mut texts = Vec::new();
         for _ in 0..count {
             let len = b.u64()?;
             let text = String::from_utf8_lossy(&b.block(len)?).into_owned();
             if let Some(e) = EventFormat::parse(&system, &text) {
                 m.events.insert(e.id, e);
             }
+            texts.push(text);
         }
+        m.texts.systems.push((system, texts));
     }
     Ok(())
 }
@@ -287,6 +326,12 @@ fn cstring(data: &[u8]) -> String {
 /// Options both versions share.
 fn apply_option(id: u16, data: &[u8], m: &mut Metadata) -> Result<()> {
     let mut b = Bytes::new(data, m.big_endian, "option");
+    if !matches!(
+        id,
+        opt::TRACECLOCK | opt::UNAME | opt::VERSION | opt::CPUCOUNT
+    ) {
+        m.texts.options.push((id, data.to_vec()));
+    }
     match id {
         opt::TRACECLOCK => m.trace_clock = Some(cstring(data)),
         opt::UNAME => m.uname = Some(cstring(data)),
@@ -360,20 +405,19 @@ fn read_v7(input: &mut Input, at: u64, m: &mut Metadata) -> Result<()> {
                     let (_, s) = read_section(input, m, ob.u64()?)?;
                     let mut sb = Bytes::new(&s, m.big_endian, "kallsyms");
                     let len = sb.u32()?;
-                    m.kallsyms =
-                        Kallsyms::parse(&String::from_utf8_lossy(sb.take(u64::from(len))?));
+                    read_kallsyms(sb.take(u64::from(len))?, m);
                 }
                 opt::PRINTK => {
                     let (_, s) = read_section(input, m, ob.u64()?)?;
                     let mut sb = Bytes::new(&s, m.big_endian, "printk");
                     let len = sb.u32()?;
-                    m.printk = parse_printk(&String::from_utf8_lossy(sb.take(u64::from(len))?));
+                    read_printk(sb.take(u64::from(len))?, m);
                 }
                 opt::CMDLINES => {
                     let (_, s) = read_section(input, m, ob.u64()?)?;
                     let mut sb = Bytes::new(&s, m.big_endian, "cmdlines");
                     let len = sb.u64()?;
-                    m.comms = parse_cmdlines(&String::from_utf8_lossy(sb.take(len)?));
+                    read_cmdlines(sb.take(len)?, m);
                 }
                 opt::BUFFER => buffers.push(read_buffer_option(&mut ob)?),
                 opt::BUFFER_TEXT | opt::STRINGS => {
@@ -438,7 +482,7 @@ pub(crate) fn read_section(input: &mut Input, m: &Metadata, offset: u64) -> Resu
     Ok((id, codec.block(&mut bb)?))
 }
 
-fn read_headers(input: &mut Input, m: &Metadata, offset: u64) -> Result<HeaderPage> {
+fn read_headers(input: &mut Input, m: &mut Metadata, offset: u64) -> Result<HeaderPage> {
     let (_, s) = read_section(input, m, offset)?;
     let mut b = Bytes::new(&s, m.big_endian, "headers");
     let name = b.cstr()?;
@@ -448,5 +492,13 @@ fn read_headers(input: &mut Input, m: &Metadata, offset: u64) -> Result<HeaderPa
         )));
     }
     let len = b.u64()?;
-    Ok(parse_header_page(b.take(len)?, m.long_size))
+    let text = b.take(len)?;
+    m.texts.header_page = String::from_utf8_lossy(text).into_owned();
+    // header_event only matters when the file is written again.
+    if b.cstr().is_ok_and(|name| name == "header_event") {
+        if let Some(event) = b.u64().ok().and_then(|len| b.take(len).ok()) {
+            m.texts.header_event = String::from_utf8_lossy(event).into_owned();
+        }
+    }
+    Ok(parse_header_page(text, m.long_size))
 }

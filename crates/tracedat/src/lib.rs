@@ -135,13 +135,7 @@ impl TraceFile {
     }
 
     fn open_buffers(&mut self, buffers: &[usize]) -> Result<(Records<'_>, Printer<'_>)> {
-        let cfg = StreamConfig {
-            big_endian: self.meta.big_endian,
-            long_size: usize::from(self.meta.long_size),
-            page_size: self.meta.page_size as usize,
-            layout: self.meta.header_page,
-            codec: self.meta.codec,
-        };
+        let cfg = self.stream_config();
         let mut streams = Vec::new();
         for &index in buffers {
             let Some(buffer) = self.meta.buffers.get(index) else {
@@ -164,6 +158,59 @@ impl TraceFile {
             tables: &self.tables,
         };
         Ok((records, printer))
+    }
+
+    /// The file as the writer's input: its sections' texts, the options
+    /// it passes through, and the top buffer's raw CPU pages (decompressed),
+    /// so that `write::write_trace_dat` writes it again, in either version.
+    /// Instances (`trace-cmd record -B`) are left out.
+    ///
+    /// ```
+    /// use hotkern_tracedat::write::{write_trace_dat, TraceDat, WriteOptions};
+    ///
+    /// let made = TraceDat { page_size: 4096, cpu_data: vec![vec![0; 4096]; 2], ..TraceDat::default() };
+    /// let bytes = write_trace_dat(&made, &WriteOptions::default())?;
+    /// let read = hotkern_tracedat::TraceFile::from_bytes(bytes)?.to_trace_dat()?;
+    /// assert_eq!(read, made);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn to_trace_dat(&mut self) -> Result<write::TraceDat> {
+        let cfg = self.stream_config();
+        let mut cpu_data = Vec::new();
+        for cpu in self.meta.buffers.first().map_or(&[][..], |b| &b.cpus[..]) {
+            let mut stream = CpuStream::new(&mut self.input, 0, cpu, &cfg)?;
+            let mut data = Vec::new();
+            while let Some(page) = stream.raw_page(&mut self.input)? {
+                data.extend_from_slice(&page);
+            }
+            cpu_data.push(data);
+        }
+        let t = &self.meta.texts;
+        Ok(write::TraceDat {
+            page_size: self.meta.page_size,
+            header_page: t.header_page.clone(),
+            header_event: t.header_event.clone(),
+            ftrace_formats: t.ftrace_formats.clone(),
+            systems: t.systems.clone(),
+            kallsyms: t.kallsyms.clone(),
+            printk_formats: t.printk.clone(),
+            cmdlines: t.cmdlines.clone(),
+            trace_clock: self.meta.trace_clock.clone(),
+            uname: self.meta.uname.clone(),
+            tracer_version: self.meta.tracer_version.clone(),
+            options: t.options.clone(),
+            cpu_data,
+        })
+    }
+
+    fn stream_config(&self) -> StreamConfig {
+        StreamConfig {
+            big_endian: self.meta.big_endian,
+            long_size: usize::from(self.meta.long_size),
+            page_size: self.meta.page_size as usize,
+            layout: self.meta.header_page,
+            codec: self.meta.codec,
+        }
     }
 
     /// A [`Printer`] for this file's records.

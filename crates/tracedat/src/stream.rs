@@ -128,11 +128,19 @@ impl CpuStream {
     }
 
     fn next_page(&mut self, input: &mut Input) -> Result<bool> {
+        match self.raw_page(input)? {
+            Some(page) => self.load_page(page),
+            None => Ok(false),
+        }
+    }
+
+    /// The next page as the file holds it (decompressed), not parsed.
+    pub(crate) fn raw_page(&mut self, input: &mut Input) -> Result<Option<Vec<u8>>> {
         let ps = self.page_size as u64;
         let page = match &mut self.pages {
             Pages::Raw { next, end } => {
                 if *next >= *end {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 let len = ps.min(*end - *next);
                 let page = input.read_at(*next, len, "CPU data")?;
@@ -148,7 +156,7 @@ impl CpuStream {
             } => {
                 if *pos >= chunk.len() {
                     if *chunks_left == 0 {
-                        return Ok(false);
+                        return Ok(None);
                     }
                     let head = input.read_at(*next_chunk, 8, "CPU data chunk")?;
                     let mut b = Bytes::new(&head, self.big_endian, "CPU data chunk");
@@ -164,7 +172,7 @@ impl CpuStream {
                     *chunks_left -= 1;
                     *pos = 0;
                     if chunk.is_empty() {
-                        return Ok(false);
+                        return Ok(None);
                     }
                 }
                 let len = self.page_size.min(chunk.len() - *pos);
@@ -173,7 +181,7 @@ impl CpuStream {
                 page
             }
         };
-        self.load_page(page)
+        Ok(Some(page))
     }
 
     fn load_page(&mut self, page: Vec<u8>) -> Result<bool> {

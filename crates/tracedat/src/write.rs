@@ -25,7 +25,12 @@
 //! assert_eq!(&v7[..24], b"\x17\x08\x44tracing7\0\0\x08\0\x10\0\0none\0\0");
 //! ```
 
+#[cfg(feature = "std")]
+mod stream;
 mod v7;
+
+#[cfg(feature = "std")]
+pub use stream::{write_trace_dat_v6_streaming, CpuReader, StreamError};
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -327,6 +332,20 @@ impl Out {
 }
 
 fn write_v6(file: &TraceDat) -> Result<Vec<u8>, WriteError> {
+    let sizes: Vec<u64> = file.cpu_data.iter().map(|d| d.len() as u64).collect();
+    let (mut bytes, offsets) = v6_head(file, &sizes)?;
+    for (data, offset) in file.cpu_data.iter().zip(offsets) {
+        bytes.resize(offset as usize, 0);
+        bytes.extend_from_slice(data);
+    }
+    Ok(bytes)
+}
+
+/// Version 6 up to its CPU data: every section, the options and the
+/// `flyrecord` table for CPUs of `sizes` bytes; and where each CPU's data
+/// starts (page-aligned, after the previous CPU's). The in-memory and the
+/// streaming writer both lay the file out here.
+fn v6_head(file: &TraceDat, sizes: &[u64]) -> Result<(Vec<u8>, Vec<u64>), WriteError> {
     let mut out = Out { bytes: Vec::new() };
     out.file_header(b"6\0", file.page_size);
     out.headers(file);
@@ -335,7 +354,7 @@ fn write_v6(file: &TraceDat) -> Result<Vec<u8>, WriteError> {
     out.text32(&file.kallsyms, "kallsyms")?;
     out.text32(&file.printk_formats, "printk formats")?;
     out.text64(&file.cmdlines);
-    out.len32(file.cpu_data.len(), "the CPU count")?;
+    out.len32(sizes.len(), "the CPU count")?;
     out.raw(b"options  \0");
     for (kind, data) in file.plain_options() {
         out.option(kind, &data)?;
@@ -343,15 +362,20 @@ fn write_v6(file: &TraceDat) -> Result<Vec<u8>, WriteError> {
     out.u16(opt::DONE);
     out.raw(b"flyrecord\0");
     // The offsets table comes first; the data follows, page-aligned.
-    let table = out.bytes.len();
-    out.bytes.resize(table + 16 * file.cpu_data.len(), 0);
-    for (cpu, data) in file.cpu_data.iter().enumerate() {
-        out.align(file.page_size as usize);
-        let at = table + 16 * cpu;
-        let offset = out.bytes.len() as u64;
-        out.patch_u64(at, offset);
-        out.patch_u64(at + 8, data.len() as u64);
-        out.raw(data);
+    let page = u64::from(file.page_size);
+    let aligned = |at: u64| at.checked_next_multiple_of(page);
+    let too_large = WriteError::TooLarge("the CPU data");
+    let table_end = out.bytes.len() as u64 + 16 * sizes.len() as u64;
+    let mut offset = aligned(table_end).ok_or(too_large.clone())?;
+    let mut offsets = Vec::with_capacity(sizes.len());
+    for &size in sizes {
+        out.u64(offset);
+        out.u64(size);
+        offsets.push(offset);
+        offset = offset
+            .checked_add(size)
+            .and_then(aligned)
+            .ok_or(too_large.clone())?;
     }
-    Ok(out.bytes)
+    Ok((out.bytes, offsets))
 }

@@ -350,3 +350,29 @@ fn every_form_of_the_same_inputs_reads_the_same() {
         }
     }
 }
+
+/// `TraceFile::to_trace_dat` gives back what the independent walker above
+/// finds in a version 6 file, and what was written into each version 7
+/// form: the reader keeps every section the writer needs.
+#[test]
+fn the_reader_gives_back_the_writers_inputs() {
+    // The writer decides the CPU count itself; the walker keeps its option.
+    let without_cpu_count = |mut file: TraceDat| {
+        file.options.retain(|(kind, _)| *kind != 8);
+        file
+    };
+    for name in ["sched", "marker", "hotkern", "all", "io", "net"] {
+        let original = corpus(&format!("{name}.v6.dat"));
+        let walked = without_cpu_count(inputs_of_v6(&original));
+        let read = TraceFile::from_bytes(original)
+            .unwrap()
+            .to_trace_dat()
+            .unwrap();
+        assert_eq!(read, walked, "{name}");
+        for (compression, label) in V7 {
+            let v7 = written(&walked, FileVersion::V7, compression);
+            let read = TraceFile::from_bytes(v7).unwrap().to_trace_dat().unwrap();
+            assert_eq!(read, walked, "{name} {label}");
+        }
+    }
+}
