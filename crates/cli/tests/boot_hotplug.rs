@@ -19,13 +19,13 @@ fn qemu_missing() -> bool {
     !found
 }
 
-fn boot(append: &str, extra: &[&str]) -> (bool, Value, String) {
+fn boot(cpus: &str, append: &str, extra: &[&str]) -> (bool, Value, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_hotkern"))
         .args([
             "boot",
             "--json",
             "--cpus",
-            "2",
+            cpus,
             "--no-disk",
             "--append",
             append,
@@ -49,7 +49,9 @@ fn resizes_are_followed_and_no_page_is_lost() {
     if qemu_missing() {
         return;
     }
+    // Three CPUs: the boot CPU resizes, CPUs 1 and 2 look pages up.
     let (ok, run, stderr) = boot(
+        "3",
         "engine=none",
         &[
             "--memory",
@@ -90,6 +92,18 @@ fn resizes_are_followed_and_no_page_is_lost() {
         .map(|r| r["blocks"].as_i64().unwrap())
         .collect();
     assert_eq!(blocks, [64, 64, -96]);
+    // Every CPU but the boot CPU looked pages up, none saw half a block.
+    let lookups = &vmem["lookups"];
+    let readers: Vec<u64> = lookups["cpus"]
+        .as_array()
+        .expect("the readers' CPUs")
+        .iter()
+        .filter(|r| r["lookups"].as_u64().is_some_and(|n| n > 0))
+        .map(|r| r["cpu"].as_u64().unwrap())
+        .collect();
+    assert_eq!(readers, [1, 2], "{lookups}");
+    assert_eq!(lookups["half_plugged"], 0, "{lookups}");
+    assert!(lookups["blocks_checked"].as_u64().unwrap() > 0, "{lookups}");
 }
 
 #[test]
@@ -98,7 +112,7 @@ fn without_a_device_the_kernel_says_so_and_does_not_panic() {
         return;
     }
     // vmem= without --hotplug: the kernel finds no device.
-    let (ok, run, _) = boot("engine=none vmem=64", &["--no-hotplug"]);
+    let (ok, run, _) = boot("2", "engine=none vmem=64", &["--no-hotplug"]);
     assert!(!ok);
     assert_eq!(run["outcome"], "checks-failed", "{run}");
     let error = run["guest"]["vmem"]["error"].as_str().unwrap_or_default();

@@ -153,7 +153,7 @@ pub struct Report {
     pub stale: u64,
     /// Whether the host's sizes all came and were followed.
     pub followed: bool,
-    /// What the reader on another CPU saw, if one ran.
+    /// What the readers on the other CPUs saw, if any ran.
     pub seen: Option<readers::Seen>,
 }
 
@@ -367,12 +367,13 @@ impl Device {
                 memory::unmap_large(address).map_err(MemError::Map)?;
             }
         }
+        // The readers reload CR3 all at once through their polled
+        // generation; other running CPUs get a call each.
+        if !readers::request_flush() {
+            println!("hotkern: virtio-mem: a reader did not acknowledge a TLB flush");
+        }
         for cpu in 1..smp::cpu_count() {
-            if readers::runs_on(cpu) {
-                if !readers::request_flush() {
-                    println!("hotkern: virtio-mem: CPU {cpu} did not acknowledge a TLB flush");
-                }
-            } else if smp::is_running(cpu) {
+            if !readers::runs_on(cpu) && smp::is_running(cpu) {
                 let _ = smp::call(cpu, memory::flush_tlb, 0, tsc_hz);
             }
         }
@@ -574,20 +575,29 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         report.resizes.push(resize);
         since = tsc::nanos();
     }
-    report.seen = reader.map(|posted| readers::stop(posted, tsc_hz));
-    if let Some(seen) = report.seen {
+    let others = (1..smp::cpu_count())
+        .filter(|&cpu| smp::is_running(cpu))
+        .count();
+    report.seen = reader.map(|readers| readers::stop(readers, tsc_hz));
+    if let Some(seen) = &report.seen {
         let (idle, resizing) = seen.per_lookup();
         println!(
-            "hotkern: virtio-mem: CPU {} looked pages up throughout: {} ns each while idle ({} lookups), {} ns while resizing ({}); {} of {} blocks seen half plugged; {} hot frames used, {} bad",
-            readers::READER_CPU,
+            "hotkern: virtio-mem: {} CPUs looked pages up throughout: {} ns each while idle ({} lookups, median batch {} ns), {} ns while resizing ({}, median {} ns); {} of {} blocks seen half plugged; {} hot frames used, {} bad",
+            seen.cpus.len(),
             idle.unwrap_or(0),
             seen.idle.0,
+            seen.median.0.unwrap_or(0),
             resizing.unwrap_or(0),
             seen.resizing.0,
+            seen.median.1.unwrap_or(0),
             seen.half_plugged,
             seen.blocks_checked,
             seen.frames_used,
             seen.frames_bad
+        );
+        checks.check(
+            "virtio-mem: every CPU but the boot CPU looked pages up during the resizes",
+            seen.cpus.len() == others && seen.cpus.iter().all(|&(_, lookups)| lookups > 0),
         );
         checks.check(
             "virtio-mem: no lookup on another CPU saw a half-plugged block",

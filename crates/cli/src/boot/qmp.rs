@@ -221,8 +221,14 @@ pub fn guest_rows(vmem: &Value, row: &mut impl FnMut(&str, String)) {
         row(
             "",
             format!(
-                "lookups on CPU 1: {} ns idle, {} ns during resizes; {} of {} blocks seen half plugged",
-                lookups["idle_ns"], lookups["resizing_ns"], lookups["half_plugged"], lookups["blocks_checked"]
+                "lookups on {} CPUs: {} ns idle, {} ns during resizes (median batch {} ns, {} ns); {} of {} blocks seen half plugged",
+                lookups["cpus"].as_array().map_or(0, Vec::len),
+                lookups["idle_ns"],
+                lookups["resizing_ns"],
+                lookups["idle_median_ns"],
+                lookups["resizing_median_ns"],
+                lookups["half_plugged"],
+                lookups["blocks_checked"]
             ),
         );
     }

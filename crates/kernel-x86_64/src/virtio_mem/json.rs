@@ -56,21 +56,28 @@ impl fmt::Display for Json<'_> {
             }
         };
         f.write_str("],\"lookups\":")?;
-        match report.seen {
+        match &report.seen {
             Some(seen) => {
                 let (idle, resizing) = seen.per_lookup();
                 write!(
                     f,
-                    "{{\"idle\":{},\"idle_ns\":{},\"resizing\":{},\"resizing_ns\":{},\"half_plugged\":{},\"blocks_checked\":{},\"frames_used\":{},\"frames_bad\":{}}}",
+                    "{{\"idle\":{},\"idle_ns\":{},\"idle_median_ns\":{},\"resizing\":{},\"resizing_ns\":{},\"resizing_median_ns\":{},\"half_plugged\":{},\"blocks_checked\":{},\"frames_used\":{},\"frames_bad\":{},\"cpus\":[",
                     seen.idle.0,
                     Number(idle),
+                    Number(seen.median.0),
                     seen.resizing.0,
                     Number(resizing),
+                    Number(seen.median.1),
                     seen.half_plugged,
                     seen.blocks_checked,
                     seen.frames_used,
                     seen.frames_bad
                 )?;
+                for (at, (cpu, lookups)) in seen.cpus.iter().enumerate() {
+                    let comma = if at == 0 { "" } else { "," };
+                    write!(f, "{comma}{{\"cpu\":{cpu},\"lookups\":{lookups}}}")?;
+                }
+                f.write_str("]}")?;
             }
             None => f.write_str("null")?,
         }
