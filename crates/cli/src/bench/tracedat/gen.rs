@@ -6,17 +6,17 @@
 //! every CPU's time runs forward. trace-cmd and hotkern then read events
 //! that Linux wrote, of over a hundred formats, not a synthetic few.
 //!
-//! The version-6 layout is trace-cmd's `trace-cmd.dat(5)`: the initial
-//! format, header_page and header_event, ftrace and event formats,
-//! kallsyms, printk formats, saved cmdlines, the CPU count, options, then
-//! `flyrecord` with one (offset, size) pair per CPU and the page-aligned
-//! CPU data.
+//! hotkern-tracedat does the file format both ways: its reader takes each
+//! source apart into the writer's inputs (`TraceFile::to_trace_dat`) and
+//! its streaming writer lays the made file out, each CPU's pages read from
+//! a replay as they are written, so the file need not fit in memory.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::Read;
 use std::path::Path;
 
-use hotkern_tracedat::TraceFile;
+use hotkern_tracedat::write::{write_trace_dat_v6_streaming, CpuReader, TraceDat};
+use hotkern_tracedat::{EventFormat, TraceFile};
 
 /// The Linux corpus traces in version 6, uncompressed (the same kernel,
 /// so event ids agree between them; checked below all the same).
@@ -53,11 +53,6 @@ pub const CPUS: u32 = 4;
 /// Between two replayed traces on the time line, in nanoseconds.
 const GAP_NS: u64 = 1_000_000;
 
-/// `BUFFER` option: an instance's CPU data, which the made file has not.
-const OPTION_BUFFER: u16 = 3;
-/// `CPUCOUNT` option: the CPUs traced, which the made file has more of.
-const OPTION_CPUCOUNT: u16 = 8;
-
 /// What was written.
 #[derive(Debug, Clone, Copy)]
 pub struct Generated {
@@ -70,21 +65,10 @@ pub struct Generated {
     pub formats: usize,
 }
 
-/// One source trace's sections, borrowed from its bytes.
+/// One source trace as the writer's inputs, with what the replay needs.
 struct Source<'a> {
     name: &'a str,
-    head: &'a [u8],
-    header_page: &'a [u8],
-    header_event: &'a [u8],
-    ftrace: Vec<&'a [u8]>,
-    systems: Vec<(&'a [u8], Vec<&'a [u8]>)>,
-    kallsyms: &'a [u8],
-    printk: &'a [u8],
-    cmdlines: &'a [u8],
-    options: Vec<(u16, &'a [u8])>,
-    /// Per CPU: its pages.
-    cpus: Vec<&'a [u8]>,
-    page_size: usize,
+    file: TraceDat,
     /// Per CPU: records.
     events: Vec<u64>,
     /// Earliest page time stamp and latest record time stamp (raw).
@@ -92,184 +76,91 @@ struct Source<'a> {
     last: u64,
 }
 
-/// A little-endian cursor over a source (the corpus is x86-64's).
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    name: &'a str,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: u64) -> Result<&'a [u8], String> {
-        let end = usize::try_from(n)
-            .ok()
-            .and_then(|n| self.pos.checked_add(n))
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| format!("{}: truncated at {}", self.name, self.pos))?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn uint(&mut self, size: u64) -> Result<u64, String> {
-        let b = self.take(size)?;
-        Ok(b.iter().rev().fold(0, |v, &x| (v << 8) | u64::from(x)))
-    }
-
-    fn expect(&mut self, tag: &[u8]) -> Result<(), String> {
-        if self.take(tag.len() as u64)? == tag {
-            Ok(())
-        } else {
-            Err(format!(
-                "{}: no {:?} at {}",
-                self.name,
-                String::from_utf8_lossy(tag),
-                self.pos
-            ))
-        }
-    }
-
-    fn cstr(&mut self) -> Result<&'a [u8], String> {
-        let len = self.bytes[self.pos..]
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or_else(|| format!("{}: unterminated string", self.name))?;
-        let s = self.take(len as u64)?;
-        self.pos += 1;
-        Ok(s)
-    }
-
-    /// A `u64`-sized block.
-    fn block(&mut self, size_bytes: u64) -> Result<&'a [u8], String> {
-        let n = self.uint(size_bytes)?;
-        self.take(n)
-    }
-}
-
-fn parse<'a>(name: &'a str, bytes: &'a [u8]) -> Result<Source<'a>, String> {
-    let mut c = Cursor {
-        bytes,
-        pos: 0,
-        name,
-    };
-    c.expect(b"\x17\x08Dtracing6\0")?;
-    let little = c.uint(1)? == 0;
-    let long_size = c.uint(1)?;
-    let page_size = c.uint(4)? as usize;
-    if !little || long_size != 8 || page_size == 0 {
+fn read_source<'a>(name: &'a str, bytes: &[u8]) -> Result<Source<'a>, String> {
+    let fail = |e: hotkern_tracedat::Error| format!("{name}: {e}");
+    let mut trace = TraceFile::from_bytes(bytes.to_vec()).map_err(fail)?;
+    let meta = trace.metadata();
+    // The replay moves time stamps in place, in x86-64's page layout.
+    if meta.big_endian || meta.long_size != 8 {
         return Err(format!("{name}: not a little-endian 64-bit trace"));
     }
-    let head = &bytes[..c.pos];
-    c.expect(b"header_page\0")?;
-    let header_page = c.block(8)?;
-    c.expect(b"header_event\0")?;
-    let header_event = c.block(8)?;
-    let ftrace = (0..c.uint(4)?)
-        .map(|_| c.block(8))
-        .collect::<Result<_, _>>()?;
-    let mut systems = Vec::new();
-    for _ in 0..c.uint(4)? {
-        let system = c.cstr()?;
-        let formats = (0..c.uint(4)?)
-            .map(|_| c.block(8))
-            .collect::<Result<_, _>>()?;
-        systems.push((system, formats));
-    }
-    let kallsyms = c.block(4)?;
-    let printk = c.block(4)?;
-    let cmdlines = c.block(8)?;
-    let cpu_count = c.uint(4)?;
-    let mut options = Vec::new();
-    loop {
-        let tag = c.take(10)?;
-        if tag == b"options  \0" {
-            loop {
-                let id = c.uint(2)? as u16;
-                if id == 0 {
-                    break;
-                }
-                options.push((id, c.block(4)?));
-            }
-        } else if tag == b"flyrecord\0" {
-            break;
-        } else {
-            return Err(format!(
-                "{name}: section {:?} not handled",
-                String::from_utf8_lossy(tag)
-            ));
-        }
-    }
-    let mut cpus = Vec::new();
-    for _ in 0..cpu_count {
-        let offset = c.uint(8)?;
-        let size = c.uint(8)?;
-        let mut at = Cursor {
-            bytes,
-            pos: 0,
-            name,
-        };
-        at.take(offset)?;
-        cpus.push(at.take(size)?);
-    }
-    // Counts and times from hotkern-tracedat's own reading.
-    let mut file = TraceFile::from_bytes(bytes.to_vec()).map_err(|e| format!("{name}: {e}"))?;
-    let offset = file.metadata().time_offset as u64;
-    let mut events = vec![0; cpus.len()];
+    let offset = meta.time_offset as u64;
+    let file = trace.to_trace_dat().map_err(fail)?;
+    let mut events = vec![0; file.cpu_data.len()];
     let mut last = 0;
-    for record in file.records().map_err(|e| format!("{name}: {e}"))? {
-        let record = record.map_err(|e| format!("{name}: {e}"))?;
+    for record in trace.records().map_err(fail)? {
+        let record = record.map_err(fail)?;
         if let Some(n) = events.get_mut(record.cpu as usize) {
             *n += 1;
         }
         last = last.max(record.timestamp.wrapping_sub(offset));
     }
-    let first = cpus
+    let first = file
+        .cpu_data
         .iter()
-        .flat_map(|data| data.chunks(page_size))
+        .flat_map(|data| data.chunks(file.page_size as usize))
         .filter(|page| page.len() >= 16 && page[8..16] != [0; 8])
         .map(|page| u64::from_le_bytes(page[..8].try_into().unwrap_or_default()))
         .min()
         .unwrap_or(0);
     Ok(Source {
         name,
-        head,
-        header_page,
-        header_event,
-        ftrace,
-        systems,
-        kallsyms,
-        printk,
-        cmdlines,
-        options,
-        cpus,
-        page_size,
+        file,
         events,
         first,
         last: last.max(first),
     })
 }
 
-/// The `ID:` of an event format's text.
-fn format_id(text: &[u8]) -> Option<u32> {
-    let text = std::str::from_utf8(text).ok()?;
-    let rest = &text[text.find("\nID:")? + 4..];
-    rest.lines().next()?.trim().parse().ok()
-}
-
 /// The lines of several texts, sorted and once each.
-fn merged_lines<'a>(texts: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
-    let mut lines: Vec<&[u8]> = texts
-        .flat_map(|t| t.split(|&b| b == b'\n'))
+fn merged_lines<'a>(texts: impl Iterator<Item = &'a str>) -> String {
+    let mut lines: Vec<&str> = texts
+        .flat_map(str::lines)
         .filter(|l| !l.is_empty())
         .collect();
     lines.sort_unstable();
     lines.dedup();
-    let mut out = Vec::new();
+    let mut out = String::new();
     for line in lines {
-        out.extend_from_slice(line);
-        out.push(b'\n');
+        out.push_str(line);
+        out.push('\n');
     }
     out
+}
+
+/// A CPU's data read from its pages as they are made.
+struct Pages<I> {
+    pages: I,
+    page: Vec<u8>,
+    pos: usize,
+}
+
+impl<I: Iterator<Item = Vec<u8>>> Read for Pages<I> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos == self.page.len() {
+            match self.pages.next() {
+                Some(page) => (self.page, self.pos) = (page, 0),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.page.len() - self.pos);
+        buf[..n].copy_from_slice(&self.page[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// The source CPU that target CPU `t` replays: `t` mod the source's CPUs.
+fn src_cpu(s: &Source, t: u32) -> usize {
+    (t as usize) % s.file.cpu_data.len().max(1)
+}
+
+/// The pages target CPU `t` replays of `s`.
+fn data_of<'a>(s: &'a Source, t: u32) -> &'a [u8] {
+    s.file
+        .cpu_data
+        .get(src_cpu(s, t))
+        .map_or(&[][..], Vec::as_slice)
 }
 
 /// Moves a page's time stamp, and any absolute time stamp in it, by `by`.
@@ -310,135 +201,103 @@ fn shift_page(page: &mut [u8], by: u64) {
 pub fn generate(path: &Path, target: u64) -> Result<Generated, String> {
     let sources: Vec<Source> = SOURCES
         .iter()
-        .map(|(name, bytes)| parse(name, bytes))
+        .map(|(name, bytes)| read_source(name, bytes))
         .collect::<Result<_, _>>()?;
-    let base = &sources[0];
-    let page_size = base.page_size;
+    let base = &sources[0].file;
+    let page_size = base.page_size as usize;
     // The union of event formats, by system; an id two sources disagree
     // about would print wrongly, so it is refused.
-    let mut systems: BTreeMap<&[u8], BTreeMap<u32, &[u8]>> = BTreeMap::new();
+    let mut systems: BTreeMap<&str, BTreeMap<u32, &String>> = BTreeMap::new();
     for source in &sources {
-        if source.page_size != page_size || source.head != base.head {
+        if source.file.page_size != base.page_size {
             return Err(format!("{}: another machine's trace", source.name));
         }
-        for (system, formats) in &source.systems {
+        for (system, formats) in &source.file.systems {
             for text in formats {
-                let id = format_id(text)
-                    .ok_or_else(|| format!("{}: a format without ID", source.name))?;
+                let id = EventFormat::parse(system, text)
+                    .ok_or_else(|| format!("{}: a format without ID", source.name))?
+                    .id;
                 let known = systems.entry(system).or_default().entry(id).or_insert(text);
-                if *known != *text {
+                if *known != text {
                     return Err(format!("{}: event id {id} means two events", source.name));
                 }
             }
         }
     }
-    let formats = systems.values().map(BTreeMap::len).sum::<usize>() + base.ftrace.len();
-
-    let mut head = Vec::new();
-    head.extend_from_slice(base.head);
-    head.extend_from_slice(b"header_page\0");
-    head.extend_from_slice(&(base.header_page.len() as u64).to_le_bytes());
-    head.extend_from_slice(base.header_page);
-    head.extend_from_slice(b"header_event\0");
-    head.extend_from_slice(&(base.header_event.len() as u64).to_le_bytes());
-    head.extend_from_slice(base.header_event);
-    head.extend_from_slice(&(base.ftrace.len() as u32).to_le_bytes());
-    for text in &base.ftrace {
-        head.extend_from_slice(&(text.len() as u64).to_le_bytes());
-        head.extend_from_slice(text);
-    }
-    head.extend_from_slice(&(systems.len() as u32).to_le_bytes());
-    for (system, formats) in &systems {
-        head.extend_from_slice(system);
-        head.push(0);
-        head.extend_from_slice(&(formats.len() as u32).to_le_bytes());
-        for text in formats.values() {
-            head.extend_from_slice(&(text.len() as u64).to_le_bytes());
-            head.extend_from_slice(text);
-        }
-    }
-    let kallsyms = merged_lines(sources.iter().map(|s| s.kallsyms));
-    head.extend_from_slice(&(kallsyms.len() as u32).to_le_bytes());
-    head.extend_from_slice(&kallsyms);
-    let printk = merged_lines(sources.iter().map(|s| s.printk));
-    head.extend_from_slice(&(printk.len() as u32).to_le_bytes());
-    head.extend_from_slice(&printk);
-    let cmdlines = merged_lines(sources.iter().map(|s| s.cmdlines));
-    head.extend_from_slice(&(cmdlines.len() as u64).to_le_bytes());
-    head.extend_from_slice(&cmdlines);
-    head.extend_from_slice(&CPUS.to_le_bytes());
-    head.extend_from_slice(b"options  \0");
-    let cpu_count = CPUS.to_le_bytes();
-    for (id, mut data) in base.options.iter().copied() {
-        match id {
-            OPTION_BUFFER => continue,
-            OPTION_CPUCOUNT => data = &cpu_count,
-            _ => {}
-        }
-        head.extend_from_slice(&id.to_le_bytes());
-        head.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        head.extend_from_slice(data);
-    }
-    head.extend_from_slice(&0u16.to_le_bytes());
-    head.extend_from_slice(b"flyrecord\0");
+    let formats = systems.values().map(BTreeMap::len).sum::<usize>() + base.ftrace_formats.len();
+    let made = TraceDat {
+        systems: systems
+            .iter()
+            .map(|(system, formats)| {
+                (
+                    system.to_string(),
+                    formats.values().map(|t| t.to_string()).collect(),
+                )
+            })
+            .collect(),
+        kallsyms: merged_lines(sources.iter().map(|s| s.file.kallsyms.as_str())),
+        printk_formats: merged_lines(sources.iter().map(|s| s.file.printk_formats.as_str())),
+        cmdlines: merged_lines(sources.iter().map(|s| s.file.cmdlines.as_str())),
+        cpu_data: Vec::new(),
+        ..base.clone()
+    };
 
     // Target CPU t replays source CPU t mod n of each source, copy after
     // copy; the sources follow each other on the time line.
-    let src_cpu = |s: &Source, t: u32| (t as usize) % s.cpus.len().max(1);
     let per_copy: Vec<u64> = (0..CPUS)
+        .map(|t| sources.iter().map(|s| data_of(s, t).len() as u64).sum())
+        .collect();
+    let copies = target.div_ceil(per_copy.iter().sum::<u64>().max(1)).max(1);
+    // Where each source starts in a copy's stretch of time.
+    let mut starts = Vec::new();
+    let mut cycle = 0;
+    for s in &sources {
+        starts.push(cycle);
+        cycle += s.last - s.first + GAP_NS;
+    }
+    let first = sources[0].first;
+    let (sources, starts) = (&sources, &starts);
+    let cpus = (0..CPUS)
         .map(|t| {
-            sources
-                .iter()
-                .map(|s| s.cpus.get(src_cpu(s, t)).map_or(0, |d| d.len() as u64))
-                .sum()
+            // A CPU's replay of a source CPU lags the first replay by a few
+            // microseconds, so CPUs do not tie.
+            let lag = u64::from(t) / 2 * 3_000 + u64::from(t) * 17;
+            let pages = (0..copies).flat_map(move |copy| {
+                sources.iter().zip(starts).flat_map(move |(source, start)| {
+                    let by = (first + copy * cycle + lag + start).wrapping_sub(source.first);
+                    data_of(source, t).chunks(page_size).map(move |chunk| {
+                        let mut page = chunk.to_vec();
+                        shift_page(&mut page, by);
+                        page
+                    })
+                })
+            });
+            CpuReader {
+                size: per_copy[t as usize] * copies,
+                data: Pages {
+                    pages,
+                    page: Vec::new(),
+                    pos: 0,
+                },
+            }
         })
         .collect();
-    let copy_bytes: u64 = per_copy.iter().sum();
-    let copies = target.div_ceil(copy_bytes.max(1)).max(1);
-    let table_len = u64::from(CPUS) * 16;
-    let data_start = (head.len() as u64 + table_len).next_multiple_of(page_size as u64);
-    let mut offset = data_start;
-    for size in &per_copy {
-        head.extend_from_slice(&offset.to_le_bytes());
-        head.extend_from_slice(&(size * copies).to_le_bytes());
-        offset += size * copies;
-    }
-    head.resize(data_start as usize, 0);
+    let events = (0..CPUS)
+        .map(|t| {
+            let one: u64 = sources
+                .iter()
+                .map(|s| s.events.get(src_cpu(s, t)).copied().unwrap_or(0))
+                .sum();
+            one * copies
+        })
+        .sum();
 
     let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let io = |e: std::io::Error| format!("{}: {e}", path.display());
-    out.write_all(&head).map_err(io)?;
-    let cycle: u64 = sources.iter().map(|s| s.last - s.first + GAP_NS).sum();
-    let mut events = 0;
-    let mut page = vec![0; page_size];
-    for t in 0..CPUS {
-        // A CPU's replay of a source CPU lags the first replay by a few
-        // microseconds, so CPUs do not tie.
-        let lag = u64::from(t) / 2 * 3_000 + u64::from(t) * 17;
-        for copy in 0..copies {
-            let mut at = base.first + copy * cycle + lag;
-            for source in &sources {
-                let cpu = src_cpu(source, t);
-                let by = at.wrapping_sub(source.first);
-                for chunk in source
-                    .cpus
-                    .get(cpu)
-                    .map_or(&[][..], |d| *d)
-                    .chunks(page_size)
-                {
-                    page[..chunk.len()].copy_from_slice(chunk);
-                    shift_page(&mut page[..chunk.len()], by);
-                    out.write_all(&page[..chunk.len()]).map_err(io)?;
-                }
-                events += source.events.get(cpu).copied().unwrap_or(0);
-                at += source.last - source.first + GAP_NS;
-            }
-        }
-    }
-    out.flush().map_err(io)?;
+    let out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let bytes = write_trace_dat_v6_streaming(&made, cpus, out)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Generated {
-        bytes: offset,
+        bytes,
         events,
         formats,
     })
