@@ -102,6 +102,14 @@ fn resizes_are_followed_and_no_page_is_lost() {
         .map(|r| r["cpu"].as_u64().unwrap())
         .collect();
     assert_eq!(readers, [1, 2], "{lookups}");
+    // The heap room for the region's descriptors was touched before the
+    // first resize, and every plugged block's descriptors came from it.
+    let room = &vmem["descriptor_room"];
+    assert!(
+        room["bytes"].as_u64().unwrap() >= 256 << 20 >> 12 << 4,
+        "{room}"
+    );
+    assert_eq!(room["blocks_outside"], 0, "{room}");
     assert_eq!(lookups["half_plugged"], 0, "{lookups}");
     assert!(lookups["blocks_checked"].as_u64().unwrap() > 0, "{lookups}");
 }

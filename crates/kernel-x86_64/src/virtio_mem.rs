@@ -32,6 +32,7 @@ use crate::{pci, println, smp, tsc};
 
 mod json;
 mod readers;
+mod room;
 
 pub use json::Json;
 
@@ -153,6 +154,12 @@ pub struct Report {
     pub stale: u64,
     /// Whether the host's sizes all came and were followed.
     pub followed: bool,
+    /// The heap room touched for the region's descriptors before the
+    /// first resize.
+    pub room: room::Room,
+    /// Plugged blocks, counted after each grow, whose descriptors physmem
+    /// kept outside that room.
+    pub outside_room: u64,
     /// What the readers on the other CPUs saw, if any ran.
     pub seen: Option<readers::Seen>,
 }
@@ -513,6 +520,12 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         }
         return Some(report);
     };
+    report.room = room::touch(device.plugged.len() as u64 * device.frames());
+    println!(
+        "hotkern: virtio-mem: {} KiB of heap for the region's page descriptors touched in {} us",
+        (report.room.range.end - report.room.range.start) >> 10,
+        report.room.ns / 1000
+    );
     println!("{READY}: following {option} MiB");
     let reader = readers::start(
         device.addr / PAGE_SIZE,
@@ -562,6 +575,17 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
             resize.refused = Some(alloc::format!("{error}"));
         }
         resize.plugged = device.plugged_bytes();
+        if resize.blocks > 0 {
+            let frames = device.frames();
+            let blocks = (0..device.plugged.len()).filter(|&i| device.plugged[i]);
+            report.outside_room += room::outside(
+                &report.room.range,
+                blocks.map(|i| {
+                    let first = device.block_address(i) / PAGE_SIZE;
+                    first..first + frames
+                }),
+            );
+        }
         print_resize(&resize);
         crate::trace_marker!(
             "virtio-mem resize to {} MiB: {:+} blocks, ns device {} physmem {} tables {} allocator {}",

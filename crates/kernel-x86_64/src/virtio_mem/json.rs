@@ -21,8 +21,16 @@ impl fmt::Display for Json<'_> {
         }
         write!(
             f,
-            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"resizes\":[",
-            report.block, report.addr, report.region, report.pages_lost, report.stale, report.followed
+            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"descriptor_room\":{{\"bytes\":{},\"ns\":{},\"blocks_outside\":{}}},\"resizes\":[",
+            report.block,
+            report.addr,
+            report.region,
+            report.pages_lost,
+            report.stale,
+            report.followed,
+            report.room.range.end - report.room.range.start,
+            report.room.ns,
+            report.outside_room
         )?;
         let mut moved = 0u64;
         let mut total = [0u64; 4];
