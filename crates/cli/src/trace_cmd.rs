@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
 use hotkern_trace::control::{view, Control};
-use hotkern_trace::output::{write_chrome_json, write_trace, TextOptions};
+use hotkern_trace::output::{write_trace, TextOptions};
 use hotkern_trace::{TraceConfig, Tracer};
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, WriteOptions};
 
@@ -288,9 +288,6 @@ fn record_demo(
     let mut text = String::new();
     write_trace(&data, "function_graph", &TextOptions::default(), &mut text);
     write_file(&dir.join("trace.txt"), text.as_bytes())?;
-    let mut json = String::new();
-    write_chrome_json(&data, &mut json);
-    write_file(&dir.join("trace.json"), json.as_bytes())?;
     let hist = control
         .read("events/demo/request_done/hist")
         .map_err(|e| e.to_string())?;
@@ -298,6 +295,13 @@ fn record_demo(
     let file = view::trace_dat(tracer, pages);
     let bytes = write_trace_dat(&file, &format).map_err(|e| e.to_string())?;
     write_file(&dir.join("trace.dat"), &bytes)?;
+    // The JSON is the saved file's, through the one exporter that serves
+    // any trace.dat (frames named from the kallsyms the file carries).
+    let mut json = Vec::new();
+    let mut saved = hotkern_tracedat::TraceFile::from_bytes(bytes).map_err(|e| e.to_string())?;
+    hotkern_tracedat::json::write_chrome_json(&mut saved, &Default::default(), &mut json)
+        .map_err(|e| e.to_string())?;
+    write_file(&dir.join("trace.json"), &json)?;
 
     println!(
         "wrote {}/trace.dat, trace.txt, trace.json, hist.txt",

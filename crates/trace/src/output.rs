@@ -1,6 +1,7 @@
-//! What the tracer shows live: ftrace's `trace` text and Chrome trace-event
-//! JSON. (`trace.dat` is written and read by hotkern-tracedat; the
-//! recorder's side of it is [`control::view::trace_dat`](crate::control::view::trace_dat).)
+//! What the tracer shows live: ftrace's `trace` text. (`trace.dat` is
+//! written and read by hotkern-tracedat, which also exports Chrome trace
+//! JSON from it; the recorder's side of it is
+//! [`control::view::trace_dat`](crate::control::view::trace_dat).)
 //!
 //! Everything here works from a [`TraceData`]: event descriptions parsed
 //! from ftrace `format` text, symbol and task tables, and the records
@@ -9,7 +10,6 @@
 mod data;
 mod format;
 mod graph;
-mod json;
 mod line;
 mod pages;
 mod printf;
@@ -20,7 +20,6 @@ mod text;
 pub use data::{Entry, RawRecord, TraceData};
 pub use format::{EventDescription, FormatError, FormatField};
 pub use graph::{duration_mark, write_graph_duration, write_graph_trace};
-pub use json::write_chrome_json;
 pub use line::{split_timestamp, TextOptions};
 pub use pages::{decode_pages, PageError};
 pub use printf::{render_binary, PrintFormat};

@@ -394,31 +394,6 @@ fn print_parent_off_drops_the_caller() {
     );
 }
 
-#[test]
-fn chrome_json_slices_instants_and_names() {
-    use hotkern_trace::output::write_chrome_json;
-    let mut data = trace_data(2);
-    let wake = wake_payload(&data, b"a\"b\\", 0, 0, 9);
-    data.entries = vec![
-        event(1, 1_000, entry(&data, 1234, FUNC_C, 0)),
-        event(1, 1_500, wake),
-        event(1, 2_000, exit(&data, 1234, FUNC_C, 0, 1_000, 13_250)),
-        Entry::Lost { cpu: 0, count: 3 },
-    ];
-    let mut json = String::new();
-    write_chrome_json(&data, &mut json);
-    let expected = concat!(
-        "{\"traceEvents\":[",
-        "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"sched_wake\",\"cat\":\"sched\",\"ts\":1.500,\"pid\":1,\"tid\":1234,\"args\":{\"cpu\":1,\"text\":\"sched_wake: comm=a\\\"b\\\\ pid=9\"}},\n",
-        "{\"ph\":\"X\",\"cat\":\"function\",\"name\":\"worker_thread\",\"ts\":1.000,\"dur\":12.250,\"pid\":1,\"tid\":1234,\"args\":{\"cpu\":1}},\n",
-        "{\"ph\":\"i\",\"s\":\"g\",\"name\":\"lost events\",\"ts\":2.000,\"pid\":1,\"tid\":0,\"args\":{\"cpu\":0,\"count\":3}},\n",
-        "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"hotkern\"}},\n",
-        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":1234,\"args\":{\"name\":\"bash\"}}",
-        "],\"displayTimeUnit\":\"ns\"}\n"
-    );
-    assert_eq!(json, expected);
-}
-
 /// A `kernel_stack` payload from `pid` with `frames` (and ftrace's
 /// `ULONG_MAX` end marker filling the rest of `caller[8]`).
 fn stack_payload(pid: i32, frames: &[u64]) -> Vec<u8> {

@@ -7,7 +7,7 @@ mod common;
 
 use hotkern_trace::control::{view, Control};
 use hotkern_trace::event::format::KERNEL_STACK_ID;
-use hotkern_trace::output::{stack_frames, write_chrome_json, Entry};
+use hotkern_trace::output::{stack_frames, Entry};
 use hotkern_trace::{TraceConfig, Tracer};
 
 hotkern_trace::define_event! {
@@ -96,15 +96,6 @@ fn stack_trace_reads_back_in_text_json_and_trace_cmd() {
     assert!(text.contains(&expected), "{text}");
     assert!(text.contains("stk-worker-"), "{text}");
 
-    // JSON: an instant event whose args list the frames.
-    let mut json = String::new();
-    write_chrome_json(&data, &mut json);
-    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
-    assert!(
-        json.contains(&format!("\"frames\":[{}]", quoted.join(","))),
-        "{json}"
-    );
-
     // trace.dat: the format and the symbols travel with the file (the
     // view adds the stack's symbols), so our own reader names the frames
     // the same way without this process.
@@ -114,6 +105,18 @@ fn stack_trace_reads_back_in_text_json_and_trace_cmd() {
         .iter()
         .any(|f| f.starts_with("name: kernel_stack\nID: 4\n")));
     let bytes = common::write_v6(&file);
+
+    // JSON (exported from the saved file): the event's args list the
+    // frames by name.
+    let mut json = Vec::new();
+    let mut saved = hotkern_tracedat::TraceFile::from_bytes(bytes.clone()).unwrap();
+    hotkern_tracedat::json::write_chrome_json(&mut saved, &Default::default(), &mut json).unwrap();
+    let json = String::from_utf8(json).unwrap();
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    assert!(
+        json.contains(&format!("\"frames\":[{}]", quoted.join(","))),
+        "{json}"
+    );
     let saved = hotkern_tracedat::TraceFile::from_bytes(bytes.clone()).unwrap();
     let saved_names: Vec<String> = frames
         .iter()

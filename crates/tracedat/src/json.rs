@@ -8,8 +8,12 @@
 //! `funcgraph_exit` open and close a slice (`"B"`, `"E"`) named after the
 //! function. `sched_switch` also draws what each CPU ran as complete
 //! slices (`"X"`) on a process named `CPUs`, one thread per CPU, and lost
-//! events show there as instants. Task names come last, as metadata
-//! (`"M"`) events.
+//! events show there as instants. A stack trace (`kernel_stack`) also
+//! lists its frames by name (`frames`), from the file's kallsyms. Task
+//! names come last, as metadata (`"M"`) events.
+//!
+//! This is hotkern's one Chrome JSON exporter: `hotkern trace demo` writes
+//! its `trace.json` by exporting the trace.dat it has just written.
 //!
 //! The format is Google's "Trace Event Format" document (the JSON Object
 //! Format): `ts` and `dur` in microseconds, here with three decimals so no
@@ -35,6 +39,7 @@ use crate::format::{EventFormat, Field, FieldKind};
 use crate::input::read_uint;
 use crate::report::{glob_match, ReportOptions, ReportSummary};
 use crate::stream::{Lost, Record};
+use crate::symbols::Kallsyms;
 use crate::{Printer, TraceFile};
 
 /// The `pid` of the per-CPU tracks: above Linux's `PID_MAX_LIMIT` (2^22),
@@ -211,6 +216,9 @@ impl JsonWriter<'_, '_> {
             line.push(':');
             push_field(line, field, data, big, long_size);
         }
+        if e.system == "ftrace" && e.name == "kernel_stack" {
+            push_frames(line, e, data, (big, long_size), &self.printer.meta.kallsyms);
+        }
         line.push('}');
         self.emit()?;
         if e.system == "sched" && e.name == "sched_switch" {
@@ -285,6 +293,58 @@ impl JsonWriter<'_, '_> {
         self.out.flush()?;
         Ok(())
     }
+}
+
+/// A stack trace's frames by name, innermost first, as `"frames":[..]`,
+/// so a viewer need not look the `caller` addresses up: `size` of them (as
+/// Linux's `kernel_stack` counts them) as far as the record reaches, up to
+/// the first 0 or `ULONG_MAX`
+/// (ftrace's end markers), each named by the file's kallsyms as trace-cmd
+/// names a `%pS` frame (the symbol at or below, no offset), in hexadecimal
+/// where none is.
+fn push_frames(
+    line: &mut String,
+    e: &EventFormat,
+    data: &[u8],
+    (big, long_size): (bool, usize),
+    syms: &Kallsyms,
+) {
+    let Some(caller) = e.field("caller") else {
+        return;
+    };
+    let each = caller.element_size(long_size);
+    if !matches!(each, 4 | 8) {
+        return;
+    }
+    let count = e
+        .field("size")
+        .and_then(|f| f.read_u64(data, big))
+        .map_or(usize::MAX, |n| n as u32 as usize);
+    let end_marker = if each == 4 {
+        u64::from(u32::MAX)
+    } else {
+        u64::MAX
+    };
+    line.push_str(",\"frames\":[");
+    // Linux sizes the record to the frames (`__stack_array`): they may run
+    // past the declared `caller[8]`, to the record's end.
+    let frames = data
+        .get(caller.offset..)
+        .unwrap_or_default()
+        .chunks_exact(each)
+        .take(count)
+        .map_while(|chunk| read_uint(chunk, big, each))
+        .take_while(|&address| address != 0 && address != end_marker);
+    for (i, address) in frames.enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        match syms.lookup(address) {
+            Some((name, _)) => push_str(line, name),
+            None => push_str(line, &format!("0x{address:x}")),
+        }
+    }
+    line.push(']');
 }
 
 /// A time in nanoseconds as microseconds with three decimals.
@@ -425,6 +485,39 @@ mod tests {
         push_number(&mut s, u64::MAX, 8, true);
         push_number(&mut s, 0xfe, 1, true);
         assert_eq!(s, "\"0xffffffff81000000\"-1-2");
+    }
+
+    /// Linux's `kernel_stack` layout: `size` frames named from kallsyms,
+    /// ending at the count or at the `ULONG_MAX` marker, hex when unknown.
+    #[test]
+    fn stack_frames_are_named() {
+        let format = "name: kernel_stack\nID: 4\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\
+            \tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n\n\
+            print fmt: \"\\t=> %ps\\n\", (void *)REC->caller[0]\n";
+        let e = EventFormat::parse("ftrace", format).unwrap();
+        let syms = Kallsyms::parse("1000 T outer\n2000 T inner\n3000 T end\n");
+        let frames = |size: i32, callers: &[u64]| {
+            let mut data = vec![0u8; 16];
+            data[8..12].copy_from_slice(&size.to_le_bytes());
+            for slot in 0..callers.len().max(8) {
+                let address = callers.get(slot).copied().unwrap_or(u64::MAX);
+                data.extend_from_slice(&address.to_le_bytes());
+            }
+            let mut line = String::new();
+            push_frames(&mut line, &e, &data, (false, 8), &syms);
+            line
+        };
+        assert_eq!(
+            frames(3, &[0x2010, 0x1004, 0x10]),
+            r#","frames":["inner","outer","0x10"]"#
+        );
+        assert_eq!(frames(1, &[0x2010, 0x1004]), r#","frames":["inner"]"#);
+        assert_eq!(frames(8, &[0x3000]), r#","frames":["end"]"#);
+        // Past `caller[8]`: as many as `size` says and the record holds.
+        let many: Vec<u64> = (0..10).map(|i| 0x1000 + i).collect();
+        assert_eq!(frames(9, &many).matches("outer").count(), 9);
     }
 
     #[test]

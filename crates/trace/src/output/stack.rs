@@ -75,19 +75,6 @@ pub(crate) fn write_stack_body(
     }
 }
 
-/// The frames of a `kernel_stack` record by name, for outputs that list
-/// them (JSON).
-pub(crate) fn frame_names(
-    data: &TraceData,
-    event: &EventDescription,
-    record: &RawRecord,
-) -> Vec<String> {
-    stack_frames(event, &record.payload)
-        .into_iter()
-        .map(|address| data.symbols.frame_name(address))
-        .collect()
-}
-
 /// The name of the function holding `address` in this process, from its
 /// debug information or symbol table (the outermost function when calls
 /// were inlined), without the hash and with blanks as `_` so that it fits
