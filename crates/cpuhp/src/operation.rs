@@ -312,8 +312,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         Ok(())
     }
 
-    /// Power, grace period, and the stop-machine in which every target runs
-    /// its `Starting` steps in parallel.
+    /// Power, grace period, and the `Starting` steps of every target in
+    /// parallel: in a stop-machine going down, as the CPUs come up going up.
     fn run_starting(&self, walk: &mut Walk<'_>, direction: Direction, rollback: bool) {
         let targets = walk.targets;
         if direction == Direction::Up {
@@ -337,12 +337,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             );
         }
         let start = self.platform.now_ns();
-        let reports = self.stop_machine_section(walk, direction, rollback);
-        walk.stage(
-            "stop-machine",
-            None,
-            self.platform.now_ns().saturating_sub(start),
-        );
+        let (reports, stage) = self.starting_section(walk, direction, rollback);
+        walk.stage(stage, None, self.platform.now_ns().saturating_sub(start));
         // Starting steps cannot fail, so there is never an error to return.
         let _ = walk.apply(direction, rollback, true, reports);
         match direction {
@@ -356,20 +352,29 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         }
     }
 
-    fn stop_machine_section(
+    /// The `Starting` steps on every target: inside a stop-machine going
+    /// down, as the platform brings CPUs up going up (see
+    /// [`Platform::run_starting`]); with the name of the stage.
+    fn starting_section(
         &self,
         walk: &Walk<'_>,
         direction: Direction,
         rollback: bool,
-    ) -> CpuOutcomes {
+    ) -> (CpuOutcomes, &'static str) {
         let reports: Mutex<R, CpuOutcomes> = Mutex::new(Vec::new());
         let work = |cpu: CpuId| {
             let outcomes =
                 walk.run_on_cpu(&self.platform, cpu, Section::Starting, direction, rollback);
             reports.lock().push((cpu, outcomes));
         };
-        self.platform.stop_machine(walk.targets, &work);
-        sorted(reports.into_inner())
+        let stage = match direction {
+            Direction::Up => self.platform.run_starting(walk.targets, &work),
+            Direction::Down => {
+                self.platform.stop_machine(walk.targets, &work);
+                "stop-machine"
+            }
+        };
+        (sorted(reports.into_inner()), stage)
     }
 
     /// `Online` steps on every target's hotplug thread (in parallel when

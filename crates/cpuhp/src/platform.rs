@@ -45,6 +45,22 @@ pub trait Platform: Sync {
     /// mask; on the way down they are still online.
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync));
 
+    /// Runs the `Starting` steps of CPUs coming up, after
+    /// [`power_on_many`](Platform::power_on_many): `work(cpu)` on each CPU
+    /// of `cpus`, on that CPU with interrupts off, before it is in the
+    /// online mask; returns the name of the stage that timed it.
+    ///
+    /// Linux runs them from the incoming CPU's own start-up path
+    /// (`notify_cpu_starting` in `start_secondary`) and stops no other CPU:
+    /// only the way down needs a stop-machine (`take_cpu_down`). A platform
+    /// whose CPUs can run work as they come up overrides this; the default
+    /// is [`stop_machine`](Platform::stop_machine), timed as
+    /// `"stop-machine"`.
+    fn run_starting(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> &'static str {
+        self.stop_machine(cpus, work);
+        "stop-machine"
+    }
+
     /// Waits for a grace period: every CPU has passed a quiescent state
     /// (Linux's `synchronize_rcu`). The classic engine's wait.
     fn synchronize_grace_period(&self);
