@@ -5,12 +5,15 @@
 //! every operation.
 //!
 //! The platform: `Online` steps run on the target's hotplug thread
-//! (`cpuhp/N`, as Linux's `cpuhp_thread_fun`), stop-machine is
-//! [`crate::stop_machine`], grace periods [`crate::rcu`], power on is an
-//! INIT-SIPI-SIPI start and power off a park with interrupts off
-//! ([`crate::smp`]). Bolt's deferred callbacks run on the controlling CPU
-//! after each operation's latency is taken, off the critical path as
-//! Bolt's master thread runs them.
+//! (`cpuhp/N`, as Linux's `cpuhp_thread_fun`), and so do an incoming CPU's
+//! `Starting` steps, in its first turn as it comes up (Linux's
+//! `notify_cpu_starting`: no other CPU stops); a dying CPU's run in
+//! stop-machine ([`crate::stop_machine`]); grace periods [`crate::rcu`]; the
+//! controller halts while it waits for a hotplug thread, which wakes it
+//! when done; power on is an INIT-SIPI-SIPI start and power off a park
+//! with interrupts off ([`crate::smp`]). Bolt's deferred callbacks run on
+//! the controlling CPU after each operation's latency is taken, off the
+//! critical path as Bolt's master thread runs them.
 
 use alloc::format;
 use alloc::string::String;
@@ -23,12 +26,14 @@ use hotkern_cpuhp::{
 };
 use hotkern_kernel::audit::{Counts, Resource};
 use hotkern_kernel::kthread::Role;
+use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::steps::{Callback, StepDef};
 
 use crate::checks::Checks;
 use crate::cpu::MAX_CPUS;
 use crate::kthread::{Kthread, PerCpuThreads};
 use crate::steps::{audit, Steps, STEPS};
+use crate::stop_machine::KernelCpus;
 use crate::{cpu, hotplug_lock, kthread, pages, rcu, sched, smp, steps, stop_machine, tsc};
 
 /// Tasks started before the operations; they run until all are done.
@@ -55,12 +60,14 @@ pub(crate) fn platform_failed(what: fmt::Arguments<'_>) {
 /// Each CPU's hotplug thread (`cpuhp/N`), which runs `Online` steps.
 static HOTPLUG_THREADS: PerCpuThreads = PerCpuThreads::new();
 
-/// The work posted to a CPU's hotplug thread, and the numbers of the last
-/// request and the last one done (as [`smp`]'s mailboxes).
+/// The work posted to a CPU's hotplug thread, the numbers of the last
+/// request and the last one done (as [`smp`]'s mailboxes), and the CPU
+/// that waits for it.
 struct HotplugSlot {
     work: AtomicUsize,
     requested: AtomicU64,
     done: AtomicU64,
+    waiter: AtomicU32,
 }
 
 static SLOTS: [HotplugSlot; MAX_CPUS] = [const {
@@ -68,6 +75,7 @@ static SLOTS: [HotplugSlot; MAX_CPUS] = [const {
         work: AtomicUsize::new(0),
         requested: AtomicU64::new(0),
         done: AtomicU64::new(0),
+        waiter: AtomicU32::new(0),
     }
 }; MAX_CPUS];
 
@@ -85,8 +93,10 @@ fn hotplug_body(thread: &Kthread) {
     // for `done` to reach `number` before the reference goes away.
     let work = unsafe { *(address as *const &(dyn Fn(CpuId) + Sync)) };
     work(CpuId(thread.cpu));
-    // Release: the work's effects are seen by the waiter.
+    // Release: the work's effects are seen by the waiter, which halts
+    // until this wake-up (Linux's `complete` of `st->done_up`/`done_down`).
     slot.done.store(number, Ordering::Release);
+    smp::wake(slot.waiter.load(Ordering::Relaxed));
 }
 
 /// Runs `cpu`'s hotplug thread if work was posted to it. Called by the
@@ -122,6 +132,7 @@ impl Platform for KernelPlatform {
             };
             let slot = &SLOTS[cpu.index()];
             slot.work.store(address, Ordering::Relaxed);
+            slot.waiter.store(me, Ordering::Relaxed);
             let number = slot.requested.load(Ordering::Relaxed) + 1;
             // Release: pairs with the acquire in `hotplug_body`.
             slot.requested.store(number, Ordering::Release);
@@ -132,17 +143,17 @@ impl Platform for KernelPlatform {
         if cpus.contains(CpuId(me)) {
             work(CpuId(me));
         }
-        let limit = self.tsc_hz.saturating_mul(THREAD_TIMEOUT_S);
+        // The controller halts until each thread's wake-up, as Linux's
+        // waits for a hotplug thread (`wait_for_ap_thread`) sleep: a
+        // spinning virtual CPU would hold a host core the target needs.
+        let deadline = tsc::nanos().saturating_add(THREAD_TIMEOUT_S * 1_000_000_000);
         for (cpu, number) in posted {
-            let started = tsc::now();
             // Acquire: pairs with the release in `hotplug_body`.
-            while SLOTS[cpu as usize].done.load(Ordering::Acquire) != number {
-                if tsc::now() - started > limit {
-                    // The reference must outlive the work: a thread that
-                    // may still run it leaves no way to go on.
-                    panic!("cpu {cpu}'s hotplug thread did not finish its step");
-                }
-                core::hint::spin_loop();
+            let done = || SLOTS[cpu as usize].done.load(Ordering::Acquire) == number;
+            if !KernelCpus.wait_until_deadline(&done, deadline) {
+                // The reference must outlive the work: a thread that may
+                // still run it leaves no way to go on.
+                panic!("cpu {cpu}'s hotplug thread did not finish its step");
             }
         }
     }
@@ -151,6 +162,15 @@ impl Platform for KernelPlatform {
         if let Err(error) = stop_machine::stop_machine(cpus, work, self.tsc_hz) {
             panic!("stop-machine: {error:?}");
         }
+    }
+
+    /// On each incoming CPU's hotplug thread, which its idle loop runs
+    /// first, with interrupts off, as soon as the CPU is up: Linux's
+    /// `notify_cpu_starting` from the incoming CPU's start-up path, with no
+    /// other CPU stopped.
+    fn run_starting(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> &'static str {
+        self.run_on_each(cpus, work);
+        "starting"
     }
 
     fn synchronize_grace_period(&self) {
