@@ -36,6 +36,8 @@ use crate::steps::{audit, Steps, STEPS};
 use crate::stop_machine::KernelCpus;
 use crate::{cpu, hotplug_lock, kthread, pages, rcu, sched, smp, steps, stop_machine, tsc};
 
+mod failure;
+
 /// Tasks started before the operations; they run until all are done.
 const TASKS: u32 = 48;
 /// How long the tasks may take to finish once told to (each needs one
@@ -332,6 +334,8 @@ pub struct Run {
     /// The frame pool at the end: (free in the pool, in caches, held by
     /// tasks, given back twice or unknown).
     pub frames: (u64, u64, i64, u64),
+    /// Operations made to fail, and whether each rolled back.
+    pub failures: failure::Tally,
 }
 
 impl Run {
@@ -348,6 +352,7 @@ impl Run {
             && self.tally.ran_offline == 0
             && self.tally.changed_under_hold == 0
             && self.tally.outstanding == 0
+            && self.failures.holds()
             && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0
     }
 }
@@ -420,6 +425,19 @@ fn operate(
         );
         run.violations += 1;
     }
+    if !settle_between() {
+        crate::println!(
+            "hotkern: hotplug {} {}: the hotplug lock did not settle",
+            case.engine,
+            case.name
+        );
+        run.violations += 1;
+    }
+}
+
+/// What the controller does between two operations; false if the hotplug
+/// lock did not settle.
+fn settle_between() -> bool {
     // The controller is a CPU too: it runs a few of its own slices and
     // hands the rest of its queue to the application processors.
     sched::run_slices(0);
@@ -428,14 +446,7 @@ fn operate(
     steps::run_rcu_callbacks(0);
     // Each timed operation is a lone one: the lock's grace period from
     // this one ends before the next begins (see `hotplug_lock`).
-    if !hotplug_lock::settle(GRACE_TIMEOUT_US) {
-        crate::println!(
-            "hotkern: hotplug {} {}: the hotplug lock did not settle",
-            case.engine,
-            case.name
-        );
-        run.violations += 1;
-    }
+    hotplug_lock::settle(GRACE_TIMEOUT_US)
 }
 
 /// The engines a run uses, from the command line's `engine=`: `classic`,
@@ -504,6 +515,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         workers: Counts::default(),
         switches: 0,
         frames: (0, 0, 0, 0),
+        failures: failure::Tally::default(),
     };
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
@@ -532,6 +544,9 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
             operate(&engine, &mut run, &mut online_bulk, |e| e.online_many(aps));
             crate::trace_marker!("hotplug {name} round {round} done");
         }
+        // Then operations made to fail, untimed, tasks still running.
+        failure::run(&engine, name, aps, &mut run.failures);
+        crate::trace_marker!("hotplug {name} failure injection done");
         run.cases
             .extend([offline, online, offline_bulk, online_bulk]);
     }
@@ -583,6 +598,10 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         run.violations == 0 && run.errors == 0 && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0,
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
+    checks.check(
+        "an injected failure at a step of each section, both ways, single and bulk, failed there, rolled back, and the next operation succeeded",
+        run.failures.holds(),
+    );
     checks.check(
         "reader tasks held the hotplug lock, and no CPU came or went under a hold",
         run.tally.read_holds > 0 && run.tally.changed_under_hold == 0,
@@ -668,7 +687,7 @@ impl fmt::Display for Json<'_> {
              \"platform_failures\":{},\"grace_periods\":{},\"running_at_end\":{},\
              \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
              \"frames\":{{\"pool\":{},\"free\":{},\"cached\":{},\"held\":{},\"bad_returns\":{},\
-             \"page_errors\":{}}},\
+             \"page_errors\":{}}},\"failure_injection\":{},\
              \"invariants_hold\":{}}}",
             tally.issued,
             tally.completed,
@@ -693,6 +712,7 @@ impl fmt::Display for Json<'_> {
             run.frames.2,
             run.frames.3,
             run.tally.page_errors,
+            run.failures,
             run.invariants_hold()
         )
     }
