@@ -1,7 +1,9 @@
 //! Event formats: the `format` files of tracefs (`name:`, `ID:`, the field
 //! lines and `print fmt:`), read as libtraceevent reads them.
 
-use crate::input::read_uint;
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::print::PrintFmt;
 
 /// One field of an event record.
@@ -129,7 +131,7 @@ fn c_type_size(type_name: &str) -> usize {
 }
 
 /// An event's format: its identity, fields and print format.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct EventFormat {
     /// The event's id (`ID:` line), which records carry in `common_type`.
     pub id: u32,
@@ -255,6 +257,26 @@ fn parse_field(line: &str) -> Option<Field> {
         array_len,
         kind,
     })
+}
+
+/// Reads an unsigned integer of `size` bytes (1, 2, 4 or 8) from `data`.
+pub(crate) fn read_uint(data: &[u8], big_endian: bool, size: usize) -> Option<u64> {
+    let bytes = data.get(..size)?;
+    let mut v: u64 = 0;
+    match size {
+        1 | 2 | 4 | 8 => {}
+        _ => return None,
+    }
+    if big_endian {
+        for &b in bytes {
+            v = (v << 8) | u64::from(b);
+        }
+    } else {
+        for &b in bytes.iter().rev() {
+            v = (v << 8) | u64::from(b);
+        }
+    }
+    Some(v)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use std::io::{Read, Seek, SeekFrom};
 
 use crate::error::{Error, Result};
+pub(crate) use crate::format::read_uint;
 
 /// What a trace can be read from: a file, or bytes in memory.
 pub(crate) trait Source: Read + Seek + Send {}
@@ -127,26 +128,6 @@ impl<'a> Bytes<'a> {
         self.pos += nul + 1;
         Ok(String::from_utf8_lossy(&rest[..nul]).into_owned())
     }
-}
-
-/// Reads an unsigned integer of `size` bytes (1, 2, 4 or 8) from `data`.
-pub(crate) fn read_uint(data: &[u8], big_endian: bool, size: usize) -> Option<u64> {
-    let bytes = data.get(..size)?;
-    let mut v: u64 = 0;
-    match size {
-        1 | 2 | 4 | 8 => {}
-        _ => return None,
-    }
-    if big_endian {
-        for &b in bytes {
-            v = (v << 8) | u64::from(b);
-        }
-    } else {
-        for &b in bytes.iter().rev() {
-            v = (v << 8) | u64::from(b);
-        }
-    }
-    Some(v)
 }
 
 /// Sequential reads of numbers, strings and blocks, from memory ([`Bytes`])

@@ -21,9 +21,34 @@
 
 extern crate alloc;
 
+/// What `std`'s prelude gives and a `no_std` build must import, for the
+/// modules built both ways (the event formats, the printer, the symbols).
+mod prelude {
+    #[allow(unused_imports)]
+    pub(crate) use alloc::{
+        borrow::ToOwned,
+        boxed::Box,
+        format,
+        string::{String, ToString},
+        vec,
+        vec::Vec,
+    };
+    /// Lookup tables: hashed with `std`, ordered without.
+    #[cfg(feature = "std")]
+    pub(crate) type Map<K, V> = std::collections::HashMap<K, V>;
+    #[cfg(not(feature = "std"))]
+    pub(crate) type Map<K, V> = alloc::collections::BTreeMap<K, V>;
+}
+
+mod format;
+pub mod print;
+mod symbols;
 pub mod write;
 
-/// Declares the items that need `std`: the reader and the printer.
+pub use format::{EventFormat, Field, FieldKind};
+pub use symbols::Kallsyms;
+
+/// Declares the items that need `std`: the reader and the JSON export.
 macro_rules! with_std {
     ($($item:item)*) => { $(#[cfg(feature = "std")] $item)* };
 }
@@ -31,24 +56,18 @@ macro_rules! with_std {
 with_std! {
 mod compress;
 mod error;
-mod format;
 mod header;
 mod input;
 pub mod json;
-mod print;
 mod report;
 mod stream;
-mod symbols;
 
 use std::path::Path;
 
 pub use error::{Error, Result};
-pub use format::{EventFormat, Field, FieldKind};
 pub use header::{Buffer, CpuData, Metadata};
 pub use report::{write_report, ReportOptions, ReportSummary};
 pub use stream::{Lost, Record};
-
-pub use symbols::Kallsyms;
 
 use input::{Input, Source};
 use print::Tables;

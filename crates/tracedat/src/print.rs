@@ -2,16 +2,20 @@
 //! format string is split into literal text and conversions, each
 //! conversion bound to the next argument expression.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 mod bprint;
 mod cfmt;
 mod eval;
 mod expr;
 mod net;
 
-use std::collections::HashMap;
+use crate::prelude::Map;
 
 pub(crate) use cfmt::Spec;
 pub(crate) use eval::Context;
+#[cfg(feature = "std")]
 pub(crate) use expr::parse_c_number;
 use expr::Arg;
 
@@ -112,7 +116,7 @@ impl PrintFmt {
                         i += n;
                     }
                     if !text.is_empty() {
-                        pieces.push(Piece::Text(std::mem::take(&mut text)));
+                        pieces.push(Piece::Text(core::mem::take(&mut text)));
                     }
                     pieces.push(Piece::Conv {
                         spec,
@@ -197,10 +201,32 @@ fn pointer_ext_len(b: &[u8]) -> usize {
     }
 }
 
-/// Writes `event`'s text for a record's payload as libtraceevent does:
-/// its print format, or `[FAILED TO PARSE]` and the raw fields when the
-/// format could not be parsed.
-pub(crate) fn write_event(event: &EventFormat, data: &[u8], tables: &Tables, out: &mut String) {
+/// Writes `event`'s text for a record's `data` (the event's bytes from
+/// its common fields on) as libtraceevent does without plugins: its print
+/// format evaluated, a `trace_printk` record's message with its format
+/// from `tables`, or `[FAILED TO PARSE]` and the raw fields when the
+/// format could not be parsed. Works without `std`, so a live tracer
+/// prints with the same rules as a saved file's reader.
+///
+/// ```
+/// use hotkern_tracedat::print::{write_event, Tables};
+/// use hotkern_tracedat::{EventFormat, Kallsyms};
+///
+/// let format = "name: wake\nID: 7\nformat:\n\
+///     \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+///     \tfield:int pid;\toffset:8;\tsize:4;\tsigned:1;\n\
+///     \tfield:unsigned long func;\toffset:16;\tsize:8;\tsigned:0;\n\n\
+///     print fmt: \"pid=%d (%s) %ps\", REC->pid, REC->pid > 0 ? \"task\" : \"idle\", (void *)REC->func\n";
+/// let event = EventFormat::parse("demo", format).unwrap();
+/// let tables = Tables::new(false, 8, Kallsyms::parse("1000 T worker\n2000 T end\n"), []);
+/// let mut data = vec![0u8; 24];
+/// data[8..12].copy_from_slice(&42i32.to_le_bytes());
+/// data[16..24].copy_from_slice(&0x1000u64.to_le_bytes());
+/// let mut out = String::new();
+/// write_event(&event, &data, &tables, &mut out);
+/// assert_eq!(out, "pid=42 (task) worker");
+/// ```
+pub fn write_event(event: &EventFormat, data: &[u8], tables: &Tables, out: &mut String) {
     let cx = Context {
         event,
         data,
@@ -226,12 +252,61 @@ pub(crate) fn write_event(event: &EventFormat, data: &[u8], tables: &Tables, out
     }
 }
 
-/// What printing needs beyond the record: the file's byte order and word
-/// size, and its symbol tables.
+/// Writes a `trace_printk` message: `format` (a printk format as the
+/// `printk_formats` file lists it) applied to `args`, packed as the
+/// kernel's `vbin_printf` packs them (numbers 4-byte aligned, `long` and
+/// pointers `long_size` wide, strings inline with their NUL) — what a
+/// `bprint` record's `buf` holds. The format is written as is when its
+/// conversions and the arguments do not match.
+///
+/// ```
+/// use hotkern_tracedat::print::{write_binary_message, Tables};
+///
+/// let tables = Tables::new(false, 8, Default::default(), []);
+/// let mut args = 7u32.to_le_bytes().to_vec();
+/// args.extend_from_slice(b"disk\0");
+/// let mut out = String::new();
+/// write_binary_message("%03d on %s\n", &args, &tables, &mut out);
+/// assert_eq!(out, "007 on disk\n");
+/// ```
+pub fn write_binary_message(format: &str, args: &[u8], tables: &Tables, out: &mut String) {
+    let event = EventFormat::default();
+    let cx = Context {
+        event: &event,
+        data: args,
+        tables,
+    };
+    match bprint::message_format(format, args, tables) {
+        Some(print) => print.render(&cx, out),
+        None => out.push_str(format),
+    }
+}
+
+/// What printing needs beyond the record: the recording machine's byte
+/// order and `long` size, its kernel symbols (for `%pS` and symbolic
+/// arguments) and its `trace_printk` formats by address.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Tables {
+pub struct Tables {
     pub(crate) big_endian: bool,
     pub(crate) long_size: usize,
     pub(crate) kallsyms: crate::Kallsyms,
-    pub(crate) printk: HashMap<u64, String>,
+    pub(crate) printk: Map<u64, String>,
+}
+
+impl Tables {
+    /// Tables for records of a machine with this byte order and `long`
+    /// size (4 or 8 bytes), `kallsyms` and the `trace_printk` formats.
+    pub fn new(
+        big_endian: bool,
+        long_size: usize,
+        kallsyms: crate::Kallsyms,
+        printk_formats: impl IntoIterator<Item = (u64, String)>,
+    ) -> Tables {
+        Tables {
+            big_endian,
+            long_size,
+            kallsyms,
+            printk: printk_formats.into_iter().collect(),
+        }
+    }
 }

@@ -1,7 +1,10 @@
 //! The tables a trace.dat carries for printing: kallsyms, trace_printk
 //! formats and saved command lines.
 
-use std::collections::HashMap;
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use crate::prelude::Map;
 
 /// Kernel symbols from `/proc/kallsyms`, sorted by address.
 ///
@@ -13,7 +16,7 @@ use std::collections::HashMap;
 pub struct Kallsyms {
     syms: Vec<(u64, String)>,
     /// Name to address, the lowest address for a name defined twice.
-    by_name: HashMap<String, u64>,
+    by_name: Map<String, u64>,
 }
 
 impl Kallsyms {
@@ -29,7 +32,7 @@ impl Kallsyms {
             })
             .collect();
         syms.sort_by_key(|s| s.0);
-        let mut by_name = HashMap::with_capacity(syms.len());
+        let mut by_name = Map::default();
         for (addr, name) in &syms {
             by_name.entry(name.clone()).or_insert(*addr);
         }
@@ -68,8 +71,9 @@ impl Kallsyms {
 }
 
 /// trace_printk format strings by address (`ADDR : "text"` per line).
-pub(crate) fn parse_printk(text: &str) -> HashMap<u64, String> {
-    let mut out = HashMap::new();
+#[cfg(feature = "std")]
+pub(crate) fn parse_printk(text: &str) -> Map<u64, String> {
+    let mut out = Map::new();
     for line in text.lines() {
         let Some((addr, rest)) = line.split_once(':') else {
             continue;
@@ -87,8 +91,9 @@ pub(crate) fn parse_printk(text: &str) -> HashMap<u64, String> {
 }
 
 /// Saved command lines: `PID COMM` per line.
-pub(crate) fn parse_cmdlines(text: &str) -> HashMap<i32, String> {
-    let mut out = HashMap::new();
+#[cfg(feature = "std")]
+pub(crate) fn parse_cmdlines(text: &str) -> Map<i32, String> {
+    let mut out = Map::new();
     for line in text.lines() {
         let Some((pid, comm)) = line.trim_start().split_once(' ') else {
             continue;

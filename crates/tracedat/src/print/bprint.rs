@@ -2,10 +2,13 @@
 //! file's printk table, found by address, and the arguments are packed in
 //! the record's `buf`, each aligned to 4 bytes, strings inline.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use super::expr::Arg;
 use super::{PrintFmt, Tables};
+use crate::format::read_uint;
 use crate::format::EventFormat;
-use crate::input::read_uint;
 
 /// The format and arguments of one `bprint` record, as libtraceevent
 /// rebuilds them; `None` if the event lacks its `ip`, `fmt` or `buf` field.
@@ -18,9 +21,23 @@ pub(crate) fn bprint_format(event: &EventFormat, data: &[u8], t: &Tables) -> Opt
         None => format!("%ps: (NO FORMAT FOUND at {fmt_addr:x})\\n"),
     };
     let mut args = vec![Arg::Num(ip, ip.to_string())];
-    let f = format.as_bytes();
-    let mut at = buf;
-    let mut i = 5;
+    // The arguments are the message's, after the `%ps: ` of the address.
+    args.extend(binary_args(&format.as_bytes()[5..], data, buf, t));
+    PrintFmt::bind(&format, args)
+}
+
+/// A `trace_printk` message alone: `format` applied to `args` packed as
+/// the kernel's `vbin_printf` packs them (see [`binary_args`]).
+pub(crate) fn message_format(format: &str, args: &[u8], t: &Tables) -> Option<PrintFmt> {
+    PrintFmt::bind(format, binary_args(format.as_bytes(), args, 0, t))
+}
+
+/// The arguments of `f`'s conversions, read from `data` at `at`: numbers
+/// aligned to 4 bytes (`long` and pointers `long_size` wide), strings
+/// inline with their NUL.
+fn binary_args(f: &[u8], data: &[u8], mut at: usize, t: &Tables) -> Vec<Arg> {
+    let mut args = Vec::new();
+    let mut i = 0;
     while i < f.len() && at < data.len() {
         if f[i] != b'%' {
             i += 1;
@@ -90,7 +107,7 @@ pub(crate) fn bprint_format(event: &EventFormat, data: &[u8], t: &Tables) -> Opt
         }
         i += 1;
     }
-    PrintFmt::bind(&format, args)
+    args
 }
 
 fn cstr(data: &[u8], at: usize) -> String {

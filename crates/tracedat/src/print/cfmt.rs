@@ -1,7 +1,10 @@
 //! C `printf` conversions, enough for the kernel's print formats: flags
 //! `-0+ #`, width and precision (literal or `*`), and `d i u x X o c s p`.
 
-use std::fmt::Write;
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::fmt::Write;
 
 /// Widths and precisions beyond this are cut: a format or a record (`%*s`)
 /// could otherwise ask for gigabytes of padding.
@@ -80,7 +83,7 @@ impl Spec {
             out.push_str(body);
         } else if self.left {
             out.push_str(body);
-            out.extend(std::iter::repeat_n(' ', width - len));
+            out.extend(core::iter::repeat_n(' ', width - len));
         } else if self.zero && numeric && self.precision.is_none() {
             // Zeros go after the sign and the 0x prefix.
             let mut split = usize::from(body.starts_with(['-', '+', ' ']));
@@ -88,10 +91,10 @@ impl Spec {
                 split += 2;
             }
             out.push_str(&body[..split]);
-            out.extend(std::iter::repeat_n('0', width - len));
+            out.extend(core::iter::repeat_n('0', width - len));
             out.push_str(&body[split..]);
         } else {
-            out.extend(std::iter::repeat_n(' ', width - len));
+            out.extend(core::iter::repeat_n(' ', width - len));
             out.push_str(body);
         }
     }
@@ -206,7 +209,7 @@ fn number(text: &[u8]) -> (Option<usize>, usize) {
     if end == 0 {
         return (None, 0);
     }
-    let n = std::str::from_utf8(&text[..end])
+    let n = core::str::from_utf8(&text[..end])
         .ok()
         .and_then(|s| s.parse().ok());
     (n, end)

@@ -3,12 +3,15 @@
 //! conversion's length modifier picks the C type printed, and helpers
 //! that cannot yield a number evaluate to 0.
 
-use std::fmt::Write;
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::fmt::Write;
 
 use super::expr::{parse_c_number, Arg};
 use super::{Spec, Tables};
+use crate::format::read_uint;
 use crate::format::{EventFormat, Field, FieldKind};
-use crate::input::read_uint;
 
 /// One record being printed.
 pub(crate) struct Context<'a> {

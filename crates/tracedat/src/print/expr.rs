@@ -2,6 +2,9 @@
 //! way libtraceevent reads it: C expressions over `REC->field`, casts, and
 //! the kernel's print helpers (`__print_symbolic`, `__get_str`, ...).
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 /// One parsed argument.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Arg {
@@ -245,7 +248,7 @@ impl Parser {
     }
 
     fn process_op_inner(&mut self, slot: &mut Arg, op: &'static str) -> Option<()> {
-        let take = |slot: &mut Arg| Box::new(std::mem::replace(slot, Arg::Atom(String::new())));
+        let take = |slot: &mut Arg| Box::new(core::mem::replace(slot, Arg::Atom(String::new())));
         // Which child the next operator may attach to.
         let mut child_is_left = false;
         match op {

@@ -1,7 +1,10 @@
 //! `%pI4`, `%pI6`, `%pI6c` and `%pISpc`: network addresses as
 //! libtraceevent prints them.
 
-use std::fmt::Write;
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::fmt::Write;
 
 use super::expr::Arg;
 use super::Context;
