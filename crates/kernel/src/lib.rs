@@ -26,14 +26,19 @@
 //! * Mechanisms that sleep and wake CPUs, over the platform's [`Cpus`]
 //!   ([`platform`]): stop-machine's rendezvous ([`stop_machine`]) and
 //!   grace periods, normal and expedited, with tree RCU's timing ([`rcu`]).
+//! * Each CPU's loop: one turn runs calls, the tick, kernel threads and a
+//!   task, reports quiescent states, and idles with the tick stopped and
+//!   RCU told, over a small [`CpuLoop`] trait for what only the platform
+//!   does ([`idle`]).
 //! * The hotplug lock's shape: a reader-writer lock whose readers touch
 //!   only their CPU's counter ([`percpu_rwsem`]), switched to a slow path
 //!   by a grace period when a writer comes ([`rcu_sync`]).
 //!
-//! The vCPU loops, kernel threads and RCU's callbacks are still each
-//! platform's; they move over [`Cpus`] next.
+//! Kernel threads and RCU's callbacks are still each platform's; they move
+//! over [`Cpus`] next.
 //!
 //! [`Cpus`]: platform::Cpus
+//! [`CpuLoop`]: idle::CpuLoop
 //! [`StepKernel`]: steps::StepKernel
 #![no_std]
 
@@ -47,6 +52,7 @@ pub mod audit;
 pub mod cblist;
 pub mod cpuset;
 pub mod frames;
+pub mod idle;
 pub mod kthread;
 pub mod ledger;
 pub mod pagecache;

@@ -12,6 +12,7 @@ use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::audit::{Audit, Violation};
 use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
 use hotkern_kernel::frames::FramePool;
+use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
@@ -20,8 +21,8 @@ use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::sched::{Domains, RunQueue};
 use hotkern_kernel::tick::{Hz, Ticks};
 use hotkern_kernel::timer::Timers;
-use hotkern_kernel::workqueue::Workqueue;
 use hotkern_kernel::vmstat::Vmstat;
+use hotkern_kernel::workqueue::Workqueue;
 use parking_lot::{Condvar, Mutex};
 
 use crate::eventlog::{Event, EventKind, EventLogs};
@@ -146,35 +147,6 @@ impl Kernel {
     fn last_tick_ns(&self, now: u64) -> u64 {
         let hz = self.ticks.hz();
         hz.at(hz.jiffies(now))
-    }
-
-    /// vCPU `cpu`'s tick, if due at `now`: RCU notices grace periods and
-    /// reports quiescent states from it (timers are due from it, see
-    /// [`Kernel::last_tick_ns`]).
-    fn tick(&self, cpu: usize, now: u64) {
-        if self.ticks.due(cpu, now) {
-            self.rcu.tick(cpu);
-        }
-    }
-
-    /// vCPU `cpu` found nothing to do: idles until rung, or until its next
-    /// timer expires or, while RCU needs the CPU, its next tick. With
-    /// neither, its tick stops (dyntick-idle), as Linux's
-    /// `tick_nohz_idle_stop_tick` stops it when `rcu_needs_cpu` says no.
-    fn idle(&self, cpu: usize) {
-        let timer = self
-            .timers
-            .next_deadline(cpu)
-            .map(|ns| self.ticks.hz().expiry(ns));
-        if !self.rcu.needs_cpu(cpu) {
-            self.ticks.stop(cpu);
-        }
-        let wake = match (timer, self.ticks.next(cpu)) {
-            (Some(timer), Some(tick)) => Some(timer.min(tick)),
-            (timer, tick) => timer.or(tick),
-        };
-        self.rcu.idle(cpu, wake.map(|ns| self.instant_at(ns)));
-        self.ticks.start(cpu, self.now_ns());
     }
 
     fn trace(&self, cpu: usize, kind: EventKind, id: u64) {
@@ -399,7 +371,6 @@ impl Kernel {
                 if let Some(thread) = self.kthreads[cpu].slot(role).lock().as_ref() {
                     ran |= thread.dispatch();
                 }
-                self.rcu.quiescent(cpu);
             }
         }
         ran
@@ -439,7 +410,7 @@ impl Kernel {
         true
     }
 
-    fn run_calls(&self, cpu: usize) -> bool {
+    fn drain_calls(&self, cpu: usize) -> bool {
         let mut ran = false;
         loop {
             let Some(call) = self.vcpus[cpu].calls.lock().pop_front() else {
@@ -450,7 +421,8 @@ impl Kernel {
         }
     }
 
-    /// The scheduler loop of vCPU `cpu`'s thread.
+    /// The scheduler loop of vCPU `cpu`'s thread: powered on, it turns the
+    /// shared loop ([`idle::turn`]); powered off, it sleeps until booted.
     pub(crate) fn vcpu_main(&self, cpu: usize) {
         set_current_cpu(Some(cpu));
         let vcpu = &self.vcpus[cpu];
@@ -472,27 +444,7 @@ impl Kernel {
                 }
                 self.ticks.start(cpu, self.now_ns());
             }
-            let mut busy = self.stop.poll(&self.doorbells);
-            if self.life(cpu) != Life::Alive {
-                continue;
-            }
-            busy |= self.run_calls(cpu);
-            self.rcu.quiescent(cpu);
-            if self.is_online(cpu) {
-                // One clock read for the tick and the kthreads' look.
-                let now = self.now_ns();
-                self.tick(cpu, now);
-                busy |= self.dispatch_kthreads(cpu, now);
-                busy |= self.run_one_task(cpu);
-                self.rcu.quiescent(cpu);
-                let queued = vcpu.runqueue.lock().len() as u64;
-                self.vmstat.with(cpu, |stats| {
-                    stats.nr_running.store(queued, Ordering::Relaxed);
-                });
-            }
-            if !busy {
-                self.idle(cpu);
-            }
+            idle::turn(self, cpu);
         }
     }
 
@@ -505,6 +457,75 @@ impl Kernel {
             drop(_life);
             self.doorbells.ring(cpu);
         }
+    }
+}
+
+/// The vCPU loop's platform part: calls are a queue the loop drains, a
+/// stop-machine is joined by polling, kernel threads are OS threads handed
+/// the vCPU, a task slice runs on the vCPU's own thread, and a halt sleeps
+/// on the vCPU's doorbell.
+impl CpuLoop for Kernel {
+    fn now_ns(&self) -> u64 {
+        Kernel::now_ns(self)
+    }
+
+    fn ticks(&self) -> &Ticks {
+        &self.ticks
+    }
+
+    fn run_calls(&self, cpu: usize) -> Option<bool> {
+        let joined = self.stop.poll(&self.doorbells);
+        // The stop-machine may have run this vCPU's dying steps.
+        if self.life(cpu) != Life::Alive {
+            return None;
+        }
+        Some(self.drain_calls(cpu) | joined)
+    }
+
+    fn is_online(&self, cpu: usize) -> bool {
+        Kernel::is_online(self, cpu)
+    }
+
+    fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool {
+        self.dispatch_kthreads(cpu, now_ns)
+    }
+
+    fn run_task(&self, cpu: usize) -> bool {
+        let ran = self.run_one_task(cpu);
+        let queued = self.vcpus[cpu].runqueue.lock().len() as u64;
+        self.vmstat.with(cpu, |stats| {
+            stats.nr_running.store(queued, Ordering::Relaxed);
+        });
+        ran
+    }
+
+    fn next_timer(&self, cpu: usize) -> Option<u64> {
+        self.timers.next_deadline(cpu)
+    }
+
+    fn rcu_quiescent(&self, cpu: usize) {
+        self.rcu.quiescent(cpu);
+    }
+
+    fn rcu_tick(&self, cpu: usize) {
+        self.rcu.tick(cpu);
+    }
+
+    fn rcu_needs_cpu(&self, cpu: usize) -> bool {
+        self.rcu.needs_cpu(cpu)
+    }
+
+    fn rcu_enter_idle(&self, cpu: usize) {
+        self.rcu.idle_entered(cpu);
+    }
+
+    fn rcu_exit_idle(&self, cpu: usize) {
+        self.rcu.idle_exited(cpu);
+    }
+
+    fn halt(&self, cpu: usize, deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+        let until = deadline_ns.map(|ns| self.instant_at(ns));
+        self.doorbells.get(cpu).idle_wait(until, enter, exit);
     }
 }
 

@@ -13,7 +13,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
@@ -204,9 +203,12 @@ impl Rcu {
     }
 
     /// vCPU `cpu` found nothing to do: sleeps on its doorbell until rung or
-    /// until `until`, quiescent meanwhile. The vCPU loop's idle path, and
-    /// what the loom model (`tests/loom.rs`) runs as it.
-    pub(crate) fn idle(&self, cpu: usize, until: Option<Instant>) {
+    /// until `until`, quiescent meanwhile. What the loom model
+    /// (`tests/loom.rs`) runs as the vCPU loop's idle path: the shared
+    /// loop's halt (`hotkern_kernel::idle`) with the same RCU calls around
+    /// the same doorbell wait.
+    #[cfg(loom)]
+    pub(crate) fn idle(&self, cpu: usize, until: Option<std::time::Instant>) {
         self.doorbells.get(cpu).idle_wait(
             until,
             || {
@@ -412,7 +414,7 @@ mod tests {
     /// forces quiescent states: fails (after releasing the waiter) if it
     /// has not ended a second later.
     fn ends_without_cpu_0(rcu: &Rcu, waiter: JoinHandle<()>, why: &str) {
-        let start = Instant::now();
+        let start = std::time::Instant::now();
         while !waiter.is_finished() && start.elapsed() < std::time::Duration::from_secs(1) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
