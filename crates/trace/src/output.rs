@@ -12,7 +12,6 @@ mod format;
 mod graph;
 mod line;
 mod pages;
-mod printf;
 mod stack;
 mod symbols;
 mod text;
@@ -22,7 +21,6 @@ pub use format::{EventDescription, FormatError, FormatField};
 pub use graph::{duration_mark, write_graph_duration, write_graph_trace};
 pub use line::{split_timestamp, TextOptions};
 pub use pages::{decode_pages, PageError};
-pub use printf::{render_binary, PrintFormat};
 #[cfg(feature = "std")]
 pub(crate) use stack::add_stack_symbols;
 #[cfg(feature = "std")]

@@ -4,8 +4,9 @@
 //! even with strings in a row. Its own test binary: it installs a tracer
 //! globally.
 
-use hotkern_trace::output::{render_binary, Symbols};
+use hotkern_trace::output::TraceData;
 use hotkern_trace::{printk, trace_printk, TraceConfig, Tracer};
+use hotkern_tracedat::print::write_binary_message;
 
 #[test]
 fn strings_in_a_row_read_back_through_both_formatters() {
@@ -27,12 +28,8 @@ fn strings_in_a_row_read_back_through_both_formatters() {
         let address = u64::from_ne_bytes(record.payload[16..24].try_into().unwrap());
         let (_, c_format) = formats.iter().find(|(a, _)| *a == address).unwrap();
         let mut rendered = String::new();
-        render_binary(
-            c_format,
-            &record.payload[24..],
-            &Symbols::new(),
-            &mut rendered,
-        );
+        let tables = TraceData::new(1).print_tables();
+        write_binary_message(c_format, &record.payload[24..], &tables, &mut rendered);
         assert_eq!(rendered, expected, "C format {c_format:?}");
     }
 }

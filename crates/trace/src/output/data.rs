@@ -4,9 +4,12 @@
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::fmt::Write;
+
+use hotkern_tracedat::print::Tables;
+use hotkern_tracedat::{EventFormat, Kallsyms};
 
 use super::format::{read_int, EventDescription};
-use super::printf::PrintFormat;
 use super::symbols::{Comms, Symbols};
 
 /// One recorded event as the output side keeps it: the payload stays raw
@@ -84,7 +87,9 @@ pub struct TraceData {
     pub entries: Vec<Entry>,
     /// Every event ever written, including those lost (`entries-written`).
     pub entries_written: u64,
-    compiled: BTreeMap<u16, Option<PrintFormat>>,
+    /// hotkern-tracedat's view of each event, whose printer renders the
+    /// print formats (the one evaluator, shared with trace.dat reports).
+    printable: BTreeMap<u16, Option<EventFormat>>,
 }
 
 impl TraceData {
@@ -98,7 +103,8 @@ impl TraceData {
 
     /// Adds an event description.
     pub fn add_event(&mut self, event: EventDescription) {
-        self.compiled.insert(event.id, PrintFormat::compile(&event));
+        let printable = EventFormat::parse(&event.system, &format_text(&event));
+        self.printable.insert(event.id, printable);
         self.events.insert(event.id, event);
     }
 
@@ -107,9 +113,24 @@ impl TraceData {
         self.events.get(&id)
     }
 
-    /// The compiled print format of event `id`.
-    pub fn print_format(&self, id: u16) -> Option<&PrintFormat> {
-        self.compiled.get(&id)?.as_ref()
+    /// Event `id` as hotkern-tracedat's printer takes it
+    /// (`hotkern_tracedat::print::write_event`).
+    pub fn printable_event(&self, id: u16) -> Option<&EventFormat> {
+        self.printable.get(&id)?.as_ref()
+    }
+
+    /// What hotkern-tracedat's printer needs besides the events: this
+    /// machine's byte order and word size, the symbols (for `%pS`) and
+    /// the `trace_printk` formats. Built from `symbols` and
+    /// `printk_formats` as they are now; the layouts build it once per
+    /// print.
+    pub fn print_tables(&self) -> Tables {
+        Tables::new(
+            cfg!(target_endian = "big"),
+            core::mem::size_of::<usize>(),
+            Kallsyms::parse(&self.symbols.to_kallsyms()),
+            self.printk_formats.iter().map(|(a, f)| (*a, f.clone())),
+        )
     }
 
     /// The description of the event called `name`.
@@ -159,5 +180,55 @@ impl TraceData {
     pub fn field_value(&self, record: &RawRecord, name: &str) -> Option<u64> {
         let event = self.event(record.event_id())?;
         read_int(event.field_like(name)?, &record.payload)
+    }
+}
+
+/// `event`'s format text again (the `format` file's layout), for
+/// hotkern-tracedat's parser: a field's C type carries its array suffix,
+/// which the declaration puts after the name (`char comm[16]`), except
+/// for dynamic fields (`__data_loc char[] name`).
+fn format_text(event: &EventDescription) -> String {
+    let mut text = alloc::format!("name: {}\nID: {}\nformat:\n", event.name, event.id);
+    for f in &event.fields {
+        let dynamic = f.c_type.starts_with("__data_loc") || f.c_type.starts_with("__rel_loc");
+        let _ = match f.c_type.find('[') {
+            Some(at) if !dynamic => write!(
+                text,
+                "\tfield:{} {}{};",
+                f.c_type[..at].trim_end(),
+                f.name,
+                &f.c_type[at..]
+            ),
+            _ => write!(text, "\tfield:{} {};", f.c_type, f.name),
+        };
+        let _ = writeln!(
+            text,
+            "\toffset:{};\tsize:{};\tsigned:{};",
+            f.offset,
+            f.size,
+            u8::from(f.signed)
+        );
+    }
+    let _ = writeln!(text, "\nprint fmt: {}", event.print_fmt);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text given to hotkern-tracedat is the format file's own, field
+    /// declarations and all.
+    #[test]
+    fn format_text_gives_back_the_format_file() {
+        let text = "name: demo\nID: 500\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+            \tfield:__data_loc char[] name;\toffset:24;\tsize:4;\tsigned:0;\n\
+            \tfield:unsigned long caller[8];\toffset:32;\tsize:64;\tsigned:0;\n\
+            \tfield:int delta;\toffset:96;\tsize:4;\tsigned:1;\n\
+            \nprint fmt: \"comm=%s name=%s\", REC->comm, __get_str(name)\n";
+        let event = EventDescription::parse("demo", text).unwrap();
+        assert_eq!(format_text(&event), text);
     }
 }

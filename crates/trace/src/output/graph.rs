@@ -154,6 +154,7 @@ pub fn write_graph_trace(data: &TraceData, options: &TextOptions, out: &mut Stri
             }
         }
     }
+    let tables = data.print_tables();
     let mut skip = alloc::vec![false; data.entries.len()];
     for (index, entry) in data.entries.iter().enumerate() {
         if skip[index] {
@@ -227,7 +228,7 @@ pub fn write_graph_trace(data: &TraceData, options: &TextOptions, out: &mut Stri
             }
             out.push_str("/* ");
             let mut body = String::new();
-            write_event_body(data, record, options, &mut body);
+            write_event_body(data, &tables, record, options, &mut body);
             out.push_str(body.trim_end_matches('\n'));
             out.push_str(" */\n");
         }

@@ -5,9 +5,10 @@
 use alloc::string::String;
 use core::fmt::Write;
 
+use hotkern_tracedat::print::{write_binary_message, write_event, Tables};
+
 use super::data::{RawRecord, TraceData};
 use super::format::read_str;
-use super::printf::{render_binary, write_raw_fields};
 
 /// ftrace's display options (`options/<name>`) that change the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,9 +56,11 @@ pub fn split_timestamp(ns: u64) -> (u64, u64) {
 
 /// Writes the text of an event after the context columns: `func <-parent`
 /// for the function tracer (as `options` show it), `name: body` for
-/// everything else.
+/// everything else, its print format evaluated by hotkern-tracedat's
+/// printer with `tables` ([`TraceData::print_tables`]).
 pub fn write_event_body(
     data: &TraceData,
+    tables: &Tables,
     record: &RawRecord,
     options: &TextOptions,
     out: &mut String,
@@ -94,7 +97,7 @@ pub fn write_event_body(
             match (format, event.field("buf")) {
                 (Some(format), Some(buf)) => {
                     let args = record.payload.get(buf.offset..).unwrap_or_default();
-                    render_binary(format, args, &data.symbols, out);
+                    write_binary_message(format, args, tables, out);
                 }
                 _ => out.push_str("<unknown format>"),
             }
@@ -102,9 +105,11 @@ pub fn write_event_body(
         _ => {
             out.push_str(&event.name);
             out.push_str(": ");
-            match data.print_format(event.id) {
-                Some(format) => format.render(&record.payload, &data.symbols, out),
-                None => write_raw_fields(event, &record.payload, out),
+            match data.printable_event(event.id) {
+                Some(format) => write_event(format, &record.payload, tables, out),
+                // Fields hotkern-tracedat cannot parse: as libtraceevent
+                // says of a format it cannot use.
+                None => out.push_str("[FAILED TO PARSE]"),
             }
         }
     }

@@ -7,6 +7,8 @@ use core::fmt::Write;
 
 use super::data::{Entry, RawRecord, TraceData};
 use super::graph::write_graph_trace;
+use hotkern_tracedat::print::Tables;
+
 use super::line::{split_timestamp, write_event_body, write_lost_line, TextOptions};
 
 /// `common_flags` bits, as ftrace defines them.
@@ -91,6 +93,7 @@ pub fn latency_flags(flags: u8, preempt_count: u8) -> String {
 /// Writes one line of the default layout, as `options` show it.
 pub fn write_event_line(
     data: &TraceData,
+    tables: &Tables,
     record: &RawRecord,
     options: &TextOptions,
     out: &mut String,
@@ -107,7 +110,7 @@ pub fn write_event_line(
         out.push_str(&latency_flags(record.flags(), record.preempt_count()));
     }
     let _ = write!(out, " {secs:5}.{micros:06}: ");
-    write_event_body(data, record, options, out);
+    write_event_body(data, tables, record, options, out);
     if !out.ends_with('\n') {
         out.push('\n');
     }
@@ -160,9 +163,10 @@ pub fn write_trace(data: &TraceData, tracer: &str, options: &TextOptions, out: &
 
 /// The lines of the default layout without the header (`trace_pipe`).
 pub fn write_lines(data: &TraceData, options: &TextOptions, out: &mut String) {
+    let tables = data.print_tables();
     for entry in &data.entries {
         match entry {
-            Entry::Event(record) => write_event_line(data, record, options, out),
+            Entry::Event(record) => write_event_line(data, &tables, record, options, out),
             Entry::Lost { cpu, count } => write_lost_line(*cpu, *count, out),
         }
     }
