@@ -10,8 +10,8 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::arch::rdtsc;
-use crate::cpu::MAX_CPUS;
-use hotkern_kernel::tick::Hz;
+use crate::cpu::{self, MAX_CPUS};
+use hotkern_kernel::tick::{Hz, Ticks};
 
 /// The xAPIC's MMIO base (the reset value of `IA32_APIC_BASE`).
 const BASE: u64 = 0xfee0_0000;
@@ -43,9 +43,22 @@ pub const SPURIOUS_VECTOR: u8 = 0xff;
 /// ([`set_hz`]) before [`calibrate`].
 static TICK_HZ: AtomicU64 = AtomicU64::new(Hz::DEFAULT.get() as u64);
 
+/// Each CPU's scheduler tick as the shared loop keeps it
+/// ([`hotkern_kernel::idle`]): the timer interrupt and the idle loop's
+/// turns both ask it whether a jiffy's tick is due, and it stops while the
+/// CPU idles with nothing that needs it. The timer itself keeps
+/// interrupting at HZ, which is what wakes a halt by its deadline.
+static SCHED_TICKS: Ticks = Ticks::new(Hz::DEFAULT);
+
 /// Sets the tick rate; before [`calibrate`].
 pub fn set_hz(hz: Hz) {
     TICK_HZ.store(u64::from(hz.get()), Ordering::Relaxed);
+    SCHED_TICKS.set_hz(hz);
+}
+
+/// The scheduler ticks of every CPU.
+pub fn sched_ticks() -> &'static Ticks {
+    &SCHED_TICKS
 }
 
 /// Ticks per second.
@@ -122,6 +135,7 @@ pub fn calibrate(tsc_hz: u64) -> u64 {
 
 /// Starts the periodic tick on the calling CPU (after [`calibrate`]).
 pub fn start_tick() {
+    SCHED_TICKS.start(current() as usize, crate::tsc::nanos());
     let counts = COUNTS_PER_TICK.load(Ordering::Relaxed);
     if counts == 0 {
         return;
@@ -133,17 +147,25 @@ pub fn start_tick() {
 
 /// Stops the calling CPU's tick.
 pub fn stop_tick() {
+    SCHED_TICKS.stop(current() as usize);
     write(LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
     write(TIMER_INITIAL, 0);
 }
 
-/// The tick handler: counts, gives RCU its tick, and acknowledges.
+/// The tick handler: counts, runs the shared tick if a jiffy's is due
+/// (RCU's among it), and acknowledges.
 pub fn tick(cpu: u32) {
     if let Some(ticks) = TICKS.get(cpu as usize) {
         ticks.fetch_add(1, Ordering::Relaxed);
     }
-    crate::rcu::tick(cpu);
+    hotkern_kernel::idle::tick(&crate::smp::KernelLoop, cpu as usize, crate::tsc::nanos());
     eoi();
+}
+
+/// The calling CPU's number (the boot CPU before its per-CPU area is set
+/// up is CPU 0).
+fn current() -> u32 {
+    cpu::current_id().unwrap_or(0)
 }
 
 /// Ticks CPU `cpu` has taken.

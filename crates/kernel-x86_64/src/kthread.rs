@@ -68,12 +68,24 @@ struct IdleContext(UnsafeCell<u64>);
 // SAFETY: each slot is used only by its own CPU, with interrupts off.
 unsafe impl Sync for IdleContext {}
 
-/// Switches from an idle loop into a thread, over every CPU.
-static SWITCHES: AtomicU64 = AtomicU64::new(0);
+/// Switches from an idle loop into a thread, per CPU.
+static SWITCHES: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
-/// Switches from an idle loop into a thread so far.
+/// Switches from an idle loop into a thread so far, over every CPU.
 pub fn switches() -> u64 {
-    SWITCHES.load(Ordering::Relaxed)
+    SWITCHES
+        .iter()
+        .map(|count| count.load(Ordering::Relaxed))
+        .sum()
+}
+
+/// Switches from CPU `cpu`'s idle loop into one of its threads so far:
+/// the loop compares it before and after a step to know whether a thread
+/// ran.
+pub fn switches_on(cpu: u32) -> u64 {
+    SWITCHES
+        .get(cpu as usize)
+        .map_or(0, |count| count.load(Ordering::Relaxed))
 }
 
 static IDLE: [IdleContext; MAX_CPUS] = [const { IdleContext(UnsafeCell::new(0)) }; MAX_CPUS];
@@ -199,7 +211,7 @@ impl Kthread {
     pub fn run(&self) {
         let me = cpu::current_id().unwrap_or(0);
         assert_eq!(me, self.cpu, "{} runs only on cpu {}", self.name, self.cpu);
-        SWITCHES.fetch_add(1, Ordering::Relaxed);
+        SWITCHES[me as usize].fetch_add(1, Ordering::Relaxed);
         // SAFETY: the idle slot is this CPU's; the thread's saved pointer
         // was left by its last switch away (or by `new`) and the thread is
         // not running anywhere else (only its own CPU runs it).

@@ -19,9 +19,13 @@ use core::arch::asm;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+use hotkern_kernel::idle::{self, CpuLoop};
+use hotkern_kernel::kthread::Role;
+use hotkern_kernel::tick::Ticks;
+
 use crate::arch::rdtsc;
 use crate::cpu::{self, MAX_CPUS};
-use crate::{apic, idt, trampoline};
+use crate::{apic, idt, kthread, trampoline, tsc};
 
 /// Bytes of each application processor's stack.
 const AP_STACK_BYTES: usize = 32 * 1024;
@@ -346,15 +350,14 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     idle(cpu as usize)
 }
 
-/// An online application processor's loop: switch to its kernel threads
-/// that have work, sleep until an interrupt, and park when asked to go
-/// offline (never from inside a thread). Each turn is a quiescent
-/// state and the sleep an extended one ([`crate::rcu`]).
+/// An online application processor's loop: the shared loop's turns
+/// ([`hotkern_kernel::idle`]), and a park when asked to go offline (at the
+/// top of a turn, never from inside a thread).
 fn idle(index: usize) -> ! {
     loop {
-        // SAFETY: interrupts off around the check, then `sti; hlt`: the
-        // `sti` shadow makes the pair atomic, so an IPI sent after the
-        // check wakes the `hlt` instead of being taken before it.
+        // SAFETY: interrupts stay off from here to the halt's `sti; hlt`
+        // (see `KernelLoop::halt`), so an IPI sent after a check is taken
+        // by the halt; the switches to threads need them off too.
         unsafe { asm!("cli", options(nomem, nostack)) };
         if STATE[index].load(Ordering::Acquire) == GOING_OFFLINE {
             apic::stop_tick();
@@ -366,17 +369,98 @@ fn idle(index: usize) -> ! {
                 unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
             }
         }
-        // The hotplug thread first (an operation waits for it), then a few
-        // task slices in the worker per wake-up (tick or IPI), then sleep:
-        // the tasks keep every CPU busy part of the time, not spinning,
-        // since four busy vCPUs on a two-core host stall each other's
-        // rendezvous.
-        crate::hotplug::run_thread(index as u32);
-        crate::steps::run_threads(index as u32);
-        crate::rcu::quiescent(index as u32);
-        crate::rcu::enter_idle(index as u32);
-        // SAFETY: see above; the handlers take no lock this CPU holds.
-        unsafe { asm!("sti", "hlt", options(nomem, nostack)) };
-        crate::rcu::exit_idle(index as u32);
+        idle::turn(&KernelLoop, index);
+    }
+}
+
+/// This kernel's CPUs inside the shared loop. Cross-CPU calls and
+/// stop-machine run from the call IPI's handler, not from the loop; what
+/// the loop runs first is the hotplug thread (an operation waits for it),
+/// then the step table's threads with work. Tasks run inside `kworker`, a
+/// few slices per switch, and the loop halts after every turn, busy or
+/// not ([`CpuLoop::HALT_WHEN_BUSY`]): four busy vCPUs that never halt on a
+/// two-core host stall each other's rendezvous. The halt's deadline needs
+/// no timer of its own: the local APIC timer interrupts at HZ, and timers
+/// expire only at ticks.
+pub struct KernelLoop;
+
+impl KernelLoop {
+    /// Runs `step` and says whether it switched to one of `cpu`'s threads.
+    fn switched(cpu: usize, step: impl FnOnce(u32)) -> bool {
+        let cpu = cpu as u32;
+        let before = kthread::switches_on(cpu);
+        step(cpu);
+        kthread::switches_on(cpu) != before
+    }
+}
+
+impl CpuLoop for KernelLoop {
+    const HALT_WHEN_BUSY: bool = true;
+
+    fn now_ns(&self) -> u64 {
+        tsc::nanos()
+    }
+
+    fn ticks(&self) -> &Ticks {
+        apic::sched_ticks()
+    }
+
+    fn run_calls(&self, cpu: usize) -> Option<bool> {
+        Some(Self::switched(cpu, crate::hotplug::run_thread))
+    }
+
+    /// The loop runs only while the CPU is online; going offline, it
+    /// parks at the top of a turn.
+    fn is_online(&self, _cpu: usize) -> bool {
+        true
+    }
+
+    fn run_kthreads(&self, cpu: usize, _now_ns: u64) -> bool {
+        Self::switched(cpu, crate::steps::run_threads)
+    }
+
+    fn run_task(&self, _cpu: usize) -> bool {
+        false
+    }
+
+    /// Only a CPU whose `ksoftirqd` exists can hold timers; asking first
+    /// also keeps the timer bases, which allocate, from being made before
+    /// the heap is (the loop starts with the CPU, early in boot).
+    fn next_timer(&self, cpu: usize) -> Option<u64> {
+        crate::steps::thread(cpu as u32, Role::Softirq)?;
+        crate::steps::timers_and_work().0.next_deadline(cpu)
+    }
+
+    fn rcu_quiescent(&self, cpu: usize) {
+        crate::rcu::quiescent(cpu as u32);
+    }
+
+    fn rcu_tick(&self, cpu: usize) {
+        crate::rcu::tick(cpu as u32);
+    }
+
+    /// As [`KernelLoop::next_timer`]: only with an `rcuc` thread.
+    fn rcu_needs_cpu(&self, cpu: usize) -> bool {
+        crate::steps::thread(cpu as u32, Role::RcuCallbacks).is_some()
+            && crate::steps::rcu_pending(cpu as u32) > 0
+    }
+
+    fn rcu_enter_idle(&self, cpu: usize) {
+        crate::rcu::enter_idle(cpu as u32);
+    }
+
+    fn rcu_exit_idle(&self, cpu: usize) {
+        crate::rcu::exit_idle(cpu as u32);
+    }
+
+    fn halt(&self, _cpu: usize, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+        enter();
+        // SAFETY: the loop runs with interrupts off, and `sti; hlt` opens
+        // them only for the halt (the `sti` shadow makes the pair atomic):
+        // an IPI sent after the loop's checks wakes the halt instead of
+        // being taken before it; `cli` closes them again for `exit` and
+        // the next turn. The handlers take no lock this CPU holds.
+        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        exit();
     }
 }
