@@ -14,7 +14,8 @@ use crate::tick::Hz;
 const JIFFY: u64 = 1_000_000; // HZ=1000
 
 /// A CPU whose work is counted out in advance; every call is logged.
-struct Fake {
+/// `HALT` is its [`CpuLoop::HALT_WHEN_BUSY`].
+struct Fake<const HALT: bool = false> {
     ticks: Ticks,
     now: Cell<u64>,
     leaving: bool,
@@ -30,8 +31,8 @@ struct Fake {
     rcu: Option<GracePeriods>,
 }
 
-impl Fake {
-    fn new() -> Fake {
+impl<const HALT: bool> Fake<HALT> {
+    fn new() -> Self {
         let ticks = Ticks::new(Hz::DEFAULT);
         ticks.start(0, 0);
         Fake {
@@ -79,7 +80,8 @@ impl Cpus for NoCpus {
     }
 }
 
-impl CpuLoop for Fake {
+impl<const HALT: bool> CpuLoop for Fake<HALT> {
+    const HALT_WHEN_BUSY: bool = HALT;
     fn now_ns(&self) -> u64 {
         self.now.get()
     }
@@ -147,7 +149,7 @@ impl CpuLoop for Fake {
 
 #[test]
 fn a_busy_turn_runs_calls_tick_threads_and_a_task_each_followed_by_a_quiescent_state() {
-    let cpu = Fake::new();
+    let cpu = Fake::<false>::new();
     cpu.now.set(JIFFY);
     cpu.kthreads.set(1);
     cpu.tasks.set(1);
@@ -163,7 +165,7 @@ fn a_busy_turn_runs_calls_tick_threads_and_a_task_each_followed_by_a_quiescent_s
 
 #[test]
 fn a_cpu_taken_down_by_a_call_leaves_at_once() {
-    let mut cpu = Fake::new();
+    let mut cpu = Fake::<false>::new();
     cpu.leaving = true;
     cpu.tasks.set(1);
     assert_eq!(turn(&cpu, 0), Turn::Left);
@@ -173,7 +175,7 @@ fn a_cpu_taken_down_by_a_call_leaves_at_once() {
 
 #[test]
 fn a_cpu_not_online_only_answers_calls_then_idles() {
-    let mut cpu = Fake::new();
+    let mut cpu = Fake::<false>::new();
     cpu.online = false;
     cpu.tasks.set(1);
     cpu.kthreads.set(1);
@@ -188,7 +190,7 @@ fn a_cpu_not_online_only_answers_calls_then_idles() {
 
 #[test]
 fn an_idle_cpu_with_nothing_pending_stops_its_tick_and_sleeps_until_woken() {
-    let cpu = Fake::new();
+    let cpu = Fake::<false>::new();
     cpu.now.set(JIFFY / 2);
     assert_eq!(turn(&cpu, 0), Turn::Idled);
     // No timer, no callbacks: dyntick-idle, so the halt has no deadline.
@@ -203,7 +205,7 @@ fn an_idle_cpu_with_nothing_pending_stops_its_tick_and_sleeps_until_woken() {
 
 #[test]
 fn rcu_callbacks_keep_the_tick_of_an_idle_cpu() {
-    let mut cpu = Fake::new();
+    let mut cpu = Fake::<false>::new();
     cpu.callbacks = true;
     cpu.now.set(JIFFY / 2);
     turn(&cpu, 0);
@@ -212,7 +214,7 @@ fn rcu_callbacks_keep_the_tick_of_an_idle_cpu() {
 
 #[test]
 fn an_idle_cpu_wakes_for_its_timer_at_the_tick_it_expires_at() {
-    let mut cpu = Fake::new();
+    let mut cpu = Fake::<false>::new();
     cpu.timer = Some(3 * JIFFY + 1);
     cpu.now.set(JIFFY / 2);
     turn(&cpu, 0);
@@ -226,7 +228,7 @@ fn an_idle_cpu_wakes_for_its_timer_at_the_tick_it_expires_at() {
 
 #[test]
 fn the_tick_runs_once_per_jiffy_from_the_loop_or_an_interrupt() {
-    let cpu = Fake::new();
+    let cpu = Fake::<false>::new();
     assert!(!tick(&cpu, 0, JIFFY - 1));
     assert!(tick(&cpu, 0, JIFFY));
     // The loop's turn in the same jiffy finds it taken.
@@ -236,66 +238,21 @@ fn the_tick_runs_once_per_jiffy_from_the_loop_or_an_interrupt() {
     assert_eq!(cpu.take_log(), ["tick", "calls", "qs", "task", "qs"]);
 }
 
-/// A platform that halts between busy turns keeps its tick through the
-/// halt: only a CPU with nothing runnable stops it.
-struct Yielding(Fake);
-
-impl CpuLoop for Yielding {
-    const HALT_WHEN_BUSY: bool = true;
-    fn now_ns(&self) -> u64 {
-        self.0.now_ns()
-    }
-    fn ticks(&self) -> &Ticks {
-        self.0.ticks()
-    }
-    fn run_calls(&self, cpu: usize) -> Option<bool> {
-        self.0.run_calls(cpu)
-    }
-    fn is_online(&self, cpu: usize) -> bool {
-        self.0.is_online(cpu)
-    }
-    fn run_kthreads(&self, cpu: usize, now: u64) -> bool {
-        self.0.run_kthreads(cpu, now)
-    }
-    fn run_task(&self, cpu: usize) -> bool {
-        self.0.run_task(cpu)
-    }
-    fn next_timer(&self, cpu: usize) -> Option<u64> {
-        self.0.next_timer(cpu)
-    }
-    fn rcu_quiescent(&self, cpu: usize) {
-        self.0.rcu_quiescent(cpu)
-    }
-    fn rcu_tick(&self, cpu: usize) {
-        self.0.rcu_tick(cpu)
-    }
-    fn rcu_needs_cpu(&self, cpu: usize) -> bool {
-        self.0.rcu_needs_cpu(cpu)
-    }
-    fn rcu_enter_idle(&self, cpu: usize) {
-        self.0.rcu_enter_idle(cpu)
-    }
-    fn rcu_exit_idle(&self, cpu: usize) {
-        self.0.rcu_exit_idle(cpu)
-    }
-    fn halt(&self, cpu: usize, deadline: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
-        self.0.halt(cpu, deadline, enter, exit)
-    }
-}
-
 #[test]
 fn a_platform_that_halts_when_busy_keeps_the_tick_through_the_halt() {
-    let cpu = Yielding(Fake::new());
-    cpu.0.kthreads.set(1);
+    // It halts after a busy turn, keeping its tick; only a CPU with
+    // nothing runnable stops it.
+    let cpu = Fake::<true>::new();
+    cpu.kthreads.set(1);
     assert_eq!(turn(&cpu, 0), Turn::Ran);
-    assert_eq!(*cpu.0.halts.borrow(), [Some(JIFFY)]);
+    assert_eq!(*cpu.halts.borrow(), [Some(JIFFY)]);
     assert_eq!(turn(&cpu, 0), Turn::Idled);
-    assert_eq!(*cpu.0.halts.borrow(), [Some(JIFFY), None]);
+    assert_eq!(*cpu.halts.borrow(), [Some(JIFFY), None]);
 }
 
 #[test]
 fn a_busy_cpus_turns_end_a_normal_grace_period_and_its_halt_an_expedited_one() {
-    let mut cpu = Fake::new();
+    let mut cpu = Fake::<false>::new();
     cpu.rcu = Some(GracePeriods::new());
     let rcu = cpu.rcu.as_ref().unwrap();
     rcu.set_online(&NoCpus, CpuId(0), true);
