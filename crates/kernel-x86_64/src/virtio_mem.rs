@@ -64,8 +64,11 @@ const LARGE: u64 = 2 << 20;
 const MIB: u64 = 1 << 20;
 /// The most a single PLUG asks for.
 const RUN_BYTES: u64 = 128 << 20;
-/// Scans for wholly free blocks before a shrink stops short.
-const SHRINK_ATTEMPTS: u32 = 3;
+/// Scans for wholly free blocks before a shrink stops short: the waits
+/// between them double from 100 µs, about 50 ms in all. A reader holds a
+/// frame for a moment, but under TCG the host may preempt its vCPU in
+/// that moment for a time slice of its own (milliseconds).
+const SHRINK_ATTEMPTS: u32 = 10;
 /// How long the kernel waits for the host's next resize.
 const WAIT_NS: u64 = 60_000_000_000;
 
@@ -317,7 +320,7 @@ impl Device {
             if taken.len() == wanted || attempt + 1 == SHRINK_ATTEMPTS {
                 break;
             }
-            let until = tsc::nanos() + 100_000;
+            let until = tsc::nanos() + (100_000 << attempt);
             while tsc::nanos() < until {
                 core::hint::spin_loop();
             }
