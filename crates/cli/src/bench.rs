@@ -11,7 +11,7 @@
 //! run, since only ratios carry over from one machine to another.
 
 mod bcache;
-mod cpuhp;
+pub(crate) mod cpuhp;
 pub mod measure;
 mod physmem;
 mod progress;

@@ -9,6 +9,7 @@
 
 mod disk;
 mod hotplug;
+mod linux;
 pub mod qemu;
 mod qmp;
 mod report;
@@ -104,6 +105,13 @@ pub struct BootArgs {
     /// `--hotplug`, the host plugs 32, 64, then 16 MiB of a 64 MiB device.
     #[arg(long)]
     no_hotplug: bool,
+    /// After the hotkern kernel, boot Debian's Linux kernel (packages
+    /// linux-image-amd64 and busybox-static) on the same QEMU
+    /// configuration and make the same resizes with its virtio_mem
+    /// driver, timed the same way; each latency is printed beside
+    /// hotkern's.
+    #[arg(long, requires = "resize")]
+    linux: bool,
     /// Boot this kernel ELF instead of building crates/kernel-x86_64.
     #[arg(long)]
     kernel: Option<PathBuf>,
@@ -164,6 +172,7 @@ impl BootArgs {
             hotplug: None,
             resize: None,
             no_hotplug: true,
+            linux: false,
             kernel: None,
             output: None,
         }
@@ -265,11 +274,41 @@ impl Progress {
 
 /// Runs `hotkern boot`.
 pub fn run(args: &BootArgs) -> Result<(), String> {
+    // Missing packages are said before anything boots.
+    let anchor = if args.linux {
+        Some(linux::find()?)
+    } else {
+        None
+    };
     let report = run_quietly(args)?;
+    let linux = anchor.map(|(guest, modules)| {
+        let sizes = args.resize.as_ref().map_or(&[][..], |r| &r.0[..]);
+        let qemu = qemu::find_in_path(QEMU, std::env::var_os("PATH")).unwrap_or_default();
+        eprintln!(
+            "hotkern boot: booting {} for the same resizes",
+            guest.kernel.display()
+        );
+        linux::run(
+            &guest,
+            &modules,
+            &qemu,
+            report.config.clone(),
+            sizes,
+            args.verbose,
+        )
+    });
+    let linux = linux.transpose()?;
     if args.json {
-        println!("{}", report.to_json());
+        let mut json = report.to_json();
+        if let Some(linux) = &linux {
+            json["linux"] = linux.to_json();
+        }
+        println!("{json}");
     } else {
         print!("{}", report.to_table());
+        if let Some(linux) = &linux {
+            print!("{}", linux.rows(&report.to_json()["resizes"]));
+        }
     }
     if !report.outcome.is_success() {
         return Err(report.failure_message());

@@ -7,7 +7,7 @@
 //! `deferred_us`) outside the measured region, so every repetition starts
 //! from a settled machine. Per-step times come from the engine's reports.
 
-mod linux;
+pub(crate) mod linux;
 mod qemu;
 
 use std::collections::BTreeMap;

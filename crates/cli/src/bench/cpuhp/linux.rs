@@ -6,7 +6,7 @@
 //! own, so that `linux` sits beside `classic` and `bolt`.
 
 mod console;
-mod cpio;
+pub(crate) mod cpio;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
@@ -67,15 +67,15 @@ pub fn run(with_kernel: bool, hz: u32) -> Result<Report, String> {
 }
 
 /// What the guest is made of, found on this machine.
-struct Guest {
-    kernel: PathBuf,
-    busybox: Vec<u8>,
+pub(crate) struct Guest {
+    pub(crate) kernel: PathBuf,
+    pub(crate) busybox: Vec<u8>,
 }
 
 impl Guest {
     /// Finds the kernel and a static busybox, or names the packages that
     /// would provide them.
-    fn find() -> Result<Guest, String> {
+    pub(crate) fn find() -> Result<Guest, String> {
         let kernel = newest_kernel(Path::new(BOOT_DIR));
         let busybox = std::fs::read(BUSYBOX)
             .ok()
