@@ -345,6 +345,8 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     idt::load();
     apic::enable();
     apic::start_tick();
+    // Awake for RCU before anyone can see it online and give it work.
+    idle::start(&KernelLoop, cpu as usize);
     STATE[cpu as usize].store(ONLINE, Ordering::Release);
     crate::trace_marker!("cpu {cpu} online, APIC id {}", apic::id());
     idle(cpu as usize)
@@ -361,6 +363,7 @@ fn idle(index: usize) -> ! {
         unsafe { asm!("cli", options(nomem, nostack)) };
         if STATE[index].load(Ordering::Acquire) == GOING_OFFLINE {
             apic::stop_tick();
+            idle::stop(&KernelLoop, index);
             crate::trace_marker!("cpu {index} parks offline");
             STATE[index].store(OFFLINE, Ordering::Release);
             loop {

@@ -22,6 +22,9 @@
 //!    (`ct_idle_enter`), halt until woken or until the next timer or
 //!    tick, leave the extended quiescent state and restart the tick.
 //!
+//! The loop's edges are shared too: [`stop`] as a CPU leaves its loop
+//! (powered off, parked) and [`start`] as it enters it.
+//!
 //! What is genuinely each platform's is the [`CpuLoop`] trait: how a
 //! kernel thread is switched to (an OS thread handed the vCPU; a stack
 //! switch), how a task slice runs (the machine runs one from the loop;
@@ -226,6 +229,23 @@ pub fn idle<C: CpuLoop + ?Sized>(platform: &C, cpu: usize, nothing_runnable: boo
         platform.rcu_exit_idle(cpu)
     });
     ticks.start(cpu, platform.now_ns());
+}
+
+/// `cpu` leaves its loop (powered off, parked): its tick stops and it is
+/// quiescent for RCU until [`start`], as a CPU that is not running is.
+/// Called by `cpu` itself as it stops; may be repeated.
+pub fn stop<C: CpuLoop + ?Sized>(platform: &C, cpu: usize) {
+    platform.ticks().stop(cpu);
+    platform.rcu_enter_idle(cpu);
+}
+
+/// `cpu` enters its loop (powered on, or at each turn of a loop that may
+/// have stopped): awake for RCU before it runs anything, so that a grace
+/// period that starts from now waits for it, and its tick running.
+/// Called by `cpu` itself; may be repeated.
+pub fn start<C: CpuLoop + ?Sized>(platform: &C, cpu: usize) {
+    platform.rcu_exit_idle(cpu);
+    platform.ticks().start(cpu, platform.now_ns());
 }
 
 #[cfg(all(test, not(loom)))]

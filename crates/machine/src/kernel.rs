@@ -431,18 +431,18 @@ impl Kernel {
                 let mut life = vcpu.life.lock();
                 if *life == Life::Dying {
                     *life = Life::Dead;
-                    self.ticks.stop(cpu);
                     vcpu.life_changed.notify_all();
                 }
-                while *life == Life::Dead && !self.shutdown.load(Ordering::SeqCst) {
-                    self.rcu.idle_entered(cpu);
-                    vcpu.life_changed.wait(&mut life);
+                if *life == Life::Dead {
+                    idle::stop(self, cpu);
+                    while *life == Life::Dead && !self.shutdown.load(Ordering::SeqCst) {
+                        vcpu.life_changed.wait(&mut life);
+                    }
                 }
-                self.rcu.idle_exited(cpu);
                 if self.shutdown.load(Ordering::SeqCst) {
                     return;
                 }
-                self.ticks.start(cpu, self.now_ns());
+                idle::start(self, cpu);
             }
             idle::turn(self, cpu);
         }

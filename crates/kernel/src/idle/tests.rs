@@ -281,3 +281,24 @@ fn a_busy_cpus_turns_end_a_normal_grace_period_and_its_halt_an_expedited_one() {
     assert!(!rcu.is_idle(CpuId(0)), "awake after its halt");
     drop(grace_period);
 }
+
+#[test]
+fn a_stopped_cpu_is_quiescent_with_its_tick_stopped_until_it_starts_again() {
+    let mut cpu = Fake::<false>::new();
+    cpu.rcu = Some(GracePeriods::new());
+    let rcu = cpu.rcu.as_ref().unwrap();
+    rcu.set_online(&NoCpus, CpuId(0), true);
+    stop(&cpu, 0);
+    assert!(rcu.is_idle(CpuId(0)));
+    assert_eq!(cpu.ticks.next(0), None);
+    // A grace period that begins meanwhile does not wait for it.
+    let grace_period = rcu.begin(&NoCpus, Kind::Expedited);
+    assert!(rcu.holding_up().is_empty());
+    drop(grace_period);
+    cpu.now.set(JIFFY / 2);
+    start(&cpu, 0);
+    assert!(!rcu.is_idle(CpuId(0)), "awake before it runs anything");
+    assert_eq!(cpu.ticks.next(0), Some(JIFFY));
+    let _grace_period = rcu.begin(&NoCpus, Kind::Expedited);
+    assert!(rcu.holding_up().contains(CpuId(0)));
+}
