@@ -316,11 +316,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// parallel: in a stop-machine going down, as the CPUs come up going up.
     fn run_starting(&self, walk: &mut Walk<'_>, direction: Direction, rollback: bool) {
         let targets = walk.targets;
-        if direction == Direction::Up {
-            let start = self.platform.now_ns();
-            self.platform.power_on_many(targets);
-            walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
-        } else {
+        if direction == Direction::Down {
             // Readers that saw the CPU as usable must be done before it
             // stops (Linux's `sched_cpu_deactivate` waits for a normal
             // grace period after clearing the active mask). Bolt needs the
@@ -336,9 +332,10 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 self.platform.now_ns().saturating_sub(start),
             );
         }
-        let start = self.platform.now_ns();
-        let (reports, stage) = self.starting_section(walk, direction, rollback);
-        walk.stage(stage, None, self.platform.now_ns().saturating_sub(start));
+        let (reports, stages) = self.starting_section(walk, direction, rollback);
+        for (stage, nanos) in stages {
+            walk.stage(stage, None, nanos);
+        }
         // Starting steps cannot fail, so there is never an error to return.
         let _ = walk.apply(direction, rollback, true, reports);
         match direction {
@@ -353,28 +350,35 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     }
 
     /// The `Starting` steps on every target: inside a stop-machine going
-    /// down, as the platform brings CPUs up going up (see
-    /// [`Platform::run_starting`]); with the name of the stage.
+    /// down, as the platform brings the CPUs up going up (power on
+    /// included, see [`Platform::bring_up`]); with the stages timed.
     fn starting_section(
         &self,
         walk: &Walk<'_>,
         direction: Direction,
         rollback: bool,
-    ) -> (CpuOutcomes, &'static str) {
+    ) -> (CpuOutcomes, Vec<(&'static str, u64)>) {
         let reports: Mutex<R, CpuOutcomes> = Mutex::new(Vec::new());
         let work = |cpu: CpuId| {
             let outcomes =
                 walk.run_on_cpu(&self.platform, cpu, Section::Starting, direction, rollback);
             reports.lock().push((cpu, outcomes));
         };
-        let stage = match direction {
-            Direction::Up => self.platform.run_starting(walk.targets, &work),
+        let mut stages = Vec::new();
+        let mut since = self.platform.now_ns();
+        let mut mark = |stage: &'static str| {
+            let now = self.platform.now_ns();
+            stages.push((stage, now.saturating_sub(since)));
+            since = now;
+        };
+        match direction {
+            Direction::Up => self.platform.bring_up(walk.targets, &work, &mut mark),
             Direction::Down => {
                 self.platform.stop_machine(walk.targets, &work);
-                "stop-machine"
+                mark("stop-machine");
             }
-        };
-        (sorted(reports.into_inner()), stage)
+        }
+        (sorted(reports.into_inner()), stages)
     }
 
     /// `Online` steps on every target's hotplug thread (in parallel when

@@ -45,20 +45,29 @@ pub trait Platform: Sync {
     /// mask; on the way down they are still online.
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync));
 
-    /// Runs the `Starting` steps of CPUs coming up, after
-    /// [`power_on_many`](Platform::power_on_many): `work(cpu)` on each CPU
-    /// of `cpus`, on that CPU with interrupts off, before it is in the
-    /// online mask; returns the name of the stage that timed it.
+    /// Brings every CPU of `cpus` up: powers it on and has it run its
+    /// `Starting` steps, `work(cpu)` on that CPU with interrupts off before
+    /// it is in the online mask; returns once every CPU ran them. Each
+    /// `mark(stage)` ends a timed stage (begun by the previous mark or the
+    /// call): `"power"` once the CPUs execute, then one for the steps.
     ///
-    /// Linux runs them from the incoming CPU's own start-up path
-    /// (`notify_cpu_starting` in `start_secondary`) and stops no other CPU:
-    /// only the way down needs a stop-machine (`take_cpu_down`). A platform
-    /// whose CPUs can run work as they come up overrides this; the default
-    /// is [`stop_machine`](Platform::stop_machine), timed as
-    /// `"stop-machine"`.
-    fn run_starting(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> &'static str {
+    /// Linux's incoming CPU runs them from its own start-up path
+    /// (`notify_cpu_starting` in `start_secondary`) before it reports
+    /// alive, and stops no other CPU: only the way down needs a
+    /// stop-machine (`take_cpu_down`). A platform whose CPUs can run work
+    /// as they come up overrides this; the default powers them on with
+    /// [`power_on_many`](Platform::power_on_many), then runs the steps in a
+    /// [`stop_machine`](Platform::stop_machine) (`"stop-machine"`).
+    fn bring_up(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+        mark: &mut dyn FnMut(&'static str),
+    ) {
+        self.power_on_many(cpus);
+        mark("power");
         self.stop_machine(cpus, work);
-        "stop-machine"
+        mark("stop-machine");
     }
 
     /// Waits for a grace period: every CPU has passed a quiescent state

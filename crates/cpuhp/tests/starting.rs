@@ -1,7 +1,7 @@
-//! Going up, the `Starting` steps run through `Platform::run_starting`
-//! (Linux runs them on the incoming CPU, stopping no other); going down,
-//! through a stop-machine. A platform that does not override
-//! `run_starting` gets a stop-machine both ways.
+//! Going up, CPUs are powered on and run their `Starting` steps through
+//! `Platform::bring_up` (Linux's incoming CPU runs them itself, stopping no
+//! other); going down, the steps run in a stop-machine. A platform that
+//! does not override `bring_up` gets a power-on and a stop-machine.
 
 use std::sync::Mutex;
 
@@ -11,7 +11,7 @@ use hotkern_cpuhp::{
 
 #[derive(Default)]
 struct Recorder {
-    /// Whether `run_starting` is overridden.
+    /// Whether `bring_up` is overridden.
     on_target: bool,
     calls: Mutex<Vec<(&'static str, CpuSet)>>,
 }
@@ -27,14 +27,26 @@ impl Platform for Recorder {
         self.calls.lock().unwrap().push(("stop-machine", cpus));
         cpus.iter().for_each(work)
     }
-    fn run_starting(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> &'static str {
+    fn power_on_many(&self, cpus: CpuSet) {
+        self.calls.lock().unwrap().push(("power-on", cpus));
+    }
+    fn bring_up(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+        mark: &mut dyn FnMut(&'static str),
+    ) {
         if !self.on_target {
+            self.power_on_many(cpus);
+            mark("power");
             self.stop_machine(cpus, work);
-            return "stop-machine";
+            mark("stop-machine");
+            return;
         }
-        self.calls.lock().unwrap().push(("starting", cpus));
+        self.calls.lock().unwrap().push(("bring-up", cpus));
+        mark("power");
         cpus.iter().for_each(work);
-        "starting"
+        mark("starting");
     }
     fn synchronize_grace_period(&self) {}
 }
@@ -79,27 +91,43 @@ fn run(engine: Engine, on_target: bool) -> (Vec<(&'static str, CpuSet)>, Vec<&'s
     (calls, stages)
 }
 
+/// The engine's own stages of the online, in order.
+fn engine_stages(stages: &[&'static str]) -> Vec<&'static str> {
+    let own = ["power", "starting", "stop-machine"];
+    stages.iter().copied().filter(|s| own.contains(s)).collect()
+}
+
 #[test]
-fn going_up_the_starting_steps_run_as_the_platform_brings_cpus_up() {
+fn going_up_the_platform_powers_cpus_on_and_they_run_their_starting_steps() {
     let two = CpuSet::single(CpuId(2));
     for engine in [Engine::Classic, Engine::Bolt] {
         let (calls, stages) = run(engine, true);
         assert_eq!(
             calls,
-            [("stop-machine", two), ("starting", two)],
+            [("stop-machine", two), ("bring-up", two)],
             "{engine:?}"
         );
-        assert!(stages.contains(&"starting"), "{engine:?}: {stages:?}");
-        assert!(!stages.contains(&"stop-machine"), "{engine:?}: {stages:?}");
+        assert_eq!(engine_stages(&stages), ["power", "starting"], "{engine:?}");
     }
 }
 
 #[test]
-fn by_default_a_stop_machine_runs_them_both_ways() {
+fn by_default_a_power_on_then_a_stop_machine() {
     let two = CpuSet::single(CpuId(2));
     for engine in [Engine::Classic, Engine::Bolt] {
         let (calls, stages) = run(engine, false);
-        assert_eq!(calls, [("stop-machine", two), ("stop-machine", two)]);
-        assert!(stages.contains(&"stop-machine"), "{engine:?}: {stages:?}");
+        assert_eq!(
+            calls,
+            [
+                ("stop-machine", two),
+                ("power-on", two),
+                ("stop-machine", two)
+            ]
+        );
+        assert_eq!(
+            engine_stages(&stages),
+            ["power", "stop-machine"],
+            "{engine:?}"
+        );
     }
 }

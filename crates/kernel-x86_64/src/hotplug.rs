@@ -6,8 +6,8 @@
 //!
 //! The platform: `Online` steps run on the target's hotplug thread
 //! (`cpuhp/N`, as Linux's `cpuhp_thread_fun`), and so do an incoming CPU's
-//! `Starting` steps, in its first turn as it comes up (Linux's
-//! `notify_cpu_starting`: no other CPU stops); a dying CPU's run in
+//! `Starting` steps, posted before it starts and run in its first turn
+//! (Linux's `notify_cpu_starting`: no other CPU stops); a dying CPU's run in
 //! stop-machine ([`crate::stop_machine`]); grace periods [`crate::rcu`]; the
 //! controller halts while it waits for a hotplug thread, which wakes it
 //! when done; power on is an INIT-SIPI-SIPI start and power off a park
@@ -109,6 +109,50 @@ pub fn run_thread(cpu: u32) {
     }
 }
 
+/// Posts `*work` to the hotplug thread of every CPU of `cpus` but the
+/// caller and wakes it; a CPU not started yet finds the work at its first
+/// turn. Returns each CPU and the number of its request, for [`wait_for`],
+/// which must be called before `*work` goes away.
+fn post(cpus: CpuSet, work: &&(dyn Fn(CpuId) + Sync)) -> Vec<(u32, u64)> {
+    let me = cpu::current_id().unwrap_or(0);
+    let address = work as *const &(dyn Fn(CpuId) + Sync) as usize;
+    let mut posted = Vec::with_capacity(cpus.len());
+    for cpu in cpus.iter().filter(|cpu| cpu.0 != me) {
+        let Some(thread) = HOTPLUG_THREADS.get(cpu.0) else {
+            platform_failed(format_args!("cpu {} has no hotplug thread", cpu.0));
+            continue;
+        };
+        let slot = &SLOTS[cpu.index()];
+        slot.work.store(address, Ordering::Relaxed);
+        slot.waiter.store(me, Ordering::Relaxed);
+        let number = slot.requested.load(Ordering::Relaxed) + 1;
+        // Release: pairs with the acquire in `hotplug_body`.
+        slot.requested.store(number, Ordering::Release);
+        thread.wake();
+        smp::wake(cpu.0);
+        posted.push((cpu.0, number));
+    }
+    posted
+}
+
+/// Waits until every request of `posted` is done. The controller halts
+/// until each thread's wake-up, as Linux's waits for a hotplug thread
+/// (`wait_for_ap_thread`) sleep: a spinning virtual CPU would hold a host
+/// core the target needs.
+fn wait_for(posted: &[(u32, u64)]) {
+    let deadline = tsc::nanos().saturating_add(THREAD_TIMEOUT_S * 1_000_000_000);
+    for &(cpu, number) in posted {
+        // Acquire: pairs with the release in `hotplug_body`.
+        let done = || SLOTS[cpu as usize].done.load(Ordering::Acquire) == number;
+        if !KernelCpus.wait_until_deadline(&done, deadline) {
+            // The reference must outlive the work: a thread that may still
+            // run it (a CPU that did not start may start later) leaves no
+            // way to go on.
+            panic!("cpu {cpu}'s hotplug thread did not finish its step");
+        }
+    }
+}
+
 /// This kernel as the engine's platform.
 pub struct KernelPlatform {
     tsc_hz: u64,
@@ -125,39 +169,11 @@ impl Platform for KernelPlatform {
 
     fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
         let me = cpu::current_id().unwrap_or(0);
-        let address = &work as *const &(dyn Fn(CpuId) + Sync) as usize;
-        let mut posted = Vec::with_capacity(cpus.len());
-        for cpu in cpus.iter().filter(|cpu| cpu.0 != me) {
-            let Some(thread) = HOTPLUG_THREADS.get(cpu.0) else {
-                platform_failed(format_args!("cpu {} has no hotplug thread", cpu.0));
-                continue;
-            };
-            let slot = &SLOTS[cpu.index()];
-            slot.work.store(address, Ordering::Relaxed);
-            slot.waiter.store(me, Ordering::Relaxed);
-            let number = slot.requested.load(Ordering::Relaxed) + 1;
-            // Release: pairs with the acquire in `hotplug_body`.
-            slot.requested.store(number, Ordering::Release);
-            thread.wake();
-            smp::wake(cpu.0);
-            posted.push((cpu.0, number));
-        }
+        let posted = post(cpus, &work);
         if cpus.contains(CpuId(me)) {
             work(CpuId(me));
         }
-        // The controller halts until each thread's wake-up, as Linux's
-        // waits for a hotplug thread (`wait_for_ap_thread`) sleep: a
-        // spinning virtual CPU would hold a host core the target needs.
-        let deadline = tsc::nanos().saturating_add(THREAD_TIMEOUT_S * 1_000_000_000);
-        for (cpu, number) in posted {
-            // Acquire: pairs with the release in `hotplug_body`.
-            let done = || SLOTS[cpu as usize].done.load(Ordering::Acquire) == number;
-            if !KernelCpus.wait_until_deadline(&done, deadline) {
-                // The reference must outlive the work: a thread that may
-                // still run it leaves no way to go on.
-                panic!("cpu {cpu}'s hotplug thread did not finish its step");
-            }
-        }
+        wait_for(&posted);
     }
 
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
@@ -166,13 +182,22 @@ impl Platform for KernelPlatform {
         }
     }
 
-    /// On each incoming CPU's hotplug thread, which its idle loop runs
-    /// first, with interrupts off, as soon as the CPU is up: Linux's
-    /// `notify_cpu_starting` from the incoming CPU's start-up path, with no
-    /// other CPU stopped.
-    fn run_starting(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> &'static str {
-        self.run_on_each(cpus, work);
-        "starting"
+    /// The steps are posted to each incoming CPU's hotplug thread before
+    /// it starts, and its idle loop runs that thread first, interrupts
+    /// off: the CPU runs them in its first turn, as Linux's incoming CPU
+    /// runs `notify_cpu_starting` on its way up, and the controller waits
+    /// once, with no other CPU stopped.
+    fn bring_up(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+        mark: &mut dyn FnMut(&'static str),
+    ) {
+        let posted = post(cpus, &work);
+        self.power_on_many(cpus);
+        mark("power");
+        wait_for(&posted);
+        mark("starting");
     }
 
     fn synchronize_grace_period(&self) {
