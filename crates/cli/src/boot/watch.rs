@@ -1,0 +1,160 @@
+//! `hotkern boot`'s watch over QEMU: starts it, follows the kernel's
+//! console line by line until QEMU exits or the timeout kills it, starts
+//! the QMP resizes on the virtio-mem ready line, and gathers the report.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::qemu::{Outcome, QemuConfig};
+use super::report::{is_fault_line, parse_summary};
+use super::{qmp, trace, BootArgs, Progress, RunReport};
+
+/// Starts QEMU, follows the console until QEMU exits or the timeout kills
+/// it, and gathers the report.
+pub(super) fn watch(
+    qemu: &Path,
+    config: QemuConfig,
+    build: Option<Duration>,
+    args: &BootArgs,
+    progress: &Progress,
+) -> Result<RunReport, String> {
+    let started = Instant::now();
+    let mut child = Command::new(qemu)
+        .args(config.args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("cannot start {}: {error}", qemu.display()))?;
+    let (lines, received) = mpsc::channel();
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("QEMU's console is not connected")?;
+    let reader = thread::spawn(move || {
+        let mut stdout = BufReader::new(stdout);
+        let mut buffer = Vec::new();
+        while matches!(stdout.read_until(b'\n', &mut buffer), Ok(n) if n > 0) {
+            let line = String::from_utf8_lossy(&buffer).trim_end().to_owned();
+            buffer.clear();
+            if lines.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stderr = child
+        .stderr
+        .take()
+        .ok_or("QEMU's standard error is not connected")?;
+    let errors = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+
+    let deadline = started + Duration::from_secs_f64(args.timeout);
+    let mut report = RunReport {
+        outcome: Outcome::Timeout,
+        status: None,
+        config,
+        build,
+        first_line: None,
+        total: Duration::ZERO,
+        lines: 0,
+        last_line: None,
+        fault: None,
+        summary: None,
+        summary_error: None,
+        qemu_stderr: String::new(),
+        trace: None,
+        trace_error: None,
+        load_expected: None,
+        resizes: None,
+    };
+    if let Some(hotplug) = &report.config.hotplug {
+        // A socket left by an earlier run would refuse QEMU's bind.
+        let _ = std::fs::remove_file(&hotplug.qmp_socket);
+    }
+    let mut resizer = None;
+    let mut timed_out = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match received.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok((at, line)) => {
+                report.first_line.get_or_insert(at - started);
+                progress.console(&line, args.verbose);
+                // The kernel follows requested-size from here: resize.
+                if line.starts_with(qmp::READY) && resizer.is_none() {
+                    if let (Some(hotplug), Some(sizes)) = (&report.config.hotplug, &args.resize) {
+                        let (socket, sizes) = (hotplug.qmp_socket.clone(), sizes.0.clone());
+                        let wait = Duration::from_secs_f64(args.timeout.min(30.0));
+                        resizer = Some(thread::spawn(move || qmp::drive(&socket, &sizes, wait)));
+                    }
+                }
+                record(&mut report, line);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
+                timed_out = true;
+                progress.step(&format!("timeout after {} s: killing QEMU", args.timeout));
+                let _ = child.kill();
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|error| format!("waiting for QEMU: {error}"))?;
+    report.total = started.elapsed();
+    let _ = reader.join();
+    // Lines QEMU wrote before the kill but the loop had not read yet.
+    for (_, line) in received.try_iter() {
+        progress.console(&line, args.verbose);
+        record(&mut report, line);
+    }
+    report.qemu_stderr = errors.join().unwrap_or_default();
+    if let Some(resizer) = resizer {
+        report.resizes = Some(
+            resizer
+                .join()
+                .unwrap_or_else(|_| Err("the QMP thread panicked".to_owned())),
+        );
+    } else if args.resize.is_some() && args.hotplug.is_some() {
+        report.resizes = Some(Err(
+            "the kernel never said it follows the device's size (no virtio-mem ready line)"
+                .to_owned(),
+        ));
+    }
+    if let Some(hotplug) = &report.config.hotplug {
+        let _ = std::fs::remove_file(&hotplug.qmp_socket);
+    }
+    report.status = status.code();
+    report.outcome = Outcome::from_status(status.code(), status.signal(), timed_out);
+    if let Some(path) = &report.config.trace_file {
+        match trace::collect(report.summary.as_ref(), path) {
+            Ok(trace) => report.trace = trace,
+            Err(error) => report.trace_error = Some(error),
+        }
+    }
+    Ok(report)
+}
+
+/// Takes in one console line.
+fn record(report: &mut RunReport, line: String) {
+    report.lines += 1;
+    match parse_summary(&line) {
+        Some(Ok(summary)) => report.summary = Some(summary),
+        Some(Err(error)) => report.summary_error = Some(error),
+        None if is_fault_line(&line) => report.fault = Some(line.clone()),
+        None => {}
+    }
+    if !line.is_empty() {
+        report.last_line = Some(line);
+    }
+}
