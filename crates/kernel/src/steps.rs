@@ -249,7 +249,8 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Some(rcu_data_up::<K>),
             Some(rcu_data_down::<K>),
         ),
-        // ----- Starting: on the target, inside stop-machine; cannot fail.
+        // ----- Starting: on the target with interrupts off (going down inside a
+        // stop-machine; going up as it starts, where the platform can); cannot fail.
         step(
             "sched:online-mask",
             Starting,
