@@ -145,3 +145,44 @@ fn resizes_beyond_the_device_are_refused_before_booting() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("more than the 64 MiB"), "{stderr}");
 }
+
+/// The Linux anchor, not in CI: Debian's kernel (linux-image-amd64) and a
+/// static busybox (busybox-static) must be installed. Run with
+/// `cargo test --release -p hotkern --test boot_hotplug -- --ignored`.
+#[test]
+#[ignore = "boots Debian's kernel: needs linux-image-amd64 and busybox-static, about a minute"]
+fn linux_makes_the_same_resizes_beside_hotkern() {
+    if qemu_missing() {
+        return;
+    }
+    let (ok, run, stderr) = boot(
+        "2",
+        "engine=none",
+        &[
+            "--memory",
+            "512M",
+            "--hotplug",
+            "256M",
+            "--resize",
+            "128M,256M,64M",
+            "--linux",
+        ],
+    );
+    assert!(ok, "hotkern boot --linux failed: {stderr}\n{run}");
+    let linux = &run["linux"];
+    assert!(linux["release"].is_string(), "{linux}");
+    let resizes = linux["resizes"].as_array().expect("Linux's resizes");
+    let asked: Vec<u64> = resizes
+        .iter()
+        .map(|r| r["requested_mib"].as_u64().unwrap())
+        .collect();
+    assert_eq!(asked, [128, 256, 64], "{linux}");
+    // Linux's grows always complete; a shrink may stop short (a sub-block
+    // it cannot offline), which is its result, not a failure here.
+    for grow in &resizes[..2] {
+        assert!(
+            grow["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+            "{linux}"
+        );
+    }
+}
