@@ -238,6 +238,13 @@ const PML4_SPAN: u64 = 512 << 30;
 
 /// Serialises changes to the page directories above 4 GiB.
 static MAP_LOCK: spin::Mutex<()> = spin::Mutex::new(());
+/// Page directories made above 4 GiB so far.
+static DIRECTORIES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// How many page directories above 4 GiB have been made so far.
+pub fn directories_made() -> u64 {
+    DIRECTORIES.load(core::sync::atomic::Ordering::Relaxed)
+}
 
 /// The boot PDPT, found through CR3 (every CPU runs on the boot tables).
 fn pdpt() -> *mut u64 {
@@ -273,6 +280,7 @@ fn pd_entry(address: u64, create: bool) -> Result<Option<*mut u64>, MapError> {
         if directory.is_null() {
             return Err(MapError::NoMemory);
         }
+        DIRECTORIES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         value = directory as u64 | TABLE;
         // SAFETY: as above; a not-present entry is not cached, so no
         // invalidation is needed.
@@ -293,6 +301,18 @@ pub fn map_large(address: u64) -> Result<(), MapError> {
     if let Some(entry) = pd_entry(address, true)? {
         // SAFETY: the entry is this block's own; nothing maps it yet.
         unsafe { entry.write_volatile(address | LARGE_PAGE) };
+    }
+    Ok(())
+}
+
+/// Makes the page directories that mapping `[start, end)` needs, mapping
+/// nothing: a driver calls it before its first plug, so that a resize
+/// allocates no directory (allocate before changing anything).
+pub fn prepare_map(start: u64, end: u64) -> Result<(), MapError> {
+    let _lock = MAP_LOCK.lock();
+    let first = start & !((1 << 30) - 1);
+    for gib in (first..end).step_by(1 << 30) {
+        pd_entry(gib.max(start), true)?;
     }
     Ok(())
 }
