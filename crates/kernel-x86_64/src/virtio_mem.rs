@@ -30,6 +30,7 @@ use crate::ranges::PAGE_SIZE;
 use crate::virtio_pci::{self, Transport, TransportError};
 use crate::{pci, println, smp, tsc};
 
+mod audit;
 mod json;
 mod readers;
 mod room;
@@ -415,73 +416,6 @@ fn runs_of(sorted: &[usize]) -> Vec<(usize, usize)> {
     runs
 }
 
-/// Checks every frame of the region against the blocks plugged: plugged
-/// frames must be found by physmem (`PHYS_TO_VM_PAGE`) with their own
-/// address and belong to the allocator; unplugged ones must not be found;
-/// the device must agree on each block.
-fn audit(device: &mut Device, report: &mut Report) {
-    let guard = PHYSMEM.read();
-    let usable_end = device.addr + device.transport.config64(USABLE_REGION_SIZE);
-    for index in 0..device.plugged.len() {
-        let plugged = device.plugged[index];
-        let first = device.block_address(index) / PAGE_SIZE;
-        // The device's own view of the block (STATE: 0 plugged, 1 not).
-        // It answers STATE only inside the usable region (QEMU shrinks
-        // that with the requested size); outside it nothing can be
-        // plugged (virtio 1.2: a PLUG must lie inside it).
-        let state = if device.block_address(index) + device.block <= usable_end {
-            device.send(REQ_STATE, device.block_address(index), 1)
-        } else {
-            Ok(1)
-        };
-        let holds = HOT.holds(Pfn(first));
-        let agrees = state == Ok(u16::from(!plugged));
-        for pfn in first..first + device.frames() {
-            let page = guard.page(Pfn(pfn));
-            if plugged {
-                let right = page.is_some_and(|p| p.phys_addr == Pfn(pfn).phys_addr());
-                if !right || !holds || !agrees {
-                    report.pages_lost += 1;
-                }
-            } else if page.is_some() || holds || !agrees {
-                report.stale += 1;
-            }
-        }
-    }
-}
-
-/// Takes every free hot-plugged frame, writes its own number into it,
-/// reads it back and frees it: the allocator hands out each frame once,
-/// and the page tables map each. Returns the frames that failed.
-fn exercise() -> u64 {
-    let (_, total) = HOT.counts();
-    let mut frames = Vec::new();
-    let mut failed = 0;
-    while let Some(frame) = HOT.alloc() {
-        let word = (frame.0 * PAGE_SIZE) as *mut u64;
-        // SAFETY: the frame is plugged, mapped write-back by `map_large`,
-        // and this function holds it from `alloc` to `free`.
-        let back = unsafe {
-            word.write_volatile(frame.0);
-            word.read_volatile()
-        };
-        if back != frame.0 {
-            failed += 1;
-        }
-        if frames.try_reserve(1).is_err() {
-            break;
-        }
-        frames.push(frame);
-    }
-    failed += total.saturating_sub(frames.len() as u64);
-    for frame in frames {
-        if !HOT.free(frame) {
-            failed += 1;
-        }
-    }
-    failed
-}
-
 /// Parses `vmem=`'s sizes in MiB.
 fn targets(option: &str) -> Option<Vec<u64>> {
     option.split(',').map(|s| s.parse().ok()).collect()
@@ -654,7 +588,7 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         "virtio-mem: the resizes made no page directory (all made before the first)",
         memory::directories_made() == directories,
     );
-    audit(&mut device, &mut report);
+    audit::audit(&mut device, &mut report);
     // A block with a frame in use is not taken back, and a frame freed
     // twice is refused: what a shrink relies on to lose nothing.
     if let Some(frame) = HOT.alloc() {
@@ -666,7 +600,7 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
             kept && freed,
         );
     }
-    report.pages_lost += exercise();
+    report.pages_lost += audit::exercise();
     let device_plugged = device.transport.config64(PLUGGED_SIZE);
     let asked: Vec<u64> = report.resizes.iter().map(|r| r.requested / MIB).collect();
     report.followed = asked == sizes && report.resizes.iter().all(|r| r.refused.is_none());
