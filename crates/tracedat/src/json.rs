@@ -37,7 +37,7 @@ use std::io::Write;
 use crate::error::Result;
 use crate::format::{EventFormat, Field, FieldKind};
 use crate::input::read_uint;
-use crate::report::{glob_match, ReportOptions, ReportSummary};
+use crate::report::{ReportOptions, ReportSummary};
 use crate::stream::{Lost, Record};
 use crate::symbols::Kallsyms;
 use crate::{Printer, TraceFile};
@@ -95,16 +95,9 @@ pub fn write_chrome_json(
                 break;
             }
         };
-        if opts.cpu.is_some_and(|c| c != record.cpu) {
-            continue;
-        }
         let event = printer.event_of(&record);
-        if let Some(glob) = &opts.events {
-            let Some(e) = event else { continue };
-            if !glob_match(glob, &e.name) && !glob_match(glob, &format!("{}:{}", e.system, e.name))
-            {
-                continue;
-            }
+        if !opts.selects(record.cpu, event) {
+            continue;
         }
         writer.record(&record, event)?;
         summary.records += 1;

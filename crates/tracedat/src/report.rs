@@ -6,7 +6,7 @@ use std::io::Write;
 
 use crate::error::Result;
 use crate::stream::Lost;
-use crate::TraceFile;
+use crate::{EventFormat, TraceFile};
 
 /// What to print.
 #[derive(Clone, Debug, Default)]
@@ -18,6 +18,22 @@ pub struct ReportOptions {
     pub events: Option<String>,
     /// Nanosecond time stamps, as `trace-cmd report -t`.
     pub nanoseconds: bool,
+}
+
+impl ReportOptions {
+    /// Whether a record of `cpu` whose format is `event` passes the
+    /// `cpu` and `events` filters.
+    pub(crate) fn selects(&self, cpu: u32, event: Option<&EventFormat>) -> bool {
+        if self.cpu.is_some_and(|only| only != cpu) {
+            return false;
+        }
+        let Some(glob) = &self.events else {
+            return true;
+        };
+        event.is_some_and(|e| {
+            glob_match(glob, &e.name) || glob_match(glob, &format!("{}:{}", e.system, e.name))
+        })
+    }
 }
 
 /// Counts from a report.
@@ -74,16 +90,9 @@ pub fn write_report(
     let (mut records, printer) = file.reader()?;
     for record in records.by_ref() {
         let record = record?;
-        if opts.cpu.is_some_and(|c| c != record.cpu) {
-            continue;
-        }
         let event = printer.event_of(&record);
-        if let Some(glob) = &opts.events {
-            let Some(e) = event else { continue };
-            if !glob_match(glob, &e.name) && !glob_match(glob, &format!("{}:{}", e.system, e.name))
-            {
-                continue;
-            }
+        if !opts.selects(record.cpu, event) {
+            continue;
         }
         line.clear();
         if instances {
@@ -173,7 +182,7 @@ fn clock_in_ns(clock: Option<&str>) -> bool {
 }
 
 /// `*` and `?` globbing.
-pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
+fn glob_match(pattern: &str, text: &str) -> bool {
     let (p, t) = (pattern.as_bytes(), text.as_bytes());
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
