@@ -7,6 +7,7 @@
 //! device. A run that goes past `--timeout` is killed, and the last console
 //! line says where the kernel got to.
 
+pub(crate) mod console;
 mod disk;
 mod hotplug;
 mod linux;

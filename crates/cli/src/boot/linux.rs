@@ -11,15 +11,12 @@
 //! `bench cpuhp --linux`'s code, which names the Debian packages when one
 //! is missing.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::console::Console;
 use super::qemu::{HotplugMemory, QemuConfig};
 use super::qmp::{self, Qmp, Resized};
 use crate::bench::cpuhp::linux::{cpio, Guest};
@@ -234,39 +231,12 @@ fn watch(
 ) -> Result<Watched, String> {
     let timeout = Duration::from_secs(120 + 30 * sizes_mib.len() as u64);
     let started = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| format!("cannot start {}: {error}", qemu.display()))?;
-    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        let _ = child.kill();
-        return Err("QEMU's console is not connected".into());
-    };
-    let (send, lines) = mpsc::channel();
-    let reader = thread::spawn(move || {
-        for line in BufReader::new(stdout).split(b'\n') {
-            let Ok(line) = line else { break };
-            if send
-                .send(String::from_utf8_lossy(&line).trim_end().to_owned())
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    let errors = thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
+    let mut console = Console::start(qemu, args)?;
     let (mut release, mut error, mut resizes) = (None, None, None);
     let mut last = String::new();
     while started.elapsed() < timeout {
-        let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) else {
-            if child.try_wait().ok().flatten().is_some() {
+        let Ok((_, line)) = console.lines.recv_timeout(Duration::from_millis(200)) else {
+            if console.child.try_wait().ok().flatten().is_some() {
                 break;
             }
             continue;
@@ -298,10 +268,8 @@ fn watch(
             break;
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = reader.join();
-    let said = errors.join().unwrap_or_default();
+    let _ = console.child.kill();
+    let (_, said) = console.finish();
     match resizes {
         Some(Ok(done)) => Ok((release, done, error)),
         Some(Err(problem)) => Err(format!("QMP: {problem}")),

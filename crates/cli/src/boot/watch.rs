@@ -2,13 +2,13 @@
 //! console line by line until QEMU exits or the timeout kills it, starts
 //! the QMP resizes on the virtio-mem ready line, and gathers the report.
 
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
+
+use super::console::Console;
 
 use super::qemu::{Outcome, QemuConfig};
 use super::report::{is_fault_line, parse_summary};
@@ -24,39 +24,7 @@ pub(super) fn watch(
     progress: &Progress,
 ) -> Result<RunReport, String> {
     let started = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(config.args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| format!("cannot start {}: {error}", qemu.display()))?;
-    let (lines, received) = mpsc::channel();
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or("QEMU's console is not connected")?;
-    let reader = thread::spawn(move || {
-        let mut stdout = BufReader::new(stdout);
-        let mut buffer = Vec::new();
-        while matches!(stdout.read_until(b'\n', &mut buffer), Ok(n) if n > 0) {
-            let line = String::from_utf8_lossy(&buffer).trim_end().to_owned();
-            buffer.clear();
-            if lines.send((Instant::now(), line)).is_err() {
-                break;
-            }
-        }
-    });
-    let mut stderr = child
-        .stderr
-        .take()
-        .ok_or("QEMU's standard error is not connected")?;
-    let errors = thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-
+    let mut console = Console::start(qemu, config.args())?;
     let deadline = started + Duration::from_secs_f64(args.timeout);
     let mut report = RunReport {
         outcome: Outcome::Timeout,
@@ -84,7 +52,10 @@ pub(super) fn watch(
     let mut timed_out = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match received.recv_timeout(left.min(Duration::from_millis(100))) {
+        match console
+            .lines
+            .recv_timeout(left.min(Duration::from_millis(100)))
+        {
             Ok((at, line)) => {
                 report.first_line.get_or_insert(at - started);
                 progress.console(&line, args.verbose);
@@ -102,23 +73,21 @@ pub(super) fn watch(
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
                 timed_out = true;
                 progress.step(&format!("timeout after {} s: killing QEMU", args.timeout));
-                let _ = child.kill();
+                let _ = console.child.kill();
                 break;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     }
-    let status = child
-        .wait()
-        .map_err(|error| format!("waiting for QEMU: {error}"))?;
+    let (status, said) = console.finish();
+    let status = status.map_err(|error| format!("waiting for QEMU: {error}"))?;
     report.total = started.elapsed();
-    let _ = reader.join();
     // Lines QEMU wrote before the kill but the loop had not read yet.
-    for (_, line) in received.try_iter() {
+    for (_, line) in console.lines.try_iter() {
         progress.console(&line, args.verbose);
         record(&mut report, line);
     }
-    report.qemu_stderr = errors.join().unwrap_or_default();
+    report.qemu_stderr = said;
     if let Some(resizer) = resizer {
         report.resizes = Some(
             resizer

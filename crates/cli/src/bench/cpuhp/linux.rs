@@ -9,17 +9,15 @@ mod console;
 pub(crate) mod cpio;
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use console::{Line, Marker};
 
 use super::super::measure::median;
 use super::super::{Case, Progress, Report};
+use crate::boot::console::Console;
 use crate::boot::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
 
 /// vCPUs, as `bench cpuhp --platform qemu` gives the hotkern kernel.
@@ -283,32 +281,7 @@ fn watch(qemu: &Path, args: &[OsString]) -> Result<Measured, String> {
     let progress = Progress::new("linux", 6);
     progress.start("starting QEMU (TCG)");
     let started = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| format!("cannot start {}: {error}", qemu.display()))?;
-    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        let _ = child.kill();
-        return Err("QEMU's console is not connected".into());
-    };
-    let (send, lines) = mpsc::channel();
-    let reader = thread::spawn(move || {
-        for line in BufReader::new(stdout).split(b'\n') {
-            let Ok(line) = line else { break };
-            let line = String::from_utf8_lossy(&line).trim_end().to_owned();
-            if send.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let errors = thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
+    let mut console = Console::start(qemu, args)?;
     let mut seen = Progressed {
         stage: "QEMU started; no console output yet".into(),
         last_line: None,
@@ -321,8 +294,11 @@ fn watch(qemu: &Path, args: &[OsString]) -> Result<Measured, String> {
     let mut done_at: Option<Instant> = None;
     let timed_out = loop {
         let limit = done_at.map_or(deadline, |at| (at + POWER_OFF_GRACE).min(deadline));
-        match lines.recv_timeout(limit.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
+        match console
+            .lines
+            .recv_timeout(limit.saturating_duration_since(Instant::now()))
+        {
+            Ok((_, line)) => {
                 seen.take(&line, started.elapsed(), &progress);
                 if seen.done {
                     done_at.get_or_insert_with(Instant::now);
@@ -330,15 +306,13 @@ fn watch(qemu: &Path, args: &[OsString]) -> Result<Measured, String> {
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break false,
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= limit => {
-                let _ = child.kill();
+                let _ = console.child.kill();
                 break done_at.is_none();
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     };
-    let status = child.wait();
-    let _ = reader.join();
-    let qemu_said = errors.join().unwrap_or_default();
+    let (status, qemu_said) = console.finish();
     drop(progress);
     if timed_out {
         return Err(format!(
