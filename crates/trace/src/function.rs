@@ -287,7 +287,7 @@ pub enum TracerKind {
     Function,
     /// `funcgraph_entry` / `funcgraph_exit` pairs with durations.
     FunctionGraph,
-    /// The hardware-latency detector (see [`crate::hwlat`]; `std` only).
+    /// The hardware-latency detector (see [`Tracer::set_hwlat_config`](crate::Tracer::set_hwlat_config); `std` only).
     Hwlat,
 }
 

@@ -4,16 +4,6 @@
 //! (outer) above `threshold` µs means something took the CPU away — in a
 //! kernel an SMI or NMI, in user space also preemption and interrupts. Each
 //! window with such a gap records one `ftrace/hwlat` event.
-//!
-//! ```no_run
-//! use hotkern_trace::{function::TracerKind, hwlat::HwlatConfig, TraceConfig, Tracer};
-//! let tracer = Tracer::with_threads(TraceConfig::small(), 2).unwrap().install().unwrap();
-//! tracer.set_hwlat_config(HwlatConfig { width_us: 5_000, window_us: 10_000, threshold_us: 5 }).unwrap();
-//! tracer.set_current_tracer(TracerKind::Hwlat).unwrap();
-//! std::thread::sleep(std::time::Duration::from_millis(100));
-//! tracer.set_current_tracer(TracerKind::Nop).unwrap();
-//! println!("max latency {} us", tracer.hwlat_max_latency_us());
-//! ```
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +12,18 @@ use std::time::Duration;
 
 use crate::ring::RawLock;
 
-/// `hwlat_detector/width`, `hwlat_detector/window` and `tracing_thresh`.
+/// `hwlat_detector/width`, `hwlat_detector/window` and `tracing_thresh`:
+/// what [`Tracer::set_hwlat_config`](crate::Tracer::set_hwlat_config) takes.
+///
+/// ```no_run
+/// use hotkern_trace::{function::TracerKind, HwlatConfig, TraceConfig, Tracer};
+/// let tracer = Tracer::with_threads(TraceConfig::small(), 2).unwrap().install().unwrap();
+/// tracer.set_hwlat_config(HwlatConfig { width_us: 5_000, window_us: 10_000, threshold_us: 5 }).unwrap();
+/// tracer.set_current_tracer(TracerKind::Hwlat).unwrap();
+/// std::thread::sleep(std::time::Duration::from_millis(100));
+/// tracer.set_current_tracer(TracerKind::Nop).unwrap();
+/// println!("max latency {} us", tracer.hwlat_max_latency_us());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HwlatConfig {
     /// Spinning time per window, µs.
@@ -56,7 +57,7 @@ impl HwlatConfig {
 /// One window whose largest gap was above the threshold: the fields of
 /// an `ftrace/hwlat` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HwlatSample {
+pub(crate) struct HwlatSample {
     /// Largest gap between two clock reads, µs.
     pub duration_us: u64,
     /// Largest gap between loop turns, µs.
@@ -72,7 +73,7 @@ pub struct HwlatSample {
 
 /// What one window's spinning part saw, in the clock's nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowGaps {
+pub(crate) struct WindowGaps {
     /// Largest gap between two back-to-back clock reads.
     pub inner_ns: u64,
     /// Largest gap between the end of one loop turn and the next.
@@ -85,7 +86,7 @@ pub struct WindowGaps {
 
 /// Spins for `width_ns` on `now`, measuring the gaps that show something
 /// took the CPU away (see the [module documentation](self)).
-pub fn sample_window(now: &dyn Fn() -> u64, width_ns: u64, threshold_ns: u64) -> WindowGaps {
+pub(crate) fn sample_window(now: &dyn Fn() -> u64, width_ns: u64, threshold_ns: u64) -> WindowGaps {
     let start = now();
     let mut gaps = WindowGaps {
         inner_ns: 0,

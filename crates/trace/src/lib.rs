@@ -17,7 +17,7 @@
 //!   the built-in `ftrace/*` formats.
 //! * [`function`](mod@function) — `#[hotkern_trace::function]` call sites,
 //!   filters, pid lists, profiling, graph duration markers.
-//! * [`printk`] — [`trace_printk!`]; [`marker`] — `trace_marker`.
+//! * [`printk`] — [`trace_printk!`]; [`Tracer::write_marker`] — `trace_marker`.
 //! * [`Tracer`] — an instance tying them together, with the methods the
 //!   control files call.
 //!
@@ -49,6 +49,7 @@
 //! tracer.uninstall();
 //! ```
 #![no_std]
+#![warn(unnameable_types)]
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
@@ -60,16 +61,18 @@ extern crate self as hotkern_trace;
 pub mod event;
 pub mod function;
 #[cfg(feature = "std")]
-pub mod hwlat;
-pub mod marker;
+mod hwlat;
+mod marker;
 pub mod platform;
 pub mod printk;
 pub mod ring;
-pub mod tracer;
+mod tracer;
 
 /// `#[hotkern_trace::function]`: instruments a function for the function
 /// and function_graph tracers (see [`function`](mod@function)).
 pub use hotkern_trace_macros::function;
+#[cfg(feature = "std")]
+pub use hwlat::HwlatConfig;
 pub use tracer::{EventHook, Record, TraceConfig, TraceError, TraceOption, Tracer};
 
 // Control and output (filters, triggers, the tracefs-style interface, writers).
@@ -88,4 +91,7 @@ pub mod internals {
     pub mod filter_reference {
         pub use crate::filter::reference::{evaluate, evaluate_task, glob_matches};
     }
+    /// Orders records from several CPUs by time, as a reader merging
+    /// per-CPU buffers does.
+    pub use crate::tracer::record::merge as merge_records;
 }

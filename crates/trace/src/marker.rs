@@ -14,5 +14,5 @@ use crate::function::FunctionSite;
 
 /// The `ip` of marker events, named like ftrace's writer function so
 /// outputs print `tracing_mark_write: <text>`.
-pub static MARKER_SYMBOL: FunctionSite =
+pub(crate) static MARKER_SYMBOL: FunctionSite =
     FunctionSite::symbol(module_path!(), "tracing_mark_write", file!(), line!());

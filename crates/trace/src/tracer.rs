@@ -89,7 +89,7 @@ impl TraceOption {
     }
 }
 
-/// A trace instance. See the [module documentation](self).
+/// A trace instance. See the [crate documentation](crate).
 pub struct Tracer {
     clock: Arc<dyn Clock>,
     context: &'static dyn CpuContext,

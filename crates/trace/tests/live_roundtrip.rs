@@ -66,7 +66,7 @@ fn live_trace_survives_trace_dat_event_for_event() {
             theirs.extend(Record::from_page(cpu, page));
         }
     }
-    hotkern_trace::tracer::record::merge(&mut theirs);
+    hotkern_trace::internals::merge_records(&mut theirs);
 
     let file = view::trace_dat(tracer, pages);
     let bytes = common::write_v6(&file);
