@@ -2,7 +2,7 @@
 //! `return`, `?`, falling off the end (with and without a value) and
 //! unwinding. Read back from a real function_graph tracer.
 
-use hotkern_trace::event::format::{FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID};
+use hotkern_trace::event::{FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID};
 use hotkern_trace::function::{site_at, TracerKind};
 use hotkern_trace::{TraceConfig, Tracer};
 

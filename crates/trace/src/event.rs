@@ -22,12 +22,16 @@
 //! assert_eq!(format.fields[1].offset, 16); // u64 aligned after the u32 at 8
 //! ```
 
-pub mod format;
+pub(crate) mod format;
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
-pub use format::{EventFormat, Field, COMMON_HEADER_SIZE};
+pub use format::{
+    builtin_formats, EventFormat, Field, BPRINT_ID, COMMON_HEADER_SIZE, FLAG_HARDIRQ,
+    FLAG_IRQS_OFF, FLAG_NMI, FLAG_SOFTIRQ, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID,
+    HWLAT_ID, KERNEL_STACK_ID, PRINT_ID,
+};
 
 /// Mask bit set until the event has registered (and got its id).
 pub(crate) const UNREGISTERED: u32 = 1 << 31;

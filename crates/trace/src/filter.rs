@@ -13,7 +13,7 @@
 //! and the byte position of the problem.
 //!
 //! ```
-//! use hotkern_trace::filter::{Filter, FieldSpec};
+//! use hotkern_trace::internals::filter::{Filter, FieldSpec};
 //!
 //! let fields = [
 //!     FieldSpec::fixed_string("prev_comm", 8, 16),
@@ -39,10 +39,10 @@ use alloc::string::String;
 use crate::platform::TASK_COMM_LEN;
 
 pub use error::{FilterError, FilterErrorKind};
-pub use field::{common_fields, FieldKind, FieldSpec};
-pub use parse::{
-    parse, CompareOp, Expr, Operand, Predicate, MAX_DEPTH, MAX_PREDICATES, MAX_STRING_OPERAND,
-};
+#[cfg(test)]
+pub(crate) use field::common_fields;
+pub use field::{FieldKind, FieldSpec};
+pub use parse::{parse, CompareOp, Expr, Operand, Predicate};
 
 use program::Program;
 
@@ -81,7 +81,7 @@ impl Filter {
     /// and `COMM ~ ".."` fail and `COMM != ".."` holds.
     ///
     /// ```
-    /// use hotkern_trace::filter::{Filter, FieldSpec};
+    /// use hotkern_trace::internals::filter::{Filter, FieldSpec};
     ///
     /// let filter = Filter::compile(r#"COMM ~ "worker-*" && pid > 1"#, &[FieldSpec::signed("pid", 8, 4)]).unwrap();
     /// assert!(filter.uses_comm());
@@ -103,7 +103,7 @@ impl Filter {
     /// other filters should not pay).
     ///
     /// ```
-    /// use hotkern_trace::filter::{Filter, FieldSpec};
+    /// use hotkern_trace::internals::filter::{Filter, FieldSpec};
     ///
     /// let filter = Filter::compile("pid > 1", &[FieldSpec::signed("pid", 8, 4)]).unwrap();
     /// let mut payload = [0u8; 12];

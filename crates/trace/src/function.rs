@@ -14,8 +14,8 @@
 //! assert_eq!(duration_marker(150_000), '!');
 //! ```
 
-pub mod filter;
-pub mod pid;
+pub(crate) mod filter;
+pub(crate) mod pid;
 mod profile;
 
 use alloc::vec::Vec;

@@ -35,7 +35,7 @@ pub enum GlobKind {
 /// A compiled glob pattern.
 ///
 /// ```
-/// use hotkern_trace::glob::Glob;
+/// use hotkern_trace::internals::glob::Glob;
 ///
 /// let glob = Glob::new("sched_*");
 /// assert!(glob.matches("sched_switch"));
@@ -120,8 +120,8 @@ impl core::fmt::Display for Glob {
 /// True if `pattern` contains a wildcard character (`*`, `?` or `[`).
 ///
 /// ```
-/// assert!(hotkern_trace::glob::has_wildcard("sched_*"));
-/// assert!(!hotkern_trace::glob::has_wildcard("sched_switch"));
+/// assert!(hotkern_trace::internals::glob::has_wildcard("sched_*"));
+/// assert!(!hotkern_trace::internals::glob::has_wildcard("sched_switch"));
 /// ```
 pub fn has_wildcard(pattern: &str) -> bool {
     pattern.bytes().any(|b| matches!(b, b'*' | b'?' | b'['))
@@ -130,8 +130,8 @@ pub fn has_wildcard(pattern: &str) -> bool {
 /// Matches `text` against an uncompiled `pattern`; never allocates.
 ///
 /// ```
-/// assert!(hotkern_trace::glob::glob_match("a*b", "axxb"));
-/// assert!(!hotkern_trace::glob::glob_match("a*b", "axxbc"));
+/// assert!(hotkern_trace::internals::glob::glob_match("a*b", "axxb"));
+/// assert!(!hotkern_trace::internals::glob::glob_match("a*b", "axxbc"));
 /// ```
 pub fn glob_match(pattern: &str, text: &str) -> bool {
     glob_match_bytes(pattern.as_bytes(), text.as_bytes())

@@ -6,7 +6,7 @@
 //! Recording side:
 //! * [`ring`] — [`RingBuffer`](ring::RingBuffer): one ring of 4 KiB pages per
 //!   CPU in ftrace's `buffer_data_page` / event-header encoding
-//!   ([`ring::page`]), lock-free reserve/commit with nesting writers, readers
+//!   ([`PageView`](ring::PageView)), lock-free reserve/commit with nesting writers, readers
 //!   that take whole pages without stopping writers, overwrite and
 //!   producer/consumer modes, exact loss accounting.
 //! * [`platform`] — the [`Clock`](platform::Clock) and
@@ -77,10 +77,10 @@ pub use tracer::{EventHook, Record, TraceConfig, TraceError, TraceOption, Tracer
 
 // Control and output (filters, triggers, the tracefs-style interface, writers).
 pub mod control;
-pub mod filter;
-pub mod glob;
+pub(crate) mod filter;
+pub(crate) mod glob;
 pub mod output;
-pub mod trigger;
+pub(crate) mod trigger;
 
 /// What the fuzz targets and property tests check the real code against:
 /// not part of the API, and free to change with the code it checks.
@@ -90,6 +90,22 @@ pub mod internals {
     /// the glob matcher are compared with.
     pub mod filter_reference {
         pub use crate::filter::reference::{evaluate, evaluate_task, glob_matches};
+    }
+    /// Event filters (`filter` files): the parser, the expression tree
+    /// and the compiled program the property tests and fuzzers drive.
+    pub mod filter {
+        pub use crate::filter::{
+            parse, CompareOp, Expr, FieldKind, FieldSpec, Filter, FilterError, FilterErrorKind,
+            Operand, Predicate,
+        };
+    }
+    /// The glob matcher behind `set_event`, `set_ftrace_filter` and filters.
+    pub mod glob {
+        pub use crate::glob::{glob_match, has_wildcard, Glob, GlobKind};
+    }
+    /// Event triggers (`trigger` files), fired without the tracer.
+    pub mod trigger {
+        pub use crate::trigger::{TriggerActions, TriggerError, TriggerSet};
     }
     /// Orders records from several CPUs by time, as a reader merging
     /// per-CPU buffers does.

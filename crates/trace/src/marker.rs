@@ -6,7 +6,7 @@
 //! let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap();
 //! assert_eq!(tracer.write_marker("phase 2 starts").unwrap(), 14);
 //! let record = &tracer.drain_records()[0];
-//! assert_eq!(record.event_id, hotkern_trace::event::format::PRINT_ID);
+//! assert_eq!(record.event_id, hotkern_trace::event::PRINT_ID);
 //! assert_eq!(record.string(16), "phase 2 starts\n");
 //! ```
 

@@ -2,7 +2,7 @@
 //!
 //! One writer per CPU (plus writers nesting on it: interrupts in a kernel,
 //! signal handlers in user space) reserves and commits events without locks;
-//! any thread reads whole pages without stopping writers. See [`page`] for
+//! any thread reads whole pages without stopping writers. See [`PageView`] for
 //! the encoding and `cpu.rs` for the algorithm.
 //!
 //! ```
@@ -19,13 +19,16 @@
 
 mod cpu;
 pub(crate) mod local;
-pub mod page;
+pub(crate) mod page;
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 pub use cpu::{CpuStats, PageRead, Refused, Reservation, MAX_PAGES_PER_CPU};
-pub use page::{PageView, RawEvent, PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE};
+pub use page::{
+    Events, PageView, RawEvent, RingPageError, HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT,
+    MAX_PAYLOAD, PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE,
+};
 
 use cpu::CpuBuffer;
 

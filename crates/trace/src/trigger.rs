@@ -10,8 +10,8 @@
 //! the tracer through [`TriggerActions`].
 //!
 //! ```
-//! use hotkern_trace::filter::FieldSpec;
-//! use hotkern_trace::trigger::{TriggerActions, TriggerSet};
+//! use hotkern_trace::internals::filter::FieldSpec;
+//! use hotkern_trace::internals::trigger::{TriggerActions, TriggerSet};
 //!
 //! #[derive(Default)]
 //! struct Switch { on: bool }
@@ -37,13 +37,13 @@
 
 mod command;
 mod error;
-pub mod hist;
+pub(crate) mod hist;
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
-pub use command::{parse_trigger, TriggerCommand, TriggerLine, TriggerSpec, AVAILABLE_TRIGGERS};
+pub use command::{parse_trigger, TriggerCommand, TriggerSpec, AVAILABLE_TRIGGERS};
 pub use error::TriggerError;
 use hist::{HistControl, HistTable};
 
@@ -182,14 +182,14 @@ impl TriggerSet {
     }
 
     /// True if some trigger runs in `phase`.
-    pub fn has_phase(&self, phase: FirePhase) -> bool {
+    pub(crate) fn has_phase(&self, phase: FirePhase) -> bool {
         self.triggers.iter().any(|t| phase.includes(t))
     }
 
     /// Runs the triggers that belong to `phase`: as in ftrace, triggers
     /// without a filter run before the event is recorded (so `traceoff`
     /// keeps its own event out), the filtered ones and `hist` after it.
-    pub fn fire_phase(
+    pub(crate) fn fire_phase(
         &mut self,
         payload: &[u8],
         cpu: u32,
@@ -255,7 +255,7 @@ impl TriggerSet {
     }
 
     /// [`TriggerSet::hist_text`], naming `.sym` and `.execname` keys.
-    pub fn hist_text_with(&self, names: &dyn hist::HistNames) -> String {
+    pub(crate) fn hist_text_with(&self, names: &dyn hist::HistNames) -> String {
         let mut out = String::new();
         for trigger in &self.triggers {
             if let TriggerCommand::Hist(spec) = &trigger.spec.command {
@@ -271,7 +271,8 @@ impl TriggerSet {
     }
 
     /// The hist table of the first hist trigger, if any.
-    pub fn hist_table(&self) -> Option<&HistTable> {
+    #[cfg(test)]
+    pub(crate) fn hist_table(&self) -> Option<&HistTable> {
         self.triggers.iter().find_map(|t| match t.spec.command {
             TriggerCommand::Hist(_) => Some(&t.hist),
             _ => None,

@@ -5,8 +5,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hotkern_trace::filter::{FieldSpec, Filter};
-use hotkern_trace::glob::Glob;
+use hotkern_trace::internals::filter::{FieldSpec, Filter};
+use hotkern_trace::internals::glob::Glob;
 
 struct Counting;
 

@@ -4,7 +4,7 @@
 //! `COMM` pseudo-field is compared against random task names, including
 //! none.
 
-use hotkern_trace::filter::{CompareOp, Expr, FieldSpec, Filter, Operand, Predicate};
+use hotkern_trace::internals::filter::{CompareOp, Expr, FieldSpec, Filter, Operand, Predicate};
 use hotkern_trace::internals::filter_reference as reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -259,7 +259,8 @@ fn printed_expressions_parse_back() {
     runner
         .run(&expression(), |expr| {
             let fields = fields();
-            let parsed = hotkern_trace::filter::parse(&expr.to_string(), &fields).unwrap();
+            let parsed =
+                hotkern_trace::internals::filter::parse(&expr.to_string(), &fields).unwrap();
             prop_assert_eq!(&parsed, &expr);
             nested.set(nested.get() + u32::from(depth(&expr) >= 2));
             mixed.set(mixed.get() + u32::from(mixes_and_or(&expr)));
@@ -367,7 +368,7 @@ fn arbitrary_text_is_refused_with_a_position_or_compiles_correctly() {
                     refused.set(refused.get() + 1);
                 }
                 Ok(filter) => {
-                    let expr = hotkern_trace::filter::parse(&text, &fields).unwrap();
+                    let expr = hotkern_trace::internals::filter::parse(&text, &fields).unwrap();
                     for cpu in 0..2 {
                         prop_assert_eq!(
                             filter.matches_on(&payload, cpu),

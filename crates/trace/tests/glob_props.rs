@@ -3,8 +3,8 @@
 
 use std::cell::Cell;
 
-use hotkern_trace::glob::{glob_match, Glob, GlobKind};
 use hotkern_trace::internals::filter_reference::glob_matches as reference;
+use hotkern_trace::internals::glob::{glob_match, Glob, GlobKind};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

@@ -3,7 +3,7 @@
 //! function_graph layout (leaves, nesting, duration markers, task
 //! switches, comments). Built from hand-made records so every byte is known.
 
-use hotkern_trace::event::format::builtin_formats;
+use hotkern_trace::event::builtin_formats;
 use hotkern_trace::output::{
     flag, latency_flags, split_timestamp, write_graph_duration, write_trace, Comms, Entry,
     EventDescription, RawRecord, Symbols, TextOptions, TraceData,

@@ -6,7 +6,7 @@
 mod common;
 
 use hotkern_trace::control::{view, Control};
-use hotkern_trace::event::format::KERNEL_STACK_ID;
+use hotkern_trace::event::KERNEL_STACK_ID;
 use hotkern_trace::output::{stack_frames, Entry};
 use hotkern_trace::{TraceConfig, Tracer};
 

@@ -342,7 +342,7 @@ extern "C" fn on_signal_event(_: libc::c_int) {
 
 #[test]
 fn events_from_signal_handlers_are_recorded_with_the_interrupt_flag() {
-    use hotkern_trace::event::format::FLAG_HARDIRQ;
+    use hotkern_trace::event::FLAG_HARDIRQ;
     use hotkern_trace::{TraceConfig, Tracer};
     let tracer = Tracer::with_threads(
         TraceConfig {

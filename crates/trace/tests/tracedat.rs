@@ -7,8 +7,7 @@ mod common;
 use hotkern_trace::output::{
     decode_pages, write_trace, Comms, EventDescription, Symbols, TextOptions, TraceData,
 };
-use hotkern_trace::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
-use hotkern_trace::ring::{Mode, RingBuffer, PAGE_SIZE};
+use hotkern_trace::ring::{Mode, RingBuffer, HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT, PAGE_SIZE};
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, TraceDat, WriteOptions};
 
 const FUNCTION_FORMAT: &str = "name: function\nID: 1\nformat:\n\

@@ -3,7 +3,7 @@
 //! for an unknown task and for a task named by the payload's first bytes.
 #![no_main]
 
-use hotkern_trace::filter::{parse, FieldSpec, Filter};
+use hotkern_trace::internals::filter::{parse, FieldSpec, Filter};
 use hotkern_trace::internals::filter_reference as reference;
 use libfuzzer_sys::fuzz_target;
 

@@ -2,8 +2,8 @@
 //! accepted set fires and prints without panicking.
 #![no_main]
 
-use hotkern_trace::filter::FieldSpec;
-use hotkern_trace::trigger::{TriggerActions, TriggerSet};
+use hotkern_trace::internals::filter::FieldSpec;
+use hotkern_trace::internals::trigger::{TriggerActions, TriggerSet};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Default)]

@@ -135,8 +135,8 @@ impl EventFormat {
     /// The text of ftrace's `format` file for this event.
     ///
     /// ```
-    /// use hotkern_trace::event::format::function_format;
-    /// let text = function_format().to_format_file();
+    /// let formats = hotkern_trace::event::builtin_formats();
+    /// let text = formats.iter().find(|f| f.name == "function").unwrap().to_format_file();
     /// assert!(text.starts_with("name: function\nID: 1\nformat:\n"));
     /// assert!(text.contains("\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"));
     /// ```
@@ -227,8 +227,8 @@ pub fn funcgraph_exit_format() -> EventFormat {
 /// first, after a 4-byte hole that keeps them 8-byte aligned.
 ///
 /// ```
-/// use hotkern_trace::event::format::kernel_stack_format;
-/// let text = kernel_stack_format().to_format_file();
+/// let format = hotkern_trace::event::builtin_formats().into_iter().find(|f| f.name == "kernel_stack").unwrap();
+/// let text = format.to_format_file();
 /// assert!(text.starts_with("name: kernel_stack\nID: 4\n"));
 /// assert!(text.contains("\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n"));
 /// ```

@@ -75,7 +75,7 @@ impl FilterError {
     /// message.
     ///
     /// ```
-    /// use hotkern_trace::filter::{Filter, FieldSpec};
+    /// use hotkern_trace::internals::filter::{Filter, FieldSpec};
     ///
     /// let fields = [FieldSpec::unsigned("next_pid", 8, 4)];
     /// let error = Filter::compile("nxt_pid == 1", &fields).unwrap_err();

@@ -80,7 +80,7 @@ impl FieldSpec {
     /// its C type, offset, size and signedness.
     ///
     /// ```
-    /// use hotkern_trace::filter::{FieldKind, FieldSpec};
+    /// use hotkern_trace::internals::filter::{FieldKind, FieldSpec};
     ///
     /// assert_eq!(FieldSpec::from_format("comm", "char[16]", 8, 16, true).kind, FieldKind::FixedString);
     /// assert_eq!(FieldSpec::from_format("msg", "__data_loc char[]", 8, 4, true).kind, FieldKind::DataLocString);
@@ -177,7 +177,8 @@ impl Location {
 
 /// The fields of ftrace's common header, which every event carries at the
 /// start of its payload and every filter may name.
-pub fn common_fields() -> [FieldSpec; 4] {
+#[cfg(test)]
+pub(crate) fn common_fields() -> [FieldSpec; 4] {
     [
         FieldSpec::unsigned("common_type", 0, 2),
         FieldSpec::unsigned("common_flags", 2, 1),

@@ -132,7 +132,7 @@ fn string<'p>(spec: &FieldSpec, payload: &'p [u8]) -> Option<&'p [u8]> {
     Some(raw.split(|&b| b == 0).next().unwrap_or(raw))
 }
 
-/// Matches `text` against the glob `pattern` as [`crate::glob`] defines
+/// Matches `text` against the glob `pattern` as `set_ftrace_filter` and event filters define
 /// it: `*` any run of bytes, `?` one byte, `[...]` one byte of a class
 /// (`[!...]` or `[^...]` one outside it, `a-z` a range, a `]` first in the
 /// class a member; no closing `]` makes the `[` an ordinary byte), `\` the

@@ -1,4 +1,5 @@
 use super::*;
+use crate::filter::parse::{MAX_DEPTH, MAX_PREDICATES};
 use alloc::string::String;
 use alloc::vec::Vec;
 

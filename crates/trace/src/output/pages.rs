@@ -16,8 +16,8 @@ use crate::ring::page::{
 
 /// A ring-buffer page copied out of the rings that does not decode.
 /// (The live ring's own pages are decoded by
-/// [`PageView`](crate::ring::page::PageView), whose error is
-/// [`RingPageError`](crate::ring::page::RingPageError).)
+/// [`PageView`](crate::ring::PageView), whose error is
+/// [`RingPageError`](crate::ring::RingPageError).)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageError {
     /// Index of the page in the CPU's data.

@@ -23,10 +23,9 @@ use crate::event::format::{KERNEL_STACK_CALLER_OFFSET, KERNEL_STACK_ID};
 /// (ftrace's end markers).
 ///
 /// ```
-/// use hotkern_trace::event::format::kernel_stack_format;
 /// use hotkern_trace::output::{stack_frames, EventDescription};
 ///
-/// let format = kernel_stack_format();
+/// let format = hotkern_trace::event::builtin_formats().into_iter().find(|f| f.name == "kernel_stack").unwrap();
 /// let event = EventDescription::parse("ftrace", &format.to_format_file()).unwrap();
 /// let mut payload = vec![0u8; 16];
 /// payload[..2].copy_from_slice(&4u16.to_ne_bytes());

@@ -153,7 +153,7 @@ impl core::error::Error for RingPageError {}
 /// A read-only view of one page in ftrace's layout.
 ///
 /// ```
-/// use hotkern_trace::ring::page::{PageView, PAGE_SIZE};
+/// use hotkern_trace::ring::{PageView, PAGE_SIZE};
 /// let page = [0u8; PAGE_SIZE];
 /// let view = PageView::new(&page).unwrap();
 /// assert_eq!(view.data_len(), 0);

@@ -14,7 +14,7 @@ pub struct Record {
     pub timestamp_ns: u64,
     /// `common_type`.
     pub event_id: u16,
-    /// `common_flags` (see [`crate::event::format::FLAG_HARDIRQ`] …).
+    /// `common_flags` (see [`crate::event::FLAG_HARDIRQ`] …).
     pub flags: u8,
     /// `common_preempt_count`.
     pub preempt_count: u8,

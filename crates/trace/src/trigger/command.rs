@@ -101,17 +101,6 @@ pub const AVAILABLE_TRIGGERS: &str =
 
 /// Parses `text` for an event with `fields`. `event_exists(system, event)`
 /// answers for `enable_event`/`disable_event` targets.
-///
-/// ```
-/// use hotkern_trace::filter::FieldSpec;
-/// use hotkern_trace::trigger::{parse_trigger, TriggerCommand};
-///
-/// let fields = [FieldSpec::signed("prev_pid", 24, 4)];
-/// let line = parse_trigger("traceoff:3 if prev_pid == 1", &fields, &|_, _| true).unwrap();
-/// assert_eq!(line.spec.command, TriggerCommand::TraceOff);
-/// assert_eq!(line.spec.count, Some(3));
-/// assert!(!line.remove);
-/// ```
 pub fn parse_trigger(
     text: &str,
     fields: &[FieldSpec],

@@ -352,22 +352,26 @@ impl HistTable {
 
     /// Hits aggregated since the last clear, dropped ones included (the
     /// `Hits:` line of the `hist` file).
-    pub fn hits(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn hits(&self) -> u64 {
         self.hits
     }
 
     /// Number of distinct keys.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// True if nothing was recorded.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Hits dropped because the table was full.
-    pub fn dropped(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 

@@ -271,3 +271,15 @@ fn hist_sym_and_execname_keys_are_named_when_printed() {
         .hist_text()
         .contains("common_pid: <...>           [         7]"));
 }
+
+#[test]
+fn parse_trigger_reads_count_and_filter() {
+    let fields = [FieldSpec::signed("prev_pid", 24, 4)];
+    let line = parse_trigger("traceoff:3 if prev_pid == 1", &fields, &|_, _| true).unwrap();
+    assert_eq!(line.spec.command, TriggerCommand::TraceOff);
+    assert_eq!(line.spec.count, Some(3));
+    assert!(line.spec.filter.is_some());
+    assert!(!line.remove);
+    let line = parse_trigger("!traceoff", &fields, &|_, _| true).unwrap();
+    assert!(line.remove);
+}
