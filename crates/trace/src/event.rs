@@ -394,7 +394,7 @@ pub fn registered() -> Vec<&'static Event> {
 }
 
 /// The registered event with this id.
-pub fn by_id(id: u16) -> Option<&'static Event> {
+pub(crate) fn by_id(id: u16) -> Option<&'static Event> {
     REGISTRY
         .lock()
         .events
@@ -404,7 +404,7 @@ pub fn by_id(id: u16) -> Option<&'static Event> {
 }
 
 /// Formats of the built-in events and every registered event.
-pub fn all_formats() -> Vec<EventFormat> {
+pub(crate) fn all_formats() -> Vec<EventFormat> {
     let mut formats = format::builtin_formats();
     formats.extend(registered().into_iter().map(Event::format));
     formats

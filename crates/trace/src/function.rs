@@ -88,7 +88,7 @@ impl FunctionSite {
     }
 
     /// Whether this is an instrumented function (else only a symbol).
-    pub fn is_instrumented(&self) -> bool {
+    pub(crate) fn is_instrumented(&self) -> bool {
         self.instrumented
     }
 

@@ -18,13 +18,13 @@ mod text;
 
 pub use data::{Entry, RawRecord, TraceData};
 pub use format::{EventDescription, FormatError, FormatField};
-pub use graph::{duration_mark, write_graph_duration, write_graph_trace};
+pub use graph::write_graph_duration;
+pub(crate) use graph::write_graph_trace;
 pub use line::{split_timestamp, TextOptions};
 pub use pages::{decode_pages, PageError};
-#[cfg(feature = "std")]
-pub(crate) use stack::add_stack_symbols;
-#[cfg(feature = "std")]
-pub use stack::resolve_in_process;
 pub use stack::stack_frames;
+#[cfg(feature = "std")]
+pub(crate) use stack::{add_stack_symbols, resolve_in_process};
 pub use symbols::{Comms, Symbols};
-pub use text::{flag, latency_flags, write_lines, write_trace};
+pub(crate) use text::write_lines;
+pub use text::{flag, latency_flags, write_trace};

@@ -28,8 +28,9 @@ use crate::function::FunctionSite;
 
 mod args;
 
-pub use args::{args_len, store_args, Arg, ArgKind, ArgList, PrintkArg};
+pub(crate) use args::{args_len, store_args};
 use args::{list_len, store_list};
+pub use args::{Arg, ArgKind, ArgList, PrintkArg};
 
 /// Counts the placeholders of a format, or returns `usize::MAX` if it is
 /// malformed or uses an unsupported spec (compile-time check of

@@ -124,12 +124,12 @@ impl RingBuffer {
     }
 
     /// Pages in each CPU's ring.
-    pub fn pages_per_cpu(&self) -> usize {
+    pub(crate) fn pages_per_cpu(&self) -> usize {
         self.cpus.first().map_or(0, CpuBuffer::pages)
     }
 
     /// Data bytes per CPU, in KiB (ftrace's `buffer_size_kb`).
-    pub fn size_kb(&self) -> usize {
+    pub(crate) fn size_kb(&self) -> usize {
         self.pages_per_cpu() * PAGE_DATA_SIZE / 1024
     }
 
@@ -192,7 +192,8 @@ impl RingBuffer {
     }
 
     /// The counters of all CPUs added up.
-    pub fn total_stats(&self) -> CpuStats {
+    #[cfg(test)]
+    pub(crate) fn total_stats(&self) -> CpuStats {
         self.cpus
             .iter()
             .map(CpuBuffer::stats)

@@ -16,7 +16,7 @@ use crate::Tracer;
 
 /// The event descriptions of every event the tracer knows, parsed from
 /// their `format` text (so live output and trace.dat agree).
-pub fn event_descriptions(tracer: &Tracer) -> Vec<EventDescription> {
+pub(crate) fn event_descriptions(tracer: &Tracer) -> Vec<EventDescription> {
     tracer
         .event_formats()
         .iter()
@@ -36,7 +36,7 @@ pub fn symbols() -> Symbols {
 }
 
 /// An empty [`TraceData`] with everything but the events filled in.
-pub fn skeleton(tracer: &Tracer) -> TraceData {
+pub(crate) fn skeleton(tracer: &Tracer) -> TraceData {
     let mut data = TraceData::new(tracer.cpus() as u32);
     for event in event_descriptions(tracer) {
         data.add_event(event);
@@ -108,13 +108,13 @@ pub fn drain_pages(tracer: &Tracer) -> Vec<Vec<u8>> {
 
 /// Consumes the unread events (the `trace_pipe` file), with a loss marker
 /// wherever a page says events were lost before it.
-pub fn consume(tracer: &Tracer) -> TraceData {
+pub(crate) fn consume(tracer: &Tracer) -> TraceData {
     let pages = drain_pages(tracer);
     trace_data_from_pages(tracer, &pages)
 }
 
 /// Consumes the unread events of one CPU (`per_cpu/cpu<N>/trace_pipe`).
-pub fn consume_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
+pub(crate) fn consume_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
     let mut pages = alloc::vec![Vec::new(); tracer.cpus()];
     if let Some(slot) = pages.get_mut(cpu) {
         *slot = concat(tracer.drain_pages(cpu));
@@ -123,7 +123,7 @@ pub fn consume_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
 }
 
 /// The unread events of one CPU, not consumed (`per_cpu/cpu<N>/trace`).
-pub fn peek_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
+pub(crate) fn peek_cpu(tracer: &Tracer, cpu: usize) -> TraceData {
     let mut data = peek(tracer);
     data.entries.retain(|e| match e {
         Entry::Event(r) => r.cpu as usize == cpu,

@@ -65,7 +65,13 @@ pub struct Field {
 
 impl Field {
     /// A scalar field.
-    pub fn scalar(name: &str, c_type: &str, offset: usize, size: usize, signed: bool) -> Self {
+    pub(crate) fn scalar(
+        name: &str,
+        c_type: &str,
+        offset: usize,
+        size: usize,
+        signed: bool,
+    ) -> Self {
         Field {
             name: name.into(),
             c_type: c_type.into(),
@@ -89,7 +95,7 @@ impl Field {
     }
 
     /// The declaration as in a format file, e.g. `char comm[16]`.
-    pub fn declaration(&self) -> String {
+    pub(crate) fn declaration(&self) -> String {
         match self.array {
             None => format!("{} {}", self.c_type, self.name),
             Some(0) => format!("{} {}[]", self.c_type, self.name),
@@ -115,7 +121,7 @@ pub struct EventFormat {
 
 impl EventFormat {
     /// The four common fields every event starts with.
-    pub fn common_fields() -> Vec<Field> {
+    pub(crate) fn common_fields() -> Vec<Field> {
         vec![
             Field::scalar("common_type", "unsigned short", 0, 2, false),
             Field::scalar("common_flags", "unsigned char", 2, 1, false),
@@ -157,7 +163,8 @@ impl EventFormat {
     }
 
     /// Bytes of a payload with every fixed field (no dynamic tail).
-    pub fn fixed_size(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn fixed_size(&self) -> usize {
         self.fields
             .iter()
             .map(|f| f.offset + f.size)
@@ -179,7 +186,7 @@ fn write_field(out: &mut String, field: &Field) {
 }
 
 /// `ftrace/function`: `ip`, `parent_ip`.
-pub fn function_format() -> EventFormat {
+pub(crate) fn function_format() -> EventFormat {
     EventFormat {
         id: FUNCTION_ID,
         system: "ftrace".into(),
@@ -193,7 +200,7 @@ pub fn function_format() -> EventFormat {
 }
 
 /// `ftrace/funcgraph_entry`: `func`, `depth`.
-pub fn funcgraph_entry_format() -> EventFormat {
+pub(crate) fn funcgraph_entry_format() -> EventFormat {
     EventFormat {
         id: FUNCGRAPH_ENTRY_ID,
         system: "ftrace".into(),
@@ -207,7 +214,7 @@ pub fn funcgraph_entry_format() -> EventFormat {
 }
 
 /// `ftrace/funcgraph_exit`: `func`, `depth`, `overrun`, `calltime`, `rettime`.
-pub fn funcgraph_exit_format() -> EventFormat {
+pub(crate) fn funcgraph_exit_format() -> EventFormat {
     EventFormat {
         id: FUNCGRAPH_EXIT_ID,
         system: "ftrace".into(),
@@ -232,7 +239,7 @@ pub fn funcgraph_exit_format() -> EventFormat {
 /// assert!(text.starts_with("name: kernel_stack\nID: 4\n"));
 /// assert!(text.contains("\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n"));
 /// ```
-pub fn kernel_stack_format() -> EventFormat {
+pub(crate) fn kernel_stack_format() -> EventFormat {
     let mut print_fmt = String::from("\"");
     for _ in 0..KERNEL_STACK_ENTRIES {
         print_fmt.push_str("\\t=> %ps\\n");
@@ -260,7 +267,7 @@ pub fn kernel_stack_format() -> EventFormat {
 }
 
 /// `ftrace/print` (`trace_marker` writes): `ip`, then the NUL-terminated text.
-pub fn print_format() -> EventFormat {
+pub(crate) fn print_format() -> EventFormat {
     EventFormat {
         id: PRINT_ID,
         system: "ftrace".into(),
@@ -275,7 +282,7 @@ pub fn print_format() -> EventFormat {
 
 /// `ftrace/bprint` (`trace_printk`): `ip`, the format's address, then the
 /// binary arguments (see [`crate::printk`]).
-pub fn bprint_format() -> EventFormat {
+pub(crate) fn bprint_format() -> EventFormat {
     EventFormat {
         id: BPRINT_ID,
         system: "ftrace".into(),
@@ -290,7 +297,7 @@ pub fn bprint_format() -> EventFormat {
 }
 
 /// `ftrace/hwlat`: one latency sample of the hwlat detector.
-pub fn hwlat_format() -> EventFormat {
+pub(crate) fn hwlat_format() -> EventFormat {
     EventFormat {
         id: HWLAT_ID,
         system: "ftrace".into(),

@@ -119,11 +119,6 @@ impl Selector {
     pub fn text(&self) -> &str {
         &self.text
     }
-
-    /// Whether it removes rather than adds.
-    pub fn removes(&self) -> bool {
-        self.remove
-    }
 }
 
 /// A `set_ftrace_filter` or `set_ftrace_notrace` list.
@@ -164,7 +159,7 @@ impl Selection {
     }
 
     /// Whether the list selects the function (last matching selector wins).
-    pub fn selects(&self, name: &str, module: &str) -> bool {
+    pub(crate) fn selects(&self, name: &str, module: &str) -> bool {
         self.selectors
             .iter()
             .rev()

@@ -58,7 +58,7 @@ impl PidList {
 
     /// Whether filtering by this list is on (it has at least one id).
     #[inline(always)]
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.active.load(Ordering::Relaxed)
     }
 
@@ -150,7 +150,7 @@ impl PidList {
     }
 
     /// The ids, ascending.
-    pub fn pids(&self) -> Vec<i32> {
+    pub(crate) fn pids(&self) -> Vec<i32> {
         let mut out = Vec::new();
         for (index, slot) in self.chunks.iter().enumerate() {
             let chunk = slot.load(Ordering::Acquire);

@@ -37,7 +37,7 @@ impl RawRecord {
     }
 
     /// `common_preempt_count`.
-    pub fn preempt_count(&self) -> u8 {
+    pub(crate) fn preempt_count(&self) -> u8 {
         self.payload_byte(3)
     }
 
@@ -115,7 +115,7 @@ impl TraceData {
 
     /// Event `id` as hotkern-tracedat's printer takes it
     /// (`hotkern_tracedat::print::write_event`).
-    pub fn printable_event(&self, id: u16) -> Option<&EventFormat> {
+    pub(crate) fn printable_event(&self, id: u16) -> Option<&EventFormat> {
         self.printable.get(&id)?.as_ref()
     }
 
@@ -177,7 +177,7 @@ impl TraceData {
     }
 
     /// The integer field `name` (or `x.name`) of `record`.
-    pub fn field_value(&self, record: &RawRecord, name: &str) -> Option<u64> {
+    pub(crate) fn field_value(&self, record: &RawRecord, name: &str) -> Option<u64> {
         let event = self.event(record.event_id())?;
         read_int(event.field_like(name)?, &record.payload)
     }

@@ -130,7 +130,7 @@ impl EventDescription {
 
     /// The first field whose name is `name` or ends in `.name` (ftrace's
     /// graph events call them `graph_ent.func`, `ret.func`).
-    pub fn field_like(&self, name: &str) -> Option<&FormatField> {
+    pub(crate) fn field_like(&self, name: &str) -> Option<&FormatField> {
         self.fields.iter().find(|f| {
             f.name == name
                 || f.name
@@ -140,13 +140,13 @@ impl EventDescription {
     }
 
     /// The fields as the filter language sees them.
-    pub fn field_specs(&self) -> Vec<FieldSpec> {
+    pub(crate) fn field_specs(&self) -> Vec<FieldSpec> {
         self.fields.iter().map(FormatField::spec).collect()
     }
 }
 
 /// Reads `field` from `payload` as an integer, sign-extending signed ones.
-pub fn read_int(field: &FormatField, payload: &[u8]) -> Option<u64> {
+pub(crate) fn read_int(field: &FormatField, payload: &[u8]) -> Option<u64> {
     let bytes = payload.get(field.offset..field.offset.checked_add(field.size)?)?;
     let mut raw = [0u8; 8];
     let size = field.size.min(8);
@@ -161,7 +161,7 @@ pub fn read_int(field: &FormatField, payload: &[u8]) -> Option<u64> {
 }
 
 /// Reads a string field (`char[N]` or `__data_loc char[]`), without its NUL.
-pub fn read_str<'p>(field: &FormatField, payload: &'p [u8]) -> Option<&'p [u8]> {
+pub(crate) fn read_str<'p>(field: &FormatField, payload: &'p [u8]) -> Option<&'p [u8]> {
     let raw = if field.c_type.starts_with("__data_loc") {
         let locator = read_int(
             &FormatField {

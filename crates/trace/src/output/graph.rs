@@ -28,14 +28,7 @@ const PROCINFO_WIDTH: usize = 14;
 
 /// ftrace's duration marker: `$` > 1 s, `@` > 100 ms, `*` > 10 ms,
 /// `#` > 1 ms, `!` > 100 µs, `+` > 10 µs, else a blank.
-///
-/// ```
-/// use hotkern_trace::output::duration_mark;
-/// assert_eq!(duration_mark(10_000), ' ');
-/// assert_eq!(duration_mark(10_001), '+');
-/// assert_eq!(duration_mark(2_000_000), '#');
-/// ```
-pub fn duration_mark(ns: u64) -> char {
+pub(crate) fn duration_mark(ns: u64) -> char {
     const MARKS: [(u64, char); 6] = [
         (1_000_000_000, '$'),
         (100_000_000, '@'),
@@ -51,7 +44,7 @@ pub fn duration_mark(ns: u64) -> char {
 }
 
 /// The duration column: `mark`, blank, the duration, then `|  `.
-pub fn write_duration(ns: u64, out: &mut String) {
+pub(crate) fn write_duration(ns: u64, out: &mut String) {
     out.push(duration_mark(ns));
     out.push(' ');
     write_graph_duration(ns, out);
@@ -136,7 +129,7 @@ fn duration_column(ns: Option<u64>, options: &TextOptions, out: &mut String) {
 
 /// Writes the whole function_graph `trace` file, with the columns
 /// `options` (the `funcgraph-*` options) show.
-pub fn write_graph_trace(data: &TraceData, options: &TextOptions, out: &mut String) {
+pub(crate) fn write_graph_trace(data: &TraceData, options: &TextOptions, out: &mut String) {
     out.push_str("# tracer: function_graph\n#\n");
     write_graph_header(options, out);
     let cpu_width = alloc::format!("{}", data.cpus.max(1) - 1).len();
@@ -284,5 +277,17 @@ fn write_proc(data: &TraceData, pid: i32, out: &mut String) {
     out.push_str(&text);
     for _ in 0..spaces - spaces / 2 {
         out.push(' ');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration_mark;
+
+    #[test]
+    fn duration_marks_start_above_each_threshold() {
+        assert_eq!(duration_mark(10_000), ' ');
+        assert_eq!(duration_mark(10_001), '+');
+        assert_eq!(duration_mark(2_000_000), '#');
     }
 }

@@ -58,7 +58,7 @@ pub fn split_timestamp(ns: u64) -> (u64, u64) {
 /// for the function tracer (as `options` show it), `name: body` for
 /// everything else, its print format evaluated by hotkern-tracedat's
 /// printer with `tables` ([`TraceData::print_tables`]).
-pub fn write_event_body(
+pub(crate) fn write_event_body(
     data: &TraceData,
     tables: &Tables,
     record: &RawRecord,
@@ -116,7 +116,7 @@ pub fn write_event_body(
 }
 
 /// `CPU:N [LOST M EVENTS]`.
-pub fn write_lost_line(cpu: u32, count: u64, out: &mut String) {
+pub(crate) fn write_lost_line(cpu: u32, count: u64, out: &mut String) {
     if count == 0 {
         let _ = writeln!(out, "CPU:{cpu} [LOST EVENTS]");
     } else {

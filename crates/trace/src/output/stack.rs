@@ -79,17 +79,8 @@ pub(crate) fn write_stack_body(
 /// were inlined), without the hash and with blanks as `_` so that it fits
 /// a kallsyms line. Cached: symbolizing the first address reads the
 /// binary's debug information.
-///
-/// ```
-/// #[inline(never)]
-/// fn marker_function() -> u64 {
-///     marker_function as usize as u64
-/// }
-/// let name = hotkern_trace::output::resolve_in_process(marker_function() + 1).unwrap();
-/// assert!(name.ends_with("marker_function"), "{name}");
-/// ```
 #[cfg(feature = "std")]
-pub fn resolve_in_process(address: u64) -> Option<String> {
+pub(crate) fn resolve_in_process(address: u64) -> Option<String> {
     use alloc::collections::BTreeMap;
     use std::sync::{Mutex, OnceLock};
 
@@ -194,4 +185,18 @@ fn raw_frames(payload: &[u8]) -> Vec<u64> {
         i32::from_ne_bytes([b[0], b[1], b[2], b[3]]).max(0) as usize
     });
     frames_at(payload, size, KERNEL_STACK_CALLER_OFFSET)
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    #[inline(never)]
+    fn marker_function() -> u64 {
+        marker_function as *const () as usize as u64
+    }
+
+    #[test]
+    fn resolves_a_function_of_this_process() {
+        let name = super::resolve_in_process(marker_function() + 1).unwrap();
+        assert!(name.ends_with("marker_function"), "{name}");
+    }
 }

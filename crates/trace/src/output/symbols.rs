@@ -51,7 +51,13 @@ impl Symbols {
     }
 
     /// Adds a symbol with its kallsyms type letter and module.
-    pub fn insert_full(&mut self, address: u64, name: &str, kind: char, module: Option<&str>) {
+    pub(crate) fn insert_full(
+        &mut self,
+        address: u64,
+        name: &str,
+        kind: char,
+        module: Option<&str>,
+    ) {
         self.by_address.insert(
             address,
             (String::from(name), kind, module.map(String::from)),

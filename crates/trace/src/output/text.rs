@@ -91,7 +91,7 @@ pub fn latency_flags(flags: u8, preempt_count: u8) -> String {
 }
 
 /// Writes one line of the default layout, as `options` show it.
-pub fn write_event_line(
+pub(crate) fn write_event_line(
     data: &TraceData,
     tables: &Tables,
     record: &RawRecord,
@@ -118,7 +118,7 @@ pub fn write_event_line(
 
 /// The header of the default layout (with the `irq-info` columns where
 /// `options` show them).
-pub fn write_default_header(
+pub(crate) fn write_default_header(
     data: &TraceData,
     tracer: &str,
     options: &TextOptions,
@@ -162,7 +162,7 @@ pub fn write_trace(data: &TraceData, tracer: &str, options: &TextOptions, out: &
 }
 
 /// The lines of the default layout without the header (`trace_pipe`).
-pub fn write_lines(data: &TraceData, options: &TextOptions, out: &mut String) {
+pub(crate) fn write_lines(data: &TraceData, options: &TextOptions, out: &mut String) {
     let tables = data.print_tables();
     for entry in &data.entries {
         match entry {

@@ -44,7 +44,7 @@ impl Arg<'_> {
     /// strings right after what precedes them, and readers (trace-cmd's
     /// libtraceevent among them) decode it that way.
     #[inline(always)]
-    pub fn slot_start(&self, at: usize) -> usize {
+    pub(crate) fn slot_start(&self, at: usize) -> usize {
         match self {
             Arg::Signed(_) | Arg::Unsigned(_) => at.next_multiple_of(4),
             Arg::Str(_) | Arg::Char(_) => at,
@@ -53,7 +53,7 @@ impl Arg<'_> {
 
     /// Bytes stored (before alignment).
     #[inline(always)]
-    pub fn stored_len(&self) -> usize {
+    pub(crate) fn stored_len(&self) -> usize {
         match self {
             Arg::Signed(_) | Arg::Unsigned(_) => 8,
             Arg::Str(text) => text.len() + 1,
@@ -202,14 +202,14 @@ pub(super) fn store_list(args: &impl ArgList, out: &mut [u8]) {
 
 /// Bytes the arguments take in the event.
 #[inline]
-pub fn args_len(args: &[Arg<'_>]) -> usize {
+pub(crate) fn args_len(args: &[Arg<'_>]) -> usize {
     args.iter()
         .fold(0, |at, arg| arg.slot_start(at) + arg.stored_len())
 }
 
 /// Writes the arguments in `vbin_printf` layout.
 #[inline]
-pub fn store_args(args: &[Arg<'_>], out: &mut [u8]) {
+pub(crate) fn store_args(args: &[Arg<'_>], out: &mut [u8]) {
     let mut at = 0usize;
     for arg in args {
         let start = arg.slot_start(at);

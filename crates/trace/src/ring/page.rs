@@ -76,7 +76,7 @@ pub const HEADER_EVENT_FORMAT: &str = "# compressed entry header\n\
 /// Bytes an event with `payload` bytes of data takes (header included,
 /// without a time extend).
 #[inline(always)]
-pub const fn event_size(payload: usize) -> usize {
+pub(crate) const fn event_size(payload: usize) -> usize {
     let data = (payload + 3) & !3;
     let data = if data == 0 { 4 } else { data };
     if data <= SMALL_DATA_MAX {
@@ -194,7 +194,8 @@ impl<'a> PageView<'a> {
 
     /// Lost events recorded before this page: `None` if none were lost,
     /// `Some(None)` if some were lost but the count was not stored.
-    pub fn missed_events(&self) -> Option<Option<u64>> {
+    #[cfg(test)]
+    pub(crate) fn missed_events(&self) -> Option<Option<u64>> {
         let commit = read_u64(self.bytes, 8);
         if commit & MISSED_EVENTS == 0 {
             return None;
