@@ -21,9 +21,10 @@ mod profile;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-pub use filter::{Selection, Selector, SelectorError};
-pub use pid::{BadPid, PidList};
-pub use profile::ProfileEntry;
+pub(crate) use filter::Selection;
+pub use filter::SelectorError;
+pub(crate) use pid::PidList;
+pub(crate) use profile::ProfileEntry;
 pub(crate) use profile::ProfileTable;
 
 use crate::event::UNREGISTERED;

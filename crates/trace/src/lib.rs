@@ -73,7 +73,8 @@ mod tracer;
 pub use hotkern_trace_macros::function;
 #[cfg(feature = "std")]
 pub use hwlat::HwlatConfig;
-pub use tracer::{EventHook, Record, TraceConfig, TraceError, TraceOption, Tracer};
+pub(crate) use tracer::{EventHook, TraceOption};
+pub use tracer::{Record, TraceConfig, TraceError, Tracer};
 
 // Control and output (filters, triggers, the tracefs-style interface, writers).
 pub mod control;

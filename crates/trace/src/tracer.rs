@@ -292,7 +292,7 @@ impl Tracer {
     }
 
     /// The clock's name (`trace_clock`).
-    pub fn clock_name(&self) -> &'static str {
+    pub(crate) fn clock_name(&self) -> &'static str {
         self.clock.name()
     }
 
@@ -391,7 +391,7 @@ impl Tracer {
     /// Records an already encoded payload (common header included) on the
     /// current CPU, if tracing is on. Used for events whose payload was
     /// built before deciding to record it (filters, triggers).
-    pub fn write_payload(&self, payload: &[u8]) -> bool {
+    pub(crate) fn write_payload(&self, payload: &[u8]) -> bool {
         if !self.tracing_on() || payload.len() < format::COMMON_HEADER_SIZE {
             return false;
         }

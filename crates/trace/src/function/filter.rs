@@ -148,11 +148,6 @@ impl Selection {
         Ok(())
     }
 
-    /// Empties the list.
-    pub fn clear(&mut self) {
-        self.selectors.clear();
-    }
-
     /// True when no selector adds anything (for a filter: trace everything).
     pub fn is_empty(&self) -> bool {
         !self.selectors.iter().any(|s| !s.remove)

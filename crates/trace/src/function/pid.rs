@@ -116,7 +116,8 @@ impl PidList {
     }
 
     /// Removes ids (validated first).
-    pub fn remove(&self, pids: &[i64]) -> Result<(), BadPid> {
+    #[cfg(test)]
+    pub(crate) fn remove(&self, pids: &[i64]) -> Result<(), BadPid> {
         if let Some(bad) = pids.iter().find(|p| !(0..i64::from(PID_LIMIT)).contains(p)) {
             return Err(BadPid(*bad));
         }

@@ -48,13 +48,13 @@ impl Tracer {
 
     /// Changes the per-CPU buffer size while tracing runs. The old ring's
     /// unread events stay readable (readers drain it first).
-    pub fn set_buffer_size_kb(&self, kb: usize) -> Result<(), TraceError> {
+    pub(crate) fn set_buffer_size_kb(&self, kb: usize) -> Result<(), TraceError> {
         let pages = pages_for(kb)?;
         self.replace_live(pages, self.mode())
     }
 
     /// Switches overwrite / producer-consumer mode (`options/overwrite`).
-    pub fn set_mode(&self, mode: Mode) -> Result<(), TraceError> {
+    pub(crate) fn set_mode(&self, mode: Mode) -> Result<(), TraceError> {
         if mode == self.mode() {
             return Ok(());
         }
@@ -89,7 +89,7 @@ impl Tracer {
     }
 
     /// Allocates the snapshot buffer (`echo 1 > snapshot` does this first).
-    pub fn snapshot_allocate(&self) -> Result<(), TraceError> {
+    pub(crate) fn snapshot_allocate(&self) -> Result<(), TraceError> {
         let mut buffers = self.buffers.lock();
         if self.spare_ring().is_some() {
             return Ok(());
@@ -117,14 +117,14 @@ impl Tracer {
     }
 
     /// Whether the snapshot buffer is allocated.
-    pub fn snapshot_allocated(&self) -> bool {
+    pub(crate) fn snapshot_allocated(&self) -> bool {
         self.spare_ring().is_some()
     }
 
     /// Swaps the live buffer with the snapshot buffer (allocating it first
     /// if needed): what was recorded becomes the snapshot, tracing goes on
     /// in the old spare, which is cleared first.
-    pub fn snapshot_swap(&self) -> Result<(), TraceError> {
+    pub(crate) fn snapshot_swap(&self) -> Result<(), TraceError> {
         self.snapshot_allocate()?;
         let _buffers = self.buffers.lock();
         let spare = self.spare.load(Ordering::Acquire);
@@ -137,7 +137,7 @@ impl Tracer {
 
     /// Frees the snapshot buffer (`echo 0 > snapshot`); its memory is kept
     /// for reuse.
-    pub fn snapshot_free(&self) {
+    pub(crate) fn snapshot_free(&self) {
         let mut buffers = self.buffers.lock();
         let spare = self.spare.swap(ptr::null_mut(), Ordering::AcqRel);
         if !spare.is_null() {
@@ -149,13 +149,14 @@ impl Tracer {
     }
 
     /// Clears the snapshot buffer (`echo 2 > snapshot`).
-    pub fn snapshot_clear(&self) -> Result<(), TraceError> {
+    pub(crate) fn snapshot_clear(&self) -> Result<(), TraceError> {
         self.spare_ring().ok_or(TraceError::NoSnapshot)?.clear();
         Ok(())
     }
 
     /// The snapshot's events (not consumed), all CPUs, in time order.
-    pub fn snapshot_records(&self) -> Result<Vec<Record>, TraceError> {
+    #[cfg(test)]
+    pub(crate) fn snapshot_records(&self) -> Result<Vec<Record>, TraceError> {
         let ring = self.spare_ring().ok_or(TraceError::NoSnapshot)?;
         let mut records = Vec::new();
         for cpu in 0..self.cpus {
@@ -198,7 +199,10 @@ impl Tracer {
     }
 
     /// Copies the snapshot buffer's pages of `cpu` (raw), not consuming them.
-    pub fn snapshot_pages(&self, cpu: usize) -> Result<Vec<Box<[u8; PAGE_SIZE]>>, TraceError> {
+    pub(crate) fn snapshot_pages(
+        &self,
+        cpu: usize,
+    ) -> Result<Vec<Box<[u8; PAGE_SIZE]>>, TraceError> {
         let ring = self.spare_ring().ok_or(TraceError::NoSnapshot)?;
         let mut pages = Vec::new();
         ring.peek_pages(cpu, |page| pages.push(Box::new(*page)));
@@ -219,7 +223,8 @@ impl Tracer {
 
     /// Copies every unread event of every CPU without consuming them (the
     /// `trace` file), in time order.
-    pub fn peek_records(&self) -> Vec<Record> {
+    #[cfg(test)]
+    pub(crate) fn peek_records(&self) -> Vec<Record> {
         let mut records = Vec::new();
         let buffers = self.buffers.lock();
         for cpu in 0..self.cpus {

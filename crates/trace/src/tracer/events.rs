@@ -38,13 +38,8 @@ impl Tracer {
     /// Every event a user can switch (registered `define_event!` events),
     /// plus the built-in `ftrace/*` formats, for `available_events` and the
     /// `format` files.
-    pub fn event_formats(&self) -> alloc::vec::Vec<EventFormat> {
+    pub(crate) fn event_formats(&self) -> alloc::vec::Vec<EventFormat> {
         event::all_formats()
-    }
-
-    /// The format of event `id`.
-    pub fn event_format(&self, id: u16) -> Option<EventFormat> {
-        event::all_formats().into_iter().find(|f| f.id == id)
     }
 
     /// The id of `system:name`.
@@ -79,18 +74,9 @@ impl Tracer {
         Ok(())
     }
 
-    /// Disables every event.
-    pub fn disable_all_events(&self) {
-        for event in event::registered() {
-            let id = usize::from(event.id());
-            self.event_state[id].fetch_and(!ENABLED, Ordering::AcqRel);
-            self.refresh_event_mask(event);
-        }
-    }
-
     /// Installs (or with `None` removes) the hook of event `id`. A replaced
     /// hook is kept until the tracer is dropped: a writer may be running it.
-    pub fn set_event_hook(
+    pub(crate) fn set_event_hook(
         &self,
         id: u16,
         hook: Option<Box<dyn EventHook>>,
@@ -116,7 +102,7 @@ impl Tracer {
     }
 
     /// `set_event_pid`: when not empty, only these tasks' events are recorded.
-    pub fn event_pids(&self) -> &crate::function::PidList {
+    pub(crate) fn event_pids(&self) -> &crate::function::PidList {
         &self.event_pids
     }
 

@@ -73,22 +73,22 @@ impl Tracer {
     }
 
     /// The selectors written to `set_ftrace_filter`, one per line.
-    pub fn ftrace_filter_text(&self) -> String {
+    pub(crate) fn ftrace_filter_text(&self) -> String {
         self.function_filters.lock().filter.text()
     }
 
     /// The selectors written to `set_ftrace_notrace`, one per line.
-    pub fn ftrace_notrace_text(&self) -> String {
+    pub(crate) fn ftrace_notrace_text(&self) -> String {
         self.function_filters.lock().notrace.text()
     }
 
     /// Whether a function passes `set_ftrace_filter` and `set_ftrace_notrace`.
-    pub fn function_selected(&self, site: &FunctionSite) -> bool {
+    pub(crate) fn function_selected(&self, site: &FunctionSite) -> bool {
         site.is_instrumented() && self.function_filters.lock().selects(site)
     }
 
     /// Instrumented functions, for `available_filter_functions`.
-    pub fn available_functions(&self) -> Vec<&'static FunctionSite> {
+    pub(crate) fn available_functions(&self) -> Vec<&'static FunctionSite> {
         function::sites()
             .into_iter()
             .filter(|s| s.is_instrumented())
@@ -96,7 +96,7 @@ impl Tracer {
     }
 
     /// Functions the filters currently select (`enabled_functions`).
-    pub fn selected_functions(&self) -> Vec<&'static FunctionSite> {
+    pub(crate) fn selected_functions(&self) -> Vec<&'static FunctionSite> {
         self.available_functions()
             .into_iter()
             .filter(|s| self.function_selected(s))
@@ -104,12 +104,12 @@ impl Tracer {
     }
 
     /// `set_ftrace_pid`: when not empty, only these tasks are function-traced.
-    pub fn ftrace_pids(&self) -> &PidList {
+    pub(crate) fn ftrace_pids(&self) -> &PidList {
         &self.ftrace_pids
     }
 
     /// Sets one of the tracer's `options/<name>` switches.
-    pub fn set_option(&self, option: TraceOption, on: bool) {
+    pub(crate) fn set_option(&self, option: TraceOption, on: bool) {
         if on {
             self.options.fetch_or(option.bit(), Ordering::AcqRel);
         } else {
@@ -118,7 +118,7 @@ impl Tracer {
     }
 
     /// Whether one of the tracer's `options/<name>` switches is on.
-    pub fn option(&self, option: TraceOption) -> bool {
+    pub(crate) fn option(&self, option: TraceOption) -> bool {
         self.options.load(Ordering::Acquire) & option.bit() != 0
     }
 
@@ -140,7 +140,7 @@ impl Tracer {
     }
 
     /// Sets `max_graph_depth` (0 = unlimited; at most [`MAX_DEPTH`]).
-    pub fn set_max_graph_depth(&self, depth: u32) -> Result<(), TraceError> {
+    pub(crate) fn set_max_graph_depth(&self, depth: u32) -> Result<(), TraceError> {
         if depth as usize > MAX_DEPTH {
             return Err(TraceError::BadDepth(depth));
         }
@@ -149,7 +149,7 @@ impl Tracer {
     }
 
     /// `function_profile_enabled`. Enabling resets the counters.
-    pub fn set_function_profile(&self, on: bool) {
+    pub(crate) fn set_function_profile(&self, on: bool) {
         if on {
             // Serialises enables (borrowing the filters' lock): two racing
             // ones would both see no tables, and one allocation would leak.
@@ -171,12 +171,12 @@ impl Tracer {
     }
 
     /// Whether the profiler runs.
-    pub fn function_profile_enabled(&self) -> bool {
+    pub(crate) fn function_profile_enabled(&self) -> bool {
         self.profile_on.load(Ordering::Acquire)
     }
 
     /// `trace_stat/function<cpu>`: rows by total time, longest first.
-    pub fn function_profile(&self, cpu: usize) -> Vec<ProfileEntry> {
+    pub(crate) fn function_profile(&self, cpu: usize) -> Vec<ProfileEntry> {
         let tables = self.profiles.load(Ordering::Acquire);
         if tables.is_null() {
             return Vec::new();
