@@ -151,6 +151,7 @@ pub struct FieldDef {
 }
 
 /// Lays fields out like a C struct after the 8-byte common header.
+#[doc(hidden)]
 pub const fn layout<const N: usize>(decls: [FieldDecl; N]) -> [FieldDef; N] {
     let mut out = [FieldDef {
         decl: FieldDecl {
@@ -179,6 +180,7 @@ pub const fn layout<const N: usize>(decls: [FieldDecl; N]) -> [FieldDef; N] {
 }
 
 /// Payload size of laid-out fields (rounded to the largest alignment, as C).
+#[doc(hidden)]
 pub const fn payload_size(fields: &[FieldDef]) -> usize {
     let mut end = COMMON_HEADER_SIZE;
     let mut align = 4;
@@ -365,8 +367,8 @@ static REGISTRY: spin::Mutex<Registry> = spin::Mutex::new(Registry {
     next_id: format::FIRST_DYNAMIC_ID,
 });
 
-/// Registers `event` (idempotent) and returns its id. Installed tracers
-/// learn about it through [`registered`]. Events register themselves on
+/// Registers `event` (idempotent) and returns its id; installed tracers
+/// see it from then on. Events register themselves on
 /// their first hot call; registering up front lets a tracer enable them by
 /// name before they fire.
 pub fn register(event: &'static Event) -> u16 {
@@ -389,7 +391,7 @@ pub fn register(event: &'static Event) -> u16 {
 }
 
 /// Every registered event, in id order.
-pub fn registered() -> Vec<&'static Event> {
+pub(crate) fn registered() -> Vec<&'static Event> {
     REGISTRY.lock().events.clone()
 }
 

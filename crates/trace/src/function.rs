@@ -71,7 +71,7 @@ impl FunctionSite {
 
     /// A symbol that is not instrumented (the `ip` of `trace_marker` and
     /// `trace_printk!` events): it appears in the symbol table only.
-    pub const fn symbol(
+    pub(crate) const fn symbol(
         module: &'static str,
         name: &'static str,
         file: &'static str,
@@ -127,7 +127,7 @@ impl FunctionSite {
 
     /// Index in the site registry (registering it if needed).
     #[inline]
-    pub fn index(&'static self) -> usize {
+    pub(crate) fn index(&'static self) -> usize {
         let index = self.index.load(Ordering::Acquire);
         if index != u32::MAX {
             return index as usize;
@@ -153,6 +153,7 @@ pub struct FunctionGuard {
 
 /// The entry hook (called by the attribute's expansion).
 #[inline(always)]
+#[doc(hidden)]
 pub fn enter(site: &'static FunctionSite) -> FunctionGuard {
     let mask = site.mask.load(Ordering::Relaxed);
     if mask == 0 {
@@ -213,7 +214,7 @@ static SITES: spin::Mutex<Vec<&'static FunctionSite>> = spin::Mutex::new(Vec::ne
 /// took the index first: returning early would let a thread whose first
 /// call races the registering thread's see no bits yet and skip tracing
 /// that call, silently. Setting the bits twice is harmless.
-pub fn register(site: &'static FunctionSite) -> usize {
+pub(crate) fn register(site: &'static FunctionSite) -> usize {
     let index = {
         let mut sites = SITES.lock();
         let index = site.index.load(Ordering::Acquire);
@@ -239,7 +240,7 @@ pub fn register(site: &'static FunctionSite) -> usize {
 }
 
 /// Every registered site, by index.
-pub fn sites() -> Vec<&'static FunctionSite> {
+pub(crate) fn sites() -> Vec<&'static FunctionSite> {
     SITES.lock().clone()
 }
 
@@ -254,7 +255,7 @@ pub fn site_at(address: u64) -> Option<&'static FunctionSite> {
 
 /// The kallsyms-like symbol table of instrumented functions: (address, name),
 /// sorted by address.
-pub fn symbols() -> Vec<(u64, &'static str)> {
+pub(crate) fn symbols() -> Vec<(u64, &'static str)> {
     let mut table: Vec<(u64, &'static str)> = sites()
         .into_iter()
         .map(|s| (s as *const FunctionSite as u64, s.name))
@@ -294,7 +295,7 @@ pub enum TracerKind {
 
 impl TracerKind {
     /// All tracers, as `available_tracers` lists them.
-    pub const ALL: [TracerKind; 4] = [
+    pub(crate) const ALL: [TracerKind; 4] = [
         TracerKind::Hwlat,
         TracerKind::FunctionGraph,
         TracerKind::Function,
@@ -312,7 +313,7 @@ impl TracerKind {
     }
 
     /// The tracer ftrace calls `name`, if it is one of [`TracerKind::ALL`].
-    pub fn from_name(name: &str) -> Option<TracerKind> {
+    pub(crate) fn from_name(name: &str) -> Option<TracerKind> {
         TracerKind::ALL.into_iter().find(|k| k.name() == name)
     }
 

@@ -35,6 +35,7 @@ pub use args::{Arg, ArgKind, ArgList, PrintkArg};
 /// Counts the placeholders of a format, or returns `usize::MAX` if it is
 /// malformed or uses an unsupported spec (compile-time check of
 /// `trace_printk!`).
+#[doc(hidden)]
 pub const fn placeholders(format: &str) -> usize {
     let bytes = format.as_bytes();
     let mut i = 0;
@@ -242,6 +243,7 @@ impl PrintkSite {
 
 /// True when some tracer is installed (`trace_printk!`'s only cost otherwise).
 #[inline(always)]
+#[doc(hidden)]
 pub fn is_hot() -> bool {
     crate::tracer::installed_mask() != 0
 }

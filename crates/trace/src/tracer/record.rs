@@ -39,7 +39,7 @@ impl Record {
     }
 
     /// A record from a raw payload.
-    pub fn from_payload(cpu: usize, timestamp_ns: u64, payload: &[u8]) -> Record {
+    pub(crate) fn from_payload(cpu: usize, timestamp_ns: u64, payload: &[u8]) -> Record {
         let mut header = [0u8; COMMON_HEADER_SIZE];
         let n = payload.len().min(COMMON_HEADER_SIZE);
         header[..n].copy_from_slice(&payload[..n]);
