@@ -43,7 +43,7 @@ use crate::Tracer;
 use hook::SharedTriggers;
 
 /// Most entries kept in `error_log` (ftrace keeps 8).
-pub const ERROR_LOG_ENTRIES: usize = 8;
+pub(crate) const ERROR_LOG_ENTRIES: usize = 8;
 
 /// The filter and triggers of one event.
 pub(crate) struct EventSettings {

@@ -26,7 +26,7 @@ pub(crate) fn event_descriptions(tracer: &Tracer) -> Vec<EventDescription> {
 
 /// The symbol table: instrumented functions, the `trace_marker` writer and
 /// `trace_printk` call sites.
-pub fn symbols() -> Symbols {
+pub(crate) fn symbols() -> Symbols {
     let mut symbols = Symbols::new();
     for (address, name) in crate::function::symbols() {
         symbols.insert(address, name);
@@ -75,7 +75,7 @@ pub fn peek(tracer: &Tracer) -> TraceData {
 }
 
 /// The snapshot buffer's events (the `snapshot` file), if allocated.
-pub fn snapshot(tracer: &Tracer) -> Option<TraceData> {
+pub(crate) fn snapshot(tracer: &Tracer) -> Option<TraceData> {
     let mut pages = Vec::new();
     for cpu in 0..tracer.cpus() {
         pages.push(concat(tracer.snapshot_pages(cpu).ok()?));
