@@ -25,9 +25,10 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 pub use cpu::{CpuStats, PageRead, Refused, Reservation, MAX_PAGES_PER_CPU};
+pub(crate) use page::PAGE_DATA_SIZE;
 pub use page::{
     Events, PageView, RawEvent, RingPageError, HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT,
-    MAX_PAYLOAD, PAGE_DATA_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE,
+    MAX_PAYLOAD, PAGE_SIZE,
 };
 
 use cpu::CpuBuffer;
@@ -35,12 +36,12 @@ use cpu::CpuBuffer;
 /// The raw mutex behind every lock of this crate: `parking_lot` in user
 /// space, a spin lock without `std`.
 #[cfg(all(feature = "std", not(loom)))]
-pub type RawLock = parking_lot::RawMutex;
+pub(crate) type RawLock = parking_lot::RawMutex;
 /// The raw mutex behind every lock of this crate: `parking_lot` in user
 /// space, a spin lock without `std` (and under loom, whose scheduler cannot
 /// see through parking_lot's thread parking; the models never contend it).
 #[cfg(any(not(feature = "std"), loom))]
-pub type RawLock = spin::Mutex<()>;
+pub(crate) type RawLock = spin::Mutex<()>;
 
 /// What a full buffer does with a new event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

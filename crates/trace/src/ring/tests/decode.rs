@@ -10,6 +10,7 @@
 use super::*;
 use crate::output::decode_pages;
 use crate::output::Entry;
+use crate::ring::page::PAGE_HEADER_SIZE;
 use crate::ring::page::{
     RingPageError, COMMIT_MASK, MAX_TIME_DELTA, MISSED_EVENTS, MISSED_STORED, TIME_DELTA_BITS,
     TYPE_LEN_BITS, TYPE_PADDING, TYPE_TIME_EXTEND, TYPE_TIME_STAMP,
