@@ -15,6 +15,7 @@
 //! reads the used index before the data (the fences below name their
 //! partner: the device's reads and writes of the rings).
 
+use crate::virtio_pci::{Descriptor, DESCRIPTOR_NEXT, DESCRIPTOR_WRITE};
 use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use core::fmt;
 use core::ptr::{read_volatile, write_volatile};
@@ -49,9 +50,6 @@ const FEATURE_SEG_MAX: u32 = 1 << 2;
 const FEATURE_READ_ONLY: u32 = 1 << 5;
 const FEATURE_BLOCK_SIZE: u32 = 1 << 6;
 
-const DESCRIPTOR_NEXT: u16 = 1;
-const DESCRIPTOR_WRITE: u16 = 2;
-
 const REQUEST_IN: u32 = 0;
 const REQUEST_OUT: u32 = 1;
 
@@ -83,14 +81,6 @@ impl fmt::Display for VirtioError {
             VirtioError::NoMemory => f.write_str("no heap for the virtqueue"),
         }
     }
-}
-
-#[repr(C)]
-struct Descriptor {
-    address: u64,
-    len: u32,
-    flags: u16,
-    next: u16,
 }
 
 #[repr(C)]

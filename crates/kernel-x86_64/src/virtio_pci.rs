@@ -60,8 +60,10 @@ const STATUS_FAILED: u8 = 128;
 /// VIRTIO_F_VERSION_1: feature bit 32, the modern interface.
 pub const FEATURE_VERSION_1: u64 = 1 << 32;
 
-const DESCRIPTOR_NEXT: u16 = 1;
-const DESCRIPTOR_WRITE: u16 = 2;
+/// A split ring's descriptor flags (virtio 1.x §2.7.5; the legacy
+/// layout is the same).
+pub(crate) const DESCRIPTOR_NEXT: u16 = 1;
+pub(crate) const DESCRIPTOR_WRITE: u16 = 2;
 
 /// Descriptors the driver asks for: a request takes two.
 const QUEUE_ENTRIES: u16 = 8;
@@ -155,12 +157,14 @@ impl Mmio {
     }
 }
 
+/// One entry of a split ring's descriptor table, the same in the legacy
+/// and the modern transport.
 #[repr(C)]
-struct Descriptor {
-    address: u64,
-    len: u32,
-    flags: u16,
-    next: u16,
+pub(crate) struct Descriptor {
+    pub(crate) address: u64,
+    pub(crate) len: u32,
+    pub(crate) flags: u16,
+    pub(crate) next: u16,
 }
 
 /// A modern virtio PCI device with virtqueue 0 set up.
