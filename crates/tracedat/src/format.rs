@@ -148,9 +148,55 @@ pub struct EventFormat {
     pub(crate) print: Option<PrintFmt>,
 }
 
+/// Why a `format` text gives no event: what is missing or, for a line
+/// that is there but malformed, its 1-based line number.
+///
+/// ```
+/// use hotkern_tracedat::{EventFormat, FormatError};
+///
+/// let error = EventFormat::parse("demo", "name: x\nID: many\n").unwrap_err();
+/// assert_eq!(error, FormatError::BadId { line: 2 });
+/// assert_eq!(error.to_string(), "event format, line 2: bad ID");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// No `name:` line.
+    MissingName,
+    /// No `ID:` line.
+    MissingId,
+    /// An `ID:` line whose value is not a number.
+    BadId {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A `field:` line without a name, an `offset:` or a `size:`.
+    BadField {
+        /// 1-based line number.
+        line: usize,
+    },
+}
+
+impl core::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            FormatError::MissingName => f.write_str("event format: no name line"),
+            FormatError::MissingId => f.write_str("event format: no ID line"),
+            FormatError::BadId { line } => write!(f, "event format, line {line}: bad ID"),
+            FormatError::BadField { line } => {
+                write!(f, "event format, line {line}: bad field line")
+            }
+        }
+    }
+}
+
+impl core::error::Error for FormatError {}
+
 impl EventFormat {
-    /// Parses one `format` file's text. Lines the parser does not know are
-    /// skipped rather than refused, as libtraceevent does.
+    /// Parses one `format` file's text. A malformed `ID:` or `field:` line,
+    /// or a missing name or ID, is an error (libtraceevent fails such an
+    /// event too); lines the parser does not know are skipped, as
+    /// libtraceevent skips them.
     ///
     /// ```
     /// let text = "name: demo\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:int value;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"value=%d\", REC->value\n";
@@ -158,41 +204,43 @@ impl EventFormat {
     /// assert_eq!(event.id, 7);
     /// assert_eq!(event.fields[0].name, "value");
     /// ```
-    pub fn parse(system: &str, text: &str) -> Option<EventFormat> {
+    pub fn parse(system: &str, text: &str) -> Result<EventFormat, FormatError> {
         let mut name = None;
         let mut id = None;
         let mut common = Vec::new();
         let mut fields = Vec::new();
         let mut print_text = String::new();
-        for line in text.lines() {
+        for (index, line) in text.lines().enumerate() {
+            let line_number = index + 1;
             let trimmed = line.trim();
             if let Some(rest) = trimmed.strip_prefix("name:") {
                 name = Some(rest.trim().to_string());
             } else if let Some(rest) = trimmed.strip_prefix("ID:") {
-                id = rest.trim().parse::<u32>().ok();
+                let value = rest.trim().parse::<u32>();
+                id = Some(value.map_err(|_| FormatError::BadId { line: line_number })?);
             } else if trimmed.starts_with("field:") {
-                if let Some(field) = parse_field(trimmed) {
-                    if field.name.starts_with("common_") && fields.is_empty() {
-                        common.push(field);
-                    } else {
-                        fields.push(field);
-                    }
+                let field =
+                    parse_field(trimmed).ok_or(FormatError::BadField { line: line_number })?;
+                if field.name.starts_with("common_") && fields.is_empty() {
+                    common.push(field);
+                } else {
+                    fields.push(field);
                 }
             } else if let Some(rest) = trimmed.strip_prefix("print fmt:") {
                 print_text = rest.trim().to_string();
             }
         }
         let mut event = EventFormat {
-            id: id?,
+            id: id.ok_or(FormatError::MissingId)?,
             system: system.to_string(),
-            name: name?,
+            name: name.ok_or(FormatError::MissingName)?,
             common_fields: common,
             fields,
             print_text,
             print: None,
         };
         event.print = PrintFmt::parse(&event.print_text);
-        Some(event)
+        Ok(event)
     }
 
     /// A field by name, the event's own first, then the common ones.
@@ -202,10 +250,17 @@ impl EventFormat {
             .chain(&self.common_fields)
             .find(|f| f.name == name)
     }
+
+    /// Every field in the order of the format file: the common ones, then
+    /// the event's own.
+    pub fn all_fields(&self) -> impl Iterator<Item = &Field> {
+        self.common_fields.iter().chain(&self.fields)
+    }
 }
 
-/// `field:TYPE NAME[N];\toffset:O;\tsize:S;\tsigned:G;`
-fn parse_field(line: &str) -> Option<Field> {
+/// `field:TYPE NAME[N];\toffset:O;\tsize:S;\tsigned:G;`, also the
+/// field lines of `header_page`.
+pub(crate) fn parse_field(line: &str) -> Option<Field> {
     let mut parts = line.split(';').map(str::trim);
     let decl = parts.next()?.strip_prefix("field:")?.trim();
     let mut offset = None;
@@ -298,6 +353,27 @@ mod tests {
         assert_eq!((f.name.as_str(), f.kind), ("ptr", FieldKind::Pointer));
         let f = parse_field("field:long state;\toffset:8;\tsize:8;\tsigned:1;").unwrap();
         assert!(f.signed && f.is_long());
+    }
+
+    #[test]
+    fn malformed_formats_name_what_is_wrong() {
+        let head = "name: demo\nID: 7\nformat:\n";
+        let bad_field = format!("{head}\tfield:int value;\tsize:4;\tsigned:1;\n");
+        assert_eq!(
+            EventFormat::parse("demo", &bad_field).unwrap_err(),
+            FormatError::BadField { line: 4 }
+        );
+        assert_eq!(
+            EventFormat::parse("demo", "name: demo\nformat:\n").unwrap_err(),
+            FormatError::MissingId
+        );
+        assert_eq!(
+            EventFormat::parse("demo", "ID: 7\n").unwrap_err(),
+            FormatError::MissingName
+        );
+        // Lines it does not know are skipped, as libtraceevent skips them.
+        let event = EventFormat::parse("demo", &format!("{head}something else\n")).unwrap();
+        assert_eq!((event.id, event.all_fields().count()), (7, 0));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::compress::Codec;
 use crate::error::{Error, Result};
-use crate::format::EventFormat;
+use crate::format::{parse_field, EventFormat};
 use crate::input::{Bytes, Cursor, Input, Seq};
 use crate::print::Tables;
 use crate::symbols::{parse_cmdlines, parse_printk, Kallsyms};
@@ -264,14 +264,7 @@ fn parse_header_page(text: &[u8], long_size: u8) -> HeaderPage {
         data_offset: 8 + usize::from(long_size),
     };
     for line in text.lines() {
-        let Some(field) =
-            EventFormat::parse("", &format!("name: h\nID: 0\n{line}\n")).and_then(|e| {
-                e.fields
-                    .into_iter()
-                    .next()
-                    .or(e.common_fields.into_iter().next())
-            })
-        else {
+        let Some(field) = parse_field(line.trim()) else {
             continue;
         };
         match field.name.as_str() {
@@ -291,7 +284,7 @@ fn read_ftrace_events(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
     for _ in 0..count {
         let len = b.u64()?;
         let text = String::from_utf8_lossy(&b.block(len)?).into_owned();
-        if let Some(e) = EventFormat::parse("ftrace", &text) {
+        if let Ok(e) = EventFormat::parse("ftrace", &text) {
             m.events.insert(e.id, e);
         }
         m.texts.ftrace_formats.push(text);
@@ -308,7 +301,7 @@ fn read_event_systems(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
         for _ in 0..count {
             let len = b.u64()?;
             let text = String::from_utf8_lossy(&b.block(len)?).into_owned();
-            if let Some(e) = EventFormat::parse(&system, &text) {
+            if let Ok(e) = EventFormat::parse(&system, &text) {
                 m.events.insert(e.id, e);
             }
             texts.push(text);

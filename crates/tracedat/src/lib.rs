@@ -45,7 +45,7 @@ pub mod print;
 mod symbols;
 pub mod write;
 
-pub use format::{EventFormat, Field, FieldKind};
+pub use format::{EventFormat, Field, FieldKind, FormatError};
 pub use symbols::Kallsyms;
 
 /// Declares the items that need `std`: the reader and the JSON export.

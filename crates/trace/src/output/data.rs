@@ -103,7 +103,7 @@ impl TraceData {
 
     /// Adds an event description.
     pub fn add_event(&mut self, event: EventDescription) {
-        let printable = EventFormat::parse(&event.system, &format_text(&event));
+        let printable = EventFormat::parse(&event.system, &format_text(&event)).ok();
         self.printable.insert(event.id, printable);
         self.events.insert(event.id, event);
     }

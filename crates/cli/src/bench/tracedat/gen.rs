@@ -215,7 +215,7 @@ pub fn generate(path: &Path, target: u64) -> Result<Generated, String> {
         for (system, formats) in &source.file.systems {
             for text in formats {
                 let id = EventFormat::parse(system, text)
-                    .ok_or_else(|| format!("{}: a format without ID", source.name))?
+                    .map_err(|e| format!("{}: {e}", source.name))?
                     .id;
                 let known = systems.entry(system).or_default().entry(id).or_insert(text);
                 if *known != text {
