@@ -41,6 +41,7 @@ use crate::platform::TASK_COMM_LEN;
 pub use error::{FilterError, FilterErrorKind};
 #[cfg(test)]
 pub(crate) use field::common_fields;
+pub(crate) use field::Location;
 pub use field::{FieldKind, FieldSpec};
 pub use parse::{parse, CompareOp, Expr, Operand, Predicate};
 

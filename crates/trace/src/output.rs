@@ -3,9 +3,10 @@
 //! JSON from it; the recorder's side of it is
 //! [`control::view::trace_dat`](crate::control::view::trace_dat).)
 //!
-//! Everything here works from a [`TraceData`]: event descriptions parsed
-//! from ftrace `format` text, symbol and task tables, and the records
-//! decoded from the rings' pages in time order.
+//! Everything here works from a [`TraceData`]: event formats (ftrace's
+//! `format` text parsed by [`hotkern_tracedat::EventFormat::parse`]),
+//! symbol and task tables, and the records decoded from the rings' pages
+//! in time order.
 
 mod data;
 mod format;
@@ -17,7 +18,7 @@ mod symbols;
 mod text;
 
 pub use data::{Entry, RawRecord, TraceData};
-pub use format::{EventDescription, FormatError, FormatField};
+pub(crate) use format::field_specs;
 pub use graph::write_graph_duration;
 pub(crate) use graph::write_graph_trace;
 pub use line::{split_timestamp, TextOptions};

@@ -6,8 +6,9 @@
 use hotkern_trace::event::builtin_formats;
 use hotkern_trace::output::{
     flag, latency_flags, split_timestamp, write_graph_duration, write_trace, Comms, Entry,
-    EventDescription, RawRecord, Symbols, TextOptions, TraceData,
+    RawRecord, Symbols, TextOptions, TraceData,
 };
+use hotkern_tracedat::EventFormat;
 
 const SCHED_FORMAT: &str = "name: sched_wake\nID: 300\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
@@ -25,9 +26,9 @@ const FUNC_C: u64 = 0xffff_8000_0000_3000;
 fn trace_data(cpus: u32) -> TraceData {
     let mut data = TraceData::new(cpus);
     for format in builtin_formats() {
-        data.add_event(EventDescription::parse(&format.system, &format.to_format_file()).unwrap());
+        data.add_event(EventFormat::parse(&format.system, &format.to_format_file()).unwrap());
     }
-    data.add_event(EventDescription::parse("sched", SCHED_FORMAT).unwrap());
+    data.add_event(EventFormat::parse("sched", SCHED_FORMAT).unwrap());
     let mut symbols = Symbols::new();
     symbols.insert(FUNC_A, "schedule");
     symbols.insert(FUNC_B, "pick_next_task");
@@ -64,14 +65,9 @@ fn payload(
     fields: &[(&str, &[u8])],
 ) -> Vec<u8> {
     let event = data.event_named(name).unwrap();
-    let end = event
-        .fields
-        .iter()
-        .map(|f| f.offset + f.size)
-        .max()
-        .unwrap();
+    let end = event.all_fields().map(|f| f.offset + f.size).max().unwrap();
     let mut p = vec![0u8; end];
-    p[..2].copy_from_slice(&event.id.to_le_bytes());
+    p[..2].copy_from_slice(&(event.id as u16).to_le_bytes());
     p[2] = flags;
     p[3] = preempt;
     p[4..8].copy_from_slice(&pid.to_le_bytes());

@@ -4,11 +4,10 @@
 
 mod common;
 
-use hotkern_trace::output::{
-    decode_pages, write_trace, Comms, EventDescription, Symbols, TextOptions, TraceData,
-};
+use hotkern_trace::output::{decode_pages, write_trace, Comms, Symbols, TextOptions, TraceData};
 use hotkern_trace::ring::{Mode, RingBuffer, HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT, PAGE_SIZE};
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, TraceDat, WriteOptions};
+use hotkern_tracedat::EventFormat;
 
 const FUNCTION_FORMAT: &str = "name: function\nID: 1\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
@@ -145,9 +144,9 @@ fn round_trip_event_for_event() {
 fn pages_print_as_ftrace_text() {
     let (file, _) = sample();
     let mut data = TraceData::new(2);
-    data.add_event(EventDescription::parse("ftrace", FUNCTION_FORMAT).unwrap());
+    data.add_event(EventFormat::parse("ftrace", FUNCTION_FORMAT).unwrap());
     for text in &file.systems[0].1 {
-        data.add_event(EventDescription::parse("demo", text).unwrap());
+        data.add_event(EventFormat::parse("demo", text).unwrap());
     }
     data.symbols = Symbols::from_kallsyms(&file.kallsyms);
     data.comms = Comms::from_saved_cmdlines(&file.cmdlines);

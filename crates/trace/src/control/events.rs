@@ -12,16 +12,17 @@ use super::error::ControlError;
 use super::hook::ControlHook;
 use super::{Control, EventSettings, State};
 use crate::event::EventFormat;
-use crate::filter::{Filter, FilterErrorKind};
+use crate::filter::{FieldSpec, Filter, FilterErrorKind};
 use crate::glob::Glob;
-use crate::output::EventDescription;
 use crate::trigger::TriggerSet;
 
 /// An event as the control files see it.
 #[derive(Clone)]
 pub(crate) struct EventEntry {
     pub(crate) format: EventFormat,
-    pub(crate) description: Option<EventDescription>,
+    /// Its fields as filters and triggers name them, from its `format`
+    /// text as hotkern-tracedat parses it.
+    pub(crate) fields: Vec<FieldSpec>,
 }
 
 impl EventEntry {
@@ -51,12 +52,12 @@ impl Control<'_> {
             .event_formats()
             .into_iter()
             .map(|format| {
-                let description =
-                    EventDescription::parse(&format.system, &format.to_format_file()).ok();
-                EventEntry {
-                    format,
-                    description,
-                }
+                let parsed =
+                    hotkern_tracedat::EventFormat::parse(&format.system, &format.to_format_file());
+                let fields = parsed
+                    .map(|event| crate::output::field_specs(&event))
+                    .unwrap_or_default();
+                EventEntry { format, fields }
             })
             .collect();
         *catalog = Some((registered, Arc::new(entries.clone())));
@@ -312,23 +313,20 @@ impl Control<'_> {
         if text.is_empty() || text == "0" {
             return Ok(None);
         }
-        let fields = event
-            .description
-            .as_ref()
-            .map(EventDescription::field_specs)
-            .unwrap_or_default();
-        Filter::compile(text, &fields).map(Some).map_err(|error| {
-            self.log_error(
-                "event filter parse error",
-                error.kind.message(),
-                text,
-                error.position,
-            );
-            ControlError::Filter {
-                file: String::from(file),
-                error,
-            }
-        })
+        Filter::compile(text, &event.fields)
+            .map(Some)
+            .map_err(|error| {
+                self.log_error(
+                    "event filter parse error",
+                    error.kind.message(),
+                    text,
+                    error.position,
+                );
+                ControlError::Filter {
+                    file: String::from(file),
+                    error,
+                }
+            })
     }
 
     fn write_filter(&self, file: &str, event: &EventEntry, text: &str) -> Result<(), ControlError> {
@@ -380,14 +378,9 @@ impl Control<'_> {
         event: &EventEntry,
         text: &str,
     ) -> Result<(), ControlError> {
-        let fields = event
-            .description
-            .as_ref()
-            .map(EventDescription::field_specs)
-            .unwrap_or_default();
         let exists = |system: &str, name: &str| self.tracer.event_id(system, name).is_some();
         let triggers = self.triggers_of(event.format.id);
-        let result = triggers.lock().write(text, &fields, &exists);
+        let result = triggers.lock().write(text, &event.fields, &exists);
         if let Err(error) = result {
             if let Some(position) = error.position() {
                 self.log_error(

@@ -9,18 +9,20 @@ use core::fmt::Write;
 
 use hotkern_tracedat::write::TraceDat;
 
-use crate::output::{decode_pages, Comms, Entry, EventDescription, Symbols, TraceData};
+use hotkern_tracedat::EventFormat;
+
+use crate::output::{decode_pages, Comms, Entry, Symbols, TraceData};
 use crate::ring::page::{HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT};
 use crate::ring::PAGE_SIZE;
 use crate::Tracer;
 
-/// The event descriptions of every event the tracer knows, parsed from
-/// their `format` text (so live output and trace.dat agree).
-pub(crate) fn event_descriptions(tracer: &Tracer) -> Vec<EventDescription> {
+/// Every event the tracer knows, parsed from its `format` text (so live
+/// output and trace.dat agree).
+pub(crate) fn parsed_formats(tracer: &Tracer) -> Vec<EventFormat> {
     tracer
         .event_formats()
         .iter()
-        .filter_map(|format| EventDescription::parse(&format.system, &format.to_format_file()).ok())
+        .filter_map(|format| EventFormat::parse(&format.system, &format.to_format_file()).ok())
         .collect()
 }
 
@@ -38,7 +40,7 @@ pub(crate) fn symbols() -> Symbols {
 /// An empty [`TraceData`] with everything but the events filled in.
 pub(crate) fn skeleton(tracer: &Tracer) -> TraceData {
     let mut data = TraceData::new(tracer.cpus() as u32);
-    for event in event_descriptions(tracer) {
+    for event in parsed_formats(tracer) {
         data.add_event(event);
     }
     data.symbols = symbols();

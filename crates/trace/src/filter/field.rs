@@ -93,8 +93,19 @@ impl FieldSpec {
         size: usize,
         signed: bool,
     ) -> FieldSpec {
+        FieldSpec::new(
+            name,
+            offset,
+            size,
+            FieldSpec::kind_of_format(c_type, signed),
+        )
+    }
+
+    /// The kind of a field declared with C type `c_type` (array suffix
+    /// included) in an event's `format` file.
+    pub(crate) fn kind_of_format(c_type: &str, signed: bool) -> FieldKind {
         let c_type = c_type.trim();
-        let kind = if c_type.starts_with("__data_loc") && c_type.contains("char") {
+        if c_type.starts_with("__data_loc") && c_type.contains("char") {
             FieldKind::DataLocString
         } else if c_type.contains("char") && c_type.contains('[') {
             FieldKind::FixedString
@@ -102,8 +113,7 @@ impl FieldSpec {
             FieldKind::Signed
         } else {
             FieldKind::Unsigned
-        };
-        FieldSpec::new(name, offset, size, kind)
+        }
     }
 
     /// The integer value of the field in `payload`, zero- or sign-extended
@@ -120,11 +130,7 @@ impl FieldSpec {
 
     /// Where the field is, without its name: what compiled programs keep.
     pub(crate) fn location(&self) -> Location {
-        Location {
-            offset: self.offset,
-            size: self.size,
-            kind: self.kind,
-        }
+        Location::new(self.offset, self.size, self.kind)
     }
 }
 
@@ -137,6 +143,11 @@ pub(crate) struct Location {
 }
 
 impl Location {
+    /// `size` bytes at `offset`, read as `kind`.
+    pub(crate) fn new(offset: usize, size: usize, kind: FieldKind) -> Location {
+        Location { offset, size, kind }
+    }
+
     #[inline]
     pub(crate) fn bits(self, payload: &[u8]) -> Option<u64> {
         let bytes = payload.get(self.offset..self.offset.checked_add(self.size)?)?;

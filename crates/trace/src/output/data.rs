@@ -4,12 +4,11 @@
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt::Write;
 
 use hotkern_tracedat::print::Tables;
 use hotkern_tracedat::{EventFormat, Kallsyms};
 
-use super::format::{read_int, EventDescription};
+use super::format::{field_like, read_int};
 use super::symbols::{Comms, Symbols};
 
 /// One recorded event as the output side keeps it: the payload stays raw
@@ -73,8 +72,8 @@ pub enum Entry {
 /// Everything needed to print a trace.
 #[derive(Debug, Clone, Default)]
 pub struct TraceData {
-    /// Event descriptions by id.
-    pub events: BTreeMap<u16, EventDescription>,
+    /// The events' formats by id, as hotkern-tracedat parses them.
+    events: BTreeMap<u32, EventFormat>,
     /// Function symbols.
     pub symbols: Symbols,
     /// Task names.
@@ -87,9 +86,6 @@ pub struct TraceData {
     pub entries: Vec<Entry>,
     /// Every event ever written, including those lost (`entries-written`).
     pub entries_written: u64,
-    /// hotkern-tracedat's view of each event, whose printer renders the
-    /// print formats (the one evaluator, shared with trace.dat reports).
-    printable: BTreeMap<u16, Option<EventFormat>>,
 }
 
 impl TraceData {
@@ -101,22 +97,27 @@ impl TraceData {
         }
     }
 
-    /// Adds an event description.
-    pub fn add_event(&mut self, event: EventDescription) {
-        let printable = EventFormat::parse(&event.system, &format_text(&event)).ok();
-        self.printable.insert(event.id, printable);
+    /// Adds an event's format (its `format` text parsed by
+    /// [`EventFormat::parse`]), which prints the records of its id.
+    ///
+    /// ```
+    /// use hotkern_trace::output::TraceData;
+    /// use hotkern_tracedat::EventFormat;
+    ///
+    /// let mut data = TraceData::new(1);
+    /// for format in hotkern_trace::event::builtin_formats() {
+    ///     data.add_event(EventFormat::parse(&format.system, &format.to_format_file()).unwrap());
+    /// }
+    /// assert_eq!(data.event(1).unwrap().name, "function");
+    /// assert_eq!(data.event_named("kernel_stack").unwrap().id, 4);
+    /// ```
+    pub fn add_event(&mut self, event: EventFormat) {
         self.events.insert(event.id, event);
     }
 
-    /// The description of event `id`.
-    pub fn event(&self, id: u16) -> Option<&EventDescription> {
-        self.events.get(&id)
-    }
-
-    /// Event `id` as hotkern-tracedat's printer takes it
-    /// (`hotkern_tracedat::print::write_event`).
-    pub(crate) fn printable_event(&self, id: u16) -> Option<&EventFormat> {
-        self.printable.get(&id)?.as_ref()
+    /// The format of event `id`.
+    pub fn event(&self, id: u16) -> Option<&EventFormat> {
+        self.events.get(&u32::from(id))
     }
 
     /// What hotkern-tracedat's printer needs besides the events: this
@@ -133,8 +134,8 @@ impl TraceData {
         )
     }
 
-    /// The description of the event called `name`.
-    pub fn event_named(&self, name: &str) -> Option<&EventDescription> {
+    /// The format of the event called `name`.
+    pub fn event_named(&self, name: &str) -> Option<&EventFormat> {
         self.events.values().find(|e| e.name == name)
     }
 
@@ -179,56 +180,6 @@ impl TraceData {
     /// The integer field `name` (or `x.name`) of `record`.
     pub(crate) fn field_value(&self, record: &RawRecord, name: &str) -> Option<u64> {
         let event = self.event(record.event_id())?;
-        read_int(event.field_like(name)?, &record.payload)
-    }
-}
-
-/// `event`'s format text again (the `format` file's layout), for
-/// hotkern-tracedat's parser: a field's C type carries its array suffix,
-/// which the declaration puts after the name (`char comm[16]`), except
-/// for dynamic fields (`__data_loc char[] name`).
-fn format_text(event: &EventDescription) -> String {
-    let mut text = alloc::format!("name: {}\nID: {}\nformat:\n", event.name, event.id);
-    for f in &event.fields {
-        let dynamic = f.c_type.starts_with("__data_loc") || f.c_type.starts_with("__rel_loc");
-        let _ = match f.c_type.find('[') {
-            Some(at) if !dynamic => write!(
-                text,
-                "\tfield:{} {}{};",
-                f.c_type[..at].trim_end(),
-                f.name,
-                &f.c_type[at..]
-            ),
-            _ => write!(text, "\tfield:{} {};", f.c_type, f.name),
-        };
-        let _ = writeln!(
-            text,
-            "\toffset:{};\tsize:{};\tsigned:{};",
-            f.offset,
-            f.size,
-            u8::from(f.signed)
-        );
-    }
-    let _ = writeln!(text, "\nprint fmt: {}", event.print_fmt);
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The text given to hotkern-tracedat is the format file's own, field
-    /// declarations and all.
-    #[test]
-    fn format_text_gives_back_the_format_file() {
-        let text = "name: demo\nID: 500\nformat:\n\
-            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-            \tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
-            \tfield:__data_loc char[] name;\toffset:24;\tsize:4;\tsigned:0;\n\
-            \tfield:unsigned long caller[8];\toffset:32;\tsize:64;\tsigned:0;\n\
-            \tfield:int delta;\toffset:96;\tsize:4;\tsigned:1;\n\
-            \nprint fmt: \"comm=%s name=%s\", REC->comm, __get_str(name)\n";
-        let event = EventDescription::parse("demo", text).unwrap();
-        assert_eq!(format_text(&event), text);
+        read_int(field_like(event, name)?, &record.payload)
     }
 }

@@ -173,14 +173,14 @@ pub(crate) fn write_graph_trace(data: &TraceData, options: &TextOptions, out: &m
             write_proc(data, record.pid(), out);
             out.push_str(" | ");
         }
-        let id = Some(record.event_id());
+        let id = Some(u32::from(record.event_id()));
         let func = data.field_value(record, "func").unwrap_or(0);
         let depth = data.field_value(record, "depth").unwrap_or(0) as i64;
         let name = data.symbols.offset_name(func);
         if id == entry_id {
             let leaf = next_on_cpu[index].and_then(|n| match &data.entries[n] {
                 Entry::Event(next)
-                    if Some(next.event_id()) == exit_id
+                    if Some(u32::from(next.event_id())) == exit_id
                         && next.pid() == record.pid()
                         && data.field_value(next, "func") == Some(func) =>
                 {

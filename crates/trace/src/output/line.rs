@@ -8,7 +8,6 @@ use core::fmt::Write;
 use hotkern_tracedat::print::{write_binary_message, write_event, Tables};
 
 use super::data::{RawRecord, TraceData};
-use super::format::read_str;
 
 /// ftrace's display options (`options/<name>`) that change the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +81,11 @@ pub(crate) fn write_event_body(
         ("ftrace", "print") => {
             out.push_str(&symbol(field("ip").unwrap_or(0)));
             out.push_str(": ");
+            // `char buf[]` runs to the end of the payload; the text ends
+            // at its NUL.
             if let Some(buf) = event.field("buf") {
-                let text = read_str(buf, &record.payload).unwrap_or_default();
+                let text = record.payload.get(buf.offset..).unwrap_or_default();
+                let text = text.split(|&b| b == 0).next().unwrap_or_default();
                 out.push_str(&String::from_utf8_lossy(text));
             }
         }
@@ -105,12 +107,7 @@ pub(crate) fn write_event_body(
         _ => {
             out.push_str(&event.name);
             out.push_str(": ");
-            match data.printable_event(event.id) {
-                Some(format) => write_event(format, &record.payload, tables, out),
-                // Fields hotkern-tracedat cannot parse: as libtraceevent
-                // says of a format it cannot use.
-                None => out.push_str("[FAILED TO PARSE]"),
-            }
+            write_event(event, &record.payload, tables, out);
         }
     }
 }

@@ -13,7 +13,9 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use super::data::{Entry, RawRecord, TraceData};
-use super::format::{read_int, EventDescription};
+use hotkern_tracedat::EventFormat;
+
+use super::format::read_int;
 use super::pages::decode_pages;
 use super::symbols::Symbols;
 use crate::event::format::{KERNEL_STACK_CALLER_OFFSET, KERNEL_STACK_ID};
@@ -23,10 +25,11 @@ use crate::event::format::{KERNEL_STACK_CALLER_OFFSET, KERNEL_STACK_ID};
 /// (ftrace's end markers).
 ///
 /// ```
-/// use hotkern_trace::output::{stack_frames, EventDescription};
+/// use hotkern_trace::output::stack_frames;
+/// use hotkern_tracedat::EventFormat;
 ///
 /// let format = hotkern_trace::event::builtin_formats().into_iter().find(|f| f.name == "kernel_stack").unwrap();
-/// let event = EventDescription::parse("ftrace", &format.to_format_file()).unwrap();
+/// let event = EventFormat::parse("ftrace", &format.to_format_file()).unwrap();
 /// let mut payload = vec![0u8; 16];
 /// payload[..2].copy_from_slice(&4u16.to_ne_bytes());
 /// payload[8..12].copy_from_slice(&3i32.to_ne_bytes());
@@ -35,7 +38,7 @@ use crate::event::format::{KERNEL_STACK_CALLER_OFFSET, KERNEL_STACK_ID};
 /// }
 /// assert_eq!(stack_frames(&event, &payload), [0x1000, 0x2000]);
 /// ```
-pub fn stack_frames(event: &EventDescription, payload: &[u8]) -> Vec<u64> {
+pub fn stack_frames(event: &EventFormat, payload: &[u8]) -> Vec<u64> {
     let size = event
         .field("size")
         .and_then(|field| read_int(field, payload))
@@ -62,7 +65,7 @@ fn frames_at(payload: &[u8], size: usize, offset: usize) -> Vec<u64> {
 /// then one ` => name` line per frame.
 pub(crate) fn write_stack_body(
     data: &TraceData,
-    event: &EventDescription,
+    event: &EventFormat,
     record: &RawRecord,
     out: &mut String,
 ) {
