@@ -18,8 +18,9 @@
 //!
 //! block_read::trace(1, 4096, 512); // nothing is listening: one load, one branch
 //! let format = block_read::EVENT.format();
-//! assert_eq!(format.system, "demo");
-//! assert_eq!(format.fields[1].offset, 16); // u64 aligned after the u32 at 8
+//! assert_eq!(format.system(), "demo");
+//! // The u64 is aligned after the u32 at 8.
+//! assert!(format.to_format_file().contains(" block;\toffset:16;\tsize:8;"));
 //! ```
 
 pub(crate) mod format;
@@ -27,10 +28,11 @@ pub(crate) mod format;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
+pub(crate) use format::Field;
 pub use format::{
-    builtin_formats, EventFormat, Field, BPRINT_ID, COMMON_HEADER_SIZE, FLAG_HARDIRQ,
-    FLAG_IRQS_OFF, FLAG_NMI, FLAG_SOFTIRQ, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID,
-    HWLAT_ID, KERNEL_STACK_ID, PRINT_ID,
+    builtin_formats, EventFormat, BPRINT_ID, COMMON_HEADER_SIZE, FLAG_HARDIRQ, FLAG_IRQS_OFF,
+    FLAG_NMI, FLAG_SOFTIRQ, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID, HWLAT_ID,
+    KERNEL_STACK_ID, PRINT_ID,
 };
 
 /// Mask bit set until the event has registered (and got its id).
@@ -110,21 +112,22 @@ impl<const N: usize> FieldType for [u8; N] {
     }
 }
 
-/// A field as declared (before layout).
+/// A field as declared (before layout); what [`define_event!`] expands to.
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct FieldDecl {
     /// The field's name in the format file and in filters (`next_pid`).
-    pub name: &'static str,
+    name: &'static str,
     /// The C type the format file declares it with (`pid_t`, `char`).
-    pub c_type: &'static str,
+    c_type: &'static str,
     /// Bytes it takes in the payload (the whole array for arrays).
-    pub size: usize,
+    size: usize,
     /// Its alignment in the payload, as a C compiler would place it.
-    pub align: usize,
+    align: usize,
     /// Whether readers sign-extend it (the format file's `signed:`).
-    pub signed: bool,
+    signed: bool,
     /// Array length (0 = scalar).
-    pub array: usize,
+    array: usize,
 }
 
 impl FieldDecl {
@@ -141,13 +144,22 @@ impl FieldDecl {
     }
 }
 
-/// A field with its offset (see [`layout`]).
+/// A field with its offset (see [`layout`]); what [`define_event!`]
+/// expands to.
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct FieldDef {
     /// Name, type and size as declared.
-    pub decl: FieldDecl,
+    decl: FieldDecl,
     /// Byte offset in the payload.
-    pub offset: usize,
+    offset: usize,
+}
+
+impl FieldDef {
+    /// Byte offset in the payload, where the event's `trace` writes it.
+    pub const fn offset(&self) -> usize {
+        self.offset
+    }
 }
 
 /// Lays fields out like a C struct after the 8-byte common header.
@@ -470,7 +482,7 @@ macro_rules! define_event {
                 EVENT.emit_sized(SIZE, move |payload: &mut [u8]| {
                     let mut _index = 0;
                     $(
-                        $crate::event::FieldType::encode($field, &mut payload[FIELDS[_index].offset..]);
+                        $crate::event::FieldType::encode($field, &mut payload[FIELDS[_index].offset()..]);
                         _index += 1;
                     )*
                 });

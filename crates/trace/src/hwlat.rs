@@ -59,29 +59,29 @@ impl HwlatConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HwlatSample {
     /// Largest gap between two clock reads, µs.
-    pub duration_us: u64,
+    pub(crate) duration_us: u64,
     /// Largest gap between loop turns, µs.
-    pub outer_duration_us: u64,
+    pub(crate) outer_duration_us: u64,
     /// When the window's largest gap was seen, ns.
-    pub timestamp_ns: u64,
+    pub(crate) timestamp_ns: u64,
     /// Number of the sample since the detector started, from 1 (gaps show
     /// samples that were lost).
-    pub seqnum: u32,
+    pub(crate) seqnum: u32,
     /// Gaps above the threshold in the window.
-    pub count: u32,
+    pub(crate) count: u32,
 }
 
 /// What one window's spinning part saw, in the clock's nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WindowGaps {
     /// Largest gap between two back-to-back clock reads.
-    pub inner_ns: u64,
+    pub(crate) inner_ns: u64,
     /// Largest gap between the end of one loop turn and the next.
-    pub outer_ns: u64,
+    pub(crate) outer_ns: u64,
     /// When the largest of either was seen.
-    pub at_ns: u64,
+    pub(crate) at_ns: u64,
     /// Gaps of either kind above the threshold.
-    pub count: u32,
+    pub(crate) count: u32,
 }
 
 /// Spins for `width_ns` on `now`, measuring the gaps that show something

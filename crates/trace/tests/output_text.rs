@@ -26,7 +26,7 @@ const FUNC_C: u64 = 0xffff_8000_0000_3000;
 fn trace_data(cpus: u32) -> TraceData {
     let mut data = TraceData::new(cpus);
     for format in builtin_formats() {
-        data.add_event(EventFormat::parse(&format.system, &format.to_format_file()).unwrap());
+        data.add_event(EventFormat::parse(format.system(), &format.to_format_file()).unwrap());
     }
     data.add_event(EventFormat::parse("sched", SCHED_FORMAT).unwrap());
     let mut symbols = Symbols::new();

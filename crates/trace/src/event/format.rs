@@ -47,20 +47,20 @@ pub const FIRST_DYNAMIC_ID: u16 = 100;
 
 /// One field of an event's payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     /// The field name (for arrays without the `[N]`).
-    pub name: String,
+    pub(crate) name: String,
     /// The C type as ftrace prints it, e.g. `unsigned long`, `int`, `char`.
-    pub c_type: String,
+    pub(crate) c_type: String,
     /// `Some(n)` for a fixed array of `n` elements (`char comm[16]`),
     /// `Some(0)` for a trailing dynamic array (`char buf[]`).
-    pub array: Option<usize>,
+    pub(crate) array: Option<usize>,
     /// Byte offset in the payload (the common header is at 0..8).
-    pub offset: usize,
+    pub(crate) offset: usize,
     /// Size in bytes (0 for a trailing dynamic array).
-    pub size: usize,
+    pub(crate) size: usize,
     /// Whether the value is signed.
-    pub signed: bool,
+    pub(crate) signed: bool,
 }
 
 impl Field {
@@ -83,7 +83,7 @@ impl Field {
     }
 
     /// An array field (`len` elements; 0 = trailing dynamic array).
-    pub fn array(name: &str, c_type: &str, len: usize, offset: usize, size: usize) -> Self {
+    pub(crate) fn array(name: &str, c_type: &str, len: usize, offset: usize, size: usize) -> Self {
         Field {
             name: name.into(),
             c_type: c_type.into(),
@@ -104,22 +104,39 @@ impl Field {
     }
 }
 
-/// The layout and print format of one event.
+/// The layout and print format of one event, as the recorder generates
+/// it: [`to_format_file`](EventFormat::to_format_file) gives the text of its
+/// `format` file, which `hotkern_tracedat::EventFormat::parse` reads back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFormat {
     /// The event id (`common_type`).
-    pub id: u16,
+    pub(crate) id: u16,
     /// The system (directory under `events/`), e.g. `ftrace`, `sched`.
-    pub system: String,
+    pub(crate) system: String,
     /// The event's name within its system (`events/<system>/<name>`).
-    pub name: String,
+    pub(crate) name: String,
     /// The event's own fields (after the common header), in offset order.
-    pub fields: Vec<Field>,
+    pub(crate) fields: Vec<Field>,
     /// ftrace's `print fmt:` text: a quoted format then `REC->field` args.
-    pub print_fmt: String,
+    pub(crate) print_fmt: String,
 }
 
 impl EventFormat {
+    /// The event id (`common_type`).
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// The system (directory under `events/`), e.g. `ftrace`, `sched`.
+    pub fn system(&self) -> &str {
+        &self.system
+    }
+
+    /// The event's name within its system (`events/<system>/<name>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The four common fields every event starts with.
     pub(crate) fn common_fields() -> Vec<Field> {
         vec![
@@ -131,7 +148,8 @@ impl EventFormat {
     }
 
     /// The field called `name`, common fields included.
-    pub fn field(&self, name: &str) -> Option<Field> {
+    #[cfg(test)]
+    pub(crate) fn field(&self, name: &str) -> Option<Field> {
         Self::common_fields()
             .into_iter()
             .chain(self.fields.iter().cloned())
@@ -142,7 +160,7 @@ impl EventFormat {
     ///
     /// ```
     /// let formats = hotkern_trace::event::builtin_formats();
-    /// let text = formats.iter().find(|f| f.name == "function").unwrap().to_format_file();
+    /// let text = formats.iter().find(|f| f.name() == "function").unwrap().to_format_file();
     /// assert!(text.starts_with("name: function\nID: 1\nformat:\n"));
     /// assert!(text.contains("\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"));
     /// ```
@@ -234,7 +252,7 @@ pub(crate) fn funcgraph_exit_format() -> EventFormat {
 /// first, after a 4-byte hole that keeps them 8-byte aligned.
 ///
 /// ```
-/// let format = hotkern_trace::event::builtin_formats().into_iter().find(|f| f.name == "kernel_stack").unwrap();
+/// let format = hotkern_trace::event::builtin_formats().into_iter().find(|f| f.name() == "kernel_stack").unwrap();
 /// let text = format.to_format_file();
 /// assert!(text.starts_with("name: kernel_stack\nID: 4\n"));
 /// assert!(text.contains("\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n"));

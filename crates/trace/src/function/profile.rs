@@ -11,15 +11,15 @@ use crate::ring::local::{AtomicU64, Ordering};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileEntry {
     /// The profiled function's name (the `Function` column).
-    pub function: &'static str,
+    pub(crate) function: &'static str,
     /// Its Rust module path, to tell apart functions of the same name.
-    pub module: &'static str,
+    pub(crate) module: &'static str,
     /// Calls that returned while the profiler ran (`Hit`).
-    pub hits: u64,
+    pub(crate) hits: u64,
     /// Total time in the function (children included), ns.
-    pub time_ns: u64,
+    pub(crate) time_ns: u64,
     /// Sum of squared durations in ns²/1000.
-    pub time_squared: u64,
+    pub(crate) time_squared: u64,
 }
 
 impl ProfileEntry {

@@ -106,7 +106,7 @@ impl TraceData {
     ///
     /// let mut data = TraceData::new(1);
     /// for format in hotkern_trace::event::builtin_formats() {
-    ///     data.add_event(EventFormat::parse(&format.system, &format.to_format_file()).unwrap());
+    ///     data.add_event(EventFormat::parse(format.system(), &format.to_format_file()).unwrap());
     /// }
     /// assert_eq!(data.event(1).unwrap().name, "function");
     /// assert_eq!(data.event_named("kernel_stack").unwrap().id, 4);

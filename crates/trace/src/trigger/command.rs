@@ -79,20 +79,20 @@ impl TriggerCommand {
 #[derive(Debug, Clone)]
 pub struct TriggerSpec {
     /// What to do when the event is hit and the filter passes.
-    pub command: TriggerCommand,
+    pub(crate) command: TriggerCommand,
     /// How many more times it may fire (`None`: unlimited).
-    pub count: Option<u64>,
+    pub(crate) count: Option<u64>,
     /// The `if` filter, compiled.
-    pub filter: Option<Filter>,
+    pub(crate) filter: Option<Filter>,
 }
 
 /// A parsed line: add a trigger, or remove one (`!command`).
 #[derive(Debug, Clone)]
 pub struct TriggerLine {
     /// True for `!command`.
-    pub remove: bool,
+    pub(crate) remove: bool,
     /// The trigger to add, or the one to match for removal.
-    pub spec: TriggerSpec,
+    pub(crate) spec: TriggerSpec,
 }
 
 /// The commands this implementation accepts, as the empty `trigger` file lists them.

@@ -61,18 +61,18 @@ impl HistNames for NoNames {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistKey {
     /// Where the key's value sits in the event payload.
-    pub field: FieldSpec,
+    pub(crate) field: FieldSpec,
     /// How it is shown (and, for `.log2`, bucketed).
-    pub display: KeyDisplay,
+    pub(crate) display: KeyDisplay,
 }
 
 /// One sort key: `hitcount`, a value or a key, ascending unless `.descending`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SortKey {
     /// The name as written (without the `.descending` suffix).
-    pub name: String,
+    pub(crate) name: String,
     /// True for `.descending`.
-    pub descending: bool,
+    pub(crate) descending: bool,
 }
 
 /// A command to an existing histogram.
@@ -91,18 +91,18 @@ pub enum HistControl {
 pub struct HistSpec {
     /// The fields entries are grouped by (`keys=a,b`); together they
     /// identify one entry.
-    pub keys: Vec<HistKey>,
+    pub(crate) keys: Vec<HistKey>,
     /// The summed values besides `hitcount`.
-    pub values: Vec<FieldSpec>,
+    pub(crate) values: Vec<FieldSpec>,
     /// How entries are ordered when printed (`sort=`; `hitcount` when the
     /// trigger names none).
-    pub sort: Vec<SortKey>,
+    pub(crate) sort: Vec<SortKey>,
     /// Most entries; further new keys are dropped and counted.
-    pub size: u32,
+    pub(crate) size: u32,
     /// `:pause`, `:cont` or `:clear`: on a new trigger `:pause` creates it
     /// paused; on an existing one with the same keys and values, the
     /// command acts on it instead of adding a second histogram.
-    pub control: Option<HistControl>,
+    pub(crate) control: Option<HistControl>,
 }
 
 fn hist_error(message: &'static str, position: usize) -> TriggerError {
