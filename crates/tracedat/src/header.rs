@@ -49,8 +49,8 @@ pub struct Metadata {
     pub cpu_count: u32,
     /// Event formats by id.
     pub events: HashMap<u32, EventFormat>,
-    /// Saved command lines by pid.
-    pub comms: HashMap<i32, String>,
+    /// Saved command lines by pid (read with [`crate::Printer::comm`]).
+    pub(crate) comms: HashMap<i32, String>,
     /// Kernel symbols.
     pub kallsyms: Kallsyms,
     /// The top buffer and any instances.
@@ -66,7 +66,8 @@ pub struct Metadata {
     /// Added to every time stamp (`OFFSET` option).
     pub time_offset: i64,
     /// TSC to nanoseconds: multiplier, shift, offset.
-    pub tsc2nsec: Option<(u32, u32, u64)>,
+    /// Record time stamps are converted with it as they are read.
+    pub(crate) tsc2nsec: Option<(u32, u32, u64)>,
     /// Options seen that this reader does not interpret.
     pub unknown_options: usize,
     pub(crate) header_page: HeaderPage,
