@@ -81,6 +81,11 @@ pub(crate) struct Index<P> {
     /// Slot → first frame of its segment.
     slots: SlotMap,
     len: usize,
+    /// Absolute numbers of the sections this index made itself; every
+    /// other entry its table shares with the index it was made from was
+    /// copied from there (see [`release_for`](Self::release_for)). The
+    /// whole table for an index built from scratch.
+    fresh: Range<u64>,
     /// As in [`Section`]: lets loom catch an index freed under a reader.
     #[cfg(loom)]
     alive: loom::cell::UnsafeCell<()>,
@@ -137,6 +142,7 @@ impl<P> Index<P> {
             sections: Vec::new(),
             slots,
             len: entries.len(),
+            fresh: 0..0,
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
         };
@@ -150,6 +156,7 @@ impl<P> Index<P> {
         index.shift = shift_for(span);
         let numbers = span.sections(index.shift);
         index.base = numbers.start;
+        index.fresh = numbers.clone();
         let count = numbers.end - numbers.start;
         let filled = try_vec(count as usize).and_then(|mut sections| {
             sections.resize(count as usize, ptr::null());
@@ -183,8 +190,24 @@ impl<P> Index<P> {
             }
             None => (0, 0),
         };
+        // The entries both tables cover are copied in one go (a memcpy,
+        // not a loop per section: under an emulator such as QEMU's TCG
+        // every guest instruction costs several host ones); the ones the
+        // write rebuilds are cleared below.
+        let kept = base.max(self.base)..(base + count).min(self.table_end());
         let mut sections = try_vec(count as usize)?;
+        if kept.start < kept.end {
+            sections.resize((kept.start - base) as usize, ptr::null());
+            sections.extend_from_slice(
+                &self.sections[(kept.start - self.base) as usize..(kept.end - self.base) as usize],
+            );
+        }
         sections.resize(count as usize, ptr::null());
+        let touched = update.frames.sections(shift);
+        let fresh = touched.start.max(base)..touched.end.min(base + count);
+        if fresh.start < fresh.end {
+            sections[(fresh.start - base) as usize..(fresh.end - base) as usize].fill(ptr::null());
+        }
         let slots = self.slots.update(update.slot_count, update.slots)?;
         let mut index = Index {
             shift,
@@ -192,6 +215,7 @@ impl<P> Index<P> {
             sections,
             slots,
             len: update.len,
+            fresh,
             #[cfg(loom)]
             alive: loom::cell::UnsafeCell::new(()),
         };
@@ -209,27 +233,18 @@ impl<P> Index<P> {
         index: &mut Index<P>,
         update: &Update<'_, P>,
     ) -> Result<(), PhysmemError> {
-        let (shift, base, count) = (self.shift, index.base, index.sections.len() as u64);
-        let touched = update.frames.sections(shift);
-        for (i, &old) in self.sections.iter().enumerate() {
-            if old.is_null() {
-                continue;
-            }
-            let number = self.base + i as u64;
-            let kept = !touched.contains(&number) && (base..base + count).contains(&number);
-            if kept {
-                // The new index takes over this entry's share when it is
-                // published (see `release_for`): kept sections are not
-                // written to, so readers' cached copies stay valid.
-                index.sections[(number - base) as usize] = old;
-            }
-        }
+        let (shift, base) = (self.shift, index.base);
+        // Sections outside `fresh` are the old index's, copied by `update`:
+        // kept sections are not written to, so readers' cached copies stay
+        // valid, and the new index takes over their shares when it is
+        // published (see `release_for`).
+        let fresh = index.fresh.clone();
         // A touched section holds its old runs, less the segments the write
         // changed, plus their new versions: no walk over the writer's records.
         let changed = |slot: u32| update.slots.iter().any(|&(s, _)| s == slot);
         let mut list: Vec<Entry<P>> = Vec::new();
         let mut maker = Maker::new();
-        for number in touched.start.max(base)..touched.end.min(base + count) {
+        for number in fresh {
             let start = number << shift;
             let end = start + (1 << shift);
             list.clear();
@@ -276,21 +291,85 @@ impl<P> Index<P> {
     /// teardown (with `None`). A section listed at the same place in both
     /// is one `next` kept: its share passes to `next`. New sections are
     /// fresh allocations, so they never match one of the old index.
-    pub(crate) fn release_for(&self, next: Option<&Index<P>>, mut unused: impl FnMut(Unused<P>)) {
-        for (i, &listed) in self.sections.iter().enumerate() {
-            if listed.is_null() {
-                continue;
-            }
-            let number = self.base + i as u64;
-            let kept = next.is_some_and(|next| next.entry_at(number) == Some(listed));
+    ///
+    /// Only the entries [`changed`](Self::changed) names are looked at:
+    /// a write costs the sections it touched, not the whole table.
+    pub(crate) fn release_for(&self, next: Option<&Index<P>>, unused: impl FnMut(Unused<P>)) {
+        let fresh = next.map_or(0..0, |next| next.fresh.clone());
+        self.release_to(next, fresh, unused);
+    }
+
+    /// [`release_for`](Self::release_for) where `fresh` is the
+    /// [`fresh`](Self::fresh) range of whichever of `self` and `other`
+    /// was made from the other.
+    fn release_to(
+        &self,
+        other: Option<&Index<P>>,
+        fresh: Range<u64>,
+        mut unused: impl FnMut(Unused<P>),
+    ) {
+        self.changed(other, fresh, |number, listed| {
+            let kept = other.is_some_and(|other| other.entry_at(number) == Some(listed));
             // SAFETY: listed in this index, whose shares keep it allocated.
             if !kept && unsafe { &*listed }.release() {
                 unused(Unused::Section(listed));
             }
-        }
-        for chunk in self.slots.replaced_by(next.map(|n| &n.slots)) {
+        });
+        for chunk in self.slots.replaced_by(other.map(|n| &n.slots)) {
             unused(Unused::Chunk(chunk));
         }
+    }
+
+    /// Calls `each` with (absolute number, section) for every non-null
+    /// entry of this table that `other` may list differently, each once.
+    /// One of the two was made from the other, and `fresh` is the
+    /// [`fresh`](Self::fresh) range of the one that was made: outside it
+    /// the entries both tables cover are equal. So the walk is over
+    /// `fresh` and the part of this table that `other`'s does not cover.
+    /// `None`: every entry.
+    fn changed(
+        &self,
+        other: Option<&Index<P>>,
+        fresh: Range<u64>,
+        mut each: impl FnMut(u64, *const Section<P>),
+    ) {
+        let table = self.base..self.table_end();
+        let Some(other) = other else {
+            return self.walk(table, &mut each);
+        };
+        let clip = |r: Range<u64>| r.start.max(table.start)..r.end.min(table.end);
+        let mut ranges = [
+            clip(fresh),
+            clip(table.start..other.base),
+            clip(other.table_end()..table.end),
+        ];
+        ranges.sort_unstable_by_key(|r| r.start);
+        // Walk the union of the ranges, so that no entry comes twice.
+        let mut done = table.start;
+        for range in ranges {
+            let from = range.start.max(done);
+            if from < range.end {
+                self.walk(from..range.end, &mut each);
+                done = range.end;
+            }
+        }
+    }
+
+    /// Calls `each` for the non-null entries with absolute numbers in
+    /// `numbers` (within the table).
+    fn walk(&self, numbers: Range<u64>, each: &mut impl FnMut(u64, *const Section<P>)) {
+        let entries = &self.sections
+            [(numbers.start - self.base) as usize..(numbers.end - self.base) as usize];
+        for (number, &listed) in numbers.zip(entries) {
+            if !listed.is_null() {
+                each(number, listed);
+            }
+        }
+    }
+
+    /// One past the last absolute section number of the table.
+    fn table_end(&self) -> u64 {
+        self.base + self.sections.len() as u64
     }
 
     /// The table entry for absolute section `number`.
@@ -299,16 +378,18 @@ impl<P> Index<P> {
         self.sections.get(i).copied()
     }
 
-    /// Most items [`release_for`](Self::release_for) can pass on.
-    pub(crate) fn release_bound(&self) -> usize {
-        let listed = self.sections.iter().filter(|s| !s.is_null()).count();
+    /// Most items [`release_for`](Self::release_for) with `next` can pass on.
+    pub(crate) fn release_bound(&self, next: Option<&Index<P>>) -> usize {
+        let mut listed = 0;
+        let fresh = next.map_or(0..0, |next| next.fresh.clone());
+        self.changed(next, fresh, |_, _| listed += 1);
         listed + self.slots.chunk_count()
     }
 
     /// Frees an index that was never published (or is the last one): what
     /// `origin` (the index it was made from) does not also hold.
     pub(crate) fn discard(&self, origin: Option<&Index<P>>) {
-        self.release_for(origin, |unused| match unused {
+        self.release_to(origin, self.fresh.clone(), |unused| match unused {
             // SAFETY: from `Box::into_raw`; `release_for` passes a section
             // once, when no index lists it, and this index was never (or is
             // no longer) visible to readers.

@@ -124,7 +124,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         let current = self.published.load(Ordering::Acquire);
         // SAFETY: the writer lock keeps the published index alive.
         let current = unsafe { current.as_ref() };
-        let retiring = 1 + current.map_or(0, Index::release_bound) + garbage;
+        let retiring = 1 + current.map_or(0, |c| c.release_bound(Some(&index))) + garbage;
         let boxed = match writer.retired.reserve(retiring) {
             Ok(()) => try_box(index),
             Err(_) => Err(index),

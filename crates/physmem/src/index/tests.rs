@@ -68,7 +68,7 @@ fn the_table_runs_from_the_first_to_the_last_section_of_a_segment() {
     // room for that many must be reserved before it is replaced.
     assert_eq!(index.slots.chunk_count(), 1);
     let (sections, chunks) = (3, 1);
-    assert!(index.release_bound() >= sections + chunks);
+    assert!(index.release_bound(None) >= sections + chunks);
     index.discard(None);
 }
 
@@ -98,7 +98,7 @@ fn table_bytes_count_the_table_and_each_shared_section_once() {
     assert_eq!(index.table_bytes(), 6 * 8 + 2 * single + section_4);
     // Three distinct sections and a chunk to retire, at least.
     let (sections, chunks) = (3, 1);
-    assert!(index.release_bound() >= sections + chunks);
+    assert!(index.release_bound(None) >= sections + chunks);
     assert_eq!(slot_at(&index, 4 * S + 99), Some(0));
     assert_eq!(slot_at(&index, 4 * S + 100), None);
     assert_eq!(slot_at(&index, 4 * S + 299), Some(1));
@@ -170,4 +170,62 @@ fn an_update_whose_span_needs_larger_sections_asks_for_a_rebuild() {
     };
     assert!(old.update(update).unwrap().is_none());
     old.discard(None);
+}
+
+#[test]
+fn retiring_an_updated_index_looks_only_at_the_sections_the_write_changed() {
+    // Boot memory low, hot-plugged memory 3,000 sections up, nothing
+    // between: a table of 3,009 entries, as a kernel with RAM below and a
+    // virtio-mem region above 4 GiB has.
+    let entries = [entry(0, 0, 4 * S), entry(1, 3000 * S, 3008 * S)];
+    let old = Index::build(&entries, 3).unwrap();
+    assert_eq!(old.sections.len(), 3008);
+    // Plug four sections just above the hot-plugged segment: the span
+    // grows by four sections, all of them fresh.
+    let plugged = [entry(2, 3008 * S, 3012 * S)];
+    let update = Update {
+        frames: frames(3008 * S, 3012 * S),
+        entries: &plugged,
+        span: Some(frames(0, 3012 * S)),
+        slots: &[(2, Some(3008 * S))],
+        slot_count: 3,
+        len: 3,
+    };
+    let new = old.update(update).unwrap().unwrap();
+    assert_eq!(new.fresh, 3008..3012);
+    assert_eq!(listed(&new).len(), 4 + 8 + 4);
+    // Every old entry stays (the write touched no old section): nothing to
+    // retire but the slot chunk, and the walk that finds that out visits
+    // the four fresh entries, not the 3,008 kept ones.
+    let mut visited = Vec::new();
+    old.changed(Some(&new), new.fresh.clone(), |number, _| {
+        visited.push(number)
+    });
+    assert!(visited.is_empty(), "{visited:?}");
+    new.changed(Some(&old), new.fresh.clone(), |number, _| {
+        visited.push(number)
+    });
+    assert_eq!(visited, [3008, 3009, 3010, 3011]);
+    assert_eq!(old.release_bound(Some(&new)), old.slots.chunk_count());
+    // The same plug taken back: the four sections go, and only they are
+    // looked at.
+    let update = Update {
+        frames: frames(3008 * S, 3012 * S),
+        entries: &[],
+        span: Some(frames(0, 3008 * S)),
+        slots: &[(2, None)],
+        slot_count: 3,
+        len: 2,
+    };
+    let back = new.update(update).unwrap().unwrap();
+    assert_eq!(back.fresh, 3008..3008, "the table shrank back");
+    let mut released = 0;
+    new.changed(Some(&back), back.fresh.clone(), |number, _| {
+        assert!((3008..3012).contains(&number));
+        released += 1;
+    });
+    assert_eq!(released, 4);
+    old.discard(Some(&new));
+    new.discard(Some(&back));
+    back.discard(None);
 }
