@@ -17,6 +17,7 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -25,13 +26,13 @@ use hotkern_cpuhp::{
     Callbacks, Context, CpuId, CpuSet, Engine, Error, Hotplug, Platform, Report, StepSpec,
 };
 use hotkern_kernel::audit::{Counts, Resource};
-use hotkern_kernel::kthread::Role;
+use hotkern_kernel::kthread::{PerCpuThread, Role, Thread};
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::steps::{Callback, StepDef};
 
 use crate::checks::Checks;
 use crate::cpu::MAX_CPUS;
-use crate::kthread::{Kthread, PerCpuThreads};
+use crate::kthread::Kthread;
 use crate::steps::{audit, Steps, STEPS};
 use crate::stop_machine::KernelCpus;
 use crate::{cpu, hotplug_lock, kthread, pages, rcu, sched, smp, steps, stop_machine, tsc};
@@ -60,7 +61,12 @@ pub(crate) fn platform_failed(what: fmt::Arguments<'_>) {
 }
 
 /// Each CPU's hotplug thread (`cpuhp/N`), which runs `Online` steps.
-static HOTPLUG_THREADS: PerCpuThreads = PerCpuThreads::new();
+static HOTPLUG_THREADS: spin::Once<PerCpuThread<Kthread>> = spin::Once::new();
+
+/// `cpu`'s hotplug thread, if it has one.
+fn hotplug_thread(cpu: u32) -> Option<Arc<Kthread>> {
+    HOTPLUG_THREADS.get()?.get(cpu as usize)
+}
 
 /// The work posted to a CPU's hotplug thread, the numbers of the last
 /// request and the last one done (as [`smp`]'s mailboxes), and the CPU
@@ -104,7 +110,7 @@ fn hotplug_body(thread: &Kthread) {
 /// Runs `cpu`'s hotplug thread if work was posted to it. Called by the
 /// CPU's idle loop, interrupts off.
 pub fn run_thread(cpu: u32) {
-    if let Some(thread) = HOTPLUG_THREADS.get(cpu).filter(|t| t.is_woken()) {
+    if let Some(thread) = hotplug_thread(cpu).filter(|t| t.is_woken()) {
         thread.run();
     }
 }
@@ -118,7 +124,7 @@ fn post(cpus: CpuSet, work: &&(dyn Fn(CpuId) + Sync)) -> Vec<(u32, u64)> {
     let address = work as *const &(dyn Fn(CpuId) + Sync) as usize;
     let mut posted = Vec::with_capacity(cpus.len());
     for cpu in cpus.iter().filter(|cpu| cpu.0 != me) {
-        let Some(thread) = HOTPLUG_THREADS.get(cpu.0) else {
+        let Some(thread) = hotplug_thread(cpu.0) else {
             platform_failed(format_args!("cpu {} has no hotplug thread", cpu.0));
             continue;
         };
@@ -404,8 +410,9 @@ fn consistent(engine: &KernelHotplug) -> bool {
         for role in Role::ALL {
             let thread = steps::thread(cpu, role);
             let live = audit().is_live(Resource::Kthread(role), index);
-            ok &= thread.is_some() == live && (!up || thread.is_some_and(|t| !t.is_parked()));
-            ok &= up || thread.is_none_or(Kthread::is_parked);
+            let parked = thread.map(|t| t.is_parked());
+            ok &= parked.is_some() == live && (!up || parked == Some(false));
+            ok &= up || parked != Some(false);
         }
         // Every online CPU allocates through its own enabled cache.
         let cache = pages::get().is_some_and(|pages| pages.is_enabled(index));
@@ -510,8 +517,11 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     // Linux registers its hotplug threads for every possible CPU; every
     // step's startup then runs for the CPUs running now (`setup` below),
     // which makes their kernel threads, caches, pools and the rest.
+    let threads = HOTPLUG_THREADS.call_once(|| PerCpuThread::new(MAX_CPUS));
     for cpu in possible.iter() {
-        HOTPLUG_THREADS.install(cpu.0, Kthread::new("cpuhp", cpu.0, hotplug_body));
+        threads.install(cpu.index(), Kthread::new("cpuhp", cpu.0, hotplug_body));
+        // Never parked: it runs whenever work is posted to it.
+        threads.get(cpu.index()).inspect(|thread| thread.unpark());
     }
     let table: Vec<StepSpec> = STEPS.iter().map(|def| def.spec).collect();
     let engine = match KernelHotplug::new(

@@ -16,20 +16,27 @@
 //! `requests`; the thread alone writes `handled`.
 //!
 //! Stack layout of a thread that has not run yet (from its saved stack
-//! pointer up): r15, r14, r13, r12 (the thread's address), rbx, rbp, the
-//! entry trampoline's address (where the switch's `ret` goes), padding.
+//! pointer up): r15, r14, r13, r12 (the thread's address, written by the
+//! first switch to it: until then the thread may move, as it does into
+//! the shared kernel's table), rbx, rbp, the entry trampoline's address
+//! (where the switch's `ret` goes), padding.
 //! The saved pointer is 8 mod 16, so that the trampoline's `call` happens
 //! on a 16-byte aligned stack, as the ABI requires.
 
 use alloc::boxed::Box;
 use alloc::vec;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use hotkern_kernel::kthread::Thread;
 
 use crate::cpu::{self, MAX_CPUS};
 
 /// Bytes of each kernel thread's stack.
 const STACK_BYTES: usize = 16 * 1024;
+/// Where r12 sits in a new thread's frame, in words from its saved
+/// stack pointer (see the layout above).
+const R12_SLOT: u64 = 3;
 
 /// What a thread does each time it runs: a bounded piece of work, then it
 /// goes back to its CPU's idle loop.
@@ -51,6 +58,8 @@ pub struct Kthread {
     /// hotplug steps park a CPU's threads as it goes and unpark them once
     /// it is back.
     parked: AtomicBool,
+    /// Whether it has been switched to once (and its address placed).
+    started: AtomicBool,
     _stack: Box<[u8]>,
 }
 
@@ -132,9 +141,10 @@ hotkern_kthread_entry:
 /// A thread's life: run its body each time it is switched to, then go
 /// back to the idle loop. Never returns.
 extern "C" fn kthread_main(thread: *const Kthread) -> ! {
-    // SAFETY: the thread's address was placed in r12 by `Kthread::new`,
-    // and a thread is freed only while its CPU is offline, that is, while
-    // it is suspended at a switch and never resumed again.
+    // SAFETY: the thread's address was placed in r12 by its first switch,
+    // where it lives until freed (in the shared table's `Arc`); it is
+    // freed only once its CPU is offline and no idle loop holds it, that
+    // is, while it is suspended at a switch and never resumed again.
     let thread = unsafe { &*thread };
     loop {
         let seen = thread.requests.load(Ordering::Acquire);
@@ -146,8 +156,8 @@ extern "C" fn kthread_main(thread: *const Kthread) -> ! {
 
 impl Kthread {
     /// A thread for `cpu` that runs `body` whenever its CPU switches to it.
-    pub fn new(name: &'static str, cpu: u32, body: Body) -> Box<Kthread> {
-        let mut thread = Box::new(Kthread {
+    pub fn new(name: &'static str, cpu: u32, body: Body) -> Kthread {
+        let mut thread = Kthread {
             name,
             cpu,
             body,
@@ -155,15 +165,16 @@ impl Kthread {
             requests: AtomicU64::new(0),
             handled: AtomicU64::new(0),
             parked: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             _stack: vec![0u8; STACK_BYTES].into_boxed_slice(),
-        });
+        };
         let top = (thread._stack.as_ptr() as u64 + STACK_BYTES as u64) & !15;
         let saved = top - 72;
         let frame: [u64; 7] = [
             0,                                         // r15
             0,                                         // r14
             0,                                         // r13
-            &*thread as *const Kthread as u64,         // r12: the thread
+            0,                                         // r12: the thread, later
             0,                                         // rbx
             0,                                         // rbp
             hotkern_kthread_entry as *const () as u64, // where `ret` goes
@@ -188,29 +199,21 @@ impl Kthread {
         self.requests.load(Ordering::Acquire) != self.handled.load(Ordering::Acquire)
     }
 
-    /// Parks the thread: its CPU switches to it no more until
-    /// [`Kthread::unpark`]. Takes effect at the CPU's next look, which
-    /// comes between two pieces of the thread's work.
-    pub fn park(&self) {
-        self.parked.store(true, Ordering::Release);
-    }
-
-    /// Lets its CPU switch to the thread again.
-    pub fn unpark(&self) {
-        self.parked.store(false, Ordering::Release);
-    }
-
-    /// Whether the thread is parked.
-    pub fn is_parked(&self) -> bool {
-        self.parked.load(Ordering::Acquire)
-    }
-
     /// Switches from the calling CPU's idle loop to this thread; returns
     /// when the thread switches back. Interrupts must be off, and the
     /// thread must belong to the calling CPU.
-    pub fn run(&self) {
+    fn switch_to(&self) {
         let me = cpu::current_id().unwrap_or(0);
         assert_eq!(me, self.cpu, "{} runs only on cpu {}", self.name, self.cpu);
+        if !self.started.swap(true, Ordering::Relaxed) {
+            // SAFETY: the thread has not run, so its saved pointer is the
+            // frame `new` built, whose fourth word is r12; `self` does not
+            // move any more (the caller holds it in place to run it, and
+            // every later run finds it at the same address).
+            unsafe {
+                ((*self.saved.get() + 8 * R12_SLOT) as *mut u64).write(self as *const Self as u64)
+            };
+        }
         SWITCHES[me as usize].fetch_add(1, Ordering::Relaxed);
         // SAFETY: the idle slot is this CPU's; the thread's saved pointer
         // was left by its last switch away (or by `new`) and the thread is
@@ -226,56 +229,28 @@ impl Kthread {
     }
 }
 
-/// One kernel thread per CPU in a given role, installed and removed by
-/// the controlling CPU while the owner CPU cannot be running it.
-pub struct PerCpuThreads([AtomicPtr<Kthread>; MAX_CPUS]);
-
-impl PerCpuThreads {
-    /// No threads.
-    pub const fn new() -> Self {
-        PerCpuThreads([const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CPUS])
-    }
-
-    /// `cpu`'s thread, if it has one.
-    pub fn get(&self, cpu: u32) -> Option<&Kthread> {
-        let thread = self.0[cpu as usize].load(Ordering::Acquire);
-        // SAFETY: a non-null pointer is a leaked `Box<Kthread>` installed by
-        // `install`; `remove` takes it out only while `cpu` is offline, and
-        // nothing but `cpu` itself and its callers during an operation
-        // (which the hotplug lock serialises with `remove`) holds it.
-        (!thread.is_null()).then(|| unsafe { &*thread })
-    }
-
-    /// Gives `cpu` the thread `thread`; false (and `thread` is dropped) if
-    /// it has one.
-    pub fn install(&self, cpu: u32, thread: Box<Kthread>) -> bool {
-        let raw = Box::into_raw(thread);
-        match self.0[cpu as usize].compare_exchange(
-            core::ptr::null_mut(),
-            raw,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => true,
-            Err(_) => {
-                // SAFETY: `raw` came from `Box::into_raw` above and was not
-                // published.
-                drop(unsafe { Box::from_raw(raw) });
-                false
-            }
-        }
-    }
-
-    /// Takes `cpu`'s thread away and frees it; false if it had none. Only
-    /// while `cpu` is offline: its thread is then suspended for good.
-    pub fn remove(&self, cpu: u32) -> bool {
-        let raw = self.0[cpu as usize].swap(core::ptr::null_mut(), Ordering::AcqRel);
-        if raw.is_null() {
+impl Thread for Kthread {
+    fn run(&self) -> bool {
+        if self.parked.load(Ordering::Acquire) {
             return false;
         }
-        // SAFETY: `raw` was installed from `Box::into_raw`, and the owner
-        // CPU is offline, so nothing runs on the thread's stack.
-        drop(unsafe { Box::from_raw(raw) });
+        self.switch_to();
         true
+    }
+
+    /// Takes effect at the CPU's next look. Only the thread's own CPU
+    /// switches to it, one thread at a time, and parks come from hotplug
+    /// steps on that CPU's hotplug thread or while it is offline: the
+    /// thread is never running when this returns.
+    fn park(&self) {
+        self.parked.store(true, Ordering::Release);
+    }
+
+    fn unpark(&self) {
+        self.parked.store(false, Ordering::Release);
+    }
+
+    fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
     }
 }

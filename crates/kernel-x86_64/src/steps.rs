@@ -17,12 +17,13 @@
 //! which are in use).
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::audit::Audit;
 use hotkern_kernel::cblist::CallbackLists;
-use hotkern_kernel::kthread::Role;
+use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::sched::Domains;
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
@@ -31,7 +32,7 @@ use hotkern_kernel::vmstat::Vmstat;
 use hotkern_kernel::workqueue::{Work, Workqueue};
 
 use crate::cpu::MAX_CPUS;
-use crate::kthread::{Kthread, PerCpuThreads};
+use crate::kthread::Kthread;
 use crate::sched::Task;
 use crate::{apic, arch, cpu, pages, rcu, sched, smp, tsc};
 
@@ -105,12 +106,16 @@ pub fn has_rcu_data(cpu: u32) -> bool {
     subsystems().callbacks.exists(cpu as usize)
 }
 
-/// Each role's threads, indexed by [`Role::index`].
-static THREADS: [PerCpuThreads; 3] = [const { PerCpuThreads::new() }; 3];
+/// Every CPU's kernel threads.
+static THREADS: spin::Once<Kthreads<Kthread>> = spin::Once::new();
+
+fn threads() -> &'static Kthreads<Kthread> {
+    THREADS.call_once(|| Kthreads::new(MAX_CPUS))
+}
 
 /// `cpu`'s thread `role`, if it exists.
-pub fn thread(cpu: u32, role: Role) -> Option<&'static Kthread> {
-    THREADS[role.index()].get(cpu)
+pub fn thread(cpu: u32, role: Role) -> Option<Arc<Kthread>> {
+    THREADS.get()?.get(cpu as usize, role)
 }
 
 /// The CPUs whose trace buffer is in use, and whose sysfs nodes would exist.
@@ -179,12 +184,8 @@ fn has_work(cpu: u32, role: Role) -> bool {
 /// Switches to each of `cpu`'s unparked threads that has something to do.
 /// Called by the CPU's idle loop, interrupts off.
 pub fn run_threads(cpu: u32) {
-    for role in Role::ALL {
-        if let Some(thread) = thread(cpu, role) {
-            if !thread.is_parked() && has_work(cpu, role) {
-                thread.run();
-            }
-        }
+    if let Some(threads) = THREADS.get() {
+        threads.run_ready(cpu as usize, |role| has_work(cpu, role));
     }
 }
 
@@ -360,37 +361,14 @@ impl StepKernel for Steps {
         arch::without_interrupts(|| lists.free(cpu))
     }
 
-    fn kthread_exists(&self, cpu: usize, role: Role) -> bool {
-        thread(cpu as u32, role).is_some()
+    type Thread = Kthread;
+
+    fn kthreads(&self) -> &Kthreads<Kthread> {
+        threads()
     }
 
-    fn kthread_create(&self, cpu: usize, role: Role) -> bool {
-        let made = Kthread::new(role.name(), cpu as u32, body(role));
-        // Parked until `threads:unpark`, as the machine's threads start.
-        made.park();
-        THREADS[role.index()].install(cpu as u32, made)
-    }
-
-    fn kthread_park(&self, cpu: usize, role: Role) {
-        if let Some(thread) = thread(cpu as u32, role) {
-            thread.park();
-        }
-    }
-
-    fn kthread_unpark(&self, cpu: usize, role: Role) {
-        if let Some(thread) = thread(cpu as u32, role) {
-            thread.unpark();
-        }
-    }
-
-    /// Nothing to ask: the thread of an offline CPU is suspended at a
-    /// switch and never resumes.
-    fn kthread_request_stop(&self, cpu: usize, role: Role) -> bool {
-        thread(cpu as u32, role).is_some()
-    }
-
-    fn kthread_destroy(&self, cpu: usize, role: Role) -> bool {
-        THREADS[role.index()].remove(cpu as u32)
+    fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
+        Some(Kthread::new(role.name(), cpu as u32, body(role)))
     }
 
     fn trace_buffer_create(&self, cpu: usize) -> bool {

@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 use hotkern_cpuhp::{CallbackError, Class, Context, CpuId, CpuSet, Section, StepSpec};
 
 use crate::audit::Audit;
-use crate::kthread::Role;
+use crate::kthread::{Kthreads, Role, Thread};
 use crate::pagecache::PageCaches;
 use crate::sched::Domains;
 use crate::timer::{Timer, Timers};
@@ -119,21 +119,13 @@ pub trait StepKernel {
 
     // ----- the platform's own -----
 
-    /// Whether `cpu` has its kernel thread `role`.
-    fn kthread_exists(&self, cpu: usize, role: Role) -> bool;
-    /// Creates `cpu`'s kernel thread `role`, parked; false if it cannot.
-    fn kthread_create(&self, cpu: usize, role: Role) -> bool;
-    /// Parks `cpu`'s thread `role`, if it exists: it runs no more until
-    /// unparked.
-    fn kthread_park(&self, cpu: usize, role: Role);
-    /// Unparks `cpu`'s thread `role`, if it exists.
-    fn kthread_unpark(&self, cpu: usize, role: Role);
-    /// Tells `cpu`'s thread `role` to exit, without waiting for it (so
-    /// that several exit at once); false if it does not exist.
-    fn kthread_request_stop(&self, cpu: usize, role: Role) -> bool;
-    /// Destroys `cpu`'s thread `role` (waiting for it to exit); false if
-    /// it does not exist. Only while `cpu` is offline.
-    fn kthread_destroy(&self, cpu: usize, role: Role) -> bool;
+    /// The platform's half of a kernel thread (an OS thread, a stack).
+    type Thread: Thread;
+    /// Every CPU's kernel threads.
+    fn kthreads(&self) -> &Kthreads<Self::Thread>;
+    /// Makes `cpu`'s kernel thread `role` (not yet installed); `None` if
+    /// it cannot.
+    fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Self::Thread>;
     /// Gives `cpu` its trace buffer; false if it has one.
     fn trace_buffer_create(&self, cpu: usize) -> bool;
     /// Flushes `cpu`'s trace buffer and frees it unless `keep`; true if it

@@ -5,7 +5,7 @@
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::audit::{Resource, Violation};
 use hotkern_kernel::cpuset::cpu_id;
-use hotkern_kernel::kthread::Role;
+use hotkern_kernel::kthread::{Role, Thread};
 
 use crate::kernel::{Kernel, Life};
 
@@ -69,11 +69,7 @@ pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -
             mismatch("sysfs", cpu);
         }
         for role in Role::ALL {
-            let runnable = k.kthreads[cpu]
-                .slot(role)
-                .lock()
-                .as_ref()
-                .is_some_and(|t| !t.is_parked());
+            let runnable = k.kthreads.get(cpu, role).is_some_and(|t| !t.is_parked());
             if runnable != up {
                 mismatch("kthread", cpu);
             }
@@ -180,13 +176,7 @@ pub(crate) fn snapshot(k: &Kernel) -> MachineState {
                 .is_ok(),
             kthreads: Role::ALL
                 .into_iter()
-                .map(|role| {
-                    k.kthreads[cpu]
-                        .slot(role)
-                        .lock()
-                        .as_ref()
-                        .map(|t| t.is_parked())
-                })
+                .map(|role| k.kthreads.get(cpu, role).map(|t| t.is_parked()))
                 .collect(),
             resources: live
                 .iter()

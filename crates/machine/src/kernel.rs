@@ -13,7 +13,7 @@ use hotkern_kernel::audit::{Audit, Violation};
 use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::idle::{self, CpuLoop};
-use hotkern_kernel::kthread::Role;
+use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::percpu_rwsem::PercpuRwsem;
@@ -26,7 +26,7 @@ use hotkern_kernel::workqueue::Workqueue;
 use parking_lot::{Condvar, Mutex};
 
 use crate::eventlog::{Event, EventKind, EventLogs};
-use crate::kthread::{Kthread, KthreadSlots};
+use crate::kthread::Kthread;
 use crate::ledger::Ledger;
 use crate::placement::Limbo;
 use crate::rcu::{Callback, Rcu};
@@ -66,7 +66,7 @@ pub(crate) struct Kernel {
     pub(crate) rcu: Arc<Rcu>,
     pub(crate) timers: Timers<Job>,
     pub(crate) workqueue: Workqueue<Job>,
-    pub(crate) kthreads: Box<[KthreadSlots]>,
+    pub(crate) kthreads: Kthreads<Kthread>,
     pub(crate) pages: PageCaches,
     pub(crate) sysfs: Sysfs,
     pub(crate) vmstat: Vmstat,
@@ -106,7 +106,7 @@ impl Kernel {
             rcu,
             timers: Timers::new(cpus),
             workqueue: Workqueue::new(cpus),
-            kthreads: (0..cpus).map(|_| Default::default()).collect(),
+            kthreads: Kthreads::new(cpus),
             pages: PageCaches::new(cpus, memory),
             sysfs: Sysfs::new(cpus),
             vmstat: Vmstat::new(cpus),
@@ -277,7 +277,7 @@ impl Kernel {
     }
 
     /// Spawns kernel thread `role` of `cpu` (parked).
-    pub(crate) fn spawn_kthread(&self, cpu: usize, role: Role) -> std::io::Result<Kthread> {
+    pub(crate) fn spawn_os_thread(&self, cpu: usize, role: Role) -> std::io::Result<Kthread> {
         let me = self.me.clone();
         Kthread::spawn(cpu, role, move || {
             if let Some(kernel) = me.upgrade() {
@@ -358,22 +358,12 @@ impl Kernel {
 
     /// Gives the vCPU to its kernel threads that have something to do.
     fn dispatch_kthreads(&self, cpu: usize, now: u64) -> bool {
-        let mut ran = false;
         let now = self.last_tick_ns(now);
-        // Decided for all roles before any runs, as one look at the CPU.
-        let wants = Role::ALL.map(|role| match role {
+        self.kthreads.run_ready(cpu, |role| match role {
             Role::Softirq => self.timers.has_due(cpu, now),
             Role::Worker => self.workqueue.has_work(cpu),
             Role::RcuCallbacks => self.rcu.has_ready(cpu),
-        });
-        for (role, wanted) in Role::ALL.into_iter().zip(wants) {
-            if wanted {
-                if let Some(thread) = self.kthreads[cpu].slot(role).lock().as_ref() {
-                    ran |= thread.dispatch();
-                }
-            }
-        }
-        ran
+        })
     }
 
     fn run_one_task(&self, cpu: usize) -> bool {

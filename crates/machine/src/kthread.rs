@@ -1,27 +1,19 @@
-//! Per-CPU kernel threads that are real OS threads.
+//! The user-mode platform's half of a kernel thread ([`Thread`]): a real
+//! OS thread. The per-CPU slots, and which thread runs when, are the
+//! shared kernel's ([`hotkern_kernel::kthread::Kthreads`]).
 //!
 //! A kernel thread bound to a vCPU only runs when that vCPU's scheduler hands
 //! it the CPU: the vCPU thread wakes it and waits until it yields, as a
 //! context switch on one CPU would. So a thread of an offline vCPU cannot run,
-//! whatever state it is in, and parking is a flag the scheduler honours.
+//! whatever state it is in, and parking is a flag the scheduler honours,
+//! checked under the same lock as the hand-over: a park from a thread that
+//! is no vCPU (the engine's) returns only once the thread is off its vCPU.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use hotkern_kernel::kthread::Role;
+use hotkern_kernel::kthread::{Role, Thread};
 use parking_lot::{Condvar, Mutex};
-
-/// One vCPU's kernel threads, a slot per [`Role`]; a slot is empty while
-/// its thread does not exist.
-#[derive(Default)]
-pub(crate) struct KthreadSlots([Mutex<Option<Kthread>>; 3]);
-
-impl KthreadSlots {
-    /// The slot of the thread playing `role`.
-    pub(crate) fn slot(&self, role: Role) -> &Mutex<Option<Kthread>> {
-        &self.0[role.index()]
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Turn {
@@ -101,10 +93,12 @@ impl Kthread {
             handle: Some(handle),
         })
     }
+}
 
+impl Thread for Kthread {
     /// Gives the thread its vCPU until it yields; false if it is parked.
     /// Called only by the thread's own vCPU.
-    pub(crate) fn dispatch(&self) -> bool {
+    fn run(&self) -> bool {
         let mut state = self.shared.state.lock();
         if state.parked || state.stop {
             return false;
@@ -119,7 +113,7 @@ impl Kthread {
 
     /// Parks the thread: once this returns it is not running and will not
     /// run until unparked.
-    pub(crate) fn park(&self) {
+    fn park(&self) {
         let mut state = self.shared.state.lock();
         state.parked = true;
         while state.turn == Turn::Running {
@@ -128,29 +122,26 @@ impl Kthread {
     }
 
     /// Lets the vCPU run the thread again.
-    pub(crate) fn unpark(&self) {
+    fn unpark(&self) {
         self.shared.state.lock().parked = false;
     }
 
     /// Whether the thread is parked.
-    pub(crate) fn is_parked(&self) -> bool {
+    fn is_parked(&self) -> bool {
         self.shared.state.lock().parked
     }
 
-    /// Stops the thread and joins it.
-    pub(crate) fn stop(mut self) {
-        self.stop_and_join();
-    }
-
-    /// Tells the thread to exit without waiting; `stop` then only joins.
-    /// Lets a caller stopping many threads wait for all exits at once.
-    pub(crate) fn request_stop(&self) {
+    /// Tells the thread to exit without waiting; dropping it then only
+    /// joins. Lets a caller stopping many threads wait for all exits at once.
+    fn request_stop(&self) {
         let mut state = self.shared.state.lock();
         state.stop = true;
         state.parked = true;
         self.shared.wake.notify_all();
     }
+}
 
+impl Kthread {
     fn stop_and_join(&mut self) {
         self.request_stop();
         if let Some(handle) = self.handle.take() {
@@ -181,16 +172,16 @@ mod tests {
             counter.fetch_add(1, Ordering::SeqCst);
         })
         .unwrap();
-        assert!(!thread.dispatch(), "a new thread starts parked");
+        assert!(!thread.run(), "a new thread starts parked");
         assert_eq!(runs.load(Ordering::SeqCst), 0);
         thread.unpark();
-        assert!(thread.dispatch());
-        assert!(thread.dispatch());
+        assert!(thread.run());
+        assert!(thread.run());
         assert_eq!(runs.load(Ordering::SeqCst), 2);
         thread.park();
         assert!(thread.is_parked());
-        assert!(!thread.dispatch());
+        assert!(!thread.run());
         assert_eq!(runs.load(Ordering::SeqCst), 2);
-        thread.stop();
+        drop(thread);
     }
 }

@@ -446,7 +446,7 @@ impl Machine {
         let mut count = 0;
         for cpu in 0..self.kernel.cpus {
             for role in Role::ALL {
-                count += usize::from(self.kernel.kthreads[cpu].slot(role).lock().is_some());
+                count += usize::from(self.kernel.kthreads.exists(cpu, role));
             }
         }
         count
@@ -539,18 +539,20 @@ fn release_everything(k: &Kernel) {
     for cpu in 0..k.cpus {
         k.rcu.set_tracked(cpu, false);
     }
+    // Every thread is told first, then each is joined as it is removed:
+    // they exit in parallel.
     let mut threads = Vec::new();
     for cpu in 0..k.cpus {
         for role in Role::ALL {
-            if let Some(thread) = k.kthreads[cpu].slot(role).lock().take() {
-                thread.request_stop();
-                threads.push((cpu, role, thread));
+            if k.kthreads.request_stop(cpu, role) {
+                threads.push((cpu, role));
             }
         }
     }
-    for (cpu, role, thread) in threads {
-        thread.stop();
-        k.audit.destroyed(Resource::Kthread(role), cpu);
+    for (cpu, role) in threads {
+        if k.kthreads.remove(cpu, role) {
+            k.audit.destroyed(Resource::Kthread(role), cpu);
+        }
     }
     let all = CpuSet::range(0, k.cpus as u32);
     for cpu in 0..k.cpus {

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::CpuSet;
-use hotkern_kernel::kthread::Role;
+use hotkern_kernel::kthread::{Role, Thread};
 
 use crate::error::MachineError;
 use crate::kthread::Kthread;
@@ -91,16 +91,16 @@ impl Machine {
             Mechanism::KthreadCreate => {
                 let thread = spawn()?;
                 let took = start.elapsed();
-                thread.stop();
+                drop(thread);
                 took
             }
             Mechanism::KthreadUnpark => {
                 let thread = spawn()?;
                 let start = Instant::now();
                 thread.unpark();
-                let ran = thread.dispatch();
+                let ran = thread.run();
                 let took = start.elapsed();
-                thread.stop();
+                drop(thread);
                 if !ran {
                     return Err(MachineError::Spawn(
                         "the unparked thread did not run".into(),

@@ -8,7 +8,7 @@
 
 use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::audit::Audit;
-use hotkern_kernel::kthread::Role;
+use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::sched::Domains;
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
@@ -17,6 +17,7 @@ use hotkern_kernel::vmstat::Vmstat;
 use hotkern_kernel::workqueue::{Work, Workqueue};
 
 use crate::kernel::Kernel;
+use crate::kthread::Kthread;
 use crate::task::{Job, Task};
 
 /// The table, in startup order (teardowns run in exact reverse).
@@ -118,41 +119,14 @@ impl StepKernel for Kernel {
         self.rcu.free_data(cpu)
     }
 
-    fn kthread_exists(&self, cpu: usize, role: Role) -> bool {
-        self.kthreads[cpu].slot(role).lock().is_some()
+    type Thread = Kthread;
+
+    fn kthreads(&self) -> &Kthreads<Kthread> {
+        &self.kthreads
     }
 
-    fn kthread_create(&self, cpu: usize, role: Role) -> bool {
-        match self.spawn_kthread(cpu, role) {
-            Ok(thread) => {
-                *self.kthreads[cpu].slot(role).lock() = Some(thread);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    fn kthread_park(&self, cpu: usize, role: Role) {
-        if let Some(thread) = self.kthreads[cpu].slot(role).lock().as_ref() {
-            thread.park();
-        }
-    }
-
-    fn kthread_unpark(&self, cpu: usize, role: Role) {
-        if let Some(thread) = self.kthreads[cpu].slot(role).lock().as_ref() {
-            thread.unpark();
-        }
-    }
-
-    fn kthread_request_stop(&self, cpu: usize, role: Role) -> bool {
-        let slot = self.kthreads[cpu].slot(role).lock();
-        slot.as_ref().map(|thread| thread.request_stop()).is_some()
-    }
-
-    fn kthread_destroy(&self, cpu: usize, role: Role) -> bool {
-        // Taken out under the slot's lock, joined after it is released.
-        let thread = self.kthreads[cpu].slot(role).lock().take();
-        thread.map(|thread| thread.stop()).is_some()
+    fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
+        self.spawn_os_thread(cpu, role).ok()
     }
 
     fn trace_buffer_create(&self, cpu: usize) -> bool {

@@ -35,13 +35,16 @@ pub(super) fn threads_create_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome 
     let mut made = Vec::new();
     for cpu in each(ctx) {
         for role in Role::ALL {
-            if k.kthread_exists(cpu, role) {
+            if k.kthreads().exists(cpu, role) {
                 continue; // kept by an earlier teardown: reuse it
             }
-            if !k.kthread_create(cpu, role) {
+            let created = k
+                .spawn_kthread(cpu, role)
+                .is_some_and(|thread| k.kthreads().install(cpu, role, thread));
+            if !created {
                 // Leave things as they were for this call.
                 for (cpu, role) in made {
-                    if k.kthread_destroy(cpu, role) {
+                    if k.kthreads().remove(cpu, role) {
                         k.audit().destroyed(Resource::Kthread(role), cpu);
                     }
                 }
@@ -58,7 +61,7 @@ pub(super) fn threads_create_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcom
     if keeps(ctx) {
         for cpu in each(ctx) {
             for role in Role::ALL {
-                k.kthread_park(cpu, role);
+                k.kthreads().park(cpu, role);
             }
         }
         return Ok(());
@@ -68,13 +71,13 @@ pub(super) fn threads_create_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcom
     let mut leaving = Vec::new();
     for cpu in each(ctx) {
         for role in Role::ALL {
-            if k.kthread_request_stop(cpu, role) {
+            if k.kthreads().request_stop(cpu, role) {
                 leaving.push((cpu, role));
             }
         }
     }
     for (cpu, role) in leaving {
-        if k.kthread_destroy(cpu, role) {
+        if k.kthreads().remove(cpu, role) {
             k.audit().destroyed(Resource::Kthread(role), cpu);
         }
     }
@@ -84,7 +87,7 @@ pub(super) fn threads_create_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcom
 pub(super) fn threads_unpark_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     for cpu in each(ctx) {
         for role in Role::ALL {
-            k.kthread_unpark(cpu, role);
+            k.kthreads().unpark(cpu, role);
         }
         k.wake_cpu(cpu);
     }
@@ -94,7 +97,7 @@ pub(super) fn threads_unpark_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome 
 pub(super) fn threads_unpark_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     for cpu in each(ctx) {
         for role in Role::ALL {
-            k.kthread_park(cpu, role);
+            k.kthreads().park(cpu, role);
         }
     }
     Ok(())

@@ -6,7 +6,7 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
 use hotkern_cpuhp::{Callbacks, CpuId, CpuSet, Engine, Hotplug, Platform, StepId, StepSpec};
 use hotkern_physmem::{PageCount, Pfn};
@@ -23,10 +23,29 @@ const CPUS: usize = 4;
 /// A kernel thread's state in the fake: parked or not.
 type Threads = BTreeMap<(usize, Role), bool>;
 
+/// A kernel thread that is only its parked flag.
+#[derive(Default)]
+struct Bookkept {
+    parked: AtomicBool,
+}
+
+impl Thread for Bookkept {
+    fn run(&self) -> bool {
+        !self.is_parked()
+    }
+    fn park(&self) {
+        self.parked.store(true, SeqCst);
+    }
+    fn unpark(&self) {
+        self.parked.store(false, SeqCst);
+    }
+    fn is_parked(&self) -> bool {
+        self.parked.load(SeqCst)
+    }
+}
+
 #[derive(Default)]
 struct Platformish {
-    threads: Threads,
-    stopping: Vec<(usize, Role)>,
     traces: CpuSet,
     sysfs: CpuSet,
     rcu_lists: BTreeMap<usize, Vec<u32>>,
@@ -47,6 +66,7 @@ struct Fake {
     active: AtomicCpuSet,
     queues: Vec<Mutex<RunQueue<u32>>>,
     own: Mutex<Platformish>,
+    kthreads: Kthreads<Bookkept>,
     grace_periods: AtomicUsize,
     /// Thread creations left before one fails.
     creations_left: AtomicUsize,
@@ -65,9 +85,21 @@ impl Fake {
             active: AtomicCpuSet::default(),
             queues: (0..CPUS).map(|_| Mutex::new(RunQueue::default())).collect(),
             own: Mutex::new(Platformish::default()),
+            kthreads: Kthreads::new(CPUS),
             grace_periods: AtomicUsize::new(0),
             creations_left: AtomicUsize::new(usize::MAX),
         }
+    }
+
+    /// Every kernel thread, and whether it is parked.
+    fn threads(&self) -> Threads {
+        (0..CPUS)
+            .flat_map(|cpu| Role::ALL.map(|role| (cpu, role)))
+            .filter_map(|(cpu, role)| {
+                let thread = self.kthreads.get(cpu, role)?;
+                Some(((cpu, role), thread.is_parked()))
+            })
+            .collect()
     }
 
     fn placed(&self, what: &'static str, id: u32) -> Option<usize> {
@@ -163,40 +195,17 @@ impl StepKernel for Fake {
     fn rcu_free_data(&self, cpu: usize) -> bool {
         self.own.lock().rcu_lists.remove(&cpu).is_some()
     }
-    fn kthread_exists(&self, cpu: usize, role: Role) -> bool {
-        self.own.lock().threads.contains_key(&(cpu, role))
+    type Thread = Bookkept;
+    fn kthreads(&self) -> &Kthreads<Bookkept> {
+        &self.kthreads
     }
-    fn kthread_create(&self, cpu: usize, role: Role) -> bool {
+    fn spawn_kthread(&self, _cpu: usize, _role: Role) -> Option<Bookkept> {
         let left = self.creations_left.load(SeqCst);
         if left == 0 {
-            return false;
+            return None;
         }
         self.creations_left.store(left.saturating_sub(1), SeqCst);
-        self.own.lock().threads.insert((cpu, role), true);
-        true
-    }
-    fn kthread_park(&self, cpu: usize, role: Role) {
-        if let Some(parked) = self.own.lock().threads.get_mut(&(cpu, role)) {
-            *parked = true;
-        }
-    }
-    fn kthread_unpark(&self, cpu: usize, role: Role) {
-        if let Some(parked) = self.own.lock().threads.get_mut(&(cpu, role)) {
-            *parked = false;
-        }
-    }
-    fn kthread_request_stop(&self, cpu: usize, role: Role) -> bool {
-        let mut own = self.own.lock();
-        let exists = own.threads.contains_key(&(cpu, role));
-        if exists {
-            own.stopping.push((cpu, role));
-        }
-        exists
-    }
-    fn kthread_destroy(&self, cpu: usize, role: Role) -> bool {
-        let mut own = self.own.lock();
-        own.stopping.retain(|&t| t != (cpu, role));
-        own.threads.remove(&(cpu, role)).is_some()
+        Some(Bookkept::default())
     }
     fn trace_buffer_create(&self, cpu: usize) -> bool {
         let mut own = self.own.lock();
@@ -294,7 +303,7 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
         10,
         "3 threads and 7 structures: {resources:?}"
     );
-    assert_eq!(fake.own.lock().threads.len(), 3 * CPUS);
+    assert_eq!(fake.threads().len(), 3 * CPUS);
     // Something waits on CPU 2 when it goes.
     fake.queues[2].lock().push(7).unwrap();
     assert!(fake.workqueue.queue(2, Work { id: 1, job: 8 }).is_ok());
@@ -334,11 +343,10 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
     hotplug.online(CpuId(2)).unwrap();
     hotplug.flush_deferred();
     assert_eq!(live_on(&fake, 2).len(), 10);
-    let own = fake.own.lock();
+    let threads = fake.threads();
     assert!(Role::ALL
         .iter()
-        .all(|&role| own.threads.get(&(2, role)) == Some(&false)));
-    drop(own);
+        .all(|&role| threads.get(&(2, role)) == Some(&false)));
     assert!(fake.active_mask().contains(CpuId(2)) && fake.queues[2].lock().is_open());
     assert!(fake.audit.violations().is_empty());
 }
@@ -354,11 +362,11 @@ fn bolt_parks_and_keeps_what_classic_frees() {
     hotplug.offline_many(CpuSet::range(1, 3)).unwrap();
     hotplug.flush_deferred();
     {
-        let own = fake.own.lock();
+        let threads = fake.threads();
         assert!(
             [1, 2].iter().all(|&cpu| Role::ALL
                 .iter()
-                .all(|&role| own.threads.get(&(cpu, role)) == Some(&true))),
+                .all(|&role| threads.get(&(cpu, role)) == Some(&true))),
             "kept, parked"
         );
     }
@@ -379,7 +387,7 @@ fn a_thread_that_cannot_be_made_leaves_nothing_behind() {
     assert!(hotplug.online(CpuId(3)).is_err());
     hotplug.flush_deferred();
     assert!(
-        !fake.own.lock().threads.keys().any(|&(cpu, _)| cpu == 3),
+        !fake.threads().keys().any(|&(cpu, _)| cpu == 3),
         "the first thread was destroyed again"
     );
     assert_eq!(live_on(&fake, 3), []);
