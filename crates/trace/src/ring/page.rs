@@ -117,8 +117,9 @@ pub(crate) fn encode_time_extend(out: &mut [u8], delta: u64) {
 pub struct RawEvent<'a> {
     /// Absolute time (ns) of the event.
     pub timestamp_ns: u64,
-    /// Offset of the event's header in the page's data area.
-    pub offset: usize,
+    /// Offset of the event's header in the page's data area (where a
+    /// partial read resumes).
+    pub(crate) offset: usize,
     /// The event's data: ftrace's common header followed by its fields.
     pub payload: &'a [u8],
 }
