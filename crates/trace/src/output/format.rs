@@ -15,7 +15,13 @@ use crate::filter::{FieldSpec, Location};
 
 /// `field` as the filter language sees it.
 fn field_spec(field: &Field) -> FieldSpec {
-    FieldSpec::new(&field.name, field.offset, field.size, field_kind(field))
+    FieldSpec::from_format(
+        &field.name,
+        &field.type_name,
+        field.offset,
+        field.size,
+        field.signed,
+    )
 }
 
 fn field_kind(field: &Field) -> crate::filter::FieldKind {
