@@ -32,6 +32,10 @@ pub const TIMER_VECTOR: u8 = 0x20;
 /// [`WAKE_VECTOR`]'s, so a call handler waiting in a stop-machine can still
 /// be woken, and above the tick's, which waits until the call is done.
 pub const CALL_VECTOR: u8 = 0x40;
+/// The vector of a virtio device's configuration-change MSI-X message
+/// (`virtio_pci::config_interrupt`). Priority class 3: above the tick,
+/// below the cross-CPU call, whose handler it waits for (it only counts).
+pub const VIRTIO_CONFIG_VECTOR: u8 = 0x30;
 /// The wake-up IPI's vector: wakes a CPU from `hlt` and does nothing else
 /// (Linux's reschedule IPI); the highest class, so it reaches a CPU inside
 /// a call handler.

@@ -6,7 +6,8 @@
 //! [`exception_dispatch`] with a pointer to the [`TrapFrame`]. Stable Rust
 //! has no `extern "x86-interrupt"`, hence the stubs. The local APIC's
 //! vectors (tick, cross-CPU call, wake-up, spurious) use the same stubs and go on to
-//! [`crate::smp::interrupt`].
+//! [`crate::smp::interrupt`]; the virtio configuration-change vector goes to
+//! [`crate::virtio_pci::config_interrupt`].
 //!
 //! A breakpoint (`int3`) is counted and returns: the kernel uses it to check
 //! that the whole path, IDT to handler and back through `iretq`, works.
@@ -116,17 +117,18 @@ extern "C" {
     /// The 32 stub addresses, in vector order (from the assembly below).
     static exception_stubs: [u64; 32];
     /// The interrupt stubs, in the order of [`INTERRUPT_VECTORS`].
-    static interrupt_stubs: [u64; 4];
+    static interrupt_stubs: [u64; 5];
 }
 
 /// The device and IPI vectors that have gates (the tick, the cross-CPU
-/// call, the wake-up, the spurious vector), in the order of
-/// `interrupt_stubs`.
-const INTERRUPT_VECTORS: [u8; 4] = [
+/// call, the wake-up, the spurious vector, virtio's configuration change),
+/// in the order of `interrupt_stubs`.
+const INTERRUPT_VECTORS: [u8; 5] = [
     crate::apic::TIMER_VECTOR,
     crate::apic::CALL_VECTOR,
     crate::apic::WAKE_VECTOR,
     crate::apic::SPURIOUS_VECTOR,
+    crate::apic::VIRTIO_CONFIG_VECTOR,
 ];
 
 /// Fills the IDT's exception gates. Call once, on the boot CPU, before
@@ -208,6 +210,10 @@ fn name(vector: u64) -> (&'static str, &'static str) {
 /// Called by every stub with the frame it built.
 #[no_mangle]
 extern "C" fn exception_dispatch(frame: &mut TrapFrame) {
+    if frame.vector == u64::from(crate::apic::VIRTIO_CONFIG_VECTOR) {
+        crate::virtio_pci::config_interrupt();
+        return;
+    }
     if frame.vector >= 32 {
         crate::smp::interrupt(frame.vector as u8);
         return;
@@ -259,7 +265,7 @@ core::arch::global_asm!(
     r#"
     .section .text.exceptions, "ax", @progbits
     .code64
-    .irp vec, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,32,64,240,255
+    .irp vec, 0,1,2,3,4,5,6,7,9,15,16,18,19,20,22,23,24,25,26,27,28,31,32,48,64,240,255
 exception_stub_\vec:
     push $0
     push $\vec
@@ -317,7 +323,7 @@ exception_stubs:
     .endr
     .global interrupt_stubs
 interrupt_stubs:
-    .quad exception_stub_32, exception_stub_64, exception_stub_240, exception_stub_255
+    .quad exception_stub_32, exception_stub_64, exception_stub_240, exception_stub_255, exception_stub_48
     "#,
     options(att_syntax)
 );

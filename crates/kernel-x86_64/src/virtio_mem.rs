@@ -12,10 +12,16 @@
 //!   those and say why the rest stayed. Then `physmem.unplug` (within one
 //!   segment at a time), unmap, flush the other CPUs' TLBs, UNPLUG.
 //!
-//! Configuration changes are found by polling `requested_size` (no
-//! interrupt is set up): the kernel waits in [`run`] for each size the
-//! host announced on the command line (`vmem=128,256,64`, MiB), and the
-//! host's QMP client waits for its ready line ([`READY`]).
+//! Configuration changes come as interrupts: the transport routes the
+//! device's configuration-change interrupt (MSI-X, or on QEMU 7.2, which
+//! gives virtio-mem-pci no MSI-X, the legacy pin through the I/O APIC) to
+//! the boot CPU's [`apic::VIRTIO_CONFIG_VECTOR`], whose handler counts
+//! it, and [`run`] halts until the count moves ([`changes`]), then reads
+//! `requested_size`. Without either it says so once and halts between
+//! polls of the configuration generation instead (the tick ends each
+//! halt). The kernel waits for each size the host announced on
+//! the command line (`vmem=128,256,64`, MiB), and the host's QMP client
+//! waits for its ready line ([`READY`]).
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -27,10 +33,11 @@ use crate::checks::Checks;
 use crate::memory::{self, MapError, PHYSMEM};
 use crate::pages::HOT;
 use crate::ranges::PAGE_SIZE;
-use crate::virtio_pci::{self, Transport, TransportError};
-use crate::{pci, println, smp, tsc};
+use crate::virtio_pci::{self, IrqTarget, Transport, TransportError};
+use crate::{apic, pci, println, smp, tsc};
 
 mod audit;
+mod changes;
 mod json;
 mod readers;
 mod room;
@@ -166,6 +173,8 @@ pub struct Report {
     pub outside_room: u64,
     /// What the readers on the other CPUs saw, if any ran.
     pub seen: Option<readers::Seen>,
+    /// How the host's configuration changes reached the driver.
+    pub config: changes::Counted,
 }
 
 /// The device, its region and which blocks are plugged.
@@ -178,8 +187,13 @@ struct Device {
 
 fn probe() -> Result<Device, MemError> {
     let function = pci::find(VENDOR, DEVICE_MEM).ok_or(MemError::NotFound)?;
-    let (transport, _) =
-        virtio_pci::probe(function, F_UNPLUGGED_INACCESSIBLE).map_err(MemError::Transport)?;
+    // Configuration changes to this CPU, the one that follows them.
+    let target = IrqTarget {
+        vector: apic::VIRTIO_CONFIG_VECTOR,
+        apic_id: apic::id(),
+    };
+    let (transport, _) = virtio_pci::probe(function, F_UNPLUGGED_INACCESSIBLE, Some(target))
+        .map_err(MemError::Transport)?;
     let block = transport.config64(BLOCK_SIZE);
     let addr = transport.config64(ADDR);
     let region = transport.config64(REGION_SIZE);
@@ -477,6 +491,10 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         (report.room.range.end - report.room.range.start) >> 10,
         report.room.ns / 1000
     );
+    // Watching starts before the host may send its first size (it waits
+    // for the ready line), so every change's interrupt is counted and no
+    // change falls between the first read and the first wait.
+    let mut changes = changes::Changes::new(&device.transport);
     println!("{READY}: following {option} MiB");
     let reader = readers::start(
         device.addr / PAGE_SIZE,
@@ -486,19 +504,10 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
     let directories = memory::directories_made();
     let mut handled = 0u64;
     let mut since = tsc::nanos();
-    let mut generation = None;
     while report.resizes.len() < sizes.len() {
-        // The device bumps the generation on every configuration change:
-        // one register read per poll until it moves.
-        let now = Some(device.transport.generation());
-        let requested = if now != generation {
-            generation = now;
-            device.transport.config64(REQUESTED_SIZE)
-        } else {
-            handled
-        };
+        let requested = device.transport.config64(REQUESTED_SIZE);
         if requested == handled {
-            if tsc::nanos() - since > WAIT_NS {
+            if !changes.wait(&device.transport, since.saturating_add(WAIT_NS)) {
                 println!(
                     "hotkern: virtio-mem: no new requested size in {} s; {} of {} resizes came",
                     WAIT_NS / 1_000_000_000,
@@ -507,7 +516,6 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
                 );
                 break;
             }
-            core::hint::spin_loop();
             continue;
         }
         handled = requested;
@@ -551,38 +559,13 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         report.resizes.push(resize);
         since = tsc::nanos();
     }
+    report.config = changes.finish(&device.transport, report.resizes.len() as u64, checks);
     let others = (1..smp::cpu_count())
         .filter(|&cpu| smp::is_running(cpu))
         .count();
     report.seen = reader.map(|readers| readers::stop(readers, tsc_hz));
     if let Some(seen) = &report.seen {
-        let (idle, resizing) = seen.per_lookup();
-        println!(
-            "hotkern: virtio-mem: {} CPUs looked pages up throughout: {} ns each while idle ({} lookups, median batch {} ns), {} ns while resizing ({}, median {} ns); {} of {} blocks seen half plugged; {} hot frames used, {} bad",
-            seen.cpus.len(),
-            idle.unwrap_or(0),
-            seen.idle.0,
-            seen.median.0.unwrap_or(0),
-            resizing.unwrap_or(0),
-            seen.resizing.0,
-            seen.median.1.unwrap_or(0),
-            seen.half_plugged,
-            seen.blocks_checked,
-            seen.frames_used,
-            seen.frames_bad
-        );
-        checks.check(
-            "virtio-mem: every CPU but the boot CPU looked pages up during the resizes",
-            seen.cpus.len() == others && seen.cpus.iter().all(|&(_, lookups)| lookups > 0),
-        );
-        checks.check(
-            "virtio-mem: no lookup on another CPU saw a half-plugged block",
-            seen.half_plugged == 0 && seen.blocks_checked > 0,
-        );
-        checks.check(
-            "virtio-mem: every hot frame another CPU used kept its word and was freed once",
-            seen.frames_bad == 0,
-        );
+        readers::check(seen, others, checks);
     }
     checks.check(
         "virtio-mem: the resizes made no page directory (all made before the first)",

@@ -10,9 +10,18 @@
 //! 64-bit BARs with a zero upper half.
 //!
 //! Completion is by polling the used ring, one request at a time, as the
-//! legacy virtio-blk driver does; configuration changes are seen by
-//! re-reading the device configuration (the caller polls), not through
-//! MSI-X or INTx.
+//! legacy virtio-blk driver does (the driver asks for no queue
+//! interrupts: VIRTQ_AVAIL_F_NO_INTERRUPT). Configuration changes come as
+//! an interrupt when the caller names a target ([`IrqTarget`]), as Linux's
+//! `vp_find_vqs` (drivers/virtio/virtio_pci_common.c) sets them up before
+//! DRIVER_OK: MSI-X if the device has it ([`msix`]: table entry 0 aimed
+//! at the target, named in `config_msix_vector`, the queue left at
+//! VIRTIO_MSI_NO_VECTOR), else the legacy pin through the I/O APIC
+//! ([`intx`]), whose handler reads the ISR status to lower it. The handler
+//! ([`config_interrupt`]) counts changes and nothing else: the driver
+//! compares [`config_interrupts`] before and after a halt. With neither
+//! the transport says why ([`Transport::config_route`]) and the caller
+//! polls the generation.
 
 use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use core::fmt;
@@ -22,6 +31,14 @@ use core::sync::atomic::{fence, Ordering};
 use crate::boot::{IDENTITY_MAP_END, MMIO_START};
 use crate::pci::Function;
 use crate::tsc;
+
+mod interrupt;
+mod intx;
+mod msix;
+
+use interrupt::route_config;
+pub use interrupt::{config_interrupt, config_interrupts, ConfigRoute, NoRoute};
+pub use msix::IrqTarget;
 
 /// Where [`probe`] places the BARs the firmware left unassigned: inside
 /// QEMU i440fx's PCI hole, above the RAM the kernel maps write-back and
@@ -41,6 +58,7 @@ const DEVICE_FEATURE_SELECT: u64 = 0x00;
 const DEVICE_FEATURE: u64 = 0x04;
 const DRIVER_FEATURE_SELECT: u64 = 0x08;
 const DRIVER_FEATURE: u64 = 0x0c;
+const MSIX_CONFIG: u64 = 0x10;
 const DEVICE_STATUS: u64 = 0x14;
 const CONFIG_GENERATION: u64 = 0x15;
 const QUEUE_SELECT: u64 = 0x16;
@@ -64,6 +82,9 @@ pub const FEATURE_VERSION_1: u64 = 1 << 32;
 /// layout is the same).
 pub(crate) const DESCRIPTOR_NEXT: u16 = 1;
 pub(crate) const DESCRIPTOR_WRITE: u16 = 2;
+
+/// VIRTQ_AVAIL_F_NO_INTERRUPT: the driver polls the used ring.
+const AVAIL_NO_INTERRUPT: u16 = 1;
 
 /// Descriptors the driver asks for: a request takes two.
 const QUEUE_ENTRIES: u16 = 8;
@@ -177,6 +198,9 @@ pub struct Transport {
     last_used: u16,
     /// Requests sent.
     pub requests: u64,
+    /// How configuration changes were routed (`None`: no target was
+    /// asked for).
+    route: Option<Result<ConfigRoute, NoRoute>>,
 }
 
 // SAFETY: the ring is owned by this value and the device is driven from
@@ -193,7 +217,9 @@ struct Capability {
     at: u8,
 }
 
-fn capabilities(function: Function) -> impl Iterator<Item = Capability> {
+/// Every capability of `function`: its offset and first dword (id, next
+/// pointer and the capability's own 16 bits).
+fn capability_list(function: Function) -> impl Iterator<Item = (u8, u32)> {
     let has_list = function.read(0x04) >> 16 & 0x10 != 0;
     let mut next = if has_list {
         function.read(0x34) as u8 & 0xfc
@@ -201,16 +227,19 @@ fn capabilities(function: Function) -> impl Iterator<Item = Capability> {
         0
     };
     // A looping list ends after 48 entries (all configuration space holds).
-    (0..48)
-        .map_while(move |_| {
-            if next == 0 {
-                return None;
-            }
-            let at = next;
-            let header = function.read(at);
-            next = (header >> 8) as u8 & 0xfc;
-            Some((at, header))
-        })
+    (0..48).map_while(move |_| {
+        if next == 0 {
+            return None;
+        }
+        let at = next;
+        let header = function.read(at);
+        next = (header >> 8) as u8 & 0xfc;
+        Some((at, header))
+    })
+}
+
+fn capabilities(function: Function) -> impl Iterator<Item = Capability> {
+    capability_list(function)
         .filter(|&(_, header)| header as u8 == CAP_VENDOR)
         .map(move |(at, header)| Capability {
             kind: (header >> 24) as u8,
@@ -281,9 +310,15 @@ fn place_bars(function: Function, next: &mut u64) -> Result<[u64; 6], TransportE
 }
 
 /// Brings up `function` as a modern virtio device: BARs, capabilities,
-/// features (`wanted` plus VERSION_1, of what the device offers) and
-/// virtqueue 0. Returns the transport and the features accepted.
-pub fn probe(function: Function, wanted: u64) -> Result<(Transport, u64), TransportError> {
+/// features (`wanted` plus VERSION_1, of what the device offers),
+/// virtqueue 0 and, with `config` given, configuration changes as MSI-X
+/// interrupts to it (see [`Transport::config_route`]). Returns the
+/// transport and the features accepted.
+pub fn probe(
+    function: Function,
+    wanted: u64,
+    config: Option<IrqTarget>,
+) -> Result<(Transport, u64), TransportError> {
     let mut next = BAR_WINDOW;
     let bars = place_bars(function, &mut next)?;
     let block = |kind: u8, name: &'static str| {
@@ -302,7 +337,6 @@ pub fn probe(function: Function, wanted: u64) -> Result<(Transport, u64), Transp
     };
     let (_, common) = block(CFG_COMMON, "common")?;
     let (notify_cap, notify_base) = block(CFG_NOTIFY, "notify")?;
-    let _isr = block(CFG_ISR, "ISR")?;
     let (_, device) = block(CFG_DEVICE, "device")?;
     let multiplier = function.read(notify_cap.at + 16);
     // Memory decoding and bus mastering; I/O decoding stays as it was.
@@ -349,6 +383,9 @@ pub fn probe(function: Function, wanted: u64) -> Result<(Transport, u64), Transp
         return Err(TransportError::NoMemory);
     }
     let (avail, used) = ring_offsets(queue_size);
+    // Completions are polled: no interrupt for them (virtio 1.2, 2.7.7).
+    // SAFETY: the available ring's flags, inside the zeroed ring page.
+    unsafe { write_volatile(ring.add(avail) as *mut u16, AVAIL_NO_INTERRUPT) };
     // The heap is identity-mapped: its addresses are physical addresses.
     common.write16(QUEUE_SIZE, queue_size);
     common.write64(QUEUE_DESC, ring as u64);
@@ -356,6 +393,10 @@ pub fn probe(function: Function, wanted: u64) -> Result<(Transport, u64), Transp
     common.write64(QUEUE_DEVICE, ring as u64 + used as u64);
     let notify_off = common.read16(QUEUE_NOTIFY_OFF);
     common.write16(QUEUE_ENABLE, 1);
+    // After the reset (which sets the vector to NO_VECTOR) and before
+    // DRIVER_OK, after which the device may announce changes.
+    let isr = block(CFG_ISR, "ISR")?.1;
+    let route = config.map(|target| route_config(function, &bars, common, isr, target));
     common.write8(DEVICE_STATUS, status | STATUS_DRIVER_OK);
     Ok((
         Transport {
@@ -366,6 +407,7 @@ pub fn probe(function: Function, wanted: u64) -> Result<(Transport, u64), Transp
             queue_size,
             last_used: 0,
             requests: 0,
+            route,
         },
         accepted,
     ))
@@ -417,6 +459,13 @@ impl Transport {
     /// change it makes to its configuration.
     pub fn generation(&self) -> u8 {
         self.common.read8(CONFIG_GENERATION)
+    }
+
+    /// How the device announces configuration changes as interrupts
+    /// ([`config_interrupts`] counts them), or why it cannot;
+    /// `None` if [`probe`] was given no target.
+    pub fn config_route(&self) -> Option<Result<ConfigRoute, NoRoute>> {
+        self.route
     }
 
     /// Sends `request` (device-readable) and waits for the device to write
@@ -497,6 +546,10 @@ impl Transport {
 
 impl Drop for Transport {
     fn drop(&mut self) {
+        // No more interrupts from a device about to be reset.
+        if let Some(Ok(ConfigRoute::Intx(intx))) = self.route {
+            intx::mask(intx.irq);
+        }
         // A reset stops the device using the ring before it is freed.
         if !reset(self.common) {
             // The device may still use the ring: leave it allocated.

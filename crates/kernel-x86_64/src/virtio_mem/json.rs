@@ -21,13 +21,16 @@ impl fmt::Display for Json<'_> {
         }
         write!(
             f,
-            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"descriptor_room\":{{\"bytes\":{},\"ns\":{},\"blocks_outside\":{}}},\"resizes\":[",
+            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"config_changes\":{{\"route\":\"{}\",\"interrupts\":{},\"missed\":{}}},\"descriptor_room\":{{\"bytes\":{},\"ns\":{},\"blocks_outside\":{}}},\"resizes\":[",
             report.block,
             report.addr,
             report.region,
             report.pages_lost,
             report.stale,
             report.followed,
+            report.config.route,
+            report.config.interrupts,
+            report.config.missed,
             report.room.range.end - report.room.range.start,
             report.room.ns,
             report.outside_room

@@ -19,10 +19,11 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use alloc::vec::Vec;
 use hotkern_physmem::Pfn;
 
+use crate::checks::Checks;
 use crate::memory::{self, PHYSMEM};
 use crate::pages::HOT;
 use crate::ranges::PAGE_SIZE;
-use crate::{smp, tsc};
+use crate::{println, smp, tsc};
 
 /// The most CPUs that run a reader (CPU 0 resizes).
 pub const MAX_READERS: usize = 63;
@@ -263,4 +264,37 @@ pub fn stop(readers: Readers, tsc_hz: u64) -> Seen {
         frames_bad: count(7),
         cpus,
     }
+}
+
+/// Says on the console what the readers saw and checks it: every one of
+/// the `others` running CPUs looked pages up, none saw a block half
+/// plugged, every hot frame kept its word.
+pub fn check(seen: &Seen, others: usize, checks: &mut Checks) {
+    let (idle, resizing) = seen.per_lookup();
+    println!(
+        "hotkern: virtio-mem: {} CPUs looked pages up throughout: {} ns each while idle ({} lookups, median batch {} ns), {} ns while resizing ({}, median {} ns); {} of {} blocks seen half plugged; {} hot frames used, {} bad",
+        seen.cpus.len(),
+        idle.unwrap_or(0),
+        seen.idle.0,
+        seen.median.0.unwrap_or(0),
+        resizing.unwrap_or(0),
+        seen.resizing.0,
+        seen.median.1.unwrap_or(0),
+        seen.half_plugged,
+        seen.blocks_checked,
+        seen.frames_used,
+        seen.frames_bad
+    );
+    checks.check(
+        "virtio-mem: every CPU but the boot CPU looked pages up during the resizes",
+        seen.cpus.len() == others && seen.cpus.iter().all(|&(_, lookups)| lookups > 0),
+    );
+    checks.check(
+        "virtio-mem: no lookup on another CPU saw a half-plugged block",
+        seen.half_plugged == 0 && seen.blocks_checked > 0,
+    );
+    checks.check(
+        "virtio-mem: every hot frame another CPU used kept its word and was freed once",
+        seen.frames_bad == 0,
+    );
 }
