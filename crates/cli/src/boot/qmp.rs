@@ -216,6 +216,18 @@ pub fn guest_rows(vmem: &Value, row: &mut impl FnMut(&str, String)) {
             vmem["stale"]
         ),
     );
+    let config = &vmem["config_changes"];
+    if config.is_object() {
+        row(
+            "",
+            format!(
+                "configuration changes by {}: {} interrupts, {} seen only by polling",
+                config["route"].as_str().unwrap_or("?"),
+                config["interrupts"],
+                config["missed"]
+            ),
+        );
+    }
     let lookups = &vmem["lookups"];
     if lookups.is_object() {
         row(
@@ -357,5 +369,24 @@ mod tests {
         assert_eq!(done[1].plugged_mib, 2);
         assert_eq!((done[2].plugged_mib, done[2].latency_ms), (2, None));
         assert_eq!(done[2].to_json()["latency_ms"], Value::Null);
+    }
+
+    #[test]
+    fn the_table_says_how_configuration_changes_came() {
+        let vmem = serde_json::json!({
+            "per_128mib_ns": {"device": 1000, "physmem": 2000, "tables": 3000, "allocator": 4000},
+            "pages_lost": 0,
+            "stale": 0,
+            "config_changes": {"route": "intx", "interrupts": 3, "missed": 1},
+        });
+        let mut rows = Vec::new();
+        guest_rows(&vmem, &mut |name: &str, text: String| {
+            rows.push((name.to_owned(), text))
+        });
+        assert!(
+            rows.iter().any(|(_, text)| text
+                == "configuration changes by intx: 3 interrupts, 1 seen only by polling"),
+            "{rows:?}"
+        );
     }
 }
