@@ -46,7 +46,7 @@ mod symbols;
 pub mod write;
 
 pub use format::{EventFormat, Field, FieldKind, FormatError};
-pub use symbols::Kallsyms;
+pub use symbols::{cmdline_lines, kallsyms_lines, Kallsyms};
 
 /// Declares the items that need `std`: the reader and the JSON export.
 macro_rules! with_std {

@@ -19,17 +19,54 @@ pub struct Kallsyms {
     by_name: Map<String, u64>,
 }
 
+/// The lines of kallsyms text, `ADDR TYPE NAME [MODULE]` each: the
+/// address, the type letter, the name and the module if any. Lines that
+/// do not parse are skipped.
+///
+/// ```
+/// let text = "ffffffff81000100 T schedule\nnot a symbol\n1000 t helper [demo]\n";
+/// let lines: Vec<_> = hotkern_tracedat::kallsyms_lines(text).collect();
+/// assert_eq!(
+///     lines,
+///     [(0xffffffff81000100, 'T', "schedule", None), (0x1000, 't', "helper", Some("demo"))]
+/// );
+/// ```
+pub fn kallsyms_lines(text: &str) -> impl Iterator<Item = (u64, char, &str, Option<&str>)> {
+    text.lines().filter_map(|line| {
+        let mut parts = line.split_whitespace();
+        let address = u64::from_str_radix(parts.next()?, 16).ok()?;
+        let kind = parts.next()?.chars().next()?;
+        let name = parts.next()?;
+        let module = parts
+            .next()
+            .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'));
+        Some((address, kind, name, module))
+    })
+}
+
+/// The lines of `saved_cmdlines` text, `PID COMM` each: the pid and the
+/// task name, which starts after the blanks that follow the pid and runs to
+/// the end of the line (a task name may hold spaces), as trace-cmd reads
+/// it. Lines that do not parse are skipped.
+///
+/// ```
+/// let text = "42 worker\nnot a pid\n7   kworker/0:1\n";
+/// let lines: Vec<_> = hotkern_tracedat::cmdline_lines(text).collect();
+/// assert_eq!(lines, [(42, "worker"), (7, "kworker/0:1")]);
+/// ```
+pub fn cmdline_lines(text: &str) -> impl Iterator<Item = (i32, &str)> {
+    text.lines().filter_map(|line| {
+        let (pid, comm) = line.trim_start().split_once([' ', '\t'])?;
+        Some((pid.parse().ok()?, comm.trim_start()))
+    })
+}
+
 impl Kallsyms {
-    /// Parses kallsyms text: `ADDR TYPE NAME [MODULE]` per line.
+    /// Parses kallsyms text: `ADDR TYPE NAME [MODULE]` per line
+    /// ([`kallsyms_lines`]).
     pub fn parse(text: &str) -> Kallsyms {
-        let mut syms: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|line| {
-                let mut it = line.split_whitespace();
-                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
-                let _kind = it.next()?;
-                Some((addr, it.next()?.to_string()))
-            })
+        let mut syms: Vec<(u64, String)> = kallsyms_lines(text)
+            .map(|(address, _, name, _)| (address, name.to_string()))
             .collect();
         syms.sort_by_key(|s| s.0);
         let mut by_name = Map::default();
@@ -90,17 +127,13 @@ pub(crate) fn parse_printk(text: &str) -> Map<u64, String> {
     out
 }
 
-/// Saved command lines: `PID COMM` per line.
+/// Saved command lines by pid ([`cmdline_lines`]), the first line of a
+/// pid winning.
 #[cfg(feature = "std")]
 pub(crate) fn parse_cmdlines(text: &str) -> Map<i32, String> {
     let mut out = Map::new();
-    for line in text.lines() {
-        let Some((pid, comm)) = line.trim_start().split_once(' ') else {
-            continue;
-        };
-        if let Ok(pid) = pid.parse() {
-            out.entry(pid).or_insert_with(|| comm.to_string());
-        }
+    for (pid, comm) in cmdline_lines(text) {
+        out.entry(pid).or_insert_with(|| comm.to_string());
     }
     out
 }

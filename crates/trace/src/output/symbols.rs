@@ -64,26 +64,15 @@ impl Symbols {
         );
     }
 
-    /// Parses `kallsyms` text (`address type name [module]` lines); lines
-    /// that do not parse are skipped. The table describes the system the
+    /// Parses `kallsyms` text (`address type name [module]` lines, read by
+    /// [`hotkern_tracedat::kallsyms_lines`]); lines that do not parse are
+    /// skipped. The table describes the system the
     /// text came from, not this process.
     pub fn from_kallsyms(text: &str) -> Symbols {
         let mut symbols = Symbols::new();
         symbols.in_process = false;
-        for line in text.lines() {
-            let mut parts = line.split_whitespace();
-            let (Some(address), Some(kind), Some(name)) =
-                (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let Ok(address) = u64::from_str_radix(address, 16) else {
-                continue;
-            };
-            let module = parts
-                .next()
-                .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'));
-            symbols.insert_full(address, name, kind.chars().next().unwrap_or('T'), module);
+        for (address, kind, name, module) in hotkern_tracedat::kallsyms_lines(text) {
+            symbols.insert_full(address, name, kind, module);
         }
         symbols
     }
@@ -168,15 +157,12 @@ impl Comms {
         }
     }
 
-    /// Parses `saved_cmdlines` text (`pid comm` lines).
+    /// Parses `saved_cmdlines` text (`pid comm` lines, read by
+    /// [`hotkern_tracedat::cmdline_lines`]).
     pub fn from_saved_cmdlines(text: &str) -> Comms {
         let mut comms = Comms::new();
-        for line in text.lines() {
-            if let Some((pid, comm)) = line.trim().split_once(' ') {
-                if let Ok(pid) = pid.parse() {
-                    comms.insert(pid, comm.trim());
-                }
-            }
+        for (pid, comm) in hotkern_tracedat::cmdline_lines(text) {
+            comms.insert(pid, comm);
         }
         comms
     }
