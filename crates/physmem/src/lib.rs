@@ -84,9 +84,20 @@
 //! - **Writes** ([`Physmem::plug`], [`Physmem::unplug`], ...) serialise on the
 //!   `R` mutex, rebuild only the sections the change touches (all sections
 //!   one segment covers entirely share a single section object), copy the
-//!   section table and one chunk of the slot → segment map, publish the new
-//!   index with one atomic swap and retire what readers might still hold:
-//!   the old index, replaced sections and chunks, unplugged descriptors.
+//!   section table (one slice copy) and one chunk of the slot → segment
+//!   map, publish the new index with one atomic swap and retire what
+//!   readers might still hold: the old index, replaced sections and chunks,
+//!   unplugged descriptors. Finding what to retire looks only at the
+//!   sections the write made, not the whole table.
+//! - **Deferred descriptor init**: a plug of more than 512 frames writes no
+//!   descriptor. Each chunk of 512 frames is made by the first lookup that
+//!   reaches it (a compare-and-swap on the chunk's state picks one maker;
+//!   the others wait for it), as Linux's `deferred_init_memmap` makes boot
+//!   memory's struct pages after boot, and an unplug that cuts the segment
+//!   makes the rest first. A plug of 128 MiB is then a few allocations and
+//!   an index update, not 32,768 descriptor writes under the writer lock;
+//!   a lookup of a made chunk pays one bit test. Descriptor types with
+//!   drop glue are made at plug time, as before (see [`Page`]).
 //! - **Reclamation** ([`epoch`]): a reader is counted in one of two striped
 //!   counters picked by the epoch's parity; the writer frees retired memory
 //!   once the counters of the parity it flipped away from drain. Writers never
@@ -99,6 +110,7 @@
 extern crate alloc;
 
 pub mod baseline;
+mod deferred;
 pub mod epoch;
 mod error;
 pub mod extent;

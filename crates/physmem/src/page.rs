@@ -7,6 +7,14 @@ use crate::types::PhysAddr;
 /// out shared references to it; put per-page mutable state in atomics or
 /// locks inside it.
 ///
+/// For a type without drop glue (and aligned to at least 2 bytes), a
+/// [`plug`](crate::Physmem::plug) of more than 512 frames defers `new`:
+/// the descriptors of each chunk of 512 frames are made when a lookup
+/// ([`ReadGuard::page`](crate::ReadGuard::page),
+/// [`Segment::pages`](crate::Segment::pages)) first reaches the chunk, on
+/// that reader's thread, or when an unplug cuts the segment. So `new`
+/// should be cheap and must not take the physmem's own writer lock.
+///
 /// ```
 /// use core::sync::atomic::AtomicU32;
 /// use hotkern_physmem::{Page, PhysAddr};

@@ -6,6 +6,7 @@ use core::ptr;
 
 use lock_api::{Mutex, RawMutex};
 
+use crate::deferred::{self, Deferred};
 use crate::epoch::{Domain, Retired};
 use crate::error::PhysmemError;
 use crate::fallible::try_vec;
@@ -57,7 +58,13 @@ pub(crate) enum Garbage<P> {
     Index(Box<Index<P>>),
     Section(Box<Section<P>>),
     SlotChunk(Box<SlotChunk>),
-    Pages { slab: u32, first: u64, count: u64 },
+    Pages {
+        slab: u32,
+        first: u64,
+        count: u64,
+        /// The segment's chunk states, if it had any (`Deferred`).
+        deferred: *const Deferred,
+    },
 }
 
 // SAFETY: a `Physmem` owns everything its raw pointers reach (the published
@@ -154,6 +161,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 start_hint: 0,
                 slab: 0,
                 first: 0,
+                deferred: ptr::null(),
             },
         )
     }
@@ -367,8 +375,22 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         collect(&self.domain, writer);
         let (slab, first) = writer.slabs.alloc(record.len())?;
+        // More than one chunk: make the descriptors on first use
+        // (`deferred`), not here.
+        let deferred = if deferred::deferrable::<P>() && record.len() > deferred::CHUNK_FRAMES {
+            match Deferred::new(record.len()) {
+                Ok(deferred) => Some(deferred),
+                Err(error) => {
+                    writer.slabs.cancel(slab, first, record.len());
+                    return Err(error);
+                }
+            }
+        } else {
+            None
+        };
         record.slab = slab;
         record.first = first;
+        record.deferred = deferred.as_deref().map_or(ptr::null(), ptr::from_ref);
         let change = Change::new(record.frames(), &[(slot, Some(record))]);
         let index = match self.prepare(writer, &change, 0) {
             Ok(index) => index,
@@ -377,14 +399,18 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 return Err(error);
             }
         };
-        // SAFETY: just allocated from the slab, so in bounds and not
-        // initialised yet.
-        unsafe {
-            writer
-                .slabs
-                .get(slab)
-                .init(first, record.len(), Pfn(record.start))
-        };
+        match deferred {
+            // The record owns the states from here on (see `free`).
+            Some(deferred) => drop(Box::into_raw(deferred)),
+            // SAFETY: just allocated from the slab, so in bounds and not
+            // initialised yet.
+            None => unsafe {
+                writer
+                    .slabs
+                    .get(slab)
+                    .init(first, record.len(), Pfn(record.start))
+            },
+        }
         change.apply(&mut writer.table);
         self.publish(writer, index, None);
         Ok(writer.table.handle(slot))
@@ -408,6 +434,13 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         let (start, stop) = (pfn.0, end);
         let frames = record.frames();
+        let whole = start == record.start && stop == record.end;
+        // What stays of a deferred segment has every descriptor made (see
+        // below), so it keeps no chunk states.
+        let record_kept = Record {
+            deferred: ptr::null(),
+            ..record
+        };
         let change = match (start == record.start, stop == record.end) {
             (true, true) => {
                 if writer.table.count() == 1 {
@@ -416,13 +449,18 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 writer.table.reserve_remove()?;
                 Change::new(frames, &[(slot, None)])
             }
-            (true, false) => Change::new(frames, &[(slot, Some(record.cut(stop, record.end)))]),
-            (false, true) => Change::new(frames, &[(slot, Some(record.cut(record.start, start)))]),
+            (true, false) => {
+                Change::new(frames, &[(slot, Some(record_kept.cut(stop, record.end)))])
+            }
+            (false, true) => Change::new(
+                frames,
+                &[(slot, Some(record_kept.cut(record.start, start)))],
+            ),
             (false, false) => {
                 let upper = writer.table.reserve_slot()?;
-                let mut right = record.cut(stop, record.end);
+                let mut right = record_kept.cut(stop, record.end);
                 right.start_hint = 0;
-                let left = record.cut(record.start, start);
+                let left = record_kept.cut(record.start, start);
                 Change::new(frames, &[(slot, Some(left)), (upper, Some(right))])
             }
         };
@@ -432,11 +470,28 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         writer.slabs.reserve_free(record.slab)?;
         let index = self.prepare(writer, &change, 1)?;
+        if !record.deferred.is_null() && !whole {
+            // What stays is cut from the segment, and chunks count from its
+            // start: make every chunk now, so that what stays needs no
+            // states (readers of the published index may be making some).
+            // SAFETY: the record's states, for its frames and descriptors;
+            // the chunks not READY are unreferenced.
+            unsafe {
+                (*record.deferred).ensure_all(
+                    record.start,
+                    record.end,
+                    writer.slabs.get(record.slab).at(record.first),
+                )
+            };
+        }
         change.apply(&mut writer.table);
+        // The states go when no reader can reach them any more: with the
+        // descriptors.
         let garbage = Garbage::Pages {
             slab: record.slab,
             first: record.first + (start - record.start),
             count: stop - start,
+            deferred: record.deferred,
         };
         self.publish(writer, index, Some(garbage));
         Ok(())
@@ -455,7 +510,21 @@ fn free<P: Page>(slabs: &mut Slabs<P>, garbage: Garbage<P>) {
         Garbage::SlotChunk(chunk) => drop(chunk),
         // SAFETY: retired after being unpublished, and the epoch says no
         // reader is left that could reach these descriptors.
-        Garbage::Pages { slab, first, count } => unsafe { slabs.release(slab, first, count) },
+        Garbage::Pages {
+            slab,
+            first,
+            count,
+            deferred,
+        } => {
+            // SAFETY: as above; deferred descriptors have no drop glue, so
+            // releasing never reads one that was not made.
+            unsafe { slabs.release(slab, first, count) };
+            if !deferred.is_null() {
+                // SAFETY: from `Box::into_raw` at the plug; retired once,
+                // with the segment's last descriptors.
+                drop(unsafe { Box::from_raw(deferred.cast_mut()) });
+            }
+        }
     }
 }
 
@@ -499,6 +568,10 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
             for (_, record) in table.each_live() {
                 // SAFETY: live descriptors, and no readers are left.
                 unsafe { slabs.release(record.slab, record.first, record.len()) };
+                if !record.deferred.is_null() {
+                    // SAFETY: from `Box::into_raw`, owned by the live record.
+                    drop(unsafe { Box::from_raw(record.deferred.cast_mut()) });
+                }
             }
         }
     }

@@ -3,9 +3,11 @@
 use core::iter::FusedIterator;
 use core::ops::Range;
 
+use crate::deferred;
 use crate::epoch::Pin;
 use crate::error::PhysmemError;
 use crate::index::{Index, Listing, Place, Run, Section};
+use crate::page::Page;
 use crate::sync::Ordering;
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo};
 
@@ -35,13 +37,37 @@ impl<'a, P> ReadGuard<'a, P> {
         Some(located(run, pfn))
     }
 
-    /// The descriptor of frame `pfn` (NetBSD's `PHYS_TO_VM_PAGE`).
+    /// The descriptor of frame `pfn` (NetBSD's `PHYS_TO_VM_PAGE`). If the
+    /// segment was plugged with deferred descriptor init and no one has
+    /// used its chunk of 512 frames yet, this makes the chunk's
+    /// descriptors first.
     #[inline]
-    pub fn page(&self, pfn: Pfn) -> Option<&P> {
-        let run = self.index?.find(pfn.0)?;
-        // SAFETY: `pfn` is inside the run, whose descriptors are initialised
-        // and kept alive while this guard's pin holds.
-        Some(unsafe { &*run.pages.add((pfn.0 - run.start) as usize) })
+    pub fn page(&self, pfn: Pfn) -> Option<&P>
+    where
+        P: Page,
+    {
+        let place = self.index?.place(pfn.0)?;
+        let run = place.run();
+        let (deferred, pages) = deferred::untag(run.pages);
+        let offset = pfn.0 - run.start;
+        if deferred {
+            let states = place.section.detail(place.position).deferred;
+            // SAFETY: a marked run's detail holds its segment's states,
+            // kept alive (like its descriptors) while this guard's pin
+            // holds; `pages` is the descriptor of the run's start.
+            unsafe {
+                (*states).ensure(
+                    (offset >> deferred::CHUNK_SHIFT) as usize,
+                    run.start,
+                    run.end,
+                    pages,
+                )
+            };
+        }
+        // SAFETY: `pfn` is inside the run, whose descriptor of it is made
+        // (just above, if deferred) and kept alive while this guard's pin
+        // holds.
+        Some(unsafe { &*pages.add(offset as usize) })
     }
 
     /// The segment `handle` names, or [`PhysmemError::StaleHandle`].
@@ -229,16 +255,31 @@ impl<'g, P> Segment<'g, P> {
         }
     }
 
-    /// The descriptors of all frames, indexed from [`start`](Self::start).
-    pub fn pages(&self) -> &'g [P] {
+    /// The descriptors of all frames, indexed from [`start`](Self::start)
+    /// (with deferred descriptor init, every chunk not made yet is made
+    /// first).
+    pub fn pages(&self) -> &'g [P]
+    where
+        P: Page,
+    {
         let run = self.section.run(self.i);
+        let (deferred, pages) = deferred::untag(run.pages);
+        if deferred {
+            let states = self.section.detail(self.i).deferred;
+            // SAFETY: as in `ReadGuard::page`: the marked run's states and
+            // descriptors, alive for 'g.
+            unsafe { (*states).ensure_all(run.start, run.end, pages) };
+        }
         // SAFETY: the run's descriptors are initialised and outlive 'g.
-        unsafe { core::slice::from_raw_parts(run.pages, (run.end - run.start) as usize) }
+        unsafe { core::slice::from_raw_parts(pages, (run.end - run.start) as usize) }
     }
 
     /// The descriptor `index` frames from the start (NetBSD's
     /// `uvm_physseg_get_pg`).
-    pub fn page(&self, index: u64) -> Option<&'g P> {
+    pub fn page(&self, index: u64) -> Option<&'g P>
+    where
+        P: Page,
+    {
         self.pages().get(usize::try_from(index).ok()?)
     }
 }

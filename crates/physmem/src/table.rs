@@ -6,6 +6,7 @@
 
 use alloc::vec::Vec;
 
+use crate::deferred::Deferred;
 use crate::error::PhysmemError;
 use crate::fallible::{reserve, try_vec};
 use crate::types::{FrameRange, FreeList, Pfn, SegmentHandle, SegmentInfo};
@@ -23,6 +24,10 @@ pub(crate) struct Record {
     pub(crate) slab: u32,
     /// Index in the slab of the descriptor of `start`.
     pub(crate) first: u64,
+    /// Chunk states while the descriptors are made on first use
+    /// (`deferred` module), owned by the record; null once all are made or
+    /// when they were made at plug time.
+    pub(crate) deferred: *const Deferred,
 }
 
 impl Record {
@@ -56,6 +61,7 @@ impl Record {
             },
             slab: self.slab,
             first: self.first + (start - self.start),
+            deferred: self.deferred,
         }
     }
 
@@ -325,6 +331,7 @@ mod tests {
             start_hint: 0,
             slab: 0,
             first: 0,
+            deferred: core::ptr::null(),
         }
     }
 

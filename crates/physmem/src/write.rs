@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 
 use lock_api::RawMutex;
 
+use crate::deferred;
 use crate::error::PhysmemError;
 use crate::fallible::{try_box, try_vec};
 use crate::index::{Entry, Index, Run, Unused, Update};
@@ -32,11 +33,16 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
 
     /// The index entry of `record`, which is (or is about to be) in `slot`.
     pub(crate) fn entry(writer: &Writer<P, BOOT>, slot: u32, record: Record) -> Entry<P> {
+        let pages = writer.slabs.get(record.slab).at(record.first);
         Entry {
             run: Run {
                 start: record.start,
                 end: record.end,
-                pages: writer.slabs.get(record.slab).at(record.first),
+                pages: if record.deferred.is_null() {
+                    pages
+                } else {
+                    deferred::tag(pages)
+                },
                 slot,
                 generation: writer.table.generation(slot),
             },
@@ -44,6 +50,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             avail_end: record.avail_end,
             free_list: record.free_list,
             start_hint: record.start_hint,
+            deferred: record.deferred,
         }
     }
 

@@ -112,3 +112,57 @@ fn iteration_and_handles_racing_a_split_see_one_consistent_snapshot() {
         assert_eq!(mem.pending_reclaim(), 0);
     });
 }
+
+/// No drop glue, so its descriptors are made on first use (deferred
+/// init); the chunk's loom cell inside physmem tracks the making.
+struct Deferred {
+    addr: u64,
+}
+
+impl Page for Deferred {
+    fn new(phys_addr: PhysAddr) -> Self {
+        Deferred { addr: phys_addr.0 }
+    }
+}
+
+#[test]
+fn a_deferred_chunk_is_made_once_and_handed_out_only_once_made() {
+    loom::model(|| {
+        let mem = Arc::new(Physmem::<Deferred>::initialized());
+        // Two chunks of 512 frames: made on first use.
+        mem.plug(Pfn(0), PageCount(1024)).unwrap();
+        let reader = {
+            let mem = mem.clone();
+            thread::spawn(move || mem.read().page(Pfn(5)).map(|p| p.addr))
+        };
+        // The writer cuts the segment's tail: it makes every chunk first,
+        // racing the reader for chunk 0.
+        mem.unplug(Pfn(1000), PageCount(24)).unwrap();
+        assert_eq!(reader.join().unwrap(), Some(Pfn(5).phys_addr().0));
+        let guard = mem.read();
+        assert_eq!(
+            guard.page(Pfn(600)).map(|p| p.addr),
+            Some(Pfn(600).phys_addr().0)
+        );
+        drop(guard);
+        mem.reclaim();
+        assert_eq!(mem.pending_reclaim(), 0);
+    });
+}
+
+#[test]
+fn two_readers_of_a_fresh_chunk_both_get_made_descriptors() {
+    loom::model(|| {
+        let mem = Arc::new(Physmem::<Deferred>::initialized());
+        mem.plug(Pfn(0), PageCount(1024)).unwrap();
+        let reader = |pfn| {
+            let mem = mem.clone();
+            thread::spawn(move || mem.read().page(Pfn(pfn)).map(|p| p.addr))
+        };
+        let (a, b) = (reader(3), reader(700));
+        let here = mem.read().page(Pfn(4)).map(|p| p.addr);
+        assert_eq!(a.join().unwrap(), Some(Pfn(3).phys_addr().0));
+        assert_eq!(b.join().unwrap(), Some(Pfn(700).phys_addr().0));
+        assert_eq!(here, Some(Pfn(4).phys_addr().0));
+    });
+}
