@@ -12,12 +12,20 @@
 //! An offline CPU parks with interrupts off in `cli; hlt`, its tick
 //! stopped: nothing but INIT (or NMI, which the kernel never sends) wakes
 //! it, so bringing it back is a fresh start through the trampoline, the
-//! same path as the first one. That is what `hotkern_cpuhp::Platform` will
-//! drive.
+//! same path as the first one.
+//!
+//! The handshake around a start and a stop (who writes which state, who
+//! wakes whom) is the shared kernel's [`Lifecycle`]; this module is its
+//! [`Power`]: the kick is INIT and SIPI (the second SIPI is the kick
+//! again), the wake-up is the wake-up IPI. The starting or stopping CPU
+//! halts while it waits, woken by the CPU that arrives or leaves.
 
 use core::arch::asm;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::power::{Lifecycle, Power, PowerError};
 
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
@@ -25,15 +33,11 @@ use hotkern_kernel::tick::Ticks;
 
 use crate::arch::rdtsc;
 use crate::cpu::{self, MAX_CPUS};
+use crate::stop_machine::KernelCpus;
 use crate::{apic, idt, kthread, trampoline, tsc};
 
 /// Bytes of each application processor's stack.
 const AP_STACK_BYTES: usize = 32 * 1024;
-
-/// A CPU's life, in [`STATE`].
-const OFFLINE: u8 = 0;
-const ONLINE: u8 = 1;
-const GOING_OFFLINE: u8 = 2;
 
 /// A start waits this long for the first SIPI to take.
 const SECOND_SIPI_US: u64 = 200;
@@ -41,7 +45,7 @@ const SECOND_SIPI_US: u64 = 200;
 /// two-core host can keep a vCPU away for a long time).
 const TIMEOUT_US: u64 = 5_000_000;
 
-static STATE: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(OFFLINE) }; MAX_CPUS];
+static LIVES: Lifecycle = Lifecycle::new();
 static APIC_IDS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 static CPU_COUNT: AtomicU32 = AtomicU32::new(1);
 
@@ -107,7 +111,7 @@ fn wait(tsc_hz: u64, micros: u64, done: impl Fn() -> bool) -> bool {
 pub fn register(apic_ids: &[u32]) -> u32 {
     let boot = apic::id();
     APIC_IDS[0].store(boot, Ordering::Relaxed);
-    STATE[0].store(ONLINE, Ordering::Release);
+    LIVES.boot_cpu(0);
     let mut count = 1;
     for &id in apic_ids.iter().filter(|&&id| id != boot) {
         if count < MAX_CPUS {
@@ -126,9 +130,8 @@ pub fn cpu_count() -> u32 {
 
 /// CPUs online now.
 pub fn online() -> u32 {
-    STATE[..cpu_count() as usize]
-        .iter()
-        .filter(|state| state.load(Ordering::Acquire) == ONLINE)
+    (0..cpu_count() as usize)
+        .filter(|&cpu| LIVES.is_alive(cpu))
         .count() as u32
 }
 
@@ -151,42 +154,60 @@ pub fn start(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
 
 /// Starts every CPU of `cpus` at once — each gets its INIT and SIPI
 /// before any is waited for, as Linux's parallel bring-up kicks every AP
-/// first — and waits until all are online. A second SIPI goes to those
-/// not up after 200 µs. On failure, the first CPU that failed and why
-/// (the others were still waited for).
-pub fn start_many(cpus: &[u32], tsc_hz: u64) -> Result<(), (u32, SmpError)> {
+/// first — and halts until all are online, woken by each as it arrives.
+/// A second SIPI goes to those not up after 200 µs (at the next tick, as
+/// the tick wakes the halt). On failure, the first CPU that failed and
+/// why (the others were still waited for).
+pub fn start_many(cpus: &[u32], _tsc_hz: u64) -> Result<(), (u32, SmpError)> {
+    let set = checked(cpus)?;
+    let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
+    LIVES
+        .start_many(&KernelCpus, set, deadline)
+        .map_err(SmpError::from_power)
+}
+
+/// `cpus` as a set, each checked to be an application processor.
+fn checked(cpus: &[u32]) -> Result<CpuSet, (u32, SmpError)> {
+    let mut set = CpuSet::EMPTY;
     for &cpu in cpus {
-        let index = check_cpu(cpu).map_err(|error| (cpu, error))?;
-        if STATE[index].load(Ordering::Acquire) != OFFLINE {
-            return Err((cpu, SmpError::WrongState(cpu)));
-        }
+        check_cpu(cpu).map_err(|error| (cpu, error))?;
+        set.insert(CpuId(cpu));
     }
-    for &cpu in cpus {
-        let index = cpu as usize;
+    Ok(set)
+}
+
+/// This kernel's CPUs as the shared [`Lifecycle`] starts them.
+impl Power for KernelCpus {
+    fn kick(&self, cpu: CpuId) {
+        let index = cpu.index();
         let stack_top = STACKS[index].0.get() as u64 + AP_STACK_BYTES as u64;
-        // SAFETY: only the boot CPU starts CPUs, and `cpu` is offline: it
-        // is parked (or never ran), so nothing reads its row; the CPUs
+        // SAFETY: only the boot CPU starts CPUs, and `cpu` is dead: it is
+        // parked (or never ran), so nothing reads its row; the CPUs
         // starting beside it read only their own rows.
-        unsafe { trampoline::install(index, apic_id(cpu), stack_top, ap_entry, u64::from(cpu)) };
-        apic::send_init(apic_id(cpu));
-        apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
+        unsafe {
+            trampoline::install(index, apic_id(cpu.0), stack_top, ap_entry, u64::from(cpu.0))
+        };
+        apic::send_init(apic_id(cpu.0));
+        apic::send_startup(apic_id(cpu.0), (trampoline::BASE >> 12) as u8);
     }
-    let is_online = |cpu: u32| STATE[cpu as usize].load(Ordering::Acquire) == ONLINE;
-    let all_online = || cpus.iter().all(|&cpu| is_online(cpu));
-    if !wait(tsc_hz, SECOND_SIPI_US, all_online) {
-        for &cpu in cpus.iter().filter(|&&cpu| !is_online(cpu)) {
-            apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
+
+    /// The SDM's second SIPI (a CPU already running ignores it).
+    fn kick_again(&self, cpu: CpuId) {
+        apic::send_startup(apic_id(cpu.0), (trampoline::BASE >> 12) as u8);
+    }
+
+    fn kick_again_after_ns(&self) -> Option<u64> {
+        Some(SECOND_SIPI_US * 1000)
+    }
+}
+
+impl SmpError {
+    fn from_power(error: PowerError) -> (u32, SmpError) {
+        match error {
+            PowerError::NoSuchCpu(cpu) => (cpu.0, SmpError::NoCpu(cpu.0)),
+            PowerError::WrongState(cpu, _) => (cpu.0, SmpError::WrongState(cpu.0)),
+            PowerError::Timeout(cpu) => (cpu.0, SmpError::Timeout(cpu.0)),
         }
-    }
-    if wait(tsc_hz, TIMEOUT_US, all_online) {
-        Ok(())
-    } else {
-        let late = cpus
-            .iter()
-            .copied()
-            .find(|&cpu| !is_online(cpu))
-            .unwrap_or(0);
-        Err((late, SmpError::Timeout(late)))
     }
 }
 
@@ -220,7 +241,7 @@ pub fn post(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpE
     }
     let index = cpu as usize;
     // A call to oneself would wait for a handler that cannot run.
-    if STATE[index].load(Ordering::Acquire) != ONLINE || cpu::current_id() == Some(cpu) {
+    if !LIVES.is_alive(index) || cpu::current_id() == Some(cpu) {
         return Err(SmpError::WrongState(cpu));
     }
     let mailbox = &MAILBOXES[index];
@@ -251,7 +272,7 @@ pub fn finish(call: Posted, tsc_hz: u64) -> Result<u64, SmpError> {
 /// at its run queue again. Nothing happens to a CPU that is not running.
 pub fn wake(cpu: u32) {
     let index = cpu as usize;
-    if index < cpu_count() as usize && STATE[index].load(Ordering::Acquire) == ONLINE {
+    if index < cpu_count() as usize && LIVES.is_alive(index) {
         apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
     }
 }
@@ -259,7 +280,7 @@ pub fn wake(cpu: u32) {
 /// Whether CPU `cpu` is running (started and not parked): the CPUs a
 /// stop-machine must gather and a grace period must hear from.
 pub fn is_running(cpu: u32) -> bool {
-    (cpu as usize) < cpu_count() as usize && STATE[cpu as usize].load(Ordering::Acquire) == ONLINE
+    (cpu as usize) < cpu_count() as usize && LIVES.is_alive(cpu as usize)
 }
 
 /// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
@@ -268,31 +289,16 @@ pub fn offline(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
     offline_many(&[cpu], tsc_hz).map_err(|(_, error)| error)
 }
 
-/// Asks every CPU of `cpus` to park, then waits until all have: they
-/// leave their idle loops in parallel. On failure, the first CPU that
-/// failed and why; a CPU that was not online is refused before any is
-/// asked.
-pub fn offline_many(cpus: &[u32], tsc_hz: u64) -> Result<(), (u32, SmpError)> {
-    for &cpu in cpus {
-        let index = check_cpu(cpu).map_err(|error| (cpu, error))?;
-        if STATE[index].load(Ordering::Acquire) != ONLINE {
-            return Err((cpu, SmpError::WrongState(cpu)));
-        }
-    }
-    for &cpu in cpus {
-        // Only the boot CPU changes an online CPU's state, so the check
-        // above still holds.
-        STATE[cpu as usize].store(GOING_OFFLINE, Ordering::Release);
-        // Wakes it from `hlt`, to find the request at the top of its loop.
-        apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
-    }
-    let parked = |cpu: u32| STATE[cpu as usize].load(Ordering::Acquire) == OFFLINE;
-    if wait(tsc_hz, TIMEOUT_US, || cpus.iter().all(|&cpu| parked(cpu))) {
-        Ok(())
-    } else {
-        let late = cpus.iter().copied().find(|&cpu| !parked(cpu)).unwrap_or(0);
-        Err((late, SmpError::Timeout(late)))
-    }
+/// Asks every CPU of `cpus` to park, then halts until all have, woken by
+/// each as it parks: they leave their idle loops in parallel. On failure,
+/// the first CPU that failed and why; a CPU that was not online is
+/// refused before any is asked.
+pub fn offline_many(cpus: &[u32], _tsc_hz: u64) -> Result<(), (u32, SmpError)> {
+    let set = checked(cpus)?;
+    let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
+    LIVES
+        .stop_many(&KernelCpus, set, deadline)
+        .map_err(SmpError::from_power)
 }
 
 /// Runs the call in the running CPU's mailbox, if there is a new one.
@@ -347,7 +353,7 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     apic::start_tick();
     // Awake for RCU before anyone can see it online and give it work.
     idle::start(&KernelLoop, cpu as usize);
-    STATE[cpu as usize].store(ONLINE, Ordering::Release);
+    LIVES.arrive(&KernelCpus, cpu as usize);
     crate::trace_marker!("cpu {cpu} online, APIC id {}", apic::id());
     idle(cpu as usize)
 }
@@ -361,11 +367,11 @@ fn idle(index: usize) -> ! {
         // (see `KernelLoop::halt`), so an IPI sent after a check is taken
         // by the halt; the switches to threads need them off too.
         unsafe { asm!("cli", options(nomem, nostack)) };
-        if STATE[index].load(Ordering::Acquire) == GOING_OFFLINE {
+        if LIVES.should_die(index) {
             apic::stop_tick();
             idle::stop(&KernelLoop, index);
             crate::trace_marker!("cpu {index} parks offline");
-            STATE[index].store(OFFLINE, Ordering::Release);
+            LIVES.die(&KernelCpus, index);
             loop {
                 // SAFETY: parks this CPU with interrupts off; only INIT
                 // (a new start) takes it out.

@@ -59,6 +59,7 @@ pub mod pagecache;
 pub mod percpu;
 pub mod percpu_rwsem;
 pub mod platform;
+pub mod power;
 pub mod rcu;
 pub mod rcu_sync;
 pub mod sched;

@@ -7,7 +7,8 @@ use hotkern_kernel::audit::{Resource, Violation};
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::{Role, Thread};
 
-use crate::kernel::{Kernel, Life};
+use crate::kernel::Kernel;
+use hotkern_kernel::power::Life;
 
 /// Resources every online CPU must have.
 const ONLINE_NEEDS: [Resource; 9] = [

@@ -18,6 +18,7 @@ use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::percpu_rwsem::PercpuRwsem;
 use hotkern_kernel::platform::Cpus;
+use hotkern_kernel::power::{Life, Lifecycle, PowerError};
 use hotkern_kernel::sched::{Domains, RunQueue};
 use hotkern_kernel::tick::{Hz, Ticks};
 use hotkern_kernel::timer::Timers;
@@ -38,20 +39,7 @@ use crate::task::{Context, Job, Task, TaskStatus};
 /// A function run on a vCPU at its request ("smp call").
 type Call = Box<dyn FnOnce() + Send>;
 
-/// Where a vCPU is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Life {
-    /// Powered off: the thread sleeps until booted.
-    Dead,
-    /// Running its scheduler loop.
-    Alive,
-    /// Its dying steps ran; it leaves the loop at the next turn.
-    Dying,
-}
-
 pub(crate) struct Vcpu {
-    life: Mutex<Life>,
-    life_changed: Condvar,
     pub(crate) runqueue: Mutex<RunQueue<Task>>,
     calls: Mutex<VecDeque<Call>>,
 }
@@ -60,6 +48,8 @@ pub(crate) struct Kernel {
     pub(crate) cpus: usize,
     pub(crate) vcpus: Box<[Vcpu]>,
     pub(crate) doorbells: Arc<Doorbells>,
+    /// Each vCPU's life: powered off, starting, running, leaving.
+    lives: Lifecycle,
     online: AtomicCpuSet,
     active: AtomicCpuSet,
     pub(crate) stop: StopMachine,
@@ -93,13 +83,12 @@ impl Kernel {
             cpus,
             vcpus: (0..cpus)
                 .map(|_| Vcpu {
-                    life: Mutex::new(Life::Dead),
-                    life_changed: Condvar::new(),
                     runqueue: Mutex::new(RunQueue::default()),
                     calls: Mutex::new(VecDeque::new()),
                 })
                 .collect(),
             doorbells,
+            lives: Lifecycle::new(),
             online: AtomicCpuSet::default(),
             active: AtomicCpuSet::default(),
             stop: StopMachine::default(),
@@ -181,44 +170,33 @@ impl Kernel {
     }
 
     pub(crate) fn life(&self, cpu: usize) -> Life {
-        *self.vcpus[cpu].life.lock()
+        self.lives.life(cpu)
     }
 
     // ----- booting and killing vCPUs -----
 
-    /// Powers `cpu` on: its thread leaves the dead loop. False if it was not dead.
-    pub(crate) fn boot(&self, cpu: usize) -> bool {
-        let vcpu = &self.vcpus[cpu];
-        let mut life = vcpu.life.lock();
-        if *life != Life::Dead {
-            return false;
-        }
-        *life = Life::Alive;
-        vcpu.life_changed.notify_all();
-        true
+    /// The CPUs of `cpus` that are this machine's vCPUs.
+    pub(crate) fn vcpu_set(&self, cpus: CpuSet) -> CpuSet {
+        cpus.intersection(&CpuSet::range(0, self.cpus as u32))
     }
 
-    /// After its dying steps: `cpu` leaves the scheduler loop at its next turn.
-    pub(crate) fn mark_dying(&self, cpu: usize) {
-        let vcpu = &self.vcpus[cpu];
-        let mut life = vcpu.life.lock();
-        if *life == Life::Alive {
-            *life = Life::Dying;
-        }
+    /// Marks the vCPUs `cpus` powered on as the machine boots (their
+    /// threads find themselves alive at their first turn).
+    pub(crate) fn boot(&self, cpu: usize) {
+        self.lives.boot_cpu(cpu);
+        self.doorbells.ring(cpu);
     }
 
-    /// Waits until `cpu`'s thread has left the scheduler loop.
-    pub(crate) fn wait_dead(&self, cpu: usize) {
-        let vcpu = &self.vcpus[cpu];
-        let mut life = vcpu.life.lock();
-        while *life != Life::Dead {
-            if *life == Life::Dying {
-                // It may be asleep; make sure it notices.
-                self.doorbells.ring(cpu);
-            }
-            vcpu.life_changed
-                .wait_for(&mut life, Duration::from_millis(50));
-        }
+    /// Powers `cpus` on and waits until each vCPU's thread has entered its
+    /// loop ([`Lifecycle::start_many`]; the kick is a ring of its doorbell).
+    pub(crate) fn power_on(&self, cpus: CpuSet) -> Result<(), PowerError> {
+        self.lives.start_many(&*self.doorbells, cpus, u64::MAX)
+    }
+
+    /// After their dying steps: `cpus` leave their loops, in parallel, and
+    /// this waits until every one has.
+    pub(crate) fn power_off(&self, cpus: CpuSet) -> Result<(), PowerError> {
+        self.lives.stop_many(&*self.doorbells, cpus, u64::MAX)
     }
 
     /// Runs `work(cpu)` on every vCPU of `cpus` (in parallel, each on its
@@ -415,25 +393,27 @@ impl Kernel {
     /// shared loop ([`idle::turn`]); powered off, it sleeps until booted.
     pub(crate) fn vcpu_main(&self, cpu: usize) {
         set_current_cpu(Some(cpu));
-        let vcpu = &self.vcpus[cpu];
+        let shutdown = || self.shutdown.load(Ordering::SeqCst);
         loop {
-            {
-                let mut life = vcpu.life.lock();
-                if *life == Life::Dying {
-                    *life = Life::Dead;
-                    vcpu.life_changed.notify_all();
-                }
-                if *life == Life::Dead {
-                    idle::stop(self, cpu);
-                    while *life == Life::Dead && !self.shutdown.load(Ordering::SeqCst) {
-                        vcpu.life_changed.wait(&mut life);
-                    }
-                }
-                if self.shutdown.load(Ordering::SeqCst) {
+            if self.lives.should_die(cpu) {
+                // Quiescent for RCU before the controller sees it dead.
+                idle::stop(self, cpu);
+                self.lives.die(&*self.doorbells, cpu);
+            }
+            if !self.lives.is_alive(cpu) {
+                idle::stop(self, cpu);
+                self.doorbells
+                    .wait_until(&|| self.lives.life(cpu) != Life::Dead || shutdown());
+                if shutdown() {
                     return;
                 }
                 idle::start(self, cpu);
+                self.lives.arrive(&*self.doorbells, cpu);
             }
+            if shutdown() {
+                return;
+            }
+            idle::start(self, cpu);
             idle::turn(self, cpu);
         }
     }
@@ -441,10 +421,7 @@ impl Kernel {
     /// Stops every vCPU thread's loop (they exit at their next turn).
     pub(crate) fn stop_vcpus(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
-        for (cpu, vcpu) in self.vcpus.iter().enumerate() {
-            let _life = vcpu.life.lock();
-            vcpu.life_changed.notify_all();
-            drop(_life);
+        for cpu in 0..self.vcpus.len() {
             self.doorbells.ring(cpu);
         }
     }

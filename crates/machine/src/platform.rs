@@ -34,14 +34,6 @@ impl Platform for MachinePlatform {
 
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
         self.kernel.stop_machine(cpus, work);
-        // Targets that left the online mask inside the stop-machine are
-        // going down: let all of them leave their loops now, so that the
-        // engine's power-off of each, one after the other, waits for CPUs
-        // that are already stopping in parallel.
-        for cpu in cpus.difference(&self.kernel.online_mask()).iter() {
-            self.kernel.mark_dying(cpu.index());
-            self.kernel.doorbells.ring(cpu.index());
-        }
     }
 
     fn synchronize_grace_period(&self) {
@@ -76,16 +68,21 @@ impl Platform for MachinePlatform {
     }
 
     fn power_on(&self, cpu: CpuId) {
-        if cpu.index() < self.kernel.cpus {
-            self.kernel.boot(cpu.index());
-        }
+        self.power_on_many(CpuSet::single(cpu));
     }
 
     fn power_off(&self, cpu: CpuId) {
-        if cpu.index() < self.kernel.cpus {
-            self.kernel.mark_dying(cpu.index());
-            self.kernel.wait_dead(cpu.index());
-        }
+        self.power_off_many(CpuSet::single(cpu));
+    }
+
+    /// A vCPU that is not dead (or not alive, to power off) is left as it
+    /// is, as the engine never asks for one.
+    fn power_on_many(&self, cpus: CpuSet) {
+        let _ = self.kernel.power_on(self.kernel.vcpu_set(cpus));
+    }
+
+    fn power_off_many(&self, cpus: CpuSet) {
+        let _ = self.kernel.power_off(self.kernel.vcpu_set(cpus));
     }
 
     fn kick_deferred(&self) {

@@ -6,6 +6,7 @@ use std::time::Instant;
 use hotkern_cpuhp::CpuId;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::platform::Cpus;
+use hotkern_kernel::power::Power;
 use hotkern_kernel::sync::{Condvar, Mutex};
 
 /// One vCPU's doorbell. Whoever gives a vCPU something to do rings it; the
@@ -138,6 +139,14 @@ impl Cpus for Doorbells {
         let bell = current_cpu().and_then(|cpu| self.vcpus.get(cpu));
         bell.unwrap_or(&self.threads)
             .wait_until_deadline(condition, self.instant_at(deadline_ns))
+    }
+}
+
+/// A vCPU is powered on by ringing its doorbell: its thread sleeps on it
+/// while the vCPU is dead ([`hotkern_kernel::power::Lifecycle`]).
+impl Power for Doorbells {
+    fn kick(&self, cpu: CpuId) {
+        self.ring(cpu.index());
     }
 }
 
