@@ -22,7 +22,7 @@
 
 use core::arch::asm;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::power::{Lifecycle, Power, PowerError};
@@ -273,6 +273,25 @@ pub fn finish(call: Posted, tsc_hz: u64) -> Result<u64, SmpError> {
 pub fn wake(cpu: u32) {
     let index = cpu as usize;
     if index < cpu_count() as usize && LIVES.is_alive(index) {
+        ring(cpu);
+    }
+}
+
+/// Wake-ups sent to each CPU that its loop has not halted on yet: the
+/// machine's doorbell, Linux's `need_resched` as its idle loop checks it
+/// with interrupts off before it halts. A wake-up that lands while the
+/// CPU is busy (its IPI taken by the running thread) leaves this set, so
+/// the loop's next halt turns again at once instead of sleeping until
+/// the tick.
+static RUNG: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
+/// Marks a wake-up for CPU `cpu` and sends its IPI, whatever its state
+/// (the [`Lifecycle`] wakes a CPU it asked to leave).
+pub fn ring(cpu: u32) {
+    if let Some(rung) = RUNG.get(cpu as usize) {
+        // Release, before the IPI: the halt's swap (acquire) that finds
+        // it also sees what the waker published before waking.
+        rung.store(true, Ordering::Release);
         apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
     }
 }
@@ -462,7 +481,13 @@ impl CpuLoop for KernelLoop {
         crate::rcu::exit_idle(cpu as u32);
     }
 
-    fn halt(&self, _cpu: usize, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+    fn halt(&self, cpu: usize, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+        let rung = &RUNG[cpu];
+        // A wake-up since the last halt: turn again at once (checked with
+        // interrupts off, so one sent after this check wakes the halt).
+        if rung.swap(false, Ordering::AcqRel) {
+            return;
+        }
         enter();
         // SAFETY: the loop runs with interrupts off, and `sti; hlt` opens
         // them only for the halt (the `sti` shadow makes the pair atomic):
@@ -470,6 +495,10 @@ impl CpuLoop for KernelLoop {
         // being taken before it; `cli` closes them again for `exit` and
         // the next turn. The handlers take no lock this CPU holds.
         unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        // Whatever rang is looked at now. A ring after this store sends
+        // an IPI that stays pending while interrupts are off and wakes
+        // the next halt at once.
+        rung.store(false, Ordering::Release);
         exit();
     }
 }

@@ -23,7 +23,7 @@ use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::stop_machine::Rendezvous;
 
-use crate::{apic, arch, cpu, smp, tsc};
+use crate::{arch, cpu, smp, tsc};
 
 /// The kernel's one rendezvous.
 static RENDEZVOUS: Rendezvous = Rendezvous::new();
@@ -39,7 +39,7 @@ impl Cpus for KernelCpus {
     }
 
     fn wake(&self, cpu: CpuId) {
-        apic::send_fixed(smp::apic_id(cpu.0), apic::WAKE_VECTOR);
+        smp::ring(cpu.0);
     }
 
     fn wake_threads(&self) {}
