@@ -9,8 +9,7 @@
 //! instructions) that was most of the plug. The segment is published at
 //! once, whole (a lookup finds all of it or none of it, as before); what
 //! is deferred is only the writing of each chunk's descriptors, which
-//! the first reader to reach the chunk does (or the writer, before it cuts
-//! the segment: see `Physmem::remove_range`).
+//! the first reader to reach the chunk does.
 //!
 //! Each chunk has a state, `FRESH` → `BUSY` → `READY`. The one that moves
 //! it from `FRESH` to `BUSY` (compare-and-swap) writes the descriptors and
@@ -27,6 +26,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::cell::Cell;
 use core::mem::{align_of, needs_drop, size_of};
 
 use crate::error::PhysmemError;
@@ -61,10 +61,24 @@ pub(crate) fn untag<P>(pages: *const P) -> (bool, *const P) {
     (pages.addr() & 1 != 0, pages.map_addr(|a| a & !1))
 }
 
-/// The chunk states of one segment plugged with deferred init. Its
-/// first chunk starts at the segment's first frame: the segment is never
-/// cut while it has one (the writer makes every chunk first).
+/// The chunk states of one plugged segment with deferred init, shared by
+/// the segments unplugs cut from it (as NetBSD's split segments share
+/// their `pgs` slab). Chunks count from the plug's first frame, and a
+/// chunk's making covers all of it that the plug had, cut away or not:
+/// the descriptor space of the whole plug stays allocated until its last
+/// piece is unplugged, so that making a chunk never writes space that was
+/// given back, and cutting a segment needs no chunk made (a writer never
+/// waits for a reader that is making one).
 pub(crate) struct Deferred {
+    /// The plug's frames.
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// The plug's descriptor space: slab and index of `start`'s.
+    pub(crate) slab: u32,
+    pub(crate) first: u64,
+    /// Live segments cut from the plug; only the writer, under its lock,
+    /// reads or changes it.
+    pieces: Cell<u32>,
     states: Box<[AtomicU8]>,
     /// Under loom, init writes a chunk's cell and every hand-out reads it,
     /// so the model reports a descriptor handed out before it was made.
@@ -73,10 +87,16 @@ pub(crate) struct Deferred {
 }
 
 impl Deferred {
-    /// All chunks of a segment of `frames` frames fresh; allocation
-    /// failure is reported, not fatal.
-    pub(crate) fn new(frames: u64) -> Result<Box<Self>, PhysmemError> {
-        let chunks = usize::try_from(frames.div_ceil(CHUNK_FRAMES))
+    /// All chunks of the plug of frames `[start, end)`, whose descriptors
+    /// are `first..` of slab `slab`, fresh; one piece. Allocation failure
+    /// is reported, not fatal.
+    pub(crate) fn new(
+        start: u64,
+        end: u64,
+        slab: u32,
+        first: u64,
+    ) -> Result<Box<Self>, PhysmemError> {
+        let chunks = usize::try_from((end - start).div_ceil(CHUNK_FRAMES))
             .map_err(|_| PhysmemError::OutOfMemory)?;
         let mut states: Vec<AtomicU8> = try_vec(chunks)?;
         states.extend((0..chunks).map(|_| AtomicU8::new(FRESH)));
@@ -85,59 +105,68 @@ impl Deferred {
             .map(|_| loom::cell::UnsafeCell::new(()))
             .collect();
         crate::fallible::boxed(Deferred {
+            start,
+            end,
+            slab,
+            first,
+            pieces: Cell::new(1),
             states: states.into_boxed_slice(),
             #[cfg(loom)]
             cells,
         })
     }
 
-    /// Chunks in the segment.
-    pub(crate) fn chunks(&self) -> usize {
-        self.states.len()
+    /// Live pieces of the plug (writer only).
+    pub(crate) fn pieces(&self) -> u32 {
+        self.pieces.get()
     }
 
-    /// Makes sure the descriptors of chunk `chunk` are initialised: those
-    /// of frames `start + chunk * CHUNK_FRAMES ..` up to `end`.
+    /// Records that a split made one piece more or an unplug took one away
+    /// (writer only).
+    pub(crate) fn set_pieces(&self, pieces: u32) {
+        self.pieces.set(pieces);
+    }
+
+    /// Makes sure the descriptor of frame `pfn` is made: the whole chunk
+    /// holding it.
     ///
     /// # Safety
-    /// `pages` is the (unmarked) descriptor of `start`, `[start, end)` is
-    /// the segment these states were made for, its descriptor space is
-    /// live, and every descriptor of it is either in a `READY` chunk or
-    /// not initialised and not referenced.
+    /// `pfn` is a frame of a live piece of the plug whose first frame is
+    /// `run_start`, with descriptor `run_pages` (unmarked); the plug's
+    /// descriptor space is live, and every descriptor of it is either in a
+    /// `READY` chunk or not initialised and not referenced.
     #[inline]
-    pub(crate) unsafe fn ensure<P: Page>(
-        &self,
-        chunk: usize,
-        start: u64,
-        end: u64,
-        pages: *const P,
-    ) {
+    pub(crate) unsafe fn ensure<P: Page>(&self, pfn: u64, run_start: u64, run_pages: *const P) {
+        let chunk = ((pfn - self.start) >> CHUNK_SHIFT) as usize;
         let state = &self.states[chunk];
         if state.load(Ordering::Acquire) != READY {
+            // The plug's first descriptor: the same allocation as the
+            // run's, `run_start - start` descriptors before it.
+            let base = run_pages.wrapping_sub((run_start - self.start) as usize);
             // SAFETY: forwarded contract.
-            unsafe { self.make(chunk, start, end, pages) };
+            unsafe { self.make(chunk, base) };
         }
         #[cfg(loom)]
         self.cells[chunk].with(|_| ());
     }
 
     #[cold]
-    unsafe fn make<P: Page>(&self, chunk: usize, start: u64, end: u64, pages: *const P) {
+    unsafe fn make<P: Page>(&self, chunk: usize, base: *const P) {
         let state = &self.states[chunk];
         match state.compare_exchange(FRESH, BUSY, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
                 #[cfg(loom)]
                 self.cells[chunk].with_mut(|_| ());
-                let first = start + ((chunk as u64) << CHUNK_SHIFT);
-                let last = (first + CHUNK_FRAMES).min(end);
-                let pages = pages.cast_mut();
+                let first = self.start + ((chunk as u64) << CHUNK_SHIFT);
+                let last = (first + CHUNK_FRAMES).min(self.end);
+                let base = base.cast_mut();
                 for pfn in first..last {
-                    // SAFETY: in the segment, so in its descriptor space;
+                    // SAFETY: a frame of the plug, so in its descriptor
+                    // space, which stays allocated while any piece lives;
                     // this thread alone moved the chunk out of FRESH, so
                     // nobody else writes or references these descriptors.
                     unsafe {
-                        pages
-                            .add((pfn - start) as usize)
+                        base.add((pfn - self.start) as usize)
                             .write(P::new(Pfn(pfn).phys_addr()))
                     };
                 }
@@ -154,14 +183,23 @@ impl Deferred {
         }
     }
 
-    /// [`ensure`](Self::ensure) for every chunk.
+    /// [`ensure`](Self::ensure) for every frame of the piece
+    /// `[run_start, run_end)`.
     ///
     /// # Safety
-    /// As for [`ensure`](Self::ensure).
-    pub(crate) unsafe fn ensure_all<P: Page>(&self, start: u64, end: u64, pages: *const P) {
-        for chunk in 0..self.chunks() {
+    /// As for [`ensure`](Self::ensure), for every frame of the piece.
+    pub(crate) unsafe fn ensure_piece<P: Page>(
+        &self,
+        run_start: u64,
+        run_end: u64,
+        run_pages: *const P,
+    ) {
+        let mut pfn = run_start;
+        while pfn < run_end {
             // SAFETY: forwarded contract.
-            unsafe { self.ensure(chunk, start, end, pages) };
+            unsafe { self.ensure(pfn, run_start, run_pages) };
+            // The next chunk's first frame.
+            pfn = self.start + ((((pfn - self.start) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT);
         }
     }
 }

@@ -93,11 +93,13 @@
 //!   descriptor. Each chunk of 512 frames is made by the first lookup that
 //!   reaches it (a compare-and-swap on the chunk's state picks one maker;
 //!   the others wait for it), as Linux's `deferred_init_memmap` makes boot
-//!   memory's struct pages after boot, and an unplug that cuts the segment
-//!   makes the rest first. A plug of 128 MiB is then a few allocations and
-//!   an index update, not 32,768 descriptor writes under the writer lock;
-//!   a lookup of a made chunk pays one bit test. Descriptor types with
-//!   drop glue are made at plug time, as before (see [`Page`]).
+//!   memory's struct pages after boot. Segments an unplug cuts from a plug
+//!   share its chunk states and its descriptor space, which goes back
+//!   whole with the last piece, so a cut makes nothing either and a writer
+//!   never waits for a reader. A plug of 128 MiB is then a few allocations
+//!   and an index update, not 32,768 descriptor writes under the writer
+//!   lock; a lookup of a made chunk pays one bit test. Descriptor types
+//!   with drop glue are made at plug time, as before (see [`Page`]).
 //! - **Reclamation** ([`epoch`]): a reader is counted in one of two striped
 //!   counters picked by the epoch's parity; the writer frees retired memory
 //!   once the counters of the parity it flipped away from drain. Writers never

@@ -12,8 +12,9 @@ use crate::types::PhysAddr;
 /// the descriptors of each chunk of 512 frames are made when a lookup
 /// ([`ReadGuard::page`](crate::ReadGuard::page),
 /// [`Segment::pages`](crate::Segment::pages)) first reaches the chunk, on
-/// that reader's thread, or when an unplug cuts the segment. So `new`
-/// should be cheap and must not take the physmem's own writer lock.
+/// that reader's thread (a chunk's making also covers frames an unplug cut
+/// out of it meanwhile). So `new` should be cheap and must not take the
+/// physmem's own writer lock.
 ///
 /// ```
 /// use core::sync::atomic::AtomicU32;

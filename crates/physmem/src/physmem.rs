@@ -378,7 +378,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         // More than one chunk: make the descriptors on first use
         // (`deferred`), not here.
         let deferred = if deferred::deferrable::<P>() && record.len() > deferred::CHUNK_FRAMES {
-            match Deferred::new(record.len()) {
+            match Deferred::new(record.start, record.end, slab, first) {
                 Ok(deferred) => Some(deferred),
                 Err(error) => {
                     writer.slabs.cancel(slab, first, record.len());
@@ -434,13 +434,6 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         let (start, stop) = (pfn.0, end);
         let frames = record.frames();
-        let whole = start == record.start && stop == record.end;
-        // What stays of a deferred segment has every descriptor made (see
-        // below), so it keeps no chunk states.
-        let record_kept = Record {
-            deferred: ptr::null(),
-            ..record
-        };
         let change = match (start == record.start, stop == record.end) {
             (true, true) => {
                 if writer.table.count() == 1 {
@@ -449,18 +442,13 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 writer.table.reserve_remove()?;
                 Change::new(frames, &[(slot, None)])
             }
-            (true, false) => {
-                Change::new(frames, &[(slot, Some(record_kept.cut(stop, record.end)))])
-            }
-            (false, true) => Change::new(
-                frames,
-                &[(slot, Some(record_kept.cut(record.start, start)))],
-            ),
+            (true, false) => Change::new(frames, &[(slot, Some(record.cut(stop, record.end)))]),
+            (false, true) => Change::new(frames, &[(slot, Some(record.cut(record.start, start)))]),
             (false, false) => {
                 let upper = writer.table.reserve_slot()?;
-                let mut right = record_kept.cut(stop, record.end);
+                let mut right = record.cut(stop, record.end);
                 right.start_hint = 0;
-                let left = record_kept.cut(record.start, start);
+                let left = record.cut(record.start, start);
                 Change::new(frames, &[(slot, Some(left)), (upper, Some(right))])
             }
         };
@@ -470,30 +458,35 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         writer.slabs.reserve_free(record.slab)?;
         let index = self.prepare(writer, &change, 1)?;
-        if !record.deferred.is_null() && !whole {
-            // What stays is cut from the segment, and chunks count from its
-            // start: make every chunk now, so that what stays needs no
-            // states (readers of the published index may be making some).
-            // SAFETY: the record's states, for its frames and descriptors;
-            // the chunks not READY are unreferenced.
-            unsafe {
-                (*record.deferred).ensure_all(
-                    record.start,
-                    record.end,
-                    writer.slabs.get(record.slab).at(record.first),
-                )
-            };
-        }
         change.apply(&mut writer.table);
-        // The states go when no reader can reach them any more: with the
-        // descriptors.
-        let garbage = Garbage::Pages {
-            slab: record.slab,
-            first: record.first + (start - record.start),
-            count: stop - start,
-            deferred: record.deferred,
+        // SAFETY: a live record's states, alive while any piece of its
+        // plug is; the writer lock is held.
+        let garbage = match unsafe { record.deferred.as_ref() } {
+            None => Some(Garbage::Pages {
+                slab: record.slab,
+                first: record.first + (start - record.start),
+                count: stop - start,
+                deferred: ptr::null(),
+            }),
+            // A deferred plug's descriptor space goes back whole, with its
+            // states, when its last piece goes (see `Deferred`); a cut
+            // changes only the number of pieces.
+            Some(deferred) => {
+                let pieces = match (start == record.start, stop == record.end) {
+                    (true, true) => deferred.pieces() - 1,
+                    (false, false) => deferred.pieces() + 1,
+                    _ => deferred.pieces(),
+                };
+                deferred.set_pieces(pieces);
+                (pieces == 0).then_some(Garbage::Pages {
+                    slab: deferred.slab,
+                    first: deferred.first,
+                    count: deferred.end - deferred.start,
+                    deferred: record.deferred,
+                })
+            }
         };
-        self.publish(writer, index, Some(garbage));
+        self.publish(writer, index, garbage);
         Ok(())
     }
 }
@@ -566,11 +559,24 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Drop for Physmem<P, R, BOOT> {
         }
         if *initialized {
             for (_, record) in table.each_live() {
-                // SAFETY: live descriptors, and no readers are left.
-                unsafe { slabs.release(record.slab, record.first, record.len()) };
-                if !record.deferred.is_null() {
-                    // SAFETY: from `Box::into_raw`, owned by the live record.
-                    drop(unsafe { Box::from_raw(record.deferred.cast_mut()) });
+                // SAFETY: a live record's states, alive while it is.
+                match unsafe { record.deferred.as_ref() } {
+                    // SAFETY: live descriptors, and no readers are left.
+                    None => unsafe { slabs.release(record.slab, record.first, record.len()) },
+                    // The plug's space and states go with its last piece.
+                    Some(deferred) => {
+                        deferred.set_pieces(deferred.pieces() - 1);
+                        if deferred.pieces() == 0 {
+                            let (slab, first) = (deferred.slab, deferred.first);
+                            let count = deferred.end - deferred.start;
+                            // SAFETY: the plug's whole space, no piece and
+                            // no reader left; from `Box::into_raw`, once.
+                            unsafe {
+                                slabs.release(slab, first, count);
+                                drop(Box::from_raw(record.deferred.cast_mut()));
+                            }
+                        }
+                    }
                 }
             }
         }

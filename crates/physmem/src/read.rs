@@ -52,17 +52,10 @@ impl<'a, P> ReadGuard<'a, P> {
         let offset = pfn.0 - run.start;
         if deferred {
             let states = place.section.detail(place.position).deferred;
-            // SAFETY: a marked run's detail holds its segment's states,
-            // kept alive (like its descriptors) while this guard's pin
-            // holds; `pages` is the descriptor of the run's start.
-            unsafe {
-                (*states).ensure(
-                    (offset >> deferred::CHUNK_SHIFT) as usize,
-                    run.start,
-                    run.end,
-                    pages,
-                )
-            };
+            // SAFETY: a marked run's detail holds its plug's states, kept
+            // alive (like its descriptors) while this guard's pin holds;
+            // `pages` is the descriptor of the run's start.
+            unsafe { (*states).ensure(pfn.0, run.start, pages) };
         }
         // SAFETY: `pfn` is inside the run, whose descriptor of it is made
         // (just above, if deferred) and kept alive while this guard's pin
@@ -268,7 +261,7 @@ impl<'g, P> Segment<'g, P> {
             let states = self.section.detail(self.i).deferred;
             // SAFETY: as in `ReadGuard::page`: the marked run's states and
             // descriptors, alive for 'g.
-            unsafe { (*states).ensure_all(run.start, run.end, pages) };
+            unsafe { (*states).ensure_piece(run.start, run.end, pages) };
         }
         // SAFETY: the run's descriptors are initialised and outlive 'g.
         unsafe { core::slice::from_raw_parts(pages, (run.end - run.start) as usize) }

@@ -1,8 +1,9 @@
 //! Deferred descriptor init: a plug of more than one chunk (512 frames)
 //! makes no descriptor; the first lookup in a chunk makes that chunk's,
-//! a segment's `pages()` makes all, and a cut makes the rest of the
-//! segment before it changes. Descriptor types with drop glue are made at
-//! plug time, as before.
+//! a segment's `pages()` makes all of its, and a cut makes none (the
+//! pieces share the plug's states and descriptor space, which goes back
+//! with the last piece). Descriptor types with drop glue are made at plug
+//! time, as before.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -86,51 +87,72 @@ fn a_plug_makes_no_descriptor_and_a_lookup_makes_its_chunk_once() {
 }
 
 #[test]
-fn cutting_a_deferred_segment_makes_what_stays_and_a_whole_unplug_makes_nothing() {
+fn cuts_make_nothing_and_the_plug_space_goes_back_with_its_last_piece() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mem: Physmem<Counted> = Physmem::initialized();
     mem.plug(Pfn(0), PageCount(1)).unwrap();
     let base = made();
-    // A hole out of the middle: both halves stay, every descriptor made.
-    mem.plug(Pfn(0x1000), PageCount(2048)).unwrap();
-    mem.unplug(Pfn(0x1000 + 600), PageCount(100)).unwrap();
-    assert_eq!(made() - base, 2048);
+    let slabs = mem.slab_count();
+    // A hole out of the middle of chunk 1 (frames 512..1024 of the plug),
+    // then the front and the back cut off: nothing made.
+    let at = 0x1000;
+    mem.plug(Pfn(at), PageCount(2048)).unwrap();
+    assert_eq!(mem.slab_count(), slabs + 1);
+    mem.unplug(Pfn(at + 600), PageCount(100)).unwrap();
+    mem.unplug(Pfn(at), PageCount(10)).unwrap();
+    mem.unplug(Pfn(at + 2040), PageCount(8)).unwrap();
+    assert_eq!(made() - base, 0, "a cut makes no descriptor");
     let guard = mem.read();
-    for pfn in (0x1000..0x1000 + 600).chain(0x1000 + 700..0x1000 + 2048) {
+    // The left piece's lookup makes chunk 1 whole, hole included, so the
+    // right piece finds its part made.
+    assert_eq!(
+        guard.page(Pfn(at + 599)).unwrap().phys_addr,
+        Pfn(at + 599).phys_addr()
+    );
+    assert_eq!(made() - base, 512);
+    for pfn in at + 700..at + 1024 {
         assert_eq!(
             guard.page(Pfn(pfn)).unwrap().phys_addr,
             Pfn(pfn).phys_addr()
         );
     }
-    assert!(guard.page(Pfn(0x1000 + 650)).is_none());
-    drop(guard);
     assert_eq!(
         made() - base,
-        2048,
-        "looking up what stays makes nothing more"
+        512,
+        "the right piece's part of chunk 1 was made"
     );
-    // The front and the back of fresh segments.
-    mem.plug(Pfn(0x4000), PageCount(1024)).unwrap();
-    mem.unplug(Pfn(0x4000), PageCount(10)).unwrap();
-    mem.plug(Pfn(0x8000), PageCount(1024)).unwrap();
-    mem.unplug(Pfn(0x8000 + 1000), PageCount(24)).unwrap();
-    assert_eq!(made() - base, 2048 + 2 * 1024);
-    let guard = mem.read();
-    assert_eq!(
-        guard.page(Pfn(0x4000 + 10)).unwrap().phys_addr,
-        Pfn(0x4000 + 10).phys_addr()
-    );
-    assert_eq!(
-        guard.page(Pfn(0x8000 + 999)).unwrap().phys_addr,
-        Pfn(0x8000 + 999).phys_addr()
-    );
+    assert!(guard.page(Pfn(at + 650)).is_none());
+    assert!(guard.page(Pfn(at + 5)).is_none());
+    // Every frame of both pieces, through `pages()`: chunks 0, 2 and 3.
+    for segment in guard.segments().skip(1) {
+        for (pfn, page) in segment.frames().zip(segment.pages()) {
+            assert_eq!(page.phys_addr, Pfn(pfn).phys_addr());
+        }
+    }
+    assert_eq!(made() - base, 2048);
     drop(guard);
-    // A whole segment unplugged before anyone looked: nothing made.
+    // The plug's descriptor space stays until its last piece goes.
+    mem.unplug(Pfn(at + 10), PageCount(590)).unwrap();
+    mem.reclaim();
+    assert_eq!(
+        mem.slab_count(),
+        slabs + 1,
+        "one piece left: the space stays"
+    );
+    mem.unplug(Pfn(at + 700), PageCount(1340)).unwrap();
+    mem.reclaim();
+    assert_eq!(mem.pending_reclaim(), 0);
+    assert_eq!(
+        mem.slab_count(),
+        slabs,
+        "the last piece gone: the slab is freed"
+    );
+    // A whole plug unplugged before anyone looked: nothing made.
     mem.plug(Pfn(0x10000), PageCount(4096)).unwrap();
     mem.unplug(Pfn(0x10000), PageCount(4096)).unwrap();
     mem.reclaim();
-    assert_eq!(mem.pending_reclaim(), 0);
-    assert_eq!(made() - base, 2048 + 2 * 1024);
+    assert_eq!(mem.slab_count(), slabs);
+    assert_eq!(made() - base, 2048);
 }
 
 #[test]

@@ -135,9 +135,11 @@ fn a_deferred_chunk_is_made_once_and_handed_out_only_once_made() {
             let mem = mem.clone();
             thread::spawn(move || mem.read().page(Pfn(5)).map(|p| p.addr))
         };
-        // The writer cuts the segment's tail: it makes every chunk first,
-        // racing the reader for chunk 0.
+        // The writer cuts the segment's tail and makes chunk 0 in the
+        // piece that stays, racing the reader for it.
         mem.unplug(Pfn(1000), PageCount(24)).unwrap();
+        let here = mem.read().page(Pfn(7)).map(|p| p.addr);
+        assert_eq!(here, Some(Pfn(7).phys_addr().0));
         assert_eq!(reader.join().unwrap(), Some(Pfn(5).phys_addr().0));
         let guard = mem.read();
         assert_eq!(
