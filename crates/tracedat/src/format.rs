@@ -196,7 +196,9 @@ impl EventFormat {
     /// Parses one `format` file's text. A malformed `ID:` or `field:` line,
     /// or a missing name or ID, is an error (libtraceevent fails such an
     /// event too); lines the parser does not know are skipped, as
-    /// libtraceevent skips them.
+    /// libtraceevent skips them. (Reading a file, `TraceFile`
+    /// keeps an event with a bad `field:` line, as trace-cmd does: its
+    /// records print as `[FAILED TO PARSE]` and the fields before that line.)
     ///
     /// ```
     /// let text = "name: demo\nID: 7\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:int value;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"value=%d\", REC->value\n";
@@ -205,6 +207,27 @@ impl EventFormat {
     /// assert_eq!(event.fields[0].name, "value");
     /// ```
     pub fn parse(system: &str, text: &str) -> Result<EventFormat, FormatError> {
+        Self::parse_lines(system, text, false)
+    }
+
+    /// Parses a format as libtraceevent does when it loads a file: a
+    /// malformed `field:` line ends the format there instead of failing
+    /// it, and the event is kept without a print format, its own fields
+    /// read so far printed after `[FAILED TO PARSE]` (libtraceevent's
+    /// `TEP_EVENT_FL_FAILED` events, as `trace-cmd report` prints them).
+    #[cfg(feature = "std")]
+    pub(crate) fn parse_keeping_failed(
+        system: &str,
+        text: &str,
+    ) -> Result<EventFormat, FormatError> {
+        Self::parse_lines(system, text, true)
+    }
+
+    fn parse_lines(
+        system: &str,
+        text: &str,
+        keep_failed: bool,
+    ) -> Result<EventFormat, FormatError> {
         let mut name = None;
         let mut id = None;
         let mut common = Vec::new();
@@ -219,8 +242,15 @@ impl EventFormat {
                 let value = rest.trim().parse::<u32>();
                 id = Some(value.map_err(|_| FormatError::BadId { line: line_number })?);
             } else if trimmed.starts_with("field:") {
-                let field =
-                    parse_field(trimmed).ok_or(FormatError::BadField { line: line_number })?;
+                let Some(field) = parse_field(trimmed) else {
+                    if keep_failed {
+                        // libtraceevent's event_read_format stops at the
+                        // line it cannot read; the print format after it
+                        // is never parsed.
+                        break;
+                    }
+                    return Err(FormatError::BadField { line: line_number });
+                };
                 if field.name.starts_with("common_") && fields.is_empty() {
                     common.push(field);
                 } else {
@@ -374,6 +404,32 @@ mod tests {
         // Lines it does not know are skipped, as libtraceevent skips them.
         let event = EventFormat::parse("demo", &format!("{head}something else\n")).unwrap();
         assert_eq!((event.id, event.all_fields().count()), (7, 0));
+    }
+
+    #[cfg(feature = "std")]
+    #[test]
+    fn a_file_keeps_an_event_whose_field_line_is_bad() {
+        let text = "name: demo\nID: 7\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+            \tfield:int a;\toffset:8;\tsize:4;\tsigned:1;\n\
+            \tfield:int b;\tsize:4;\tsigned:1;\n\
+            \tfield:int c;\toffset:16;\tsize:4;\tsigned:1;\n\n\
+            print fmt: \"a=%d\", REC->a\n";
+        assert_eq!(
+            EventFormat::parse("demo", text).unwrap_err(),
+            FormatError::BadField { line: 7 }
+        );
+        // libtraceevent stops at the bad line: the fields before it stay,
+        // the ones after it and the print format do not.
+        let event = EventFormat::parse_keeping_failed("demo", text).unwrap();
+        let names: Vec<_> = event.all_fields().map(|f| f.name.as_str()).collect();
+        assert_eq!((event.id, names), (7, vec!["common_type", "a"]));
+        assert!(event.print.is_none() && event.print_text.is_empty());
+        // Without a name or an ID there is no event to keep.
+        assert_eq!(
+            EventFormat::parse_keeping_failed("demo", "ID: 7\n").unwrap_err(),
+            FormatError::MissingName
+        );
     }
 
     #[test]

@@ -285,7 +285,7 @@ fn read_ftrace_events(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
     for _ in 0..count {
         let len = b.u64()?;
         let text = String::from_utf8_lossy(&b.block(len)?).into_owned();
-        if let Ok(e) = EventFormat::parse("ftrace", &text) {
+        if let Ok(e) = EventFormat::parse_keeping_failed("ftrace", &text) {
             m.events.insert(e.id, e);
         }
         m.texts.ftrace_formats.push(text);
@@ -302,7 +302,9 @@ fn read_event_systems(b: &mut impl Cursor, m: &mut Metadata) -> Result<()> {
         for _ in 0..count {
             let len = b.u64()?;
             let text = String::from_utf8_lossy(&b.block(len)?).into_owned();
-            if let Ok(e) = EventFormat::parse(&system, &text) {
+            // A format with a line libtraceevent cannot read still names
+            // its event: trace-cmd prints its records as failed to parse.
+            if let Ok(e) = EventFormat::parse_keeping_failed(&system, &text) {
                 m.events.insert(e.id, e);
             }
             texts.push(text);
