@@ -20,7 +20,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::{
     Callbacks, Context, CpuId, CpuSet, Engine, Error, Hotplug, Platform, Report, StepSpec,
@@ -28,7 +28,7 @@ use hotkern_cpuhp::{
 use hotkern_kernel::audit::{Counts, Resource};
 use hotkern_kernel::kthread::{PerCpuThread, Role, Thread};
 use hotkern_kernel::platform::Cpus;
-use hotkern_kernel::steps::{Callback, StepDef};
+use hotkern_kernel::steps::{invariants, Callback, StepDef};
 
 use crate::checks::Checks;
 use crate::cpu::MAX_CPUS;
@@ -388,41 +388,24 @@ impl Run {
     }
 }
 
-/// Checks the kernel against the engine once deferred callbacks ran:
-/// every CPU the engine calls online is running, online, active and open,
-/// with its three kernel threads unparked, its counters, page cache, RCU
-/// callback list, bound worker pool and enabled timer base, and is in the
-/// scheduling domains; every other is parked, out of both masks and the
-/// domains, closed and empty, its pool unbound, its timer base disabled,
-/// its threads parked if kept. The audit's books name exactly the threads
-/// that exist.
-fn consistent(engine: &KernelHotplug) -> bool {
-    let online = engine.online_cpus();
-    let mut ok = sched::online_mask() == online
-        && sched::active_mask() == online
-        && steps::domains().built_over() == online;
-    let (timers, work) = steps::timers_and_work();
-    for cpu in 0..smp::cpu_count() {
-        let index = cpu as usize;
-        let up = online.contains(CpuId(cpu));
-        let (queued, open) = sched::queue_state(cpu);
-        ok &= smp::is_running(cpu) == up && open == up && (up || queued == 0);
-        for role in Role::ALL {
-            let thread = steps::thread(cpu, role);
-            let live = audit().is_live(Resource::Kthread(role), index);
-            let parked = thread.map(|t| t.is_parked());
-            ok &= parked.is_some() == live && (!up || parked == Some(false));
-            ok &= up || parked != Some(false);
-        }
-        // Every online CPU allocates through its own enabled cache.
-        let cache = pages::get().is_some_and(|pages| pages.is_enabled(index));
-        ok &= cache == up && (!up || audit().is_live(Resource::PageCache, index));
-        ok &= !up || (steps::vmstat().exists(index) && steps::has_rcu_data(cpu));
-        ok &= work.is_bound(index) == up && timers.is_enabled(index) == up;
-        // A dead CPU's timers, work and RCU callbacks moved to a live one.
-        ok &= up || (timers.pending(index) == 0 && steps::rcu_pending(cpu) == 0);
+/// Whether the bolt engine ever ran: from then on an offline CPU may keep
+/// what classic frees.
+static KEPT: AtomicBool = AtomicBool::new(false);
+
+/// Checks the kernel against the engine once deferred callbacks ran, with
+/// the shared kernel's check, the one the user-mode machine runs
+/// ([`invariants::check`]: the masks, power, run queues, grace periods,
+/// kernel threads and every per-CPU structure agree with the engine, and
+/// the audit's books with the threads that exist); prints each
+/// disagreement on the console after `what`, and returns how many.
+fn consistent(engine: &KernelHotplug, what: fmt::Arguments<'_>) -> u32 {
+    let frees_everything = engine.engine() == Engine::Classic && !KEPT.load(Ordering::Relaxed);
+    let cpus = smp::cpu_count() as usize;
+    let found = invariants::check(&Steps, engine.online_cpus(), cpus, frees_everything);
+    for violation in &found {
+        crate::println!("hotkern: hotplug {what}: {violation}");
     }
-    ok && audit().violations().is_empty()
+    found.len() as u32
 }
 
 /// Runs one operation, timed, and checks the machine after it.
@@ -449,14 +432,7 @@ fn operate(
         }
     }
     engine.flush_deferred();
-    if !consistent(engine) {
-        crate::println!(
-            "hotkern: hotplug {} {}: masks or queues disagree with the engine",
-            case.engine,
-            case.name
-        );
-        run.violations += 1;
-    }
+    run.violations += consistent(engine, format_args!("{} {}", case.engine, case.name));
     if !settle_between() {
         crate::println!(
             "hotkern: hotplug {} {}: the hotplug lock did not settle",
@@ -555,6 +531,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
     for &(kind, name) in engines {
+        KEPT.fetch_or(kind == Engine::Bolt, Ordering::Relaxed);
         engine.set_engine(kind);
         let bulk = aps.len();
         // Named as `hotkern bench cpuhp` names its cases; `-load`: tasks

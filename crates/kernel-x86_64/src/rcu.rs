@@ -82,6 +82,11 @@ pub fn set_online(cpu: u32, online: bool) {
     GRACE_PERIODS.set_online(&KernelCpus, CpuId(cpu), online);
 }
 
+/// Whether grace periods wait for `cpu`.
+pub fn is_online(cpu: u32) -> bool {
+    GRACE_PERIODS.is_online(CpuId(cpu))
+}
+
 /// The grace period a callback queued now waits for (Linux's
 /// `rcu_seq_snap`), to compare with [`grace_periods`].
 pub fn snapshot() -> u64 {

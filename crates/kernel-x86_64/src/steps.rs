@@ -101,11 +101,6 @@ pub fn rcu_pending(cpu: u32) -> usize {
     subsystems().callbacks.pending(cpu as usize)
 }
 
-/// Whether `cpu` has an RCU callback list.
-pub fn has_rcu_data(cpu: u32) -> bool {
-    subsystems().callbacks.exists(cpu as usize)
-}
-
 /// Every CPU's kernel threads.
 static THREADS: spin::Once<Kthreads<Kthread>> = spin::Once::new();
 
@@ -359,6 +354,23 @@ impl StepKernel for Steps {
     fn rcu_free_data(&self, cpu: usize) -> bool {
         let lists = &subsystems().callbacks;
         arch::without_interrupts(|| lists.free(cpu))
+    }
+
+    fn is_powered(&self, cpu: usize) -> bool {
+        smp::is_running(cpu as u32)
+    }
+
+    fn queue_state(&self, cpu: usize) -> (usize, bool) {
+        sched::queue_state(cpu as u32)
+    }
+
+    fn rcu_is_online(&self, cpu: usize) -> bool {
+        rcu::is_online(cpu as u32)
+    }
+
+    fn rcu_queued(&self, cpu: usize) -> Option<usize> {
+        let lists = &subsystems().callbacks;
+        arch::without_interrupts(|| lists.exists(cpu).then(|| lists.pending(cpu)))
     }
 
     type Thread = Kthread;

@@ -14,9 +14,11 @@
 //! platform can do (create, park and destroy a kernel thread; its trace
 //! buffers and sysfs nodes; place a task, work item or timer and wake the
 //! CPU that gets it; grace periods and RCU callback lists; the CPU's own
-//! tick).
+//! tick). What must hold after every operation is checked once too
+//! ([`invariants::check`]).
 
 mod callbacks;
+pub mod invariants;
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -116,6 +118,20 @@ pub trait StepKernel {
     fn rcu_migrate(&self, cpu: usize, heir: usize);
     /// Frees `cpu`'s (empty) RCU callback list; false if it had none.
     fn rcu_free_data(&self, cpu: usize) -> bool;
+
+    // ----- what the invariant check reads ([`invariants::check`]) -----
+
+    /// Whether `cpu` is powered: the platform's
+    /// [`Lifecycle`](crate::power::Lifecycle) says it is alive.
+    fn is_powered(&self, cpu: usize) -> bool;
+    /// `cpu`'s run queue: the tasks it holds, and whether it takes tasks.
+    fn queue_state(&self, cpu: usize) -> (usize, bool);
+    /// Whether grace periods wait for `cpu` (what
+    /// [`rcu_set_online`](StepKernel::rcu_set_online) said last).
+    fn rcu_is_online(&self, cpu: usize) -> bool;
+    /// The RCU callbacks queued on `cpu`, ready or still waiting for their
+    /// grace period; `None` if `cpu` has no callback list.
+    fn rcu_queued(&self, cpu: usize) -> Option<usize>;
 
     // ----- the platform's own -----
 

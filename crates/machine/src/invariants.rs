@@ -1,109 +1,38 @@
 //! Checks that the machine's masks and per-CPU resources agree with what
 //! each vCPU really is. Run with no operation in progress and no deferred
-//! work pending.
+//! work pending. What both platforms check is the shared kernel's
+//! ([`hotkern_kernel::steps::invariants`]); what only the machine has is
+//! checked here after it: its sysfs map answers for exactly the online
+//! vCPUs, and its page pool's frame accounting (the bare-metal kernel
+//! checks its pool's once, at the end of its run).
 
-use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::audit::{Resource, Violation};
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::{Role, Thread};
+use hotkern_kernel::steps::invariants;
 
 use crate::kernel::Kernel;
 use hotkern_kernel::power::Life;
 
-/// Resources every online CPU must have.
-const ONLINE_NEEDS: [Resource; 9] = [
-    Resource::Kthread(Role::Softirq),
-    Resource::Kthread(Role::Worker),
-    Resource::Kthread(Role::RcuCallbacks),
-    Resource::PageCache,
-    Resource::SysfsNodes,
-    Resource::TimerBase,
-    Resource::WorkerPool,
-    Resource::RcuData,
-    Resource::EventLog,
-];
-
 /// Every disagreement between `engine_online` (what the engine believes),
-/// the kernel's masks, and each vCPU's state. With `frees_everything`
-/// (only the classic engine ever ran), an offline CPU must hold nothing.
+/// the kernel's masks, and each vCPU's state, the audit's violations
+/// first. With `frees_everything` (only the classic engine ever ran), an
+/// offline CPU must hold nothing.
 pub(crate) fn check(k: &Kernel, engine_online: CpuSet, frees_everything: bool) -> Vec<Violation> {
-    let mut found = Vec::new();
+    let mut found = invariants::check(k, engine_online, k.cpus, frees_everything);
     let online = k.online_mask();
-    let active = k.active_mask();
-    let mut mismatch = |mask: &'static str, cpu: usize| {
-        found.push(Violation::MaskMismatch {
-            mask,
-            cpu: cpu_id(cpu),
-        });
-    };
     for cpu in 0..k.cpus {
-        let up = engine_online.contains(cpu_id(cpu));
-        if online.contains(cpu_id(cpu)) != up {
-            mismatch("online", cpu);
-        }
-        if (k.life(cpu) == Life::Alive) != up {
-            mismatch("power", cpu);
-        }
-        if active.contains(cpu_id(cpu)) != up {
-            mismatch("active", cpu);
-        }
-        if k.vcpus[cpu].runqueue.lock().is_open() != up {
-            mismatch("runqueue", cpu);
-        }
-        if k.rcu.is_tracked(cpu) != up {
-            mismatch("rcu", cpu);
-        }
-        if k.timers.is_enabled(cpu) != up {
-            mismatch("timers", cpu);
-        }
-        if k.workqueue.is_bound(cpu) != up {
-            mismatch("workqueue", cpu);
-        }
-        if k.pages.is_enabled(cpu) != up {
-            mismatch("page cache", cpu);
-        }
         let visible = k
             .sysfs
             .read(&format!("devices/system/cpu/cpu{cpu}/online"), online)
             .is_ok();
-        if visible != up {
-            mismatch("sysfs", cpu);
+        if visible != engine_online.contains(cpu_id(cpu)) {
+            found.push(Violation::MaskMismatch {
+                mask: "sysfs",
+                cpu: cpu_id(cpu),
+            });
         }
-        for role in Role::ALL {
-            let runnable = k.kthreads.get(cpu, role).is_some_and(|t| !t.is_parked());
-            if runnable != up {
-                mismatch("kthread", cpu);
-            }
-        }
-        if up {
-            if !k.vmstat.exists(cpu) {
-                mismatch("vmstat", cpu);
-            }
-            for resource in ONLINE_NEEDS {
-                if !k.audit.is_live(resource, cpu) {
-                    mismatch("resources", cpu);
-                }
-            }
-        } else {
-            if k.pages.cached(cpu) != 0 {
-                mismatch("page cache drained", cpu);
-            }
-            if k.timers.pending(cpu) != 0
-                || k.rcu.has_ready(cpu)
-                || !k.vcpus[cpu].runqueue.lock().is_empty()
-            {
-                mismatch("work left on an offline cpu", cpu);
-            }
-            if frees_everything && k.audit.live().iter().any(|(_, owner)| owner.index() == cpu) {
-                mismatch("resources freed", cpu);
-            }
-        }
-    }
-    if k.domains.built_over() != active {
-        found.push(Violation::MaskMismatch {
-            mask: "domains",
-            cpu: CpuId(0),
-        });
     }
     let pool = k.pages.pool();
     let (free, cached, held) = k.pages.accounting();

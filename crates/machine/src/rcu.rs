@@ -246,6 +246,11 @@ impl Rcu {
         self.lists.take_all(cpu).is_some()
     }
 
+    /// Callbacks queued on `cpu`, ready or not; `None` if it has no list.
+    pub(crate) fn queued(&self, cpu: usize) -> Option<usize> {
+        self.lists.exists(cpu).then(|| self.lists.pending(cpu))
+    }
+
     /// Whether `cpu` has RCU data.
     #[cfg(test)]
     pub(crate) fn has_data(&self, cpu: usize) -> bool {

@@ -10,6 +10,7 @@ use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::audit::Audit;
 use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::power::Life;
 use hotkern_kernel::sched::Domains;
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
 use hotkern_kernel::timer::{Timer, Timers};
@@ -117,6 +118,23 @@ impl StepKernel for Kernel {
 
     fn rcu_free_data(&self, cpu: usize) -> bool {
         self.rcu.free_data(cpu)
+    }
+
+    fn is_powered(&self, cpu: usize) -> bool {
+        self.life(cpu) == Life::Alive
+    }
+
+    fn queue_state(&self, cpu: usize) -> (usize, bool) {
+        let queue = self.vcpus[cpu].runqueue.lock();
+        (queue.len(), queue.is_open())
+    }
+
+    fn rcu_is_online(&self, cpu: usize) -> bool {
+        self.rcu.is_tracked(cpu)
+    }
+
+    fn rcu_queued(&self, cpu: usize) -> Option<usize> {
+        self.rcu.queued(cpu)
     }
 
     type Thread = Kthread;

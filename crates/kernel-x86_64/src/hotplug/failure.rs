@@ -156,14 +156,18 @@ fn case(
     // callback refused.
     let after = sched::tally();
     let rolled_back = snapshot(engine) == before
-        && consistent(engine)
+        && consistent(
+            engine,
+            format_args!("{direction:?} failed at step {}", step.0),
+        ) == 0
         && engine.warnings() == warnings
         && after.issued == books.issued
         && after.twice == 0
         && after.ran_offline == books.ran_offline;
     // A failure that did not fire must not spill into the next operation.
     engine.clear_failure();
-    let next_succeeded = operate(engine, cpus, direction).is_ok() && consistent(engine);
+    let next_succeeded = operate(engine, cpus, direction).is_ok()
+        && consistent(engine, format_args!("{direction:?} after a failure")) == 0;
     tally.failed_as_told += u32::from(failed_as_told);
     tally.rolled_back += u32::from(rolled_back);
     tally.next_succeeded += u32::from(next_succeeded);

@@ -67,6 +67,8 @@ struct Fake {
     queues: Vec<Mutex<RunQueue<u32>>>,
     own: Mutex<Platformish>,
     kthreads: Kthreads<Bookkept>,
+    /// The CPUs the platform powered ([`Inline`] powers them on and off).
+    powered: Arc<AtomicCpuSet>,
     grace_periods: AtomicUsize,
     /// Thread creations left before one fails.
     creations_left: AtomicUsize,
@@ -86,6 +88,7 @@ impl Fake {
             queues: (0..CPUS).map(|_| Mutex::new(RunQueue::default())).collect(),
             own: Mutex::new(Platformish::default()),
             kthreads: Kthreads::new(CPUS),
+            powered: Arc::new(AtomicCpuSet::default()),
             grace_periods: AtomicUsize::new(0),
             creations_left: AtomicUsize::new(usize::MAX),
         }
@@ -195,6 +198,19 @@ impl StepKernel for Fake {
     fn rcu_free_data(&self, cpu: usize) -> bool {
         self.own.lock().rcu_lists.remove(&cpu).is_some()
     }
+    fn is_powered(&self, cpu: usize) -> bool {
+        self.powered.load().contains(cpu_id(cpu))
+    }
+    fn queue_state(&self, cpu: usize) -> (usize, bool) {
+        let queue = self.queues[cpu].lock();
+        (queue.len(), queue.is_open())
+    }
+    fn rcu_is_online(&self, cpu: usize) -> bool {
+        self.own.lock().rcu_online.contains(cpu_id(cpu))
+    }
+    fn rcu_queued(&self, cpu: usize) -> Option<usize> {
+        self.own.lock().rcu_lists.get(&cpu).map(Vec::len)
+    }
     type Thread = Bookkept;
     fn kthreads(&self) -> &Kthreads<Bookkept> {
         &self.kthreads
@@ -236,10 +252,17 @@ impl StepKernel for Fake {
 }
 
 /// Runs everything where it is asked, at once: the table's callbacks do
-/// not care which thread runs them.
-struct Inline;
+/// not care which thread runs them. Powering a CPU on or off is a bit in
+/// the fake's set.
+struct Inline(Arc<AtomicCpuSet>);
 
 impl Platform for Inline {
+    fn power_on(&self, cpu: CpuId) {
+        self.0.set(cpu, true);
+    }
+    fn power_off(&self, cpu: CpuId) {
+        self.0.set(cpu, false);
+    }
     fn now_ns(&self) -> u64 {
         0
     }
@@ -259,7 +282,9 @@ fn boot(engine: Engine) -> (Arc<Fake>, Hotplug<RawSpinlock, Inline>) {
     let steps = table::<Fake>();
     let specs: Vec<StepSpec> = steps.iter().map(|def| def.spec).collect();
     let all = CpuSet::range(0, CPUS as u32);
-    let hotplug = Hotplug::new(Inline, &specs, all, all, engine).unwrap();
+    all.iter().for_each(|cpu| fake.powered.set(cpu, true));
+    let power = Inline(Arc::clone(&fake.powered));
+    let hotplug = Hotplug::new(power, &specs, all, all, engine).unwrap();
     for (index, def) in steps.iter().enumerate() {
         let mut callbacks = Callbacks::new();
         if let Some(startup) = def.startup {
@@ -395,3 +420,5 @@ fn a_thread_that_cannot_be_made_leaves_nothing_behind() {
     hotplug.online(CpuId(3)).unwrap();
     assert_eq!(live_on(&fake, 3).len(), 10);
 }
+
+mod invariants;
