@@ -50,15 +50,20 @@ pub(crate) fn deferrable<P>() -> bool {
     !needs_drop::<P>() && align_of::<P>() >= 2 && size_of::<P>() > 0
 }
 
-/// `pages` with the "deferred" mark.
-pub(crate) fn tag<P>(pages: *mut P) -> *mut P {
-    pages.map_addr(|a| a | 1)
+/// What a published run of a deferred segment holds instead of its
+/// descriptor pointer: its plug's states, with the low bit set (neither a
+/// `Deferred` nor a deferrable `P` has it set at its address).
+pub(crate) fn tag<P>(deferred: *const Deferred) -> *const P {
+    deferred.cast::<P>().map_addr(|a| a | 1)
 }
 
-/// Whether `pages` carries the mark, and the pointer without it.
+/// The states a run's `pages` names, if it carries the mark. Only runs of
+/// a deferrable `P` can: a descriptor pointer of an odd-aligned `P` may
+/// have its low bit set (the test then folds away).
 #[inline]
-pub(crate) fn untag<P>(pages: *const P) -> (bool, *const P) {
-    (pages.addr() & 1 != 0, pages.map_addr(|a| a & !1))
+pub(crate) fn marked<P>(pages: *const P) -> Option<*const Deferred> {
+    (deferrable::<P>() && pages.addr() & 1 != 0)
+        .then(|| pages.map_addr(|a| a & !1).cast::<Deferred>())
 }
 
 /// The chunk states of one plugged segment with deferred init, shared by
@@ -73,9 +78,11 @@ pub(crate) struct Deferred {
     /// The plug's frames.
     pub(crate) start: u64,
     pub(crate) end: u64,
-    /// The plug's descriptor space: slab and index of `start`'s.
+    /// The plug's descriptor space: slab and index of `start`'s, and the
+    /// descriptor of `start` (a `*mut P`).
     pub(crate) slab: u32,
     pub(crate) first: u64,
+    base: *mut (),
     /// Live segments cut from the plug; only the writer, under its lock,
     /// reads or changes it.
     pieces: Cell<u32>,
@@ -88,13 +95,14 @@ pub(crate) struct Deferred {
 
 impl Deferred {
     /// All chunks of the plug of frames `[start, end)`, whose descriptors
-    /// are `first..` of slab `slab`, fresh; one piece. Allocation failure
-    /// is reported, not fatal.
-    pub(crate) fn new(
+    /// are `first..` of slab `slab`, from `base` on, fresh; one piece.
+    /// Allocation failure is reported, not fatal.
+    pub(crate) fn new<P>(
         start: u64,
         end: u64,
         slab: u32,
         first: u64,
+        base: *mut P,
     ) -> Result<Box<Self>, PhysmemError> {
         let chunks = usize::try_from((end - start).div_ceil(CHUNK_FRAMES))
             .map_err(|_| PhysmemError::OutOfMemory)?;
@@ -109,6 +117,7 @@ impl Deferred {
             end,
             slab,
             first,
+            base: base.cast(),
             pieces: Cell::new(1),
             states: states.into_boxed_slice(),
             #[cfg(loom)]
@@ -127,31 +136,30 @@ impl Deferred {
         self.pieces.set(pieces);
     }
 
-    /// Makes sure the descriptor of frame `pfn` is made: the whole chunk
-    /// holding it.
+    /// The descriptor of frame `pfn`, made first (with its whole chunk)
+    /// if it was not.
     ///
     /// # Safety
-    /// `pfn` is a frame of a live piece of the plug whose first frame is
-    /// `run_start`, with descriptor `run_pages` (unmarked); the plug's
-    /// descriptor space is live, and every descriptor of it is either in a
-    /// `READY` chunk or not initialised and not referenced.
+    /// `pfn` is a frame of a live piece of the plug, `P` is the type the
+    /// plug's descriptors were allocated for, and the plug's descriptor
+    /// space is live: every descriptor of it is either in a `READY` chunk
+    /// or not initialised and not referenced.
     #[inline]
-    pub(crate) unsafe fn ensure<P: Page>(&self, pfn: u64, run_start: u64, run_pages: *const P) {
+    pub(crate) unsafe fn page<P: Page>(&self, pfn: u64) -> *const P {
         let chunk = ((pfn - self.start) >> CHUNK_SHIFT) as usize;
         let state = &self.states[chunk];
         if state.load(Ordering::Acquire) != READY {
-            // The plug's first descriptor: the same allocation as the
-            // run's, `run_start - start` descriptors before it.
-            let base = run_pages.wrapping_sub((run_start - self.start) as usize);
             // SAFETY: forwarded contract.
-            unsafe { self.make(chunk, base) };
+            unsafe { self.make::<P>(chunk) };
         }
         #[cfg(loom)]
         self.cells[chunk].with(|_| ());
+        // SAFETY: a frame of the plug: inside its descriptor space.
+        unsafe { self.base.cast::<P>().add((pfn - self.start) as usize) }
     }
 
     #[cold]
-    unsafe fn make<P: Page>(&self, chunk: usize, base: *const P) {
+    unsafe fn make<P: Page>(&self, chunk: usize) {
         let state = &self.states[chunk];
         match state.compare_exchange(FRESH, BUSY, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
@@ -159,7 +167,7 @@ impl Deferred {
                 self.cells[chunk].with_mut(|_| ());
                 let first = self.start + ((chunk as u64) << CHUNK_SHIFT);
                 let last = (first + CHUNK_FRAMES).min(self.end);
-                let base = base.cast_mut();
+                let base = self.base.cast::<P>();
                 for pfn in first..last {
                     // SAFETY: a frame of the plug, so in its descriptor
                     // space, which stays allocated while any piece lives;
@@ -183,23 +191,21 @@ impl Deferred {
         }
     }
 
-    /// [`ensure`](Self::ensure) for every frame of the piece
-    /// `[run_start, run_end)`.
+    /// The descriptors of the piece `[run_start, run_end)`, every chunk
+    /// of it made first.
     ///
     /// # Safety
-    /// As for [`ensure`](Self::ensure), for every frame of the piece.
-    pub(crate) unsafe fn ensure_piece<P: Page>(
-        &self,
-        run_start: u64,
-        run_end: u64,
-        run_pages: *const P,
-    ) {
-        let mut pfn = run_start;
-        while pfn < run_end {
-            // SAFETY: forwarded contract.
-            unsafe { self.ensure(pfn, run_start, run_pages) };
-            // The next chunk's first frame.
-            pfn = self.start + ((((pfn - self.start) >> CHUNK_SHIFT) + 1) << CHUNK_SHIFT);
+    /// As for [`page`](Self::page), for every frame of the piece.
+    pub(crate) unsafe fn pages<P: Page>(&self, run_start: u64, run_end: u64) -> *const P {
+        let first = (run_start - self.start) >> CHUNK_SHIFT;
+        let last = (run_end - 1 - self.start) >> CHUNK_SHIFT;
+        for chunk in first..=last {
+            let pfn = (self.start + (chunk << CHUNK_SHIFT)).max(run_start);
+            // SAFETY: forwarded contract; `pfn`, the chunk's first frame
+            // in the piece, is a frame of it.
+            unsafe { self.page::<P>(pfn) };
         }
+        // SAFETY: as in `page`.
+        unsafe { self.page::<P>(run_start) }
     }
 }

@@ -263,7 +263,6 @@ impl<P> Index<P> {
                             avail_end: detail.avail_end,
                             free_list: detail.free_list,
                             start_hint: detail.start_hint.load(Ordering::Relaxed),
-                            deferred: detail.deferred,
                         });
                     }
                 }

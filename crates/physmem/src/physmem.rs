@@ -378,7 +378,8 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         // More than one chunk: make the descriptors on first use
         // (`deferred`), not here.
         let deferred = if deferred::deferrable::<P>() && record.len() > deferred::CHUNK_FRAMES {
-            match Deferred::new(record.start, record.end, slab, first) {
+            let base = writer.slabs.get(slab).at(first);
+            match Deferred::new(record.start, record.end, slab, first, base) {
                 Ok(deferred) => Some(deferred),
                 Err(error) => {
                     writer.slabs.cancel(slab, first, record.len());

@@ -46,21 +46,18 @@ impl<'a, P> ReadGuard<'a, P> {
     where
         P: Page,
     {
-        let place = self.index?.place(pfn.0)?;
-        let run = place.run();
-        let (deferred, pages) = deferred::untag(run.pages);
-        let offset = pfn.0 - run.start;
-        if deferred {
-            let states = place.section.detail(place.position).deferred;
-            // SAFETY: a marked run's detail holds its plug's states, kept
-            // alive (like its descriptors) while this guard's pin holds;
-            // `pages` is the descriptor of the run's start.
-            unsafe { (*states).ensure(pfn.0, run.start, pages) };
-        }
-        // SAFETY: `pfn` is inside the run, whose descriptor of it is made
-        // (just above, if deferred) and kept alive while this guard's pin
-        // holds.
-        Some(unsafe { &*pages.add(offset as usize) })
+        let run = self.index?.find(pfn.0)?;
+        let page = match deferred::marked(run.pages) {
+            // SAFETY: `pfn` is inside the run, whose descriptors are
+            // initialised and kept alive while this guard's pin holds.
+            None => unsafe { run.pages.add((pfn.0 - run.start) as usize) },
+            // SAFETY: a marked run names its plug's states, which (like
+            // its descriptors, of type `P`) stay alive while this guard's
+            // pin holds; `pfn` is a frame of this live piece.
+            Some(deferred) => unsafe { (*deferred).page::<P>(pfn.0) },
+        };
+        // SAFETY: made and alive, as above.
+        Some(unsafe { &*page })
     }
 
     /// The segment `handle` names, or [`PhysmemError::StaleHandle`].
@@ -256,13 +253,12 @@ impl<'g, P> Segment<'g, P> {
         P: Page,
     {
         let run = self.section.run(self.i);
-        let (deferred, pages) = deferred::untag(run.pages);
-        if deferred {
-            let states = self.section.detail(self.i).deferred;
+        let pages = match deferred::marked(run.pages) {
+            None => run.pages,
             // SAFETY: as in `ReadGuard::page`: the marked run's states and
             // descriptors, alive for 'g.
-            unsafe { (*states).ensure_piece(run.start, run.end, pages) };
-        }
+            Some(deferred) => unsafe { (*deferred).pages::<P>(run.start, run.end) },
+        };
         // SAFETY: the run's descriptors are initialised and outlive 'g.
         unsafe { core::slice::from_raw_parts(pages, (run.end - run.start) as usize) }
     }

@@ -6,7 +6,6 @@ use alloc::vec::Vec;
 use core::cell::Cell;
 use core::ptr;
 
-use crate::deferred::Deferred;
 use crate::error::PhysmemError;
 use crate::fallible::try_vec;
 use crate::sync::AtomicU64;
@@ -19,7 +18,8 @@ pub(crate) const MAX_SCAN: usize = 2;
 pub(crate) struct Run<P> {
     pub(crate) start: u64,
     pub(crate) end: u64,
-    /// The descriptor of `start`.
+    /// The descriptor of `start`; for a segment with deferred descriptor
+    /// init, its plug's `Deferred` instead, marked (see `deferred::tag`).
     pub(crate) pages: *const P,
     pub(crate) slot: u32,
     pub(crate) generation: u32,
@@ -40,9 +40,6 @@ pub(crate) struct Detail {
     pub(crate) free_list: FreeList,
     /// Every section a segment spans has a copy; the writer sets them all.
     pub(crate) start_hint: AtomicU64,
-    /// The chunk states of a segment whose descriptors are made on first
-    /// use (its run's `pages` is marked), null otherwise.
-    pub(crate) deferred: *const Deferred,
 }
 
 impl Detail {
@@ -52,7 +49,6 @@ impl Detail {
             avail_end: entry.avail_end,
             free_list: entry.free_list,
             start_hint: AtomicU64::new(entry.start_hint),
-            deferred: entry.deferred,
         }
     }
 }
@@ -64,8 +60,6 @@ pub(crate) struct Entry<P> {
     pub(crate) avail_end: u64,
     pub(crate) free_list: FreeList,
     pub(crate) start_hint: u64,
-    /// As [`Detail::deferred`].
-    pub(crate) deferred: *const Deferred,
 }
 
 impl<P> Clone for Entry<P> {
@@ -76,7 +70,6 @@ impl<P> Clone for Entry<P> {
             avail_end: self.avail_end,
             free_list: self.free_list,
             start_hint: self.start_hint,
-            deferred: self.deferred,
         }
     }
 }
@@ -321,7 +314,6 @@ mod tests {
                 avail_end: end,
                 free_list: FreeList::DEFAULT,
                 start_hint: 0,
-                deferred: ptr::null(),
             })
             .collect()
     }

@@ -33,15 +33,14 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
 
     /// The index entry of `record`, which is (or is about to be) in `slot`.
     pub(crate) fn entry(writer: &Writer<P, BOOT>, slot: u32, record: Record) -> Entry<P> {
-        let pages = writer.slabs.get(record.slab).at(record.first);
         Entry {
             run: Run {
                 start: record.start,
                 end: record.end,
                 pages: if record.deferred.is_null() {
-                    pages
+                    writer.slabs.get(record.slab).at(record.first)
                 } else {
-                    deferred::tag(pages)
+                    deferred::tag(record.deferred)
                 },
                 slot,
                 generation: writer.table.generation(slot),
@@ -50,7 +49,6 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             avail_end: record.avail_end,
             free_list: record.free_list,
             start_hint: record.start_hint,
-            deferred: record.deferred,
         }
     }
 

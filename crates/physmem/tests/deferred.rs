@@ -170,3 +170,33 @@ fn descriptors_with_drop_glue_are_made_at_plug_time_and_all_dropped() {
     }
     assert_eq!(MADE_DROPPING.load(Ordering::Relaxed), base, "all dropped");
 }
+
+#[test]
+fn descriptors_of_one_byte_alignment_are_made_at_plug_time_and_found_at_odd_addresses() {
+    // A one-byte descriptor: half of them sit at odd addresses, where a
+    // pointer's low bit could be taken for the deferred mark.
+    #[derive(Debug)]
+    struct Tiny(#[allow(dead_code)] u8);
+    impl Page for Tiny {
+        fn new(phys_addr: PhysAddr) -> Self {
+            Tiny((phys_addr.0 >> 12) as u8)
+        }
+    }
+    let mem: Physmem<Tiny> = Physmem::initialized();
+    for i in 0..4 {
+        let start = 0x1000 * (i + 1);
+        mem.plug(Pfn(start), PageCount(1024)).unwrap();
+        // Cutting `i` frames off the front leaves the segment's first
+        // descriptor `i` bytes into its slab: odd for odd `i`.
+        if i > 0 {
+            mem.unplug(Pfn(start), PageCount(i)).unwrap();
+        }
+    }
+    let guard = mem.read();
+    for i in 0..4 {
+        let start = 0x1000 * (i + 1) + i;
+        for pfn in [start, start + 1, start + 700, 0x1000 * (i + 1) + 1023] {
+            assert_eq!(guard.page(Pfn(pfn)).unwrap().0, pfn as u8, "pfn {pfn:#x}");
+        }
+    }
+}

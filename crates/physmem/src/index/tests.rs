@@ -24,7 +24,6 @@ fn entry(slot: u32, start: u64, end: u64) -> Entry<()> {
         avail_end: end,
         free_list: FreeList::DEFAULT,
         start_hint: 0,
-        deferred: ptr::null(),
     }
 }
 
