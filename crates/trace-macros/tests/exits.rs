@@ -3,7 +3,8 @@
 //! unwinding. Read back from a real function_graph tracer.
 
 use hotkern_trace::event::{FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID};
-use hotkern_trace::function::{site_at, TracerKind};
+use hotkern_trace::function::TracerKind;
+use hotkern_trace::internals::function_name;
 use hotkern_trace::{TraceConfig, Tracer};
 
 mod paths {
@@ -98,7 +99,7 @@ fn every_return_path_records_an_exit() {
             } else {
                 'x'
             };
-            let name = site_at(r.unsigned(8, 8)).map_or("?", |s| s.name());
+            let name = function_name(r.unsigned(8, 8)).unwrap_or("?");
             (kind, name, r.signed(16, 4))
         })
         .collect();

@@ -30,9 +30,9 @@ use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 pub(crate) use format::Field;
 pub use format::{
-    builtin_formats, EventFormat, BPRINT_ID, COMMON_HEADER_SIZE, FLAG_HARDIRQ, FLAG_IRQS_OFF,
-    FLAG_NMI, FLAG_SOFTIRQ, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID, HWLAT_ID,
-    KERNEL_STACK_ID, PRINT_ID,
+    EventFormat, BPRINT_ID, COMMON_HEADER_SIZE, FLAG_HARDIRQ, FLAG_IRQS_OFF, FLAG_NMI,
+    FLAG_SOFTIRQ, FUNCGRAPH_ENTRY_ID, FUNCGRAPH_EXIT_ID, FUNCTION_ID, HWLAT_ID, KERNEL_STACK_ID,
+    PRINT_ID,
 };
 
 /// Mask bit set until the event has registered (and got its id).
@@ -224,6 +224,7 @@ pub struct Event {
 
 impl Event {
     /// Used by [`define_event!`](crate::define_event).
+    #[doc(hidden)]
     pub const fn new(
         system: &'static str,
         name: &'static str,
@@ -244,6 +245,7 @@ impl Event {
 
     /// True if some tracer wants this event (or it has not registered yet).
     /// This is the call site's only cost while tracing is off.
+    #[doc(hidden)]
     #[inline(always)]
     pub fn is_hot(&self) -> bool {
         self.mask.load(Ordering::Relaxed) != 0
@@ -317,17 +319,11 @@ impl Event {
 
     /// Records the event in every installed tracer that wants it; `fill`
     /// writes the fields into the payload (whose first 8 bytes are the
-    /// common header, already filled).
-    #[inline]
-    pub fn emit(&'static self, fill: impl Fn(&mut [u8])) {
-        self.emit_sized(self.size, fill);
-    }
-
-    /// [`Event::emit`] with the payload size as a compile-time constant
-    /// (what [`define_event!`](crate::define_event) passes), so that the
-    /// whole recording path is inlined into the event's out-of-line `emit`
-    /// and the field writes need no bounds checks. `size` must be
-    /// [`Event::size`].
+    /// common header, already filled). The payload size comes as a
+    /// compile-time constant (what [`define_event!`](crate::define_event)
+    /// passes), so that the whole recording path is inlined into the
+    /// event's out-of-line `emit` and the field writes need no bounds
+    /// checks. `size` must be [`Event::size`].
     #[doc(hidden)]
     #[inline(always)]
     pub fn emit_sized(&'static self, size: usize, fill: impl Fn(&mut [u8])) {

@@ -3,7 +3,8 @@
 //! filters, `max_graph_depth`, and the function profiler.
 //!
 //! ```
-//! use hotkern_trace::function::{duration_marker, FunctionSite};
+//! use hotkern_trace::function::TracerKind;
+//! use hotkern_trace::{TraceConfig, Tracer};
 //!
 //! #[hotkern_trace::function]
 //! fn checksum(bytes: &[u8]) -> u32 {
@@ -11,7 +12,14 @@
 //! }
 //!
 //! assert_eq!(checksum(b"ab"), 195); // no tracer installed: one load, one branch
-//! assert_eq!(duration_marker(150_000), '!');
+//!
+//! let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap().install().unwrap();
+//! tracer.set_ftrace_filter("checksum", false).unwrap();
+//! tracer.set_current_tracer(TracerKind::Function).unwrap();
+//! checksum(b"cd");
+//! tracer.set_current_tracer(TracerKind::Nop).unwrap();
+//! assert_eq!(tracer.drain_records().len(), 1); // one `function` event
+//! tracer.uninstall();
 //! ```
 
 pub(crate) mod filter;
@@ -37,7 +45,9 @@ pub const MAX_DEPTH: usize = 128;
 pub const MAX_SITES: usize = 8192;
 
 /// An instrumented function: its identity and the mask the entry tests.
-/// Aligned so its address has a free low bit.
+/// Aligned so its address has a free low bit. What `#[function]` expands
+/// to; users name functions by their names (`set_ftrace_filter`).
+#[doc(hidden)]
 #[derive(Debug)]
 #[repr(align(8))]
 pub struct FunctionSite {
@@ -145,6 +155,7 @@ impl FunctionSite {
 }
 
 /// Returned by [`enter`]; its drop is the function's exit.
+#[doc(hidden)]
 #[must_use]
 pub struct FunctionGuard {
     site: &'static FunctionSite,
@@ -245,7 +256,7 @@ pub(crate) fn sites() -> Vec<&'static FunctionSite> {
 }
 
 /// The site at `address` (a traced `ip`).
-pub fn site_at(address: u64) -> Option<&'static FunctionSite> {
+pub(crate) fn site_at(address: u64) -> Option<&'static FunctionSite> {
     SITES
         .lock()
         .iter()
@@ -262,20 +273,6 @@ pub(crate) fn symbols() -> Vec<(u64, &'static str)> {
         .collect();
     table.sort_unstable();
     table
-}
-
-/// ftrace's duration marker for function_graph: `$` > 1 s, `@` > 100 ms,
-/// `*` > 10 ms, `#` > 1 ms, `!` > 100 µs, `+` > 10 µs, else a space.
-pub fn duration_marker(ns: u64) -> char {
-    match ns {
-        n if n > 1_000_000_000 => '$',
-        n if n > 100_000_000 => '@',
-        n if n > 10_000_000 => '*',
-        n if n > 1_000_000 => '#',
-        n if n > 100_000 => '!',
-        n if n > 10_000 => '+',
-        _ => ' ',
-    }
 }
 
 /// What the tracer runs (`current_tracer`).
@@ -370,23 +367,6 @@ impl CpuCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn markers_follow_ftrace_thresholds() {
-        let cases = [
-            (5_000, ' '),
-            (10_000, ' '),
-            (10_001, '+'),
-            (100_001, '!'),
-            (1_000_001, '#'),
-            (10_000_001, '*'),
-            (100_000_001, '@'),
-            (1_000_000_001, '$'),
-        ];
-        for (ns, marker) in cases {
-            assert_eq!(duration_marker(ns), marker, "{ns} ns");
-        }
-    }
 
     #[test]
     fn tracer_names_round_trip() {

@@ -49,7 +49,7 @@ impl HwlatConfig {
     /// Whether the detector may run with these settings: `0 < width <
     /// window`, so that every window gives the CPU back for a while (a
     /// width equal to the window would spin without pause).
-    pub fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         self.width_us > 0 && self.width_us < self.window_us
     }
 }

@@ -111,4 +111,32 @@ pub mod internals {
     /// Orders records from several CPUs by time, as a reader merging
     /// per-CPU buffers does.
     pub use crate::tracer::record::merge as merge_records;
+    /// Decodes the records of one ring page (what `Tracer::drain_records`
+    /// does page by page).
+    pub fn records_from_page(
+        cpu: usize,
+        page: &[u8; crate::ring::PAGE_SIZE],
+    ) -> alloc::vec::Vec<crate::Record> {
+        crate::Record::from_page(cpu, page)
+    }
+    /// The name of the `#[function]` at `address` (a `function` or
+    /// `funcgraph_*` record's `ip`/`func`).
+    pub fn function_name(address: u64) -> Option<&'static str> {
+        crate::function::site_at(address).map(|site| site.name())
+    }
+    /// The recorder's `trace_printk` format table: (address, C format).
+    pub fn printk_formats() -> alloc::vec::Vec<(u64, alloc::string::String)> {
+        crate::printk::formats()
+    }
+    /// ftrace's own event formats (`function`, `funcgraph_*`, `print`, ...).
+    pub use crate::event::format::builtin_formats;
+    /// The parts of ftrace's text layout the `trace` file's tests check
+    /// one by one, and the page decoder checked against the ring's.
+    pub mod output {
+        pub use crate::output::graph::write_graph_duration;
+        pub use crate::output::line::split_timestamp;
+        pub use crate::output::pages::{decode_pages, PageError};
+        pub use crate::output::stack::stack_frames;
+        pub use crate::output::text::{flag, latency_flags};
+    }
 }

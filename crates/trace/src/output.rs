@@ -10,22 +10,20 @@
 
 mod data;
 mod format;
-mod graph;
-mod line;
-mod pages;
-mod stack;
+pub(crate) mod graph;
+pub(crate) mod line;
+pub(crate) mod pages;
+pub(crate) mod stack;
 mod symbols;
-mod text;
+pub(crate) mod text;
 
 pub use data::{Entry, RawRecord, TraceData};
 pub(crate) use format::field_specs;
-pub use graph::write_graph_duration;
-pub(crate) use graph::write_graph_trace;
-pub use line::{split_timestamp, TextOptions};
-pub use pages::{decode_pages, PageError};
-pub use stack::stack_frames;
+pub(crate) use graph::{write_graph_duration, write_graph_trace};
+pub use line::TextOptions;
+pub(crate) use pages::decode_pages;
 #[cfg(feature = "std")]
 pub(crate) use stack::{add_stack_symbols, resolve_in_process};
 pub use symbols::{Comms, Symbols};
 pub(crate) use text::write_lines;
-pub use text::{flag, latency_flags, write_trace};
+pub use text::write_trace;

@@ -28,9 +28,10 @@ use crate::function::FunctionSite;
 
 mod args;
 
+pub(crate) use args::ArgKind;
 pub(crate) use args::{args_len, store_args};
 use args::{list_len, store_list};
-pub use args::{Arg, ArgKind, ArgList, PrintkArg};
+pub use args::{Arg, ArgList, PrintkArg};
 
 /// Counts the placeholders of a format, or returns `usize::MAX` if it is
 /// malformed or uses an unsupported spec (compile-time check of
@@ -132,7 +133,8 @@ fn pieces(format: &str) -> Vec<Piece<'_>> {
     out
 }
 
-/// One `trace_printk!` call site.
+/// One `trace_printk!` call site: what the macro expands to.
+#[doc(hidden)]
 #[derive(Debug)]
 pub struct PrintkSite {
     format: &'static str,
@@ -280,7 +282,7 @@ fn c_format(format: &str, kinds: &[ArgKind]) -> String {
 }
 
 /// The printk-format table of trace.dat: (format address, C format).
-pub fn formats() -> Vec<(u64, String)> {
+pub(crate) fn formats() -> Vec<(u64, String)> {
     SITES
         .lock()
         .iter()

@@ -275,7 +275,7 @@ impl Tracer {
     }
 
     /// The instance slot, if installed.
-    pub fn slot(&self) -> Option<usize> {
+    pub(crate) fn slot(&self) -> Option<usize> {
         let slot = self.slot.load(Ordering::Acquire);
         (slot != NOT_INSTALLED).then_some(slot as usize)
     }
@@ -287,7 +287,7 @@ impl Tracer {
 
     /// The platform the tracer asks for the current CPU, task, task name
     /// and call stack.
-    pub fn context(&self) -> &'static dyn CpuContext {
+    pub(crate) fn context(&self) -> &'static dyn CpuContext {
         self.context
     }
 
@@ -297,12 +297,12 @@ impl Tracer {
     }
 
     /// The current time on the trace clock.
-    pub fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         self.clock.now_ns()
     }
 
     /// The name of task `pid`, if the platform knows it.
-    pub fn comm(&self, pid: i32) -> Option<alloc::string::String> {
+    pub(crate) fn comm(&self, pid: i32) -> Option<alloc::string::String> {
         if pid == 0 {
             return Some("<idle>".into());
         }

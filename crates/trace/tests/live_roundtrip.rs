@@ -63,7 +63,7 @@ fn live_trace_survives_trace_dat_event_for_event() {
     for (cpu, bytes) in pages.iter().enumerate() {
         for page in bytes.chunks(hotkern_trace::ring::PAGE_SIZE) {
             let page: &[u8; hotkern_trace::ring::PAGE_SIZE] = page.try_into().unwrap();
-            theirs.extend(Record::from_page(cpu, page));
+            theirs.extend(hotkern_trace::internals::records_from_page(cpu, page));
         }
     }
     hotkern_trace::internals::merge_records(&mut theirs);

@@ -4,9 +4,8 @@
 //! even with strings in a row. Its own test binary: it installs a tracer
 //! globally.
 
-use hotkern_trace::output::TraceData;
 use hotkern_trace::{printk, trace_printk, TraceConfig, Tracer};
-use hotkern_tracedat::print::write_binary_message;
+use hotkern_tracedat::print::{write_binary_message, Tables};
 
 #[test]
 fn strings_in_a_row_read_back_through_both_formatters() {
@@ -21,14 +20,19 @@ fn strings_in_a_row_read_back_through_both_formatters() {
     assert_eq!(records.len(), 2);
 
     let expected = ["a=5 s1=xy s2=hello b=9", "codd n=0xabc"];
-    let formats = printk::formats();
+    let formats = hotkern_trace::internals::printk_formats();
     for (record, expected) in records.iter().zip(expected) {
         assert_eq!(printk::format_bprint(&record.payload).unwrap(), expected);
         // bprint payload: common header (8), ip (8), fmt address (8), args.
         let address = u64::from_ne_bytes(record.payload[16..24].try_into().unwrap());
         let (_, c_format) = formats.iter().find(|(a, _)| *a == address).unwrap();
         let mut rendered = String::new();
-        let tables = TraceData::new(1).print_tables();
+        let tables = Tables::new(
+            cfg!(target_endian = "big"),
+            std::mem::size_of::<usize>(),
+            Default::default(),
+            [],
+        );
         write_binary_message(c_format, &record.payload[24..], &tables, &mut rendered);
         assert_eq!(rendered, expected, "C format {c_format:?}");
     }

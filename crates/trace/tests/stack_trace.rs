@@ -7,7 +7,8 @@ mod common;
 
 use hotkern_trace::control::{view, Control};
 use hotkern_trace::event::KERNEL_STACK_ID;
-use hotkern_trace::output::{stack_frames, Entry};
+use hotkern_trace::internals::output::stack_frames;
+use hotkern_trace::output::Entry;
 use hotkern_trace::{TraceConfig, Tracer};
 
 hotkern_trace::define_event! {

@@ -4,7 +4,8 @@
 
 mod common;
 
-use hotkern_trace::output::{decode_pages, write_trace, Comms, Symbols, TextOptions, TraceData};
+use hotkern_trace::internals::output::decode_pages;
+use hotkern_trace::output::{write_trace, Comms, Symbols, TextOptions, TraceData};
 use hotkern_trace::ring::{Mode, RingBuffer, HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT, PAGE_SIZE};
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, TraceDat, WriteOptions};
 use hotkern_tracedat::EventFormat;

@@ -159,10 +159,16 @@ impl EventFormat {
     /// The text of ftrace's `format` file for this event.
     ///
     /// ```
-    /// let formats = hotkern_trace::event::builtin_formats();
-    /// let text = formats.iter().find(|f| f.name() == "function").unwrap().to_format_file();
-    /// assert!(text.starts_with("name: function\nID: 1\nformat:\n"));
-    /// assert!(text.contains("\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"));
+    /// hotkern_trace::define_event! {
+    ///     /// A block was read.
+    ///     pub block_read in demo { sector: u64, len: u32 }
+    ///     print "sector=%llu len=%u", sector, len
+    /// }
+    ///
+    /// let text = block_read::EVENT.format().to_format_file();
+    /// assert!(text.starts_with("name: block_read\nID: "));
+    /// assert!(text.contains("\tfield:u64 sector;\toffset:8;\tsize:8;\tsigned:0;\n"));
+    /// assert!(text.ends_with("print fmt: \"sector=%llu len=%u\", REC->sector, REC->len\n"));
     /// ```
     pub fn to_format_file(&self) -> String {
         let mut out = String::new();
@@ -252,7 +258,7 @@ pub(crate) fn funcgraph_exit_format() -> EventFormat {
 /// first, after a 4-byte hole that keeps them 8-byte aligned.
 ///
 /// ```
-/// let format = hotkern_trace::event::builtin_formats().into_iter().find(|f| f.name() == "kernel_stack").unwrap();
+/// let format = hotkern_trace::internals::builtin_formats().into_iter().find(|f| f.name() == "kernel_stack").unwrap();
 /// let text = format.to_format_file();
 /// assert!(text.starts_with("name: kernel_stack\nID: 4\n"));
 /// assert!(text.contains("\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n"));

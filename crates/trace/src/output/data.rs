@@ -104,12 +104,14 @@ impl TraceData {
     /// use hotkern_trace::output::TraceData;
     /// use hotkern_tracedat::EventFormat;
     ///
+    /// let text = "name: wake\nID: 300\nformat:\n\
+    ///     \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+    ///     \tfield:int pid;\toffset:8;\tsize:4;\tsigned:1;\n\n\
+    ///     print fmt: \"pid=%d\", REC->pid\n";
     /// let mut data = TraceData::new(1);
-    /// for format in hotkern_trace::event::builtin_formats() {
-    ///     data.add_event(EventFormat::parse(format.system(), &format.to_format_file()).unwrap());
-    /// }
-    /// assert_eq!(data.event(1).unwrap().name, "function");
-    /// assert_eq!(data.event_named("kernel_stack").unwrap().id, 4);
+    /// data.add_event(EventFormat::parse("sched", text).unwrap());
+    /// assert_eq!(data.event(300).unwrap().name, "wake");
+    /// assert_eq!(data.event_named("wake").unwrap().id, 300);
     /// ```
     pub fn add_event(&mut self, event: EventFormat) {
         self.events.insert(event.id, event);
@@ -125,7 +127,7 @@ impl TraceData {
     /// the `trace_printk` formats. Built from `symbols` and
     /// `printk_formats` as they are now; the layouts build it once per
     /// print.
-    pub fn print_tables(&self) -> Tables {
+    pub(crate) fn print_tables(&self) -> Tables {
         Tables::new(
             cfg!(target_endian = "big"),
             core::mem::size_of::<usize>(),

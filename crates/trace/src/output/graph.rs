@@ -56,7 +56,7 @@ pub(crate) fn write_duration(ns: u64, out: &mut String) {
 /// digits, then ` us `, padded to 12 columns.
 ///
 /// ```
-/// use hotkern_trace::output::write_graph_duration;
+/// use hotkern_trace::internals::output::write_graph_duration;
 /// let mut out = String::new();
 /// write_graph_duration(374, &mut out);
 /// assert_eq!(out, "0.374 us    ");
@@ -286,8 +286,18 @@ mod tests {
 
     #[test]
     fn duration_marks_start_above_each_threshold() {
-        assert_eq!(duration_mark(10_000), ' ');
-        assert_eq!(duration_mark(10_001), '+');
-        assert_eq!(duration_mark(2_000_000), '#');
+        let cases = [
+            (5_000, ' '),
+            (10_000, ' '),
+            (10_001, '+'),
+            (100_001, '!'),
+            (1_000_001, '#'),
+            (10_000_001, '*'),
+            (100_000_001, '@'),
+            (1_000_000_001, '$'),
+        ];
+        for (ns, mark) in cases {
+            assert_eq!(duration_mark(ns), mark, "{ns} ns");
+        }
     }
 }

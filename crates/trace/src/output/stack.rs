@@ -25,10 +25,10 @@ use crate::event::format::{KERNEL_STACK_CALLER_OFFSET, KERNEL_STACK_ID};
 /// (ftrace's end markers).
 ///
 /// ```
-/// use hotkern_trace::output::stack_frames;
+/// use hotkern_trace::internals::output::stack_frames;
 /// use hotkern_tracedat::EventFormat;
 ///
-/// let format = hotkern_trace::event::builtin_formats().into_iter().find(|f| f.name() == "kernel_stack").unwrap();
+/// let format = hotkern_trace::internals::builtin_formats().into_iter().find(|f| f.name() == "kernel_stack").unwrap();
 /// let event = EventFormat::parse("ftrace", &format.to_format_file()).unwrap();
 /// let mut payload = vec![0u8; 16];
 /// payload[..2].copy_from_slice(&4u16.to_ne_bytes());

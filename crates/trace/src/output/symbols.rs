@@ -40,7 +40,8 @@ impl Symbols {
     /// Whether the table describes this process (made with
     /// [`Symbols::new`]) rather than a saved trace's system (made with
     /// [`Symbols::from_kallsyms`]).
-    pub fn in_process(&self) -> bool {
+    #[cfg(feature = "std")]
+    pub(crate) fn in_process(&self) -> bool {
         self.in_process
     }
 

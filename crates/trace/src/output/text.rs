@@ -35,7 +35,7 @@ pub mod flag {
 /// `preempt-depth`, `migrate-disable`).
 ///
 /// ```
-/// use hotkern_trace::output::{latency_flags, flag};
+/// use hotkern_trace::internals::output::{flag, latency_flags};
 ///
 /// assert_eq!(latency_flags(0, 0), ".....");
 /// assert_eq!(latency_flags(flag::IRQS_OFF | flag::HARDIRQ, 0x12), "d.h21");

@@ -200,7 +200,7 @@ impl ThreadCpus {
     }
 
     /// Gives up the calling thread's CPU, if it has one in this model.
-    pub fn release_current(&'static self) {
+    pub(crate) fn release_current(&'static self) {
         let (model, cpu, _) = THREAD_CPU.with(Cell::get);
         if model == self.id && cpu != UNBOUND {
             self.owners[cpu].store(false, Ordering::Release);

@@ -31,7 +31,7 @@ pub enum Arg<'a> {
 impl Arg<'_> {
     /// How the argument is stored: chars and text both go in as strings.
     #[inline(always)]
-    pub fn kind(&self) -> ArgKind {
+    pub(crate) fn kind(&self) -> ArgKind {
         match self {
             Arg::Signed(_) => ArgKind::Signed,
             Arg::Unsigned(_) => ArgKind::Unsigned,
@@ -63,7 +63,7 @@ impl Arg<'_> {
 
     /// Writes the value at the start of `out`.
     #[inline(always)]
-    pub fn store(&self, out: &mut [u8]) {
+    pub(crate) fn store(&self, out: &mut [u8]) {
         match *self {
             Arg::Signed(v) => out[..8].copy_from_slice(&v.to_ne_bytes()),
             Arg::Unsigned(v) => out[..8].copy_from_slice(&v.to_ne_bytes()),

@@ -157,8 +157,8 @@ impl core::error::Error for RingPageError {}
 /// use hotkern_trace::ring::{PageView, PAGE_SIZE};
 /// let page = [0u8; PAGE_SIZE];
 /// let view = PageView::new(&page).unwrap();
-/// assert_eq!(view.data_len(), 0);
 /// assert_eq!(view.events().count(), 0);
+/// assert_eq!(view.check(), Ok(0));
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct PageView<'a> {
@@ -189,7 +189,7 @@ impl<'a> PageView<'a> {
     }
 
     /// Bytes of event data.
-    pub fn data_len(&self) -> usize {
+    pub(crate) fn data_len(&self) -> usize {
         self.len
     }
 
@@ -242,17 +242,18 @@ pub struct Events<'a> {
 
 impl Events<'_> {
     /// The time reached so far (the last event's or extend's time).
-    pub fn time(&self) -> u64 {
+    pub(crate) fn time(&self) -> u64 {
         self.time
     }
 
     /// The offset of the next header.
-    pub fn offset(&self) -> usize {
+    pub(crate) fn offset(&self) -> usize {
         self.offset
     }
 
     /// The decoding error that stopped the iteration, if any.
-    pub fn error(&self) -> Option<RingPageError> {
+    #[cfg(test)]
+    pub(crate) fn error(&self) -> Option<RingPageError> {
         self.error
     }
 }

@@ -37,12 +37,12 @@ impl Buffers {
 
 impl Tracer {
     /// `buffer_size_kb`: data KiB per CPU.
-    pub fn buffer_size_kb(&self) -> usize {
+    pub(crate) fn buffer_size_kb(&self) -> usize {
         self.live_ring().size_kb()
     }
 
     /// The live buffer's full-buffer behaviour (`options/overwrite`).
-    pub fn mode(&self) -> Mode {
+    pub(crate) fn mode(&self) -> Mode {
         self.live_ring().mode()
     }
 
@@ -168,7 +168,7 @@ impl Tracer {
 
     /// Takes the oldest unread page of `cpu` (raw, ftrace layout) into `out`.
     /// Pages from rings replaced by a resize come first.
-    pub fn read_page(&self, cpu: usize, out: &mut [u8; PAGE_SIZE]) -> Option<PageRead> {
+    pub(crate) fn read_page(&self, cpu: usize, out: &mut [u8; PAGE_SIZE]) -> Option<PageRead> {
         {
             let buffers = self.buffers.lock();
             for &index in &buffers.retired {
@@ -181,13 +181,13 @@ impl Tracer {
     }
 
     /// Reads (consumes) every unread page of `cpu`.
-    pub fn drain_pages(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
+    pub(crate) fn drain_pages(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
         ring::drain_with(|page| self.read_page(cpu, page))
     }
 
     /// Copies every unread page of `cpu` (raw, ftrace layout) without
     /// consuming anything; pages of rings replaced by a resize come first.
-    pub fn peek_pages(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
+    pub(crate) fn peek_pages(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
         let mut pages = Vec::new();
         let buffers = self.buffers.lock();
         for &index in &buffers.retired {

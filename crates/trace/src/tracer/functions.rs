@@ -135,7 +135,7 @@ impl Tracer {
     }
 
     /// `max_graph_depth` (0 = unlimited).
-    pub fn max_graph_depth(&self) -> u32 {
+    pub(crate) fn max_graph_depth(&self) -> u32 {
         self.max_depth.load(Ordering::Relaxed)
     }
 

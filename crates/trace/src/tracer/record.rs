@@ -28,7 +28,7 @@ pub struct Record {
 impl Record {
     /// Decodes the events of one page (skipping any shorter than the common
     /// header).
-    pub fn from_page(cpu: usize, page: &[u8; PAGE_SIZE]) -> Vec<Record> {
+    pub(crate) fn from_page(cpu: usize, page: &[u8; PAGE_SIZE]) -> Vec<Record> {
         let Ok(view) = PageView::new(&page[..]) else {
             return Vec::new();
         };

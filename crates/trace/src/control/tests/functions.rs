@@ -167,7 +167,7 @@ fn stacktrace_trigger_records_the_callers() {
     assert_eq!(stacks[0].pid(), reply.pid());
     assert_eq!(stacks[0].cpu, reply.cpu);
     let event = data.event(KERNEL_STACK_ID).unwrap();
-    let frames = crate::output::stack_frames(event, &stacks[0].payload);
+    let frames = crate::output::stack::stack_frames(event, &stacks[0].payload);
     let text = control.read("trace").unwrap();
     assert_eq!(text.matches("<stack trace>").count(), 1, "{text}");
     assert!(text.contains(": <stack trace>\n => "), "{text}");
