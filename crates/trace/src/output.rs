@@ -7,6 +7,21 @@
 //! `format` text parsed by [`hotkern_tracedat::EventFormat::parse`]),
 //! symbol and task tables, and the records decoded from the rings' pages
 //! in time order.
+//!
+//! ```
+//! use hotkern_trace::control::view;
+//! use hotkern_trace::output::{write_trace, TextOptions};
+//! use hotkern_trace::{TraceConfig, Tracer};
+//!
+//! let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap().install().unwrap();
+//! tracer.write_marker("hello").unwrap();
+//! let data = view::peek(tracer);
+//! let mut text = String::new();
+//! write_trace(&data, "nop", &TextOptions::default(), &mut text);
+//! assert!(text.starts_with("# tracer: nop\n"));
+//! assert!(text.trim_end().ends_with("tracing_mark_write: hello"));
+//! tracer.uninstall();
+//! ```
 
 mod data;
 mod format;

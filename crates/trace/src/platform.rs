@@ -6,6 +6,31 @@
 //! [`TscClock`] and [`ThreadCpus`] provide them: each thread that traces
 //! claims a CPU slot of its own (the thread-per-CPU model), so every CPU's
 //! ring buffer still has exactly one writer.
+//!
+//! A kernel's platform, in miniature: one CPU, a clock it steps itself.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hotkern_trace::platform::{CpuContext, ManualClock};
+//! use hotkern_trace::{TraceConfig, Tracer};
+//!
+//! struct BootCpu;
+//! // SAFETY: only CPU 0 exists and only this thread writes it.
+//! unsafe impl CpuContext for BootCpu {
+//!     fn current_cpu(&self) -> Option<usize> { Some(0) }
+//!     fn cpus(&self) -> usize { 1 }
+//!     fn current_pid(&self) -> i32 { 1 }
+//!     fn comm(&self, pid: i32) -> Option<String> { (pid == 1).then(|| "init".into()) }
+//! }
+//!
+//! let clock = Arc::new(ManualClock::new(1_000));
+//! let tracer = Tracer::new(TraceConfig::small(), clock.clone(), &BootCpu).unwrap();
+//! tracer.write_marker("booted").unwrap();
+//! clock.advance(500);
+//! tracer.write_marker("ready").unwrap();
+//! let times: Vec<u64> = tracer.drain_records().iter().map(|r| r.timestamp_ns).collect();
+//! assert_eq!(times, [1_000, 1_500]);
+//! ```
 
 /// A time source in nanoseconds. It must never go backwards on one CPU.
 pub trait Clock: Send + Sync {

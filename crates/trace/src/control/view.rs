@@ -1,6 +1,20 @@
 //! Turning a live [`Tracer`]'s buffers into the output side's
 //! [`TraceData`] (for `trace`, `trace_pipe`, JSON) and into the plain
 //! inputs of hotkern-tracedat's writer, [`TraceDat`] (for `trace.dat`).
+//!
+//! ```
+//! use hotkern_trace::control::view;
+//! use hotkern_trace::{TraceConfig, Tracer};
+//! use hotkern_tracedat::write::write_trace_dat;
+//!
+//! let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap().install().unwrap();
+//! tracer.write_marker("hello").unwrap();
+//! let pages = view::drain_pages(tracer);
+//! assert_eq!(view::trace_data_from_pages(tracer, &pages).event_count(), 1);
+//! let bytes = write_trace_dat(&view::trace_dat(tracer, pages), &Default::default()).unwrap();
+//! assert_eq!(&bytes[..3], b"\x17\x08\x44"); // trace.dat's magic
+//! tracer.uninstall();
+//! ```
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
