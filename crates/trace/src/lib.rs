@@ -138,5 +138,13 @@ pub mod internals {
         pub use crate::output::pages::{decode_pages, PageError};
         pub use crate::output::stack::stack_frames;
         pub use crate::output::text::{flag, latency_flags};
+        /// Merges per-CPU streams (from [`decode_pages`]) into `data`'s
+        /// entries, ordered by time stamp, ties by CPU.
+        pub fn merge(
+            data: &mut crate::output::TraceData,
+            per_cpu: alloc::vec::Vec<alloc::vec::Vec<crate::output::Entry>>,
+        ) {
+            data.merge(per_cpu);
+        }
     }
 }

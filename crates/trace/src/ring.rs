@@ -211,11 +211,6 @@ impl RingBuffer {
         self.cpus.iter().map(CpuBuffer::clear).sum()
     }
 
-    /// Reads every unread page of every CPU, consuming them.
-    pub fn drain(&self) -> Vec<Vec<Box<[u8; PAGE_SIZE]>>> {
-        (0..self.cpus()).map(|cpu| self.drain_cpu(cpu)).collect()
-    }
-
     /// Reads every unread page of `cpu`, consuming them.
     pub fn drain_cpu(&self, cpu: usize) -> Vec<Box<[u8; PAGE_SIZE]>> {
         drain_with(|page| self.read_page(cpu, page))

@@ -5,7 +5,7 @@
 
 use hotkern_trace::internals::builtin_formats;
 use hotkern_trace::internals::output::{
-    flag, latency_flags, split_timestamp, write_graph_duration,
+    flag, latency_flags, merge, split_timestamp, write_graph_duration,
 };
 use hotkern_trace::output::{
     write_trace, Comms, Entry, RawRecord, Symbols, TextOptions, TraceData,
@@ -305,14 +305,17 @@ fn merge_orders_by_time_then_cpu_and_keeps_losses_with_their_event() {
     let b = payload(&data, "print", 1, 0, 0, &[("buf", b"b\0")]);
     let c = payload(&data, "print", 1, 0, 0, &[("buf", b"c\0")]);
     let ev = |cpu, ns, p: &Vec<u8>| event(cpu, ns, p.clone());
-    data.merge(vec![
-        vec![ev(0, 10, &a), ev(0, 30, &c)],
+    merge(
+        &mut data,
         vec![
-            Entry::Lost { cpu: 1, count: 2 },
-            ev(1, 20, &b),
-            ev(1, 30, &b),
+            vec![ev(0, 10, &a), ev(0, 30, &c)],
+            vec![
+                Entry::Lost { cpu: 1, count: 2 },
+                ev(1, 20, &b),
+                ev(1, 30, &b),
+            ],
         ],
-    ]);
+    );
     let order: Vec<String> = data
         .entries
         .iter()

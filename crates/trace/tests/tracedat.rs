@@ -4,7 +4,7 @@
 
 mod common;
 
-use hotkern_trace::internals::output::decode_pages;
+use hotkern_trace::internals::output::{decode_pages, merge};
 use hotkern_trace::output::{write_trace, Comms, Symbols, TextOptions, TraceData};
 use hotkern_trace::ring::{Mode, RingBuffer, HEADER_EVENT_FORMAT, HEADER_PAGE_FORMAT, PAGE_SIZE};
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, TraceDat, WriteOptions};
@@ -157,7 +157,7 @@ fn pages_print_as_ftrace_text() {
         .enumerate()
         .map(|(cpu, pages)| decode_pages(cpu as u32, pages, PAGE_SIZE).unwrap())
         .collect();
-    data.merge(streams);
+    merge(&mut data, streams);
     assert_eq!(data.event_count(), 300);
     let mut text = String::new();
     write_trace(&data, "function", &TextOptions::default(), &mut text);

@@ -143,7 +143,7 @@ impl TraceData {
 
     /// Merges per-CPU streams into `entries`, ordered by time stamp (ties
     /// by CPU, as ftrace's iterator does). Each stream is in its own order.
-    pub fn merge(&mut self, per_cpu: Vec<Vec<Entry>>) {
+    pub(crate) fn merge(&mut self, per_cpu: Vec<Vec<Entry>>) {
         let mut next = alloc::vec![0usize; per_cpu.len()];
         // A loss sorts with the event that follows it in its own stream.
         let time_at = |stream: &[Entry], mut index: usize| loop {

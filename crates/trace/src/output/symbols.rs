@@ -106,16 +106,6 @@ impl Symbols {
             None => alloc::format!("0x{address:x}"),
         }
     }
-
-    /// Number of symbols.
-    pub fn len(&self) -> usize {
-        self.by_address.len()
-    }
-
-    /// True if the table is empty.
-    pub fn is_empty(&self) -> bool {
-        self.by_address.is_empty()
-    }
 }
 
 /// Task names by pid, as in `saved_cmdlines`.
@@ -175,10 +165,5 @@ impl Comms {
             let _ = writeln!(out, "{pid} {comm}");
         }
         out
-    }
-
-    /// Iterates over `(pid, comm)`.
-    pub fn iter(&self) -> impl Iterator<Item = (i32, &str)> {
-        self.by_pid.iter().map(|(pid, comm)| (*pid, comm.as_str()))
     }
 }

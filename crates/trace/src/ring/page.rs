@@ -125,8 +125,8 @@ pub struct RawEvent<'a> {
 }
 
 /// Why [`PageView`] could not decode a page of the live ring (or a copy of
-/// one). Pages read back from a `trace.dat` file go through their own decoder
-/// and error, [`PageError`](crate::output::PageError).
+/// one). Pages turned into text go through the output side's own decoder
+/// (written apart from this one, so that each checks the other).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RingPageError {
     /// The buffer is not [`PAGE_SIZE`] bytes long.

@@ -368,7 +368,8 @@ fn totals_add_every_cpus_counters() {
             [each[0].dropped, each[1].dropped]
         };
         assert!(lost[0] > 1 && lost[1] > 1, "{each:?}");
-        assert_eq!(ring.drain().len(), 2);
+        // Both rings still hold their newest (or oldest) pages.
+        assert!((0..2).all(|cpu| !ring.drain_cpu(cpu).is_empty()));
     }
 }
 
