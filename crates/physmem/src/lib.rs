@@ -89,8 +89,8 @@
 //!   readers might still hold: the old index, replaced sections and chunks,
 //!   unplugged descriptors. Finding what to retire looks only at the
 //!   sections the write made, not the whole table.
-//! - **Deferred descriptor init**: a plug of more than 512 frames writes no
-//!   descriptor. Each chunk of 512 frames is made by the first lookup that
+//! - **Deferred descriptor init**: a plug of more than 64 frames writes no
+//!   descriptor. Each chunk of 64 frames is made by the first lookup that
 //!   reaches it (a compare-and-swap on the chunk's state picks one maker;
 //!   the others wait for it), as Linux's `deferred_init_memmap` makes boot
 //!   memory's struct pages after boot. Segments an unplug cuts from a plug

@@ -8,8 +8,8 @@ use crate::types::PhysAddr;
 /// locks inside it.
 ///
 /// For a type without drop glue (and aligned to at least 2 bytes), a
-/// [`plug`](crate::Physmem::plug) of more than 512 frames defers `new`:
-/// the descriptors of each chunk of 512 frames are made when a lookup
+/// [`plug`](crate::Physmem::plug) of more than 64 frames defers `new`:
+/// the descriptors of each chunk of 64 frames are made when a lookup
 /// ([`ReadGuard::page`](crate::ReadGuard::page),
 /// [`Segment::pages`](crate::Segment::pages)) first reaches the chunk, on
 /// that reader's thread (a chunk's making also covers frames an unplug cut

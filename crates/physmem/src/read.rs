@@ -39,7 +39,7 @@ impl<'a, P> ReadGuard<'a, P> {
 
     /// The descriptor of frame `pfn` (NetBSD's `PHYS_TO_VM_PAGE`). If the
     /// segment was plugged with deferred descriptor init and no one has
-    /// used its chunk of 512 frames yet, this makes the chunk's
+    /// used its chunk of 64 frames yet, this makes the chunk's
     /// descriptors first.
     #[inline]
     pub fn page(&self, pfn: Pfn) -> Option<&P>

@@ -1,4 +1,4 @@
-//! Deferred descriptor init: a plug of more than one chunk (512 frames)
+//! Deferred descriptor init: a plug of more than one chunk (64 frames)
 //! makes no descriptor; the first lookup in a chunk makes that chunk's,
 //! a segment's `pages()` makes all of its, and a cut makes none (the
 //! pieces share the plug's states and descriptor space, which goes back
@@ -51,39 +51,52 @@ fn made() -> usize {
     MADE.load(Ordering::Relaxed)
 }
 
+/// Frames per chunk (physmem's `deferred::CHUNK_FRAMES`).
+const C: u64 = 64;
+
 #[test]
 fn a_plug_makes_no_descriptor_and_a_lookup_makes_its_chunk_once() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mem: Physmem<Counted> = Physmem::initialized();
     let base = made();
-    mem.plug(Pfn(0x10000), PageCount(4096)).unwrap();
+    let at = 0x10000;
+    mem.plug(Pfn(at), PageCount(8 * C)).unwrap();
     assert_eq!(made() - base, 0, "a plug of 8 chunks makes nothing");
     let guard = mem.read();
-    let page = guard.page(Pfn(0x10000 + 700)).unwrap();
-    assert_eq!(page.phys_addr, Pfn(0x10000 + 700).phys_addr());
-    assert_eq!(made() - base, 512, "the chunk of frame 700: 512..1024");
-    for pfn in 0x10000 + 512..0x10000 + 1024 {
+    let page = guard.page(Pfn(at + C + 5)).unwrap();
+    assert_eq!(page.phys_addr, Pfn(at + C + 5).phys_addr());
+    assert_eq!(made() - base, C as usize, "the chunk of frame C + 5: C..2C");
+    for pfn in at + C..at + 2 * C {
         assert_eq!(
             guard.page(Pfn(pfn)).unwrap().phys_addr,
             Pfn(pfn).phys_addr()
         );
     }
-    assert_eq!(made() - base, 512, "the same chunk is not made again");
-    // The last chunk, and the whole segment through `pages()`.
     assert_eq!(
-        guard.page(Pfn(0x10000 + 4095)).unwrap().phys_addr,
-        Pfn(0x10000 + 4095).phys_addr()
+        made() - base,
+        C as usize,
+        "the same chunk is not made again"
     );
-    assert_eq!(made() - base, 1024);
+    // The last chunk, and the whole segment through `pages()`.
+    let last = at + 8 * C - 1;
+    assert_eq!(
+        guard.page(Pfn(last)).unwrap().phys_addr,
+        Pfn(last).phys_addr()
+    );
+    assert_eq!(made() - base, 2 * C as usize);
     let segment = guard.segments().next().unwrap();
     for (pfn, page) in segment.frames().zip(segment.pages()) {
         assert_eq!(page.phys_addr, Pfn(pfn).phys_addr());
     }
-    assert_eq!(made() - base, 4096, "pages() made the six chunks left");
+    assert_eq!(
+        made() - base,
+        8 * C as usize,
+        "pages() made the six chunks left"
+    );
     // A one-chunk plug is made at once: there is nothing to defer.
     drop(guard);
-    mem.plug(Pfn(0x20000), PageCount(512)).unwrap();
-    assert_eq!(made() - base, 4096 + 512);
+    mem.plug(Pfn(0x20000), PageCount(C)).unwrap();
+    assert_eq!(made() - base, 9 * C as usize);
 }
 
 #[test]
@@ -93,24 +106,25 @@ fn cuts_make_nothing_and_the_plug_space_goes_back_with_its_last_piece() {
     mem.plug(Pfn(0), PageCount(1)).unwrap();
     let base = made();
     let slabs = mem.slab_count();
-    // A hole out of the middle of chunk 1 (frames 512..1024 of the plug),
-    // then the front and the back cut off: nothing made.
+    // A hole out of the middle of chunk 1 (frames C..2C of the plug), then
+    // the front and the back cut off: nothing made.
     let at = 0x1000;
-    mem.plug(Pfn(at), PageCount(2048)).unwrap();
+    let (hole, hole_end) = (at + C + C / 4, at + C + C / 2);
+    mem.plug(Pfn(at), PageCount(4 * C)).unwrap();
     assert_eq!(mem.slab_count(), slabs + 1);
-    mem.unplug(Pfn(at + 600), PageCount(100)).unwrap();
-    mem.unplug(Pfn(at), PageCount(10)).unwrap();
-    mem.unplug(Pfn(at + 2040), PageCount(8)).unwrap();
+    mem.unplug(Pfn(hole), PageCount(hole_end - hole)).unwrap();
+    mem.unplug(Pfn(at), PageCount(3)).unwrap();
+    mem.unplug(Pfn(at + 4 * C - 2), PageCount(2)).unwrap();
     assert_eq!(made() - base, 0, "a cut makes no descriptor");
     let guard = mem.read();
     // The left piece's lookup makes chunk 1 whole, hole included, so the
     // right piece finds its part made.
     assert_eq!(
-        guard.page(Pfn(at + 599)).unwrap().phys_addr,
-        Pfn(at + 599).phys_addr()
+        guard.page(Pfn(hole - 1)).unwrap().phys_addr,
+        Pfn(hole - 1).phys_addr()
     );
-    assert_eq!(made() - base, 512);
-    for pfn in at + 700..at + 1024 {
+    assert_eq!(made() - base, C as usize);
+    for pfn in hole_end..at + 2 * C {
         assert_eq!(
             guard.page(Pfn(pfn)).unwrap().phys_addr,
             Pfn(pfn).phys_addr()
@@ -118,28 +132,29 @@ fn cuts_make_nothing_and_the_plug_space_goes_back_with_its_last_piece() {
     }
     assert_eq!(
         made() - base,
-        512,
+        C as usize,
         "the right piece's part of chunk 1 was made"
     );
-    assert!(guard.page(Pfn(at + 650)).is_none());
-    assert!(guard.page(Pfn(at + 5)).is_none());
+    assert!(guard.page(Pfn(hole)).is_none());
+    assert!(guard.page(Pfn(at + 1)).is_none());
     // Every frame of both pieces, through `pages()`: chunks 0, 2 and 3.
     for segment in guard.segments().skip(1) {
         for (pfn, page) in segment.frames().zip(segment.pages()) {
             assert_eq!(page.phys_addr, Pfn(pfn).phys_addr());
         }
     }
-    assert_eq!(made() - base, 2048);
+    assert_eq!(made() - base, 4 * C as usize);
     drop(guard);
     // The plug's descriptor space stays until its last piece goes.
-    mem.unplug(Pfn(at + 10), PageCount(590)).unwrap();
+    mem.unplug(Pfn(at + 3), PageCount(hole - at - 3)).unwrap();
     mem.reclaim();
     assert_eq!(
         mem.slab_count(),
         slabs + 1,
         "one piece left: the space stays"
     );
-    mem.unplug(Pfn(at + 700), PageCount(1340)).unwrap();
+    mem.unplug(Pfn(hole_end), PageCount(at + 4 * C - 2 - hole_end))
+        .unwrap();
     mem.reclaim();
     assert_eq!(mem.pending_reclaim(), 0);
     assert_eq!(
@@ -148,11 +163,11 @@ fn cuts_make_nothing_and_the_plug_space_goes_back_with_its_last_piece() {
         "the last piece gone: the slab is freed"
     );
     // A whole plug unplugged before anyone looked: nothing made.
-    mem.plug(Pfn(0x10000), PageCount(4096)).unwrap();
-    mem.unplug(Pfn(0x10000), PageCount(4096)).unwrap();
+    mem.plug(Pfn(0x10000), PageCount(8 * C)).unwrap();
+    mem.unplug(Pfn(0x10000), PageCount(8 * C)).unwrap();
     mem.reclaim();
     assert_eq!(mem.slab_count(), slabs);
-    assert_eq!(made() - base, 2048);
+    assert_eq!(made() - base, 4 * C as usize);
 }
 
 #[test]

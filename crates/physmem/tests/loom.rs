@@ -129,7 +129,7 @@ impl Page for Deferred {
 fn a_deferred_chunk_is_made_once_and_handed_out_only_once_made() {
     loom::model(|| {
         let mem = Arc::new(Physmem::<Deferred>::initialized());
-        // Two chunks of 512 frames: made on first use.
+        // Sixteen chunks of 64 frames: made on first use.
         mem.plug(Pfn(0), PageCount(1024)).unwrap();
         let reader = {
             let mem = mem.clone();
