@@ -71,7 +71,7 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> Report {
     }
     for cpu in 1..smp::cpu_count() {
         let started = tsc::now();
-        match smp::start(cpu, tsc_hz) {
+        match smp::start(cpu) {
             Ok(()) => report.start_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0),
             Err(error) => println!("hotkern: cpu {cpu} did not start: {error:?}"),
         }
@@ -125,7 +125,7 @@ pub fn exercise(report: &mut Report, tsc_hz: u64, checks: &mut Checks) {
     let mut cycled = true;
     for cpu in 1..smp::cpu_count() {
         let started = tsc::now();
-        if let Err(error) = smp::offline(cpu, tsc_hz) {
+        if let Err(error) = smp::offline(cpu) {
             println!("hotkern: cpu {cpu} did not go offline: {error:?}");
             cycled = false;
             continue;
@@ -137,7 +137,7 @@ pub fn exercise(report: &mut Report, tsc_hz: u64, checks: &mut Checks) {
         );
         let offline_count = smp::online();
         let started = tsc::now();
-        if let Err(error) = smp::start(cpu, tsc_hz) {
+        if let Err(error) = smp::start(cpu) {
             println!("hotkern: cpu {cpu} did not come back: {error:?}");
             cycled = false;
             continue;

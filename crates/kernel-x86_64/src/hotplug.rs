@@ -249,14 +249,14 @@ impl Platform for KernelPlatform {
 
     fn power_on_many(&self, cpus: CpuSet) {
         let cpus: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
-        if let Err((cpu, error)) = smp::start_many(&cpus, self.tsc_hz) {
+        if let Err((cpu, error)) = smp::start_many(&cpus) {
             platform_failed(format_args!("cpu {cpu} did not start: {error:?}"));
         }
     }
 
     fn power_off_many(&self, cpus: CpuSet) {
         let cpus: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
-        if let Err((cpu, error)) = smp::offline_many(&cpus, self.tsc_hz) {
+        if let Err((cpu, error)) = smp::offline_many(&cpus) {
             platform_failed(format_args!("cpu {cpu} did not park: {error:?}"));
         }
     }

@@ -148,8 +148,8 @@ fn check_cpu(cpu: u32) -> Result<usize, SmpError> {
 }
 
 /// Starts CPU `cpu` (not the boot CPU) and waits until it is online.
-pub fn start(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
-    start_many(&[cpu], tsc_hz).map_err(|(_, error)| error)
+pub fn start(cpu: u32) -> Result<(), SmpError> {
+    start_many(&[cpu]).map_err(|(_, error)| error)
 }
 
 /// Starts every CPU of `cpus` at once — each gets its INIT and SIPI
@@ -158,7 +158,7 @@ pub fn start(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
 /// A second SIPI goes to those not up after 200 µs (at the next tick, as
 /// the tick wakes the halt). On failure, the first CPU that failed and
 /// why (the others were still waited for).
-pub fn start_many(cpus: &[u32], _tsc_hz: u64) -> Result<(), (u32, SmpError)> {
+pub fn start_many(cpus: &[u32]) -> Result<(), (u32, SmpError)> {
     let set = checked(cpus)?;
     let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
     LIVES
@@ -304,15 +304,15 @@ pub fn is_running(cpu: u32) -> bool {
 
 /// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
 /// off. Returns once it has parked.
-pub fn offline(cpu: u32, tsc_hz: u64) -> Result<(), SmpError> {
-    offline_many(&[cpu], tsc_hz).map_err(|(_, error)| error)
+pub fn offline(cpu: u32) -> Result<(), SmpError> {
+    offline_many(&[cpu]).map_err(|(_, error)| error)
 }
 
 /// Asks every CPU of `cpus` to park, then halts until all have, woken by
 /// each as it parks: they leave their idle loops in parallel. On failure,
 /// the first CPU that failed and why; a CPU that was not online is
 /// refused before any is asked.
-pub fn offline_many(cpus: &[u32], _tsc_hz: u64) -> Result<(), (u32, SmpError)> {
+pub fn offline_many(cpus: &[u32]) -> Result<(), (u32, SmpError)> {
     let set = checked(cpus)?;
     let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
     LIVES
