@@ -242,4 +242,4 @@ impl<T: Thread> Kthreads<T> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -3,8 +3,9 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use std::sync::Arc as StdArc;
 
-/// A thread that records its turns and its end.
-struct Probe {
+/// A thread that records its turns and its end (the step table's tests
+/// use it too).
+pub(crate) struct Probe {
     parked: AtomicBool,
     turns: AtomicU32,
     stop_asked: AtomicBool,
@@ -45,7 +46,8 @@ impl Drop for Probe {
     }
 }
 
-fn probe(dropped: &StdArc<AtomicU32>) -> Probe {
+/// A probe whose drops are counted in `dropped`.
+pub(crate) fn probe(dropped: &StdArc<AtomicU32>) -> Probe {
     Probe {
         parked: AtomicBool::new(false),
         turns: AtomicU32::new(0),

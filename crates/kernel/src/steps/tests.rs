@@ -6,7 +6,7 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 
 use hotkern_cpuhp::{Callbacks, CpuId, CpuSet, Engine, Hotplug, Platform, StepId, StepSpec};
 use hotkern_physmem::{PageCount, Pfn};
@@ -15,6 +15,7 @@ use super::*;
 use crate::audit::Resource;
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::frames::FramePool;
+use crate::kthread::tests::{probe, Probe};
 use crate::sched::RunQueue;
 use crate::sync::{Mutex, RawSpinlock};
 
@@ -22,27 +23,6 @@ const CPUS: usize = 4;
 
 /// A kernel thread's state in the fake: parked or not.
 type Threads = BTreeMap<(usize, Role), bool>;
-
-/// A kernel thread that is only its parked flag.
-#[derive(Default)]
-struct Bookkept {
-    parked: AtomicBool,
-}
-
-impl Thread for Bookkept {
-    fn run(&self) -> bool {
-        !self.is_parked()
-    }
-    fn park(&self) {
-        self.parked.store(true, SeqCst);
-    }
-    fn unpark(&self) {
-        self.parked.store(false, SeqCst);
-    }
-    fn is_parked(&self) -> bool {
-        self.parked.load(SeqCst)
-    }
-}
 
 #[derive(Default)]
 struct Platformish {
@@ -66,7 +46,7 @@ struct Fake {
     active: AtomicCpuSet,
     queues: Vec<Mutex<RunQueue<u32>>>,
     own: Mutex<Platformish>,
-    kthreads: Kthreads<Bookkept>,
+    kthreads: Kthreads<Probe>,
     /// The CPUs the platform powered ([`Inline`] powers them on and off).
     powered: Arc<AtomicCpuSet>,
     grace_periods: AtomicUsize,
@@ -211,17 +191,17 @@ impl StepKernel for Fake {
     fn rcu_queued(&self, cpu: usize) -> Option<usize> {
         self.own.lock().rcu_lists.get(&cpu).map(Vec::len)
     }
-    type Thread = Bookkept;
-    fn kthreads(&self) -> &Kthreads<Bookkept> {
+    type Thread = Probe;
+    fn kthreads(&self) -> &Kthreads<Probe> {
         &self.kthreads
     }
-    fn spawn_kthread(&self, _cpu: usize, _role: Role) -> Option<Bookkept> {
+    fn spawn_kthread(&self, _cpu: usize, _role: Role) -> Option<Probe> {
         let left = self.creations_left.load(SeqCst);
         if left == 0 {
             return None;
         }
         self.creations_left.store(left.saturating_sub(1), SeqCst);
-        Some(Bookkept::default())
+        Some(probe(&Arc::new(AtomicU32::new(0))))
     }
     fn trace_buffer_create(&self, cpu: usize) -> bool {
         let mut own = self.own.lock();
