@@ -98,7 +98,7 @@ pub fn exercise(report: &mut Report, tsc_hz: u64, checks: &mut Checks) {
     for cpu in 1..smp::cpu_count() {
         for _ in 0..CALLS {
             let started = tsc::now();
-            let answer = smp::call(cpu, own_apic_id, 0, tsc_hz);
+            let answer = smp::call(cpu, own_apic_id, 0);
             let ticks = tsc::now() - started;
             if answer != Ok(u64::from(smp::apic_id(cpu))) {
                 println!("hotkern: cpu {cpu} answered {answer:?}");
@@ -144,7 +144,7 @@ pub fn exercise(report: &mut Report, tsc_hz: u64, checks: &mut Checks) {
         }
         report.online_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0);
         crate::trace_marker!("cpu {cpu} online in {} us", report.online_us[cpu as usize]);
-        let back = smp::call(cpu, own_apic_id, 0, tsc_hz) == Ok(u64::from(smp::apic_id(cpu)));
+        let back = smp::call(cpu, own_apic_id, 0) == Ok(u64::from(smp::apic_id(cpu)));
         cycled &= back && offline_count + 1 == smp::online();
     }
     checks.check(

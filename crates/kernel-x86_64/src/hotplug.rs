@@ -160,9 +160,7 @@ fn wait_for(posted: &[(u32, u64)]) {
 }
 
 /// This kernel as the engine's platform.
-pub struct KernelPlatform {
-    tsc_hz: u64,
-}
+pub struct KernelPlatform;
 
 impl Platform for KernelPlatform {
     fn now_ns(&self) -> u64 {
@@ -183,7 +181,7 @@ impl Platform for KernelPlatform {
     }
 
     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        if let Err(error) = stop_machine::stop_machine(cpus, work, self.tsc_hz) {
+        if let Err(error) = stop_machine::stop_machine(cpus, work) {
             panic!("stop-machine: {error:?}");
         }
     }
@@ -500,13 +498,8 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         threads.get(cpu.index()).inspect(|thread| thread.unpark());
     }
     let table: Vec<StepSpec> = STEPS.iter().map(|def| def.spec).collect();
-    let engine = match KernelHotplug::new(
-        KernelPlatform { tsc_hz },
-        &table,
-        possible,
-        online,
-        Engine::Classic,
-    ) {
+    let engine = match KernelHotplug::new(KernelPlatform, &table, possible, online, Engine::Classic)
+    {
         Ok(engine) => engine,
         Err(error) => panic!("hotplug engine: {error}"),
     };

@@ -226,7 +226,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         checks.check("the file named by load= came off the disk", result.is_ok());
         result
     });
-    let vmem = virtio_mem::run(info.option("vmem"), wait_hz, &mut checks);
+    let vmem = virtio_mem::run(info.option("vmem"), &mut checks);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(

@@ -25,13 +25,13 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::power::{Lifecycle, Power, PowerError};
 
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::tick::Ticks;
 
-use crate::arch::rdtsc;
 use crate::cpu::{self, MAX_CPUS};
 use crate::stop_machine::KernelCpus;
 use crate::{apic, idt, kthread, trampoline, tsc};
@@ -67,6 +67,8 @@ struct Mailbox {
     result: AtomicU64,
     requested: AtomicU64,
     done: AtomicU64,
+    /// The CPU that posted the call: woken when it is done.
+    caller: AtomicU32,
 }
 
 static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
@@ -76,6 +78,7 @@ static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
         result: AtomicU64::new(0),
         requested: AtomicU64::new(0),
         done: AtomicU64::new(0),
+        caller: AtomicU32::new(0),
     }
 }; MAX_CPUS];
 
@@ -88,22 +91,6 @@ pub enum SmpError {
     WrongState(u32),
     /// The CPU did not answer within the timeout.
     Timeout(u32),
-}
-
-/// Busy-waits until `done()` or `micros` pass; the TSC's rate must be known
-/// (`tsc_hz`).
-fn wait(tsc_hz: u64, micros: u64, done: impl Fn() -> bool) -> bool {
-    let limit = u128::from(tsc_hz) * u128::from(micros) / 1_000_000;
-    let start = rdtsc();
-    loop {
-        if done() {
-            return true;
-        }
-        if u128::from(rdtsc() - start) > limit {
-            return done();
-        }
-        core::hint::spin_loop();
-    }
 }
 
 /// Records the CPUs: the boot CPU (the caller) as CPU 0, then every other
@@ -213,9 +200,9 @@ impl SmpError {
 
 /// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the
 /// result.
-pub fn call(cpu: u32, function: fn(u64) -> u64, arg: u64, tsc_hz: u64) -> Result<u64, SmpError> {
+pub fn call(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<u64, SmpError> {
     let call = post(cpu, function, arg)?;
-    finish(call, tsc_hz)
+    finish(call)
 }
 
 /// A call posted to another CPU, to [`finish`].
@@ -247,6 +234,9 @@ pub fn post(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpE
     let mailbox = &MAILBOXES[index];
     mailbox.function.store(function as usize, Ordering::Relaxed);
     mailbox.arg.store(arg, Ordering::Relaxed);
+    mailbox
+        .caller
+        .store(cpu::current_id().unwrap_or(0), Ordering::Relaxed);
     let number = mailbox.requested.load(Ordering::Relaxed) + 1;
     // Release: pairs with the acquire in `run_call`, which then sees the
     // function and argument stored above.
@@ -255,13 +245,16 @@ pub fn post(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpE
     Ok(Posted { cpu, number })
 }
 
-/// Waits until a posted call has run and returns its result.
-pub fn finish(call: Posted, tsc_hz: u64) -> Result<u64, SmpError> {
+/// Waits until a posted call has run and returns its result. The caller
+/// halts, woken by the CPU that ran the call (Linux spins here, in
+/// `csd_lock_wait`; a spinning vCPU would hold a host core the callee
+/// needs, and a stop-machine's members would be released one by one).
+pub fn finish(call: Posted) -> Result<u64, SmpError> {
     let mailbox = &MAILBOXES[call.cpu as usize];
+    let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
     // Acquire: pairs with the release in `run_call`, so the result is there.
-    if wait(tsc_hz, TIMEOUT_US, || {
-        mailbox.done.load(Ordering::Acquire) == call.number
-    }) {
+    let done = || mailbox.done.load(Ordering::Acquire) == call.number;
+    if KernelCpus.wait_until_deadline(&done, deadline) {
         Ok(mailbox.result.load(Ordering::Relaxed))
     } else {
         Err(SmpError::Timeout(call.cpu))
@@ -334,7 +327,10 @@ fn run_call() {
     let function: fn(u64) -> u64 = unsafe { core::mem::transmute(address) };
     let result = function(mailbox.arg.load(Ordering::Relaxed));
     mailbox.result.store(result, Ordering::Relaxed);
+    // Read before `done` lets the caller post again.
+    let caller = mailbox.caller.load(Ordering::Relaxed);
     mailbox.done.store(number, Ordering::Release);
+    ring(caller);
 }
 
 /// Every interrupt below the exceptions' range comes here (from

@@ -88,11 +88,7 @@ fn member(_: u64) -> u64 {
 /// Stops every running CPU, runs `work(cpu)` on each CPU of `cpus` (which
 /// must be running) while the others wait with interrupts off, then lets
 /// all go. Called on the controlling CPU.
-pub fn stop_machine(
-    cpus: CpuSet,
-    work: &(dyn Fn(CpuId) + Sync),
-    tsc_hz: u64,
-) -> Result<(), StopError> {
+pub fn stop_machine(cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> Result<(), StopError> {
     let running: CpuSet = (0..smp::cpu_count())
         .filter(|&cpu| smp::is_running(cpu))
         .map(CpuId)
@@ -111,7 +107,7 @@ pub fn stop_machine(
     arch::without_interrupts(|| RENDEZVOUS.run(&KernelCpus, running, cpus, work, post_each))?;
     for call in posted.into_iter().flatten() {
         let cpu = call.cpu();
-        smp::finish(call, tsc_hz).map_err(|error| StopError::Call(cpu, error))?;
+        smp::finish(call).map_err(|error| StopError::Call(cpu, error))?;
     }
     Ok(())
 }

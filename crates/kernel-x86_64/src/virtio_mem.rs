@@ -310,7 +310,7 @@ impl Device {
         Ok(())
     }
 
-    fn shrink(&mut self, target: u64, resize: &mut Resize, tsc_hz: u64) -> Result<(), MemError> {
+    fn shrink(&mut self, target: u64, resize: &mut Resize) -> Result<(), MemError> {
         let wanted = ((self.plugged_bytes() - target) / self.block) as usize;
         let t0 = tsc::nanos();
         let mut taken = Vec::new();
@@ -399,7 +399,7 @@ impl Device {
         }
         for cpu in 1..smp::cpu_count() {
             if !readers::runs_on(cpu) && smp::is_running(cpu) {
-                let _ = smp::call(cpu, memory::flush_tlb, 0, tsc_hz);
+                let _ = smp::call(cpu, memory::flush_tlb, 0);
             }
         }
         let t3 = tsc::nanos();
@@ -437,7 +437,7 @@ fn targets(option: &str) -> Option<Vec<u64>> {
 
 /// Finds the device and, if `vmem=` lists sizes, follows the host's
 /// resizes to each of them in turn; `None` without a device or `vmem=`.
-pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Report> {
+pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<Report> {
     let wanted = option.map(|o| (o, targets(o)));
     let mut device = match probe() {
         Ok(device) => device,
@@ -528,7 +528,7 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
         let outcome = if target >= device.plugged_bytes() {
             device.grow(target, &mut resize)
         } else {
-            device.shrink(target, &mut resize, tsc_hz)
+            device.shrink(target, &mut resize)
         };
         readers::resizing(false);
         if let Err(error) = outcome {
@@ -563,7 +563,7 @@ pub fn run(option: Option<&str>, tsc_hz: u64, checks: &mut Checks) -> Option<Rep
     let others = (1..smp::cpu_count())
         .filter(|&cpu| smp::is_running(cpu))
         .count();
-    report.seen = reader.map(|readers| readers::stop(readers, tsc_hz));
+    report.seen = reader.map(readers::stop);
     if let Some(seen) = &report.seen {
         readers::check(seen, others, checks);
     }

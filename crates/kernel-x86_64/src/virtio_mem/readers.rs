@@ -238,11 +238,11 @@ pub fn request_flush() -> bool {
 }
 
 /// Stops the readers and returns what they saw.
-pub fn stop(readers: Readers, tsc_hz: u64) -> Seen {
+pub fn stop(readers: Readers) -> Seen {
     STOP.store(true, Ordering::Release);
     let mut cpus = Vec::new();
     for (cpu, posted) in readers.0 {
-        let _ = smp::finish(posted, tsc_hz);
+        let _ = smp::finish(posted);
         RUNNING.fetch_and(!(1 << cpu), Ordering::AcqRel);
         if cpus.try_reserve(1).is_ok() {
             cpus.push((cpu, PER_CPU[cpu as usize].load(Ordering::Relaxed)));
