@@ -65,6 +65,11 @@ fn every_role_indexes_its_own_slot() {
 }
 
 #[test]
+fn roles_carry_linux_thread_names() {
+    assert_eq!(Role::ALL.map(Role::name), ["ksoftirqd", "kworker", "rcuc"]);
+}
+
+#[test]
 fn a_thread_is_installed_parked_and_once() {
     let dropped = StdArc::new(AtomicU32::new(0));
     let threads = Kthreads::new(2);

@@ -23,6 +23,9 @@ struct Threads {
     /// Each CPU takes this long to answer (so that the controller is
     /// already asleep when it does).
     answer_after_ms: AtomicU32,
+    /// Wake-ups each CPU got, and those for threads that are no CPU.
+    woken: Vec<AtomicU32>,
+    threads_woken: AtomicU32,
     shutdown: AtomicBool,
 }
 
@@ -37,6 +40,8 @@ impl Threads {
             deaf_once: (0..cpus).map(|_| AtomicBool::new(false)).collect(),
             broken: (0..cpus).map(|_| AtomicBool::new(false)).collect(),
             answer_after_ms: AtomicU32::new(0),
+            woken: (0..cpus).map(|_| AtomicU32::new(0)).collect(),
+            threads_woken: AtomicU32::new(0),
             shutdown: AtomicBool::new(false),
         });
         threads.lives.boot_cpu(0);
@@ -81,7 +86,13 @@ impl Threads {
 
     fn stop(&self) {
         self.shutdown.store(true, SeqCst);
-        self.wake_threads();
+        self.ring();
+    }
+
+    /// Every sleeper checks its condition again (one condvar for all).
+    fn ring(&self) {
+        let _held = self.lock.lock().unwrap();
+        self.changed.notify_all();
     }
 }
 
@@ -89,12 +100,13 @@ impl Cpus for Threads {
     fn current(&self) -> Option<CpuId> {
         ME.with(Cell::get)
     }
-    fn wake(&self, _cpu: CpuId) {
-        let _held = self.lock.lock().unwrap();
-        self.changed.notify_all();
+    fn wake(&self, cpu: CpuId) {
+        self.woken[cpu.index()].fetch_add(1, SeqCst);
+        self.ring();
     }
     fn wake_threads(&self) {
-        self.wake(CpuId(0));
+        self.threads_woken.fetch_add(1, SeqCst);
+        self.ring();
     }
     fn wait_until(&self, condition: &dyn Fn() -> bool) {
         self.wait_until_deadline(condition, u64::MAX);
@@ -246,6 +258,95 @@ fn the_waiter_is_woken_not_left_to_its_deadline() {
             .unwrap();
     }
     assert!(started.elapsed().as_secs() < 2, "{:?}", started.elapsed());
+    platform.stop();
+    cpu.join().unwrap();
+}
+
+/// A platform that keeps [`Power`]'s defaults: one kick, no second one.
+struct KicksOnce(Arc<Threads>);
+
+impl Cpus for KicksOnce {
+    fn current(&self) -> Option<CpuId> {
+        self.0.current()
+    }
+    fn wake(&self, cpu: CpuId) {
+        self.0.wake(cpu);
+    }
+    fn wake_threads(&self) {
+        self.0.wake_threads();
+    }
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        self.0.wait_until(condition);
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        self.0.wait_until_deadline(condition, deadline_ns)
+    }
+}
+
+impl Power for KicksOnce {
+    fn kick(&self, cpu: CpuId) {
+        self.0.kick(cpu);
+    }
+}
+
+#[test]
+fn by_default_a_late_cpu_is_not_kicked_again() {
+    let platform = Threads::new(2);
+    let cpu = platform.spawn_cpu(1);
+    platform.deaf_once[1].store(true, SeqCst);
+    let once = KicksOnce(Arc::clone(&platform));
+    assert_eq!(
+        platform
+            .lives
+            .start_many(&once, set(&[1]), deadline(&platform, SECOND / 10)),
+        Err(PowerError::Timeout(CpuId(1)))
+    );
+    assert_eq!(platform.kicks[1].load(SeqCst), 1);
+    platform.stop();
+    cpu.join().unwrap();
+}
+
+#[test]
+fn errors_name_the_cpu_and_what_went_wrong() {
+    let text = |error: PowerError| std::format!("{error}");
+    assert_eq!(text(PowerError::NoSuchCpu(CpuId(70))), "there is no cpu 70");
+    assert_eq!(
+        text(PowerError::WrongState(CpuId(2), Life::Alive)),
+        "cpu 2 is Alive"
+    );
+    assert_eq!(
+        text(PowerError::Timeout(CpuId(3))),
+        "cpu 3 did not answer in time"
+    );
+}
+
+#[test]
+fn the_cpu_that_waits_is_the_one_woken() {
+    let platform = Threads::new(2);
+    let cpu = platform.spawn_cpu(1);
+    let controller = Arc::clone(&platform);
+    std::thread::spawn(move || {
+        ME.with(|id| id.set(Some(CpuId(0))));
+        let one = set(&[1]);
+        let lives = &controller.lives;
+        lives
+            .start_many(&*controller, one, deadline(&controller, 5 * SECOND))
+            .unwrap();
+        lives
+            .stop_many(&*controller, one, deadline(&controller, 5 * SECOND))
+            .unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        platform.woken[0].load(SeqCst),
+        2,
+        "the arrival and the death each woke cpu 0"
+    );
+    assert_eq!(platform.threads_woken.load(SeqCst), 0, "no thread waited");
     platform.stop();
     cpu.join().unwrap();
 }
