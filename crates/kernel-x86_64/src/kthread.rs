@@ -205,7 +205,10 @@ impl Kthread {
     fn switch_to(&self) {
         let me = cpu::current_id().unwrap_or(0);
         assert_eq!(me, self.cpu, "{} runs only on cpu {}", self.name, self.cpu);
-        if !self.started.swap(true, Ordering::Relaxed) {
+        // Only this CPU reads or writes `started`, with interrupts off: a
+        // load, not a locked exchange, on every switch.
+        if !self.started.load(Ordering::Relaxed) {
+            self.started.store(true, Ordering::Relaxed);
             // SAFETY: the thread has not run, so its saved pointer is the
             // frame `new` built, whose fourth word is r12; `self` does not
             // move any more (the caller holds it in place to run it, and

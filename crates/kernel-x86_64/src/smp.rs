@@ -451,7 +451,9 @@ impl CpuLoop for KernelLoop {
     /// also keeps the timer bases, which allocate, from being made before
     /// the heap is (the loop starts with the CPU, early in boot).
     fn next_timer(&self, cpu: usize) -> Option<u64> {
-        crate::steps::thread(cpu as u32, Role::Softirq)?;
+        if !crate::steps::has_thread(cpu as u32, Role::Softirq) {
+            return None;
+        }
         crate::steps::timers_and_work().0.next_deadline(cpu)
     }
 
@@ -465,7 +467,7 @@ impl CpuLoop for KernelLoop {
 
     /// As [`KernelLoop::next_timer`]: only with an `rcuc` thread.
     fn rcu_needs_cpu(&self, cpu: usize) -> bool {
-        crate::steps::thread(cpu as u32, Role::RcuCallbacks).is_some()
+        crate::steps::has_thread(cpu as u32, Role::RcuCallbacks)
             && crate::steps::rcu_pending(cpu as u32) > 0
     }
 

@@ -17,7 +17,6 @@
 //! which are in use).
 
 use alloc::boxed::Box;
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
@@ -108,9 +107,11 @@ fn threads() -> &'static Kthreads<Kthread> {
     THREADS.call_once(|| Kthreads::new(MAX_CPUS))
 }
 
-/// `cpu`'s thread `role`, if it exists.
-pub fn thread(cpu: u32, role: Role) -> Option<Arc<Kthread>> {
-    THREADS.get()?.get(cpu as usize, role)
+/// Whether `cpu` has its thread `role`.
+pub fn has_thread(cpu: u32, role: Role) -> bool {
+    THREADS
+        .get()
+        .is_some_and(|threads| threads.exists(cpu as usize, role))
 }
 
 /// The CPUs whose trace buffer is in use, and whose sysfs nodes would exist.

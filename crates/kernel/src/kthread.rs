@@ -134,6 +134,12 @@ impl<T: Thread> PerCpuThread<T> {
         self.0.get(cpu)?.lock().clone()
     }
 
+    /// Whether `cpu` has a thread, without taking a handle to it (the
+    /// CPU loop asks at every idle entry).
+    pub fn exists(&self, cpu: usize) -> bool {
+        self.0.get(cpu).is_some_and(|slot| slot.lock().is_some())
+    }
+
     /// Gives `cpu` the thread `thread`, parked; false (and `thread` is
     /// dropped) if it has one or there is no such CPU.
     pub fn install(&self, cpu: usize, thread: T) -> bool {
@@ -185,7 +191,7 @@ impl<T: Thread> Kthreads<T> {
 
     /// Whether `cpu` has its thread `role`.
     pub fn exists(&self, cpu: usize, role: Role) -> bool {
-        self.get(cpu, role).is_some()
+        self.role(role).exists(cpu)
     }
 
     /// Gives `cpu` its thread `role`, parked; false if it has one.
