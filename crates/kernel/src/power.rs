@@ -19,9 +19,11 @@
 //! spinning: a spinning virtual CPU holds a host core the CPU it waits
 //! for may need. So the CPU's two writes wake the controller, which
 //! [`Lifecycle::start_many`] and [`Lifecycle::stop_many`] record before
-//! they change anything (release; the CPU reads it with acquire after its
-//! own write, RMW on both sides of the state word so that a waiter's
-//! check and the CPU's write are ordered).
+//! they change anything (release, before the state word's release store;
+//! the CPU's compare-and-swap of the state word acquires that store, so
+//! it then reads the waiter). A wake-up is never lost by the platform's
+//! rule ([`Cpus::wait_until`]): the waiter checks the state word and
+//! sleeps as one step with respect to wake-ups.
 //!
 //! ```
 //! use hotkern_cpuhp::{CpuId, CpuSet};
