@@ -95,3 +95,15 @@ fn matches_reference() {
     assert!(share(general.get()) >= 0.5);
     assert!(share(class_matched.get()) >= 0.1);
 }
+
+/// The fuzzer's hang: a pattern of many stars that cannot match. Tried
+/// split by split without remembering answers, this took exponential time.
+#[test]
+fn the_reference_answers_many_stars_at_once() {
+    let pattern = [b"*a".repeat(24), b"*b".to_vec()].concat();
+    let text = b"a".repeat(60);
+    let started = std::time::Instant::now();
+    assert!(!reference(&pattern, &text));
+    assert!(reference(&pattern, &[text.as_slice(), b"b"].concat()));
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+}

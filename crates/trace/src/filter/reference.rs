@@ -139,8 +139,8 @@ fn string<'p>(spec: &FieldSpec, payload: &'p [u8]) -> Option<&'p [u8]> {
 /// next byte literally (a trailing `\` is itself).
 ///
 /// Written straight from that definition by recursion, trying every split
-/// at a `*`: exponential in the number of stars, meant for the short
-/// patterns of tests.
+/// at a `*`, with each (pattern, text) suffix pair answered once: without
+/// that, a fuzzed pattern of many stars took exponential time.
 ///
 /// ```
 /// use hotkern_trace::internals::filter_reference::glob_matches;
@@ -149,24 +149,43 @@ fn string<'p>(spec: &FieldSpec, payload: &'p [u8]) -> Option<&'p [u8]> {
 /// assert!(!glob_matches(b"a\\*", b"ab"));
 /// ```
 pub fn glob_matches(pattern: &[u8], text: &[u8]) -> bool {
-    let Some((&first, rest)) = pattern.split_first() else {
-        return text.is_empty();
-    };
-    // Whether the first text byte passes `test` and the rest matches `after`.
-    let one = |test: &dyn Fn(u8) -> bool, after: &[u8]| match text.split_first() {
-        Some((&byte, text_rest)) => test(byte) && glob_matches(after, text_rest),
-        None => false,
-    };
-    match first {
-        b'*' => (0..=text.len()).any(|skip| glob_matches(rest, &text[skip..])),
-        b'?' => one(&|_| true, rest),
-        b'\\' if !rest.is_empty() => one(&|byte| byte == rest[0], &rest[1..]),
-        b'[' => match Bracket::parse(rest) {
-            Some(class) => one(&|byte| class.admits(byte), class.after),
-            None => one(&|byte| byte == b'[', rest),
-        },
-        literal => one(&|byte| byte == literal, rest),
+    let mut known = alloc::vec![None; (pattern.len() + 1) * (text.len() + 1)];
+    suffix_matches(pattern, text, text.len() + 1, &mut known)
+}
+
+/// [`glob_matches`] of two suffixes, remembered in `known` by their lengths
+/// (`width` is the whole text's length plus one).
+fn suffix_matches(pattern: &[u8], text: &[u8], width: usize, known: &mut [Option<bool>]) -> bool {
+    let slot = pattern.len() * width + text.len();
+    if let Some(answer) = known[slot] {
+        return answer;
     }
+    let answer = match pattern.split_first() {
+        None => text.is_empty(),
+        Some((&first, rest)) => {
+            // Whether the first text byte passes `test` and the rest matches `after`.
+            let mut one = |test: &dyn Fn(u8) -> bool, after: &[u8]| match text.split_first() {
+                Some((&byte, text_rest)) => {
+                    test(byte) && suffix_matches(after, text_rest, width, known)
+                }
+                None => false,
+            };
+            match first {
+                b'*' => {
+                    (0..=text.len()).any(|skip| suffix_matches(rest, &text[skip..], width, known))
+                }
+                b'?' => one(&|_| true, rest),
+                b'\\' if !rest.is_empty() => one(&|byte| byte == rest[0], &rest[1..]),
+                b'[' => match Bracket::parse(rest) {
+                    Some(class) => one(&|byte| class.admits(byte), class.after),
+                    None => one(&|byte| byte == b'[', rest),
+                },
+                literal => one(&|byte| byte == literal, rest),
+            }
+        }
+    };
+    known[slot] = Some(answer);
+    answer
 }
 
 /// A `[...]` class: its members as written and the pattern after it.
