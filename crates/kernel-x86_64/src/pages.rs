@@ -6,9 +6,7 @@
 //! allocate through. The `mm:pagecache` hotplug step creates, drains and
 //! frees each CPU's cache.
 
-use alloc::collections::BTreeMap;
-use alloc::vec::Vec;
-
+use hotkern_kernel::blockframes::{BlockFrames, RegionError};
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_physmem::{PageCount, Pfn};
@@ -90,118 +88,23 @@ pub fn touch(cpu: u32, pattern: u64) -> bool {
     back == pattern
 }
 
-/// Hot-plugged frames, block by block: the frame allocator virtio-mem's
-/// memory is handed to. A block's frames are a bitmap (set = free), so a
-/// shrink can tell a wholly free block at once and take it back whole
-/// (Linux's virtio-mem offlines a memory block only when every page in it
-/// can be isolated; this allocator never migrates, it refuses instead).
-/// Blocks are kept by first frame, so adding, taking back and freeing
-/// find theirs in O(log n).
-pub struct HotFrames {
-    blocks: spin::Mutex<BTreeMap<u64, HotBlock>>,
+/// The allocator virtio-mem's blocks are handed to, made when the
+/// driver finds its region ([`set_hot`]).
+static HOT: spin::Once<BlockFrames> = spin::Once::new();
+
+/// The hot-plugged frames' allocator, once [`set_hot`] made it.
+pub fn hot() -> Option<&'static BlockFrames> {
+    HOT.get()
 }
 
-struct HotBlock {
-    frames: u64,
-    free: Vec<u64>,
-    free_count: u64,
-}
-
-/// The hot-plugged frames.
-pub static HOT: HotFrames = HotFrames {
-    blocks: spin::Mutex::new(BTreeMap::new()),
-};
-
-impl HotFrames {
-    /// Hands `frames` frames from `first` to the allocator, all free.
-    /// Refused (false) if the heap cannot hold the bitmap or the block
-    /// is already there.
-    pub fn add_block(&self, first: Pfn, frames: u64) -> bool {
-        let words = frames.div_ceil(64) as usize;
-        let mut free = Vec::new();
-        if frames == 0 || free.try_reserve_exact(words).is_err() {
-            return false;
-        }
-        free.extend((0..words).map(|word| {
-            let left = frames - 64 * word as u64;
-            if left >= 64 {
-                u64::MAX
-            } else {
-                (1 << left) - 1
-            }
-        }));
-        let mut blocks = self.blocks.lock();
-        if blocks.contains_key(&first.0) {
-            return false;
-        }
-        blocks.insert(
-            first.0,
-            HotBlock {
-                frames,
-                free,
-                free_count: frames,
-            },
-        );
-        true
-    }
-
-    /// Takes the block starting at `first` back if every frame of it is
-    /// free; false (the block stays) otherwise.
-    pub fn take_block(&self, first: Pfn) -> bool {
-        let mut blocks = self.blocks.lock();
-        match blocks.get(&first.0) {
-            Some(block) if block.free_count == block.frames => {
-                blocks.remove(&first.0);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// A free frame, if any block has one (low blocks first).
-    pub fn alloc(&self) -> Option<Pfn> {
-        let mut blocks = self.blocks.lock();
-        let (&first, block) = blocks.iter_mut().find(|(_, b)| b.free_count > 0)?;
-        let (word, bits) = block.free.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
-        let bit = bits.trailing_zeros();
-        *bits &= !(1 << bit);
-        block.free_count -= 1;
-        Some(Pfn(first + 64 * word as u64 + u64::from(bit)))
-    }
-
-    /// The block holding `frame`, if any.
-    fn block_of(blocks: &mut BTreeMap<u64, HotBlock>, frame: Pfn) -> Option<(u64, &mut HotBlock)> {
-        let (&first, block) = blocks.range_mut(..=frame.0).next_back()?;
-        (frame.0 < first + block.frames).then_some((first, block))
-    }
-
-    /// Frees a frame; false if it is already free or in no block (a
-    /// double free or a stray frame, refused).
-    pub fn free(&self, frame: Pfn) -> bool {
-        let mut blocks = self.blocks.lock();
-        let Some((first, block)) = Self::block_of(&mut blocks, frame) else {
-            return false;
-        };
-        let index = frame.0 - first;
-        let (word, bit) = ((index / 64) as usize, index % 64);
-        if block.free[word] & (1 << bit) != 0 {
-            return false;
-        }
-        block.free[word] |= 1 << bit;
-        block.free_count += 1;
-        true
-    }
-
-    /// Whether `frame` is in a block the allocator holds.
-    pub fn holds(&self, frame: Pfn) -> bool {
-        Self::block_of(&mut self.blocks.lock(), frame).is_some()
-    }
-
-    /// `(free, total)` frames.
-    pub fn counts(&self) -> (u64, u64) {
-        let blocks = self.blocks.lock();
-        blocks.values().fold((0, 0), |(free, total), b| {
-            (free + b.free_count, total + b.frames)
-        })
-    }
+/// Makes the hot-plugged frames' allocator over `blocks` blocks of
+/// `block_frames` frames from `first`, with all its bitmaps, so that no
+/// resize allocates for it. Only the first call makes one; a later call
+/// returns it.
+pub fn set_hot(
+    first: Pfn,
+    blocks: usize,
+    block_frames: u64,
+) -> Result<&'static BlockFrames, RegionError> {
+    HOT.try_call_once(|| BlockFrames::new(first, blocks, block_frames))
 }

@@ -6,7 +6,7 @@
 //! - **Grow**: PLUG runs of free blocks (at most 128 MiB a request, as
 //!   Linux plugs a memory block at a time), map them in the kernel's page
 //!   tables ([`memory::map_large`]), `physmem.plug` them, hand their frames
-//!   to the allocator ([`pages::HOT`]).
+//!   to the allocator ([`pages::hot`]: a bitmap per block).
 //! - **Shrink**: take back from the allocator only blocks whose every frame
 //!   is free, from the top of the region down; if too few are, take back
 //!   those and say why the rest stayed. Then `physmem.unplug` (within one
@@ -27,11 +27,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
+use hotkern_kernel::blockframes::{BlockFrames, RegionError};
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
 
 use crate::checks::Checks;
 use crate::memory::{self, MapError, PHYSMEM};
-use crate::pages::HOT;
+use crate::pages;
 use crate::ranges::PAGE_SIZE;
 use crate::virtio_pci::{self, IrqTarget, Transport, TransportError};
 use crate::{apic, pci, println, smp, tsc};
@@ -102,6 +103,8 @@ pub enum MemError {
     Physmem(PhysmemError),
     /// The allocator could not take a block's frames.
     Allocator,
+    /// The allocator's bitmaps for the region could not be made.
+    Region(RegionError),
 }
 
 impl fmt::Display for MemError {
@@ -124,6 +127,7 @@ impl fmt::Display for MemError {
             MemError::Map(error) => write!(f, "page tables: {error}"),
             MemError::Physmem(error) => write!(f, "physmem: {error}"),
             MemError::Allocator => f.write_str("the frame allocator could not take a block"),
+            MemError::Region(error) => write!(f, "frame allocator: {error}"),
         }
     }
 }
@@ -183,6 +187,8 @@ struct Device {
     block: u64,
     addr: u64,
     plugged: Vec<bool>,
+    /// The allocator the plugged blocks' frames are handed to.
+    hot: &'static BlockFrames,
 }
 
 fn probe() -> Result<Device, MemError> {
@@ -208,11 +214,15 @@ fn probe() -> Result<Device, MemError> {
     if addr < crate::boot::IDENTITY_MAP_END || addr.saturating_add(region) > 512 << 30 {
         return Err(MemError::BadConfig("region outside 4 GiB to 512 GiB"));
     }
+    let blocks = (region / block) as usize;
+    let hot = pages::set_hot(Pfn(addr / PAGE_SIZE), blocks, block / PAGE_SIZE)
+        .map_err(MemError::Region)?;
     Ok(Device {
         transport,
         block,
         addr,
-        plugged: alloc::vec![false; (region / block) as usize],
+        plugged: alloc::vec![false; blocks],
+        hot,
     })
 }
 
@@ -280,14 +290,12 @@ impl Device {
             let _ = self.send(REQ_UNPLUG, start, count as u16);
             return Err(error);
         }
-        for index in first..first + count {
-            if !HOT.add_block(Pfn(self.block_address(index) / PAGE_SIZE), self.frames()) {
-                ns[3] += tsc::nanos() - t3;
-                return Err(MemError::Allocator);
-            }
-            self.plugged[index] = true;
-        }
+        let added = self.hot.add_blocks(first, count);
         ns[3] += tsc::nanos() - t3;
+        if !added {
+            return Err(MemError::Allocator);
+        }
+        self.plugged[first..first + count].fill(true);
         Ok(())
     }
 
@@ -314,20 +322,23 @@ impl Device {
         let wanted = ((self.plugged_bytes() - target) / self.block) as usize;
         let t0 = tsc::nanos();
         let mut taken = Vec::new();
+        // Blocks plugged and not taken back yet, the ones still to try.
+        let mut left = self.plugged.clone();
         let mut busy = 0usize;
         // A frame held for a moment (the reader's) makes its block busy:
         // look again a few times before stopping short.
         for attempt in 0..SHRINK_ATTEMPTS {
             busy = 0;
-            for index in (0..self.plugged.len()).rev() {
+            for index in (0..left.len()).rev() {
                 if taken.len() == wanted {
                     break;
                 }
-                if !self.plugged[index] || taken.contains(&index) {
+                if !left[index] {
                     continue;
                 }
-                if HOT.take_block(Pfn(self.block_address(index) / PAGE_SIZE)) {
+                if self.hot.take_block(index) {
                     taken.push(index);
+                    left[index] = false;
                 } else {
                     busy += 1;
                 }
@@ -377,7 +388,7 @@ impl Device {
                     let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
                 }
                 for &index in &taken {
-                    HOT.add_block(Pfn(self.block_address(index) / PAGE_SIZE), self.frames());
+                    self.hot.add_blocks(index, 1);
                 }
                 resize.ns[1] += tsc::nanos() - t1;
                 return Err(MemError::Physmem(error));
@@ -574,16 +585,17 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<Report> {
     audit::audit(&mut device, &mut report);
     // A block with a frame in use is not taken back, and a frame freed
     // twice is refused: what a shrink relies on to lose nothing.
-    if let Some(frame) = HOT.alloc() {
-        let block = frame.0 - frame.0 % device.frames();
-        let kept = !HOT.take_block(Pfn(block));
-        let freed = HOT.free(frame) && !HOT.free(frame);
+    let hot = device.hot;
+    if let Some(frame) = hot.alloc() {
+        let block = ((frame.0 * PAGE_SIZE - device.addr) / device.block) as usize;
+        let kept = !hot.take_block(block);
+        let freed = hot.free(frame) && !hot.free(frame);
         checks.check(
             "virtio-mem: a block with a frame in use is not taken back, a double free is refused",
             kept && freed,
         );
     }
-    report.pages_lost += audit::exercise();
+    report.pages_lost += audit::exercise(hot);
     let device_plugged = device.transport.config64(PLUGGED_SIZE);
     let asked: Vec<u64> = report.resizes.iter().map(|r| r.requested / MIB).collect();
     report.followed = asked == sizes && report.resizes.iter().all(|r| r.refused.is_none());

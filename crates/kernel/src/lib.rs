@@ -11,8 +11,9 @@
 //! * Deferred work: timer bases ([`timer`], deadlines in nanoseconds of the
 //!   platform's clock), workqueue pools ([`workqueue`]), run queues and
 //!   scheduling domains ([`sched`]).
-//! * Memory: the frame pool over `hotkern-physmem` ([`frames`]) and per-CPU
-//!   page caches ([`pagecache`]).
+//! * Memory: the frame pool over `hotkern-physmem` ([`frames`]), per-CPU
+//!   page caches ([`pagecache`]) and the allocator a memory device's
+//!   blocks are handed to ([`blockframes`]).
 //! * CPU hotplug: the step table both platforms run, each row with its
 //!   class, its reason and callbacks written over the shared mechanisms
 //!   and a small [`StepKernel`] trait for what only the platform can do
@@ -49,6 +50,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod audit;
+pub mod blockframes;
 pub mod cblist;
 pub mod cpuset;
 pub mod frames;

@@ -4,11 +4,11 @@
 
 use alloc::vec::Vec;
 
+use hotkern_kernel::blockframes::BlockFrames;
 use hotkern_physmem::Pfn;
 
 use super::{Device, Report, REQ_STATE, USABLE_REGION_SIZE};
 use crate::memory::PHYSMEM;
-use crate::pages::HOT;
 use crate::ranges::PAGE_SIZE;
 
 /// Checks every frame of the region against the blocks plugged: plugged
@@ -30,7 +30,7 @@ pub(super) fn audit(device: &mut Device, report: &mut Report) {
         } else {
             Ok(1)
         };
-        let holds = HOT.holds(Pfn(first));
+        let holds = device.hot.holds(Pfn(first));
         let agrees = state == Ok(u16::from(!plugged));
         for pfn in first..first + device.frames() {
             let page = guard.page(Pfn(pfn));
@@ -49,11 +49,11 @@ pub(super) fn audit(device: &mut Device, report: &mut Report) {
 /// Takes every free hot-plugged frame, writes its own number into it,
 /// reads it back and frees it: the allocator hands out each frame once,
 /// and the page tables map each. Returns the frames that failed.
-pub(super) fn exercise() -> u64 {
-    let (_, total) = HOT.counts();
+pub(super) fn exercise(hot: &BlockFrames) -> u64 {
+    let (_, total) = hot.counts();
     let mut frames = Vec::new();
     let mut failed = 0;
-    while let Some(frame) = HOT.alloc() {
+    while let Some(frame) = hot.alloc() {
         let word = (frame.0 * PAGE_SIZE) as *mut u64;
         // SAFETY: the frame is plugged, mapped write-back by `map_large`,
         // and this function holds it from `alloc` to `free`.
@@ -71,7 +71,7 @@ pub(super) fn exercise() -> u64 {
     }
     failed += total.saturating_sub(frames.len() as u64);
     for frame in frames {
-        if !HOT.free(frame) {
+        if !hot.free(frame) {
             failed += 1;
         }
     }

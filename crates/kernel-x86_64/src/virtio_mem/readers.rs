@@ -21,7 +21,7 @@ use hotkern_physmem::Pfn;
 
 use crate::checks::Checks;
 use crate::memory::{self, PHYSMEM};
-use crate::pages::HOT;
+use crate::pages;
 use crate::ranges::PAGE_SIZE;
 use crate::{println, smp, tsc};
 
@@ -152,8 +152,8 @@ fn reader(cpu: u64) -> u64 {
         // too, and a vCPU the host preempts while holding it stalls the
         // others (TCG on two host cores).
         batches += 1;
-        let frame = if batches % 16 == 0 { HOT.alloc() } else { None };
-        if let Some(frame) = frame {
+        let hot = pages::hot().filter(|_| batches % 16 == 0);
+        if let Some((hot, frame)) = hot.and_then(|hot| Some((hot, hot.alloc()?))) {
             let word = (frame.0 * PAGE_SIZE) as *mut u64;
             // SAFETY: the frame is plugged and mapped (the allocator has
             // only such frames), and this reader holds it until `free`.
@@ -162,7 +162,7 @@ fn reader(cpu: u64) -> u64 {
                 word.read_volatile()
             };
             COUNTS[6].fetch_add(1, Ordering::Relaxed);
-            if back != frame.0 ^ cpu || !HOT.free(frame) {
+            if back != frame.0 ^ cpu || !hot.free(frame) {
                 COUNTS[7].fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -1,0 +1,254 @@
+//! The frame allocator a memory device's blocks are handed to: a region
+//! cut into equal blocks (virtio-mem's `block_size`), each a bitmap of
+//! its frames (set = free), so that a shrink can tell at once whether a
+//! block is wholly free and take it back whole. Linux's virtio-mem
+//! offlines a memory block only when every page in it can be isolated;
+//! this allocator never migrates a page, it refuses instead.
+//!
+//! Everything is allocated when the allocator is made
+//! ([`BlockFrames::new`], before the device's first resize): handing a run of blocks over or
+//! taking one back only writes bits, with no heap and no search, so a
+//! resize's allocator share is the bitmaps' writing. A second bitmap, one
+//! bit per block, marks the blocks that are handed over and have a free
+//! frame, so an allocation finds its block in a word scan.
+//!
+//! ```
+//! use hotkern_kernel::blockframes::BlockFrames;
+//! use hotkern_physmem::Pfn;
+//!
+//! let frames = BlockFrames::new(Pfn(0x10_0000), 4, 512)?; // four 2 MiB blocks
+//! assert!(frames.add_blocks(1, 2), "blocks 1 and 2 handed over");
+//! let frame = frames.alloc().unwrap();
+//! assert_eq!(frame, Pfn(0x10_0200), "low blocks first");
+//! assert!(!frames.take_block(1), "a block with a frame in use stays");
+//! assert!(frames.take_block(2));
+//! assert!(frames.free(frame) && !frames.free(frame), "a double free is refused");
+//! assert_eq!(frames.counts(), (512, 512));
+//! # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+//! ```
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use hotkern_physmem::Pfn;
+
+use crate::sync::Mutex;
+
+/// Why a region could not be set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionError {
+    /// No blocks, or blocks of no frames.
+    Empty,
+    /// The region's frames overflow a frame number.
+    TooLarge,
+    /// The heap could not hold the bitmaps.
+    OutOfMemory,
+}
+
+impl fmt::Display for RegionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegionError::Empty => "a region of no blocks or of empty blocks",
+            RegionError::TooLarge => "the region's frames overflow a frame number",
+            RegionError::OutOfMemory => "the heap cannot hold the region's bitmaps",
+        })
+    }
+}
+
+struct Region {
+    first: u64,
+    blocks: usize,
+    block_frames: u64,
+    /// Bitmap words per block.
+    words: usize,
+    /// Every block's frames, `words` words each; set = free.
+    free: Vec<u64>,
+    /// Free frames per block (0 for a block not handed over).
+    free_count: Vec<u64>,
+    /// A bit per block: handed over.
+    present: Vec<u64>,
+    /// A bit per block: handed over with a free frame.
+    with_free: Vec<u64>,
+    /// Frames free and frames handed over, over all blocks.
+    free_total: u64,
+    total: u64,
+}
+
+fn bit(map: &[u64], index: usize) -> bool {
+    map[index / 64] & (1 << (index % 64)) != 0
+}
+
+fn set(map: &mut [u64], index: usize, on: bool) {
+    if on {
+        map[index / 64] |= 1 << (index % 64);
+    } else {
+        map[index / 64] &= !(1 << (index % 64));
+    }
+}
+
+impl Region {
+    /// The block holding `frame` and the frame's index in it.
+    fn locate(&self, frame: Pfn) -> Option<(usize, u64)> {
+        let offset = frame.0.checked_sub(self.first)?;
+        let block = usize::try_from(offset / self.block_frames).ok()?;
+        (block < self.blocks).then_some((block, offset % self.block_frames))
+    }
+
+    fn fill(&mut self, block: usize) {
+        let words = &mut self.free[block * self.words..(block + 1) * self.words];
+        let whole = (self.block_frames / 64) as usize;
+        words[..whole].fill(u64::MAX);
+        if let Some(tail) = words.get_mut(whole) {
+            *tail = (1 << (self.block_frames % 64)) - 1;
+        }
+    }
+}
+
+/// Frames of a hotplug region, handed to the allocator and taken back
+/// block by block; one lock over it all.
+pub struct BlockFrames {
+    region: Mutex<Region>,
+}
+
+impl BlockFrames {
+    /// An allocator over `blocks` blocks of `block_frames` frames from
+    /// `first`, none handed over yet, with every bitmap allocated now.
+    pub fn new(first: Pfn, blocks: usize, block_frames: u64) -> Result<Self, RegionError> {
+        if blocks == 0 || block_frames == 0 {
+            return Err(RegionError::Empty);
+        }
+        (blocks as u64)
+            .checked_mul(block_frames)
+            .and_then(|frames| first.0.checked_add(frames))
+            .ok_or(RegionError::TooLarge)?;
+        let words = block_frames.div_ceil(64) as usize;
+        let map_words = blocks.div_ceil(64);
+        let zeroed = |len: usize| -> Result<Vec<u64>, RegionError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len)
+                .map_err(|_| RegionError::OutOfMemory)?;
+            v.resize(len, 0);
+            Ok(v)
+        };
+        Ok(BlockFrames {
+            region: Mutex::new(Region {
+                first: first.0,
+                blocks,
+                block_frames,
+                words,
+                free: zeroed(blocks.checked_mul(words).ok_or(RegionError::TooLarge)?)?,
+                free_count: zeroed(blocks)?,
+                present: zeroed(map_words)?,
+                with_free: zeroed(map_words)?,
+                free_total: 0,
+                total: 0,
+            }),
+        })
+    }
+
+    /// Hands blocks `first..first + count` over, all their frames free.
+    /// Refused (false), changing nothing, if one is outside the region or
+    /// handed over already.
+    pub fn add_blocks(&self, first: usize, count: usize) -> bool {
+        let mut region = self.region.lock();
+        let Some(end) = first.checked_add(count).filter(|&end| end <= region.blocks) else {
+            return false;
+        };
+        if (first..end).any(|block| bit(&region.present, block)) {
+            return false;
+        }
+        for block in first..end {
+            region.fill(block);
+            region.free_count[block] = region.block_frames;
+            set(&mut region.present, block, true);
+            set(&mut region.with_free, block, true);
+        }
+        let frames = count as u64 * region.block_frames;
+        region.free_total += frames;
+        region.total += frames;
+        true
+    }
+
+    /// Takes block `block` back if every frame of it is free; false (the
+    /// block stays) otherwise.
+    pub fn take_block(&self, block: usize) -> bool {
+        let mut region = self.region.lock();
+        if block >= region.blocks
+            || !bit(&region.present, block)
+            || region.free_count[block] != region.block_frames
+        {
+            return false;
+        }
+        region.free_count[block] = 0;
+        set(&mut region.present, block, false);
+        set(&mut region.with_free, block, false);
+        region.free_total -= region.block_frames;
+        region.total -= region.block_frames;
+        true
+    }
+
+    /// A free frame, if a block has one (low blocks first, low frames
+    /// first within a block).
+    pub fn alloc(&self) -> Option<Pfn> {
+        let mut region = self.region.lock();
+        let (index, word) = region
+            .with_free
+            .iter()
+            .enumerate()
+            .find(|(_, w)| **w != 0)?;
+        let block = index * 64 + word.trailing_zeros() as usize;
+        let words = region.words;
+        let bits = &mut region.free[block * words..(block + 1) * words];
+        let (at, bits) = bits.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
+        let offset = bits.trailing_zeros();
+        *bits &= !(1 << offset);
+        region.free_count[block] -= 1;
+        region.free_total -= 1;
+        if region.free_count[block] == 0 {
+            set(&mut region.with_free, block, false);
+        }
+        Some(Pfn(region.first
+            + block as u64 * region.block_frames
+            + 64 * at as u64
+            + u64::from(offset)))
+    }
+
+    /// Frees a frame; false if it is free already or in no block handed
+    /// over (a double free or a stray frame, refused).
+    pub fn free(&self, frame: Pfn) -> bool {
+        let mut region = self.region.lock();
+        let Some((block, index)) = region.locate(frame) else {
+            return false;
+        };
+        if !bit(&region.present, block) {
+            return false;
+        }
+        let word = block * region.words + (index / 64) as usize;
+        let mask = 1 << (index % 64);
+        if region.free[word] & mask != 0 {
+            return false;
+        }
+        region.free[word] |= mask;
+        region.free_count[block] += 1;
+        region.free_total += 1;
+        set(&mut region.with_free, block, true);
+        true
+    }
+
+    /// Whether `frame` is in a block handed over.
+    pub fn holds(&self, frame: Pfn) -> bool {
+        let region = self.region.lock();
+        region
+            .locate(frame)
+            .is_some_and(|(block, _)| bit(&region.present, block))
+    }
+
+    /// `(free, handed over)` frames.
+    pub fn counts(&self) -> (u64, u64) {
+        let region = self.region.lock();
+        (region.free_total, region.total)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
