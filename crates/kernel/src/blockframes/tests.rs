@@ -233,3 +233,36 @@ fn under_contention_no_frame_is_handed_out_twice() {
     let total = handed.len() as u64 * BLOCK_FRAMES;
     assert_eq!(frames.counts(), (total, total), "every frame came back");
 }
+
+#[test]
+fn blocks_past_the_first_bitmap_word_and_past_the_region() {
+    // 128 blocks: the block bitmaps are two whole words.
+    let frames = BlockFrames::new(Pfn(FIRST), 128, 8).unwrap();
+    assert!(frames.add_blocks(100, 1));
+    assert_eq!(
+        frames.alloc(),
+        Some(Pfn(FIRST + 100 * 8)),
+        "in the second word"
+    );
+    assert!(frames.add_blocks(0, 100));
+    assert!(frames.add_blocks(101, 27));
+    let past = Pfn(FIRST + 128 * 8);
+    assert!(!frames.holds(past));
+    assert!(!frames.free(past));
+    assert!(!frames.take_block(128));
+    assert!(frames.holds(Pfn(past.0 - 1)));
+    assert!(frames.take_block(127));
+}
+
+#[test]
+fn each_region_error_says_what_is_wrong() {
+    let messages = [
+        RegionError::Empty,
+        RegionError::TooLarge,
+        RegionError::OutOfMemory,
+    ]
+    .map(|error| std::format!("{error}"));
+    assert!(messages[0].contains("no blocks"));
+    assert!(messages[1].contains("overflow"));
+    assert!(messages[2].contains("heap"));
+}
