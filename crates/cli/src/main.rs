@@ -40,7 +40,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Where the mechanisms run: the user-mode machine, or the x86-64
-        /// kernel booted under QEMU (cpuhp only, so far).
+        /// kernel booted under QEMU (cpuhp and bcache).
         #[arg(long, value_enum, default_value_t = bench::Platform::User)]
         platform: bench::Platform,
         /// Boot Debian's Linux kernel under QEMU and time its CPU offline
