@@ -86,6 +86,11 @@ pub struct BootArgs {
     /// operation rate and bandwidth, its block size and largest transfer).
     #[arg(long, requires = "disk", value_parser = crate::load::DEVICES)]
     profile: Option<String>,
+    /// Make the disk fail every read that covers this 512-byte sector with
+    /// an I/O error (QEMU's blkdebug), to see how the kernel reports a
+    /// failing device.
+    #[arg(long, requires = "disk")]
+    disk_error_at: Option<u64>,
     /// The cache design the kernel loads through.
     #[arg(long, default_value = "hotkern", value_parser = crate::load::CACHES)]
     cache: String,
@@ -165,6 +170,7 @@ impl BootArgs {
             load: None,
             no_disk: false,
             profile: None,
+            disk_error_at: None,
             cache: "hotkern".into(),
             hotplug: None,
             resize: None,
@@ -437,6 +443,7 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         trace_file: None,
         disk: args.disk.clone(),
         disk_profile: profile(args),
+        disk_error_at: args.disk_error_at,
         hotplug: args.hotplug.map(|size_mib| qemu::HotplugMemory {
             size_mib,
             qmp_socket: qmp_socket(),
@@ -591,6 +598,27 @@ mod tests {
         assert!(
             line.ends_with("-append load=boot/kernel cache=legacy"),
             "{line}"
+        );
+        let line = qemu_line(&[
+            "--disk",
+            "/img/a.img",
+            "--load",
+            "k",
+            "--disk-error-at",
+            "164",
+        ])
+        .unwrap();
+        assert!(
+            line.contains(
+                "-drive driver=raw,file.driver=blkdebug,file.image.filename=/img/a.img,\
+                 file.inject-error.0.event=read_aio,file.inject-error.0.errno=5,\
+                 file.inject-error.0.sector=164,if=none,id=disk0,readonly=on "
+            ),
+            "{line}"
+        );
+        assert!(
+            qemu_line(&["--disk-error-at", "1"]).is_err(),
+            "needs --disk"
         );
         let line = qemu_line(&["--engine", "classic", "--hz", "250"]).unwrap();
         assert!(

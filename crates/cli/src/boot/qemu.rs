@@ -47,6 +47,9 @@ pub struct QemuConfig {
     /// The device the disk imitates: QEMU's block throttling at the
     /// profile's operation rate and bandwidth, and its block size.
     pub disk_profile: Option<hotkern_bcache::DeviceModel>,
+    /// A 512-byte sector of the disk every read of which fails with EIO:
+    /// the image goes through QEMU's blkdebug driver.
+    pub disk_error_at: Option<u64>,
     /// Memory the host can plug into the running guest: a virtio-mem
     /// device and the QMP socket that resizes it.
     pub hotplug: Option<HotplugMemory>,
@@ -132,10 +135,18 @@ impl QemuConfig {
             args.push(qmp);
         }
         if let Some(disk) = &self.disk {
-            let mut drive = OsString::from("file=");
             // QEMU's option syntax doubles a comma inside a value.
-            drive.push(disk.as_os_str().to_string_lossy().replace(',', ",,"));
-            drive.push(",format=raw,if=none,id=disk0,readonly=on");
+            let path = disk.as_os_str().to_string_lossy().replace(',', ",,");
+            let mut drive = OsString::new();
+            match self.disk_error_at {
+                None => drive.push(format!("file={path},format=raw")),
+                Some(sector) => drive.push(format!(
+                    "driver=raw,file.driver=blkdebug,file.image.filename={path},\
+                     file.inject-error.0.event=read_aio,file.inject-error.0.errno=5,\
+                     file.inject-error.0.sector={sector}"
+                )),
+            }
+            drive.push(",if=none,id=disk0,readonly=on");
             let mut device = String::from("virtio-blk-pci,drive=disk0");
             if let Some(model) = &self.disk_profile {
                 // Throttling is a rate, not a latency: operations at the
@@ -309,6 +320,7 @@ mod tests {
             trace_file: None,
             disk: None,
             disk_profile: None,
+            disk_error_at: None,
             hotplug: None,
         }
     }

@@ -443,6 +443,7 @@ mod tests {
                 trace_file: None,
                 disk: None,
                 disk_profile: None,
+                disk_error_at: None,
                 hotplug: None,
             },
             build: None,

@@ -109,6 +109,7 @@ impl Guest {
                 trace_file: None,
                 disk: None,
                 disk_profile: None,
+                disk_error_at: None,
                 hotplug: None,
             };
             let mut args = config.args();
