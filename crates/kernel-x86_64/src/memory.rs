@@ -43,18 +43,33 @@ const HEAP_SLACK: u64 = 12 << 20;
 const LARGE_RAM: u64 = 512 << 20;
 
 /// The kernel's page descriptor (NetBSD's `struct vm_page`): physmem makes
-/// one per frame, in the heap.
+/// one per frame, in the heap. Eight bytes: its frame number in 32 bits
+/// (the kernel takes no RAM at or above [`FRAME_LIMIT`]) beside its flags.
+/// Half of a 64-bit address's sixteen, it halves what a plug's deferred
+/// descriptor making writes, which under TCG is most of what a lookup
+/// that reaches a fresh chunk pays.
 pub struct KernelPage {
-    /// The frame's physical address.
-    pub phys_addr: PhysAddr,
+    frame: u32,
     /// Per-page state; the self test marks the frames it touched.
     pub flags: AtomicU32,
+}
+
+/// The first frame a [`KernelPage`] cannot name: 16 TiB.
+pub const FRAME_LIMIT: u64 = 1 << 32;
+
+impl KernelPage {
+    /// The frame's physical address.
+    pub fn phys_addr(&self) -> PhysAddr {
+        Pfn(u64::from(self.frame)).phys_addr()
+    }
 }
 
 impl Page for KernelPage {
     fn new(phys_addr: PhysAddr) -> Self {
         KernelPage {
-            phys_addr,
+            // Below FRAME_LIMIT: `ram_frames` leaves RAM above it out, and
+            // virtio-mem's region must end below 512 GiB.
+            frame: (phys_addr.0 / PAGE_SIZE) as u32,
             flags: AtomicU32::new(0),
         }
     }
@@ -127,6 +142,8 @@ fn ram_frames(info: &StartInfo) -> FrameRanges {
     for region in info.regions().iter().filter(|r| r.kind != E820_RAM) {
         ram.remove_bytes(region.start, region.end);
     }
+    // A page descriptor names its frame in 32 bits.
+    ram.remove_bytes(FRAME_LIMIT * PAGE_SIZE, u64::MAX);
     ram
 }
 

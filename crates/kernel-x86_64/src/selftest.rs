@@ -113,7 +113,7 @@ fn frames_found_once_in_own_segments() -> bool {
                 return false;
             }
             match guard.page(Pfn(pfn)) {
-                Some(page) if page.phys_addr == Pfn(pfn).phys_addr() => {}
+                Some(page) if page.phys_addr() == Pfn(pfn).phys_addr() => {}
                 _ => return false,
             }
         }
@@ -288,7 +288,7 @@ fn hotplug(checks: &mut Checks) {
             guard.find(Pfn(middle)) == Some((h, PageCount(0)))
                 && (middle..middle + CHUNK).all(|pfn| {
                     guard.page(Pfn(pfn)).is_some_and(|page| {
-                        page.phys_addr == Pfn(pfn).phys_addr()
+                        page.phys_addr() == Pfn(pfn).phys_addr()
                             && page.flags.load(Ordering::Relaxed) == 0
                     })
                 })
@@ -325,7 +325,7 @@ fn plug_above_ram(checks: &mut Checks) {
                 guard.find(Pfn(base + 5)) == Some((h, PageCount(5)))
                     && guard
                         .page(Pfn(base + count - 1))
-                        .is_some_and(|p| p.phys_addr == Pfn(base + count - 1).phys_addr())
+                        .is_some_and(|p| p.phys_addr() == Pfn(base + count - 1).phys_addr())
                     && guard.highest_frame() == Some(Pfn(base + count - 1))
             }),
         );

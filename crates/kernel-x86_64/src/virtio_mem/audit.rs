@@ -35,7 +35,7 @@ pub(super) fn audit(device: &mut Device, report: &mut Report) {
         for pfn in first..first + device.frames() {
             let page = guard.page(Pfn(pfn));
             if plugged {
-                let right = page.is_some_and(|p| p.phys_addr == Pfn(pfn).phys_addr());
+                let right = page.is_some_and(|p| p.phys_addr() == Pfn(pfn).phys_addr());
                 if !right || !holds || !agrees {
                     report.pages_lost += 1;
                 }
