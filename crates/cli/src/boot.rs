@@ -39,6 +39,7 @@ const DEFAULT_RESIZES: [u64; 3] = [32, 64, 16];
 
 /// `hotkern boot`'s options.
 #[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("read").multiple(true)))]
 pub struct BootArgs {
     /// vCPUs to give QEMU; with more than one, the kernel takes them
     /// offline and online with each hotplug engine while tasks run.
@@ -71,12 +72,17 @@ pub struct BootArgs {
     #[arg(long, value_parser = ["100", "250", "300", "1000"])]
     hz: Option<String>,
     /// A FAT disk image for the kernel, as a read-only virtio-blk device.
-    #[arg(long, requires = "load")]
+    #[arg(long, requires = "read")]
     disk: Option<PathBuf>,
     /// The file the kernel loads from the disk, e.g. boot/kernel/kernel,
     /// in 512-byte requests as a boot loader does.
-    #[arg(long, requires = "disk", value_parser = parse_load_path)]
+    #[arg(long, requires = "disk", group = "read", value_parser = parse_load_path)]
     load: Option<String>,
+    /// A directory whose every file the kernel reads from the disk, depth
+    /// first in on-disk order, as a loader reads its modules (after
+    /// `--load`'s file, through a cache of its own).
+    #[arg(long, requires = "disk", group = "read", value_parser = parse_load_path)]
+    walk: Option<String>,
     /// Boot without the scratch disk: by default, without `--disk`, the
     /// kernel loads a 1 MiB file from a small FAT image written into the
     /// output directory.
@@ -168,6 +174,7 @@ impl BootArgs {
             hz: None,
             disk: None,
             load: None,
+            walk: None,
             no_disk: false,
             profile: None,
             disk_error_at: None,
@@ -186,7 +193,7 @@ impl BootArgs {
 fn parse_load_path(text: &str) -> Result<String, String> {
     if text.is_empty() || text.chars().any(char::is_whitespace) {
         Err(format!(
-            "--load {text:?}: a path without spaces (the kernel splits its command line at them)"
+            "{text:?}: a path without spaces (the kernel splits its command line at them)"
         ))
     } else {
         Ok(text.to_owned())
@@ -209,6 +216,12 @@ impl BootArgs {
         self.profile = Some(profile.to_owned());
         self.cache = cache.to_owned();
         self.append = "engine=none".to_owned();
+    }
+
+    /// Has the kernel also read every file under the directory `path` of
+    /// the disk [`set_disk`](Self::set_disk) attached.
+    pub fn set_walk(&mut self, path: &str) {
+        self.walk = Some(path.to_owned());
     }
 }
 
@@ -319,7 +332,8 @@ pub fn run(args: &BootArgs) -> Result<(), String> {
     if let Some(problem) = report.resize_failure() {
         return Err(problem);
     }
-    match disk::failed(&report.to_json()["load"]) {
+    let json = report.to_json();
+    match disk::failed(&json["load"]).or_else(|| disk::failed(&json["walk"])) {
         Some(problem) => Err(problem),
         None => Ok(()),
     }
@@ -409,15 +423,19 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     let _ = std::fs::remove_file(&trace_file);
     // What the kernel must load, read by the host from the same image
     // before the guest runs (a missing image is refused here).
-    let expected = match (&args.disk, &args.load) {
-        (Some(image), Some(path)) => {
-            if !image.is_file() {
-                return Err(format!("--disk {}: no such file", image.display()));
-            }
-            Some(disk::expected_sha256(image, path))
-        }
-        _ => None,
-    };
+    if let Some(image) = args.disk.as_ref().filter(|image| !image.is_file()) {
+        return Err(format!("--disk {}: no such file", image.display()));
+    }
+    let expected = args
+        .disk
+        .as_ref()
+        .zip(args.load.as_ref())
+        .map(|(image, path)| disk::expected_sha256(image, path));
+    let walk_expected = args
+        .disk
+        .as_ref()
+        .zip(args.walk.as_ref())
+        .map(|(image, path)| disk::expected_walk_sha256(image, path));
     let mut config = qemu_config(args, kernel, qemu::firmware());
     config.trace_file = Some(trace_file);
     progress.step(&format!(
@@ -428,6 +446,7 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     ));
     let mut report = watch::watch(qemu, config, build, args, progress)?;
     report.load_expected = expected;
+    report.walk_expected = walk_expected;
     Ok(report)
 }
 
@@ -486,6 +505,11 @@ fn command_line(args: &BootArgs) -> String {
     }
     if let Some(path) = &args.load {
         words.push(format!("load={path}"));
+    }
+    if let Some(path) = &args.walk {
+        words.push(format!("walk={path}"));
+    }
+    if args.load.is_some() || args.walk.is_some() {
         words.push(format!("cache={}", args.cache));
         if let Some(model) = profile(args) {
             words.push(format!("max_transfer={}", model.max_transfer_bytes));

@@ -64,7 +64,7 @@ enum Command {
         command: trace_cmd::TraceCommand,
     },
     /// Boot the bare-metal x86-64 kernel under QEMU and report how it ran.
-    Boot(boot::BootArgs),
+    Boot(Box<boot::BootArgs>),
     /// Load one file from a FAT image through a block cache on a modeled
     /// device; print its size, device and host time, SHA-256 and bcachestat.
     Load {

@@ -147,11 +147,18 @@ fn pieces(chain: &str) -> Vec<(u64, u64)> {
 /// `hotkern boot --json` of the kernel loading `path` from `image`, with
 /// `extra` options: whether it exited 0, and its JSON document.
 fn boot(image: &Path, path: &str, extra: &[&str]) -> (bool, Value, String) {
+    let mut options = vec!["--load", path];
+    options.extend_from_slice(extra);
+    boot_with(image, &options)
+}
+
+/// `hotkern boot --json` with `image` as its disk and `options`.
+fn boot_with(image: &Path, options: &[&str]) -> (bool, Value, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_hotkern"))
         .args(["boot", "--json", "--cpus", "1", "--no-hotplug"])
         .args(["--append", "engine=none", "--timeout", "120"])
-        .args(["--disk", image.to_str().unwrap(), "--load", path])
-        .args(extra)
+        .args(["--disk", image.to_str().unwrap()])
+        .args(options)
         .output()
         .expect("hotkern runs");
     let run: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
@@ -263,6 +270,70 @@ fn a_missing_file_a_corrupt_image_and_a_failing_disk_each_fail_clearly() {
         &path,
         &["--disk-error-at", &sector.to_string()],
         "device error",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--walk`: every file under a directory of an mtools-made FAT32 image,
+/// the directory's own files in the order they were written, then its
+/// subdirectory's; the kernel's SHA-256 over them in that order must be
+/// the one computed here from the bytes written.
+#[test]
+fn a_tree_walks_files_first_in_on_disk_order() {
+    if missing(&[
+        ("mkfs.fat", "--help", "dosfstools"),
+        ("mcopy", "-V", "mtools"),
+        ("qemu-system-x86_64", "--version", "qemu-system-x86"),
+    ]) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hotkern-walk-fat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let image = dir.join("tree.img");
+    let image_arg = image.to_str().unwrap();
+    run(
+        "mkfs.fat",
+        &["-F", "32", "-s", "1", "-C", image_arg, "65536"],
+    );
+    run(
+        "mmd",
+        &["-i", image_arg, "::modules", "::modules/net.drivers"],
+    );
+    let files = [
+        ("modules/zfs-module.ko", bytes(40_000, 11)),
+        ("modules/net.drivers/if_vtnet.ko", bytes(9_000, 12)),
+        ("modules/acpi.ko", bytes(700, 13)),
+    ];
+    for (index, (path, data)) in files.iter().enumerate() {
+        let source = dir.join(format!("f{index}"));
+        std::fs::write(&source, data).unwrap();
+        run(
+            "mcopy",
+            &[
+                "-i",
+                image_arg,
+                source.to_str().unwrap(),
+                &format!("::{path}"),
+            ],
+        );
+    }
+    let mut sha = Sha256::new();
+    for index in [0, 2, 1] {
+        sha.update(&files[index].1);
+    }
+    let sha = hex(&sha.finalize());
+    let (ok, run, stderr) = boot_with(&image, &["--walk", "modules"]);
+    assert!(ok, "{stderr}\n{run}");
+    assert_eq!(run["walk"]["sha256"], Value::from(sha.as_str()));
+    assert_eq!(run["walk"]["files"], 3);
+    assert_eq!(run["walk"]["bytes"], 49_700);
+    let (ok, run, _) = boot_with(&image, &["--walk", "modules/absent"]);
+    assert!(!ok);
+    assert!(
+        run["walk"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no such file or directory")),
+        "{run}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -210,22 +210,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         trace::function_tracing(false);
         run
     };
-    let loaded = info.option("load").map(|path| {
-        let cache = info.option("cache").unwrap_or("hotkern");
-        let max_transfer = info
-            .option("max_transfer")
-            .and_then(|bytes| bytes.parse().ok());
-        let result = load::load(path, cache, max_transfer);
-        match &result {
-            Ok(file) => println!(
-                "hotkern: loaded {path}: {} bytes in {} us through the {cache} cache",
-                file.bytes, file.micros
-            ),
-            Err(error) => println!("hotkern: load {path}: {error}"),
-        }
-        checks.check("the file named by load= came off the disk", result.is_ok());
-        result
-    });
+    let loaded = load::run(&info, false, &mut checks);
+    let walked = load::run(&info, true, &mut checks);
     let vmem = virtio_mem::run(info.option("vmem"), &mut checks);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
@@ -243,6 +229,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             trace,
             hotplug: hotplug.as_ref(),
             load: loaded.as_ref(),
+            walk: walked.as_ref(),
             vmem: vmem.as_ref(),
         },
     );

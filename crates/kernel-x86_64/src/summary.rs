@@ -33,6 +33,8 @@ pub struct Figures<'a> {
     pub hotplug: Option<&'a crate::hotplug::Run>,
     /// The disk load `load=` asked for, if any.
     pub load: Option<&'a Result<crate::load::Loaded, crate::load::LoadError>>,
+    /// The tree walk `walk=` asked for, if any.
+    pub walk: Option<&'a Result<crate::load::Loaded, crate::load::LoadError>>,
     /// The virtio-mem resizes, if a device was there.
     pub vmem: Option<&'a crate::virtio_mem::Report>,
 }
@@ -109,7 +111,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{},\"load\":{},\"vmem\":{}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{},\"load\":{},\"walk\":{},\"vmem\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -139,6 +141,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         crate::trace::Json(figures.trace),
         crate::hotplug::Json(figures.hotplug),
         crate::load::Json(figures.load),
+        crate::load::Json(figures.walk),
         crate::virtio_mem::Json(figures.vmem),
     );
 }

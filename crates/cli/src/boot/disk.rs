@@ -51,16 +51,36 @@ pub fn expected_sha256(image: &Path, path: &str) -> Result<String, String> {
     Ok(hex(&Sha256::digest(&data)))
 }
 
+/// The SHA-256 (hex) of every file under the directory `path` in the FAT
+/// image `image`, depth first in on-disk order, as the kernel's `walk=`
+/// reads them.
+pub fn expected_walk_sha256(image: &Path, path: &str) -> Result<String, String> {
+    let disk = FileDevice::open(image, 512).map_err(|e| format!("{}: {e}", image.display()))?;
+    let mut cache = CacheKind::None.build(disk, 0);
+    let mut volume =
+        FatVolume::mount(&mut *cache).map_err(|e| format!("{}: {e}", image.display()))?;
+    let mut hasher = Sha256::new();
+    volume
+        .walk(path, 1 << 16, |_, data| hasher.update(data))
+        .map_err(|e| format!("{path}: {e}"))?;
+    Ok(hex(&hasher.finalize()))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The top-level `"load"`: the kernel's load object with `sha256_ok`
+/// The top-level `"load"` (or `"walk"`, as `key` says): the kernel's
+/// object of that name with `sha256_ok`
 /// (against `expected`) and `expected_sha256` added; `null` without a
 /// load.
-pub fn top_level(summary: Option<&Value>, expected: Option<&Result<String, String>>) -> Value {
+pub fn top_level(
+    summary: Option<&Value>,
+    key: &str,
+    expected: Option<&Result<String, String>>,
+) -> Value {
     let guest = summary
-        .map(|summary| &summary["load"])
+        .map(|summary| &summary[key])
         .filter(|l| !l.is_null());
     let (Some(guest), Some(expected)) = (guest, expected) else {
         return Value::Null;
@@ -103,21 +123,24 @@ pub fn failed(load: &Value) -> Option<String> {
     })
 }
 
-/// The table row.
-pub fn rows(load: &Value, row: &mut impl FnMut(&str, String)) {
+/// The table rows, named `label` (`load` or `walk`).
+pub fn rows(label: &str, load: &Value, row: &mut impl FnMut(&str, String)) {
     if load.is_null() {
         return;
     }
     if let Some(error) = load["error"].as_str() {
-        row("load", format!("failed: {error}"));
+        row(label, format!("failed: {error}"));
         return;
     }
     let number = |key: &str| load[key].as_u64().unwrap_or(0);
     row(
-        "load",
+        label,
         format!(
-            "{}: {} bytes in {:.1} ms through the {} cache; SHA-256 {}",
+            "{}: {}{} bytes in {:.1} ms through the {} cache; SHA-256 {}",
             load["path"].as_str().unwrap_or("?"),
+            load["files"]
+                .as_u64()
+                .map_or_else(String::new, |files| format!("{files} files, ")),
             number("bytes"),
             load["seconds"].as_f64().unwrap_or(0.0) * 1e3,
             load["cache"].as_str().unwrap_or("?"),
@@ -193,30 +216,35 @@ mod tests {
 
     #[test]
     fn a_load_is_right_only_when_the_checksums_agree() {
-        let good = top_level(Some(&guest("ab")), Some(&Ok("ab".into())));
+        let good = top_level(Some(&guest("ab")), "load", Some(&Ok("ab".into())));
         assert_eq!(
             (good["sha256_ok"].clone(), failed(&good)),
             (json!(true), None)
         );
-        let bad = top_level(Some(&guest("ab")), Some(&Ok("cd".into())));
+        let bad = top_level(Some(&guest("ab")), "load", Some(&Ok("cd".into())));
         assert_eq!(bad["sha256_ok"], false);
         assert!(failed(&bad).unwrap().contains("the image holds cd"));
-        let unread = top_level(Some(&guest("ab")), Some(&Err("no such file".into())));
+        let unread = top_level(
+            Some(&guest("ab")),
+            "load",
+            Some(&Err("no such file".into())),
+        );
         assert!(failed(&unread).unwrap().contains("no such file"));
         let error = top_level(
             Some(&json!({"load": {"error": "disk: none"}})),
+            "load",
             Some(&Ok("ab".into())),
         );
         assert!(failed(&error).unwrap().contains("disk: none"));
-        assert!(top_level(Some(&json!({"load": null})), Some(&Ok("ab".into()))).is_null());
-        assert!(top_level(Some(&guest("ab")), None).is_null());
+        assert!(top_level(Some(&json!({"load": null})), "load", Some(&Ok("ab".into()))).is_null());
+        assert!(top_level(Some(&guest("ab")), "load", None).is_null());
     }
 
     #[test]
     fn rows_say_what_came_back_and_what_it_cost() {
-        let load = top_level(Some(&guest("ab")), Some(&Ok("ab".into())));
+        let load = top_level(Some(&guest("ab")), "load", Some(&Ok("ab".into())));
         let mut out = Vec::new();
-        rows(&load, &mut |name: &str, value: String| {
+        rows("load", &load, &mut |name: &str, value: String| {
             out.push(format!("{name}|{value}"))
         });
         assert_eq!(

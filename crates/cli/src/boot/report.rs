@@ -70,6 +70,8 @@ pub struct RunReport {
     pub trace_error: Option<String>,
     /// The SHA-256 the host read from `--disk` for `--load`'s file.
     pub load_expected: Option<Result<String, String>>,
+    /// The SHA-256 the host found for the tree `--walk` names, if any.
+    pub walk_expected: Option<Result<String, String>>,
     /// The host's resizes of the virtio-mem device (`--resize`), or why
     /// they could not be made.
     pub resizes: Option<Result<Vec<super::qmp::Resized>, String>>,
@@ -108,7 +110,8 @@ impl RunReport {
             "invariants_hold": invariants_hold,
             "tasks_lost": tasks_lost,
             "cases": cases,
-            "load": super::disk::top_level(self.summary.as_ref(), self.load_expected.as_ref()),
+            "load": super::disk::top_level(self.summary.as_ref(), "load", self.load_expected.as_ref()),
+            "walk": super::disk::top_level(self.summary.as_ref(), "walk", self.walk_expected.as_ref()),
             "resizes": match &self.resizes {
                 Some(Ok(resizes)) => Value::from(resizes.iter().map(|r| r.to_json()).collect::<Vec<_>>()),
                 _ => Value::Null,
@@ -201,10 +204,13 @@ impl RunReport {
         );
         if let Some(summary) = &self.summary {
             guest_rows(summary, &mut row);
-            super::disk::rows(
-                &super::disk::top_level(Some(summary), self.load_expected.as_ref()),
-                &mut row,
-            );
+            for (key, expected) in [("load", &self.load_expected), ("walk", &self.walk_expected)] {
+                super::disk::rows(
+                    key,
+                    &super::disk::top_level(Some(summary), key, expected.as_ref()),
+                    &mut row,
+                );
+            }
         }
         match &self.resizes {
             Some(Ok(resizes)) => {
@@ -458,6 +464,7 @@ mod tests {
             trace: None,
             trace_error: None,
             load_expected: None,
+            walk_expected: None,
             resizes: None,
         }
     }

@@ -42,6 +42,7 @@ pub(super) fn watch(
         trace: None,
         trace_error: None,
         load_expected: None,
+        walk_expected: None,
         resizes: None,
     };
     if let Some(hotplug) = &report.config.hotplug {
