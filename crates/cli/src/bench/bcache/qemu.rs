@@ -1,8 +1,11 @@
-//! `hotkern bench bcache --platform qemu`: the load case on the kernel's
-//! virtio-blk disk, for every device profile and cache design. Each run
-//! boots the kernel (without its hotplug scenario) with the image attached
-//! under the profile's QEMU throttling and reads the file as a boot loader
-//! does; the guest's TSC times the load, and the host checks the bytes'
+//! `hotkern bench bcache --platform qemu`: the load and walk cases on the
+//! kernel's virtio-blk disk, for every device profile and cache design.
+//! Each run boots the kernel (without its hotplug scenario) with the image
+//! attached under the profile's QEMU throttling and reads the file as a
+//! boot loader does, then, through a fresh cache, every module of the
+//! image's tree (freebsd2016 and hotkern only: without read-ahead the
+//! 11,000 small requests of a walk take a minute or more on the slow
+//! profiles); the guest's TSC times each, and the host checks the bytes'
 //! SHA-256 against its own read of the image.
 //!
 //! Throttling is a rate, not a latency: QEMU lets a burst of about a tenth
@@ -35,9 +38,9 @@ pub fn run(full: bool) -> Result<Report, String> {
     let dir = std::env::temp_dir().join(format!("hotkern-bench-disk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let image = dir.join("disk.img");
-    let bytes = super::build_image(file_bytes)?.bytes;
-    std::fs::write(&image, bytes).map_err(|e| format!("{}: {e}", image.display()))?;
-    let result = measure(&image, file_bytes, full);
+    let built = super::build_image(file_bytes)?;
+    std::fs::write(&image, &built.bytes).map_err(|e| format!("{}: {e}", image.display()))?;
+    let result = measure(&image, file_bytes, built.tree_bytes, full);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -51,7 +54,7 @@ fn load_name(bytes: usize) -> String {
     }
 }
 
-fn measure(image: &Path, file_bytes: usize, full: bool) -> Result<Report, String> {
+fn measure(image: &Path, file_bytes: usize, tree_bytes: u64, full: bool) -> Result<Report, String> {
     let mut report = Report::new("bcache");
     report.table_figures = vec![
         "guest_s",
@@ -75,6 +78,10 @@ fn measure(image: &Path, file_bytes: usize, full: bool) -> Result<Report, String
                 BootArgs::scenario(1)
             };
             args.set_disk(image, super::FILE_PATH, model.name, kind.name());
+            let walks = matches!(kind, CacheKind::FreeBsd2016 | CacheKind::Hotkern);
+            if walks {
+                args.set_walk(super::TREE);
+            }
             let run = boot::run_quietly(&args)?;
             let document = run.to_json();
             if !run.outcome.is_success() {
@@ -88,6 +95,11 @@ fn measure(image: &Path, file_bytes: usize, full: bool) -> Result<Report, String
             report
                 .cases
                 .push(case(&document["load"], &name, &model, kind)?);
+            if walks {
+                report
+                    .cases
+                    .push(walk_case(&document["walk"], tree_bytes, &model, kind)?);
+            }
         }
     }
     for model in DeviceModel::PRESETS {
@@ -104,6 +116,13 @@ fn measure(image: &Path, file_bytes: usize, full: bool) -> Result<Report, String
             &case,
             "guest_s",
             "legacy",
+            "hotkern",
+        );
+        report.ratio(
+            &format!("walk-{}/freebsd2016_over_hotkern", model.name),
+            &format!("walk/{}", model.name),
+            "guest_s",
+            "freebsd2016",
             "hotkern",
         );
     }
@@ -135,6 +154,43 @@ fn case(load: &Value, name: &str, model: &DeviceModel, kind: CacheKind) -> Resul
     .with("sha256_ok", load["sha256_ok"] == true))
 }
 
+/// One walk as a case, against the physical limit of the tree's bytes.
+fn walk_case(
+    walk: &Value,
+    tree_bytes: u64,
+    model: &DeviceModel,
+    kind: CacheKind,
+) -> Result<Case, String> {
+    if let Some(problem) = crate::boot::load_failure(walk) {
+        return Err(format!(
+            "walk on {} through {}: {problem}",
+            model.name,
+            kind.name()
+        ));
+    }
+    if walk["bytes"].as_u64() != Some(tree_bytes) {
+        return Err(format!(
+            "walk on {} through {}: {} bytes read, the tree holds {tree_bytes}",
+            model.name,
+            kind.name(),
+            walk["bytes"]
+        ));
+    }
+    let seconds = walk["seconds"].as_f64().unwrap_or(0.0);
+    let limit = model.limit_ns(tree_bytes) as f64 / 1e9;
+    Ok(Case::new(
+        format!("walk/{}", model.name),
+        kind.name(),
+        walk["stats"]["requests"].as_u64().unwrap_or(0),
+    )
+    .with("guest_s", seconds)
+    .with("limit_s", limit)
+    .with("over_limit", seconds / limit.max(f64::MIN_POSITIVE))
+    .with("device_ops", walk["device_requests"].as_u64().unwrap_or(0))
+    .with("files", walk["files"].as_u64().unwrap_or(0))
+    .with("sha256_ok", walk["sha256_ok"] == true))
+}
+
 /// The kernel issue's targets for the disk, from the cases.
 fn notes(report: &Report, name: &str) -> Vec<String> {
     let figure = |profile: &str, cache: &str, key: &str| {
@@ -144,6 +200,7 @@ fn notes(report: &Report, name: &str) -> Vec<String> {
     };
     let mut within = Vec::new();
     let mut slower = Vec::new();
+    let mut walks_slower = Vec::new();
     let mut floored = Vec::new();
     for model in DeviceModel::PRESETS {
         if let Some(over) = figure(model.name, "hotkern", "over_limit") {
@@ -168,6 +225,16 @@ fn notes(report: &Report, name: &str) -> Vec<String> {
         ) {
             if ours > theirs {
                 slower.push(model.name);
+            }
+        }
+        let walk = |cache: &str| {
+            report
+                .case(&format!("walk/{}", model.name), cache)
+                .and_then(|c| c.figure("guest_s"))
+        };
+        if let (Some(ours), Some(theirs)) = (walk("hotkern"), walk("freebsd2016")) {
+            if ours > theirs {
+                walks_slower.push(model.name);
             }
         }
     }
@@ -214,6 +281,14 @@ fn notes(report: &Report, name: &str) -> Vec<String> {
             }
         ),
         format!("target legacy >= 20x slower than hotkern on usb-stick: {legacy}"),
+        format!(
+            "walk: hotkern at or below freebsd2016 on every profile: {}",
+            if walks_slower.is_empty() {
+                "yes".to_owned()
+            } else {
+                format!("no ({})", walks_slower.join(", "))
+            }
+        ),
     ]
 }
 
@@ -272,6 +347,37 @@ mod tests {
         assert!(notes.contains("usb-stick 1.31x"), "{notes}");
         assert!(
             notes.contains("the guest copies the file within 1.10x"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn a_walk_is_a_case_against_the_trees_limit_and_must_read_the_whole_tree() {
+        let hdd = DeviceModel::HDD;
+        let walk = |bytes: u64, seconds: f64| {
+            json!({"path": "/boot/modules", "bytes": bytes, "files": 288, "seconds": seconds,
+                   "device_requests": 40, "sha256_ok": true, "sha256": "ab",
+                   "expected_sha256": "ab", "stats": {"requests": 11_068}})
+        };
+        let ours = walk_case(&walk(4_000_000, 0.2), 4_000_000, &hdd, CacheKind::Hotkern).unwrap();
+        assert_eq!(ours.name, "walk/hdd");
+        assert_eq!(ours.figure("files"), Some(288.0));
+        let limit = hdd.limit_ns(4_000_000) as f64 / 1e9;
+        assert!((ours.figure("over_limit").unwrap() - 0.2 / limit).abs() < 1e-9);
+        let short = walk_case(&walk(3_999_999, 0.2), 4_000_000, &hdd, CacheKind::Hotkern);
+        assert!(short.unwrap_err().contains("3999999 bytes read"));
+        let theirs = walk_case(
+            &walk(4_000_000, 0.1),
+            4_000_000,
+            &hdd,
+            CacheKind::FreeBsd2016,
+        )
+        .unwrap();
+        let mut report = Report::new("bcache");
+        report.cases.extend([ours, theirs]);
+        let notes = notes(&report, "load-1MiB").join("\n");
+        assert!(
+            notes.contains("walk: hotkern at or below freebsd2016 on every profile: no (hdd)"),
             "{notes}"
         );
     }
