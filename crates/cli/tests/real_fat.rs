@@ -50,6 +50,21 @@ fn run(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A fresh directory for a test that makes images and boots them, or
+/// `None` (said) where dosfstools, mtools or QEMU is missing.
+fn booting_dir(name: &str) -> Option<PathBuf> {
+    if missing(&[
+        ("mkfs.fat", "--help", "dosfstools"),
+        ("mcopy", "-V", "mtools"),
+        ("qemu-system-x86_64", "--version", "qemu-system-x86"),
+    ]) {
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("hotkern-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    Some(dir)
+}
+
 /// Bytes no two images share by accident: xorshift from `seed`.
 fn bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut state = seed | 1;
@@ -207,15 +222,9 @@ fn files_on_real_fat12_16_32_images_load_with_their_sha256() {
 /// piece: each a failure exit naming the problem, no hang, no wrong bytes.
 #[test]
 fn a_missing_file_a_corrupt_image_and_a_failing_disk_each_fail_clearly() {
-    if missing(&[
-        ("mkfs.fat", "--help", "dosfstools"),
-        ("mcopy", "-V", "mtools"),
-        ("qemu-system-x86_64", "--version", "qemu-system-x86"),
-    ]) {
+    let Some(dir) = booting_dir("bad-fat") else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("hotkern-bad-fat-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    };
     let path = format!("{DIRECTORY}/{FILE}");
     let (image, _, chain) = image(&dir, 16);
     let data = std::fs::read(&image).unwrap();
@@ -280,15 +289,9 @@ fn a_missing_file_a_corrupt_image_and_a_failing_disk_each_fail_clearly() {
 /// the one computed here from the bytes written.
 #[test]
 fn a_tree_walks_files_first_in_on_disk_order() {
-    if missing(&[
-        ("mkfs.fat", "--help", "dosfstools"),
-        ("mcopy", "-V", "mtools"),
-        ("qemu-system-x86_64", "--version", "qemu-system-x86"),
-    ]) {
+    let Some(dir) = booting_dir("walk-fat") else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("hotkern-walk-fat-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    };
     let image = dir.join("tree.img");
     let image_arg = image.to_str().unwrap();
     run(

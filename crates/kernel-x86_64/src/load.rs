@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::checks::Checks;
 use crate::pvh::StartInfo;
-use crate::summary::JsonStr;
+use crate::summary::{JsonNumber, JsonStr};
 use crate::virtio_blk::{VirtioBlock, VirtioError};
 use crate::{println, tsc};
 
@@ -219,18 +219,6 @@ fn copy_floor_micros(data: &[u8]) -> u64 {
 /// Microseconds as JSON seconds (`null` for none).
 struct Seconds(Option<u64>);
 
-/// A count as JSON (`null` for none).
-struct Count(Option<u64>);
-
-impl fmt::Display for Count {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(n) => write!(f, "{n}"),
-            None => f.write_str("null"),
-        }
-    }
-}
-
 impl fmt::Display for Seconds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
@@ -259,7 +247,7 @@ impl fmt::Display for Json<'_> {
                     JsonStr(&loaded.path),
                     loaded.cache,
                     loaded.bytes,
-                    Count(loaded.files)
+                    JsonNumber(loaded.files)
                 )?;
                 for byte in loaded.sha256 {
                     write!(f, "{byte:02x}")?;

@@ -59,9 +59,9 @@ impl fmt::Display for JsonStr<'_> {
 }
 
 /// A JSON number or `null`.
-struct Maybe(Option<u64>);
+pub struct JsonNumber(pub Option<u64>);
 
-impl fmt::Display for Maybe {
+impl fmt::Display for JsonNumber {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             Some(value) => write!(f, "{value}"),
@@ -131,12 +131,12 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         checks.skipped(),
         Failures(checks),
         idt::breakpoints(),
-        Maybe(figures.tsc_hz.map(|hz| hz / 1_000_000)),
-        Maybe(boot_us),
-        Maybe(physload_us),
-        Maybe(heap_us),
-        Maybe(init_us),
-        Maybe(figures.checks_us),
+        JsonNumber(figures.tsc_hz.map(|hz| hz / 1_000_000)),
+        JsonNumber(boot_us),
+        JsonNumber(physload_us),
+        JsonNumber(heap_us),
+        JsonNumber(init_us),
+        JsonNumber(figures.checks_us),
         crate::cpus::Json(figures.smp),
         crate::trace::Json(figures.trace),
         crate::hotplug::Json(figures.hotplug),

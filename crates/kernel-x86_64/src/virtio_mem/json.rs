@@ -4,7 +4,7 @@ use alloc::string::String;
 use core::fmt::{self, Write};
 
 use super::{Report, MIB, RUN_BYTES};
-use crate::summary::JsonStr;
+use crate::summary::{JsonNumber, JsonStr};
 
 /// The report as the summary's `"vmem"` value (`null` without one).
 pub struct Json<'a>(pub Option<&'a Report>);
@@ -74,11 +74,11 @@ impl fmt::Display for Json<'_> {
                     f,
                     "{{\"idle\":{},\"idle_ns\":{},\"idle_median_ns\":{},\"resizing\":{},\"resizing_ns\":{},\"resizing_median_ns\":{},\"half_plugged\":{},\"blocks_checked\":{},\"frames_used\":{},\"frames_bad\":{},\"cpus\":[",
                     seen.idle.0,
-                    Number(idle),
-                    Number(seen.median.0),
+                    JsonNumber(idle),
+                    JsonNumber(seen.median.0),
                     seen.resizing.0,
-                    Number(resizing),
-                    Number(seen.median.1),
+                    JsonNumber(resizing),
+                    JsonNumber(seen.median.1),
                     seen.half_plugged,
                     seen.blocks_checked,
                     seen.frames_used,
@@ -100,17 +100,5 @@ impl fmt::Display for Json<'_> {
             per(total[2]),
             per(total[3])
         )
-    }
-}
-
-/// A JSON number or `null`.
-struct Number(Option<u64>);
-
-impl fmt::Display for Number {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(value) => write!(f, "{value}"),
-            None => f.write_str("null"),
-        }
     }
 }

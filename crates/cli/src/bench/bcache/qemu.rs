@@ -132,42 +132,23 @@ fn measure(image: &Path, file_bytes: usize, tree_bytes: u64, full: bool) -> Resu
 
 /// One load as a case, or why the load is not a result.
 fn case(load: &Value, name: &str, model: &DeviceModel, kind: CacheKind) -> Result<Case, String> {
-    if let Some(problem) = crate::boot::load_failure(load) {
-        return Err(format!("{} through {}: {problem}", model.name, kind.name()));
-    }
     let bytes = load["bytes"].as_u64().unwrap_or(0);
-    let seconds = load["seconds"].as_f64().unwrap_or(0.0);
-    let limit = model.limit_ns(bytes) as f64 / 1e9;
-    Ok(Case::new(
-        format!("{name}/{}", model.name),
-        kind.name(),
-        load["stats"]["requests"].as_u64().unwrap_or(0),
-    )
-    .with("guest_s", seconds)
-    .with("limit_s", limit)
-    .with("over_limit", seconds / limit.max(f64::MIN_POSITIVE))
-    .with(
+    let case = read_case(load, name, bytes, model, kind)?;
+    Ok(case.with(
         "copy_floor_s",
         load["copy_floor_seconds"].as_f64().unwrap_or(0.0),
-    )
-    .with("device_ops", load["device_requests"].as_u64().unwrap_or(0))
-    .with("sha256_ok", load["sha256_ok"] == true))
+    ))
 }
 
-/// One walk as a case, against the physical limit of the tree's bytes.
+/// One walk as a case, against the physical limit of the tree's bytes;
+/// a walk that read other than the whole tree is not a result.
 fn walk_case(
     walk: &Value,
     tree_bytes: u64,
     model: &DeviceModel,
     kind: CacheKind,
 ) -> Result<Case, String> {
-    if let Some(problem) = crate::boot::load_failure(walk) {
-        return Err(format!(
-            "walk on {} through {}: {problem}",
-            model.name,
-            kind.name()
-        ));
-    }
+    let case = read_case(walk, "walk", tree_bytes, model, kind)?;
     if walk["bytes"].as_u64() != Some(tree_bytes) {
         return Err(format!(
             "walk on {} through {}: {} bytes read, the tree holds {tree_bytes}",
@@ -176,19 +157,37 @@ fn walk_case(
             walk["bytes"]
         ));
     }
-    let seconds = walk["seconds"].as_f64().unwrap_or(0.0);
-    let limit = model.limit_ns(tree_bytes) as f64 / 1e9;
+    Ok(case.with("files", walk["files"].as_u64().unwrap_or(0)))
+}
+
+/// The figures a load and a walk share: guest time against the profile's
+/// physical limit for `bytes`, device operations, the SHA-256 check.
+fn read_case(
+    read: &Value,
+    name: &str,
+    bytes: u64,
+    model: &DeviceModel,
+    kind: CacheKind,
+) -> Result<Case, String> {
+    if let Some(problem) = crate::boot::load_failure(read) {
+        return Err(format!(
+            "{name} on {} through {}: {problem}",
+            model.name,
+            kind.name()
+        ));
+    }
+    let seconds = read["seconds"].as_f64().unwrap_or(0.0);
+    let limit = model.limit_ns(bytes) as f64 / 1e9;
     Ok(Case::new(
-        format!("walk/{}", model.name),
+        format!("{name}/{}", model.name),
         kind.name(),
-        walk["stats"]["requests"].as_u64().unwrap_or(0),
+        read["stats"]["requests"].as_u64().unwrap_or(0),
     )
     .with("guest_s", seconds)
     .with("limit_s", limit)
     .with("over_limit", seconds / limit.max(f64::MIN_POSITIVE))
-    .with("device_ops", walk["device_requests"].as_u64().unwrap_or(0))
-    .with("files", walk["files"].as_u64().unwrap_or(0))
-    .with("sha256_ok", walk["sha256_ok"] == true))
+    .with("device_ops", read["device_requests"].as_u64().unwrap_or(0))
+    .with("sha256_ok", read["sha256_ok"] == true))
 }
 
 /// The kernel issue's targets for the disk, from the cases.
