@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::bench::measure::median;
+
 /// The virtio-mem device's QOM id on QEMU's command line.
 pub const DEVICE_ID: &str = "vm0";
 /// The console line the kernel prints when it follows `requested-size`
@@ -266,35 +268,30 @@ pub fn guest_rows(vmem: &Value, row: &mut impl FnMut(&str, String)) {
 /// resizes shows the typical cost that a sum hides.
 pub fn median_resize(vmem: &Value) -> Option<[f64; 4]> {
     let resizes = vmem["resizes"].as_array()?;
-    let block_mib = vmem["block_bytes"].as_f64()? / (1 << 20) as f64;
-    let moved: Vec<&Value> = resizes
+    let block_bytes = u128::from(vmem["block_bytes"].as_u64()?);
+    let moved: Vec<(&Value, u128)> = resizes
         .iter()
-        .filter(|r| r["blocks"].as_i64().is_some_and(|b| b != 0))
+        .filter_map(|r| {
+            let blocks = r["blocks"].as_i64()?.unsigned_abs();
+            (blocks != 0).then(|| (r, u128::from(blocks) * block_bytes))
+        })
         .collect();
     if moved.is_empty() {
         return None;
     }
-    let mut median = [0.0; 4];
-    for (slot, key) in ["device_ns", "physmem_ns", "tables_ns", "allocator_ns"]
-        .into_iter()
-        .enumerate()
-    {
-        let mut per: Vec<f64> = moved
+    let per_128mib = |key: &str| -> Vec<u64> {
+        moved
             .iter()
-            .map(|r| {
-                let mib = r["blocks"].as_i64().unwrap_or(0).unsigned_abs() as f64 * block_mib;
-                r[key].as_f64().unwrap_or(0.0) * 128.0 / mib
+            .map(|&(r, bytes)| {
+                let ns = u128::from(r[key].as_u64().unwrap_or(0));
+                (ns * (128 << 20) / bytes) as u64
             })
-            .collect();
-        per.sort_by(f64::total_cmp);
-        let middle = per.len() / 2;
-        median[slot] = if per.len() % 2 == 1 {
-            per[middle]
-        } else {
-            (per[middle - 1] + per[middle]) / 2.0
-        };
-    }
-    Some(median)
+            .collect()
+    };
+    Some(
+        ["device_ns", "physmem_ns", "tables_ns", "allocator_ns"]
+            .map(|key| median(&per_128mib(key))),
+    )
 }
 
 /// Parses `--resize`'s list: sizes as `--memory` takes them (`128M`,
