@@ -12,7 +12,7 @@
 
 mod bcache;
 pub(crate) mod cpuhp;
-pub mod measure;
+mod measure;
 mod physmem;
 mod progress;
 mod report;

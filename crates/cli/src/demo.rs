@@ -11,7 +11,7 @@ use hotkern_machine::{
     CpuId, CpuSet, Engine, Item, Machine, MachineError, PageCount, Pfn, TaskStatus,
 };
 
-use crate::bench::measure::median;
+use crate::statistics::median;
 
 const CPUS: usize = 4;
 const TASKS: u64 = 64;

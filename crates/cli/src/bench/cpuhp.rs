@@ -20,8 +20,9 @@ use hotkern_machine::{
 };
 use serde_json::{Map, Value};
 
-use super::measure::{host_cpus, median};
+use super::measure::host_cpus;
 use super::{BenchOptions, Case, Platform, Progress, Report};
+use crate::statistics::median;
 
 const ENGINES: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
 const BULK: [usize; 5] = [1, 2, 4, 8, 15];

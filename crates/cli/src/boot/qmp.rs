@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::bench::measure::median;
+use crate::statistics::median;
 
 /// The virtio-mem device's QOM id on QEMU's command line.
 pub const DEVICE_ID: &str = "vm0";

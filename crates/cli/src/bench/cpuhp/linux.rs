@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use console::{Line, Marker};
 
-use super::super::measure::median;
 use super::super::{Case, Progress, Report};
 use crate::boot::console::Console;
 use crate::boot::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
+use crate::statistics::median;
 
 /// vCPUs, as `bench cpuhp --platform qemu` gives the hotkern kernel.
 const CPUS: u32 = 4;
