@@ -14,12 +14,10 @@ mod bcache;
 pub(crate) mod cpuhp;
 mod measure;
 mod physmem;
-mod progress;
 mod report;
 mod trace;
 mod tracedat;
 
-pub use progress::Progress;
 pub use report::{Case, Report};
 
 /// Options every benchmark takes.

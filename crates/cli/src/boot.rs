@@ -19,10 +19,9 @@ mod watch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
+use crate::progress::Progress;
 use qemu::{QemuConfig, MAX_CPUS, QEMU, QEMU_PACKAGE};
 pub use report::RunReport;
 
@@ -251,43 +250,6 @@ fn parse_timeout(text: &str) -> Result<f64, String> {
     }
 }
 
-/// Progress on standard error: a spinner on a terminal, plain lines
-/// elsewhere (CI logs).
-struct Progress {
-    spinner: ProgressBar,
-}
-
-impl Progress {
-    fn new() -> Self {
-        let spinner = ProgressBar::new_spinner();
-        spinner.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed:>3} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        spinner.enable_steady_tick(Duration::from_millis(100));
-        Progress { spinner }
-    }
-
-    /// A step worth a line of its own.
-    fn step(&self, text: &str) {
-        self.spinner.suspend(|| eprintln!("hotkern boot: {text}"));
-        self.spinner.set_message(text.to_owned());
-    }
-
-    /// A console line, printed (with `-v`) and shown beside the spinner.
-    fn console(&self, line: &str, verbose: bool) {
-        if verbose {
-            self.spinner.suspend(|| eprintln!("  | {line}"));
-        }
-        let short: String = line.chars().take(70).collect();
-        self.spinner.set_message(short);
-    }
-
-    fn finish(&self) {
-        self.spinner.finish_and_clear();
-    }
-}
-
 /// Runs `hotkern boot`.
 pub fn run(args: &BootArgs) -> Result<(), String> {
     // Missing packages are said before anything boots.
@@ -365,7 +327,7 @@ pub fn run_quietly(args: &BootArgs) -> Result<RunReport, String> {
                 format!("--kvm: cannot open /dev/kvm ({error}); run without --kvm for TCG")
             })?;
     }
-    let progress = Progress::new();
+    let progress = Progress::spinner("hotkern boot");
     let result = boot(args, &qemu, &progress);
     progress.finish();
     result

@@ -4,6 +4,7 @@ mod bench;
 mod boot;
 mod demo;
 mod load;
+mod progress;
 mod statistics;
 mod tour;
 mod trace_cmd;

@@ -19,6 +19,8 @@ use hotkern_trace::output::{write_trace, TextOptions};
 use hotkern_trace::{TraceConfig, Tracer};
 use hotkern_tracedat::write::{write_trace_dat, Compression, FileVersion, WriteOptions};
 
+use crate::progress::ProgressReader;
+
 /// The `hotkern trace` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
@@ -325,44 +327,6 @@ fn report(file: &Path, opts: hotkern_tracedat::ReportOptions, json: bool) -> Res
 /// standard error is not a terminal), so a long report shows it is moving.
 const PROGRESS_FROM: u64 = 64 << 20;
 
-/// A reader that advances a progress bar by the bytes it reads.
-struct Progress<R> {
-    inner: R,
-    bar: indicatif::ProgressBar,
-}
-
-impl<R> Progress<R> {
-    fn new(inner: R, size: u64) -> Self {
-        let bar = indicatif::ProgressBar::new(size);
-        if let Ok(style) =
-            indicatif::ProgressStyle::with_template("{bar:32} {bytes}/{total_bytes} {elapsed}")
-        {
-            bar.set_style(style);
-        }
-        Progress { inner, bar }
-    }
-}
-
-impl<R: std::io::Read> std::io::Read for Progress<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.bar.inc(n as u64);
-        Ok(n)
-    }
-}
-
-impl<R: std::io::Seek> std::io::Seek for Progress<R> {
-    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
-        self.inner.seek(pos)
-    }
-}
-
-impl<R> Drop for Progress<R> {
-    fn drop(&mut self) {
-        self.bar.finish_and_clear();
-    }
-}
-
 /// Prints `file` with hotkern-tracedat, as text or as Chrome trace JSON;
 /// the reason if it cannot read the file's metadata. An error while
 /// printing is reported on standard error (a closed pipe, as with
@@ -376,7 +340,7 @@ fn report_tracedat(
     let size = handle.metadata()?.len();
     let reader = std::io::BufReader::new(handle);
     let mut trace = if size >= PROGRESS_FROM {
-        hotkern_tracedat::TraceFile::from_reader(Progress::new(reader, size))?
+        hotkern_tracedat::TraceFile::from_reader(ProgressReader::new(reader, size))?
     } else {
         hotkern_tracedat::TraceFile::from_reader(reader)?
     };

@@ -21,7 +21,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use super::measure::{input_rng, ns_per_op, wall_time};
-use super::{BenchOptions, Case, Progress, Report};
+use super::{BenchOptions, Case, Report};
+use crate::progress::Progress;
 
 /// Total cache memory, as FreeBSD's loader cache as of 2016 had it (16 MiB
 /// split between devices).
@@ -220,7 +221,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         "sha256_ok",
     ];
     let steps = (DeviceModel::PRESETS.len() * 2 + 1) * CacheKind::ALL.len() + 2;
-    let progress = Progress::new("bcache", steps as u64);
+    let progress = Progress::steps("bcache", steps as u64);
     let mut bytes = image.bytes.clone();
     for model in DeviceModel::PRESETS {
         let mut disk = MemoryDevice::new(bytes, model.block_size).map_err(|e| e.to_string())?;

@@ -21,7 +21,8 @@ use hotkern_machine::{
 use serde_json::{Map, Value};
 
 use super::measure::host_cpus;
-use super::{BenchOptions, Case, Platform, Progress, Report};
+use super::{BenchOptions, Case, Platform, Report};
+use crate::progress::Progress;
 use crate::statistics::median;
 
 const ENGINES: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
@@ -335,7 +336,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let reps_mechanism = if options.full { 200 } else { 30 };
     let steps = (ENGINES.len() * (2 * reps_single + BULK.len() * reps_bulk)
         + Mechanism::ALL.len() * reps_mechanism) as u64;
-    let progress = Progress::new("cpuhp", steps);
+    let progress = Progress::steps("cpuhp", steps);
     let mut report = Report::new("cpuhp");
     // Per-step times are in the JSON and in the breakdown under the table.
     report.table_figures = vec!["latency_us", "deferred_us", "tasks_lost"];

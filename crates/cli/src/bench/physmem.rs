@@ -19,7 +19,8 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::measure::{input_rng, ns_per_op, wall_time};
-use super::{BenchOptions, Case, Progress, Report};
+use super::{BenchOptions, Case, Report};
+use crate::progress::Progress;
 
 type Hotkern = Physmem<BasicPage>;
 
@@ -156,7 +157,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         full,
         report,
         rng: input_rng(0x5eed_f00d_1a7e),
-        progress: Progress::new("physmem", steps as u64),
+        progress: Progress::steps("physmem", steps as u64),
         mismatches: Vec::new(),
     };
     bench.fixed(&fixed_sizes)?;

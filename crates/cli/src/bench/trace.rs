@@ -43,7 +43,8 @@ use hotkern_trace::ring::Mode;
 use hotkern_trace::{TraceConfig, Tracer};
 
 use super::measure::{fastest_ns_per_op, host_cpus, wall_and_cpu_time, wall_time, ClockError};
-use super::{BenchOptions, Case, Progress, Report};
+use super::{BenchOptions, Case, Report};
+use crate::progress::Progress;
 use tools::NotMeasured;
 
 hotkern_trace::define_event! {
@@ -180,7 +181,7 @@ fn tracing_cases(counts: subscribers::Counts) -> Result<[(&'static str, f64); 2]
 /// the other peers.
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let scale: u64 = if options.full { 10 } else { 1 };
-    let progress = Progress::new("trace", 15);
+    let progress = Progress::steps("trace", 15);
     let mut report = Report::new("trace");
     let clock_ns = run_in_process(&mut report, &progress, scale)?;
 

@@ -18,7 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::measure::wall_and_cpu_time;
-use super::{BenchOptions, Case, Progress, Report};
+use super::{BenchOptions, Case, Report};
+use crate::progress::Progress;
 
 /// The case's name.
 const CASE: &str = "report/large";
@@ -39,7 +40,7 @@ impl Drop for TempTrace {
 /// Runs the benchmark.
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let size_mb = options.size_mb.unwrap_or(DEFAULT_SIZE_MB).max(1);
-    let progress = Progress::new("tracedat", 3);
+    let progress = Progress::steps("tracedat", 3);
     progress.start("making the trace");
     let path = TempTrace(
         std::env::temp_dir().join(format!("hotkern-bench-tracedat-{}.dat", std::process::id())),

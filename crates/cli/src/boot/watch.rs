@@ -12,7 +12,8 @@ use super::console::Console;
 
 use super::qemu::{Outcome, QemuConfig};
 use super::report::{is_fault_line, parse_summary};
-use super::{qmp, trace, BootArgs, Progress, RunReport};
+use super::{qmp, trace, BootArgs, RunReport};
+use crate::progress::Progress;
 
 /// Starts QEMU, follows the console until QEMU exits or the timeout kills
 /// it, and gathers the report.
@@ -59,7 +60,7 @@ pub(super) fn watch(
         {
             Ok((at, line)) => {
                 report.first_line.get_or_insert(at - started);
-                progress.console(&line, args.verbose);
+                show(progress, &line, args.verbose);
                 // The kernel follows requested-size from here: resize.
                 if line.starts_with(qmp::READY) && resizer.is_none() {
                     if let (Some(hotplug), Some(sizes)) = (&report.config.hotplug, &args.resize) {
@@ -85,7 +86,7 @@ pub(super) fn watch(
     report.total = started.elapsed();
     // Lines QEMU wrote before the kill but the loop had not read yet.
     for (_, line) in console.lines.try_iter() {
-        progress.console(&line, args.verbose);
+        show(progress, &line, args.verbose);
         record(&mut report, line);
     }
     report.qemu_stderr = said;
@@ -127,4 +128,12 @@ fn record(report: &mut RunReport, line: String) {
     if !line.is_empty() {
         report.last_line = Some(line);
     }
+}
+
+/// A console line: printed (with `-v`) and shown beside the spinner.
+fn show(progress: &Progress, line: &str, verbose: bool) {
+    if verbose {
+        progress.line(&format!("  | {line}"));
+    }
+    progress.start(line);
 }

@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 
 use console::{Line, Marker};
 
-use super::super::{Case, Progress, Report};
+use super::super::{Case, Report};
 use crate::boot::console::Console;
 use crate::boot::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
+use crate::progress::Progress;
 use crate::statistics::median;
 
 /// vCPUs, as `bench cpuhp --platform qemu` gives the hotkern kernel.
@@ -222,8 +223,9 @@ struct Measured {
     samples: Vec<(String, Vec<u64>)>,
 }
 
-/// Where the guest got to, from its console.
-struct Progressed {
+/// What the guest's console has said so far: where it got to, and what
+/// it measured.
+struct Transcript {
     stage: String,
     last_line: Option<String>,
     up: Option<(u32, String, Duration)>,
@@ -232,7 +234,7 @@ struct Progressed {
     done: bool,
 }
 
-impl Progressed {
+impl Transcript {
     fn take(&mut self, line: &str, at: Duration, progress: &Progress) {
         if !line.trim().is_empty() {
             self.last_line = Some(line.to_owned());
@@ -279,11 +281,11 @@ impl Progressed {
 /// (or [`TIMEOUT`]), and pairs the markers.
 fn watch(qemu: &Path, args: &[OsString]) -> Result<Measured, String> {
     // Boot, userspace, three cases, the trace.
-    let progress = Progress::new("linux", 6);
+    let progress = Progress::steps("linux", 6);
     progress.start("starting QEMU (TCG)");
     let started = Instant::now();
     let mut console = Console::start(qemu, args)?;
-    let mut seen = Progressed {
+    let mut seen = Transcript {
         stage: "QEMU started; no console output yet".into(),
         last_line: None,
         up: None,
