@@ -7,14 +7,12 @@
 //! device. A run that goes past `--timeout` is killed, and the last console
 //! line says where the kernel got to.
 
-pub(crate) mod console;
 mod disk;
 mod hotplug;
 mod linux;
-pub mod qemu;
-mod qmp;
 mod report;
 mod trace;
+mod vmem;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -22,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::progress::Progress;
-use qemu::{QemuConfig, MAX_CPUS, QEMU, QEMU_PACKAGE};
+use crate::qemu::{self, QemuConfig, MAX_CPUS, QEMU, QEMU_PACKAGE};
 pub use report::RunReport;
 
 /// The kernel crate's directory, where this binary was built from.
@@ -238,7 +236,7 @@ pub fn load_failure(load: &serde_json::Value) -> Option<String> {
 pub struct Resizes(pub Vec<u64>);
 
 fn parse_resizes(text: &str) -> Result<Resizes, String> {
-    qmp::parse_sizes(text).map(Resizes)
+    vmem::parse_sizes(text).map(Resizes)
 }
 
 fn parse_timeout(text: &str) -> Result<f64, String> {

@@ -5,6 +5,7 @@ mod boot;
 mod demo;
 mod load;
 mod progress;
+mod qemu;
 mod statistics;
 mod tour;
 mod trace_cmd;

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::console::Console;
-use super::qemu::{HotplugMemory, QemuConfig};
-use super::qmp::{self, Qmp, Resized};
 use crate::bench::cpuhp::linux::{cpio, Guest};
+use crate::qemu::console::Console;
+use crate::qemu::qmp::{self, Qmp, Resized};
+use crate::qemu::{HotplugMemory, QemuConfig};
 
 /// What the guest's script prints once its driver is bound.
 const READY: &str = "hotkern-linux: virtio-mem ready";

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::qemu::{Outcome, QemuConfig};
+use crate::qemu::{Outcome, QemuConfig};
 
 /// The prefix of the kernel's summary line (crates/kernel-x86_64/src/summary.rs).
 pub const SUMMARY_PREFIX: &str = "hotkern: summary ";
@@ -74,7 +74,7 @@ pub struct RunReport {
     pub walk_expected: Option<Result<String, String>>,
     /// The host's resizes of the virtio-mem device (`--resize`), or why
     /// they could not be made.
-    pub resizes: Option<Result<Vec<super::qmp::Resized>, String>>,
+    pub resizes: Option<Result<Vec<crate::qemu::qmp::Resized>, String>>,
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -341,7 +341,7 @@ fn guest_rows(summary: &Value, row: &mut impl FnMut(&str, String)) {
     );
     smp_rows(&summary["smp"], row);
     super::hotplug::rows(&summary["hotplug"], row);
-    super::qmp::guest_rows(&summary["vmem"], row);
+    super::vmem::guest_rows(&summary["vmem"], row);
     row(
         "checks",
         format!(

@@ -8,12 +8,13 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::console::Console;
+use crate::qemu::console::Console;
 
-use super::qemu::{Outcome, QemuConfig};
 use super::report::{is_fault_line, parse_summary};
-use super::{qmp, trace, BootArgs, RunReport};
+use super::{trace, vmem, BootArgs, RunReport};
 use crate::progress::Progress;
+use crate::qemu::qmp;
+use crate::qemu::{Outcome, QemuConfig};
 
 /// Starts QEMU, follows the console until QEMU exits or the timeout kills
 /// it, and gathers the report.
@@ -62,7 +63,7 @@ pub(super) fn watch(
                 report.first_line.get_or_insert(at - started);
                 show(progress, &line, args.verbose);
                 // The kernel follows requested-size from here: resize.
-                if line.starts_with(qmp::READY) && resizer.is_none() {
+                if line.starts_with(vmem::READY) && resizer.is_none() {
                     if let (Some(hotplug), Some(sizes)) = (&report.config.hotplug, &args.resize) {
                         let (socket, sizes) = (hotplug.qmp_socket.clone(), sizes.0.clone());
                         let wait = Duration::from_secs_f64(args.timeout.min(30.0));

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use console::{Line, Marker};
 
 use super::super::{Case, Report};
-use crate::boot::console::Console;
-use crate::boot::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
 use crate::progress::Progress;
+use crate::qemu::console::Console;
+use crate::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
 use crate::statistics::median;
 
 /// vCPUs, as `bench cpuhp --platform qemu` gives the hotkern kernel.

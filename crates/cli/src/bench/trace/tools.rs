@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::boot::qemu::find_in_path;
+use crate::qemu::find_in_path;
 
 /// The C sources every C peer includes: hotkern's timing, pasted into the
 /// peer's loop (see `measure::fastest_ns_per_op`).

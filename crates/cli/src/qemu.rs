@@ -1,5 +1,9 @@
-//! QEMU for `hotkern boot`: finding it, its command line, and what its
-//! exit status says about the kernel's run.
+//! QEMU as every command runs it: finding it, its command line, its
+//! console ([`console`]), its QMP socket ([`qmp`]), and what its exit
+//! status says about the hotkern kernel's run.
+
+pub mod console;
+pub mod qmp;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -125,7 +129,7 @@ impl QemuConfig {
                 "-device",
                 &format!(
                     "virtio-mem-pci,id={},memdev=vmem0,requested-size=0,block-size=2M",
-                    super::qmp::DEVICE_ID
+                    qmp::DEVICE_ID
                 ),
             ]);
             let mut qmp = OsString::from("unix:");
