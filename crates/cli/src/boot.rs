@@ -425,17 +425,9 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         disk_error_at: args.disk_error_at,
         hotplug: args.hotplug.map(|size_mib| qemu::HotplugMemory {
             size_mib,
-            qmp_socket: qmp_socket(),
+            qmp_socket: qemu::qmp_socket(),
         }),
     }
-}
-
-/// A QMP socket path of this process's own, short enough for a Unix
-/// socket (108 bytes), unique across the boots of one process.
-fn qmp_socket() -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::env::temp_dir().join(format!("hotkern-qmp-{}-{n}.sock", std::process::id()))
 }
 
 /// The `--profile` device model.

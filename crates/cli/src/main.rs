@@ -3,6 +3,7 @@
 mod bench;
 mod boot;
 mod demo;
+mod linux;
 mod load;
 mod progress;
 mod qemu;

@@ -224,6 +224,14 @@ pub fn find_in_path(program: &str, path: Option<OsString>) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// A QMP socket path of this process's own, short enough for a Unix
+/// socket (108 bytes), unique across the boots of one process.
+pub fn qmp_socket() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("hotkern-qmp-{}-{n}.sock", std::process::id()))
+}
+
 /// The firmware to boot with: qboot where it is installed.
 pub fn firmware() -> Option<PathBuf> {
     Some(PathBuf::from(QBOOT)).filter(|path| Path::new(path).is_file())

@@ -7,24 +7,21 @@
 //! with the same client ([`qmp::drive`]): each is timed from the QMP
 //! request until QEMU's `size` reaches it.
 //!
-//! The guest (the kernel found in /boot and a static busybox) is found by
-//! `bench cpuhp --linux`'s code, which names the Debian packages when one
-//! is missing.
+//! The guest (the kernel found in /boot and a static busybox) is
+//! [`crate::linux`]'s, which names the Debian packages when one is missing.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::bench::cpuhp::linux::{cpio, Guest};
+use crate::linux::{Guest, PREFIX};
 use crate::qemu::console::Console;
 use crate::qemu::qmp::{self, Qmp, Resized};
-use crate::qemu::{HotplugMemory, QemuConfig};
+use crate::qemu::{self, HotplugMemory, QemuConfig};
 
 /// What the guest's script prints once its driver is bound.
 const READY: &str = "hotkern-linux: virtio-mem ready";
-/// Lines of the script itself.
-const PREFIX: &str = "hotkern-linux:";
 /// Modules `virtio_mem` needs on Debian's kernel (virtio and its PCI
 /// transport are modules there too), each after its own dependencies.
 const MODULES: [&str; 2] = ["virtio_pci", "virtio_mem"];
@@ -157,22 +154,6 @@ fn init_script(modules: &[String]) -> String {
     script
 }
 
-fn initramfs(busybox: &[u8], modules: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let mut archive = cpio::Archive::new();
-    for dir in ["bin", "dev", "proc", "sys", "tmp", "lib"] {
-        archive.directory(dir);
-    }
-    archive.file("bin/busybox", 0o755, busybox);
-    archive.symlink("bin/sh", "busybox");
-    archive.char_device("dev/console", 5, 1);
-    for (name, bytes) in modules {
-        archive.file(&format!("lib/{name}"), 0o644, bytes);
-    }
-    let names: Vec<String> = modules.iter().map(|(name, _)| name.clone()).collect();
-    archive.file("init", 0o755, init_script(&names).as_bytes());
-    archive.finish()
-}
-
 /// Boots Linux with `config`'s CPUs, memory and device and makes the
 /// resizes of `sizes_mib`.
 pub fn run(
@@ -183,8 +164,6 @@ pub fn run(
     sizes_mib: &[u64],
     verbose: bool,
 ) -> Result<LinuxRun, String> {
-    let dir = std::env::temp_dir().join(format!("hotkern-boot-linux-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let mut files = Vec::new();
     for path in modules {
         let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
@@ -194,24 +173,19 @@ pub fn run(
             .unwrap_or("module.ko");
         files.push((name.to_owned(), bytes));
     }
-    let initrd = dir.join("initramfs.cpio");
-    std::fs::write(&initrd, initramfs(&guest.busybox, &files))
-        .map_err(|error| format!("{}: {error}", initrd.display()))?;
-    let socket = dir.join("qmp.sock");
-    config.kernel = guest.kernel.clone();
+    let names: Vec<String> = files.iter().map(|(name, _)| name.clone()).collect();
+    let initramfs = guest.initramfs(&init_script(&names), &files);
+    let socket = qemu::qmp_socket();
     config.append = "console=ttyS0 memhp_default_state=online loglevel=4".into();
-    config.trace_file = None;
-    config.disk = None;
-    config.disk_profile = None;
     let size_mib = config.hotplug.as_ref().map_or(0, |h| h.size_mib);
     config.hotplug = Some(HotplugMemory {
         size_mib,
         qmp_socket: socket.clone(),
     });
-    let mut args = config.args();
-    args.extend(["-initrd".into(), initrd.clone().into_os_string()]);
-    let result = watch(qemu, &args, &socket, sizes_mib, verbose);
-    let _ = std::fs::remove_dir_all(&dir);
+    let result = guest.boot(qemu, config, &initramfs, |console| {
+        watch(console, &socket, sizes_mib, verbose)
+    });
+    let _ = std::fs::remove_file(&socket);
     result.map(|(release, resizes, error)| LinuxRun {
         kernel: guest.kernel.clone(),
         release,
@@ -223,15 +197,13 @@ pub fn run(
 type Watched = (Option<String>, Vec<Resized>, Option<String>);
 
 fn watch(
-    qemu: &Path,
-    args: &[std::ffi::OsString],
+    mut console: Console,
     socket: &Path,
     sizes_mib: &[u64],
     verbose: bool,
 ) -> Result<Watched, String> {
     let timeout = Duration::from_secs(120 + 30 * sizes_mib.len() as u64);
     let started = Instant::now();
-    let mut console = Console::start(qemu, args)?;
     let (mut release, mut error, mut resizes) = (None, None, None);
     let mut last = String::new();
     while started.elapsed() < timeout {

@@ -6,16 +6,15 @@
 //! own, so that `linux` sits beside `classic` and `bolt`.
 
 mod console;
-pub(crate) mod cpio;
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use console::{Line, Marker};
 
 use super::super::{Case, Report};
+use crate::linux::Guest;
 use crate::progress::Progress;
 use crate::qemu::console::Console;
 use crate::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
@@ -35,16 +34,6 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// that prints everything but does not power off still counts.
 const POWER_OFF_GRACE: Duration = Duration::from_secs(5);
 
-/// The Debian package of the kernel booted.
-const LINUX_PACKAGE: &str = "linux-image-amd64";
-/// The Debian package of the busybox in the initramfs: a static one, as
-/// the initramfs has no C library.
-const BUSYBOX_PACKAGE: &str = "busybox-static";
-/// Where both busybox packages install it.
-const BUSYBOX: &str = "/bin/busybox";
-/// Where Debian installs its kernels (`vmlinuz-<release>`).
-const BOOT_DIR: &str = "/boot";
-
 /// Measures Linux; with `with_kernel`, first runs the hotkern kernel's
 /// cases on the same QEMU configuration, its tick at `hz` (Debian's kernel
 /// is built with HZ=250), and reports both, with ratios.
@@ -56,161 +45,34 @@ pub fn run(with_kernel: bool, hz: u32) -> Result<Report, String> {
         report.table_figures = vec!["latency_us"];
         report
     };
-    let guest = Guest::find()?;
+    let guest = Guest::find().map_err(|error| format!("bench cpuhp --linux: {error}"))?;
     let qemu = qemu::find_in_path(QEMU, std::env::var_os("PATH")).ok_or_else(|| {
         format!("{QEMU} not found on PATH: apt-get install {QEMU_PACKAGE} (scripts/setup does it)")
     })?;
-    let measured = guest.measure(&qemu)?;
+    let measured = measure(&guest, &qemu)?;
     add_cases(&mut report, &measured);
     Ok(report)
 }
 
-/// What the guest is made of, found on this machine.
-pub(crate) struct Guest {
-    pub(crate) kernel: PathBuf,
-    pub(crate) busybox: Vec<u8>,
-}
-
-impl Guest {
-    /// Finds the kernel and a static busybox, or names the packages that
-    /// would provide them.
-    pub(crate) fn find() -> Result<Guest, String> {
-        let kernel = newest_kernel(Path::new(BOOT_DIR));
-        let busybox = std::fs::read(BUSYBOX)
-            .ok()
-            .filter(|bytes| is_static_elf(bytes));
-        let mut missing = Vec::new();
-        if kernel.is_none() {
-            missing.push(LINUX_PACKAGE);
-        }
-        if busybox.is_none() {
-            missing.push(BUSYBOX_PACKAGE);
-        }
-        match (kernel, busybox) {
-            (Some(kernel), Some(busybox)) => Ok(Guest { kernel, busybox }),
-            _ => Err(missing_message(&missing)),
-        }
-    }
-
-    /// Writes the initramfs, boots, and collects the timings.
-    fn measure(&self, qemu: &Path) -> Result<Measured, String> {
-        let dir = std::env::temp_dir().join(format!("hotkern-linux-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-        let initrd = dir.join("initramfs.cpio");
-        let written = std::fs::write(&initrd, initramfs(&self.busybox))
-            .map_err(|error| format!("{}: {error}", initrd.display()));
-        let measured = written.and_then(|()| {
-            let config = QemuConfig {
-                kernel: self.kernel.clone(),
-                firmware: qemu::firmware(),
-                cpus: CPUS,
-                memory_mib: MEMORY_MIB,
-                kvm: false,
-                append: "console=ttyS0".into(),
-                trace_file: None,
-                disk: None,
-                disk_profile: None,
-                disk_error_at: None,
-                hotplug: None,
-            };
-            let mut args = config.args();
-            args.extend([OsString::from("-initrd"), initrd.clone().into()]);
-            watch(qemu, &args)
-        });
-        let _ = std::fs::remove_dir_all(&dir);
-        measured
-    }
-}
-
-/// The message for missing packages, naming them and the command that
-/// installs them.
-fn missing_message(packages: &[&str]) -> String {
-    let list = packages.join(" ");
-    format!(
-        "bench cpuhp --linux boots Debian's Linux kernel with a static busybox as its \
-         userspace, and this machine lacks {}: apt-get install -y {list} (scripts/setup \
-         leaves them out; they are only for this comparison)",
-        packages
-            .iter()
-            .map(|p| format!("package {p}"))
-            .collect::<Vec<_>>()
-            .join(" and ")
-    )
-}
-
-/// The `vmlinuz-*` of the highest release in `dir`.
-fn newest_kernel(dir: &Path) -> Option<PathBuf> {
-    let names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter(|name| name.starts_with("vmlinuz-"))
-        .collect();
-    let newest = names.into_iter().max_by_key(|name| release_key(name))?;
-    Some(dir.join(newest))
-}
-
-/// The numbers of a release (`6.1.0-56-amd64` is 6, 1, 0, 56), so that
-/// 6.10 sorts after 6.9.
-fn release_key(name: &str) -> Vec<u64> {
-    name.split(|c: char| !c.is_ascii_digit())
-        .filter_map(|part| part.parse().ok())
-        .collect()
-}
-
-/// Whether `bytes` is an x86-64 ELF executable with no program
-/// interpreter: the dynamic busybox package installs the same path, and
-/// would not start in an initramfs without its C library.
-fn is_static_elf(bytes: &[u8]) -> bool {
-    const PT_INTERP: u32 = 3;
-    let u16_at = |at: usize| {
-        bytes
-            .get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u32_at = |at: usize| {
-        bytes
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let u64_at = |at: usize| {
-        bytes
-            .get(at..at + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(u64::from_le_bytes)
-    };
-    // 64-bit, little-endian.
-    if bytes.get(..6) != Some(b"\x7fELF\x02\x01") {
-        return false;
-    }
-    let (Some(phoff), Some(entry_size), Some(count)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
-    else {
-        return false;
-    };
-    let entry_size = usize::from(entry_size);
-    if entry_size < 4 {
-        return false;
-    }
-    (0..usize::from(count)).all(|index| {
-        let at = (phoff as usize).saturating_add(index * entry_size);
-        // The whole entry must be there: a cut-off file is no executable.
-        bytes.get(at..at.saturating_add(entry_size)).is_some()
-            && u32_at(at).is_some_and(|kind| kind != PT_INTERP)
-    })
-}
-
-/// The initramfs: busybox, the applet `sh` for the script's `#!`, the
-/// mount points, the console, and the script as /init.
-fn initramfs(busybox: &[u8]) -> Vec<u8> {
-    let mut archive = cpio::Archive::new();
-    for dir in ["bin", "dev", "proc", "sys"] {
-        archive.directory(dir);
-    }
-    archive.file("bin/busybox", 0o755, busybox);
-    archive.symlink("bin/sh", "busybox");
-    archive.char_device("dev/console", 5, 1);
+/// Boots the guest with the script that takes CPUs offline and online,
+/// and collects the timings.
+fn measure(guest: &Guest, qemu: &Path) -> Result<Measured, String> {
     let cpus: Vec<u32> = (1..CPUS).collect();
-    archive.file("init", 0o755, console::init_script(REPS, &cpus).as_bytes());
-    archive.finish()
+    let initramfs = guest.initramfs(&console::init_script(REPS, &cpus), &[]);
+    let config = QemuConfig {
+        kernel: guest.kernel.clone(),
+        firmware: qemu::firmware(),
+        cpus: CPUS,
+        memory_mib: MEMORY_MIB,
+        kvm: false,
+        append: "console=ttyS0".into(),
+        trace_file: None,
+        disk: None,
+        disk_profile: None,
+        disk_error_at: None,
+        hotplug: None,
+    };
+    guest.boot(qemu, config, &initramfs, follow)
 }
 
 /// What a run measured.
@@ -277,14 +139,13 @@ impl Transcript {
     }
 }
 
-/// Runs QEMU with `args`, follows the console until the script is done
+/// Follows the console of the QEMU just started until the script is done
 /// (or [`TIMEOUT`]), and pairs the markers.
-fn watch(qemu: &Path, args: &[OsString]) -> Result<Measured, String> {
+fn follow(mut console: Console) -> Result<Measured, String> {
+    let started = Instant::now();
     // Boot, userspace, three cases, the trace.
     let progress = Progress::steps("linux", 6);
-    progress.start("starting QEMU (TCG)");
-    let started = Instant::now();
-    let mut console = Console::start(qemu, args)?;
+    progress.start("QEMU started (TCG)");
     let mut seen = Transcript {
         stage: "QEMU started; no console output yet".into(),
         last_line: None,
@@ -401,46 +262,6 @@ fn add_cases(report: &mut Report, measured: &Measured) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn missing_packages_are_named_with_the_command_that_installs_them() {
-        let both = missing_message(&[LINUX_PACKAGE, BUSYBOX_PACKAGE]);
-        assert!(
-            both.contains("package linux-image-amd64 and package busybox-static"),
-            "{both}"
-        );
-        assert!(both.contains("apt-get install -y linux-image-amd64 busybox-static"));
-        let one = missing_message(&[BUSYBOX_PACKAGE]);
-        assert!(one.contains("apt-get install -y busybox-static"), "{one}");
-        assert!(!one.contains(LINUX_PACKAGE));
-    }
-
-    #[test]
-    fn releases_sort_by_their_numbers() {
-        let mut names = ["vmlinuz-6.9.0-1-amd64", "vmlinuz-6.10.0-1-amd64"];
-        names.sort_by_key(|name| release_key(name));
-        assert_eq!(names[1], "vmlinuz-6.10.0-1-amd64");
-        assert_eq!(release_key("vmlinuz-6.1.0-56-amd64"), [6, 1, 0, 56, 64]);
-    }
-
-    /// An ELF64 header with one program header of type `kind`.
-    fn elf(kind: u32) -> Vec<u8> {
-        let mut bytes = vec![0u8; 0x40 + 0x38];
-        bytes[..6].copy_from_slice(b"\x7fELF\x02\x01");
-        bytes[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes());
-        bytes[0x36..0x38].copy_from_slice(&0x38u16.to_le_bytes());
-        bytes[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
-        bytes[0x40..0x44].copy_from_slice(&kind.to_le_bytes());
-        bytes
-    }
-
-    #[test]
-    fn only_a_static_elf_will_do_for_busybox() {
-        assert!(is_static_elf(&elf(1)));
-        assert!(!is_static_elf(&elf(3)), "PT_INTERP: dynamically linked");
-        assert!(!is_static_elf(b"#!/bin/sh\n"));
-        assert!(!is_static_elf(&elf(1)[..0x50]), "truncated");
-    }
 
     #[test]
     fn linux_cases_sit_beside_the_engines_with_ratios() {

@@ -8,8 +8,8 @@
 //! carries the kernel's own timestamp. At the end it prints the trace and
 //! powers off; the host pairs the markers up.
 
-/// Marks every line the script itself prints.
-pub const PREFIX: &str = "hotkern-linux:";
+use crate::linux::PREFIX;
+
 /// Starts every trace marker the script writes.
 const MARKER: &str = "hotkern-linux";
 /// How ftrace's trace header starts its event counts.
