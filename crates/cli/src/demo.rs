@@ -67,7 +67,7 @@ pub fn run() -> Result<(), String> {
 /// to the tour.
 fn kernel(machine: &[(Engine, Latencies)]) {
     println!("== kernel: the same engines on the x86-64 kernel, {CPUS} vCPUs under QEMU (TCG) ==");
-    let run = match crate::boot::run_quietly(&crate::boot::BootArgs::scenario(CPUS as u32)) {
+    let run = match crate::kernel::run_quietly(&crate::kernel::BootArgs::scenario(CPUS as u32)) {
         Ok(run) => run,
         Err(message) => {
             println!("({message})\n");

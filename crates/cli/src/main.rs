@@ -3,6 +3,7 @@
 mod bench;
 mod boot;
 mod demo;
+mod kernel;
 mod linux;
 mod load;
 mod progress;
@@ -68,7 +69,7 @@ enum Command {
         command: trace_cmd::TraceCommand,
     },
     /// Boot the bare-metal x86-64 kernel under QEMU and report how it ran.
-    Boot(Box<boot::BootArgs>),
+    Boot(Box<kernel::BootArgs>),
     /// Load one file from a FAT image through a block cache on a modeled
     /// device; print its size, device and host time, SHA-256 and bcachestat.
     Load {

@@ -19,7 +19,7 @@ use hotkern_bcache::{CacheKind, DeviceModel};
 use serde_json::Value;
 
 use super::super::{Case, Report};
-use crate::boot::{self, BootArgs};
+use crate::kernel::{self, BootArgs};
 
 /// The file the quick run's loader reads: small enough for a quick run
 /// and for the default guest's heap (which also holds the 4 MiB cache).
@@ -82,7 +82,7 @@ fn measure(image: &Path, file_bytes: usize, tree_bytes: u64, full: bool) -> Resu
             if walks {
                 args.set_walk(super::TREE);
             }
-            let run = boot::run_quietly(&args)?;
+            let run = kernel::run_quietly(&args)?;
             let document = run.to_json();
             if !run.outcome.is_success() {
                 return Err(format!(
@@ -169,7 +169,7 @@ fn read_case(
     model: &DeviceModel,
     kind: CacheKind,
 ) -> Result<Case, String> {
-    if let Some(problem) = crate::boot::load_failure(read) {
+    if let Some(problem) = crate::kernel::load_failure(read) {
         return Err(format!(
             "{name} on {} through {}: {problem}",
             model.name,

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::super::{Case, Report};
-use crate::boot::{self, BootArgs};
+use crate::kernel::{self, BootArgs};
 
 /// vCPUs of the measured guest: one boot CPU and three to take down.
 const CPUS: u32 = 4;
@@ -15,7 +15,7 @@ const CPUS: u32 = 4;
 /// Boots the kernel with its tick at `hz` and turns its hotplug run into
 /// a report.
 pub fn run(hz: u32) -> Result<Report, String> {
-    let run = boot::run_quietly(&BootArgs::scenario(CPUS).with_hz(hz))?;
+    let run = kernel::run_quietly(&BootArgs::scenario(CPUS).with_hz(hz))?;
     if !run.outcome.is_success() {
         return Err(format!(
             "the kernel did not finish: {}",
