@@ -13,55 +13,14 @@
 mod bcache;
 pub(crate) mod cpuhp;
 mod measure;
+mod options;
 mod physmem;
 mod report;
 mod trace;
 mod tracedat;
 
+pub use options::{BenchOptions, Platform};
 pub use report::{Case, Report};
-
-/// Options every benchmark takes.
-#[derive(Debug, Clone, Copy)]
-pub struct BenchOptions {
-    /// Larger inputs, as published: the uvm_hotplug paper's 10M and 100M
-    /// lookups, the 270 MB load of FreeBSD's loader cache report (minutes
-    /// rather than seconds).
-    pub full: bool,
-    /// One JSON document on stdout instead of tables.
-    pub json: bool,
-    /// Where the mechanisms run.
-    pub platform: Platform,
-    /// Measure Debian's Linux kernel under QEMU as the anchor (cpuhp only).
-    pub linux: bool,
-    /// The user-mode machine's tick rate (cpuhp only).
-    pub hz: u32,
-    /// The size of the trace read, in MB (tracedat only; 100 when unset).
-    pub size_mb: Option<u64>,
-}
-
-impl Default for BenchOptions {
-    /// The quick run on the user-mode machine, at Linux's HZ=1000.
-    fn default() -> Self {
-        BenchOptions {
-            full: false,
-            json: false,
-            platform: Platform::User,
-            linux: false,
-            hz: 1000,
-            size_mb: None,
-        }
-    }
-}
-
-/// Where a benchmark runs its mechanisms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Platform {
-    /// The user-mode machine: vCPUs are threads of this process.
-    #[default]
-    User,
-    /// The x86-64 kernel under QEMU (TCG): real (virtual) CPUs.
-    Qemu,
-}
 
 /// The subsystems that have a benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -8,91 +8,33 @@
 //! wall-clock time running the loader code itself) is printed beside them
 //! for information.
 
+mod image;
 mod qemu;
 
 use std::time::Duration;
 
-use hotkern_bcache::image::ImageBuilder;
 use hotkern_bcache::{
-    BlockCache, CacheKind, CacheStats, DeviceModel, FatType, FatVolume, MemoryDevice,
-    ModeledDevice, StripedSet,
+    BlockCache, CacheKind, CacheStats, DeviceModel, FatVolume, MemoryDevice, ModeledDevice,
+    StripedSet,
 };
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use super::measure::{input_rng, ns_per_op, wall_time};
+use super::measure::{ns_per_op, wall_time};
 use super::{BenchOptions, Case, Report};
 use crate::progress::Progress;
+use image::{build_image, Image, CLUSTER, FILE_PATH, TREE};
 
 /// Total cache memory, as FreeBSD's loader cache as of 2016 had it (16 MiB
 /// split between devices).
 const BUDGET: usize = 16 << 20;
 /// Every read the loader makes is this size.
 const REQUEST: usize = 512;
-const CLUSTER: u32 = 4096;
-const FILE_PATH: &str = "boot/kernel/kernel";
-const TREE: &str = "/boot/modules";
 const STRIPE_MEMBERS: usize = 4;
 /// Stripe unit of the striped set: 128 KiB, ZFS's default record size.
 const STRIPE_BYTES: usize = 128 << 10;
 /// The small-cache case: what one device gets when 16 MiB is shared by 16.
 const SMALL_BUDGET: usize = 1 << 20;
 const SMALL_CACHE: &str = "load-1MiB-cache/usb-stick";
-
-pub(super) struct Image {
-    pub(super) bytes: Vec<u8>,
-    file_len: u64,
-    file_sha: [u8; 32],
-    tree_files: u64,
-    tree_bytes: u64,
-    tree_sha: [u8; 32],
-}
-
-/// A pseudo-random file (so no design can win by compression or zero pages).
-fn contents(len: usize, seed: u64) -> Vec<u8> {
-    let mut out = vec![0; len];
-    input_rng(seed).fill_bytes(&mut out);
-    out
-}
-
-pub(super) fn build_image(file_len: usize) -> Result<Image, String> {
-    // FAT32 with 4 KiB clusters needs at least 65525 clusters (256 MiB).
-    let volume = (file_len + (32 << 20))
-        .max(272 << 20)
-        .next_multiple_of(1 << 20);
-    let mut image = ImageBuilder::with_cluster(volume, Some(FatType::Fat32), Some(CLUSTER))
-        .map_err(|e| format!("formatting the image: {e}"))?;
-    // The tree first, in directory order, as an installer would write it.
-    let mut tree = Sha256::new();
-    let (mut tree_files, mut tree_bytes) = (0, 0);
-    for d in 0..6 {
-        for e in 0..4 {
-            for f in 0..12 {
-                let len = 1000 + (d * 7919 + e * 104_729 + f * 1_299_709) % 30_000;
-                let data = contents(len, (d * 1000 + e * 100 + f) as u64);
-                let path = format!("{TREE}/set{d}/group{e}/module_{f:02}.ko");
-                image
-                    .add_file(&path, &data)
-                    .map_err(|e| format!("writing {path}: {e}"))?;
-                tree.update(&data);
-                tree_files += 1;
-                tree_bytes += len as u64;
-            }
-        }
-    }
-    let file = contents(file_len, 0x5eed);
-    image
-        .add_file(FILE_PATH, &file)
-        .map_err(|e| format!("writing the large file: {e}"))?;
-    Ok(Image {
-        bytes: image.finish(),
-        file_len: file_len as u64,
-        file_sha: Sha256::digest(&file).into(),
-        tree_files,
-        tree_bytes,
-        tree_sha: tree.finalize().into(),
-    })
-}
 
 struct Outcome {
     stats: CacheStats,

@@ -28,8 +28,6 @@ const IMPLS: [&str; 3] = ["static", "rbtree", "hotkern"];
 
 /// Lookups a small case repeats up to, so its timing is not all noise.
 const MIN_TIMED_LOOKUPS: usize = 100_000;
-/// Lookups done inside one read guard in the churn cases.
-const CHURN_BATCH: usize = 1024;
 
 fn label(n: u64) -> String {
     match n {

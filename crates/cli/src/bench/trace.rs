@@ -192,11 +192,11 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     };
     let ops = [counts.enabled_ops, counts.pair_ops];
     for (peer, measure) in [
-        (subscribers::FMT, subscribers::fmt as fn(_) -> _),
+        (subscribers::FMT, subscribers::fmt as fn(_, _) -> _),
         (subscribers::CHROME, subscribers::chrome),
     ] {
         progress.start(peer);
-        for ((case, ns), ops) in measure(counts)?.into_iter().zip(ops) {
+        for ((case, ns), ops) in measure(counts, tracing_cases)?.into_iter().zip(ops) {
             report.cases.push(Case::new(case, peer, ops).ns_per_op(ns));
         }
         progress.advance();

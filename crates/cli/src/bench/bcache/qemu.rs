@@ -38,7 +38,7 @@ pub fn run(full: bool) -> Result<Report, String> {
     let dir = std::env::temp_dir().join(format!("hotkern-bench-disk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let image = dir.join("disk.img");
-    let built = super::build_image(file_bytes)?;
+    let built = super::image::build_image(file_bytes)?;
     std::fs::write(&image, &built.bytes).map_err(|e| format!("{}: {e}", image.display()))?;
     let result = measure(&image, file_bytes, built.tree_bytes, full);
     let _ = std::fs::remove_dir_all(&dir);
@@ -77,10 +77,10 @@ fn measure(image: &Path, file_bytes: usize, tree_bytes: u64, full: bool) -> Resu
             } else {
                 BootArgs::scenario(1)
             };
-            args.set_disk(image, super::FILE_PATH, model.name, kind.name());
+            args.set_disk(image, super::image::FILE_PATH, model.name, kind.name());
             let walks = matches!(kind, CacheKind::FreeBsd2016 | CacheKind::Hotkern);
             if walks {
-                args.set_walk(super::TREE);
+                args.set_walk(super::image::TREE);
             }
             let run = kernel::run_quietly(&args)?;
             let document = run.to_json();

@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use hotkern_physmem::{PageCount, Pfn};
+use hotkern_physmem::{BasicPage, PageCount, Pfn, Physmem};
 
-use super::{Hotkern, CHURN_BATCH};
 use crate::bench::measure::{wall_and_cpu_time, Elapsed};
+
+/// Lookups done inside one read guard.
+const CHURN_BATCH: usize = 1024;
 
 /// What one churn run measured.
 pub(super) struct ChurnRun {
@@ -22,7 +24,11 @@ pub(super) struct ChurnRun {
 /// Lookups on this thread, batched under short read guards; with `busy`,
 /// another thread plugs and unplugs a 64-page segment meanwhile. Fails
 /// when this thread's CPU clock cannot be read.
-pub(super) fn churn(mem: Arc<Hotkern>, pfns: &[Pfn], busy: bool) -> Result<ChurnRun, String> {
+pub(super) fn churn(
+    mem: Arc<Physmem<BasicPage>>,
+    pfns: &[Pfn],
+    busy: bool,
+) -> Result<ChurnRun, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
     let writer = busy.then(|| {

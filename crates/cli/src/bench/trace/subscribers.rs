@@ -30,6 +30,11 @@ pub const FMT: &str = "tracing-fmt";
 /// The Chrome-trace peer's name in the report.
 pub const CHROME: &str = "tracing-chrome";
 
+/// Runs the cases (`event/enabled`, `function_graph/pair`) through the
+/// `tracing` subscriber the calling thread sees, ns each: the benchmark's
+/// own call sites, so that every peer runs the same code.
+pub type Cases = fn(Counts) -> Result<[(&'static str, f64); 2], String>;
+
 /// Calls of each case: fewer than hotkern's, as each costs hundreds of ns.
 #[derive(Debug, Clone, Copy)]
 pub struct Counts {
@@ -40,23 +45,23 @@ pub struct Counts {
 }
 
 /// `tracing-fmt`'s `event/enabled` and `function_graph/pair`, ns each.
-pub fn fmt(counts: Counts) -> Result<[(&'static str, f64); 2], String> {
+pub fn fmt(counts: Counts, cases: Cases) -> Result<[(&'static str, f64); 2], String> {
     let subscriber = tracing_subscriber::fmt()
         .with_writer(std::io::sink)
         .with_span_events(FmtSpan::ACTIVE)
         .finish();
-    tracing::subscriber::with_default(subscriber, || super::tracing_cases(counts))
+    tracing::subscriber::with_default(subscriber, || cases(counts))
 }
 
 /// `tracing-chrome`'s `event/enabled` and `function_graph/pair`, ns each.
-pub fn chrome(counts: Counts) -> Result<[(&'static str, f64); 2], String> {
+pub fn chrome(counts: Counts, cases: Cases) -> Result<[(&'static str, f64); 2], String> {
     let scratch = Scratch::new(CHROME)?;
     let (layer, guard) = ChromeLayerBuilder::new()
         .file(scratch.path().join("trace.json"))
         .include_args(true)
         .build();
     let subscriber = tracing_subscriber::registry().with(layer);
-    let figures = tracing::subscriber::with_default(subscriber, || super::tracing_cases(counts));
+    let figures = tracing::subscriber::with_default(subscriber, || cases(counts));
     // Outside the timing: the writer thread drains the channel and closes
     // the file before the scratch directory goes.
     drop(guard);
