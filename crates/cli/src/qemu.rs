@@ -70,6 +70,25 @@ pub struct HotplugMemory {
 }
 
 impl QemuConfig {
+    /// `kernel` on `cpus` vCPUs with `memory_mib` MiB under TCG, with
+    /// QEMU's default firmware, an empty command line and no devices; the
+    /// caller sets what its run needs.
+    pub fn new(kernel: PathBuf, cpus: u32, memory_mib: u64) -> QemuConfig {
+        QemuConfig {
+            kernel,
+            firmware: None,
+            cpus,
+            memory_mib,
+            kvm: false,
+            append: String::new(),
+            trace_file: None,
+            disk: None,
+            disk_profile: None,
+            disk_error_at: None,
+            hotplug: None,
+        }
+    }
+
     /// QEMU's arguments (without the program name).
     pub fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
@@ -323,17 +342,8 @@ mod tests {
 
     fn config() -> QemuConfig {
         QemuConfig {
-            kernel: PathBuf::from("/k/hotkern-kernel"),
             firmware: Some(PathBuf::from(QBOOT)),
-            cpus: 2,
-            memory_mib: 256,
-            kvm: false,
-            append: String::new(),
-            trace_file: None,
-            disk: None,
-            disk_profile: None,
-            disk_error_at: None,
-            hotplug: None,
+            ..QemuConfig::new(PathBuf::from("/k/hotkern-kernel"), 2, 256)
         }
     }
 

@@ -82,6 +82,30 @@ fn seconds(duration: Duration) -> f64 {
 }
 
 impl RunReport {
+    /// The report of a run QEMU has just started with `config`: a timeout
+    /// until the run says otherwise, nothing seen yet.
+    pub fn started(config: QemuConfig, build: Option<Duration>) -> RunReport {
+        RunReport {
+            outcome: Outcome::Timeout,
+            status: None,
+            config,
+            build,
+            first_line: None,
+            total: Duration::ZERO,
+            lines: 0,
+            last_line: None,
+            fault: None,
+            summary: None,
+            summary_error: None,
+            qemu_stderr: String::new(),
+            trace: None,
+            trace_error: None,
+            load_expected: None,
+            walk_expected: None,
+            resizes: None,
+        }
+    }
+
     /// One JSON document.
     pub fn to_json(&self) -> Value {
         let (invariants_hold, tasks_lost, cases) = super::hotplug::top_level(self.summary.as_ref());
@@ -439,33 +463,18 @@ mod tests {
         RunReport {
             outcome,
             status: Some(33),
-            config: QemuConfig {
-                kernel: PathBuf::from("k"),
-                firmware: Some(PathBuf::from("/usr/share/qemu/qboot.rom")),
-                cpus: 1,
-                memory_mib: 128,
-                kvm: false,
-                append: String::new(),
-                trace_file: None,
-                disk: None,
-                disk_profile: None,
-                disk_error_at: None,
-                hotplug: None,
-            },
-            build: None,
             first_line: Some(Duration::from_millis(52)),
             total: Duration::from_millis(431),
             lines: 34,
             last_line: Some("hotkern: check ok   x".into()),
-            fault: None,
             summary,
-            summary_error: None,
-            qemu_stderr: String::new(),
-            trace: None,
-            trace_error: None,
-            load_expected: None,
-            walk_expected: None,
-            resizes: None,
+            ..RunReport::started(
+                QemuConfig {
+                    firmware: Some(PathBuf::from("/usr/share/qemu/qboot.rom")),
+                    ..QemuConfig::new(PathBuf::from("k"), 1, 128)
+                },
+                None,
+            )
         }
     }
 

@@ -28,25 +28,7 @@ pub(super) fn watch(
     let started = Instant::now();
     let mut console = Console::start(qemu, config.args())?;
     let deadline = started + Duration::from_secs_f64(args.timeout);
-    let mut report = RunReport {
-        outcome: Outcome::Timeout,
-        status: None,
-        config,
-        build,
-        first_line: None,
-        total: Duration::ZERO,
-        lines: 0,
-        last_line: None,
-        fault: None,
-        summary: None,
-        summary_error: None,
-        qemu_stderr: String::new(),
-        trace: None,
-        trace_error: None,
-        load_expected: None,
-        walk_expected: None,
-        resizes: None,
-    };
+    let mut report = RunReport::started(config, build);
     if let Some(hotplug) = &report.config.hotplug {
         // A socket left by an earlier run would refuse QEMU's bind.
         let _ = std::fs::remove_file(&hotplug.qmp_socket);

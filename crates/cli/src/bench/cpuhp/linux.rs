@@ -60,17 +60,9 @@ fn measure(guest: &Guest, qemu: &Path) -> Result<Measured, String> {
     let cpus: Vec<u32> = (1..CPUS).collect();
     let initramfs = guest.initramfs(&console::init_script(REPS, &cpus), &[]);
     let config = QemuConfig {
-        kernel: guest.kernel.clone(),
         firmware: qemu::firmware(),
-        cpus: CPUS,
-        memory_mib: MEMORY_MIB,
-        kvm: false,
         append: "console=ttyS0".into(),
-        trace_file: None,
-        disk: None,
-        disk_profile: None,
-        disk_error_at: None,
-        hotplug: None,
+        ..QemuConfig::new(guest.kernel.clone(), CPUS, MEMORY_MIB)
     };
     guest.boot(qemu, config, &initramfs, follow)
 }
