@@ -3,6 +3,7 @@
 use core::fmt;
 
 use crate::cpu::CpuId;
+use crate::platform::PlatformError;
 use crate::step::{CallbackError, Direction, InstanceId, StepId};
 
 /// Why an engine call was refused or failed. Whenever one is returned, the
@@ -60,6 +61,10 @@ pub enum Error {
         /// What the callback said.
         cause: CallbackError,
     },
+    /// The platform failed to do what the engine asked (a CPU that did not
+    /// start, a stop-machine that could not gather, a grace period that
+    /// stalled); everything done so far was rolled back.
+    PlatformFailed(PlatformError),
 }
 
 impl fmt::Display for Error {
@@ -111,17 +116,32 @@ impl fmt::Display for Error {
                 }
                 write!(f, ": {cause}")
             }
+            Error::PlatformFailed(error) => write!(f, "the platform's {error}"),
         }
     }
 }
 
-impl core::error::Error for Error {}
+impl core::error::Error for Error {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Error::PlatformFailed(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<PlatformError> for Error {
+    fn from(error: PlatformError) -> Self {
+        Error::PlatformFailed(error)
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use alloc::string::ToString;
 
     use super::*;
+    use crate::platform::PlatformOperation;
 
     #[test]
     fn a_failed_step_names_step_cpu_instance_and_cause() {
@@ -141,5 +161,12 @@ mod tests {
             Error::AlreadyOnline(CpuId(1)).to_string(),
             "cpu1 is already online"
         );
+        let platform: Error =
+            PlatformError::new(PlatformOperation::StopMachine, CpuId(2), "did not come").into();
+        assert_eq!(
+            platform.to_string(),
+            "the platform's stop-machine failed for cpu2: did not come"
+        );
+        assert!(core::error::Error::source(&platform).is_some());
     }
 }

@@ -11,7 +11,7 @@ use lock_api::{Mutex, RawMutex};
 use crate::cpu::{CpuId, CpuSet};
 use crate::deferred::Job;
 use crate::error::Error;
-use crate::invoke::{FailAt, Registered};
+use crate::invoke::{FailAt, PlatformFailAt, Registered};
 use crate::platform::Platform;
 use crate::report::StepTime;
 use crate::states::{StateTable, StepStatus};
@@ -66,6 +66,7 @@ pub(crate) struct Inner {
     pub(crate) next_job: u64,
     pub(crate) running: Option<Job>,
     pub(crate) armed: Option<FailAt>,
+    pub(crate) armed_platform: Option<PlatformFailAt>,
     pub(crate) warnings: Warnings,
     pub(crate) deferred_failures: Vec<Error>,
 }
@@ -82,17 +83,9 @@ pub(crate) struct Inner {
 /// held), and must tolerate running at the same time for different CPUs.
 ///
 /// ```
-/// use hotkern_cpuhp::{Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, Platform, Section, StepSpec};
+/// use hotkern_cpuhp::{Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, InlinePlatform as Inline, Section, StepSpec};
 /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 /// use std::sync::Arc;
-///
-/// struct Inline;
-/// impl Platform for Inline {
-///     fn now_ns(&self) -> u64 { 0 }
-///     fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) { work(cpu) }
-///     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) { cpus.iter().for_each(|c| work(c)) }
-///     fn synchronize_grace_period(&self) {}
-/// }
 ///
 /// let table = [
 ///     StepSpec::new("mm:pages", Section::Prepare, Class::Deferrable),
@@ -183,6 +176,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 next_job: 0,
                 running: None,
                 armed: None,
+                armed_platform: None,
                 warnings: Warnings::default(),
                 deferred_failures: Vec::new(),
             }),
@@ -272,13 +266,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     ///
     /// ```
     /// # use hotkern_cpuhp::*;
-    /// # struct Inline;
-    /// # impl Platform for Inline {
-    /// #     fn now_ns(&self) -> u64 { 0 }
-    /// #     fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) { work(cpu) }
-    /// #     fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) { cpus.iter().for_each(work) }
-    /// #     fn synchronize_grace_period(&self) {}
-    /// # }
+    /// # use hotkern_cpuhp::InlinePlatform as Inline;
     /// let table = [
     ///     StepSpec::new("mm:pages", Section::Prepare, Class::Critical),
     ///     StepSpec::new("sched:starting", Section::Starting, Class::Critical),
@@ -329,5 +317,56 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// The armed failure, if it has not fired yet.
     pub fn armed_failure(&self) -> Option<FailAt> {
         self.inner.lock().armed
+    }
+
+    /// Arms a one-shot failure of the platform (see [`PlatformFailAt`] for
+    /// what each one does); replaces any armed one. The engine then acts on
+    /// it exactly as on the real failure, so both platforms of a kernel
+    /// can be shown to roll back alike.
+    ///
+    /// ```
+    /// # use hotkern_cpuhp::*;
+    /// # use hotkern_cpuhp::InlinePlatform as Inline;
+    /// let table = [
+    ///     StepSpec::new("mm:pages", Section::Prepare, Class::Critical),
+    ///     StepSpec::new("sched:starting", Section::Starting, Class::Critical),
+    ///     StepSpec::new("sched:active", Section::Online, Class::Critical),
+    /// ];
+    /// let all = CpuSet::range(0, 4);
+    /// let hp: Hotplug<parking_lot::RawMutex, _> =
+    ///     Hotplug::new(Inline, &table, all, CpuSet::single(CpuId(0)), Engine::Bolt).unwrap();
+    /// let point = PlatformFailAt { operation: PlatformOperation::PowerOn, cpu: Some(CpuId(2)) };
+    /// hp.inject_platform_failure(point).unwrap();
+    ///
+    /// // cpu2 does not start: cpu1 and cpu3, which did, are taken down again.
+    /// let error = hp.online_many(CpuSet::range(1, 4)).unwrap_err();
+    /// assert_eq!(error.to_string(), "the platform's power-on failed for cpu2: injected failure");
+    /// assert_eq!(hp.online_cpus(), CpuSet::single(CpuId(0)));
+    /// assert_eq!(hp.armed_platform_failure(), None); // one-shot
+    /// hp.online_many(CpuSet::range(1, 4)).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchCpu`] for a CPU that is not possible; nothing is armed.
+    pub fn inject_platform_failure(&self, point: PlatformFailAt) -> Result<(), Error> {
+        let mut inner = self.inner.lock();
+        if let Some(cpu) = point.cpu {
+            if !inner.possible.contains(cpu) {
+                return Err(Error::NoSuchCpu(cpu));
+            }
+        }
+        inner.armed_platform = Some(point);
+        Ok(())
+    }
+
+    /// Disarms the injected platform failure; returns it if it had not fired.
+    pub fn clear_platform_failure(&self) -> Option<PlatformFailAt> {
+        self.inner.lock().armed_platform.take()
+    }
+
+    /// The armed platform failure, if it has not fired yet.
+    pub fn armed_platform_failure(&self) -> Option<PlatformFailAt> {
+        self.inner.lock().armed_platform
     }
 }

@@ -83,8 +83,8 @@ mod walk;
 pub use cpu::{CpuId, CpuSet, Iter as CpuSetIter, MAX_CPUS};
 pub use error::Error;
 pub use hotplug::{Engine, Hotplug, Warnings};
-pub use invoke::FailAt;
-pub use platform::Platform;
+pub use invoke::{FailAt, PlatformFailAt};
+pub use platform::{InlinePlatform, Platform, PlatformError, PlatformOperation};
 pub use report::{Report, Stage, StepTime};
 pub use states::StepStatus;
 pub use step::{

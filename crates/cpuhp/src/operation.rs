@@ -10,12 +10,14 @@ use lock_api::{Mutex, RawMutex};
 
 use crate::cpu::{CpuId, CpuSet};
 use crate::error::Error;
-use crate::hotplug::{Engine, Hotplug};
-use crate::invoke::{invoke, step_failed, Injector};
-use crate::platform::Platform;
+use crate::hotplug::{Engine, Hotplug, Inner};
+use crate::invoke::{injected, invoke, Injector};
+use crate::platform::{Platform, PlatformError, PlatformOperation};
 use crate::report::Report;
-use crate::step::{CallbackError, Direction, Section};
+use crate::step::{Direction, Section};
 use crate::walk::{CpuOutcomes, Walk};
+
+mod starting;
 
 impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// Brings `cpu` online with the current engine.
@@ -83,6 +85,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                     stages: Vec::new(),
                     deferred: 0,
                     cancelled: 0,
+                    failures: Vec::new(),
                 };
                 let mut done: Vec<CpuId> = Vec::new();
                 for cpu in cpus {
@@ -142,14 +145,19 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         undo: bool,
     ) -> Result<Report, Error> {
         let settled = self.settle_deferred(targets);
-        let (table, states, online, armed) = {
+        let (table, states, online, armed, armed_platform) = {
             let inner = self.inner.lock();
-            let armed = if undo { None } else { inner.armed };
+            let (armed, armed_platform) = if undo {
+                (None, None)
+            } else {
+                (inner.armed, inner.armed_platform)
+            };
             (
                 inner.table.clone(),
                 inner.states.clone(),
                 inner.online,
                 armed,
+                armed_platform,
             )
         };
         let touched = vec![false; table.len() * states.rows()];
@@ -158,12 +166,14 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             targets,
             engine,
             undo,
-            injector: Injector::new(armed),
+            injector: Injector::new(armed, armed_platform),
             states: states.clone(),
             touched,
             online,
+            started: CpuSet::EMPTY,
             jobs: Vec::new(),
             stages: Vec::new(),
+            failures: Vec::new(),
             warnings_atomic: 0,
             warnings_rollback: 0,
         };
@@ -173,7 +183,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         // Readers of the online mask that hold the hotplug lock finish
         // first; given back whatever the transition's outcome.
         let start = self.platform.now_ns();
-        let _locked = HotplugLocked::take(&self.platform, engine == Engine::Bolt);
+        let locked = HotplugLocked::take(&self.platform, &walk, engine == Engine::Bolt);
+        let failed_to_lock = locked.as_ref().err().copied();
         walk.stage(
             "hotplug-lock",
             None,
@@ -183,17 +194,23 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             Direction::Up => [Section::Prepare, Section::Starting, Section::Online],
             Direction::Down => [Section::Online, Section::Starting, Section::Prepare],
         };
-        let mut entered = 0;
-        let mut failure = None;
-        for section in sections {
-            entered += 1;
-            if let Err(error) = self.run_section(&mut walk, section, direction, false) {
-                failure = Some(error);
-                break;
+        // The sections rollback must undo, and why the walk stopped.
+        let mut changed = 0;
+        let mut failure = failed_to_lock.map(Error::from);
+        if failure.is_none() {
+            for section in sections {
+                match self.run_section(&mut walk, section, direction, false) {
+                    Ok(()) => changed += 1,
+                    Err(stopped) => {
+                        changed += usize::from(stopped.changed);
+                        failure = Some(stopped.error);
+                        break;
+                    }
+                }
             }
         }
         if let Some(error) = failure {
-            for section in sections[..entered].iter().rev() {
+            for section in sections[..changed].iter().rev() {
                 // Rolling back never fails: refusals are counted in `walk`.
                 let _ = self.run_section(&mut walk, *section, direction.reverse(), true);
             }
@@ -202,11 +219,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 for cpu in targets {
                     inner.states.copy_row(cpu, &states);
                 }
-                inner.warnings.atomic_failures += walk.warnings_atomic;
-                inner.warnings.rollback_failures += walk.warnings_rollback;
-                if walk.injector.has_fired() {
-                    inner.armed = None;
-                }
+                self.account(&mut inner, &walk);
             }
             self.requeue(settled.cancelled);
             return Err(error);
@@ -218,11 +231,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 inner.states.copy_row(cpu, &walk.states);
             }
             inner.online = walk.online;
-            inner.warnings.atomic_failures += walk.warnings_atomic;
-            inner.warnings.rollback_failures += walk.warnings_rollback;
-            if walk.injector.has_fired() {
-                inner.armed = None;
-            }
+            self.account(&mut inner, &walk);
             inner.queue.retain(|job| !job.cpus.is_empty());
             Self::enqueue(&mut inner, &walk.jobs);
         }
@@ -237,7 +246,21 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             stages: walk.stages,
             deferred,
             cancelled: Self::pairs(&settled.cancelled),
+            failures: walk.failures,
         })
+    }
+
+    /// Adds what `walk` counted to the engine's warnings and disarms the
+    /// injected failures that fired.
+    fn account(&self, inner: &mut Inner, walk: &Walk<'_>) {
+        inner.warnings.atomic_failures += walk.warnings_atomic;
+        inner.warnings.rollback_failures += walk.warnings_rollback;
+        if walk.injector.has_fired() {
+            inner.armed = None;
+        }
+        if walk.injector.platform_has_fired() {
+            inner.armed_platform = None;
+        }
     }
 
     fn run_section(
@@ -246,16 +269,18 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         section: Section,
         direction: Direction,
         rollback: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Stopped> {
         match section {
-            Section::Prepare => self.run_prepare(walk, direction, rollback),
-            Section::Starting => {
-                self.run_starting(walk, direction, rollback);
-                Ok(())
-            }
+            Section::Prepare => self
+                .run_prepare(walk, direction, rollback)
+                .map_err(Stopped::changed),
+            Section::Starting => self.run_starting(walk, direction, rollback),
             Section::Online => {
-                let reports = self.run_parallel(walk, Section::Online, direction, rollback);
+                let (reports, platform) =
+                    self.run_parallel(walk, Section::Online, direction, rollback);
                 walk.apply(direction, rollback, false, reports)
+                    .and(platform.map_err(Error::from))
+                    .map_err(Stopped::changed)
             }
         }
     }
@@ -279,14 +304,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             }
             let entry = &walk.table[step.index()];
             if !rollback && walk.injector.fires(step, direction, cpus) {
-                return Err(step_failed(
-                    entry,
-                    step,
-                    direction,
-                    cpus,
-                    None,
-                    CallbackError::INJECTED,
-                ));
+                let call = walk.call(direction, rollback);
+                return Err(injected(&self.platform, entry, step, cpus, call));
             }
             if walk.defers(step, rollback) {
                 walk.defer(step, direction, cpus);
@@ -312,84 +331,15 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         Ok(())
     }
 
-    /// Power, grace period, and the `Starting` steps of every target in
-    /// parallel: in a stop-machine going down, as the CPUs come up going up.
-    fn run_starting(&self, walk: &mut Walk<'_>, direction: Direction, rollback: bool) {
-        let targets = walk.targets;
-        if direction == Direction::Down {
-            // Readers that saw the CPU as usable must be done before it
-            // stops (Linux's `sched_cpu_deactivate` waits for a normal
-            // grace period after clearing the active mask). Bolt needs the
-            // same guarantee but not the ticks a normal one waits for.
-            let start = self.platform.now_ns();
-            match walk.engine {
-                Engine::Classic => self.platform.synchronize_grace_period(),
-                Engine::Bolt => self.platform.synchronize_grace_period_expedited(),
-            }
-            walk.stage(
-                "grace-period",
-                None,
-                self.platform.now_ns().saturating_sub(start),
-            );
-        }
-        let (reports, stages) = self.starting_section(walk, direction, rollback);
-        for (stage, nanos) in stages {
-            walk.stage(stage, None, nanos);
-        }
-        // Starting steps cannot fail, so there is never an error to return.
-        let _ = walk.apply(direction, rollback, true, reports);
-        match direction {
-            Direction::Up => walk.online = walk.online.union(&targets),
-            Direction::Down => {
-                walk.online = walk.online.difference(&targets);
-                let start = self.platform.now_ns();
-                self.platform.power_off_many(targets);
-                walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
-            }
-        }
-    }
-
-    /// The `Starting` steps on every target: inside a stop-machine going
-    /// down, as the platform brings the CPUs up going up (power on
-    /// included, see [`Platform::bring_up`]); with the stages timed.
-    fn starting_section(
-        &self,
-        walk: &Walk<'_>,
-        direction: Direction,
-        rollback: bool,
-    ) -> (CpuOutcomes, Vec<(&'static str, u64)>) {
-        let reports: Mutex<R, CpuOutcomes> = Mutex::new(Vec::new());
-        let work = |cpu: CpuId| {
-            let outcomes =
-                walk.run_on_cpu(&self.platform, cpu, Section::Starting, direction, rollback);
-            reports.lock().push((cpu, outcomes));
-        };
-        let mut stages = Vec::new();
-        let mut since = self.platform.now_ns();
-        let mut mark = |stage: &'static str| {
-            let now = self.platform.now_ns();
-            stages.push((stage, now.saturating_sub(since)));
-            since = now;
-        };
-        match direction {
-            Direction::Up => self.platform.bring_up(walk.targets, &work, &mut mark),
-            Direction::Down => {
-                self.platform.stop_machine(walk.targets, &work);
-                mark("stop-machine");
-            }
-        }
-        (sorted(reports.into_inner()), stages)
-    }
-
     /// `Online` steps on every target's hotplug thread (in parallel when
-    /// the platform can).
+    /// the platform can), with the platform's failure to reach one.
     fn run_parallel(
         &self,
         walk: &Walk<'_>,
         section: Section,
         direction: Direction,
         rollback: bool,
-    ) -> CpuOutcomes {
+    ) -> (CpuOutcomes, Result<(), PlatformError>) {
         let reports: Mutex<R, CpuOutcomes> = Mutex::new(Vec::new());
         let needed: CpuSet = walk
             .targets
@@ -400,19 +350,48 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             })
             .collect();
         if needed.is_empty() {
-            return Vec::new();
+            return (Vec::new(), Ok(()));
         }
         let work = |cpu: CpuId| {
             let outcomes = walk.run_on_cpu(&self.platform, cpu, section, direction, rollback);
             reports.lock().push((cpu, outcomes));
         };
-        if needed.len() == 1 {
-            self.platform
-                .run_on(needed.first().unwrap_or(CpuId(0)), &work);
-        } else {
-            self.platform.run_on_each(needed, &work);
+        let unreached = walk.platform_fault(PlatformOperation::RunOn, needed, rollback);
+        let reached = unreached.map_or(needed, |cpu| needed.difference(&CpuSet::single(cpu)));
+        let mut result = match reached.len() {
+            0 => Ok(()),
+            1 => self
+                .platform
+                .run_on(reached.first().unwrap_or(CpuId(0)), &work),
+            _ => self.platform.run_on_each(reached, &work),
+        };
+        if let Some(cpu) = unreached {
+            result = result.and(Err(Injector::platform_error(PlatformOperation::RunOn, cpu)));
         }
-        sorted(reports.into_inner())
+        (sorted(reports.into_inner()), result)
+    }
+}
+
+/// Why a section stopped, and whether it changed anything that rollback
+/// must undo (a platform failure before any step ran did not).
+struct Stopped {
+    error: Error,
+    changed: bool,
+}
+
+impl Stopped {
+    fn changed(error: Error) -> Stopped {
+        Stopped {
+            error,
+            changed: true,
+        }
+    }
+
+    fn unchanged(error: Error) -> Stopped {
+        Stopped {
+            error,
+            changed: false,
+        }
     }
 }
 
@@ -421,9 +400,13 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 struct HotplugLocked<'a, P: Platform>(&'a P);
 
 impl<'a, P: Platform> HotplugLocked<'a, P> {
-    fn take(platform: &'a P, expedited: bool) -> Self {
-        platform.hotplug_lock(expedited);
-        HotplugLocked(platform)
+    fn take(platform: &'a P, walk: &Walk<'_>, expedited: bool) -> Result<Self, PlatformError> {
+        let operation = PlatformOperation::HotplugLock;
+        if let Some(cpu) = walk.platform_fault(operation, walk.targets, false) {
+            return Err(Injector::platform_error(operation, cpu));
+        }
+        platform.hotplug_lock(expedited)?;
+        Ok(HotplugLocked(platform))
     }
 }
 
@@ -460,4 +443,5 @@ fn merge(total: &mut Report, one: Report) {
     }
     total.deferred += one.deferred;
     total.cancelled += one.cancelled;
+    total.failures.extend(one.failures);
 }

@@ -197,7 +197,15 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 Ok(()) => {
                     done.insert(cpu);
                 }
-                Err(_) if entry.spec.section == Section::Starting => {
+                // A CPU the platform could not reach never ran the call,
+                // even for a step that must not fail.
+                Err(Error::PlatformFailed(_)) if direction == Direction::Down => {
+                    self.inner.lock().warnings.rollback_failures += 1;
+                }
+                Err(_)
+                    if entry.spec.section == Section::Starting
+                        && !matches!(result, Err(Error::PlatformFailed(_))) =>
+                {
                     self.inner.lock().warnings.atomic_failures += 1;
                     done.insert(cpu);
                 }
@@ -239,7 +247,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 let result: Mutex<R, Option<Result<(), Error>>> = Mutex::new(None);
                 self.platform.run_on(cpu, &|_| {
                     *result.lock() = Some(invoke(&self.platform, entry, step, cpus, call).0);
-                });
+                })?;
                 result.into_inner().unwrap_or(Ok(()))
             }
             _ => invoke(&self.platform, entry, step, cpus, call).0,

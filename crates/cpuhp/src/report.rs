@@ -4,6 +4,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::cpu::CpuSet;
+use crate::platform::PlatformError;
 use crate::step::{Direction, StepId};
 use crate::Engine;
 
@@ -42,6 +43,10 @@ pub struct Report {
     /// Pending deferred teardowns cancelled because their CPU came back
     /// first, counted per (CPU, step).
     pub cancelled: usize,
+    /// Platform failures the operation went on through: a CPU that did
+    /// not report dead after its dying steps ran (see
+    /// [`Platform::power_off_many`](crate::Platform::power_off_many)).
+    pub failures: Vec<PlatformError>,
 }
 
 impl Report {
@@ -106,6 +111,9 @@ impl fmt::Display for Report {
                 stage.nanos as f64 / 1000.0
             )?;
         }
+        for failure in &self.failures {
+            write!(f, "\n  failed: {failure}")?;
+        }
         Ok(())
     }
 }
@@ -137,11 +145,17 @@ mod tests {
             ],
             deferred: 2,
             cancelled: 0,
+            failures: vec![PlatformError::new(
+                crate::PlatformOperation::PowerOff,
+                crate::CpuId(2),
+                "did not report dead",
+            )],
         };
         let text = format!("{report}");
         assert!(text.starts_with("bolt offline 1-3: 41.2 us, 2 deferred, 0 cancelled"));
         assert!(text.contains("ap:sched-active") && text.contains("12.0 us"));
-        assert_eq!(text.lines().count(), 3);
+        assert!(text.ends_with("failed: power-off failed for cpu2: did not report dead"));
+        assert_eq!(text.lines().count(), 4);
         assert_eq!(report.step_nanos(), 3_100);
     }
 }

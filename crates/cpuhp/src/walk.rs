@@ -8,11 +8,11 @@ use crate::cpu::{CpuId, CpuSet};
 use crate::deferred::{pending, reached, Job};
 use crate::error::Error;
 use crate::hotplug::Engine;
-use crate::invoke::{invoke, step_failed, Call, Injector, Registered};
-use crate::platform::Platform;
+use crate::invoke::{injected, invoke, Call, Injector, Registered};
+use crate::platform::{Platform, PlatformError, PlatformOperation};
 use crate::report::Stage;
 use crate::states::StateTable;
-use crate::step::{CallbackError, Class, Direction, Section, StepId};
+use crate::step::{Class, Direction, Section, StepId};
 
 /// What happened to one step on one CPU inside a parallel section.
 pub(crate) enum Outcome {
@@ -35,8 +35,13 @@ pub(crate) struct Walk<'t> {
     /// Steps whose callback this operation ran, per CPU (what rollback undoes).
     pub(crate) touched: Vec<bool>,
     pub(crate) online: CpuSet,
+    /// Targets that came up and ran their `Starting` steps (what rolling
+    /// a bring-up back takes down).
+    pub(crate) started: CpuSet,
     pub(crate) jobs: Vec<Job>,
     pub(crate) stages: Vec<Stage>,
+    /// Platform failures the operation went on through.
+    pub(crate) failures: Vec<PlatformError>,
     pub(crate) warnings_atomic: u64,
     pub(crate) warnings_rollback: u64,
 }
@@ -74,6 +79,20 @@ impl<'t> Walk<'t> {
     ) -> bool {
         self.states.at(cpu, step) == reached(direction.reverse())
             && (!rollback || self.touched[cpu.index() * self.table.len() + step.index()])
+    }
+
+    /// The CPU of `cpus` for which an injected failure of `operation`
+    /// fires now; never while rolling back, as step failures.
+    pub(crate) fn platform_fault(
+        &self,
+        operation: PlatformOperation,
+        cpus: CpuSet,
+        rollback: bool,
+    ) -> Option<CpuId> {
+        if rollback || self.undo {
+            return None;
+        }
+        self.injector.platform_fires(operation, cpus)
     }
 
     pub(crate) fn defers(&self, step: StepId, rollback: bool) -> bool {
@@ -215,8 +234,8 @@ impl<'t> Walk<'t> {
             let entry = &self.table[step.index()];
             let atomic = section == Section::Starting;
             if !rollback && !atomic && self.injector.fires(step, direction, cpus) {
-                let error =
-                    step_failed(entry, step, direction, cpus, None, CallbackError::INJECTED);
+                let call = self.call(direction, rollback);
+                let error = injected(platform, entry, step, cpus, call);
                 outcomes.push((step, Outcome::Ran(Err(error), 0)));
                 break;
             }

@@ -419,11 +419,11 @@ fn worker_kick_and_finish_stage_only_with_deferred_work() {
     assert_eq!((kicks(&hp), finished(&report)), (1, true), "offline");
 }
 
-/// A platform that gives only what it must: `run_on_each`, `power_on` and
-/// `power_off` are the trait's defaults, which must still run every
-/// target's `Online` steps (one after the other, through `run_on`).
+/// A platform that gives only what it must: `run_on` is the trait's
+/// default, a set of one through `run_on_each`, which must still run
+/// every target's `Online` steps.
 #[test]
-fn default_run_on_each_runs_every_target() {
+fn default_run_on_goes_through_run_on_each() {
     use std::sync::Mutex;
     struct Plain {
         ran_on: Mutex<Vec<CpuId>>,
@@ -432,14 +432,34 @@ fn default_run_on_each_runs_every_target() {
         fn now_ns(&self) -> u64 {
             0
         }
-        fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-            self.ran_on.lock().unwrap().push(cpu);
-            work(cpu)
+        fn run_on_each(
+            &self,
+            cpus: CpuSet,
+            work: &(dyn Fn(CpuId) + Sync),
+        ) -> Result<(), hotkern_cpuhp::PlatformError> {
+            for cpu in cpus {
+                self.ran_on.lock().unwrap().push(cpu);
+                work(cpu);
+            }
+            Ok(())
         }
-        fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-            cpus.iter().for_each(work)
+        fn stop_machine(
+            &self,
+            cpus: CpuSet,
+            work: &(dyn Fn(CpuId) + Sync),
+        ) -> Result<(), hotkern_cpuhp::PlatformError> {
+            cpus.iter().for_each(work);
+            Ok(())
         }
-        fn synchronize_grace_period(&self) {}
+        fn power_on_many(&self, _: CpuSet) -> Result<(), hotkern_cpuhp::PlatformError> {
+            Ok(())
+        }
+        fn power_off_many(&self, _: CpuSet) -> Result<(), hotkern_cpuhp::PlatformError> {
+            Ok(())
+        }
+        fn synchronize_grace_period(&self) -> Result<(), hotkern_cpuhp::PlatformError> {
+            Ok(())
+        }
     }
     let table = [StepSpec::new("ap:active", Section::Online, Class::Critical)];
     let all = CpuSet::range(0, 3);

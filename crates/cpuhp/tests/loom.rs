@@ -60,20 +60,7 @@ unsafe impl lock_api::RawMutex for LoomRawMutex {
 }
 
 /// Everything runs on the calling thread; the worker is the loom thread.
-struct Inline;
-
-impl Platform for Inline {
-    fn now_ns(&self) -> u64 {
-        0
-    }
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-        work(cpu)
-    }
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        cpus.iter().for_each(work)
-    }
-    fn synchronize_grace_period(&self) {}
-}
+use hotkern_cpuhp::InlinePlatform as Inline;
 
 const TABLE: &[StepSpec] = &[
     StepSpec::new("bp:pages", Section::Prepare, Class::Deferrable),

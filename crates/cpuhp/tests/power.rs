@@ -5,7 +5,9 @@
 
 use std::sync::Mutex;
 
-use hotkern_cpuhp::{Class, CpuId, CpuSet, Engine, Hotplug, Platform, Section, StepSpec};
+use hotkern_cpuhp::{
+    Class, CpuId, CpuSet, Engine, Hotplug, Platform, PlatformError, Section, StepSpec,
+};
 
 #[derive(Default)]
 struct Recorder {
@@ -16,24 +18,32 @@ impl Platform for Recorder {
     fn now_ns(&self) -> u64 {
         0
     }
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-        work(cpu)
+    fn run_on_each(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
+        cpus.iter().for_each(work);
+        Ok(())
     }
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        cpus.iter().for_each(work)
+    fn stop_machine(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
+        cpus.iter().for_each(work);
+        Ok(())
     }
-    fn synchronize_grace_period(&self) {}
-    fn power_on(&self, _: CpuId) {
-        panic!("the engine must call power_on_many");
+    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
+        Ok(())
     }
-    fn power_off(&self, _: CpuId) {
-        panic!("the engine must call power_off_many");
-    }
-    fn power_on_many(&self, cpus: CpuSet) {
+    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
         self.calls.lock().unwrap().push(("on", cpus));
+        Ok(())
     }
-    fn power_off_many(&self, cpus: CpuSet) {
+    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
         self.calls.lock().unwrap().push(("off", cpus));
+        Ok(())
     }
 }
 

@@ -6,7 +6,8 @@
 use std::sync::Mutex;
 
 use hotkern_cpuhp::{
-    Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, Platform, Section, StepId, StepSpec,
+    Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, Platform, PlatformError, Section, StepId,
+    StepSpec,
 };
 
 #[derive(Default)]
@@ -20,35 +21,52 @@ impl Platform for Recorder {
     fn now_ns(&self) -> u64 {
         0
     }
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-        work(cpu)
+    fn run_on_each(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
+        cpus.iter().for_each(work);
+        Ok(())
     }
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+    fn stop_machine(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
         self.calls.lock().unwrap().push(("stop-machine", cpus));
-        cpus.iter().for_each(work)
+        cpus.iter().for_each(work);
+        Ok(())
     }
-    fn power_on_many(&self, cpus: CpuSet) {
+    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
         self.calls.lock().unwrap().push(("power-on", cpus));
+        Ok(())
+    }
+    fn power_off_many(&self, _: CpuSet) -> Result<(), PlatformError> {
+        Ok(())
     }
     fn bring_up(
         &self,
         cpus: CpuSet,
         work: &(dyn Fn(CpuId) + Sync),
         mark: &mut dyn FnMut(&'static str),
-    ) {
+    ) -> Result<(), PlatformError> {
         if !self.on_target {
-            self.power_on_many(cpus);
+            self.power_on_many(cpus)?;
             mark("power");
-            self.stop_machine(cpus, work);
+            self.stop_machine(cpus, work)?;
             mark("stop-machine");
-            return;
+            return Ok(());
         }
         self.calls.lock().unwrap().push(("bring-up", cpus));
         mark("power");
         cpus.iter().for_each(work);
         mark("starting");
+        Ok(())
     }
-    fn synchronize_grace_period(&self) {}
+    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
+        Ok(())
+    }
 }
 
 const TABLE: &[StepSpec] = &[StepSpec::new(

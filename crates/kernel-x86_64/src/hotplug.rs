@@ -4,40 +4,32 @@
 //! every CPU; the books, masks and per-CPU structures are checked after
 //! every operation.
 //!
-//! The platform: `Online` steps run on the target's hotplug thread
-//! (`cpuhp/N`, as Linux's `cpuhp_thread_fun`), and so do an incoming CPU's
-//! `Starting` steps, posted before it starts and run in its first turn
-//! (Linux's `notify_cpu_starting`: no other CPU stops); a dying CPU's run in
-//! stop-machine ([`crate::stop_machine`]); grace periods [`crate::rcu`]; the
-//! controller halts while it waits for a hotplug thread, which wakes it
-//! when done; power on is an INIT-SIPI-SIPI start and power off a park
-//! with interrupts off ([`crate::smp`]). Bolt's deferred callbacks run on
-//! the controlling CPU after each operation's latency is taken, off the
-//! critical path as Bolt's master thread runs them.
+//! The platform is [`platform`]; Bolt's deferred callbacks run on the
+//! controlling CPU after each operation's latency is taken, off the
+//! critical path as Bolt's master thread runs them. Operations that fail
+//! (made to, in [`failure`], or not) are listed by name in the summary.
 
 use alloc::format;
 use alloc::string::String;
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
-use hotkern_cpuhp::{
-    Callbacks, Context, CpuId, CpuSet, Engine, Error, Hotplug, Platform, Report, StepSpec,
-};
+use hotkern_cpuhp::{Callbacks, CpuId, CpuSet, Engine, Error, Hotplug, Report, StepSpec};
 use hotkern_kernel::audit::{Counts, Resource};
-use hotkern_kernel::kthread::{PerCpuThread, Role, Thread};
-use hotkern_kernel::platform::Cpus;
-use hotkern_kernel::steps::{invariants, Callback, StepDef};
+use hotkern_kernel::kthread::Role;
+use hotkern_kernel::steps::{invariants, StepDef};
 
 use crate::checks::Checks;
-use crate::cpu::MAX_CPUS;
-use crate::kthread::Kthread;
 use crate::steps::{audit, Steps, STEPS};
-use crate::stop_machine::KernelCpus;
-use crate::{cpu, hotplug_lock, kthread, pages, rcu, sched, smp, steps, stop_machine, tsc};
+use crate::summary::JsonStr;
+use crate::{hotplug_lock, kthread, pages, rcu, sched, smp, steps, tsc};
 
 mod failure;
+mod platform;
+
+pub use platform::run_thread;
+use platform::KernelPlatform;
 
 /// Tasks started before the operations; they run until all are done.
 const TASKS: u32 = 48;
@@ -51,236 +43,29 @@ const THREAD_TIMEOUT_S: u64 = 5;
 /// How long a grace period may take before the run reports a stall.
 const GRACE_TIMEOUT_US: u64 = 5_000_000;
 
-/// Platform calls that failed (a CPU that did not start, park, answer a
-/// call or report a quiescent state); each is counted as a broken invariant.
-static PLATFORM_FAILURES: AtomicU32 = AtomicU32::new(0);
+/// Failures outside the engine's operations (a grace period a step waited
+/// for that stalled, the hotplug lock that did not settle between
+/// operations), each by name; every one is a broken invariant.
+static PLATFORM_FAILURES: spin::Mutex<Vec<String>> = spin::Mutex::new(Vec::new());
 
+/// Records a failure outside an engine operation and prints it.
 pub(crate) fn platform_failed(what: fmt::Arguments<'_>) {
-    PLATFORM_FAILURES.fetch_add(1, Ordering::Relaxed);
+    let what = format!("{what}");
     crate::println!("hotkern: hotplug platform: {what}");
-}
-
-/// Each CPU's hotplug thread (`cpuhp/N`), which runs `Online` steps.
-static HOTPLUG_THREADS: spin::Once<PerCpuThread<Kthread>> = spin::Once::new();
-
-/// `cpu`'s hotplug thread, if it has one.
-fn hotplug_thread(cpu: u32) -> Option<Arc<Kthread>> {
-    HOTPLUG_THREADS.get()?.get(cpu as usize)
-}
-
-/// The work posted to a CPU's hotplug thread, the numbers of the last
-/// request and the last one done (as [`smp`]'s mailboxes), and the CPU
-/// that waits for it.
-struct HotplugSlot {
-    work: AtomicUsize,
-    requested: AtomicU64,
-    done: AtomicU64,
-    waiter: AtomicU32,
-}
-
-static SLOTS: [HotplugSlot; MAX_CPUS] = [const {
-    HotplugSlot {
-        work: AtomicUsize::new(0),
-        requested: AtomicU64::new(0),
-        done: AtomicU64::new(0),
-        waiter: AtomicU32::new(0),
-    }
-}; MAX_CPUS];
-
-/// A hotplug thread's turn: the posted work, if there is new work.
-fn hotplug_body(thread: &Kthread) {
-    let slot = &SLOTS[thread.cpu as usize];
-    // Acquire: pairs with the release in `run_on_each`, which stored the
-    // work first.
-    let number = slot.requested.load(Ordering::Acquire);
-    if slot.done.load(Ordering::Relaxed) == number {
-        return;
-    }
-    let address = slot.work.load(Ordering::Relaxed);
-    // SAFETY: `run_on_each` stored the address of its `&dyn Fn` and waits
-    // for `done` to reach `number` before the reference goes away.
-    let work = unsafe { *(address as *const &(dyn Fn(CpuId) + Sync)) };
-    work(CpuId(thread.cpu));
-    // Release: the work's effects are seen by the waiter, which halts
-    // until this wake-up (Linux's `complete` of `st->done_up`/`done_down`).
-    slot.done.store(number, Ordering::Release);
-    smp::wake(slot.waiter.load(Ordering::Relaxed));
-}
-
-/// Runs `cpu`'s hotplug thread if work was posted to it. Called by the
-/// CPU's idle loop, interrupts off.
-pub fn run_thread(cpu: u32) {
-    if let Some(thread) = hotplug_thread(cpu).filter(|t| t.is_woken()) {
-        thread.run();
-    }
-}
-
-/// Posts `*work` to the hotplug thread of every CPU of `cpus` but the
-/// caller and wakes it; a CPU not started yet finds the work at its first
-/// turn. Returns each CPU and the number of its request, for [`wait_for`],
-/// which must be called before `*work` goes away.
-fn post(cpus: CpuSet, work: &&(dyn Fn(CpuId) + Sync)) -> Vec<(u32, u64)> {
-    let me = cpu::current_id().unwrap_or(0);
-    let address = work as *const &(dyn Fn(CpuId) + Sync) as usize;
-    let mut posted = Vec::with_capacity(cpus.len());
-    for cpu in cpus.iter().filter(|cpu| cpu.0 != me) {
-        let Some(thread) = hotplug_thread(cpu.0) else {
-            platform_failed(format_args!("cpu {} has no hotplug thread", cpu.0));
-            continue;
-        };
-        let slot = &SLOTS[cpu.index()];
-        slot.work.store(address, Ordering::Relaxed);
-        slot.waiter.store(me, Ordering::Relaxed);
-        let number = slot.requested.load(Ordering::Relaxed) + 1;
-        // Release: pairs with the acquire in `hotplug_body`.
-        slot.requested.store(number, Ordering::Release);
-        thread.wake();
-        smp::wake(cpu.0);
-        posted.push((cpu.0, number));
-    }
-    posted
-}
-
-/// Waits until every request of `posted` is done. The controller halts
-/// until each thread's wake-up, as Linux's waits for a hotplug thread
-/// (`wait_for_ap_thread`) sleep: a spinning virtual CPU would hold a host
-/// core the target needs.
-fn wait_for(posted: &[(u32, u64)]) {
-    let deadline = tsc::nanos().saturating_add(THREAD_TIMEOUT_S * 1_000_000_000);
-    for &(cpu, number) in posted {
-        // Acquire: pairs with the release in `hotplug_body`.
-        let done = || SLOTS[cpu as usize].done.load(Ordering::Acquire) == number;
-        if !KernelCpus.wait_until_deadline(&done, deadline) {
-            // The reference must outlive the work: a thread that may still
-            // run it (a CPU that did not start may start later) leaves no
-            // way to go on.
-            panic!("cpu {cpu}'s hotplug thread did not finish its step");
-        }
-    }
-}
-
-/// This kernel as the engine's platform.
-pub struct KernelPlatform;
-
-impl Platform for KernelPlatform {
-    fn now_ns(&self) -> u64 {
-        tsc::nanos()
-    }
-
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-        self.run_on_each(CpuSet::single(cpu), work);
-    }
-
-    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        let me = cpu::current_id().unwrap_or(0);
-        let posted = post(cpus, &work);
-        if cpus.contains(CpuId(me)) {
-            work(CpuId(me));
-        }
-        wait_for(&posted);
-    }
-
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        if let Err(error) = stop_machine::stop_machine(cpus, work) {
-            panic!("stop-machine: {error:?}");
-        }
-    }
-
-    /// The steps are posted to each incoming CPU's hotplug thread before
-    /// it starts, and its idle loop runs that thread first, interrupts
-    /// off: the CPU runs them in its first turn, as Linux's incoming CPU
-    /// runs `notify_cpu_starting` on its way up, and the controller waits
-    /// once, with no other CPU stopped.
-    fn bring_up(
-        &self,
-        cpus: CpuSet,
-        work: &(dyn Fn(CpuId) + Sync),
-        mark: &mut dyn FnMut(&'static str),
-    ) {
-        let posted = post(cpus, &work);
-        self.power_on_many(cpus);
-        mark("power");
-        wait_for(&posted);
-        mark("starting");
-    }
-
-    fn synchronize_grace_period(&self) {
-        if let Err(stalled) = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US) {
-            platform_failed(format_args!("grace period stalled on cpu {}", stalled.0));
-        }
-    }
-
-    fn synchronize_grace_period_expedited(&self) {
-        if let Err(stalled) = rcu::synchronize(rcu::Kind::Expedited, GRACE_TIMEOUT_US) {
-            platform_failed(format_args!(
-                "expedited grace period stalled on cpu {}",
-                stalled.0
-            ));
-        }
-    }
-
-    fn hotplug_lock(&self, expedited: bool) {
-        let kind = if expedited {
-            rcu::Kind::Expedited
-        } else {
-            rcu::Kind::Normal
-        };
-        if let Err(stalled) = hotplug_lock::write_lock(kind, GRACE_TIMEOUT_US) {
-            platform_failed(format_args!(
-                "the hotplug lock's grace period stalled on cpu {}",
-                stalled.0
-            ));
-        }
-    }
-
-    fn hotplug_unlock(&self) {
-        hotplug_lock::write_unlock();
-    }
-
-    fn power_on(&self, cpu: CpuId) {
-        self.power_on_many(CpuSet::single(cpu));
-    }
-
-    fn power_off(&self, cpu: CpuId) {
-        self.power_off_many(CpuSet::single(cpu));
-    }
-
-    fn power_on_many(&self, cpus: CpuSet) {
-        let cpus: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
-        if let Err((cpu, error)) = smp::start_many(&cpus) {
-            platform_failed(format_args!("cpu {cpu} did not start: {error:?}"));
-        }
-    }
-
-    fn power_off_many(&self, cpus: CpuSet) {
-        let cpus: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
-        if let Err((cpu, error)) = smp::offline_many(&cpus) {
-            platform_failed(format_args!("cpu {cpu} did not park: {error:?}"));
-        }
-    }
+    PLATFORM_FAILURES.lock().push(what);
 }
 
 /// The engine as this kernel instantiates it.
 type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;
 
-/// Step `def`'s callbacks (the shared table's, run on this kernel), each
-/// recording a `cpuhp_callback` event for every CPU it covers before it
-/// runs.
-fn callbacks(step: u32, def: &StepDef<Steps>) -> Callbacks {
-    let traced = move |body: Callback<Steps>, up: u32| {
-        move |ctx: &Context| {
-            for cpu in ctx.cpus.iter() {
-                crate::trace::cpuhp_callback::trace(cpu.0, step, up);
-            }
-            body(&Steps, ctx)
-        }
-    };
+/// Step `def`'s callbacks: the shared table's, run on this kernel.
+fn callbacks(def: &StepDef<Steps>) -> Callbacks {
     let mut callbacks = Callbacks::new();
     if let Some(startup) = def.startup {
-        callbacks = callbacks.startup(traced(startup, 1));
+        callbacks = callbacks.startup(move |ctx: &hotkern_cpuhp::Context| startup(&Steps, ctx));
     }
     if let Some(teardown) = def.teardown {
-        callbacks = callbacks.teardown(traced(teardown, 0));
+        callbacks = callbacks.teardown(move |ctx: &hotkern_cpuhp::Context| teardown(&Steps, ctx));
     }
     callbacks
 }
@@ -332,6 +117,23 @@ fn median(samples: &[u64]) -> u64 {
     sorted.get(sorted.len() / 2).copied().unwrap_or(0)
 }
 
+/// Every failure by name, the engine's errors and those outside its
+/// operations, as the items of a JSON array of strings.
+struct Failures<'a>(&'a [String]);
+
+impl fmt::Display for Failures<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let outside = PLATFORM_FAILURES.lock();
+        for (index, failure) in self.0.iter().chain(outside.iter()).enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}", JsonStr(failure))?;
+        }
+        Ok(())
+    }
+}
+
 /// Nanoseconds as microseconds with one decimal, for JSON.
 struct Micros(u64);
 
@@ -349,8 +151,8 @@ pub struct Run {
     pub tally: sched::Tally,
     /// Invariant violations seen after operations (masks, queues, books).
     pub violations: u32,
-    /// Operations that returned an error.
-    pub errors: u32,
+    /// Operations that returned an error, each as `engine case: error`.
+    pub errors: Vec<String>,
     /// Grace periods the run waited for.
     pub grace_periods: u64,
     /// Tasks still running when the last operation ended.
@@ -376,13 +178,13 @@ impl Run {
             && bad == 0
             && free + cached == pages::POOL_FRAMES
             && self.tally.page_errors == 0
-            && self.errors == 0
+            && self.errors.is_empty()
             && self.tally.twice == 0
             && self.tally.ran_offline == 0
             && self.tally.changed_under_hold == 0
             && self.tally.outstanding == 0
             && self.failures.holds()
-            && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0
+            && PLATFORM_FAILURES.lock().is_empty()
     }
 }
 
@@ -423,10 +225,15 @@ fn operate(
                 report.nanos / 1000
             );
             case.record(&report);
+            // A CPU that did not report dead: the operation went on.
+            for failure in &report.failures {
+                platform_failed(format_args!("{} {}: {failure}", case.engine, case.name));
+            }
         }
         Err(error) => {
             crate::println!("hotkern: hotplug {} {}: {error}", case.engine, case.name);
-            run.errors += 1;
+            run.errors
+                .push(format!("{} {}: {error}", case.engine, case.name));
         }
     }
     engine.flush_deferred();
@@ -491,12 +298,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     // Linux registers its hotplug threads for every possible CPU; every
     // step's startup then runs for the CPUs running now (`setup` below),
     // which makes their kernel threads, caches, pools and the rest.
-    let threads = HOTPLUG_THREADS.call_once(|| PerCpuThread::new(MAX_CPUS));
-    for cpu in possible.iter() {
-        threads.install(cpu.index(), Kthread::new("cpuhp", cpu.0, hotplug_body));
-        // Never parked: it runs whenever work is posted to it.
-        threads.get(cpu.index()).inspect(|thread| thread.unpark());
-    }
+    platform::install_threads(possible);
     let table: Vec<StepSpec> = STEPS.iter().map(|def| def.spec).collect();
     let engine = match KernelHotplug::new(KernelPlatform, &table, possible, online, Engine::Classic)
     {
@@ -505,7 +307,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     };
     for (index, def) in STEPS.iter().enumerate() {
         let step = hotkern_cpuhp::StepId(index as u16);
-        if let Err(error) = engine.setup(step, callbacks(index as u32, def)) {
+        if let Err(error) = engine.setup(step, callbacks(def)) {
             panic!("hotplug step {}: {error}", def.spec.name);
         }
     }
@@ -513,7 +315,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         cases: Vec::new(),
         tally: sched::Tally::default(),
         violations: 0,
-        errors: 0,
+        errors: Vec::new(),
         grace_periods: 0,
         running_at_end: 0,
         workers: Counts::default(),
@@ -600,7 +402,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     );
     checks.check(
         "after every hotplug operation the masks, queues, kernel threads and per-CPU structures agree with the engine",
-        run.violations == 0 && run.errors == 0 && PLATFORM_FAILURES.load(Ordering::Relaxed) == 0,
+        run.violations == 0 && run.errors.is_empty() && PLATFORM_FAILURES.lock().is_empty(),
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
     checks.check(
@@ -684,12 +486,14 @@ impl fmt::Display for Json<'_> {
             f.write_str("]}")?;
         }
         let tally = run.tally;
+        // Counted apart: `Failures` takes the same lock while it prints.
+        let outside = PLATFORM_FAILURES.lock().len();
         write!(
             f,
             "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\
              \"ran_offline\":{},\"migrated\":{},\"read_holds\":{},\"changed_under_hold\":{}}},\
              \"violations\":{},\"errors\":{},\
-             \"platform_failures\":{},\"grace_periods\":{},\"running_at_end\":{},\
+             \"platform_failures\":{},\"failures\":[{}],\"grace_periods\":{},\"running_at_end\":{},\
              \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
              \"frames\":{{\"pool\":{},\"free\":{},\"cached\":{},\"held\":{},\"bad_returns\":{},\
              \"page_errors\":{}}},\"failure_injection\":{},\
@@ -704,8 +508,9 @@ impl fmt::Display for Json<'_> {
             tally.read_holds,
             tally.changed_under_hold,
             run.violations,
-            run.errors,
-            PLATFORM_FAILURES.load(Ordering::Relaxed),
+            run.errors.len(),
+            outside,
+            Failures(&run.errors),
             run.grace_periods,
             run.running_at_end,
             run.switches,

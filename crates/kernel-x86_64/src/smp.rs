@@ -93,6 +93,14 @@ pub enum SmpError {
     Timeout(u32),
 }
 
+impl core::fmt::Display for SmpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "cpu {} {}", self.cpu(), self.cause())
+    }
+}
+
+impl core::error::Error for SmpError {}
+
 /// Records the CPUs: the boot CPU (the caller) as CPU 0, then every other
 /// APIC id of `apic_ids`. Returns how many CPUs there are.
 pub fn register(apic_ids: &[u32]) -> u32 {
@@ -189,6 +197,22 @@ impl Power for KernelCpus {
 }
 
 impl SmpError {
+    /// The CPU it names.
+    pub fn cpu(&self) -> u32 {
+        match *self {
+            SmpError::NoCpu(cpu) | SmpError::WrongState(cpu) | SmpError::Timeout(cpu) => cpu,
+        }
+    }
+
+    /// Why, in a few words, for the hotplug engine's errors.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            SmpError::NoCpu(_) => "no such CPU",
+            SmpError::WrongState(_) => "in the wrong state",
+            SmpError::Timeout(_) => "did not answer in time",
+        }
+    }
+
     fn from_power(error: PowerError) -> (u32, SmpError) {
         match error {
             PowerError::NoSuchCpu(cpu) => (cpu.0, SmpError::NoCpu(cpu.0)),

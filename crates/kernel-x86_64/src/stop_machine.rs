@@ -79,6 +79,22 @@ pub enum StopError {
     Call(u32, smp::SmpError),
 }
 
+impl core::fmt::Display for StopError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            StopError::Call(_, error) => write!(f, "a member did not take the call: {error}"),
+        }
+    }
+}
+
+impl core::error::Error for StopError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            StopError::Call(_, error) => Some(error),
+        }
+    }
+}
+
 /// What each other member runs, from its call handler.
 fn member(_: u64) -> u64 {
     RENDEZVOUS.join(&KernelCpus);

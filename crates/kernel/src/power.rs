@@ -26,7 +26,7 @@
 //! sleeps as one step with respect to wake-ups.
 //!
 //! ```
-//! use hotkern_cpuhp::{CpuId, CpuSet};
+//! use hotkern_cpuhp::{CpuId, CpuSet, PlatformError, PlatformOperation};
 //! use hotkern_kernel::platform::Cpus;
 //! use hotkern_kernel::power::{Life, Lifecycle, Power};
 //!
@@ -64,7 +64,7 @@
 
 use core::fmt;
 
-use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_cpuhp::{CpuId, CpuSet, PlatformError, PlatformOperation};
 
 use crate::cpuset::MAX_CPUS;
 use crate::platform::Cpus;
@@ -150,6 +150,38 @@ impl fmt::Display for PowerError {
 }
 
 impl core::error::Error for PowerError {}
+
+impl PowerError {
+    /// The CPU it names.
+    pub fn cpu(&self) -> CpuId {
+        match *self {
+            PowerError::NoSuchCpu(cpu)
+            | PowerError::WrongState(cpu, _)
+            | PowerError::Timeout(cpu) => cpu,
+        }
+    }
+
+    /// What the hotplug engine is told when starting (`PowerOn`) or
+    /// stopping (`PowerOff`) CPUs fails this way.
+    ///
+    /// ```
+    /// use hotkern_cpuhp::{CpuId, PlatformOperation};
+    /// use hotkern_kernel::power::PowerError;
+    /// let error = PowerError::Timeout(CpuId(2)).platform_error(PlatformOperation::PowerOn);
+    /// assert_eq!(error.to_string(), "power-on failed for cpu2: did not answer in time");
+    /// ```
+    pub fn platform_error(&self, operation: PlatformOperation) -> PlatformError {
+        let cause = match self {
+            PowerError::NoSuchCpu(_) => "no such CPU",
+            PowerError::WrongState(_, Life::Dead) => "was off",
+            PowerError::WrongState(_, Life::Kicked) => "was still starting",
+            PowerError::WrongState(_, Life::Alive) => "was running",
+            PowerError::WrongState(_, Life::ShouldDie) => "was already stopping",
+            PowerError::Timeout(_) => "did not answer in time",
+        };
+        PlatformError::new(operation, self.cpu(), cause)
+    }
+}
 
 /// No CPU waits: wake the threads that are no CPU.
 const NO_CPU: u64 = u64::MAX;

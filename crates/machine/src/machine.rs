@@ -212,6 +212,7 @@ impl Machine {
                     MachinePlatform {
                         kernel: Arc::clone(&kernel),
                         worker: Arc::new(WorkerBell::default()),
+                        step_log: step_log.clone(),
                     },
                     &STEPS.map(|def| def.spec),
                     CpuSet::range(0, cpus as u32),
@@ -240,7 +241,7 @@ impl Machine {
         // Boot: every step's startup on the online vCPUs, in table order.
         for (index, def) in STEPS.iter().enumerate() {
             let step = hotkern_cpuhp::StepId(index as u16);
-            let callbacks = steplog::callbacks(def, &kernel, machine.step_log.as_ref());
+            let callbacks = steplog::callbacks(def, &kernel, machine.step_log.is_some());
             machine.engine.setup(step, callbacks)?;
         }
         let bell = Arc::clone(&machine.engine.platform().worker);

@@ -5,10 +5,13 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use hotkern_cpuhp::{CpuId, CpuSet, Hotplug, Platform};
+use hotkern_cpuhp::{
+    CallbackError, Context, CpuId, CpuSet, Hotplug, Platform, PlatformError, PlatformOperation,
+};
 use parking_lot::{Condvar, Mutex};
 
 use crate::kernel::Kernel;
+use crate::steplog::StepLog;
 
 /// The engine as the machine instantiates it.
 pub(crate) type Engine = Hotplug<parking_lot::RawMutex, MachinePlatform>;
@@ -17,6 +20,8 @@ pub(crate) type Engine = Hotplug<parking_lot::RawMutex, MachinePlatform>;
 pub(crate) struct MachinePlatform {
     pub(crate) kernel: Arc<Kernel>,
     pub(crate) worker: Arc<WorkerBell>,
+    /// Where the engine's trace of step calls goes, if anywhere.
+    pub(crate) step_log: Option<Arc<StepLog>>,
 }
 
 impl Platform for MachinePlatform {
@@ -24,27 +29,39 @@ impl Platform for MachinePlatform {
         self.kernel.now_ns()
     }
 
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-        self.run_on_each(CpuSet::single(cpu), work);
-    }
-
-    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+    /// Never fails: a vCPU that is not running has its share run on the
+    /// calling thread.
+    fn run_on_each(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
         self.kernel.run_on_each(cpus, work);
+        Ok(())
     }
 
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+    /// Never fails: every vCPU thread answers its doorbell.
+    fn stop_machine(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
         self.kernel.stop_machine(cpus, work);
+        Ok(())
     }
 
-    fn synchronize_grace_period(&self) {
+    /// Never fails: the grace-period thread waits as long as it takes.
+    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
         self.kernel.rcu.synchronize();
+        Ok(())
     }
 
-    fn synchronize_grace_period_expedited(&self) {
+    fn synchronize_grace_period_expedited(&self) -> Result<(), PlatformError> {
         self.kernel.rcu.synchronize_expedited();
+        Ok(())
     }
 
-    fn hotplug_lock(&self, expedited: bool) {
+    fn hotplug_lock(&self, expedited: bool) -> Result<(), PlatformError> {
         let rcu = &self.kernel.rcu;
         self.kernel
             .hotplug_lock
@@ -55,6 +72,7 @@ impl Platform for MachinePlatform {
                     rcu.synchronize();
                 }
             });
+        Ok(())
     }
 
     fn hotplug_unlock(&self) {
@@ -67,26 +85,26 @@ impl Platform for MachinePlatform {
         }
     }
 
-    fn power_on(&self, cpu: CpuId) {
-        self.power_on_many(CpuSet::single(cpu));
+    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        self.kernel
+            .power_on(self.kernel.vcpu_set(cpus))
+            .map_err(|error| error.platform_error(PlatformOperation::PowerOn))
     }
 
-    fn power_off(&self, cpu: CpuId) {
-        self.power_off_many(CpuSet::single(cpu));
-    }
-
-    /// A vCPU that is not dead (or not alive, to power off) is left as it
-    /// is, as the engine never asks for one.
-    fn power_on_many(&self, cpus: CpuSet) {
-        let _ = self.kernel.power_on(self.kernel.vcpu_set(cpus));
-    }
-
-    fn power_off_many(&self, cpus: CpuSet) {
-        let _ = self.kernel.power_off(self.kernel.vcpu_set(cpus));
+    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        self.kernel
+            .power_off(self.kernel.vcpu_set(cpus))
+            .map_err(|error| error.platform_error(PlatformOperation::PowerOff))
     }
 
     fn kick_deferred(&self) {
         self.worker.kick();
+    }
+
+    fn step_exited(&self, context: &Context, result: Result<(), CallbackError>) {
+        if let Some(log) = &self.step_log {
+            log.record(context, result);
+        }
     }
 }
 

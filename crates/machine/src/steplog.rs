@@ -31,7 +31,13 @@ pub struct StepCall {
 pub(crate) struct StepLog(Mutex<Vec<StepCall>>);
 
 impl StepLog {
-    fn record(&self, ctx: &StepContext) {
+    /// Called from the engine's trace of a returning call
+    /// ([`Platform::step_exited`](hotkern_cpuhp::Platform::step_exited)):
+    /// an injected failure ran no callback, so it is no call here.
+    pub(crate) fn record(&self, ctx: &StepContext, result: Result<(), CallbackError>) {
+        if result == Err(CallbackError::INJECTED) {
+            return;
+        }
         self.0.lock().push(StepCall {
             name: ctx.name,
             direction: ctx.direction,
@@ -49,26 +55,16 @@ impl StepLog {
 
 type StepFn = fn(&Kernel, &StepContext) -> Result<(), CallbackError>;
 
-/// `def`'s callbacks as registered with the engine. With a log, every
-/// call is recorded before it runs, and a direction the step has no
-/// callback for gets one that does nothing, so the log shows each call the
-/// engine makes (a missing callback is the engine's no-op call).
-pub(crate) fn callbacks(
-    def: &StepDef<Kernel>,
-    kernel: &Arc<Kernel>,
-    log: Option<&Arc<StepLog>>,
-) -> Callbacks {
+/// `def`'s callbacks as registered with the engine. With a log, a
+/// direction the step has no callback for gets one that does nothing, so
+/// that the engine makes (and traces) each call it would make for it.
+pub(crate) fn callbacks(def: &StepDef<Kernel>, kernel: &Arc<Kernel>, logged: bool) -> Callbacks {
     let wrap = |own: Option<StepFn>| {
-        if own.is_none() && log.is_none() {
+        if own.is_none() && !logged {
             return None;
         }
-        let (kernel, log) = (Arc::clone(kernel), log.cloned());
-        Some(move |ctx: &StepContext| {
-            if let Some(log) = &log {
-                log.record(ctx);
-            }
-            own.map_or(Ok(()), |own| own(&kernel, ctx))
-        })
+        let kernel = Arc::clone(kernel);
+        Some(move |ctx: &StepContext| own.map_or(Ok(()), |own| own(&kernel, ctx)))
     };
     let mut callbacks = Callbacks::new();
     if let Some(startup) = wrap(def.startup) {

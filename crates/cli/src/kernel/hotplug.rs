@@ -94,6 +94,11 @@ pub fn rows(hotplug: &Value, row: &mut impl FnMut(&str, String)) {
             None => "not reported".to_owned(),
         },
     );
+    // Each failure by name: an operation's error or a platform failure
+    // outside one (a CPU late to report dead, a stalled grace period).
+    for failure in hotplug["failures"].as_array().into_iter().flatten() {
+        row("failed", failure.as_str().unwrap_or("?").to_owned());
+    }
 }
 
 #[cfg(test)]
@@ -112,6 +117,9 @@ mod tests {
             "tasks": {"issued": 48, "completed": 47, "twice": 0, "lost": 1, "slices": 1868,
                       "ran_offline": 0, "migrated": 1752},
             "violations": 2, "errors": 0, "platform_failures": 1, "grace_periods": 50,
+            "failures": if hold { json!([]) } else {
+                json!(["bolt offline/1-load: power-off failed for cpu3: did not answer in time"])
+            },
             "invariants_hold": hold
         }})
     }
@@ -143,6 +151,10 @@ mod tests {
         assert!(out.contains("invariants|hold after every operation (50 grace periods)"));
         let broken = table(&sample(false));
         assert!(broken.contains("BROKEN: 2 violations, 0 errors, 1 platform failures"));
+        assert!(broken.contains(
+            "failed    |bolt offline/1-load: power-off failed for cpu3: did not answer in time"
+        ));
+        assert!(!out.contains("failed"), "{out}");
     }
 
     #[test]

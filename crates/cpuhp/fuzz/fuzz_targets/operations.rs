@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use arbitrary::Arbitrary;
 use hotkern_cpuhp::{
     CallbackError, Callbacks, Class, CpuId, CpuSet, Direction, Engine, FailAt, Hotplug,
-    InstanceId, Platform, Section, StepId, StepSpec, StepStatus,
+    InstanceId, Platform, PlatformError, Section, StepId, StepSpec, StepStatus,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -50,18 +50,26 @@ impl Platform for Inline {
     fn now_ns(&self) -> u64 {
         0
     }
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-        work(cpu)
+    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> Result<(), PlatformError> {
+        cpus.iter().for_each(work);
+        Ok(())
     }
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        cpus.iter().for_each(work)
+    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> Result<(), PlatformError> {
+        cpus.iter().for_each(work);
+        Ok(())
     }
-    fn synchronize_grace_period(&self) {}
-    fn power_on(&self, cpu: CpuId) {
-        self.powered.lock().unwrap().insert(cpu);
+    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
+        Ok(())
     }
-    fn power_off(&self, cpu: CpuId) {
-        self.powered.lock().unwrap().remove(cpu);
+    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        let mut powered = self.powered.lock().unwrap();
+        *powered = powered.union(&cpus);
+        Ok(())
+    }
+    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        let mut powered = self.powered.lock().unwrap();
+        *powered = powered.difference(&cpus);
+        Ok(())
     }
 }
 

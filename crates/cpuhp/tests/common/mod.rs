@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use hotkern_cpuhp::{
     CallbackError, Callbacks, Class, Context, CpuId, CpuSet, Direction, Engine, InstanceId,
-    Platform, Reuse, Section, StepId, StepSpec, StepStatus,
+    Platform, PlatformError, PlatformOperation, Reuse, Section, StepId, StepSpec, StepStatus,
 };
 
 pub type Hp = hotkern_cpuhp::Hotplug<parking_lot::RawMutex, Mock>;
@@ -59,11 +59,31 @@ pub struct Mock {
     /// Stop-machines running now; more than one means two reconfigurations overlapped.
     stopping: AtomicU64,
     pub overlaps: AtomicU64,
+    /// Calls a real machine could not have made: a stop-machine over a CPU
+    /// that is off, powering on a CPU that runs or off one that does not.
+    pub misuses: Mutex<Vec<String>>,
     /// Kicks of the deferred worker so far, and whether it must stop: a
     /// worker thread sleeps on `kicked` until there is work, as a real one
     /// does, instead of polling.
     kicks: Mutex<(u64, bool)>,
     kicked: Condvar,
+    /// A one-shot failure of the platform itself (not the engine's
+    /// injection): the next call of the operation that concerns the CPU
+    /// fails as the trait documents a real failure.
+    pub fails: Mutex<Option<(PlatformOperation, CpuId)>>,
+    /// Every step call the engine traced: entered, or returned (`Some`).
+    pub traced: Mutex<Vec<Traced>>,
+}
+
+/// A traced step call: its step, direction, CPUs and whether it is the
+/// return (with the result) or the entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Traced {
+    pub name: &'static str,
+    pub direction: Direction,
+    pub cpus: CpuSet,
+    pub rollback: bool,
+    pub returned: Option<Result<(), CallbackError>>,
 }
 
 impl Mock {
@@ -75,8 +95,23 @@ impl Mock {
             powered: Mutex::new(online),
             stopping: AtomicU64::new(0),
             overlaps: AtomicU64::new(0),
+            misuses: Mutex::new(Vec::new()),
             kicks: Mutex::new((0, false)),
             kicked: Condvar::new(),
+            fails: Mutex::new(None),
+            traced: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The CPU of `cpus` for which `operation` fails now (once).
+    fn failing(&self, operation: PlatformOperation, cpus: CpuSet) -> Option<CpuId> {
+        let mut fails = self.fails.lock().unwrap();
+        match *fails {
+            Some((failing, cpu)) if failing == operation && cpus.contains(cpu) => {
+                *fails = None;
+                Some(cpu)
+            }
+            _ => None,
         }
     }
 
@@ -126,55 +161,177 @@ impl Platform for Mock {
         self.clock.fetch_add(10, SeqCst)
     }
 
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
+    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) -> Result<(), PlatformError> {
         self.record(Event::RunOn(cpu));
+        if let Some(cpu) = self.failing(PlatformOperation::RunOn, CpuSet::single(cpu)) {
+            return Err(PlatformError::new(
+                PlatformOperation::RunOn,
+                cpu,
+                "no hotplug thread",
+            ));
+        }
         at(Place::Target(cpu), || work(cpu));
+        Ok(())
     }
 
-    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+    fn run_on_each(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
         self.record(Event::RunOnEach(cpus));
-        self.each(cpus, Place::Target, work);
+        let failing = self.failing(PlatformOperation::RunOn, cpus);
+        let reached = failing.map_or(cpus, |cpu| cpus.difference(&CpuSet::single(cpu)));
+        self.each(reached, Place::Target, work);
+        match failing {
+            Some(cpu) => Err(PlatformError::new(
+                PlatformOperation::RunOn,
+                cpu,
+                "no hotplug thread",
+            )),
+            None => Ok(()),
+        }
     }
 
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+    fn stop_machine(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
         self.record(Event::StopMachine(cpus));
+        if let Some(cpu) = self.failing(PlatformOperation::StopMachine, cpus) {
+            return Err(PlatformError::new(
+                PlatformOperation::StopMachine,
+                cpu,
+                "did not come",
+            ));
+        }
+        let off = cpus.difference(&self.powered.lock().unwrap());
+        if !off.is_empty() {
+            self.misuses
+                .lock()
+                .unwrap()
+                .push(format!("stop-machine over {off}, which is off"));
+        }
         if self.stopping.fetch_add(1, SeqCst) > 0 {
             self.overlaps.fetch_add(1, SeqCst);
         }
         self.each(cpus, Place::StopMachine, work);
         self.stopping.fetch_sub(1, SeqCst);
+        Ok(())
     }
 
-    fn synchronize_grace_period(&self) {
+    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
         self.record(Event::GracePeriod);
+        match self.failing(PlatformOperation::GracePeriod, CpuSet::range(0, 64)) {
+            Some(cpu) => Err(PlatformError::new(
+                PlatformOperation::GracePeriod,
+                cpu,
+                "stalled",
+            )),
+            None => Ok(()),
+        }
     }
 
-    fn synchronize_grace_period_expedited(&self) {
+    fn synchronize_grace_period_expedited(&self) -> Result<(), PlatformError> {
         self.record(Event::ExpeditedGracePeriod);
+        let operation = PlatformOperation::ExpeditedGracePeriod;
+        match self.failing(operation, CpuSet::range(0, 64)) {
+            Some(cpu) => Err(PlatformError::new(operation, cpu, "stalled")),
+            None => Ok(()),
+        }
     }
 
-    fn hotplug_lock(&self, expedited: bool) {
+    fn hotplug_lock(&self, expedited: bool) -> Result<(), PlatformError> {
+        let operation = PlatformOperation::HotplugLock;
+        if let Some(cpu) = self.failing(operation, CpuSet::range(0, 64)) {
+            return Err(PlatformError::new(operation, cpu, "stalled"));
+        }
         self.record(Event::HotplugLock(expedited));
+        Ok(())
     }
 
     fn hotplug_unlock(&self) {
         self.record(Event::HotplugUnlock);
     }
 
-    fn power_on(&self, cpu: CpuId) {
-        self.record(Event::PowerOn(cpu));
-        self.powered.lock().unwrap().insert(cpu);
+    /// All or nothing: a CPU that fails leaves every CPU of the set off.
+    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        if let Some(cpu) = self.failing(PlatformOperation::PowerOn, cpus) {
+            return Err(PlatformError::new(
+                PlatformOperation::PowerOn,
+                cpu,
+                "did not start",
+            ));
+        }
+        for cpu in cpus {
+            self.record(Event::PowerOn(cpu));
+            let mut powered = self.powered.lock().unwrap();
+            let running = powered.contains(cpu);
+            powered.insert(cpu);
+            drop(powered);
+            if running {
+                self.misuses
+                    .lock()
+                    .unwrap()
+                    .push(format!("{cpu} powered on while running"));
+            }
+        }
+        Ok(())
     }
 
-    fn power_off(&self, cpu: CpuId) {
-        self.record(Event::PowerOff(cpu));
-        self.powered.lock().unwrap().remove(cpu);
+    /// A CPU that fails stays powered.
+    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        let failing = self.failing(PlatformOperation::PowerOff, cpus);
+        for cpu in cpus {
+            if Some(cpu) != failing {
+                self.record(Event::PowerOff(cpu));
+                let mut powered = self.powered.lock().unwrap();
+                let running = powered.contains(cpu);
+                powered.remove(cpu);
+                drop(powered);
+                if !running {
+                    self.misuses
+                        .lock()
+                        .unwrap()
+                        .push(format!("{cpu} powered off while off"));
+                }
+            }
+        }
+        match failing {
+            Some(cpu) => Err(PlatformError::new(
+                PlatformOperation::PowerOff,
+                cpu,
+                "did not stop",
+            )),
+            None => Ok(()),
+        }
     }
 
     fn kick_deferred(&self) {
         self.record(Event::Kick);
         self.kicks.lock().unwrap().0 += 1;
         self.kicked.notify_all();
+    }
+
+    fn step_entered(&self, context: &Context) {
+        self.traced.lock().unwrap().push(Traced {
+            name: context.name,
+            direction: context.direction,
+            cpus: context.cpus,
+            rollback: context.rollback,
+            returned: None,
+        });
+    }
+
+    fn step_exited(&self, context: &Context, result: Result<(), CallbackError>) {
+        self.traced.lock().unwrap().push(Traced {
+            name: context.name,
+            direction: context.direction,
+            cpus: context.cpus,
+            rollback: context.rollback,
+            returned: Some(result),
+        });
     }
 }
 
@@ -354,6 +511,7 @@ pub fn machine(engine: Engine, cpus: u32, parallel: bool) -> (Hp, Arc<World>) {
 /// state, and the engine's online mask with the powered CPUs.
 pub fn assert_consistent(hp: &Hp, world: &World) {
     world.assert_no_violations();
+    assert_eq!(*hp.platform().misuses.lock().unwrap(), Vec::<String>::new());
     assert_eq!(hp.online_cpus(), *hp.platform().powered.lock().unwrap());
     for cpu in hp.possible_cpus() {
         for (i, spec) in TABLE.iter().enumerate() {

@@ -11,12 +11,23 @@
 //! Two steps of `Prepare` (one deferrable, one critical) and two of
 //! `Online` fail, in both directions, for one CPU and for a bulk set
 //! (failing for its middle CPU, so classic undoes the CPU it already
-//! moved); `Starting` steps cannot fail. Tasks run throughout.
+//! moved); `Starting` steps cannot fail. So does every operation of the
+//! platform that an operation meets
+//! ([`Hotplug::inject_platform_failure`](hotkern_cpuhp::Hotplug::inject_platform_failure)):
+//! the engine acts on these CPUs as a real failure makes it act — a CPU
+//! that does not start while the others of a bulk set run their starting
+//! steps, a hotplug thread not reached, a stop-machine not gathered, a
+//! grace period or the hotplug lock stalled — and must roll back the same
+//! way; a CPU late to report dead is listed and the operation completes.
+//! Tasks run throughout.
 
 use alloc::vec::Vec;
 use core::fmt;
 
-use hotkern_cpuhp::{CpuId, CpuSet, Direction, Error, FailAt, StepStatus};
+use hotkern_cpuhp::{
+    CpuId, CpuSet, Direction, Engine, Error, FailAt, PlatformError, PlatformFailAt,
+    PlatformOperation, Report, StepStatus,
+};
 
 use super::{consistent, settle_between, KernelHotplug};
 use crate::sched;
@@ -42,6 +53,8 @@ pub struct Tally {
     pub rolled_back: u32,
     /// Those whose next operation on the same CPUs succeeded.
     pub next_succeeded: u32,
+    /// The platform operations made to fail, each named once.
+    pub platform: Vec<&'static str>,
     /// The first cases that went wrong: engine, step, direction, CPUs.
     pub broken: Vec<(&'static str, &'static str, Direction, CpuSet)>,
 }
@@ -78,9 +91,35 @@ fn snapshot(engine: &KernelHotplug) -> Snapshot {
     }
 }
 
+/// The platform operations an operation in `direction` meets under
+/// `kind`, rollback aside.
+fn platform_operations(direction: Direction, kind: Engine) -> &'static [PlatformOperation] {
+    use PlatformOperation::*;
+    match (direction, kind) {
+        (Direction::Up, _) => &[HotplugLock, PowerOn, RunOn],
+        (Direction::Down, Engine::Classic) => {
+            &[HotplugLock, RunOn, GracePeriod, StopMachine, PowerOff]
+        }
+        (Direction::Down, _) => &[
+            HotplugLock,
+            RunOn,
+            ExpeditedGracePeriod,
+            StopMachine,
+            PowerOff,
+        ],
+    }
+}
+
+/// What is made to fail.
+#[derive(Clone, Copy)]
+enum Failing {
+    Step(hotkern_cpuhp::StepId),
+    Platform(PlatformOperation),
+}
+
 /// Takes `cpus` offline (`Down`) or online (`Up`): one CPU through the
 /// single operation, more through the bulk one.
-fn operate(engine: &KernelHotplug, cpus: CpuSet, direction: Direction) -> Result<(), Error> {
+fn operate(engine: &KernelHotplug, cpus: CpuSet, direction: Direction) -> Result<Report, Error> {
     let result = match (direction, cpus.len()) {
         (Direction::Down, 1) => engine.offline(cpus.first().unwrap_or(CpuId(1))),
         (Direction::Up, 1) => engine.online(cpus.first().unwrap_or(CpuId(1))),
@@ -91,7 +130,7 @@ fn operate(engine: &KernelHotplug, cpus: CpuSet, direction: Direction) -> Result
     if !settle_between() {
         super::platform_failed(format_args!("the hotplug lock did not settle"));
     }
-    result.map(|_| ())
+    result
 }
 
 /// Runs every case with the engine's current engine (`name` for the
@@ -109,9 +148,31 @@ pub fn run(engine: &KernelHotplug, name: &'static str, aps: CpuSet, tally: &mut 
         for direction in [Direction::Down, Direction::Up] {
             let one = CpuSet::single(single.next().unwrap_or(CpuId(1)));
             for (cpus, fails_for) in [(one, one.first().unwrap_or(CpuId(1))), (aps, middle)] {
-                let ok = case(engine, step, direction, cpus, fails_for, tally);
+                let ok = case(
+                    engine,
+                    Failing::Step(step),
+                    direction,
+                    cpus,
+                    fails_for,
+                    tally,
+                );
                 if !ok && tally.broken.len() < 8 {
                     tally.broken.push((name, step_name, direction, cpus));
+                }
+            }
+        }
+    }
+    for direction in [Direction::Down, Direction::Up] {
+        for &operation in platform_operations(direction, engine.engine()) {
+            if !tally.platform.contains(&operation.name()) {
+                tally.platform.push(operation.name());
+            }
+            let one = CpuSet::single(single.next().unwrap_or(CpuId(1)));
+            for (cpus, fails_for) in [(one, one.first().unwrap_or(CpuId(1))), (aps, middle)] {
+                let failing = Failing::Platform(operation);
+                let ok = case(engine, failing, direction, cpus, fails_for, tally);
+                if !ok && tally.broken.len() < 8 {
+                    tally.broken.push((name, operation.name(), direction, cpus));
                 }
             }
         }
@@ -123,7 +184,7 @@ pub fn run(engine: &KernelHotplug, name: &'static str, aps: CpuSet, tally: &mut 
 /// Returns whether all went as it should.
 fn case(
     engine: &KernelHotplug,
-    step: hotkern_cpuhp::StepId,
+    failing: Failing,
     direction: Direction,
     cpus: CpuSet,
     fails_for: CpuId,
@@ -137,35 +198,57 @@ fn case(
     let before = snapshot(engine);
     let books = sched::tally();
     let warnings = engine.warnings();
-    let point = FailAt {
-        step,
-        direction,
-        cpu: Some(fails_for),
+    let armed = match failing {
+        Failing::Step(step) => engine.inject_failure(FailAt {
+            step,
+            direction,
+            cpu: Some(fails_for),
+        }),
+        Failing::Platform(operation) => engine.inject_platform_failure(PlatformFailAt {
+            operation,
+            cpu: Some(fails_for),
+        }),
     };
-    if engine.inject_failure(point).is_err() {
+    if armed.is_err() {
         return false;
     }
     let result = operate(engine, cpus, direction);
-    let failed_as_told = matches!(
-        result,
-        Err(Error::StepFailed { step: failed, direction: going, .. })
-            if failed == step && going == direction
-    ) && engine.armed_failure().is_none();
+    let injected = |operation| PlatformError::new(operation, fails_for, PlatformError::INJECTED);
+    let failed_as_told = match (failing, &result) {
+        (
+            Failing::Step(step),
+            Err(Error::StepFailed {
+                step: failed,
+                direction: going,
+                ..
+            }),
+        ) => *failed == step && *going == direction,
+        // Past the dying steps: the operation completes and lists it.
+        (Failing::Platform(PlatformOperation::PowerOff), Ok(report)) => {
+            report.failures == [injected(PlatformOperation::PowerOff)]
+        }
+        (Failing::Platform(operation), Err(Error::PlatformFailed(error))) => {
+            *error == injected(operation)
+        }
+        _ => false,
+    } && engine.armed_failure().is_none()
+        && engine.armed_platform_failure().is_none();
+    if matches!(failing, Failing::Platform(PlatformOperation::PowerOff)) {
+        return late_to_die(engine, cpus, failed_as_told, warnings, tally);
+    }
     // Nothing changed: the engine's states, this kernel's structures (the
     // check after every operation), the tasks' books, and no rollback
     // callback refused.
     let after = sched::tally();
     let rolled_back = snapshot(engine) == before
-        && consistent(
-            engine,
-            format_args!("{direction:?} failed at step {}", step.0),
-        ) == 0
+        && consistent(engine, format_args!("{direction:?} failed")) == 0
         && engine.warnings() == warnings
         && after.issued == books.issued
         && after.twice == 0
         && after.ran_offline == books.ran_offline;
     // A failure that did not fire must not spill into the next operation.
     engine.clear_failure();
+    engine.clear_platform_failure();
     let next_succeeded = operate(engine, cpus, direction).is_ok()
         && consistent(engine, format_args!("{direction:?} after a failure")) == 0;
     tally.failed_as_told += u32::from(failed_as_told);
@@ -177,6 +260,27 @@ fn case(
     failed_as_told && rolled_back && next_succeeded && restored
 }
 
+/// The rest of a case whose CPUs were late to report dead: they are
+/// offline as after any take-down (the same check), no rollback was
+/// needed, and they come back.
+fn late_to_die(
+    engine: &KernelHotplug,
+    cpus: CpuSet,
+    failed_as_told: bool,
+    warnings: hotkern_cpuhp::Warnings,
+    tally: &mut Tally,
+) -> bool {
+    let offline = engine.online_cpus().intersection(&cpus).is_empty()
+        && consistent(engine, format_args!("after a late power-off")) == 0
+        && engine.warnings() == warnings;
+    let next_succeeded = operate(engine, cpus, Direction::Up).is_ok()
+        && consistent(engine, format_args!("back after a late power-off")) == 0;
+    tally.failed_as_told += u32::from(failed_as_told);
+    tally.rolled_back += u32::from(offline);
+    tally.next_succeeded += u32::from(next_succeeded);
+    failed_as_told && offline && next_succeeded
+}
+
 /// The tally as JSON, for the summary: `{"steps":[...],"cases":N,
 /// "failed_as_told":N,"rolled_back":N,"next_succeeded":N,"broken":[...]}`.
 impl fmt::Display for Tally {
@@ -185,6 +289,11 @@ impl fmt::Display for Tally {
         for (index, step) in STEPS.iter().enumerate() {
             let comma = if index > 0 { "," } else { "" };
             write!(f, "{comma}\"{step}\"")?;
+        }
+        f.write_str("],\"platform\":[")?;
+        for (index, operation) in self.platform.iter().enumerate() {
+            let comma = if index > 0 { "," } else { "" };
+            write!(f, "{comma}\"{operation}\"")?;
         }
         write!(
             f,

@@ -8,7 +8,9 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 
-use hotkern_cpuhp::{Callbacks, CpuId, CpuSet, Engine, Hotplug, Platform, StepId, StepSpec};
+use hotkern_cpuhp::{
+    Callbacks, CpuId, CpuSet, Engine, Hotplug, Platform, PlatformError, StepId, StepSpec,
+};
 use hotkern_physmem::{PageCount, Pfn};
 
 use super::*;
@@ -237,22 +239,36 @@ impl StepKernel for Fake {
 struct Inline(Arc<AtomicCpuSet>);
 
 impl Platform for Inline {
-    fn power_on(&self, cpu: CpuId) {
-        self.0.set(cpu, true);
+    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        cpus.iter().for_each(|cpu| self.0.set(cpu, true));
+        Ok(())
     }
-    fn power_off(&self, cpu: CpuId) {
-        self.0.set(cpu, false);
+    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
+        cpus.iter().for_each(|cpu| self.0.set(cpu, false));
+        Ok(())
     }
     fn now_ns(&self) -> u64 {
         0
     }
-    fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) {
-        work(cpu);
-    }
-    fn stop_machine(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
+    fn run_on_each(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
         cpus.iter().for_each(work);
+        Ok(())
     }
-    fn synchronize_grace_period(&self) {}
+    fn stop_machine(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError> {
+        cpus.iter().for_each(work);
+        Ok(())
+    }
+    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
+        Ok(())
+    }
 }
 
 /// The fake kernel booted with every CPU online, every step up, under
