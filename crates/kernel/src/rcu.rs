@@ -67,6 +67,15 @@
 //!   unpublishing);
 //! - going offline clears the CPU's bit in `online`, then reports: the
 //!   same pair, with `online` for `idle`;
+//! - entering idle also counts the entry in the CPU's `idle_entries`
+//!   (an RMW; Linux's dynticks counter). The driver snapshots the count of
+//!   each CPU it waits for as the grace period begins (an RMW after the
+//!   publish) and, forcing quiescent states, clears the bit of a CPU whose
+//!   count moved since (Linux's `rcu_implicit_dynticks_qs`): that CPU
+//!   idled after the grace period began, so its earlier sections ended;
+//!   its entry's RMW comes after the snapshot's in the count's order, so
+//!   it acquires the updater's work for the sections after it. This finds
+//!   a CPU that idles between scans but is awake at each;
 //! - the driver sleeps in [`Cpus::wait_until_deadline`] until `qsmask` is
 //!   empty or it is time to force quiescent states, then ends the
 //!   sequence; past the caller's deadline it names the CPUs left and the
@@ -74,8 +83,9 @@
 //!
 //! Who writes what: each CPU writes only its own bits of `idle` and
 //! `qsmask` (and `online`, through whoever runs its hotplug steps) and its
-//! own `noticed` slot; the driver alone writes `gp_seq`, `waiter`,
-//! `expedited` and the whole of `qsmask`.
+//! own `noticed` and `idle_entries` slots; the driver alone writes
+//! `gp_seq`, `waiter`, `expedited`, `idle_snapshot` and the whole of
+//! `qsmask`.
 //!
 //! ```
 //! use hotkern_cpuhp::CpuId;
@@ -161,6 +171,12 @@ pub struct GracePeriods {
     /// Per CPU, written by that CPU only: twice the `gp_seq` it noticed at
     /// its last tick, plus one once it passed a quiescent state since.
     noticed: [AtomicU64; SLOTS],
+    /// Per CPU, written by that CPU only: how often it entered its
+    /// extended quiescent state (Linux's dynticks counter, `ct->state`).
+    idle_entries: [AtomicU64; SLOTS],
+    /// Per CPU, written by the driver: `idle_entries` as the grace period
+    /// in progress began (Linux's `rdp->dynticks_snap`).
+    idle_snapshot: [AtomicU64; SLOTS],
     /// The tick rate that times normal grace periods.
     hz: AtomicU64,
     /// Forced quiescent-state scans so far.
@@ -180,7 +196,9 @@ macro_rules! grace_periods_new {
             qsmask: AtomicU64::new(0),
             expedited: AtomicBool::new(false),
             expedite_requested: AtomicBool::new(false),
-            noticed: noticed_new!(),
+            noticed: per_cpu_new!(),
+            idle_entries: per_cpu_new!(),
+            idle_snapshot: per_cpu_new!(),
             hz: AtomicU64::new(Hz::DEFAULT.get() as u64),
             fqs_scans: AtomicU64::new(0),
         }
@@ -188,14 +206,14 @@ macro_rules! grace_periods_new {
 }
 
 #[cfg(not(loom))]
-macro_rules! noticed_new {
+macro_rules! per_cpu_new {
     () => {
         [const { AtomicU64::new(0) }; SLOTS]
     };
 }
 
 #[cfg(loom)]
-macro_rules! noticed_new {
+macro_rules! per_cpu_new {
     () => {
         core::array::from_fn(|_| AtomicU64::new(0))
     };
@@ -284,6 +302,13 @@ impl GracePeriods {
         // AcqRel, and the driver's RMW on `idle` after its publish: the
         // store-buffering pair of the module doc.
         let was = self.idle.fetch_or(bit(cpu), Ordering::AcqRel) & bit(cpu) != 0;
+        // AcqRel, and the driver's RMWs as it snapshots and forces: a
+        // driver that sees this entry sees every section before it ended,
+        // and the sections after it see what the updater did before the
+        // snapshot (module doc).
+        if let Some(entries) = self.idle_entries.get(cpu.index()) {
+            entries.fetch_add(1, Ordering::AcqRel);
+        }
         if self.expedited.load(Ordering::Relaxed) {
             self.report(cpus, cpu);
         }
@@ -413,6 +438,15 @@ impl GracePeriods {
         // quiescent states; an expedited one skips them now, and
         // interrupts the others so that each reports at its next turn.
         let waiting = self.release_quiet(expedited);
+        for cpu in from_bits(waiting).iter() {
+            if let (Some(entries), Some(snapshot)) = (
+                self.idle_entries.get(cpu.index()),
+                self.idle_snapshot.get(cpu.index()),
+            ) {
+                // An RMW, so it reads the latest count (module doc).
+                snapshot.store(entries.fetch_add(0, Ordering::AcqRel), Ordering::Relaxed);
+            }
+        }
         if expedited {
             for cpu in from_bits(waiting).iter() {
                 cpus.wake(cpu);
@@ -443,11 +477,37 @@ impl GracePeriods {
     }
 
     /// The driver's scan (Linux's `rcu_gp_fqs`): reports every CPU the
-    /// grace period in progress waits for that is idle or offline now.
-    /// Returns the CPUs it still waits for.
+    /// grace period in progress waits for that is idle or offline now, or
+    /// that entered idle since it began. Returns the CPUs it still waits
+    /// for.
     pub fn force_quiescent_states(&self) -> CpuSet {
         self.fqs_scans.fetch_add(1, Ordering::Relaxed);
-        from_bits(self.release_quiet(true))
+        let busy = self.release_quiet(true);
+        // A CPU awake at every scan may still have idled between them: a
+        // CPU that halts after each turn takes its tick in the halt (so
+        // it never notices the grace period), and under a scheduler that
+        // runs the vCPUs in lock-step (QEMU's -icount round-robin) it is
+        // awake whenever the driver looks. Linux's answer is
+        // `rcu_implicit_dynticks_qs`: a CPU whose dynticks counter moved
+        // since the snapshot (`rcu_dynticks_in_eqs_since`) passed through
+        // an extended quiescent state, which ended every section it ran
+        // before, so it is quiescent for this grace period.
+        let mut passed = 0;
+        for cpu in from_bits(busy).iter() {
+            if let (Some(entries), Some(snapshot)) = (
+                self.idle_entries.get(cpu.index()),
+                self.idle_snapshot.get(cpu.index()),
+            ) {
+                // An RMW, so it reads the latest count (module doc).
+                if entries.fetch_add(0, Ordering::AcqRel) != snapshot.load(Ordering::Relaxed) {
+                    passed |= bit(cpu);
+                }
+            }
+        }
+        if passed == 0 {
+            return from_bits(busy);
+        }
+        from_bits(self.qsmask.fetch_and(!passed, Ordering::AcqRel) & !passed)
     }
 
     /// Clears the bits of the CPUs found offline (and, with `idle`, idle)
