@@ -205,17 +205,14 @@ impl Platform for KernelPlatform {
     }
 
     fn synchronize_grace_period(&self) {
-        if let Err(stalled) = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US) {
-            platform_failed(format_args!("grace period stalled on cpu {}", stalled.0));
+        if let Err(stall) = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US) {
+            platform_failed(format_args!("{stall}"));
         }
     }
 
     fn synchronize_grace_period_expedited(&self) {
-        if let Err(stalled) = rcu::synchronize(rcu::Kind::Expedited, GRACE_TIMEOUT_US) {
-            platform_failed(format_args!(
-                "expedited grace period stalled on cpu {}",
-                stalled.0
-            ));
+        if let Err(stall) = rcu::synchronize(rcu::Kind::Expedited, GRACE_TIMEOUT_US) {
+            platform_failed(format_args!("{stall}"));
         }
     }
 
@@ -225,11 +222,8 @@ impl Platform for KernelPlatform {
         } else {
             rcu::Kind::Normal
         };
-        if let Err(stalled) = hotplug_lock::write_lock(kind, GRACE_TIMEOUT_US) {
-            platform_failed(format_args!(
-                "the hotplug lock's grace period stalled on cpu {}",
-                stalled.0
-            ));
+        if let Err(stall) = hotplug_lock::write_lock(kind, GRACE_TIMEOUT_US) {
+            platform_failed(format_args!("the hotplug lock's grace period: {stall}"));
         }
     }
 

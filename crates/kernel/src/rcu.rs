@@ -120,8 +120,10 @@ use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::tick::Hz;
 
 mod grace_period;
+mod stall;
 
 pub use grace_period::GracePeriod;
+pub use stall::{Activities, Activity, Stall, StalledCpu};
 
 /// What kind of grace period a caller asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +173,9 @@ pub struct GracePeriods {
     /// Per CPU, written by that CPU only: twice the `gp_seq` it noticed at
     /// its last tick, plus one once it passed a quiescent state since.
     noticed: [AtomicU64; SLOTS],
+    /// Per CPU, written by that CPU only: ticks since it noticed the grace
+    /// period in progress (Linux's `ticks_this_gp`), for a stall report.
+    ticks: [AtomicU64; SLOTS],
     /// Per CPU, written by that CPU only: how often it entered its
     /// extended quiescent state (Linux's dynticks counter, `ct->state`).
     idle_entries: [AtomicU64; SLOTS],
@@ -197,6 +202,7 @@ macro_rules! grace_periods_new {
             expedited: AtomicBool::new(false),
             expedite_requested: AtomicBool::new(false),
             noticed: per_cpu_new!(),
+            ticks: per_cpu_new!(),
             idle_entries: per_cpu_new!(),
             idle_snapshot: per_cpu_new!(),
             hz: AtomicU64::new(Hz::DEFAULT.get() as u64),
@@ -286,9 +292,14 @@ impl GracePeriods {
             return;
         }
         let noticed = slot.load(Ordering::Relaxed);
+        let ticks = &self.ticks[cpu.index()];
         if noticed >> 1 != seq {
             slot.store(seq << 1, Ordering::Relaxed);
-        } else if noticed & 1 != 0 && self.qsmask.load(Ordering::Relaxed) & bit(cpu) != 0 {
+            ticks.store(1, Ordering::Relaxed);
+            return;
+        }
+        ticks.fetch_add(1, Ordering::Relaxed);
+        if noticed & 1 != 0 && self.qsmask.load(Ordering::Relaxed) & bit(cpu) != 0 {
             self.report(cpus, cpu);
         }
     }
@@ -369,13 +380,15 @@ impl GracePeriods {
     /// Waits for a full grace period (Linux's `synchronize_rcu`), driving
     /// it unless a grace period that started after the call ended first;
     /// callers take turns. `deadline` is in nanoseconds of
-    /// [`Cpus::now_ns`]. A calling CPU is quiescent while it waits.
+    /// [`Cpus::now_ns`]; past it the grace period is dropped and described
+    /// as Linux's stall warning does. A calling CPU is quiescent while it
+    /// waits.
     pub fn synchronize<P: Cpus + ?Sized>(
         &self,
         cpus: &P,
         kind: Kind,
         deadline: Option<u64>,
-    ) -> Result<(), Unfinished> {
+    ) -> Result<(), Stall> {
         let target = self.snapshot();
         // Quiescent while it waits, for another driver's grace period too.
         let me = cpus.current();
@@ -394,13 +407,15 @@ impl GracePeriods {
         kind: Kind,
         deadline: Option<u64>,
         target: u64,
-    ) -> Result<(), Unfinished> {
+    ) -> Result<(), Stall> {
         let driver = self.serial.lock();
         if self.completed() >= target {
             return Ok(());
         }
         let grace_period = self.begin_locked(cpus, kind, driver);
-        grace_period.wait(cpus, deadline, &|| false)?;
+        if grace_period.wait(cpus, deadline, &|| false).is_err() {
+            return Err(grace_period.stall(cpus));
+        }
         grace_period.end();
         Ok(())
     }
@@ -419,6 +434,8 @@ impl GracePeriods {
         driver: MutexGuard<'a, ()>,
     ) -> GracePeriod<'a> {
         let me = cpus.current();
+        let began_ns = cpus.now_ns();
+        let fqs_before = self.fqs_scans();
         let seq = self.gp_seq.load(Ordering::Relaxed);
         // Release: a CPU's tick that notices it acquires the updater's work.
         self.gp_seq.store(seq | 1, Ordering::Release);
@@ -457,6 +474,8 @@ impl GracePeriods {
             _driver: driver,
             kind,
             waiting: from_bits(waiting),
+            began_ns,
+            fqs_before,
         }
     }
 

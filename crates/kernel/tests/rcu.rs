@@ -187,8 +187,9 @@ fn a_stalled_cpu_is_named_at_the_deadline_and_later_grace_periods_still_end() {
     // Past the first forcing (3 jiffies), which finds CPU 0 idle.
     let deadline = platform.now_ns() + 20_000_000;
     assert_eq!(
-        rcu.synchronize(&platform, Kind::Normal, Some(deadline)),
-        Err(Unfinished(set(&[1])))
+        rcu.synchronize(&platform, Kind::Normal, Some(deadline))
+            .map_err(|stall| stall.holding_up()),
+        Err(set(&[1]))
     );
     assert_eq!(rcu.completed(), 0);
     // Dropped, not in progress: a caller now needs only the next one.
@@ -446,7 +447,8 @@ fn a_cpu_that_idles_between_forcing_scans_but_is_awake_at_each_is_quiescent() {
     rcu.exit_idle(CpuId(1));
     let deadline = platform.clock.now_ns() + 20_000_000;
     assert_eq!(
-        rcu.synchronize(&platform.clock, Kind::Normal, Some(deadline)),
-        Err(Unfinished(set(&[1])))
+        rcu.synchronize(&platform.clock, Kind::Normal, Some(deadline))
+            .map_err(|stall| stall.holding_up()),
+        Err(set(&[1]))
     );
 }

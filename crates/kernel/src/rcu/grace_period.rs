@@ -2,13 +2,13 @@
 //! quiescent states on Linux's schedule, expediting on request, ending
 //! it or dropping it.
 
-use hotkern_cpuhp::CpuSet;
+use hotkern_cpuhp::{CpuId, CpuSet};
 
 use crate::cpuset::from_bits;
 use crate::platform::Cpus;
-use crate::sync::{MutexGuard, Ordering};
+use crate::sync::{AtomicU64, MutexGuard, Ordering};
 
-use super::{GracePeriods, Kind, Unfinished};
+use super::{GracePeriods, Kind, Stall, StalledCpu, Unfinished};
 
 /// A grace period in progress, held by its driver.
 pub struct GracePeriod<'a> {
@@ -16,6 +16,10 @@ pub struct GracePeriod<'a> {
     pub(super) _driver: MutexGuard<'a, ()>,
     pub(super) kind: Kind,
     pub(super) waiting: CpuSet,
+    /// [`Cpus::now_ns`] as it began.
+    pub(super) began_ns: u64,
+    /// [`GracePeriods::fqs_scans`] as it began.
+    pub(super) fqs_before: u64,
 }
 
 impl GracePeriod<'_> {
@@ -104,6 +108,49 @@ impl GracePeriod<'_> {
         self.rcu.expedited.store(true, Ordering::Relaxed);
         for cpu in from_bits(self.rcu.release_quiet(true)).iter() {
             cpus.wake(cpu);
+        }
+    }
+
+    /// What holds it up, as Linux's RCU CPU stall warning says it: each
+    /// CPU it still waits for, whether that CPU noticed it and ticked
+    /// since, idled since it began, and what it runs
+    /// ([`Cpus::activity`]); how long it has run and how often quiescent
+    /// states were forced. Read while it is still in progress.
+    pub fn stall<P: Cpus + ?Sized>(&self, cpus: &P) -> Stall {
+        let rcu = self.rcu;
+        let seq = rcu.gp_seq.load(Ordering::Acquire);
+        let stalled = |cpu: CpuId| {
+            let index = cpu.index();
+            let noticed = rcu
+                .noticed
+                .get(index)
+                .map_or(0, |slot| slot.load(Ordering::Relaxed));
+            let count = |slots: &[AtomicU64]| {
+                slots
+                    .get(index)
+                    .map_or(0, |slot| slot.load(Ordering::Relaxed))
+            };
+            // Linux's `rcu_seq_ctr(gp_seq - rdp->gp_seq)`, in this
+            // sequence's steps of two.
+            let behind = seq.saturating_sub(noticed >> 1).div_ceil(2);
+            StalledCpu {
+                cpu,
+                behind,
+                ticks: count(&rcu.ticks),
+                quiescent_passed: behind == 0 && noticed & 1 != 0,
+                idle_entries: count(&rcu.idle_entries).wrapping_sub(count(&rcu.idle_snapshot)),
+                idle: rcu.is_idle(cpu),
+                activity: cpus.activity(cpu),
+            }
+        };
+        Stall {
+            kind: self.kind,
+            grace_period: (seq >> 1) + 1,
+            detected_by: cpus.current(),
+            elapsed_ns: cpus.now_ns().saturating_sub(self.began_ns),
+            hz: rcu.hz(),
+            fqs_scans: rcu.fqs_scans() - self.fqs_before,
+            cpus: rcu.holding_up().iter().map(stalled).collect(),
         }
     }
 
