@@ -51,6 +51,12 @@ pub struct BootArgs {
     /// Run under KVM (needs /dev/kvm) instead of TCG.
     #[arg(long)]
     kvm: bool,
+    /// Run under TCG's instruction-counting mode (QEMU's `-icount
+    /// shift=0,sleep=off`): every vCPU round-robin in one host thread, the
+    /// guest's clock counted in instructions. A different interleaving,
+    /// for robustness; slower, and its times are no figures.
+    #[arg(long, conflicts_with = "kvm")]
+    icount: bool,
     /// Stream the kernel's console to standard error.
     #[arg(short, long)]
     verbose: bool,
@@ -166,6 +172,7 @@ impl BootArgs {
             cpus,
             memory: 128,
             kvm: false,
+            icount: false,
             verbose: false,
             json: false,
             timeout: 120.0,
@@ -440,7 +447,11 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     config.trace_file = Some(trace_file);
     progress.step(&format!(
         "starting QEMU ({}, {} vCPU, {} MiB)",
-        if args.kvm { "KVM" } else { "TCG" },
+        match (args.kvm, args.icount) {
+            (true, _) => "KVM",
+            (false, true) => "TCG, icount",
+            (false, false) => "TCG",
+        },
         args.cpus,
         args.memory
     ));
@@ -458,6 +469,7 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         cpus: args.cpus,
         memory_mib: args.memory,
         kvm: args.kvm,
+        icount: args.icount,
         append: command_line(args),
         trace_file: None,
         disk: args.disk.clone(),
@@ -650,6 +662,21 @@ mod tests {
             "{line}"
         );
         assert!(qemu_line(&["--hz", "500"]).is_err());
+    }
+
+    #[test]
+    fn icount_reaches_qemu_and_is_refused_with_kvm() {
+        let line = qemu_line(&["--icount"]).unwrap();
+        assert!(
+            line.starts_with("-accel tcg -icount shift=0,sleep=off "),
+            "{line}"
+        );
+        assert!(!qemu_line(&[]).unwrap().contains("-icount"));
+        let refused = qemu_line(&["--icount", "--kvm"]).unwrap_err().to_string();
+        assert!(
+            refused.contains("'--icount' cannot be used with '--kvm'"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -105,6 +105,7 @@ impl Guest {
                 cpus: CPUS,
                 memory_mib: MEMORY_MIB,
                 kvm: false,
+                icount: false,
                 append: "console=ttyS0".into(),
                 trace_file: None,
                 disk: None,
