@@ -152,7 +152,11 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     config.trace_file = Some(trace_file);
     progress.step(&format!(
         "starting QEMU ({}, {} vCPU, {} MiB)",
-        if args.kvm { "KVM" } else { "TCG" },
+        match (args.kvm, args.icount) {
+            (true, _) => "KVM",
+            (false, true) => "TCG, icount",
+            (false, false) => "TCG",
+        },
         args.cpus,
         args.memory
     ));
@@ -170,6 +174,7 @@ fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> Q
         cpus: args.cpus,
         memory_mib: args.memory,
         kvm: args.kvm,
+        icount: args.icount,
         append: command_line(args),
         trace_file: None,
         disk: args.disk.clone(),
@@ -354,6 +359,21 @@ mod tests {
             "{line}"
         );
         assert!(qemu_line(&["--hz", "500"]).is_err());
+    }
+
+    #[test]
+    fn icount_reaches_qemu_and_is_refused_with_kvm() {
+        let line = qemu_line(&["--icount"]).unwrap();
+        assert!(
+            line.starts_with("-accel tcg -icount shift=0,sleep=off "),
+            "{line}"
+        );
+        assert!(!qemu_line(&[]).unwrap().contains("-icount"));
+        let refused = qemu_line(&["--icount", "--kvm"]).unwrap_err().to_string();
+        assert!(
+            refused.contains("'--icount' cannot be used with '--kvm'"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub struct QemuConfig {
     pub memory_mib: u64,
     /// KVM instead of TCG.
     pub kvm: bool,
+    /// TCG's instruction-counting mode (`-icount shift=0,sleep=off`): every
+    /// vCPU round-robin in one host thread, guest time counted in
+    /// instructions. Another interleaving than multi-threaded TCG's, to
+    /// shake out timing assumptions; not a clock to take figures with.
+    pub icount: bool,
     /// The kernel command line.
     pub append: String,
     /// Where the second serial port (COM2, the kernel's trace.dat) goes.
@@ -80,6 +85,7 @@ impl QemuConfig {
             cpus,
             memory_mib,
             kvm: false,
+            icount: false,
             append: String::new(),
             trace_file: None,
             disk: None,
@@ -100,6 +106,12 @@ impl QemuConfig {
             push(&["-accel", "kvm", "-cpu", "host,-arch-capabilities"]);
         } else {
             push(&["-accel", "tcg"]);
+        }
+        if self.icount {
+            // shift=0: one instruction per guest nanosecond (a 1 GHz TSC);
+            // sleep=off: a halted guest's clock jumps to its next timer
+            // instead of waiting for the host's, so halts cost no wall time.
+            push(&["-icount", "shift=0,sleep=off"]);
         }
         // No default devices (floppy, CD-ROM, parallel port, NIC): QEMU
         // starts 20-30 ms sooner, and the kernel uses none of them.
@@ -363,6 +375,18 @@ mod tests {
             "-accel tcg -nodefaults -nic none -display none -vga none -no-reboot -serial stdio \
              -monitor none -device isa-debug-exit,iobase=0xf4,iosize=0x04 -m 256M -smp 2 \
              -bios /usr/share/qemu/qboot.rom -kernel /k/hotkern-kernel"
+        );
+    }
+
+    #[test]
+    fn icount_runs_tcg_counting_instructions() {
+        let mut config = config();
+        config.icount = true;
+        assert_eq!(
+            joined(&config),
+            "-accel tcg -icount shift=0,sleep=off -nodefaults -nic none -display none -vga none \
+             -no-reboot -serial stdio -monitor none -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+             -m 256M -smp 2 -bios /usr/share/qemu/qboot.rom -kernel /k/hotkern-kernel"
         );
     }
 

@@ -27,7 +27,7 @@ pub fn init(cpus: usize) {
 
 /// Takes the write side for one transition, waiting for a grace period of
 /// `kind` if readers were on their fast path.
-pub fn write_lock(kind: rcu::Kind, timeout_us: u64) -> Result<(), rcu::Stalled> {
+pub fn write_lock(kind: rcu::Kind, timeout_us: u64) -> Result<(), rcu::Stall> {
     let Some(lock) = LOCK.get() else {
         return Ok(());
     };
@@ -68,7 +68,11 @@ pub fn settle(timeout_us: u64) -> bool {
     };
     let deadline = tsc::nanos().saturating_add(timeout_us.saturating_mul(1_000));
     while lock.writer_near() {
-        if tsc::nanos() > deadline || rcu::synchronize(rcu::Kind::Normal, timeout_us).is_err() {
+        if tsc::nanos() > deadline {
+            return false;
+        }
+        if let Err(stall) = rcu::synchronize(rcu::Kind::Normal, timeout_us) {
+            crate::println!("hotkern: hotplug lock: {stall}");
             return false;
         }
         // The callback sits on this CPU's list, or on another's whose

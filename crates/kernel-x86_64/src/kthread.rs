@@ -29,8 +29,10 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hotkern_kernel::kthread::Thread;
+use hotkern_kernel::rcu::Activity;
 
 use crate::cpu::{self, MAX_CPUS};
+use crate::rcu;
 
 /// Bytes of each kernel thread's stack.
 const STACK_BYTES: usize = 16 * 1024;
@@ -48,6 +50,9 @@ pub struct Kthread {
     pub name: &'static str,
     /// The CPU it belongs to.
     pub cpu: u32,
+    /// What its CPU runs while it runs, for a stall report: named once
+    /// here, not at every switch.
+    activity: Activity,
     body: Body,
     /// The stack pointer saved by the last switch away from it.
     saved: UnsafeCell<u64>,
@@ -160,6 +165,7 @@ impl Kthread {
         let mut thread = Kthread {
             name,
             cpu,
+            activity: Activity::of_thread(name),
             body,
             saved: UnsafeCell::new(0),
             requests: AtomicU64::new(0),
@@ -218,10 +224,12 @@ impl Kthread {
             };
         }
         SWITCHES[me as usize].fetch_add(1, Ordering::Relaxed);
+        let before = rcu::enter(me, self.activity);
         // SAFETY: the idle slot is this CPU's; the thread's saved pointer
         // was left by its last switch away (or by `new`) and the thread is
         // not running anywhere else (only its own CPU runs it).
         unsafe { hotkern_switch(IDLE[me as usize].0.get(), *self.saved.get()) };
+        rcu::enter(me, before);
     }
 
     /// Switches back to the idle loop that ran this thread.

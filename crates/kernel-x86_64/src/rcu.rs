@@ -12,13 +12,18 @@
 //! periods, and it starts and parks CPUs itself, so none changes state
 //! while it waits.
 //!
+//! A stalled grace period is reported as Linux's stall warning reports it
+//! ([`Stall`]), with what each CPU it waits for was running: each CPU
+//! records that as it switches ([`enter`]: its idle loop, a kernel
+//! thread, a task slice, a cross-CPU call), one relaxed byte per switch.
+//!
 //! Not modelled: interrupt handlers running on an idle CPU count as idle
 //! (Linux's `rcu_irq_enter` says otherwise); the kernel's handlers read no
 //! RCU-protected data.
 
 use hotkern_cpuhp::CpuId;
-pub use hotkern_kernel::rcu::Kind;
-use hotkern_kernel::rcu::{GracePeriods, Unfinished};
+use hotkern_kernel::rcu::{Activities, GracePeriods};
+pub use hotkern_kernel::rcu::{Activity, Kind, Stall};
 use hotkern_kernel::tick::Hz;
 
 use crate::stop_machine::KernelCpus;
@@ -26,6 +31,19 @@ use crate::{smp, tsc};
 
 /// The kernel's grace periods.
 static GRACE_PERIODS: GracePeriods = GracePeriods::new();
+/// What each CPU runs, for a stall report.
+static ACTIVITIES: Activities = Activities::new();
+
+/// CPU `cpu` now runs `activity`; returns what it ran before, which the
+/// caller puts back when `activity` ends.
+pub fn enter(cpu: u32, activity: Activity) -> Activity {
+    ACTIVITIES.enter(cpu as usize, activity)
+}
+
+/// What CPU `cpu` runs now.
+pub fn activity(cpu: u32) -> Activity {
+    ACTIVITIES.get(cpu as usize)
+}
 
 /// CPU `cpu` passed a quiescent state (its idle loop turned).
 pub fn quiescent(cpu: u32) {
@@ -57,23 +75,17 @@ pub fn set_hz(hz: Hz) {
     GRACE_PERIODS.set_hz(hz);
 }
 
-/// A CPU that did not report a quiescent state in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stalled(pub u32);
-
 /// Waits for a grace period of `kind` (Linux's `synchronize_rcu` or
 /// `synchronize_rcu_expedited`): every other running CPU is idle, parked,
 /// or has passed a quiescent state since the call. Gives up after
-/// `timeout_us` and names a CPU that stalled.
+/// `timeout_us` and says which CPUs stalled it and what they ran.
 #[hotkern_trace::function]
-pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stalled> {
+pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stall> {
     for cpu in 0..smp::cpu_count() {
         GRACE_PERIODS.set_online(&KernelCpus, CpuId(cpu), smp::is_running(cpu));
     }
     let deadline = tsc::nanos().saturating_add(timeout_us.saturating_mul(1_000));
-    GRACE_PERIODS
-        .synchronize(&KernelCpus, kind, Some(deadline))
-        .map_err(|Unfinished(left)| Stalled(left.iter().next().map_or(0, |cpu| cpu.0)))
+    GRACE_PERIODS.synchronize(&KernelCpus, kind, Some(deadline))
 }
 
 /// Whether grace periods wait for `cpu` (the `rcu:starting` step; each

@@ -37,6 +37,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::cpuset::AtomicCpuSet;
 use hotkern_kernel::ledger::{Item, Ledger};
+use hotkern_kernel::rcu::Activity;
 use hotkern_kernel::sched::RunQueue;
 use hotkern_kernel::sync::Mutex;
 
@@ -293,6 +294,7 @@ pub fn stop() {
 pub fn run_slices(cpu: u32) -> bool {
     let Some(s) = scheduler() else { return false };
     let mut ran = false;
+    let before = crate::rcu::enter(cpu, Activity::TaskSlice);
     for _ in 0..SLICES_PER_TURN {
         let done = arch::without_interrupts(|| {
             let mut task = s.queues[cpu as usize].lock().pop()?;
@@ -308,6 +310,7 @@ pub fn run_slices(cpu: u32) -> bool {
             place(task, Some(cpu));
         }
     }
+    crate::rcu::enter(cpu, before);
     ran
 }
 

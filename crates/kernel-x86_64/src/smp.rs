@@ -30,6 +30,7 @@ use hotkern_kernel::power::{Lifecycle, Power, PowerError};
 
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
+use hotkern_kernel::rcu::Activity;
 use hotkern_kernel::tick::Ticks;
 
 use crate::cpu::{self, MAX_CPUS};
@@ -349,7 +350,9 @@ fn run_call() {
     // SAFETY: `call` stored a `fn(u64) -> u64` there before publishing the
     // call's number (release), which this CPU read with acquire.
     let function: fn(u64) -> u64 = unsafe { core::mem::transmute(address) };
+    let before = crate::rcu::enter(cpu, Activity::CrossCpuCall);
     let result = function(mailbox.arg.load(Ordering::Relaxed));
+    crate::rcu::enter(cpu, before);
     mailbox.result.store(result, Ordering::Relaxed);
     // Read before `done` lets the caller post again.
     let caller = mailbox.caller.load(Ordering::Relaxed);
@@ -392,6 +395,7 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     apic::start_tick();
     // Awake for RCU before anyone can see it online and give it work.
     idle::start(&KernelLoop, cpu as usize);
+    crate::rcu::enter(cpu, Activity::IdleLoop);
     LIVES.arrive(&KernelCpus, cpu as usize);
     crate::trace_marker!("cpu {cpu} online, APIC id {}", apic::id());
     idle(cpu as usize)

@@ -319,11 +319,8 @@ impl StepKernel for Steps {
     }
 
     fn synchronize_rcu(&self) {
-        if let Err(stalled) = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US) {
-            crate::hotplug::platform_failed(format_args!(
-                "grace period stalled on cpu {}",
-                stalled.0
-            ));
+        if let Err(stall) = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US) {
+            crate::hotplug::platform_failed(format_args!("{stall}"));
         }
     }
 

@@ -21,6 +21,7 @@ use core::arch::asm;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::platform::Cpus;
+use hotkern_kernel::rcu::Activity;
 use hotkern_kernel::stop_machine::Rendezvous;
 
 use crate::{arch, cpu, smp, tsc};
@@ -69,6 +70,10 @@ impl Cpus for KernelCpus {
             // acknowledges, the tick counts).
             unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
         })
+    }
+
+    fn activity(&self, cpu: CpuId) -> Activity {
+        crate::rcu::activity(cpu.0)
     }
 }
 

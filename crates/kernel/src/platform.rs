@@ -12,6 +12,8 @@
 
 use hotkern_cpuhp::CpuId;
 
+use crate::rcu::Activity;
+
 /// A platform's CPUs as the shared kernel's mechanisms see them: who am I,
 /// sleep until something holds, wake someone who sleeps.
 ///
@@ -118,5 +120,15 @@ pub trait Cpus {
         let _ = deadline_ns;
         self.wait_until(condition);
         true
+    }
+
+    /// What `cpu` is running now (its idle loop, a kernel thread, a task
+    /// slice, a cross-CPU call), for a stalled grace period's report
+    /// ([`crate::rcu::Stall`]); read from another CPU, so a platform
+    /// records it cheaply as the CPU switches ([`crate::rcu::Activities`]).
+    /// The default records nothing.
+    fn activity(&self, cpu: CpuId) -> Activity {
+        let _ = cpu;
+        Activity::Unknown
     }
 }

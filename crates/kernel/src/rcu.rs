@@ -67,6 +67,15 @@
 //!   unpublishing);
 //! - going offline clears the CPU's bit in `online`, then reports: the
 //!   same pair, with `online` for `idle`;
+//! - entering idle also counts the entry in the CPU's `idle_entries`
+//!   (an RMW; Linux's dynticks counter). The driver snapshots the count of
+//!   each CPU it waits for as the grace period begins (an RMW after the
+//!   publish) and, forcing quiescent states, clears the bit of a CPU whose
+//!   count moved since (Linux's `rcu_implicit_dynticks_qs`): that CPU
+//!   idled after the grace period began, so its earlier sections ended;
+//!   its entry's RMW comes after the snapshot's in the count's order, so
+//!   it acquires the updater's work for the sections after it. This finds
+//!   a CPU that idles between scans but is awake at each;
 //! - the driver sleeps in [`Cpus::wait_until_deadline`] until `qsmask` is
 //!   empty or it is time to force quiescent states, then ends the
 //!   sequence; past the caller's deadline it names the CPUs left and the
@@ -74,8 +83,9 @@
 //!
 //! Who writes what: each CPU writes only its own bits of `idle` and
 //! `qsmask` (and `online`, through whoever runs its hotplug steps) and its
-//! own `noticed` slot; the driver alone writes `gp_seq`, `waiter`,
-//! `expedited` and the whole of `qsmask`.
+//! own `noticed` and `idle_entries` slots; the driver alone writes
+//! `gp_seq`, `waiter`, `expedited`, `idle_snapshot` and the whole of
+//! `qsmask`.
 //!
 //! ```
 //! use hotkern_cpuhp::CpuId;
@@ -108,6 +118,12 @@ use crate::cpuset::{bit, from_bits};
 use crate::platform::Cpus;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::tick::Hz;
+
+mod grace_period;
+mod stall;
+
+pub use grace_period::GracePeriod;
+pub use stall::{Activities, Activity, Stall, StalledCpu};
 
 /// What kind of grace period a caller asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +173,15 @@ pub struct GracePeriods {
     /// Per CPU, written by that CPU only: twice the `gp_seq` it noticed at
     /// its last tick, plus one once it passed a quiescent state since.
     noticed: [AtomicU64; SLOTS],
+    /// Per CPU, written by that CPU only: ticks since it noticed the grace
+    /// period in progress (Linux's `ticks_this_gp`), for a stall report.
+    ticks: [AtomicU64; SLOTS],
+    /// Per CPU, written by that CPU only: how often it entered its
+    /// extended quiescent state (Linux's dynticks counter, `ct->state`).
+    idle_entries: [AtomicU64; SLOTS],
+    /// Per CPU, written by the driver: `idle_entries` as the grace period
+    /// in progress began (Linux's `rdp->dynticks_snap`).
+    idle_snapshot: [AtomicU64; SLOTS],
     /// The tick rate that times normal grace periods.
     hz: AtomicU64,
     /// Forced quiescent-state scans so far.
@@ -176,7 +201,10 @@ macro_rules! grace_periods_new {
             qsmask: AtomicU64::new(0),
             expedited: AtomicBool::new(false),
             expedite_requested: AtomicBool::new(false),
-            noticed: noticed_new!(),
+            noticed: per_cpu_new!(),
+            ticks: per_cpu_new!(),
+            idle_entries: per_cpu_new!(),
+            idle_snapshot: per_cpu_new!(),
             hz: AtomicU64::new(Hz::DEFAULT.get() as u64),
             fqs_scans: AtomicU64::new(0),
         }
@@ -184,14 +212,14 @@ macro_rules! grace_periods_new {
 }
 
 #[cfg(not(loom))]
-macro_rules! noticed_new {
+macro_rules! per_cpu_new {
     () => {
         [const { AtomicU64::new(0) }; SLOTS]
     };
 }
 
 #[cfg(loom)]
-macro_rules! noticed_new {
+macro_rules! per_cpu_new {
     () => {
         core::array::from_fn(|_| AtomicU64::new(0))
     };
@@ -264,9 +292,14 @@ impl GracePeriods {
             return;
         }
         let noticed = slot.load(Ordering::Relaxed);
+        let ticks = &self.ticks[cpu.index()];
         if noticed >> 1 != seq {
             slot.store(seq << 1, Ordering::Relaxed);
-        } else if noticed & 1 != 0 && self.qsmask.load(Ordering::Relaxed) & bit(cpu) != 0 {
+            ticks.store(1, Ordering::Relaxed);
+            return;
+        }
+        ticks.fetch_add(1, Ordering::Relaxed);
+        if noticed & 1 != 0 && self.qsmask.load(Ordering::Relaxed) & bit(cpu) != 0 {
             self.report(cpus, cpu);
         }
     }
@@ -280,6 +313,13 @@ impl GracePeriods {
         // AcqRel, and the driver's RMW on `idle` after its publish: the
         // store-buffering pair of the module doc.
         let was = self.idle.fetch_or(bit(cpu), Ordering::AcqRel) & bit(cpu) != 0;
+        // AcqRel, and the driver's RMWs as it snapshots and forces: a
+        // driver that sees this entry sees every section before it ended,
+        // and the sections after it see what the updater did before the
+        // snapshot (module doc).
+        if let Some(entries) = self.idle_entries.get(cpu.index()) {
+            entries.fetch_add(1, Ordering::AcqRel);
+        }
         if self.expedited.load(Ordering::Relaxed) {
             self.report(cpus, cpu);
         }
@@ -340,13 +380,15 @@ impl GracePeriods {
     /// Waits for a full grace period (Linux's `synchronize_rcu`), driving
     /// it unless a grace period that started after the call ended first;
     /// callers take turns. `deadline` is in nanoseconds of
-    /// [`Cpus::now_ns`]. A calling CPU is quiescent while it waits.
+    /// [`Cpus::now_ns`]; past it the grace period is dropped and described
+    /// as Linux's stall warning does. A calling CPU is quiescent while it
+    /// waits.
     pub fn synchronize<P: Cpus + ?Sized>(
         &self,
         cpus: &P,
         kind: Kind,
         deadline: Option<u64>,
-    ) -> Result<(), Unfinished> {
+    ) -> Result<(), Stall> {
         let target = self.snapshot();
         // Quiescent while it waits, for another driver's grace period too.
         let me = cpus.current();
@@ -365,13 +407,15 @@ impl GracePeriods {
         kind: Kind,
         deadline: Option<u64>,
         target: u64,
-    ) -> Result<(), Unfinished> {
+    ) -> Result<(), Stall> {
         let driver = self.serial.lock();
         if self.completed() >= target {
             return Ok(());
         }
         let grace_period = self.begin_locked(cpus, kind, driver);
-        grace_period.wait(cpus, deadline, &|| false)?;
+        if grace_period.wait(cpus, deadline, &|| false).is_err() {
+            return Err(grace_period.stall(cpus));
+        }
         grace_period.end();
         Ok(())
     }
@@ -390,6 +434,8 @@ impl GracePeriods {
         driver: MutexGuard<'a, ()>,
     ) -> GracePeriod<'a> {
         let me = cpus.current();
+        let began_ns = cpus.now_ns();
+        let fqs_before = self.fqs_scans();
         let seq = self.gp_seq.load(Ordering::Relaxed);
         // Release: a CPU's tick that notices it acquires the updater's work.
         self.gp_seq.store(seq | 1, Ordering::Release);
@@ -409,6 +455,15 @@ impl GracePeriods {
         // quiescent states; an expedited one skips them now, and
         // interrupts the others so that each reports at its next turn.
         let waiting = self.release_quiet(expedited);
+        for cpu in from_bits(waiting).iter() {
+            if let (Some(entries), Some(snapshot)) = (
+                self.idle_entries.get(cpu.index()),
+                self.idle_snapshot.get(cpu.index()),
+            ) {
+                // An RMW, so it reads the latest count (module doc).
+                snapshot.store(entries.fetch_add(0, Ordering::AcqRel), Ordering::Relaxed);
+            }
+        }
         if expedited {
             for cpu in from_bits(waiting).iter() {
                 cpus.wake(cpu);
@@ -419,6 +474,8 @@ impl GracePeriods {
             _driver: driver,
             kind,
             waiting: from_bits(waiting),
+            began_ns,
+            fqs_before,
         }
     }
 
@@ -439,11 +496,37 @@ impl GracePeriods {
     }
 
     /// The driver's scan (Linux's `rcu_gp_fqs`): reports every CPU the
-    /// grace period in progress waits for that is idle or offline now.
-    /// Returns the CPUs it still waits for.
+    /// grace period in progress waits for that is idle or offline now, or
+    /// that entered idle since it began. Returns the CPUs it still waits
+    /// for.
     pub fn force_quiescent_states(&self) -> CpuSet {
         self.fqs_scans.fetch_add(1, Ordering::Relaxed);
-        from_bits(self.release_quiet(true))
+        let busy = self.release_quiet(true);
+        // A CPU awake at every scan may still have idled between them: a
+        // CPU that halts after each turn takes its tick in the halt (so
+        // it never notices the grace period), and under a scheduler that
+        // runs the vCPUs in lock-step (QEMU's -icount round-robin) it is
+        // awake whenever the driver looks. Linux's answer is
+        // `rcu_implicit_dynticks_qs`: a CPU whose dynticks counter moved
+        // since the snapshot (`rcu_dynticks_in_eqs_since`) passed through
+        // an extended quiescent state, which ended every section it ran
+        // before, so it is quiescent for this grace period.
+        let mut passed = 0;
+        for cpu in from_bits(busy).iter() {
+            if let (Some(entries), Some(snapshot)) = (
+                self.idle_entries.get(cpu.index()),
+                self.idle_snapshot.get(cpu.index()),
+            ) {
+                // An RMW, so it reads the latest count (module doc).
+                if entries.fetch_add(0, Ordering::AcqRel) != snapshot.load(Ordering::Relaxed) {
+                    passed |= bit(cpu);
+                }
+            }
+        }
+        if passed == 0 {
+            return from_bits(busy);
+        }
+        from_bits(self.qsmask.fetch_and(!passed, Ordering::AcqRel) & !passed)
     }
 
     /// Clears the bits of the CPUs found offline (and, with `idle`, idle)
@@ -477,123 +560,5 @@ impl GracePeriods {
 impl Default for GracePeriods {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// A grace period in progress, held by its driver.
-pub struct GracePeriod<'a> {
-    rcu: &'a GracePeriods,
-    _driver: MutexGuard<'a, ()>,
-    kind: Kind,
-    waiting: CpuSet,
-}
-
-impl GracePeriod<'_> {
-    /// The CPUs it waited for when it began (awake and online): the ones a
-    /// driver may nudge towards a quiescent state.
-    pub fn waiting(&self) -> CpuSet {
-        self.waiting
-    }
-
-    /// Its kind.
-    pub fn kind(&self) -> Kind {
-        self.kind
-    }
-
-    /// Waits until every CPU it waits for has reported, gone idle or gone
-    /// offline; or until `deadline` (nanoseconds of [`Cpus::now_ns`]) or
-    /// until `give_up()` holds (whoever makes it hold wakes the driver),
-    /// and then names the CPUs still holding it up.
-    pub fn wait<P: Cpus + ?Sized>(
-        &self,
-        cpus: &P,
-        deadline: Option<u64>,
-        give_up: &dyn Fn() -> bool,
-    ) -> Result<(), Unfinished> {
-        // Acquire: pairs with each report's release.
-        let over = || self.rcu.qsmask.load(Ordering::Acquire) == 0;
-        let condition = || over() || give_up();
-        if self.kind == Kind::Expedited {
-            match deadline {
-                Some(deadline) => {
-                    cpus.wait_until_deadline(&condition, deadline);
-                }
-                None => cpus.wait_until(&condition),
-            }
-        } else {
-            self.wait_forcing(cpus, deadline, &condition);
-        }
-        if over() {
-            Ok(())
-        } else {
-            Err(Unfinished(self.rcu.holding_up()))
-        }
-    }
-
-    /// A normal grace period's wait: sleeps until it is over or it is time
-    /// to force quiescent states, every [`Hz::jiffies_till_fqs`] jiffies,
-    /// counted from the jiffy it began in (Linux's `rcu_gp_fqs_loop`). On
-    /// a platform without a clock ([`Cpus::wait_until_deadline`]'s
-    /// default) it never forces them, and waits for idle CPUs to wake.
-    fn wait_forcing<P: Cpus + ?Sized>(
-        &self,
-        cpus: &P,
-        deadline: Option<u64>,
-        condition: &dyn Fn() -> bool,
-    ) {
-        let hz = self.rcu.hz();
-        let fqs_after = |now| hz.at(hz.jiffies(now) + hz.jiffies_till_fqs());
-        let mut fqs_at = fqs_after(cpus.now_ns());
-        let asked = || self.rcu.expedite_requested.load(Ordering::Acquire);
-        loop {
-            let until = deadline.map_or(fqs_at, |deadline| deadline.min(fqs_at));
-            cpus.wait_until_deadline(&|| condition() || asked(), until);
-            if condition() {
-                return;
-            }
-            if self.rcu.expedite_requested.swap(false, Ordering::AcqRel) {
-                self.expedite_now(cpus);
-                continue;
-            }
-            let now = cpus.now_ns();
-            if deadline.is_some_and(|deadline| now >= deadline) {
-                return;
-            }
-            if now >= fqs_at {
-                self.rcu.force_quiescent_states();
-                fqs_at = fqs_after(now);
-            }
-        }
-    }
-
-    /// Turns it into an expedited one: the CPUs report from their next turn
-    /// or idle entry, the idle ones are reported now, and the busy ones
-    /// are woken (the interrupt of Linux's `synchronize_rcu_expedited`).
-    fn expedite_now<P: Cpus + ?Sized>(&self, cpus: &P) {
-        // Relaxed: a CPU that reads the old value reports at its tick.
-        self.rcu.expedited.store(true, Ordering::Relaxed);
-        for cpu in from_bits(self.rcu.release_quiet(true)).iter() {
-            cpus.wake(cpu);
-        }
-    }
-
-    /// Ends it: [`GracePeriods::completed`] counts it.
-    pub fn end(self) {
-        self.rcu.expedite_requested.store(false, Ordering::Relaxed);
-        let seq = self.rcu.gp_seq.load(Ordering::Relaxed);
-        // Release: a caller that sees the count sees the wait's acquire.
-        self.rcu.gp_seq.store((seq | 1) + 1, Ordering::Release);
-    }
-}
-
-/// A grace period dropped without [`GracePeriod::end`] (it stalled or was
-/// given up) is no longer in progress and never counted, so a later
-/// [`GracePeriods::snapshot`] does not wait for it to end.
-impl Drop for GracePeriod<'_> {
-    fn drop(&mut self) {
-        let seq = self.rcu.gp_seq.load(Ordering::Relaxed);
-        if seq & 1 != 0 {
-            self.rcu.gp_seq.store(seq & !1, Ordering::Relaxed);
-        }
     }
 }

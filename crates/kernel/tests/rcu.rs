@@ -187,8 +187,9 @@ fn a_stalled_cpu_is_named_at_the_deadline_and_later_grace_periods_still_end() {
     // Past the first forcing (3 jiffies), which finds CPU 0 idle.
     let deadline = platform.now_ns() + 20_000_000;
     assert_eq!(
-        rcu.synchronize(&platform, Kind::Normal, Some(deadline)),
-        Err(Unfinished(set(&[1])))
+        rcu.synchronize(&platform, Kind::Normal, Some(deadline))
+            .map_err(|stall| stall.holding_up()),
+        Err(set(&[1]))
     );
     assert_eq!(rcu.completed(), 0);
     // Dropped, not in progress: a caller now needs only the next one.
@@ -379,4 +380,75 @@ fn a_cpu_both_idle_and_offline_is_never_waited_for() {
         assert_eq!(grace_period.waiting(), set(&[0]), "{kind:?}");
         assert_eq!(rcu.force_quiescent_states(), set(&[0]), "{kind:?}");
     }
+}
+
+/// A platform whose deadline waits spin on a stepping clock, and whose
+/// CPU 1 halts and wakes between any two looks at the clock: awake at
+/// every forcing scan, idle in between, as a vCPU that halts after every
+/// turn runs in lock-step with the driver under QEMU's -icount
+/// round-robin.
+struct LockStep<'a> {
+    clock: Stepping,
+    rcu: &'a GracePeriods,
+}
+
+impl Cpus for LockStep<'_> {
+    fn current(&self) -> Option<CpuId> {
+        self.clock.current()
+    }
+    fn wake(&self, cpu: CpuId) {
+        self.clock.wake(cpu);
+    }
+    fn wake_threads(&self) {
+        self.clock.wake_threads();
+    }
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        self.clock.wait_until(condition);
+    }
+    fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        while !condition() {
+            if self.now_ns() >= deadline_ns {
+                return false;
+            }
+            self.rcu.enter_idle(self, CpuId(1));
+            self.rcu.exit_idle(CpuId(1));
+        }
+        true
+    }
+}
+
+#[test]
+fn a_cpu_that_idles_between_forcing_scans_but_is_awake_at_each_is_quiescent() {
+    let rcu = online(&driver(&Bells::new(2)), 2);
+    let platform = LockStep {
+        clock: Stepping {
+            now: AtomicU64::new(0),
+            step: 100_000,
+            cpu: driver(&Bells::new(2)),
+        },
+        rcu: &rcu,
+    };
+    rcu.enter_idle(&platform, CpuId(0));
+    // CPU 1 never ticks, never turns and is awake whenever the driver
+    // looks; only its idle entries since the grace period began tell.
+    let deadline = platform.now_ns() + 20_000_000;
+    assert_eq!(
+        rcu.synchronize(&platform, Kind::Normal, Some(deadline)),
+        Ok(())
+    );
+    assert!(!rcu.is_idle(CpuId(1)));
+    assert_eq!(rcu.fqs_scans(), 1, "found at the first forcing");
+    // An idle entry from before the grace period began is none of its
+    // quiescent states: a CPU that idled once and then stays awake stalls.
+    rcu.enter_idle(&platform.clock, CpuId(1));
+    rcu.exit_idle(CpuId(1));
+    let deadline = platform.clock.now_ns() + 20_000_000;
+    assert_eq!(
+        rcu.synchronize(&platform.clock, Kind::Normal, Some(deadline))
+            .map_err(|stall| stall.holding_up()),
+        Err(set(&[1]))
+    );
 }

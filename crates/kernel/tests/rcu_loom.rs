@@ -138,7 +138,10 @@ fn ticks_and_sections(shared: &Shared, me: &Cpu) {
 }
 
 /// A CPU woken from idle is awake again before it reads: a grace period
-/// that saw it idle began before it woke, so what it reads is new.
+/// that saw it idle began before it woke, so what it reads is new. The
+/// same for a forcing scan that finds it awake but counts its idle entry
+/// since the grace period began (a count compared with zero instead of
+/// the snapshot, or a relaxed count, fails this model).
 #[test]
 fn a_cpu_leaving_idle_reads_what_the_grace_period_protects() {
     reader_and_updater(

@@ -21,6 +21,12 @@ pub struct BootArgs {
     /// Run under KVM (needs /dev/kvm) instead of TCG.
     #[arg(long)]
     pub kvm: bool,
+    /// Run under TCG's instruction-counting mode (QEMU's `-icount
+    /// shift=0,sleep=off`): every vCPU round-robin in one host thread, the
+    /// guest's clock counted in instructions. A different interleaving,
+    /// for robustness; slower, and its times are no figures.
+    #[arg(long, conflicts_with = "kvm")]
+    pub icount: bool,
     /// Stream the kernel's console to standard error.
     #[arg(short, long)]
     pub verbose: bool,
@@ -137,6 +143,7 @@ impl BootArgs {
             cpus,
             memory: 128,
             kvm: false,
+            icount: false,
             verbose: false,
             json: false,
             timeout: 120.0,

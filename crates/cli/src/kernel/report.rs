@@ -114,6 +114,7 @@ impl RunReport {
             "message": self.outcome.to_string(),
             "qemu_status": self.status,
             "accel": if self.config.kvm { "kvm" } else { "tcg" },
+            "icount": self.config.icount,
             "cpus": self.config.cpus,
             "memory_mib": self.config.memory_mib,
             "firmware": self.config.firmware.as_ref().map(|path| path.display().to_string()),
@@ -193,8 +194,9 @@ impl RunReport {
         row(
             "machine",
             format!(
-                "QEMU {}, {} vCPU{}, {} MiB, {firmware}",
+                "QEMU {}{}, {} vCPU{}, {} MiB, {firmware}",
                 if config.kvm { "KVM" } else { "TCG" },
+                if config.icount { " (icount)" } else { "" },
                 config.cpus,
                 if config.cpus == 1 { "" } else { "s" },
                 config.memory_mib

@@ -164,10 +164,14 @@ fn take_back(posted: &[(u32, u64)]) {
     wait_for(&running);
 }
 
-/// A grace period (or the hotplug lock's) that `stalled`, as the engine's
-/// error.
-fn stalled(operation: PlatformOperation, stalled: rcu::Stalled) -> PlatformError {
-    PlatformError::new(operation, CpuId(stalled.0), "stalled the grace period")
+/// A grace period (or the hotplug lock's) that stalled, as the engine's
+/// error: the console gets the whole report, as Linux's stall warning
+/// (which CPUs, what each ran, for how long); the error names the first
+/// CPU it waited for.
+fn stalled(operation: PlatformOperation, stall: rcu::Stall) -> PlatformError {
+    crate::println!("hotkern: {operation}: {stall}");
+    let cpu = stall.holding_up().first().unwrap_or(CpuId(0));
+    PlatformError::new(operation, cpu, "stalled the grace period")
 }
 
 /// A failure to start or stop CPUs, as the engine's error.
