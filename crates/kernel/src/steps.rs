@@ -18,6 +18,7 @@
 //! ([`invariants::check`]).
 
 mod callbacks;
+pub mod differential;
 pub mod invariants;
 
 use alloc::boxed::Box;

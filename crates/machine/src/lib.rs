@@ -53,6 +53,7 @@
 //! # Ok::<(), hotkern_machine::MachineError>(())
 //! ```
 
+mod differential;
 mod error;
 mod eventlog;
 mod invariants;

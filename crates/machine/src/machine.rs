@@ -160,12 +160,12 @@ impl MachineBuilder {
 /// ```
 pub struct Machine {
     pub(crate) kernel: Arc<Kernel>,
-    engine: Arc<HotplugEngine>,
+    pub(crate) engine: Arc<HotplugEngine>,
     vcpu_threads: Vec<JoinHandle<()>>,
     worker: Option<DeferredWorker>,
     ever_kept: AtomicBool,
     down: bool,
-    step_log: Option<Arc<StepLog>>,
+    pub(crate) step_log: Option<Arc<StepLog>>,
 }
 
 impl Machine {
@@ -408,7 +408,7 @@ impl Machine {
     pub fn take_step_calls(&self) -> Vec<StepCall> {
         self.step_log
             .as_ref()
-            .map_or_else(Vec::new, |log| log.take())
+            .map_or_else(Vec::new, |log| steplog::take_calls(log))
     }
 
     /// Disarms an injected failure that has not fired.
@@ -579,5 +579,23 @@ impl Drop for Machine {
     fn drop(&mut self) {
         // Never leak a thread, even when the owner forgot to shut down.
         let _ = self.stop();
+    }
+}
+
+impl Machine {
+    /// Waits until readers of the hotplug lock are back on their fast path:
+    /// the grace period the last hotplug operation queued has ended, so the
+    /// next operation starts from a quiet machine and its first wait is a
+    /// whole grace period (as a lone `echo 1 > online` pays in Linux).
+    /// Returns false if that took longer than `timeout`.
+    pub fn wait_hotplug_lock_quiet(&self, timeout: std::time::Duration) -> bool {
+        let start = std::time::Instant::now();
+        while self.kernel.hotplug_lock.writer_near() {
+            if start.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
     }
 }

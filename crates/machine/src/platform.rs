@@ -123,24 +123,6 @@ fn queue_lock_grace_period(kernel: &Arc<Kernel>) {
     }));
 }
 
-impl crate::Machine {
-    /// Waits until readers of the hotplug lock are back on their fast path:
-    /// the grace period the last hotplug operation queued has ended, so the
-    /// next operation starts from a quiet machine and its first wait is a
-    /// whole grace period (as a lone `echo 1 > online` pays in Linux).
-    /// Returns false if that took longer than `timeout`.
-    pub fn wait_hotplug_lock_quiet(&self, timeout: std::time::Duration) -> bool {
-        let start = std::time::Instant::now();
-        while self.kernel.hotplug_lock.writer_near() {
-            if start.elapsed() > timeout {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        true
-    }
-}
-
 #[derive(Default)]
 struct BellState {
     kicked: bool,

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use hotkern_cpuhp::{CallbackError, Callbacks, Context as StepContext, CpuSet, Direction};
-use parking_lot::Mutex;
 
 use crate::kernel::Kernel;
+use hotkern_kernel::steps::differential::StepRecorder;
 use hotkern_kernel::steps::StepDef;
 
 /// One call of a step's startup or teardown.
@@ -25,32 +25,26 @@ pub struct StepCall {
     pub deferred: bool,
 }
 
-/// Every call so far; one lock, so calls made on different vCPUs are
-/// ordered as they happened and each vCPU's in its own order.
-#[derive(Default)]
-pub(crate) struct StepLog(Mutex<Vec<StepCall>>);
+/// Every call so far, kept by the shared kernel's recorder (the one the
+/// differential scenario reads on every platform); one lock, so calls made
+/// on different vCPUs are ordered as they happened and each vCPU's in its
+/// own order.
+pub(crate) type StepLog = StepRecorder;
 
-impl StepLog {
-    /// Called from the engine's trace of a returning call
-    /// ([`Platform::step_exited`](hotkern_cpuhp::Platform::step_exited)):
-    /// an injected failure ran no callback, so it is no call here.
-    pub(crate) fn record(&self, ctx: &StepContext, result: Result<(), CallbackError>) {
-        if result == Err(CallbackError::INJECTED) {
-            return;
-        }
-        self.0.lock().push(StepCall {
-            name: ctx.name,
-            direction: ctx.direction,
-            cpus: ctx.cpus,
-            rollback: ctx.rollback,
-            deferred: ctx.deferred,
-        });
-    }
-
-    /// The calls recorded since the last take.
-    pub(crate) fn take(&self) -> Vec<StepCall> {
-        std::mem::take(&mut *self.0.lock())
-    }
+/// The calls `log` recorded since the last take, as [`StepCall`]s: an
+/// injected failure ran no callback, so it is no call here.
+pub(crate) fn take_calls(log: &StepLog) -> Vec<StepCall> {
+    log.take()
+        .into_iter()
+        .filter(|record| record.result != Err(CallbackError::INJECTED))
+        .map(|record| StepCall {
+            name: record.name,
+            direction: record.direction,
+            cpus: record.cpus,
+            rollback: record.rollback,
+            deferred: record.deferred,
+        })
+        .collect()
 }
 
 type StepFn = fn(&Kernel, &StepContext) -> Result<(), CallbackError>;

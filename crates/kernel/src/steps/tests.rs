@@ -236,7 +236,7 @@ impl StepKernel for Fake {
 /// Runs everything where it is asked, at once: the table's callbacks do
 /// not care which thread runs them. Powering a CPU on or off is a bit in
 /// the fake's set.
-struct Inline(Arc<AtomicCpuSet>);
+struct Inline(Arc<AtomicCpuSet>, crate::steps::differential::StepRecorder);
 
 impl Platform for Inline {
     fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
@@ -269,6 +269,9 @@ impl Platform for Inline {
     fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
         Ok(())
     }
+    fn step_exited(&self, context: &hotkern_cpuhp::Context, result: Result<(), CallbackError>) {
+        self.1.record(context, result);
+    }
 }
 
 /// The fake kernel booted with every CPU online, every step up, under
@@ -279,7 +282,10 @@ fn boot(engine: Engine) -> (Arc<Fake>, Hotplug<RawSpinlock, Inline>) {
     let specs: Vec<StepSpec> = steps.iter().map(|def| def.spec).collect();
     let all = CpuSet::range(0, CPUS as u32);
     all.iter().for_each(|cpu| fake.powered.set(cpu, true));
-    let power = Inline(Arc::clone(&fake.powered));
+    let power = Inline(
+        Arc::clone(&fake.powered),
+        crate::steps::differential::StepRecorder::new(),
+    );
     let hotplug = Hotplug::new(power, &specs, all, all, engine).unwrap();
     for (index, def) in steps.iter().enumerate() {
         let mut callbacks = Callbacks::new();
@@ -417,4 +423,5 @@ fn a_thread_that_cannot_be_made_leaves_nothing_behind() {
     assert_eq!(live_on(&fake, 3).len(), 10);
 }
 
+mod differential;
 mod invariants;

@@ -1,0 +1,72 @@
+//! The differential scenario over the fake kernel: the same seed gives the
+//! same log, the log shows what the scenario is for (both engines, bulk
+//! operations, step and platform failures, rollback), and a kernel that
+//! behaves differently in one callback gives another log.
+
+use alloc::string::ToString;
+
+use super::*;
+use crate::steps::differential::{self, Injected, Log, Scenario};
+
+fn log_of(seed: u64, operations: usize) -> Log {
+    let (_fake, hotplug) = boot(Engine::Classic);
+    differential::run(
+        &hotplug,
+        Scenario::new(seed, operations),
+        &mut || {},
+        &mut || hotplug.platform().1.take(),
+    )
+}
+
+#[test]
+fn the_same_seed_gives_the_same_log_and_another_seed_another() {
+    let first = log_of(11, 40).to_string();
+    assert_eq!(first, log_of(11, 40).to_string());
+    assert_ne!(first, log_of(12, 40).to_string());
+}
+
+#[test]
+fn the_log_covers_engines_bulk_operations_failures_and_rollback() {
+    let log = log_of(3, 80);
+    let operations = || log.operations.iter();
+    assert_eq!(log.operations.len(), 80);
+    assert!(operations().any(|o| o.operation.engine == Engine::Classic));
+    assert!(operations().any(|o| o.operation.engine == Engine::Bolt));
+    assert!(operations().any(|o| o.operation.cpus.len() > 1));
+    assert!(operations().any(|o| matches!(o.operation.injected, Some(Injected::Step(..)))));
+    assert!(operations().any(|o| matches!(o.operation.injected, Some(Injected::Platform(..)))));
+    assert!(operations().any(|o| o.result.starts_with("the platform's")));
+    assert!(operations().any(|o| o.result.contains("failed on")));
+    assert!(operations().any(|o| o.result == "ok"));
+    assert!(operations().any(|o| o.calls.iter().any(|call| call.rollback)));
+    assert!(operations().any(|o| o.calls.iter().any(|call| call.deferred)));
+    // CPU 0, the controller, never moves.
+    assert!(operations().all(|o| !o.operation.cpus.contains(CpuId(0))));
+    assert!(log.online.contains(CpuId(0)));
+    let text = log.to_string();
+    assert!(text.starts_with("differential: seed 3, 80 operations\nop 0: "));
+    assert!(text.contains("  teardown rollback ") || text.contains("  startup rollback "));
+    assert!(text.lines().last().unwrap().starts_with("end: cpus "));
+}
+
+/// A kernel that cannot make a thread where the other can (planted: the
+/// fake's thread creation fails from the fourth on): its log parts from
+/// the other's at the operation where that first matters.
+#[test]
+fn a_kernel_that_behaves_otherwise_gives_another_log() {
+    let honest = log_of(5, 40).to_string();
+    let (fake, hotplug) = boot(Engine::Classic);
+    fake.creations_left.store(3, SeqCst);
+    let planted = differential::run(&hotplug, Scenario::new(5, 40), &mut || {}, &mut || {
+        hotplug.platform().1.take()
+    })
+    .to_string();
+    assert_ne!(honest, planted);
+    let first = honest
+        .lines()
+        .zip(planted.lines())
+        .position(|(a, b)| a != b)
+        .unwrap();
+    let line = planted.lines().nth(first).unwrap();
+    assert!(line.contains("threads:create"), "{line}");
+}
