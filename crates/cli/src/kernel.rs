@@ -10,6 +10,7 @@
 //! line says where the kernel got to.
 
 mod args;
+mod differential;
 mod disk;
 mod hotplug;
 mod report;
@@ -45,10 +46,23 @@ pub fn load_failure(load: &serde_json::Value) -> Option<String> {
     disk::failed(load)
 }
 
-/// Why the kernel's load or walk went wrong, if either did.
+/// Why the kernel's load or walk went wrong, or its differential log
+/// differs from the machine's, if any did.
 pub fn read_failure(report: &RunReport) -> Option<String> {
     let json = report.to_json();
-    disk::failed(&json["load"]).or_else(|| disk::failed(&json["walk"]))
+    disk::failed(&json["load"])
+        .or_else(|| disk::failed(&json["walk"]))
+        .or_else(|| {
+            let mut verdict = None;
+            report
+                .differential
+                .as_ref()
+                .filter(|comparison| !comparison.identical())
+                .inspect(|comparison| {
+                    comparison.rows(&mut |_, text| verdict = Some(format!("--differential {text}")))
+                });
+            verdict
+        })
 }
 
 /// Boots the kernel as `args` say, with progress on standard error, and
@@ -163,6 +177,14 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     let mut report = watch::watch(qemu, config, build, args, progress)?;
     report.load_expected = expected;
     report.walk_expected = walk_expected;
+    if let Some(seed) = args.differential {
+        progress.step("running the same scenario on the user-mode machine");
+        report.differential = Some(differential::compare(
+            report.summary.as_ref(),
+            seed,
+            args.cpus,
+        ));
+    }
     Ok(report)
 }
 
@@ -207,6 +229,9 @@ fn command_line(args: &BootArgs) -> String {
     }
     if let Some(hz) = &args.hz {
         words.push(format!("hz={hz}"));
+    }
+    if let Some(seed) = args.differential {
+        words.push(format!("differential={seed}"));
     }
     if let Some(sizes) = args.resize.as_ref().filter(|_| args.hotplug.is_some()) {
         let sizes: Vec<String> = sizes.0.iter().map(u64::to_string).collect();

@@ -53,7 +53,6 @@
 //! # Ok::<(), hotkern_machine::MachineError>(())
 //! ```
 
-mod differential;
 mod error;
 mod eventlog;
 mod invariants;
@@ -65,6 +64,7 @@ mod mechanism;
 mod placement;
 mod platform;
 mod rcu;
+mod scenario;
 mod signal;
 mod steplog;
 mod steps;
@@ -154,6 +154,7 @@ pub use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
 pub use hotkern_kernel::frames::FrameCounts;
 pub use hotkern_kernel::kthread::Role;
 pub use hotkern_kernel::ledger::{Item, Tally};
+pub use hotkern_kernel::steps::differential;
 pub use hotkern_kernel::tick::{Hz, UnsupportedHz};
 pub use hotkern_kernel::vmstat::Totals;
 pub use hotkern_physmem::{PageCount, Pfn};

@@ -19,7 +19,10 @@ fn log(seed: u64) -> String {
     assert_eq!((tasks.issued, tasks.completed_once), (16, 16));
     assert_eq!((tasks.outstanding, tasks.completed_twice), (0, 0));
     assert!(machine.check_invariants().is_empty());
-    log.to_string()
+    let text = log.to_string();
+    // The shared invariant check after every operation.
+    assert_eq!(text.matches("\n  violations: none\n").count(), 60, "{text}");
+    text
 }
 
 #[test]

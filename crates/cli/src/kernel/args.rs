@@ -43,6 +43,13 @@ pub struct BootArgs {
     /// The hotplug engines the kernel runs its cases with.
     #[arg(long, value_enum, default_value_t = EngineChoice::Both)]
     pub engine: EngineChoice,
+    /// Instead of the timed hotplug cases, the shared differential
+    /// scenario drawn from SEED (single and bulk operations under both
+    /// engines, step and platform failures, tasks running); the user-mode
+    /// machine then runs it too, on as many vCPUs, and the two step logs
+    /// must be equal line for line.
+    #[arg(long, value_name = "SEED")]
+    pub differential: Option<u64>,
     /// The kernel's tick rate (its `hz=`; default 1000), as Linux's
     /// CONFIG_HZ: it times normal grace periods.
     #[arg(long, value_parser = ["100", "250", "300", "1000"])]
@@ -149,6 +156,7 @@ impl BootArgs {
             timeout: 120.0,
             append: String::new(),
             engine: EngineChoice::Both,
+            differential: None,
             hz: None,
             disk: None,
             load: None,

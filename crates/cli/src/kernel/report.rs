@@ -75,6 +75,8 @@ pub struct RunReport {
     /// The host's resizes of the virtio-mem device (`--resize`), or why
     /// they could not be made.
     pub resizes: Option<Result<Vec<crate::qemu::qmp::Resized>, String>>,
+    /// With `--differential`: the kernel's step log against the machine's.
+    pub differential: Option<super::differential::Comparison>,
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -103,6 +105,7 @@ impl RunReport {
             load_expected: None,
             walk_expected: None,
             resizes: None,
+            differential: None,
         }
     }
 
@@ -143,6 +146,7 @@ impl RunReport {
             },
             "resize_error": self.resizes.as_ref().and_then(|r| r.as_ref().err()),
             "pages_lost": self.summary.as_ref().map_or(Value::Null, |s| s["vmem"]["pages_lost"].clone()),
+            "differential": self.differential.as_ref().map(|c| c.to_json()),
             "guest": self.summary,
         })
     }
@@ -237,6 +241,9 @@ impl RunReport {
                     &mut row,
                 );
             }
+        }
+        if let Some(comparison) = &self.differential {
+            comparison.rows(&mut row);
         }
         match &self.resizes {
             Some(Ok(resizes)) => {

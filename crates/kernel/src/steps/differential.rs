@@ -21,20 +21,10 @@
 //! ended is what must be equal. Injected failures always name a CPU, so
 //! that which call fails does not depend on which CPU gets there first.
 //!
-//! ```
-//! use hotkern_cpuhp::{Engine, Hotplug, InlinePlatform};
-//! use hotkern_kernel::steps::differential::{self, Scenario};
-//! # use hotkern_cpuhp::{CpuSet, StepSpec, Section, Class};
-//! # let table = [StepSpec::new("ap:active", Section::Online, Class::Critical)];
-//! # let all = CpuSet::range(0, 4);
-//! let engine: Hotplug<parking_lot::RawMutex, _> =
-//!     Hotplug::new(InlinePlatform, &table, all, all, Engine::Classic).unwrap();
-//! // A platform records each call from `Platform::step_exited`; this one
-//! // records nothing, so the log has the operations alone.
-//! let log = differential::run(&engine, Scenario::new(7, 12), &mut || {}, &mut Vec::new);
-//! assert_eq!(log.operations.len(), 12);
-//! assert!(log.to_string().starts_with("differential: seed 7, 12 operations"));
-//! ```
+//! The machine's `Machine::run_differential` and the bare-metal kernel's
+//! `differential=SEED` run call [`run`] with their engine, their kernel
+//! and their [`StepRecorder`]; `hotkern boot --differential SEED` runs
+//! both and compares.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -46,8 +36,15 @@ use hotkern_cpuhp::{
 };
 use lock_api::RawMutex;
 
+use super::{invariants, StepKernel};
 use crate::ledger::Tally;
 use crate::sync::Mutex;
+
+/// Operations in the scenario `hotkern boot --differential` runs on both
+/// platforms.
+pub const OPERATIONS: usize = 40;
+/// Tasks running throughout it.
+pub const TASKS: u32 = 16;
 
 /// One step call as the engine reported it returning
 /// ([`Platform::step_exited`]).
@@ -199,6 +196,9 @@ pub struct Outcome {
     pub result: String,
     /// Its step calls, deferred ones included, sorted.
     pub calls: Vec<StepRecord>,
+    /// The kernel after it: each CPU's live resources (what the steps
+    /// made and kept), and the shared invariant check's violations.
+    pub state: Vec<String>,
 }
 
 /// Everything a scenario did, printed as the lines two platforms compare.
@@ -226,6 +226,9 @@ impl fmt::Display for Log {
             writeln!(f, "op {index}: {} => {}", outcome.operation, outcome.result)?;
             for call in &outcome.calls {
                 writeln!(f, "  {call}")?;
+            }
+            for line in &outcome.state {
+                writeln!(f, "  {line}")?;
             }
         }
         let calls: usize = self.operations.iter().map(|o| o.calls.len()).sum();
@@ -363,25 +366,60 @@ fn draw<R: RawMutex + Sync, P: Platform>(draw: &mut Draw, hotplug: &Hotplug<R, P
     }
 }
 
-/// Runs `scenario` on `hotplug`: draws each operation, arms its failure,
-/// runs it, completes its deferred work, calls `settle` (the platform's
-/// own work between two operations), and takes the step calls `take`
-/// gives (the platform's [`StepRecorder`]). Calls recorded before the
-/// first operation are dropped.
-pub fn run<R: RawMutex + Sync, P: Platform>(
+/// The state lines of `kernel` after an operation: each CPU's live
+/// resources, then the violations [`invariants::check`] finds (`none`).
+pub fn state<K: StepKernel>(
+    kernel: &K,
+    online: CpuSet,
+    cpus: usize,
+    frees_everything: bool,
+) -> Vec<String> {
+    let live = kernel.audit().live();
+    let mut lines = Vec::new();
+    for cpu in 0..cpus {
+        let held: Vec<String> = live
+            .iter()
+            .filter(|(_, owner)| owner.index() == cpu)
+            .map(|(resource, _)| resource.to_string())
+            .collect();
+        lines.push(alloc::format!("live cpu{cpu}: {}", held.join(", ")));
+    }
+    let violations = invariants::check(kernel, online, cpus, frees_everything);
+    if violations.is_empty() {
+        lines.push("violations: none".to_string());
+    }
+    for violation in violations {
+        lines.push(alloc::format!("violation: {violation}"));
+    }
+    lines
+}
+
+/// Runs `scenario` on `hotplug`, whose steps run on `kernel` of `cpus`
+/// CPUs: draws each operation, arms its failure, runs it, completes its
+/// deferred work, calls `settle` (the platform's own work between two
+/// operations), takes the step calls `take` gives (the platform's
+/// [`StepRecorder`]) and notes the kernel's [`state`]. Calls recorded
+/// before the first operation are dropped.
+pub fn run<R: RawMutex + Sync, P: Platform, K: StepKernel>(
     hotplug: &Hotplug<R, P>,
+    kernel: &K,
+    cpus: usize,
     scenario: Scenario,
     settle: &mut dyn FnMut(),
     take: &mut dyn FnMut() -> Vec<StepRecord>,
 ) -> Log {
     let mut generator = Draw(scenario.seed);
     let mut operations = Vec::with_capacity(scenario.operations);
+    // Classic frees everything of a dead CPU only until bolt has kept
+    // something, as the invariant check must know.
+    let mut kept = hotplug.engine() == Engine::Bolt;
     hotplug.flush_deferred();
     settle();
     take();
     for _ in 0..scenario.operations {
         let operation = draw(&mut generator, hotplug);
         hotplug.set_engine(operation.engine);
+        kept |= operation.engine == Engine::Bolt;
         let armed = match operation.injected {
             None => Ok(()),
             Some(Injected::Step(name, cpu)) => match hotplug.step_id(name) {
@@ -434,10 +472,12 @@ pub fn run<R: RawMutex + Sync, P: Platform>(
         settle();
         let mut calls = take();
         calls.sort_by_cached_key(|call| call.to_string());
+        let frees_everything = operation.engine == Engine::Classic && !kept;
         operations.push(Outcome {
             operation,
             result,
             calls,
+            state: state(kernel, hotplug.online_cpus(), cpus, frees_everything),
         });
     }
     Log {

@@ -9,9 +9,11 @@ use super::*;
 use crate::steps::differential::{self, Injected, Log, Scenario};
 
 fn log_of(seed: u64, operations: usize) -> Log {
-    let (_fake, hotplug) = boot(Engine::Classic);
+    let (fake, hotplug) = boot(Engine::Classic);
     differential::run(
         &hotplug,
+        &*fake,
+        CPUS,
         Scenario::new(seed, operations),
         &mut || {},
         &mut || hotplug.platform().1.take(),
@@ -47,6 +49,17 @@ fn the_log_covers_engines_bulk_operations_failures_and_rollback() {
     assert!(text.starts_with("differential: seed 3, 80 operations\nop 0: "));
     assert!(text.contains("  teardown rollback ") || text.contains("  startup rollback "));
     assert!(text.lines().last().unwrap().starts_with("end: cpus "));
+    // The kernel after each operation, and no invariant broken.
+    assert!(text.contains("  live cpu1: "));
+    assert_eq!(
+        text.matches("  violations: none").count(),
+        80,
+        "{}",
+        text.lines()
+            .filter(|l| l.contains("violation"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// A kernel that cannot make a thread where the other can (planted: the
@@ -57,9 +70,14 @@ fn a_kernel_that_behaves_otherwise_gives_another_log() {
     let honest = log_of(5, 40).to_string();
     let (fake, hotplug) = boot(Engine::Classic);
     fake.creations_left.store(3, SeqCst);
-    let planted = differential::run(&hotplug, Scenario::new(5, 40), &mut || {}, &mut || {
-        hotplug.platform().1.take()
-    })
+    let planted = differential::run(
+        &hotplug,
+        &*fake,
+        CPUS,
+        Scenario::new(5, 40),
+        &mut || {},
+        &mut || hotplug.platform().1.take(),
+    )
     .to_string();
     assert_ne!(honest, planted);
     let first = honest

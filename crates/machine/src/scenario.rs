@@ -57,7 +57,14 @@ impl Machine {
             self.wait_hotplug_lock_quiet(Duration::from_secs(5));
         };
         let mut take = || recorder.take();
-        let mut log = differential::run(&self.engine, scenario, &mut settle, &mut take);
+        let mut log = differential::run(
+            &self.engine,
+            &*self.kernel,
+            self.kernel.cpus,
+            scenario,
+            &mut settle,
+            &mut take,
+        );
         // What the engine logs from here on is no operation's.
         let _ = steplog::take_calls(recorder);
         self.wait_idle(Duration::from_secs(30));
