@@ -29,12 +29,11 @@ use parking_lot::{Condvar, Mutex};
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::kthread::Kthread;
 use crate::ledger::Ledger;
-use crate::placement::Limbo;
 use crate::rcu::{Callback, Rcu};
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
-use crate::task::{Context, Job, Task, TaskStatus};
+use crate::task::{Context, Job, Limbo, Task, TaskStatus};
 
 /// A function run on a vCPU at its request ("smp call").
 type Call = Box<dyn FnOnce() + Send>;

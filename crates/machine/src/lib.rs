@@ -65,6 +65,7 @@ mod placement;
 mod platform;
 mod rcu;
 mod scenario;
+mod services;
 mod signal;
 mod steplog;
 mod steps;

@@ -12,16 +12,7 @@ use hotkern_kernel::workqueue::Work;
 
 use crate::kernel::Kernel;
 use crate::rcu::Callback;
-use crate::task::{Job, Task};
-
-/// Items that could not be placed because no CPU could take them; they
-/// are placed again when a CPU becomes active.
-pub(crate) enum Limbo {
-    Task(Task),
-    Work(Work<Job>),
-    Timer(Timer<Job>),
-    Rcu(u64, Job),
-}
+use crate::task::{Job, Limbo, Task};
 
 impl Kernel {
     /// Puts `task` on `preferred`'s run queue, or on another active CPU's

@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use hotkern_cpuhp::CpuId;
 use hotkern_kernel::cpuset::cpu_id;
-use hotkern_kernel::ledger::Item;
 use hotkern_physmem::Pfn;
 
-use crate::kernel::Kernel;
+use hotkern_cpuhp::CpuSet;
+use hotkern_kernel::timer::Timer;
+use hotkern_kernel::workqueue::Work;
 
 /// What a task slice asks for when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +35,7 @@ pub(crate) struct Task {
 /// What code running on a vCPU (a task slice, a work item, a timer, an RCU
 /// callback) can ask of the machine.
 pub struct Context<'a> {
-    pub(crate) kernel: &'a Kernel,
+    pub(crate) kernel: &'a dyn TaskKernel,
     pub(crate) cpu: usize,
 }
 
@@ -47,31 +48,18 @@ impl Context<'_> {
     /// Takes a page frame through this CPU's page cache (`None` when memory
     /// is exhausted).
     pub fn alloc_page(&mut self) -> Option<Pfn> {
-        let frame = self.kernel.pages.alloc(self.cpu)?;
-        self.kernel.vmstat.with(self.cpu, |stats| {
-            stats
-                .pages_allocated
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        });
-        Some(frame)
+        self.kernel.alloc_page(self.cpu)
     }
 
     /// Returns a page frame through this CPU's page cache.
     pub fn free_page(&mut self, frame: Pfn) {
-        self.kernel.pages.free_frame(self.cpu, frame);
-        self.kernel.vmstat.with(self.cpu, |stats| {
-            stats
-                .pages_freed
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        });
+        self.kernel.free_page(self.cpu, frame);
     }
 
     /// Queues `job` on this CPU's workqueue (or a live CPU's, if this one's
     /// pool is unbound); returns the item's ledger id.
     pub fn queue_work(&mut self, job: impl FnOnce(&mut Context<'_>) + Send + 'static) -> u64 {
-        let id = self.kernel.ledger.issue(Item::Work);
-        self.kernel.queue_work(self.cpu, id, Box::new(job));
-        id
+        self.kernel.submit_work(self.cpu, Box::new(job))
     }
 
     /// Arms a timer on this CPU that runs `job` after `delay`.
@@ -80,23 +68,18 @@ impl Context<'_> {
         delay: Duration,
         job: impl FnOnce(&mut Context<'_>) + Send + 'static,
     ) -> u64 {
-        let id = self.kernel.ledger.issue(Item::Timer);
-        self.kernel
-            .arm_timer(self.cpu, self.kernel.ns_after(delay), id, Box::new(job));
-        id
+        self.kernel.submit_timer(self.cpu, delay, Box::new(job))
     }
 
     /// Runs `job` after a grace period.
     pub fn call_rcu(&mut self, job: impl FnOnce(&mut Context<'_>) + Send + 'static) -> u64 {
-        let id = self.kernel.ledger.issue(Item::RcuCallback);
-        self.kernel.call_rcu(self.cpu, id, Box::new(job));
-        id
+        self.kernel.submit_rcu(self.cpu, Box::new(job))
     }
 
     /// The CPUs online now (Linux's `cpu_online_mask`): stable while the
     /// caller holds the hotplug lock for reading, a snapshot otherwise.
-    pub fn online_cpus(&self) -> hotkern_cpuhp::CpuSet {
-        self.kernel.online_mask()
+    pub fn online_cpus(&self) -> CpuSet {
+        self.kernel.online_cpus()
     }
 
     /// Takes the hotplug lock for reading if no hotplug operation holds it
@@ -105,14 +88,12 @@ impl Context<'_> {
     /// slices; one that gets `false` returns [`TaskStatus::Again`] and tries
     /// again later (a task cannot sleep here).
     pub fn cpus_read_trylock(&mut self) -> bool {
-        self.kernel.hotplug_lock.try_read(&*self.kernel.doorbells)
+        self.kernel.read_lock_cpus()
     }
 
     /// Gives back what [`Context::cpus_read_trylock`] took, on any CPU.
     pub fn cpus_read_unlock(&mut self) {
-        self.kernel
-            .hotplug_lock
-            .read_unlock(&*self.kernel.doorbells);
+        self.kernel.read_unlock_cpus();
     }
 
     /// Starts a new task on the least-loaded active CPU of this CPU's
@@ -121,15 +102,39 @@ impl Context<'_> {
         &mut self,
         body: impl FnMut(&mut Context<'_>) -> TaskStatus + Send + 'static,
     ) -> u64 {
-        let id = self.kernel.ledger.issue(Item::Task);
-        let target = self.kernel.balance_target(self.cpu);
-        self.kernel.push_task(
-            target,
-            Task {
-                id,
-                body: Box::new(body),
-            },
-        );
-        id
+        self.kernel.spawn_task(self.cpu, Box::new(body))
     }
+}
+
+/// What a task or a job may ask of the kernel it runs on, for `cpu`: the
+/// machine's kernel implements it, so that tasks need not name the
+/// kernel's type (which holds them).
+pub(crate) trait TaskKernel: Sync {
+    /// A frame from `cpu`'s page cache.
+    fn alloc_page(&self, cpu: usize) -> Option<Pfn>;
+    /// A frame back to `cpu`'s page cache.
+    fn free_page(&self, cpu: usize, frame: Pfn);
+    /// A work item queued near `cpu`; its id.
+    fn submit_work(&self, cpu: usize, job: Job) -> u64;
+    /// A timer armed near `cpu`; its id.
+    fn submit_timer(&self, cpu: usize, delay: Duration, job: Job) -> u64;
+    /// An RCU callback queued near `cpu`; its id.
+    fn submit_rcu(&self, cpu: usize, job: Job) -> u64;
+    /// The online mask.
+    fn online_cpus(&self) -> CpuSet;
+    /// The hotplug lock's read side, without waiting.
+    fn read_lock_cpus(&self) -> bool;
+    /// The hotplug lock's read side given back.
+    fn read_unlock_cpus(&self);
+    /// A new task started near `cpu`; its id.
+    fn spawn_task(&self, cpu: usize, body: TaskBody) -> u64;
+}
+
+/// Items that could not be placed because no CPU could take them; they
+/// are placed again when a CPU becomes active.
+pub(crate) enum Limbo {
+    Task(Task),
+    Work(Work<Job>),
+    Timer(Timer<Job>),
+    Rcu(u64, Job),
 }
