@@ -159,7 +159,7 @@ pub fn open(cpu: u32) {
 
 /// Closes `cpu`'s queue and returns its tasks, each counted and traced as
 /// migrating (the `sched:active` and `sched:starting` teardowns, which
-/// hand them to [`push_migrated`]).
+/// place them through the shared policy, [`hotkern_kernel::placement`]).
 #[hotkern_trace::function]
 pub fn close(cpu: u32) -> Vec<Task> {
     let left = with_queue(cpu, RunQueue::close).unwrap_or_default();
@@ -168,17 +168,6 @@ pub fn close(cpu: u32) -> Vec<Task> {
         crate::trace::sched_migrate_task::trace(task.id, cpu);
     }
     left
-}
-
-/// Queues `task`, taken off a leaving CPU, on `cpu` if its queue is open
-/// (the caller wakes `cpu` once for the batch), else on another active
-/// CPU, woken. Tasks given to CPU 0, the controller's, wait for its next
-/// [`balance`], which spreads them over the application processors after
-/// the operation.
-pub fn push_migrated(cpu: u32, task: Task) {
-    if let Err(task) = push(cpu, task) {
-        place(task, Some(cpu));
-    }
 }
 
 /// Queues `task` on an active CPU other than `not` (round robin, CPU 0
@@ -205,7 +194,8 @@ fn place(mut task: Task, not: Option<u32>) {
     }
 }
 
-fn push(cpu: u32, task: Task) -> Result<(), Task> {
+/// Puts `task` on `cpu`'s run queue if it is open, else gives it back.
+pub fn push(cpu: u32, task: Task) -> Result<(), Task> {
     match scheduler() {
         Some(s) => arch::without_interrupts(|| s.queues[cpu as usize].lock().push(task)),
         None => Err(task),

@@ -24,11 +24,12 @@ use hotkern_kernel::audit::Audit;
 use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::placement::{place, Limbo};
 use hotkern_kernel::sched::Domains;
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
-use hotkern_kernel::timer::{Timer, Timers};
+use hotkern_kernel::timer::Timers;
 use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::{Work, Workqueue};
+use hotkern_kernel::workqueue::Workqueue;
 
 use crate::cpu::MAX_CPUS;
 use crate::kthread::Kthread;
@@ -59,6 +60,8 @@ struct Subsystems {
     vmstat: Vmstat,
     domains: Domains,
     callbacks: CallbackLists<Job>,
+    /// What no CPU could take, until one becomes active.
+    limbo: Limbo<Job, Task>,
 }
 
 static SUBSYSTEMS: spin::Once<Subsystems> = spin::Once::new();
@@ -71,6 +74,7 @@ fn subsystems() -> &'static Subsystems {
         vmstat: Vmstat::new(MAX_CPUS),
         domains: Domains::default(),
         callbacks: CallbackLists::new(MAX_CPUS),
+        limbo: Limbo::new(),
     })
 }
 
@@ -210,28 +214,6 @@ fn flip(mask: &spin::Mutex<CpuSet>, cpus: CpuSet, add: bool) -> CpuSet {
     changed
 }
 
-/// Offers `item` to `preferred`, then to every other online CPU, until
-/// `offer` takes it (interrupts off: the lists and bases are per-CPU
-/// spinlocks), and wakes the CPU that did; gives `item` back if none did.
-fn place<T>(preferred: usize, item: T, offer: impl Fn(usize, T) -> Result<(), T>) -> Result<(), T> {
-    let online = sched::online_mask();
-    let others = online
-        .iter()
-        .map(CpuId::index)
-        .filter(|&cpu| cpu != preferred);
-    let mut item = item;
-    for cpu in core::iter::once(preferred).chain(others) {
-        match arch::without_interrupts(|| offer(cpu, item)) {
-            Ok(()) => {
-                smp::wake(cpu as u32);
-                return Ok(());
-            }
-            Err(back) => item = back,
-        }
-    }
-    Err(item)
-}
-
 impl StepKernel for Steps {
     type Job = Job;
     type Task = Task;
@@ -288,23 +270,12 @@ impl StepKernel for Steps {
         sched::close(cpu as u32)
     }
 
-    fn push_task(&self, cpu: usize, task: Task) {
-        sched::push_migrated(cpu as u32, task);
+    fn limbo(&self) -> &Limbo<Job, Task> {
+        &subsystems().limbo
     }
 
-    fn queue_work(&self, cpu: usize, work: Work<Job>) {
-        let pools = &subsystems().workqueue;
-        // No online CPU has a bound pool: it runs here rather than never.
-        if let Err(work) = place(cpu, work, |cpu, work| pools.queue(cpu, work)) {
-            (work.job)();
-        }
-    }
-
-    fn arm_timer(&self, cpu: usize, timer: Timer<Job>) {
-        let bases = &subsystems().timers;
-        if let Err(timer) = place(cpu, timer, |cpu, timer| bases.arm(cpu, timer)) {
-            (timer.job)();
-        }
+    fn offer_task(&self, cpu: usize, task: Task) -> Result<(), Task> {
+        sched::push(cpu as u32, task)
     }
 
     /// CPU 0 runs the controller, which never halts while it operates.
@@ -331,9 +302,16 @@ impl StepKernel for Steps {
         let lists = &subsystems().callbacks;
         let gp = rcu::snapshot();
         let me = cpu::current_id().unwrap_or(0) as usize;
-        if let Err(free) = place(me, free, |cpu, free| lists.call(cpu, gp, free)) {
-            self.synchronize_rcu();
-            free();
+        let online = sched::online_mask();
+        let taken = place(me, online, free, |cpu, free| {
+            arch::without_interrupts(|| lists.call(cpu, gp, free))
+        });
+        match taken {
+            Ok(cpu) => smp::wake(cpu as u32),
+            Err(free) => {
+                self.synchronize_rcu();
+                free();
+            }
         }
     }
 

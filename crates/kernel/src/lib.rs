@@ -60,6 +60,7 @@ pub mod ledger;
 pub mod pagecache;
 pub mod percpu;
 pub mod percpu_rwsem;
+pub mod placement;
 pub mod platform;
 pub mod power;
 pub mod rcu;

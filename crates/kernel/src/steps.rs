@@ -29,6 +29,7 @@ use hotkern_cpuhp::{CallbackError, Class, Context, CpuId, CpuSet, Section, StepS
 use crate::audit::Audit;
 use crate::kthread::{Kthreads, Role, Thread};
 use crate::pagecache::PageCaches;
+use crate::placement::{place, Limbo, Waiting};
 use crate::sched::Domains;
 use crate::timer::{Timer, Timers};
 use crate::vmstat::Vmstat;
@@ -86,22 +87,59 @@ pub trait StepKernel {
     fn close_queue(&self, cpu: usize) -> Vec<Self::Task>;
 
     // ----- placing what a leaving CPU held -----
-    // Each tries `cpu` first, then the other CPUs that may take it, wakes
-    // the CPU that got it, and keeps what has nowhere to go for later.
+    // One policy for every platform ([`crate::placement`]): `cpu` first,
+    // then the CPUs after it that may take the item, and what has nowhere
+    // to go waits in the limbo until a CPU becomes active.
 
-    /// Queues `task`, migrated off a leaving CPU, preferably on `cpu`.
-    /// Unlike the others it need not wake `cpu` itself: the callbacks wake
-    /// each CPU they pushed to once, after the whole batch ([`wake_cpu`]),
-    /// as one reschedule IPI serves a CPU that receives many tasks.
+    /// Where what no CPU could take waits.
+    fn limbo(&self) -> &Limbo<Self::Job, Self::Task>;
+    /// Puts `task` on `cpu`'s run queue if it is open, else gives it back.
+    fn offer_task(&self, cpu: usize, task: Self::Task) -> Result<(), Self::Task>;
+    /// Queues `task`, migrated off a leaving CPU, on `cpu` or the next
+    /// active CPU that takes it. Unlike the others it does not wake the
+    /// CPU: the callbacks wake each CPU they pushed to once, after the
+    /// whole batch ([`wake_cpu`]), as one reschedule IPI serves a CPU
+    /// that receives many tasks.
     ///
     /// [`wake_cpu`]: StepKernel::wake_cpu
-    fn push_task(&self, cpu: usize, task: Self::Task);
-    /// Queues `work`, left on a leaving CPU, preferably on `cpu`.
-    fn queue_work(&self, cpu: usize, work: Work<Self::Job>);
-    /// Arms `timer`, left on a leaving CPU, preferably on `cpu`.
-    fn arm_timer(&self, cpu: usize, timer: Timer<Self::Job>);
-    /// A CPU became active: what was kept for lack of one can be placed.
-    fn cpus_activated(&self) {}
+    fn push_task(&self, cpu: usize, task: Self::Task) {
+        let taken = place(cpu, self.active_mask(), task, |cpu, task| {
+            self.offer_task(cpu, task)
+        });
+        if let Err(task) = taken {
+            self.limbo().keep(Waiting::Task(task));
+        }
+    }
+    /// Queues `work`, left on a leaving CPU, on `cpu` or the next online
+    /// CPU whose pool takes it, and wakes that CPU.
+    fn queue_work(&self, cpu: usize, work: Work<Self::Job>) {
+        let pools = self.workqueue();
+        let taken = place(cpu, self.online_mask(), work, |cpu, work| {
+            self.without_interrupts(|| pools.queue(cpu, work))
+        });
+        match taken {
+            Ok(cpu) => self.wake_cpu(cpu),
+            Err(work) => self.limbo().keep(Waiting::Work(work)),
+        }
+    }
+    /// Arms `timer`, left on a leaving CPU, on `cpu` or the next online
+    /// CPU whose base takes it, and wakes that CPU.
+    fn arm_timer(&self, cpu: usize, timer: Timer<Self::Job>) {
+        let bases = self.timers();
+        let taken = place(cpu, self.online_mask(), timer, |cpu, timer| {
+            self.without_interrupts(|| bases.arm(cpu, timer))
+        });
+        match taken {
+            Ok(cpu) => self.wake_cpu(cpu),
+            Err(timer) => self.limbo().keep(Waiting::Timer(timer)),
+        }
+    }
+    /// A CPU became active: everything in the limbo is placed again
+    /// ([`place_waiting`]). A platform that keeps more waiting (the
+    /// machine's RCU callbacks) places that too.
+    fn cpus_activated(&self) {
+        place_waiting(self);
+    }
     /// Wakes `cpu` so that it looks at its threads again.
     fn wake_cpu(&self, cpu: usize);
 
@@ -156,6 +194,29 @@ pub trait StepKernel {
     /// timer); called on the CPU itself, in the `Starting` section.
     fn cpu_tick(&self, cpu: usize, running: bool) {
         let _ = (cpu, running);
+    }
+}
+
+/// Places everything in `kernel`'s limbo again, from the first active CPU
+/// on; what still finds no CPU waits on.
+pub fn place_waiting<K: StepKernel + ?Sized>(kernel: &K) {
+    let Some(first) = kernel.active_mask().first().map(CpuId::index) else {
+        return;
+    };
+    for item in kernel.limbo().take() {
+        match item {
+            Waiting::Task(task) => {
+                let taken = place(first, kernel.active_mask(), task, |cpu, task| {
+                    kernel.offer_task(cpu, task)
+                });
+                match taken {
+                    Ok(cpu) => kernel.wake_cpu(cpu),
+                    Err(task) => kernel.limbo().keep(Waiting::Task(task)),
+                }
+            }
+            Waiting::Work(work) => kernel.queue_work(first, work),
+            Waiting::Timer(timer) => kernel.arm_timer(first, timer),
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::percpu_rwsem::PercpuRwsem;
+use hotkern_kernel::placement::Limbo;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::power::{Life, Lifecycle, PowerError};
 use hotkern_kernel::sched::{Domains, RunQueue};
@@ -33,7 +34,7 @@ use crate::rcu::{Callback, Rcu};
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
-use crate::task::{Context, Job, Limbo, Task, TaskStatus};
+use crate::task::{Context, Job, Task, TaskStatus};
 
 /// A function run on a vCPU at its request ("smp call").
 type Call = Box<dyn FnOnce() + Send>;
@@ -68,7 +69,10 @@ pub(crate) struct Kernel {
     /// Linux's `cpu_hotplug_lock`: each hotplug transition holds it for
     /// writing; code that must see no CPU come or go holds it for reading.
     pub(crate) hotplug_lock: PercpuRwsem,
-    pub(crate) limbo: Mutex<Vec<Limbo>>,
+    /// Tasks, work items and timers no CPU could take.
+    pub(crate) limbo: Limbo<Job, Task>,
+    /// RCU callbacks no CPU's list could take.
+    pub(crate) rcu_limbo: Mutex<Vec<(u64, Job)>>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) next_cpu: AtomicUsize,
     pub(crate) me: Weak<Kernel>,
@@ -104,7 +108,8 @@ impl Kernel {
             audit: Audit::default(),
             ledger: Ledger::default(),
             hotplug_lock: PercpuRwsem::new(cpus),
-            limbo: Mutex::new(Vec::new()),
+            limbo: Limbo::new(),
+            rcu_limbo: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             next_cpu: AtomicUsize::new(0),
             me: me.clone(),

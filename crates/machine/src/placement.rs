@@ -1,79 +1,57 @@
 //! Placing work on CPUs: tasks on run queues, work items on workqueues,
-//! timers on timer bases, RCU callbacks on callback lists. Each goes to the
-//! CPU asked for if that CPU takes it now, else to another live CPU, and
-//! if none can, into limbo until a CPU becomes active: never lost.
+//! timers on timer bases, RCU callbacks on callback lists. Tasks, work
+//! items and timers follow the shared kernel's one policy
+//! ([`hotkern_kernel::placement`]: the CPU asked for, then the next ones
+//! that take it, and what none takes waits in the limbo until a CPU
+//! becomes active), from the hotplug steps and from tasks alike; RCU
+//! callbacks with no list to go to wait beside them.
 
 use std::sync::atomic::Ordering;
 
-use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::cpuset::cpu_id;
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::placement::{place, Waiting};
+use hotkern_kernel::steps::{place_waiting, StepKernel};
 use hotkern_kernel::timer::Timer;
 use hotkern_kernel::workqueue::Work;
 
 use crate::kernel::Kernel;
 use crate::rcu::Callback;
-use crate::task::{Job, Limbo, Task};
+use crate::task::{Job, Task};
 
 impl Kernel {
-    /// Puts `task` on `preferred`'s run queue, or on another active CPU's
-    /// if that one does not take tasks now.
+    /// Puts `task` on `preferred`'s run queue, or on the next active CPU's
+    /// that takes it, and rings that CPU.
     pub(crate) fn push_task(&self, preferred: usize, task: Task) {
-        let mut task = task;
-        for cpu in self.candidates(preferred, self.active_mask()) {
-            let mut runqueue = self.vcpus[cpu].runqueue.lock();
-            match runqueue.push(task) {
-                Ok(()) => {
-                    drop(runqueue);
-                    self.doorbells.ring(cpu);
-                    return;
-                }
-                Err(back) => task = back,
-            }
+        let taken = place(preferred, self.active_mask(), task, |cpu, task| {
+            self.offer_task(cpu, task)
+        });
+        match taken {
+            Ok(cpu) => self.doorbells.ring(cpu),
+            Err(task) => self.keep(Waiting::Task(task)),
         }
-        self.limbo.lock().push(Limbo::Task(task));
-        self.replace_limbo_if_possible();
     }
 
     pub(crate) fn queue_work(&self, preferred: usize, id: u64, job: Job) {
-        let mut work = Work { id, job };
-        for cpu in self.candidates(preferred, self.online_mask()) {
-            match self.workqueue.queue(cpu, work) {
-                Ok(()) => {
-                    self.doorbells.ring(cpu);
-                    return;
-                }
-                Err(back) => work = back,
-            }
+        StepKernel::queue_work(self, preferred, Work { id, job });
+        if !self.limbo.is_empty() {
+            self.replace_limbo_if_possible();
         }
-        self.limbo.lock().push(Limbo::Work(work));
-        self.replace_limbo_if_possible();
     }
 
     pub(crate) fn arm_timer(&self, preferred: usize, deadline: u64, id: u64, job: Job) {
-        let mut timer = Timer { deadline, id, job };
-        for cpu in self.candidates(preferred, self.online_mask()) {
-            match self.timers.arm(cpu, timer) {
-                Ok(()) => {
-                    self.doorbells.ring(cpu);
-                    return;
-                }
-                Err(back) => timer = back,
-            }
+        StepKernel::arm_timer(self, preferred, Timer { deadline, id, job });
+        if !self.limbo.is_empty() {
+            self.replace_limbo_if_possible();
         }
-        self.limbo.lock().push(Limbo::Timer(timer));
-        self.replace_limbo_if_possible();
     }
 
     pub(crate) fn call_rcu(&self, preferred: usize, id: u64, job: Job) {
-        let mut callback = Callback::Job(id, job);
-        for cpu in self.candidates(preferred, self.online_mask()) {
-            match self.rcu.call(cpu, callback) {
-                Ok(()) => return,
-                Err(back) => callback = back,
-            }
-        }
-        if let Callback::Job(id, job) = callback {
-            self.limbo.lock().push(Limbo::Rcu(id, job));
+        let callback = Callback::Job(id, job);
+        let taken = place(preferred, self.online_mask(), callback, |cpu, callback| {
+            self.rcu.call(cpu, callback)
+        });
+        if let Err(Callback::Job(id, job)) = taken {
+            self.rcu_limbo.lock().push((id, job));
             self.replace_limbo_if_possible();
         }
     }
@@ -94,32 +72,23 @@ impl Kernel {
         }
     }
 
-    /// `preferred` first, then the members of `mask` after it, wrapping.
-    fn candidates(&self, preferred: usize, mask: CpuSet) -> impl Iterator<Item = usize> {
-        let n = self.cpus;
-        let preferred = preferred.min(n.saturating_sub(1));
-        (0..n)
-            .map(move |offset| (preferred + offset) % n)
-            .filter(move |&cpu| cpu == preferred || mask.contains(cpu_id(cpu)))
+    /// Keeps `item` in the limbo; places it again at once if a CPU became
+    /// active meanwhile (the steps are not the only ones placing here:
+    /// tasks submit from every vCPU).
+    fn keep(&self, item: Waiting<Job, Task>) {
+        self.limbo.keep(item);
+        self.replace_limbo_if_possible();
     }
 
-    /// Places items in limbo again; called when a CPU becomes active.
+    /// Places what waits again; called when a CPU becomes active.
     pub(crate) fn replace_limbo_if_possible(&self) {
-        if self.active_mask().is_empty() {
+        let Some(start) = self.active_mask().first().map(CpuId::index) else {
             return;
-        }
-        let waiting = core::mem::take(&mut *self.limbo.lock());
-        if waiting.is_empty() {
-            return;
-        }
-        let start = self.active_mask().first().map_or(0, CpuId::index);
-        for item in waiting {
-            match item {
-                Limbo::Task(task) => self.push_task(start, task),
-                Limbo::Work(work) => self.queue_work(start, work.id, work.job),
-                Limbo::Timer(timer) => self.arm_timer(start, timer.deadline, timer.id, timer.job),
-                Limbo::Rcu(id, job) => self.call_rcu(start, id, job),
-            }
+        };
+        place_waiting(self);
+        let waiting = core::mem::take(&mut *self.rcu_limbo.lock());
+        for (id, job) in waiting {
+            self.call_rcu(start, id, job);
         }
     }
 

@@ -10,12 +10,13 @@ use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::audit::Audit;
 use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::placement::Limbo;
 use hotkern_kernel::power::Life;
 use hotkern_kernel::sched::Domains;
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
-use hotkern_kernel::timer::{Timer, Timers};
+use hotkern_kernel::timer::Timers;
 use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::{Work, Workqueue};
+use hotkern_kernel::workqueue::Workqueue;
 
 use crate::kernel::Kernel;
 use crate::kthread::Kthread;
@@ -76,16 +77,12 @@ impl StepKernel for Kernel {
         self.vcpus[cpu].runqueue.lock().close()
     }
 
-    fn push_task(&self, cpu: usize, task: Task) {
-        Kernel::push_task(self, cpu, task);
+    fn limbo(&self) -> &Limbo<Job, Task> {
+        &self.limbo
     }
 
-    fn queue_work(&self, cpu: usize, work: Work<Job>) {
-        Kernel::queue_work(self, cpu, work.id, work.job);
-    }
-
-    fn arm_timer(&self, cpu: usize, timer: Timer<Job>) {
-        Kernel::arm_timer(self, cpu, timer.deadline, timer.id, timer.job);
+    fn offer_task(&self, cpu: usize, task: Task) -> Result<(), Task> {
+        self.vcpus[cpu].runqueue.lock().push(task)
     }
 
     fn cpus_activated(&self) {

@@ -7,8 +7,6 @@ use hotkern_kernel::cpuset::cpu_id;
 use hotkern_physmem::Pfn;
 
 use hotkern_cpuhp::CpuSet;
-use hotkern_kernel::timer::Timer;
-use hotkern_kernel::workqueue::Work;
 
 /// What a task slice asks for when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,13 +126,4 @@ pub(crate) trait TaskKernel: Sync {
     fn read_unlock_cpus(&self);
     /// A new task started near `cpu`; its id.
     fn spawn_task(&self, cpu: usize, body: TaskBody) -> u64;
-}
-
-/// Items that could not be placed because no CPU could take them; they
-/// are placed again when a CPU becomes active.
-pub(crate) enum Limbo {
-    Task(Task),
-    Work(Work<Job>),
-    Timer(Timer<Job>),
-    Rcu(u64, Job),
 }

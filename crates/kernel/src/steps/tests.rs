@@ -18,6 +18,7 @@ use crate::audit::Resource;
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::frames::FramePool;
 use crate::kthread::tests::{probe, Probe};
+use crate::placement::Limbo;
 use crate::sched::RunQueue;
 use crate::sync::{Mutex, RawSpinlock};
 
@@ -54,6 +55,7 @@ struct Fake {
     grace_periods: AtomicUsize,
     /// Thread creations left before one fails.
     creations_left: AtomicUsize,
+    limbo: Limbo<u32, u32>,
 }
 
 impl Fake {
@@ -73,6 +75,7 @@ impl Fake {
             powered: Arc::new(AtomicCpuSet::default()),
             grace_periods: AtomicUsize::new(0),
             creations_left: AtomicUsize::new(usize::MAX),
+            limbo: Limbo::new(),
         }
     }
 
@@ -87,13 +90,36 @@ impl Fake {
             .collect()
     }
 
+    /// Where the task, work item or timer with job `id` went: the CPU
+    /// whose queue took the task, whose pool or base holds the item.
     fn placed(&self, what: &'static str, id: u32) -> Option<usize> {
-        let own = self.own.lock();
-        own.placed
-            .iter()
-            .rev()
-            .find(|(kind, placed, _)| *kind == what && *placed == id)
-            .map(|(_, _, cpu)| *cpu)
+        match what {
+            "task" => self
+                .own
+                .lock()
+                .placed
+                .iter()
+                .rev()
+                .find(|(_, placed, _)| *placed == id)
+                .map(|(_, _, cpu)| *cpu),
+            "work" => (0..CPUS).find(|&cpu| {
+                let mut held = Vec::new();
+                while let Some(work) = self.workqueue.next(cpu) {
+                    held.push(work);
+                }
+                let found = held.iter().any(|work| work.job == id);
+                held.into_iter()
+                    .for_each(|work| drop(self.workqueue.queue(cpu, work)));
+                found
+            }),
+            _ => (0..CPUS).find(|&cpu| {
+                let held = self.timers.take_all(cpu);
+                let found = held.iter().any(|timer| timer.job == id);
+                held.into_iter()
+                    .for_each(|timer| drop(self.timers.arm(cpu, timer)));
+                found
+            }),
+        }
     }
 }
 
@@ -137,15 +163,13 @@ impl StepKernel for Fake {
     fn close_queue(&self, cpu: usize) -> Vec<u32> {
         self.queues[cpu].lock().close()
     }
-    fn push_task(&self, cpu: usize, task: u32) {
+    fn limbo(&self) -> &Limbo<u32, u32> {
+        &self.limbo
+    }
+    fn offer_task(&self, cpu: usize, task: u32) -> Result<(), u32> {
+        self.queues[cpu].lock().push(task)?;
         self.own.lock().placed.push(("task", task, cpu));
-        assert!(self.queues[cpu].lock().push(task).is_ok(), "closed queue");
-    }
-    fn queue_work(&self, cpu: usize, work: Work<u32>) {
-        self.own.lock().placed.push(("work", work.job, cpu));
-    }
-    fn arm_timer(&self, cpu: usize, timer: Timer<u32>) {
-        self.own.lock().placed.push(("timer", timer.job, cpu));
+        Ok(())
     }
     fn wake_cpu(&self, _cpu: usize) {}
     fn rcu_set_online(&self, cpu: usize, online: bool) {
@@ -421,6 +445,40 @@ fn a_thread_that_cannot_be_made_leaves_nothing_behind() {
     fake.creations_left.store(usize::MAX, SeqCst);
     hotplug.online(CpuId(3)).unwrap();
     assert_eq!(live_on(&fake, 3).len(), 10);
+}
+
+/// What no CPU takes waits in the limbo, runs nowhere meanwhile, and is
+/// placed once a CPU becomes active: the one fallback of every platform.
+#[test]
+fn what_no_cpu_takes_waits_in_the_limbo_until_a_cpu_is_active() {
+    let (fake, _hotplug) = boot(Engine::Classic);
+    for cpu in 0..CPUS {
+        fake.workqueue.unbind(cpu);
+        fake.timers.set_enabled(cpu, false);
+        fake.queues[cpu].lock().close();
+    }
+    fake.push_task(2, 7);
+    fake.queue_work(2, Work { id: 1, job: 8 });
+    fake.arm_timer(
+        2,
+        Timer {
+            deadline: 5,
+            id: 2,
+            job: 9,
+        },
+    );
+    assert_eq!(fake.limbo.len(), 3);
+    assert_eq!(fake.placed("task", 7), None);
+    assert_eq!(fake.placed("work", 8), None);
+    // CPU 3 comes back: everything goes there, nothing stays behind.
+    fake.workqueue.bind(3);
+    fake.timers.set_enabled(3, true);
+    fake.queues[3].lock().open();
+    fake.cpus_activated();
+    assert!(fake.limbo.is_empty());
+    for (what, id) in [("task", 7), ("work", 8), ("timer", 9)] {
+        assert_eq!(fake.placed(what, id), Some(3), "{what}");
+    }
 }
 
 mod differential;
