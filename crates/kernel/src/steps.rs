@@ -22,9 +22,13 @@ pub mod differential;
 pub mod invariants;
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use hotkern_cpuhp::{CallbackError, Class, Context, CpuId, CpuSet, Section, StepSpec};
+use hotkern_cpuhp::{
+    CallbackError, Callbacks, Class, Context, CpuId, CpuSet, Engine, Hotplug, Platform, Section,
+    StepId, StepSpec,
+};
 
 use crate::audit::Audit;
 use crate::kthread::{Kthreads, Role, Thread};
@@ -395,6 +399,68 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Some(active_down::<K>),
         ),
     ]
+}
+
+/// `def`'s callbacks over `kernel`, as the engine is given them. A
+/// direction the row has no callback for gets one that does nothing, so
+/// that every platform's engine makes, and traces, the same calls.
+pub fn callbacks<K: StepKernel + Send + Sync + 'static>(
+    def: &StepDef<K>,
+    kernel: &Arc<K>,
+) -> Callbacks {
+    let bind = |own: Option<Callback<K>>| {
+        let kernel = Arc::clone(kernel);
+        move |ctx: &Context| own.map_or(Ok(()), |own| own(&kernel, ctx))
+    };
+    Callbacks::new()
+        .startup(bind(def.startup))
+        .teardown(bind(def.teardown))
+}
+
+/// The engine both platforms run: the shared table's rows, with
+/// `platform` under it and no callbacks yet ([`register`] adds them, once
+/// the CPUs of `online` can run them).
+///
+/// # Errors
+///
+/// What [`Hotplug::new`] refuses (no CPU online, a CPU outside the
+/// possible set).
+pub fn engine<R, P, K>(
+    platform: P,
+    possible: CpuSet,
+    online: CpuSet,
+    kind: Engine,
+) -> Result<Hotplug<R, P>, hotkern_cpuhp::Error>
+where
+    R: lock_api::RawMutex + Sync,
+    P: Platform,
+    K: StepKernel,
+{
+    let specs: Vec<StepSpec> = table::<K>().iter().map(|def| def.spec).collect();
+    Hotplug::new(platform, &specs, possible, online, kind)
+}
+
+/// Registers every row's callbacks over `kernel` on `hotplug` (made by
+/// [`engine`]), in table order, each row's startup running on the online
+/// CPUs as Linux's `cpuhp_setup_state` does.
+///
+/// # Errors
+///
+/// What [`Hotplug::setup`] refuses (a startup that fails, after the rows
+/// before it were registered).
+pub fn register<R, P, K>(
+    hotplug: &Hotplug<R, P>,
+    kernel: &Arc<K>,
+) -> Result<(), hotkern_cpuhp::Error>
+where
+    R: lock_api::RawMutex + Sync,
+    P: Platform,
+    K: StepKernel + Send + Sync + 'static,
+{
+    for (step, def) in (0..).map(StepId).zip(table::<K>().iter()) {
+        hotplug.setup(step, callbacks(def, kernel))?;
+    }
+    Ok(())
 }
 
 /// A live CPU outside `leaving` to inherit a leaving CPU's work: an active

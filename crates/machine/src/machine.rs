@@ -13,6 +13,7 @@ use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
 use hotkern_kernel::frames::{FrameCounts, FramePool};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::{Item, Tally};
+use hotkern_kernel::steps as step_table;
 use hotkern_kernel::tick::Hz;
 use hotkern_physmem::{PageCount, Pfn};
 
@@ -20,7 +21,7 @@ use crate::error::MachineError;
 use crate::eventlog::Trace;
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
-use crate::platform::{DeferredWorker, Engine as HotplugEngine, MachinePlatform, WorkerBell};
+use crate::platform::{DeferredWorker, MachineHotplug, MachinePlatform, WorkerBell};
 use crate::steplog::{self, StepCall, StepLog};
 use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
@@ -160,7 +161,7 @@ impl MachineBuilder {
 /// ```
 pub struct Machine {
     pub(crate) kernel: Arc<Kernel>,
-    pub(crate) engine: Arc<HotplugEngine>,
+    pub(crate) engine: Arc<MachineHotplug>,
     vcpu_threads: Vec<JoinHandle<()>>,
     worker: Option<DeferredWorker>,
     ever_kept: AtomicBool,
@@ -208,13 +209,12 @@ impl Machine {
         let mut machine = Machine {
             kernel: Arc::clone(&kernel),
             engine: Arc::new(
-                HotplugEngine::new(
+                step_table::engine::<_, _, Kernel>(
                     MachinePlatform {
                         kernel: Arc::clone(&kernel),
                         worker: Arc::new(WorkerBell::default()),
                         step_log: step_log.clone(),
                     },
-                    &STEPS.map(|def| def.spec),
                     CpuSet::range(0, cpus as u32),
                     CpuSet::range(0, online as u32),
                     engine,
@@ -239,11 +239,7 @@ impl Machine {
             kernel.boot(cpu);
         }
         // Boot: every step's startup on the online vCPUs, in table order.
-        for (index, def) in STEPS.iter().enumerate() {
-            let step = hotkern_cpuhp::StepId(index as u16);
-            let callbacks = steplog::callbacks(def, &kernel, machine.step_log.is_some());
-            machine.engine.setup(step, callbacks)?;
-        }
+        step_table::register(&machine.engine, &kernel)?;
         let bell = Arc::clone(&machine.engine.platform().worker);
         machine.worker =
             Some(DeferredWorker::spawn(bell, Arc::clone(&machine.engine)).map_err(spawn_error)?);

@@ -14,7 +14,7 @@ use crate::kernel::Kernel;
 use crate::steplog::StepLog;
 
 /// The engine as the machine instantiates it.
-pub(crate) type Engine = Hotplug<parking_lot::RawMutex, MachinePlatform>;
+pub(crate) type MachineHotplug = Hotplug<parking_lot::RawMutex, MachinePlatform>;
 
 /// The machine as a [`Platform`].
 pub(crate) struct MachinePlatform {
@@ -153,7 +153,7 @@ pub(crate) struct DeferredWorker {
 impl DeferredWorker {
     pub(crate) fn spawn(
         bell: Arc<WorkerBell>,
-        engine: Arc<Engine>,
+        engine: Arc<MachineHotplug>,
     ) -> std::io::Result<DeferredWorker> {
         let theirs = Arc::clone(&bell);
         let handle = std::thread::Builder::new()

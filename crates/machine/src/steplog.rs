@@ -2,13 +2,9 @@
 //! machine built with [`MachineBuilder::record_step_calls`](crate::MachineBuilder::record_step_calls)
 //! so that tests can check an operation's rollback against what it undid.
 
-use std::sync::Arc;
+use hotkern_cpuhp::{CallbackError, CpuSet, Direction};
 
-use hotkern_cpuhp::{CallbackError, Callbacks, Context as StepContext, CpuSet, Direction};
-
-use crate::kernel::Kernel;
 use hotkern_kernel::steps::differential::StepRecorder;
-use hotkern_kernel::steps::StepDef;
 
 /// One call of a step's startup or teardown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,27 +41,4 @@ pub(crate) fn take_calls(log: &StepLog) -> Vec<StepCall> {
             deferred: record.deferred,
         })
         .collect()
-}
-
-type StepFn = fn(&Kernel, &StepContext) -> Result<(), CallbackError>;
-
-/// `def`'s callbacks as registered with the engine. With a log, a
-/// direction the step has no callback for gets one that does nothing, so
-/// that the engine makes (and traces) each call it would make for it.
-pub(crate) fn callbacks(def: &StepDef<Kernel>, kernel: &Arc<Kernel>, logged: bool) -> Callbacks {
-    let wrap = |own: Option<StepFn>| {
-        if own.is_none() && !logged {
-            return None;
-        }
-        let kernel = Arc::clone(kernel);
-        Some(move |ctx: &StepContext| own.map_or(Ok(()), |own| own(&kernel, ctx)))
-    };
-    let mut callbacks = Callbacks::new();
-    if let Some(startup) = wrap(def.startup) {
-        callbacks = callbacks.startup(startup);
-    }
-    if let Some(teardown) = wrap(def.teardown) {
-        callbacks = callbacks.teardown(teardown);
-    }
-    callbacks
 }

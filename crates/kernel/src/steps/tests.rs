@@ -8,9 +8,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 
-use hotkern_cpuhp::{
-    Callbacks, CpuId, CpuSet, Engine, Hotplug, Platform, PlatformError, StepId, StepSpec,
-};
+use hotkern_cpuhp::{CpuId, CpuSet, Engine, Hotplug, Platform, PlatformError};
 use hotkern_physmem::{PageCount, Pfn};
 
 use super::*;
@@ -302,27 +300,14 @@ impl Platform for Inline {
 /// `engine`.
 fn boot(engine: Engine) -> (Arc<Fake>, Hotplug<RawSpinlock, Inline>) {
     let fake = Arc::new(Fake::new());
-    let steps = table::<Fake>();
-    let specs: Vec<StepSpec> = steps.iter().map(|def| def.spec).collect();
     let all = CpuSet::range(0, CPUS as u32);
     all.iter().for_each(|cpu| fake.powered.set(cpu, true));
     let power = Inline(
         Arc::clone(&fake.powered),
         crate::steps::differential::StepRecorder::new(),
     );
-    let hotplug = Hotplug::new(power, &specs, all, all, engine).unwrap();
-    for (index, def) in steps.iter().enumerate() {
-        let mut callbacks = Callbacks::new();
-        if let Some(startup) = def.startup {
-            let fake = Arc::clone(&fake);
-            callbacks = callbacks.startup(move |ctx| startup(&fake, ctx));
-        }
-        if let Some(teardown) = def.teardown {
-            let fake = Arc::clone(&fake);
-            callbacks = callbacks.teardown(move |ctx| teardown(&fake, ctx));
-        }
-        hotplug.setup(StepId(index as u16), callbacks).unwrap();
-    }
+    let hotplug = super::engine::<_, _, Fake>(power, all, all, engine).unwrap();
+    super::register(&hotplug, &fake).unwrap();
     (fake, hotplug)
 }
 
