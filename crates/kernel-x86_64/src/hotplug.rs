@@ -11,22 +11,26 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use hotkern_cpuhp::{Callbacks, CpuId, CpuSet, Engine, Error, Hotplug, Report, StepSpec};
+use hotkern_cpuhp::{CpuId, CpuSet, Engine, Error, Hotplug, Report};
 use hotkern_kernel::audit::{Counts, Resource};
 use hotkern_kernel::kthread::Role;
-use hotkern_kernel::steps::{invariants, StepDef};
+use hotkern_kernel::steps::{self as step_table, invariants};
 
 use crate::checks::Checks;
 use crate::steps::{audit, Steps, STEPS};
 use crate::summary::JsonStr;
 use crate::{hotplug_lock, kthread, pages, rcu, sched, smp, steps, tsc};
 
+mod differential;
 mod failure;
 mod platform;
+
+pub use differential::{run as run_differential, DifferentialJson};
 
 pub use platform::run_thread;
 use platform::KernelPlatform;
@@ -57,18 +61,6 @@ pub(crate) fn platform_failed(what: fmt::Arguments<'_>) {
 
 /// The engine as this kernel instantiates it.
 type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;
-
-/// Step `def`'s callbacks: the shared table's, run on this kernel.
-fn callbacks(def: &StepDef<Steps>) -> Callbacks {
-    let mut callbacks = Callbacks::new();
-    if let Some(startup) = def.startup {
-        callbacks = callbacks.startup(move |ctx: &hotkern_cpuhp::Context| startup(&Steps, ctx));
-    }
-    if let Some(teardown) = def.teardown {
-        callbacks = callbacks.teardown(move |ctx: &hotkern_cpuhp::Context| teardown(&Steps, ctx));
-    }
-    callbacks
-}
 
 /// One case's latencies over its rounds, in nanoseconds.
 #[derive(Default)]
@@ -275,9 +267,11 @@ pub fn engines(option: Option<&str>) -> Result<&'static [(Engine, &'static str)]
     }
 }
 
-/// Runs every case with each engine of `engines` while tasks run, then
-/// waits for the tasks to finish.
-pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks) -> Option<Run> {
+/// What every hotplug run starts from: the page pool, the scheduler, the
+/// hotplug lock, each CPU's hotplug thread, and the engine over the
+/// shared step table with every row registered (each startup run on the
+/// CPUs running now). `None`, said in `checks`, with one CPU or no pool.
+fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
     let count = smp::cpu_count();
     if count < 2 {
         checks.skip("cpu hotplug with both engines", "one CPU");
@@ -296,21 +290,57 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     sched::boot(online);
     hotplug_lock::init(count as usize);
     // Linux registers its hotplug threads for every possible CPU; every
-    // step's startup then runs for the CPUs running now (`setup` below),
+    // step's startup then runs for the CPUs running now (`register`),
     // which makes their kernel threads, caches, pools and the rest.
     platform::install_threads(possible);
-    let table: Vec<StepSpec> = STEPS.iter().map(|def| def.spec).collect();
-    let engine = match KernelHotplug::new(KernelPlatform, &table, possible, online, Engine::Classic)
-    {
+    let engine = match step_table::engine::<_, _, Steps>(
+        KernelPlatform,
+        possible,
+        online,
+        Engine::Classic,
+    ) {
         Ok(engine) => engine,
         Err(error) => panic!("hotplug engine: {error}"),
     };
-    for (index, def) in STEPS.iter().enumerate() {
-        let step = hotkern_cpuhp::StepId(index as u16);
-        if let Err(error) = engine.setup(step, callbacks(def)) {
-            panic!("hotplug step {}: {error}", def.spec.name);
-        }
+    if let Err(error) = step_table::register(&engine, &Arc::new(Steps)) {
+        panic!("hotplug steps: {error}");
     }
+    Some((engine, count))
+}
+
+/// Tells the tasks to stop and waits (at most [`DRAIN_SECONDS`] each)
+/// for them to finish and for every RCU callback to run; returns the
+/// callbacks still pending.
+fn drain(tsc_hz: u64, count: u32) -> usize {
+    sched::stop();
+    for cpu in 1..count {
+        smp::wake(cpu);
+    }
+    let started = tsc::now();
+    while sched::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+        sched::run_slices(0);
+        sched::balance();
+        core::hint::spin_loop();
+    }
+    // The domains retired by the last operations wait for one more grace
+    // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
+    let _ = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US);
+    let rcu_pending = || (0..count).map(steps::rcu_pending).sum::<usize>();
+    let started = tsc::now();
+    while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+        steps::run_rcu_callbacks(0);
+        for cpu in 1..count {
+            smp::wake(cpu);
+        }
+        core::hint::spin_loop();
+    }
+    rcu_pending()
+}
+
+/// Runs every case with each engine of `engines` while tasks run, then
+/// waits for the tasks to finish.
+pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks) -> Option<Run> {
+    let (engine, count) = start(checks)?;
     let mut run = Run {
         cases: Vec::new(),
         tally: sched::Tally::default(),
@@ -360,32 +390,11 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     // Tasks ran through every operation; now each finishes at its next
     // slice, wherever it is.
     run.running_at_end = sched::tally().outstanding;
-    sched::stop();
-    for cpu in 1..count {
-        smp::wake(cpu);
-    }
-    let started = tsc::now();
-    while sched::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        sched::run_slices(0);
-        sched::balance();
-        core::hint::spin_loop();
-    }
+    let rcu_pending = drain(tsc_hz, count);
     run.tally = sched::tally();
-    // The domains retired by the last operations wait for one more grace
-    // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
-    let _ = rcu::synchronize(rcu::Kind::Normal, GRACE_TIMEOUT_US);
-    let rcu_pending = || (0..count).map(steps::rcu_pending).sum::<usize>();
-    let started = tsc::now();
-    while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        steps::run_rcu_callbacks(0);
-        for cpu in 1..count {
-            smp::wake(cpu);
-        }
-        core::hint::spin_loop();
-    }
     checks.check(
         "every RCU callback (retired scheduling domains) ran after its grace period",
-        rcu_pending() == 0,
+        rcu_pending == 0,
     );
     run.grace_periods = rcu::grace_periods();
     run.switches = kthread::switches();

@@ -191,7 +191,14 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     cpus::check_ticks(wait_hz, &mut checks);
     // engine=none skips the hotplug run (a disk benchmark boots many
     // times and measures only the load).
-    let hotplug = if info.option("engine") == Some("none") {
+    // differential=SEED runs the shared differential scenario instead of
+    // the timed cases, for `hotkern boot --differential` to compare.
+    let differential = info
+        .option("differential")
+        .and_then(|seed| seed.parse::<u64>().ok())
+        .and_then(|seed| hotplug::run_differential(seed, wait_hz, &mut checks));
+    let hotplug = if info.option("engine") == Some("none") || info.option("differential").is_some()
+    {
         None
     } else {
         let engines = match hotplug::engines(info.option("engine")) {
@@ -228,6 +235,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             checks_us,
             trace,
             hotplug: hotplug.as_ref(),
+            differential: differential.as_ref(),
             load: loaded.as_ref(),
             walk: walked.as_ref(),
             vmem: vmem.as_ref(),

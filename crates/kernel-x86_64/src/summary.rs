@@ -31,6 +31,8 @@ pub struct Figures<'a> {
     pub trace: Option<crate::trace::Shipped>,
     /// The CPU hotplug run, if there was more than one CPU.
     pub hotplug: Option<&'a crate::hotplug::Run>,
+    /// The differential scenario's log, if `differential=` asked for it.
+    pub differential: Option<&'a hotkern_kernel::steps::differential::Log>,
     /// The disk load `load=` asked for, if any.
     pub load: Option<&'a Result<crate::load::Loaded, crate::load::LoadError>>,
     /// The tree walk `walk=` asked for, if any.
@@ -111,7 +113,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{},\"load\":{},\"walk\":{},\"vmem\":{}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{},\"differential\":{},\"load\":{},\"walk\":{},\"vmem\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -140,6 +142,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         crate::cpus::Json(figures.smp),
         crate::trace::Json(figures.trace),
         crate::hotplug::Json(figures.hotplug),
+        crate::hotplug::DifferentialJson(figures.differential),
         crate::load::Json(figures.load),
         crate::load::Json(figures.walk),
         crate::virtio_mem::Json(figures.vmem),

@@ -9,19 +9,20 @@
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::{
-    Context, CpuId, CpuSet, Direction, Platform, PlatformError, PlatformOperation,
+    CallbackError, Context, CpuId, CpuSet, Direction, Platform, PlatformError, PlatformOperation,
 };
 use hotkern_kernel::kthread::{PerCpuThread, Thread};
 use hotkern_kernel::platform::Cpus;
+use hotkern_kernel::steps::differential::{StepRecord, StepRecorder};
 
 use super::{GRACE_TIMEOUT_US, THREAD_TIMEOUT_S};
 use crate::cpu::MAX_CPUS;
 use crate::kthread::Kthread;
 use crate::stop_machine::KernelCpus;
-use crate::{cpu, hotplug_lock, rcu, smp, stop_machine, tsc};
+use crate::{arch, cpu, hotplug_lock, rcu, smp, stop_machine, tsc};
 
 /// Each CPU's hotplug thread (`cpuhp/N`), which runs `Online` steps.
 static HOTPLUG_THREADS: spin::Once<PerCpuThread<Kthread>> = spin::Once::new();
@@ -179,6 +180,21 @@ fn power_failed(operation: PlatformOperation, (cpu, error): (u32, smp::SmpError)
     PlatformError::new(operation, CpuId(cpu), error.cause())
 }
 
+/// Where the engine's step calls go while the differential scenario runs.
+static RECORDER: StepRecorder = StepRecorder::new();
+/// Whether they are recorded now.
+static RECORDING: AtomicBool = AtomicBool::new(false);
+
+/// Starts or stops recording the engine's step calls.
+pub(super) fn record_steps(on: bool) {
+    RECORDING.store(on, Ordering::Release);
+}
+
+/// The step calls recorded since the last take.
+pub(super) fn take_steps() -> Vec<StepRecord> {
+    arch::without_interrupts(|| RECORDER.take())
+}
+
 /// This kernel as the engine's platform.
 pub struct KernelPlatform;
 
@@ -312,6 +328,14 @@ impl Platform for KernelPlatform {
         let up = u32::from(context.direction == Direction::Up);
         for cpu in context.cpus.iter() {
             crate::trace::cpuhp_callback::trace(cpu.0, u32::from(context.step.0), up);
+        }
+    }
+
+    /// With interrupts off: a CPU holding the recorder's lock must not be
+    /// called into a stop-machine whose dying steps record too.
+    fn step_exited(&self, context: &Context, result: Result<(), CallbackError>) {
+        if RECORDING.load(Ordering::Acquire) {
+            arch::without_interrupts(|| RECORDER.record(context, result));
         }
     }
 }
