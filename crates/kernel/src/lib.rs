@@ -57,6 +57,7 @@ pub mod frames;
 pub mod idle;
 pub mod kthread;
 pub mod ledger;
+pub mod mailbox;
 pub mod pagecache;
 pub mod percpu;
 pub mod percpu_rwsem;

@@ -2,7 +2,6 @@
 //! services hotplug steps and tasks use (placing work, running a function
 //! on a CPU, stop-machine, booting and killing vCPUs).
 
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -15,6 +14,7 @@ use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::ledger::Item;
+use hotkern_kernel::mailbox::Mailboxes;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::percpu_rwsem::PercpuRwsem;
 use hotkern_kernel::placement::Limbo;
@@ -25,7 +25,7 @@ use hotkern_kernel::tick::{Hz, Ticks};
 use hotkern_kernel::timer::Timers;
 use hotkern_kernel::vmstat::Vmstat;
 use hotkern_kernel::workqueue::Workqueue;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::kthread::Kthread;
@@ -36,12 +36,8 @@ use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
 use crate::task::{Context, Job, Task, TaskStatus};
 
-/// A function run on a vCPU at its request ("smp call").
-type Call = Box<dyn FnOnce() + Send>;
-
 pub(crate) struct Vcpu {
     pub(crate) runqueue: Mutex<RunQueue<Task>>,
-    calls: Mutex<VecDeque<Call>>,
 }
 
 pub(crate) struct Kernel {
@@ -69,6 +65,8 @@ pub(crate) struct Kernel {
     /// Linux's `cpu_hotplug_lock`: each hotplug transition holds it for
     /// writing; code that must see no CPU come or go holds it for reading.
     pub(crate) hotplug_lock: PercpuRwsem,
+    /// Work posted to each vCPU by `run_on_each`.
+    pub(crate) mailboxes: Mailboxes,
     /// Tasks, work items and timers no CPU could take.
     pub(crate) limbo: Limbo<Job, Task>,
     /// RCU callbacks no CPU's list could take.
@@ -87,7 +85,6 @@ impl Kernel {
             vcpus: (0..cpus)
                 .map(|_| Vcpu {
                     runqueue: Mutex::new(RunQueue::default()),
-                    calls: Mutex::new(VecDeque::new()),
                 })
                 .collect(),
             doorbells,
@@ -108,6 +105,7 @@ impl Kernel {
             audit: Audit::default(),
             ledger: Ledger::default(),
             hotplug_lock: PercpuRwsem::new(cpus),
+            mailboxes: Mailboxes::new(cpus),
             limbo: Limbo::new(),
             rcu_limbo: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
@@ -204,57 +202,20 @@ impl Kernel {
     }
 
     /// Runs `work(cpu)` on every vCPU of `cpus` (in parallel, each on its
-    /// own thread) and waits for all of them. A dead vCPU's share runs on
-    /// the calling thread. A panic in `work` is raised again here.
+    /// own thread, through the shared [`Mailboxes`]) and waits for all of
+    /// them. A vCPU that runs nothing now (off, or not one of the
+    /// machine's) has its share run on the calling thread.
     pub(crate) fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        struct Borrowed(*const (dyn Fn(CpuId) + Sync));
-        // SAFETY: the pointee is `Sync`, and this function does not return
-        // until every call made from it has finished.
-        unsafe impl Send for Borrowed {}
-        // SAFETY: only the lifetime is erased; see `Borrowed`.
-        let erased: *const (dyn Fn(CpuId) + Sync + 'static) = unsafe {
-            core::mem::transmute::<*const (dyn Fn(CpuId) + Sync + '_), _>(
-                work as *const (dyn Fn(CpuId) + Sync),
-            )
-        };
-        let done = Arc::new((Mutex::new((0usize, false)), Condvar::new()));
-        let mut sent = 0;
-        let mut inline = Vec::new();
-        for cpu in cpus.iter() {
-            if cpu.index() >= self.cpus || self.life(cpu.index()) == Life::Dead {
-                inline.push(cpu);
-                continue;
-            }
-            let signal = Arc::clone(&done);
-            let borrowed = Borrowed(erased);
-            self.vcpus[cpu.index()]
-                .calls
-                .lock()
-                .push_back(Box::new(move || {
-                    let borrowed = borrowed;
-                    // SAFETY: `run_on_each` waits for this call before returning.
-                    let work = unsafe { &*borrowed.0 };
-                    let outcome =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(cpu)));
-                    let (state, cv) = &*signal;
-                    let mut state = state.lock();
-                    state.0 += 1;
-                    state.1 |= outcome.is_err();
-                    cv.notify_all();
-                }));
-            self.doorbells.ring(cpu.index());
-            sent += 1;
-        }
+        let (running, inline): (Vec<CpuId>, Vec<CpuId>) = cpus
+            .iter()
+            .partition(|cpu| cpu.index() < self.cpus && self.life(cpu.index()) != Life::Dead);
+        let running: CpuSet = running.into_iter().collect();
+        // Every vCPU thread answers: no deadline.
+        let _ = self
+            .mailboxes
+            .run_on_each(&*self.doorbells, running, work, u64::MAX);
         for cpu in inline {
             work(cpu);
-        }
-        let (state, cv) = &*done;
-        let mut state = state.lock();
-        while state.0 < sent {
-            cv.wait(&mut state);
-        }
-        if state.1 {
-            panic!("a function run on a vCPU panicked");
         }
     }
 
@@ -382,17 +343,6 @@ impl Kernel {
         true
     }
 
-    fn drain_calls(&self, cpu: usize) -> bool {
-        let mut ran = false;
-        loop {
-            let Some(call) = self.vcpus[cpu].calls.lock().pop_front() else {
-                return ran;
-            };
-            call();
-            ran = true;
-        }
-    }
-
     /// The scheduler loop of vCPU `cpu`'s thread: powered on, it turns the
     /// shared loop ([`idle::turn`]); powered off, it sleeps until booted.
     pub(crate) fn vcpu_main(&self, cpu: usize) {
@@ -450,7 +400,7 @@ impl CpuLoop for Kernel {
         if self.life(cpu) != Life::Alive {
             return None;
         }
-        Some(self.drain_calls(cpu) | joined)
+        Some(self.mailboxes.run_pending(&*self.doorbells, cpu) | joined)
     }
 
     fn is_online(&self, cpu: usize) -> bool {
