@@ -1,60 +1,32 @@
 //! hotkern on bare metal: an x86-64 kernel that QEMU boots directly (PVH)
 //! and that runs hotkern's subsystems on real page frames.
 //!
-//! The boot path, in order: [`boot`] (32-bit PVH entry to long mode), the
-//! console ([`console`], COM1), the CPU's own descriptor tables ([`cpu`],
-//! [`idt`]), the start info ([`pvh`]), the TSC ([`tsc`]), memory
-//! ([`memory`]: physmem fed from the memory map, the heap on frames
-//! physmem gives back, the page descriptors in that heap), the other CPUs
-//! ([`cpus`]: local APIC and tick, MADT, AP start, calls, offline/online),
-//! the self checks
-//! ([`selftest`]), the run's trace ([`trace`]: markers in per-CPU rings
-//! from the heap on, sent as a trace.dat on COM2) and the summary line
-//! ([`summary`]); then QEMU exits with the status in [`qemu`].
+//! Four layers, each using only those below it: [`arch`] (what only the
+//! CPU and QEMU's PC do), [`drivers`] (PCI and virtio), [`platform`] (this
+//! kernel as the shared core's platform) and [`runs`] (what a boot does
+//! and reports). This file is the entry, the panic handler and the order
+//! of the runs; QEMU exits with the status in [`arch::qemu`].
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
-mod acpi;
-mod apic;
 mod arch;
-mod boot;
-mod checks;
-mod console;
-mod cpu;
-mod cpus;
-mod heap;
-mod hotplug;
-mod hotplug_lock;
-mod idt;
-mod kthread;
-mod load;
-mod memory;
-mod pages;
-mod panic;
-mod pci;
-mod pvh;
-mod qemu;
-mod ranges;
-mod rcu;
-mod sched;
-mod selftest;
-mod serial;
-mod smp;
-mod steps;
-mod stop_machine;
-mod summary;
-mod trace;
-mod trampoline;
-mod tsc;
-mod virtio_blk;
-mod virtio_mem;
-mod virtio_pci;
+mod drivers;
+mod platform;
+mod runs;
 
-use checks::Checks;
+use core::panic::PanicInfo;
+
 use hotkern_kernel::tick::Hz;
-use qemu::{exit, Exit};
+
+use arch::console::{emergency, println};
+use arch::qemu::{exit, Exit};
+use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
+use platform::trace::{self, trace_marker};
+use platform::{cpu_loop, rcu};
+use runs::checks::Checks;
+use runs::{cpus, hotplug, load, selftest, summary, vmem};
 
 /// The first Rust code: called by the entry code in [`boot`] on the boot
 /// stack, with the physical address of the PVH start info.
@@ -66,7 +38,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     unsafe { cpu::init(0) };
     idt::init();
     idt::load();
-    arch::mask_legacy_pic();
+    instructions::mask_legacy_pic();
     // SAFETY: the address came from %ebx at the PVH entry, and nothing has
     // allocated memory yet.
     let info = match unsafe { pvh::StartInfo::read(u64::from(start_info)) } {
@@ -104,7 +76,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         crash_on_request(kind);
     }
 
-    let hypervisor = arch::hypervisor();
+    let hypervisor = instructions::hypervisor();
     let hypervisor_name = hypervisor
         .as_ref()
         .and_then(|signature| core::str::from_utf8(signature).ok())
@@ -117,7 +89,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     if hypervisor_name == Some("KVMKVMKVM") {
         checks.skip("a breakpoint goes through the IDT and returns", "under KVM");
     } else {
-        arch::breakpoint();
+        instructions::breakpoint();
         checks.check(
             "a breakpoint goes through the IDT and returns",
             idt::breakpoints() == 1,
@@ -140,6 +112,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     // Without a calibrated TSC the waits assume 2 GHz: only their length
     // is off, not their outcome.
     let wait_hz = tsc_hz.unwrap_or(2_000_000_000);
+    // What a tick runs is the platform's; set before the first tick.
+    apic::set_tick_handler(cpu_loop::tick);
     let mut smp_report = cpus::bring_up(info.rsdp, wait_hz, &mut checks);
     println!(
         "hotkern: {} of {} CPUs online; local APIC timer {} MHz, tick {} Hz",
@@ -212,7 +186,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     };
     let loaded = load::run(&info, false, &mut checks);
     let walked = load::run(&info, true, &mut checks);
-    let vmem = virtio_mem::run(info.option("vmem"), &mut checks);
+    let vmem = vmem::run(info.option("vmem"), &mut checks);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(
@@ -258,9 +232,30 @@ fn crash_on_request(kind: &str) {
         "panic" => panic!("crash requested on the command line"),
         "hang" => {
             println!("hotkern: hanging on request");
-            arch::halt_forever()
+            instructions::halt_forever()
         }
         "check" => {}
         other => println!("hotkern: unknown crash kind {other:?}, ignored"),
     }
+}
+
+/// Prints the panic's message and where it came from, then ends the QEMU
+/// run with [`Exit::Panic`].
+#[panic_handler]
+fn panic(info: &PanicInfo<'_>) -> ! {
+    let cpu = cpu::current_id().map_or(-1, i64::from);
+    match info.location() {
+        Some(location) => emergency(format_args!(
+            "\nhotkern: panic on cpu {cpu} at {}:{}:{}: {}\n",
+            location.file(),
+            location.line(),
+            location.column(),
+            info.message()
+        )),
+        None => emergency(format_args!(
+            "\nhotkern: panic on cpu {cpu}: {}\n",
+            info.message()
+        )),
+    }
+    exit(Exit::Panic)
 }
