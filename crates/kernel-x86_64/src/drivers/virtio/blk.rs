@@ -3,29 +3,24 @@
 //! at a time, completion by polling the used ring. It is bcache's
 //! [`BlockDevice`], so every cache design reads through it.
 //!
-//! The queue lives in one zeroed, page-aligned heap allocation laid out
-//! as the legacy interface fixes it: descriptors, then the available ring,
-//! then (on the next page) the used ring. The kernel's identity map makes
-//! a heap address its physical address, so buffers go to the device as
-//! they are, split at page boundaries into at most `seg_max` segments.
-//!
-//! Who writes what: the driver writes descriptors and the available ring,
-//! the device the used ring and the status byte. The driver publishes a
-//! request's descriptors before the available index that names them, and
-//! reads the used index before the data (the fences below name their
-//! partner: the device's reads and writes of the rings).
+//! The queue is the shared [`SplitQueue`] in the layout the legacy
+//! interface fixes (the used ring on its own page). The kernel's identity
+//! map makes a heap address its physical address, so buffers go to the
+//! device as they are, split at page boundaries into at most `seg_max`
+//! segments. The device writes the status byte last, before the used
+//! index the queue waits for.
 
-use crate::drivers::virtio::pci::{Descriptor, DESCRIPTOR_NEXT, DESCRIPTOR_WRITE};
-use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use core::fmt;
-use core::ptr::{read_volatile, write_volatile};
-use core::sync::atomic::{fence, Ordering};
+use core::ptr::read_volatile;
 
 use hotkern_bcache::{check_transfer, BlockDevice, IoError};
 
 use crate::arch::instructions::{inl, inw, outb, outl, outw};
 use crate::arch::tsc;
 use crate::drivers::pci;
+use crate::drivers::virtio::queue::{
+    Descriptor, RingLayout, SplitQueue, DESCRIPTOR_NEXT, DESCRIPTOR_WRITE,
+};
 
 /// Red Hat's virtio vendor id and the transitional block device's id.
 const VENDOR: u16 = 0x1af4;
@@ -126,12 +121,7 @@ impl Registers {
 /// The device, its queue and its limits.
 pub struct VirtioBlock {
     port: u16,
-    queue_size: u16,
-    ring: *mut u8,
-    layout: Layout,
-    /// Where the used ring starts in `ring`.
-    used_offset: usize,
-    last_used: u16,
+    queue: SplitQueue,
     block_size: usize,
     blocks: u64,
     max_segments: u32,
@@ -143,10 +133,6 @@ pub struct VirtioBlock {
     /// Nanoseconds from notify to completion, summed.
     pub device_ns: u64,
 }
-
-// SAFETY: the ring is owned by this value; the device is driven from one
-// CPU at a time (whoever holds the `VirtioBlock`).
-unsafe impl Send for VirtioBlock {}
 
 impl VirtioBlock {
     /// Finds the device and brings it up.
@@ -170,12 +156,7 @@ impl VirtioBlock {
         if queue_size < 3 {
             return Err(VirtioError::Queue(queue_size));
         }
-        let (layout, used_offset) = ring_layout(queue_size);
-        // SAFETY: the layout has a non-zero size.
-        let ring = unsafe { alloc_zeroed(layout) };
-        if ring.is_null() {
-            return Err(VirtioError::NoMemory);
-        }
+        let queue = SplitQueue::new(queue_size, RingLayout::Legacy).ok_or(VirtioError::NoMemory)?;
         let config = |offset: u16| registers.read32(CONFIG + offset);
         let blocks_of_512 = u64::from(config(0)) | u64::from(config(4)) << 32;
         let seg_max = if accepted & FEATURE_SEG_MAX != 0 {
@@ -193,18 +174,14 @@ impl VirtioBlock {
         } else {
             512
         };
-        registers.write32(QUEUE_ADDRESS, (ring as usize / PAGE) as u32);
+        registers.write32(QUEUE_ADDRESS, (queue.address() / PAGE as u64) as u32);
         registers.write8(
             STATUS,
             STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_DRIVER_OK,
         );
         Ok(VirtioBlock {
             port,
-            queue_size,
-            ring,
-            layout,
-            used_offset,
-            last_used: 0,
+            queue,
             block_size,
             blocks: blocks_of_512 * 512 / block_size as u64,
             // A request takes two descriptors besides its data segments.
@@ -223,18 +200,13 @@ impl VirtioBlock {
 
     /// Entries in the virtqueue.
     pub fn queue_size(&self) -> u16 {
-        self.queue_size
+        self.queue.size()
     }
 
     /// Caps transfers at `bytes` (at least one block), as a slower device
     /// whose profile QEMU emulates would: its largest transfer.
     pub fn limit_transfer(&mut self, bytes: usize) {
         self.transfer_cap = Some((bytes / self.block_size).max(1) as u32);
-    }
-
-    fn descriptor(&self, index: u16) -> *mut Descriptor {
-        // SAFETY: index < queue size: inside the descriptor table.
-        unsafe { (self.ring as *mut Descriptor).add(usize::from(index)) }
     }
 
     /// Sends one request over `buffer` (written by the device for reads)
@@ -258,20 +230,19 @@ impl VirtioBlock {
             0
         };
         let mut index = 0u16;
+        let queue = &mut self.queue;
         let mut chain = |address: u64, len: u32, flags: u16, last: bool| {
             let next = index + 1;
-            // SAFETY: `index` stays below 2 + max_segments <= queue size.
-            unsafe {
-                write_volatile(
-                    self.descriptor(index),
-                    Descriptor {
-                        address,
-                        len,
-                        flags: if last { flags } else { flags | DESCRIPTOR_NEXT },
-                        next: if last { 0 } else { next },
-                    },
-                )
-            };
+            // `index` stays below 2 + max_segments <= queue size.
+            queue.set(
+                index,
+                Descriptor {
+                    address,
+                    len,
+                    flags: if last { flags } else { flags | DESCRIPTOR_NEXT },
+                    next: if last { 0 } else { next },
+                },
+            );
             index = next;
         };
         chain(&header as *const RequestHeader as u64, 16, 0, false);
@@ -284,61 +255,28 @@ impl VirtioBlock {
             at += piece;
         }
         chain(&mut status as *mut u8 as u64, 1, DESCRIPTOR_WRITE, true);
-        let avail = self.ring as usize + 16 * usize::from(self.queue_size);
-        let used = self.ring as usize + self.used_offset;
-        // SAFETY: the rings lie inside the allocation, at the offsets the
-        // legacy layout fixes; the device reads them only after the notify.
-        unsafe {
-            let avail_index = read_volatile((avail + 2) as *const u16);
-            let slot = avail + 4 + 2 * usize::from(avail_index % self.queue_size);
-            write_volatile(slot as *mut u16, 0);
-            // Release: the descriptors and the ring slot before the index
-            // that publishes them (the device reads them after the index).
-            fence(Ordering::SeqCst);
-            write_volatile((avail + 2) as *mut u16, avail_index.wrapping_add(1));
-            fence(Ordering::SeqCst);
-            let started = tsc::nanos();
-            Registers(self.port).write16(QUEUE_NOTIFY, 0);
-            let limit = started + TIMEOUT_US * 1000;
-            while read_volatile((used + 2) as *const u16) == self.last_used {
-                if tsc::nanos() > limit {
-                    return Err(IoError::Medium { block: first });
-                }
-                core::hint::spin_loop();
-            }
-            // Acquire: the device's writes of the data and the status come
-            // before its used index.
-            fence(Ordering::SeqCst);
-            self.last_used = self.last_used.wrapping_add(1);
-            self.requests += 1;
-            self.device_ns += tsc::nanos() - started;
-            if read_volatile(&status) != 0 {
-                return Err(IoError::Medium { block: first });
-            }
+        self.queue.publish();
+        let started = tsc::nanos();
+        Registers(self.port).write16(QUEUE_NOTIFY, 0);
+        if self.queue.wait_used(started + TIMEOUT_US * 1000).is_none() {
+            return Err(IoError::Medium { block: first });
+        }
+        self.requests += 1;
+        self.device_ns += tsc::nanos() - started;
+        // SAFETY: the device wrote the status before the used index, which
+        // `wait_used` read (acquire).
+        if unsafe { read_volatile(&status) } != 0 {
+            return Err(IoError::Medium { block: first });
         }
         Ok(())
     }
 }
 
-/// The queue's allocation and the used ring's offset in it (legacy
-/// layout: descriptors and the available ring, padded to a page, then the
-/// used ring).
-fn ring_layout(queue_size: u16) -> (Layout, usize) {
-    let n = usize::from(queue_size);
-    let used_offset = (16 * n + 2 * (3 + n)).next_multiple_of(PAGE);
-    let total = used_offset + (6 + 8 * n).next_multiple_of(PAGE);
-    (
-        Layout::from_size_align(total, PAGE).unwrap_or(Layout::new::<u8>()),
-        used_offset,
-    )
-}
-
 impl Drop for VirtioBlock {
     fn drop(&mut self) {
-        // Resetting the device stops it using the ring before it is freed.
+        // Resetting the device stops it using the ring before the queue,
+        // dropped after this, frees it.
         Registers(self.port).write8(STATUS, 0);
-        // SAFETY: allocated in `probe` with this layout.
-        unsafe { dealloc(self.ring, self.layout) };
     }
 }
 

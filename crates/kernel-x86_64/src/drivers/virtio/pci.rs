@@ -23,14 +23,16 @@
 //! the transport says why ([`Transport::config_route`]) and the caller
 //! polls the generation.
 
-use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use core::fmt;
-use core::ptr::{read_volatile, write_volatile};
-use core::sync::atomic::{fence, Ordering};
+use core::mem::ManuallyDrop;
+use core::ptr::write_volatile;
 
 use crate::arch::boot::{IDENTITY_MAP_END, MMIO_START};
 use crate::arch::tsc;
 use crate::drivers::pci::Function;
+use crate::drivers::virtio::queue::{
+    Descriptor, RingLayout, SplitQueue, DESCRIPTOR_NEXT, DESCRIPTOR_WRITE,
+};
 
 mod interrupt;
 mod intx;
@@ -79,17 +81,8 @@ const STATUS_FAILED: u8 = 128;
 /// VIRTIO_F_VERSION_1: feature bit 32, the modern interface.
 pub const FEATURE_VERSION_1: u64 = 1 << 32;
 
-/// A split ring's descriptor flags (virtio 1.x §2.7.5; the legacy
-/// layout is the same).
-pub(crate) const DESCRIPTOR_NEXT: u16 = 1;
-pub(crate) const DESCRIPTOR_WRITE: u16 = 2;
-
-/// VIRTQ_AVAIL_F_NO_INTERRUPT: the driver polls the used ring.
-const AVAIL_NO_INTERRUPT: u16 = 1;
-
 /// Descriptors the driver asks for: a request takes two.
 const QUEUE_ENTRIES: u16 = 8;
-const PAGE: usize = 4096;
 /// Where the ring page keeps the request and the response.
 const REQUEST_AT: usize = 1024;
 const RESPONSE_AT: usize = 2048;
@@ -135,34 +128,19 @@ impl fmt::Display for TransportError {
     }
 }
 
-/// One entry of a split ring's descriptor table, the same in the legacy
-/// and the modern transport.
-#[repr(C)]
-pub(crate) struct Descriptor {
-    pub(crate) address: u64,
-    pub(crate) len: u32,
-    pub(crate) flags: u16,
-    pub(crate) next: u16,
-}
-
 /// A modern virtio PCI device with virtqueue 0 set up.
 pub struct Transport {
     common: Mmio,
     device: Mmio,
     notify: u64,
-    ring: *mut u8,
-    queue_size: u16,
-    last_used: u16,
+    /// Dropped only after a reset the device finished (see `Drop`).
+    queue: ManuallyDrop<SplitQueue>,
     /// Requests sent.
     pub requests: u64,
     /// How configuration changes were routed (`None`: no target was
     /// asked for).
     route: Option<Result<ConfigRoute, NoRoute>>,
 }
-
-// SAFETY: the ring is owned by this value and the device is driven from
-// one CPU at a time (whoever holds the `Transport`).
-unsafe impl Send for Transport {}
 
 /// A vendor capability: its type, BAR, offset, length and where it is in
 /// configuration space.
@@ -312,21 +290,16 @@ pub fn probe(
         return Err(TransportError::NoQueue);
     }
     let queue_size = max.min(QUEUE_ENTRIES);
-    // SAFETY: a non-zero size and a power-of-two alignment.
-    let ring = unsafe { alloc_zeroed(ring_layout()) };
-    if ring.is_null() {
+    let Some(mut queue) = SplitQueue::new(queue_size, RingLayout::Compact) else {
         common.write8(DEVICE_STATUS, STATUS_FAILED);
         return Err(TransportError::NoMemory);
-    }
-    let (avail, used) = ring_offsets(queue_size);
+    };
     // Completions are polled: no interrupt for them (virtio 1.2, 2.7.7).
-    // SAFETY: the available ring's flags, inside the zeroed ring page.
-    unsafe { write_volatile(ring.add(avail) as *mut u16, AVAIL_NO_INTERRUPT) };
-    // The heap is identity-mapped: its addresses are physical addresses.
+    queue.suppress_interrupts();
     common.write16(QUEUE_SIZE, queue_size);
-    common.write64(QUEUE_DESC, ring as u64);
-    common.write64(QUEUE_DRIVER, ring as u64 + avail as u64);
-    common.write64(QUEUE_DEVICE, ring as u64 + used as u64);
+    common.write64(QUEUE_DESC, queue.address());
+    common.write64(QUEUE_DRIVER, queue.avail_address());
+    common.write64(QUEUE_DEVICE, queue.used_address());
     let notify_off = common.read16(QUEUE_NOTIFY_OFF);
     common.write16(QUEUE_ENABLE, 1);
     // After the reset (which sets the vector to NO_VECTOR) and before
@@ -339,9 +312,7 @@ pub fn probe(
             common,
             device: Mmio(device),
             notify: notify_base + u64::from(notify_off) * u64::from(multiplier),
-            ring,
-            queue_size,
-            last_used: 0,
+            queue: ManuallyDrop::new(queue),
             requests: 0,
             route,
         },
@@ -361,20 +332,6 @@ fn reset(common: Mmio) -> bool {
         core::hint::spin_loop();
     }
     true
-}
-
-/// One page: descriptors, then the available ring, then the used ring,
-/// then the request and response buffers.
-fn ring_layout() -> Layout {
-    Layout::from_size_align(PAGE, PAGE).unwrap_or(Layout::new::<u8>())
-}
-
-/// The available and used rings' offsets in the ring page.
-fn ring_offsets(queue_size: u16) -> (usize, usize) {
-    let n = usize::from(queue_size);
-    let avail = 16 * n;
-    let used = (avail + 6 + 2 * n).next_multiple_of(4);
-    (avail, used)
 }
 
 impl Transport {
@@ -415,68 +372,52 @@ impl Transport {
             request.len().min(MAX_MESSAGE),
             response.len().min(MAX_MESSAGE),
         );
-        let (avail, used) = ring_offsets(self.queue_size);
-        let base = self.ring as usize;
-        // SAFETY: every offset below lies inside the ring page, which the
-        // device reads (descriptors, available ring, request) or writes
-        // (used ring, response) only between the notify and the used index
-        // moving; this driver has one request in flight at a time.
+        let (Some(request_at), Some(response_at)) = (
+            self.queue.spare(REQUEST_AT, MAX_MESSAGE),
+            self.queue.spare(RESPONSE_AT, MAX_MESSAGE),
+        ) else {
+            return Err(TransportError::NoMemory);
+        };
+        // SAFETY: both buffers lie in the queue's page, past its rings;
+        // the device reads the request and writes the response only
+        // between the notify and the used index moving, and this driver
+        // has one request in flight at a time.
         unsafe {
-            core::ptr::copy_nonoverlapping(
-                request.as_ptr(),
-                (base + REQUEST_AT) as *mut u8,
-                request_len,
-            );
-            core::ptr::write_bytes((base + RESPONSE_AT) as *mut u8, 0, response_len);
-            write_volatile(
-                base as *mut Descriptor,
-                Descriptor {
-                    address: (base + REQUEST_AT) as u64,
-                    len: request_len as u32,
-                    flags: DESCRIPTOR_NEXT,
-                    next: 1,
-                },
-            );
-            write_volatile(
-                (base + 16) as *mut Descriptor,
-                Descriptor {
-                    address: (base + RESPONSE_AT) as u64,
-                    len: response_len as u32,
-                    flags: DESCRIPTOR_WRITE,
-                    next: 0,
-                },
-            );
-            let index = read_volatile((base + avail + 2) as *const u16);
-            let slot = base + avail + 4 + 2 * usize::from(index % self.queue_size);
-            write_volatile(slot as *mut u16, 0);
-            // Release: descriptors and slot before the index that
-            // publishes them (the device reads them after the index).
-            fence(Ordering::SeqCst);
-            write_volatile((base + avail + 2) as *mut u16, index.wrapping_add(1));
-            fence(Ordering::SeqCst);
-            write_volatile(self.notify as *mut u16, 0);
-            let limit = tsc::nanos() + TIMEOUT_NS;
-            while read_volatile((base + used + 2) as *const u16) == self.last_used {
-                if tsc::nanos() > limit {
-                    return Err(TransportError::Timeout);
-                }
-                core::hint::spin_loop();
-            }
-            // Acquire: the device writes the response before the used
-            // index.
-            fence(Ordering::SeqCst);
-            let element = base + used + 4 + 8 * usize::from(self.last_used % self.queue_size);
-            let written = read_volatile((element + 4) as *const u32) as usize;
-            self.last_used = self.last_used.wrapping_add(1);
-            self.requests += 1;
-            let written = written.min(response_len);
-            core::ptr::copy_nonoverlapping(
-                (base + RESPONSE_AT) as *const u8,
-                response.as_mut_ptr(),
-                written,
-            );
-            Ok(written)
+            core::ptr::copy_nonoverlapping(request.as_ptr(), request_at, request_len);
+            core::ptr::write_bytes(response_at, 0, response_len);
         }
+        self.queue.set(
+            0,
+            Descriptor {
+                address: request_at as u64,
+                len: request_len as u32,
+                flags: DESCRIPTOR_NEXT,
+                next: 1,
+            },
+        );
+        self.queue.set(
+            1,
+            Descriptor {
+                address: response_at as u64,
+                len: response_len as u32,
+                flags: DESCRIPTOR_WRITE,
+                next: 0,
+            },
+        );
+        self.queue.publish();
+        // SAFETY: the notify address `probe` computed from the notify
+        // capability, in the uncached identity map.
+        unsafe { write_volatile(self.notify as *mut u16, 0) };
+        let written = self
+            .queue
+            .wait_used(tsc::nanos() + TIMEOUT_NS)
+            .ok_or(TransportError::Timeout)?;
+        self.requests += 1;
+        let written = (written as usize).min(response_len);
+        // SAFETY: the device wrote the response before the used index,
+        // which `wait_used` read (acquire).
+        unsafe { core::ptr::copy_nonoverlapping(response_at, response.as_mut_ptr(), written) };
+        Ok(written)
     }
 }
 
@@ -491,7 +432,7 @@ impl Drop for Transport {
             // The device may still use the ring: leave it allocated.
             return;
         }
-        // SAFETY: allocated in `probe` with this layout.
-        unsafe { dealloc(self.ring, ring_layout()) };
+        // SAFETY: dropped once, here, and the device is reset.
+        unsafe { ManuallyDrop::drop(&mut self.queue) };
     }
 }
