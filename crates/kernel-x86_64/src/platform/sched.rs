@@ -302,7 +302,7 @@ pub fn balance() {
 
 /// What happened to every task.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tally {
+pub struct SchedTally {
     /// Tasks started.
     pub issued: u64,
     /// Tasks finished exactly once.
@@ -326,11 +326,11 @@ pub struct Tally {
 }
 
 /// The books now.
-pub fn tally() -> Tally {
+pub fn tally() -> SchedTally {
     let books =
         scheduler().map(|s| instructions::without_interrupts(|| s.ledger.lock().tally(Item::Task)));
     let books = books.unwrap_or_default();
-    Tally {
+    SchedTally {
         issued: books.issued,
         completed: books.completed_once,
         twice: books.completed_twice,

@@ -73,14 +73,14 @@ impl Clock for TscNanos {
 
 /// The CPU from the per-CPU block; every CPU is one task (pid 0, as
 /// ftrace shows its idle tasks).
-struct KernelCpus {
+struct TraceCpus {
     cpus: usize,
 }
 
 // SAFETY: `current_cpu` is the running CPU's own number from its `%gs`
 // block, so each ring is written only by code on its CPU: the CPU's own
 // thread of control and the interrupt handlers that nest on it.
-unsafe impl CpuContext for KernelCpus {
+unsafe impl CpuContext for TraceCpus {
     fn current_cpu(&self) -> Option<usize> {
         cpu::current_id()
             .map(|id| id as usize)
@@ -110,10 +110,9 @@ fn tracer() -> Option<&'static Tracer> {
 /// Creates and installs the tracer, one ring per CPU the MADT listed.
 /// Needs the heap; returns whether tracing is on.
 pub fn init() -> bool {
-    let context: &'static KernelCpus =
-        alloc::boxed::Box::leak(alloc::boxed::Box::new(KernelCpus {
-            cpus: smp::cpu_count() as usize,
-        }));
+    let context: &'static TraceCpus = alloc::boxed::Box::leak(alloc::boxed::Box::new(TraceCpus {
+        cpus: smp::cpu_count() as usize,
+    }));
     let config = TraceConfig {
         buffer_kb: BUFFER_KB,
         mode: Mode::Overwrite,
@@ -256,9 +255,9 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// The summary's `"trace"` value: an object, or `null` without a trace.
-pub struct Json(pub Option<Shipped>);
+pub struct TraceJson(pub Option<Shipped>);
 
-impl fmt::Display for Json {
+impl fmt::Display for TraceJson {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             None => f.write_str("null"),

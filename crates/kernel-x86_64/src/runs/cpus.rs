@@ -19,7 +19,7 @@ use crate::runs::checks::Checks;
 const CALLS: usize = 20;
 
 /// What the summary reports about the CPUs.
-pub struct Report {
+pub struct SmpReport {
     /// CPUs the MADT listed (1 if it could not be read).
     pub found: u32,
     /// Why the MADT could not be read, if so.
@@ -44,12 +44,12 @@ fn nanos(ticks: u64, tsc_hz: u64) -> u64 {
 
 /// Enables the boot CPU's local APIC and tick and interrupts, finds the
 /// CPUs in the MADT behind `rsdp` and starts the others.
-pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> Report {
+pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
     apic::enable();
     let apic_timer_hz = apic::calibrate(tsc_hz);
     apic::start_tick();
     smp::enable_interrupts();
-    let mut report = Report {
+    let mut report = SmpReport {
         found: 1,
         acpi_error: None,
         apic_timer_hz,
@@ -97,7 +97,7 @@ fn own_apic_id(_: u64) -> u64 {
 }
 
 /// Calls each application processor, then takes each offline and back.
-pub fn exercise(report: &mut Report, tsc_hz: u64, checks: &mut Checks) {
+pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
     let mut answered = true;
     let mut samples = [0u64; CALLS * MAX_CPUS];
     let mut calls = 0;
@@ -171,7 +171,7 @@ pub fn check_ticks(tsc_hz: u64, checks: &mut Checks) {
 }
 
 /// The report as a JSON object (for the summary).
-pub struct Json<'a>(pub &'a Report);
+pub struct SmpJson<'a>(pub &'a SmpReport);
 
 struct List<'a>(&'a [u64]);
 
@@ -195,7 +195,7 @@ fn optional(f: &mut fmt::Formatter<'_>, value: Option<u64>) -> fmt::Result {
     }
 }
 
-impl fmt::Display for Json<'_> {
+impl fmt::Display for SmpJson<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let report = self.0;
         let count = smp::cpu_count() as usize;

@@ -112,9 +112,9 @@ fn median(samples: &[u64]) -> u64 {
 
 /// Every failure by name, the engine's errors and those outside its
 /// operations, as the items of a JSON array of strings.
-struct Failures<'a>(&'a [String]);
+struct HotplugFailures<'a>(&'a [String]);
 
-impl fmt::Display for Failures<'_> {
+impl fmt::Display for HotplugFailures<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let outside = failures::FAILURES.lock();
         for (index, failure) in self.0.iter().chain(outside.iter()).enumerate() {
@@ -141,7 +141,7 @@ pub struct Run {
     /// Every case, per engine.
     pub cases: Vec<Case>,
     /// The task books at the end.
-    pub tally: sched::Tally,
+    pub tally: sched::SchedTally,
     /// Invariant violations seen after operations (masks, queues, books).
     pub violations: u32,
     /// Operations that returned an error, each as `engine case: error`.
@@ -159,7 +159,7 @@ pub struct Run {
     /// tasks, given back twice or unknown).
     pub frames: (u64, u64, i64, u64),
     /// Operations made to fail, and whether each rolled back.
-    pub failures: failure::Tally,
+    pub failures: failure::FailureTally,
 }
 
 impl Run {
@@ -271,7 +271,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     }
     let mut run = Run {
         cases: Vec::new(),
-        tally: sched::Tally::default(),
+        tally: sched::SchedTally::default(),
         violations: 0,
         errors: Vec::new(),
         grace_periods: 0,
@@ -279,7 +279,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         workers: Counts::default(),
         switches: 0,
         frames: (0, 0, 0, 0),
-        failures: failure::Tally::default(),
+        failures: failure::FailureTally::default(),
     };
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
@@ -393,9 +393,9 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
 }
 
 /// The run as JSON, for the summary: `{"cases":[...],"tasks":{...},...}`.
-pub struct Json<'a>(pub Option<&'a Run>);
+pub struct HotplugJson<'a>(pub Option<&'a Run>);
 
-impl fmt::Display for Json<'_> {
+impl fmt::Display for HotplugJson<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Some(run) = self.0 else {
             return f.write_str("null");
@@ -444,7 +444,7 @@ impl fmt::Display for Json<'_> {
             f.write_str("]}")?;
         }
         let tally = run.tally;
-        // Counted apart: `Failures` takes the same lock while it prints.
+        // Counted apart: `HotplugFailures` takes the same lock while it prints.
         let outside = failures::FAILURES.lock().len();
         write!(
             f,
@@ -468,7 +468,7 @@ impl fmt::Display for Json<'_> {
             run.violations,
             run.errors.len(),
             outside,
-            Failures(&run.errors),
+            HotplugFailures(&run.errors),
             run.grace_periods,
             run.running_at_end,
             run.switches,

@@ -232,9 +232,9 @@ impl fmt::Display for Seconds {
 
 /// The summary's `"load"` (and `"walk"`) value: an object, `{"error": ...}`, or `null`
 /// when no load was asked for.
-pub struct Json<'a>(pub Option<&'a Result<Loaded, LoadError>>);
+pub struct LoadJson<'a>(pub Option<&'a Result<Loaded, LoadError>>);
 
-impl fmt::Display for Json<'_> {
+impl fmt::Display for LoadJson<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             None => f.write_str("null"),

@@ -22,7 +22,7 @@ pub struct Figures<'a> {
     /// CPUs running the kernel.
     pub cpus: u32,
     /// The CPUs' figures.
-    pub smp: &'a crate::runs::cpus::Report,
+    pub smp: &'a crate::runs::cpus::SmpReport,
     /// The hypervisor's CPUID signature, if any.
     pub hypervisor: Option<&'a str>,
     /// The TSC frequency, if calibrated.
@@ -40,7 +40,7 @@ pub struct Figures<'a> {
     /// The tree walk `walk=` asked for, if any.
     pub walk: Option<&'a Result<crate::runs::load::Loaded, crate::runs::load::LoadError>>,
     /// The virtio-mem resizes, if a device was there.
-    pub vmem: Option<&'a crate::runs::vmem::Report>,
+    pub vmem: Option<&'a crate::runs::vmem::VmemReport>,
 }
 
 /// A JSON string or `null`.
@@ -56,9 +56,9 @@ impl fmt::Display for MaybeStr<'_> {
 }
 
 /// The failed checks' names as a JSON array.
-struct Failures<'a>(&'a Checks);
+struct FailedChecks<'a>(&'a Checks);
 
-impl fmt::Display for Failures<'_> {
+impl fmt::Display for FailedChecks<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_char('[')?;
         for (index, name) in self.0.failures().enumerate() {
@@ -102,7 +102,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         checks.passed(),
         checks.failed(),
         checks.skipped(),
-        Failures(checks),
+        FailedChecks(checks),
         idt::breakpoints(),
         JsonNumber(figures.tsc_hz.map(|hz| hz / 1_000_000)),
         JsonNumber(boot_us),
@@ -110,11 +110,11 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         JsonNumber(heap_us),
         JsonNumber(init_us),
         JsonNumber(figures.checks_us),
-        crate::runs::cpus::Json(figures.smp),
-        crate::platform::trace::Json(figures.trace),
-        crate::runs::hotplug::Json(figures.hotplug),
-        crate::runs::load::Json(figures.load),
-        crate::runs::load::Json(figures.walk),
+        crate::runs::cpus::SmpJson(figures.smp),
+        crate::platform::trace::TraceJson(figures.trace),
+        crate::runs::hotplug::HotplugJson(figures.hotplug),
+        crate::runs::load::LoadJson(figures.load),
+        crate::runs::load::LoadJson(figures.walk),
         crate::runs::vmem::VmemJson(figures.vmem),
     );
 }

@@ -28,7 +28,7 @@ mod report;
 mod room;
 
 pub use json::VmemJson;
-pub use report::Report;
+pub use report::VmemReport;
 
 /// The console line the host waits for before its first resize.
 pub const READY: &str = "hotkern: virtio-mem ready";
@@ -57,7 +57,7 @@ fn targets(option: &str) -> Option<Vec<u64>> {
 
 /// Finds the device and, if `vmem=` lists sizes, follows the host's
 /// resizes to each of them in turn; `None` without a device or `vmem=`.
-pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<Report> {
+pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
     let wanted = option.map(|o| (o, targets(o)));
     let mut device = match mem::probe(&pages::set_hot) {
         Ok(device) => device,
@@ -65,17 +65,17 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<Report> {
         Err(error) => {
             println!("hotkern: virtio-mem: {error}");
             checks.check("virtio-mem: the device came up", false);
-            return Some(Report {
+            return Some(VmemReport {
                 error: Some(error),
-                ..Report::default()
+                ..VmemReport::default()
             });
         }
     };
-    let mut report = Report {
+    let mut report = VmemReport {
         block: device.block,
         addr: device.addr,
         region: device.plugged.len() as u64 * device.block,
-        ..Report::default()
+        ..VmemReport::default()
     };
     println!(
         "hotkern: virtio-mem: region [{:#x}, {:#x}), block {} KiB, usable {} MiB, plugged {} MiB, requested {} MiB",

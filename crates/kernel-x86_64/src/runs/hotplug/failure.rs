@@ -45,7 +45,7 @@ pub const STEPS: [&str; 4] = [
 
 /// What the injected failures did, over every case of every engine.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tally {
+pub struct FailureTally {
     /// Operations made to fail.
     pub cases: u32,
     /// Those that failed at the step they were told to, in its direction.
@@ -60,7 +60,7 @@ pub struct Tally {
     pub broken: Vec<(&'static str, &'static str, Direction, CpuSet)>,
 }
 
-impl Tally {
+impl FailureTally {
     /// Every case failed as told, rolled back, and was followed by a
     /// successful operation.
     pub fn holds(&self) -> bool {
@@ -137,7 +137,7 @@ fn operate(engine: &KernelHotplug, cpus: CpuSet, direction: Direction) -> Result
 /// Runs every case with the engine's current engine (`name` for the
 /// report) and adds them to `tally`. The application processors `aps`
 /// are online before and after.
-pub fn run(engine: &KernelHotplug, name: &'static str, aps: CpuSet, tally: &mut Tally) {
+pub fn run(engine: &KernelHotplug, name: &'static str, aps: CpuSet, tally: &mut FailureTally) {
     let middle = aps.iter().nth(aps.len() / 2).unwrap_or(CpuId(1));
     let mut single = aps.iter().cycle();
     for step_name in STEPS {
@@ -189,7 +189,7 @@ fn case(
     direction: Direction,
     cpus: CpuSet,
     fails_for: CpuId,
-    tally: &mut Tally,
+    tally: &mut FailureTally,
 ) -> bool {
     tally.cases += 1;
     // Going up starts from the CPUs offline.
@@ -269,7 +269,7 @@ fn late_to_die(
     cpus: CpuSet,
     failed_as_told: bool,
     warnings: hotkern_cpuhp::Warnings,
-    tally: &mut Tally,
+    tally: &mut FailureTally,
 ) -> bool {
     let offline = engine.online_cpus().intersection(&cpus).is_empty()
         && consistent(engine, format_args!("after a late power-off")) == 0
@@ -284,7 +284,7 @@ fn late_to_die(
 
 /// The tally as JSON, for the summary: `{"steps":[...],"cases":N,
 /// "failed_as_told":N,"rolled_back":N,"next_succeeded":N,"broken":[...]}`.
-impl fmt::Display for Tally {
+impl fmt::Display for FailureTally {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("{\"steps\":[")?;
         for (index, step) in STEPS.iter().enumerate() {

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use hotkern_kernel::blockframes::BlockFrames;
 use hotkern_physmem::Pfn;
 
-use super::report::Report;
+use super::report::VmemReport;
 use crate::arch::memory::PHYSMEM;
 use crate::arch::ranges::PAGE_SIZE;
 use crate::drivers::virtio::mem::{Device, REQ_STATE, USABLE_REGION_SIZE};
@@ -16,7 +16,7 @@ use crate::drivers::virtio::mem::{Device, REQ_STATE, USABLE_REGION_SIZE};
 /// frames must be found by physmem (`PHYS_TO_VM_PAGE`) with their own
 /// address and belong to the allocator; unplugged ones must not be found;
 /// the device must agree on each block.
-pub(super) fn audit(device: &mut Device, report: &mut Report) {
+pub(super) fn audit(device: &mut Device, report: &mut VmemReport) {
     let guard = PHYSMEM.read();
     let usable_end = device.addr + device.transport.config64(USABLE_REGION_SIZE);
     for index in 0..device.plugged.len() {

@@ -3,12 +3,12 @@
 use alloc::string::String;
 use core::fmt::{self, Write};
 
-use super::report::Report;
+use super::report::VmemReport;
 use crate::drivers::virtio::mem::{MIB, RUN_BYTES};
 use crate::runs::json::{JsonNumber, JsonStr};
 
 /// The report as the summary's `"vmem"` value (`null` without one).
-pub struct VmemJson<'a>(pub Option<&'a Report>);
+pub struct VmemJson<'a>(pub Option<&'a VmemReport>);
 
 impl fmt::Display for VmemJson<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

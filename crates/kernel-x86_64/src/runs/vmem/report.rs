@@ -11,7 +11,7 @@ use crate::drivers::virtio::mem::{MemError, Resize};
 
 /// What the driver did, for the summary.
 #[derive(Debug, Default)]
-pub struct Report {
+pub struct VmemReport {
     /// Why the driver stopped, if it did.
     pub error: Option<MemError>,
     /// The device's block size in bytes.
