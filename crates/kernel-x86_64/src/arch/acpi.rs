@@ -48,6 +48,8 @@ impl fmt::Display for AcpiError {
     }
 }
 
+impl core::error::Error for AcpiError {}
+
 /// The CPUs the MADT lists as enabled (or online-capable).
 pub struct Cpus {
     apic_ids: [u32; MAX_CPUS],

@@ -133,6 +133,8 @@ impl fmt::Display for MemoryError {
     }
 }
 
+impl core::error::Error for MemoryError {}
+
 /// The frames the loader's map says are usable RAM.
 fn ram_frames(info: &StartInfo) -> FrameRanges {
     let mut ram = FrameRanges::new();
@@ -245,6 +247,8 @@ impl fmt::Display for MapError {
         }
     }
 }
+
+impl core::error::Error for MapError {}
 
 /// A 2 MiB page: present, writable, large (PS), write-back.
 const LARGE_PAGE: u64 = 0x83;

@@ -110,6 +110,8 @@ impl fmt::Display for PvhError {
     }
 }
 
+impl core::error::Error for PvhError {}
+
 /// Whether `[addr, addr + len)` lies in the identity-mapped first 4 GiB
 /// (the loader puts everything below 4 GiB) and is not at address 0 (which
 /// the ABI uses for "absent").

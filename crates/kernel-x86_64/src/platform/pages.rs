@@ -47,6 +47,8 @@ impl core::fmt::Display for PagesError {
     }
 }
 
+impl core::error::Error for PagesError {}
+
 /// Takes the top [`POOL_FRAMES`] frames of the largest identity-mapped
 /// segment out of the kernel's physmem (a hot-unplug, then reclaim once no
 /// reader holds them) and makes the pool and the caches over them.

@@ -79,7 +79,7 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
         let started = tsc::now();
         match power::start(cpu) {
             Ok(()) => report.start_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0),
-            Err(error) => println!("hotkern: cpu {cpu} did not start: {error:?}"),
+            Err(error) => println!("hotkern: cpu {cpu} did not start: {error}"),
         }
     }
     checks.check(
@@ -107,7 +107,10 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
             let answer = smp::call(cpu, own_apic_id, 0);
             let ticks = tsc::now() - started;
             if answer != Ok(u64::from(smp::apic_id(cpu))) {
-                println!("hotkern: cpu {cpu} answered {answer:?}");
+                match answer {
+                    Ok(id) => println!("hotkern: cpu {cpu} answered APIC id {id}"),
+                    Err(error) => println!("hotkern: cpu {cpu} did not answer: {error}"),
+                }
                 answered = false;
                 break;
             }
@@ -132,7 +135,7 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
     for cpu in 1..smp::cpu_count() {
         let started = tsc::now();
         if let Err(error) = power::offline(cpu) {
-            println!("hotkern: cpu {cpu} did not go offline: {error:?}");
+            println!("hotkern: cpu {cpu} did not go offline: {error}");
             cycled = false;
             continue;
         }
@@ -144,7 +147,7 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
         let offline_count = smp::online();
         let started = tsc::now();
         if let Err(error) = power::start(cpu) {
-            println!("hotkern: cpu {cpu} did not come back: {error:?}");
+            println!("hotkern: cpu {cpu} did not come back: {error}");
             cycled = false;
             continue;
         }

@@ -88,6 +88,15 @@ impl fmt::Display for LoadError {
     }
 }
 
+impl core::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            LoadError::Device(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
 /// The read the command line asks for: `load=PATH` (a file) or, with
 /// `tree`, `walk=PATH` (every file under a directory), through `cache=`
 /// with transfers of at most `max_transfer=` bytes; said on the console

@@ -78,6 +78,8 @@ impl fmt::Display for VirtioError {
     }
 }
 
+impl core::error::Error for VirtioError {}
+
 #[repr(C)]
 struct RequestHeader {
     kind: u32,

@@ -121,6 +121,16 @@ impl fmt::Display for MemError {
     }
 }
 
+impl core::error::Error for MemError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            MemError::Transport(error) => Some(error),
+            MemError::Map(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
 /// One resize: what the host asked for, what the kernel did, and where its
 /// time went.
 #[derive(Debug, Clone, Default)]

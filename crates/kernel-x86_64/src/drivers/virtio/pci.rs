@@ -128,6 +128,8 @@ impl fmt::Display for TransportError {
     }
 }
 
+impl core::error::Error for TransportError {}
+
 /// A modern virtio PCI device with virtqueue 0 set up.
 pub struct Transport {
     common: Mmio,

@@ -119,6 +119,8 @@ impl fmt::Display for NoRoute {
     }
 }
 
+impl core::error::Error for NoRoute {}
+
 /// Routes configuration changes to `target`: MSI-X entry 0 if the device
 /// takes it as its configuration vector (its read-back says so, virtio
 /// 1.2, 4.1.5.1.2), else the legacy pin, whose ISR status is at `isr`.

@@ -69,6 +69,8 @@ impl fmt::Display for IntxError {
     }
 }
 
+impl core::error::Error for IntxError {}
+
 /// Where the pin goes once routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Intx {

@@ -84,6 +84,8 @@ impl fmt::Display for MsixError {
     }
 }
 
+impl core::error::Error for MsixError {}
+
 /// A function's MSI-X capability and table.
 pub(super) struct Msix {
     function: Function,
