@@ -7,7 +7,7 @@
 //! has no `extern "x86-interrupt"`, hence the stubs. The local APIC's
 //! vectors (tick, cross-CPU call, wake-up, spurious) use the same stubs and go on to
 //! [`crate::arch::smp::interrupt`]; the virtio configuration-change vector goes to
-//! [`crate::drivers::virtio::pci::config_interrupt`].
+//! the handler its driver set ([`set_config_handler`]).
 //!
 //! A breakpoint (`int3`) is counted and returns: the kernel uses it to check
 //! that the whole path, IDT to handler and back through `iretq`, works.

@@ -52,7 +52,8 @@ fn checked(cpus: &[u32]) -> Result<CpuSet, (u32, SmpError)> {
     Ok(set)
 }
 
-/// This kernel's CPUs as the shared [`Lifecycle`] starts them.
+/// This kernel's CPUs as the shared [`hotkern_kernel::power::Lifecycle`]
+/// starts them.
 impl Power for KernelCpus {
     fn kick(&self, cpu: CpuId) {
         smp::kick(cpu.0, ap_entry);

@@ -18,7 +18,7 @@
 //! at the target, named in `config_msix_vector`, the queue left at
 //! VIRTIO_MSI_NO_VECTOR), else the legacy pin through the I/O APIC
 //! ([`intx`]), whose handler reads the ISR status to lower it. The handler
-//! ([`config_interrupt`]) counts changes and nothing else: the driver
+//! ([`interrupt::config_interrupt`]) counts changes and nothing else: the driver
 //! compares [`config_interrupts`] before and after a halt. With neither
 //! the transport says why ([`Transport::config_route`]) and the caller
 //! polls the generation.
