@@ -35,7 +35,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     console::init();
     println!("hotkern: x86-64 kernel booting, PVH start info at {start_info:#x}");
     // SAFETY: the boot CPU, once, interrupts off (the PVH entry state).
-    unsafe { cpu::init(0) };
+    unsafe { cpu::init(smp::BOOT_CPU) };
     idt::init();
     idt::load();
     instructions::mask_legacy_pic();
@@ -136,10 +136,11 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         ] {
             trace_marker!("{phase} took {} us", us.unwrap_or(0));
         }
-        for cpu in 1..smp::cpu_count() {
+        for cpu in smp::application_processors() {
             trace_marker!(
-                "cpu {cpu} started at boot in {} us",
-                smp_report.start_us[cpu as usize]
+                "cpu {} started at boot in {} us",
+                cpu.0,
+                smp_report.start_us[cpu.index()]
             );
         }
     }
@@ -243,7 +244,7 @@ fn crash_on_request(kind: &str) {
 /// run with [`Exit::Panic`].
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
-    let cpu = cpu::current_id().map_or(-1, i64::from);
+    let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));
     match info.location() {
         Some(location) => emergency(format_args!(
             "\nhotkern: panic on cpu {cpu} at {}:{}:{}: {}\n",

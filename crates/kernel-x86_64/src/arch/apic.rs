@@ -11,6 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::arch::cpu::{self, MAX_CPUS};
 use crate::arch::instructions::rdtsc;
+use hotkern_cpuhp::CpuId;
 use hotkern_kernel::tick::{Hz, Ticks};
 
 /// The xAPIC's MMIO base (the reset value of `IA32_APIC_BASE`).
@@ -139,7 +140,7 @@ pub fn calibrate(tsc_hz: u64) -> u64 {
 
 /// Starts the periodic tick on the calling CPU (after [`calibrate`]).
 pub fn start_tick() {
-    SCHED_TICKS.start(current() as usize, crate::arch::tsc::nanos());
+    SCHED_TICKS.start(current().index(), crate::arch::tsc::nanos());
     let counts = COUNTS_PER_TICK.load(Ordering::Relaxed);
     if counts == 0 {
         return;
@@ -151,7 +152,7 @@ pub fn start_tick() {
 
 /// Stops the calling CPU's tick.
 pub fn stop_tick() {
-    SCHED_TICKS.stop(current() as usize);
+    SCHED_TICKS.stop(current().index());
     write(LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
     write(TIMER_INITIAL, 0);
 }
@@ -162,19 +163,19 @@ static TICK_HANDLER: AtomicUsize = AtomicUsize::new(0);
 
 /// Has every later tick run `handler(cpu)` (the layer above owns what a
 /// tick does; this one only takes the interrupt).
-pub fn set_tick_handler(handler: fn(u32)) {
+pub fn set_tick_handler(handler: fn(CpuId)) {
     TICK_HANDLER.store(handler as usize, Ordering::Release);
 }
 
 /// The tick handler: counts, runs the platform's tick, and acknowledges.
-pub fn tick(cpu: u32) {
-    if let Some(ticks) = TICKS.get(cpu as usize) {
+pub fn tick(cpu: CpuId) {
+    if let Some(ticks) = TICKS.get(cpu.index()) {
         ticks.fetch_add(1, Ordering::Relaxed);
     }
     let address = TICK_HANDLER.load(Ordering::Acquire);
     if address != 0 {
-        // SAFETY: only `set_tick_handler` stores here, a `fn(u32)`.
-        let handler: fn(u32) = unsafe { core::mem::transmute(address) };
+        // SAFETY: only `set_tick_handler` stores here, a `fn(CpuId)`.
+        let handler: fn(CpuId) = unsafe { core::mem::transmute(address) };
         handler(cpu);
     }
     eoi();
@@ -182,14 +183,14 @@ pub fn tick(cpu: u32) {
 
 /// The calling CPU's number (the boot CPU before its per-CPU area is set
 /// up is CPU 0).
-fn current() -> u32 {
-    cpu::current_id().unwrap_or(0)
+fn current() -> CpuId {
+    cpu::current_id().unwrap_or(CpuId(0))
 }
 
 /// Ticks CPU `cpu` has taken.
-pub fn ticks(cpu: u32) -> u64 {
+pub fn ticks(cpu: CpuId) -> u64 {
     TICKS
-        .get(cpu as usize)
+        .get(cpu.index())
         .map_or(0, |ticks| ticks.load(Ordering::Relaxed))
 }
 

@@ -10,6 +10,7 @@ use core::arch::asm;
 use core::cell::UnsafeCell;
 use core::mem::size_of;
 
+use hotkern_cpuhp::CpuId;
 use hotkern_kernel::rcu::{Activities, Activity};
 
 use crate::arch::instructions::{rdmsr, wrmsr};
@@ -133,15 +134,15 @@ fn tss_descriptor(base: u64) -> [u64; 2] {
 /// Call on that CPU, with interrupts off, with `id` unique and below
 /// [`MAX_CPUS`]; again only after the CPU went through INIT (an offline CPU
 /// coming back), when nothing of its earlier run is live.
-pub unsafe fn init(id: u32) {
-    let cpu = &CPUS[id as usize];
-    let stack = &FAULT_STACKS[id as usize];
+pub unsafe fn init(id: CpuId) {
+    let cpu = &CPUS[id.index()];
+    let stack = &FAULT_STACKS[id.index()];
     let stack_top = stack.0.get() as u64 + DOUBLE_FAULT_STACK_BYTES as u64;
     // SAFETY: by the contract no other CPU touches this block, and this CPU
     // does not use it (no `%gs`, no TSS) until the loads below.
     unsafe {
         *cpu.this.get() = cpu as *const PerCpu;
-        *cpu.id.get() = id;
+        *cpu.id.get() = id.0;
         (*cpu.tss.get()).interrupt_stacks[usize::from(DOUBLE_FAULT_IST) - 1] = stack_top;
         let [tss_low, tss_high] = tss_descriptor(cpu.tss.get() as u64);
         *cpu.gdt.get() = [0, CODE64, DATA, tss_low, tss_high];
@@ -189,11 +190,11 @@ pub fn current() -> &'static PerCpu {
 
 /// The running CPU's number, or `None` before [`init`] ran on it: for the
 /// fault paths, which may run at any time.
-pub fn current_id() -> Option<u32> {
+pub fn current_id() -> Option<CpuId> {
     // SAFETY: IA32_GS_BASE exists on every x86-64 CPU; reading it has no
     // side effect.
     let base = unsafe { rdmsr(MSR_GS_BASE) };
-    (base != 0).then(|| current().id())
+    (base != 0).then(|| CpuId(current().id()))
 }
 
 /// What each CPU runs, for a stall report: recorded here, as the CPU
@@ -203,11 +204,11 @@ static ACTIVITIES: Activities = Activities::new();
 
 /// CPU `cpu` now runs `activity`; returns what it ran before, which the
 /// caller puts back when `activity` ends.
-pub fn enter_activity(cpu: u32, activity: Activity) -> Activity {
-    ACTIVITIES.enter(cpu as usize, activity)
+pub fn enter_activity(cpu: CpuId, activity: Activity) -> Activity {
+    ACTIVITIES.enter(cpu.index(), activity)
 }
 
 /// What CPU `cpu` runs now.
-pub fn activity(cpu: u32) -> Activity {
-    ACTIVITIES.get(cpu as usize)
+pub fn activity(cpu: CpuId) -> Activity {
+    ACTIVITIES.get(cpu.index())
 }

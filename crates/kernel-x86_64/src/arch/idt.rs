@@ -238,7 +238,7 @@ extern "C" fn exception_dispatch(frame: &mut TrapFrame) {
         return;
     }
     let (mnemonic, description) = name(frame.vector);
-    let cpu = cpu::current_id().map_or(-1, i64::from);
+    let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));
     emergency(format_args!(
         "\nhotkern: exception {} {mnemonic} ({description}) on cpu {cpu}: error code {:#x}, rip {:#x}, rsp {:#x}, rflags {:#x}",
         frame.vector, frame.error_code, frame.rip, frame.rsp, frame.rflags

@@ -28,6 +28,7 @@ use alloc::vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use hotkern_cpuhp::CpuId;
 use hotkern_kernel::kthread::Thread;
 use hotkern_kernel::rcu::Activity;
 
@@ -48,7 +49,7 @@ pub struct Kthread {
     /// `cpuhp/N`, `kworker/N`.
     pub name: &'static str,
     /// The CPU it belongs to.
-    pub cpu: u32,
+    pub cpu: CpuId,
     /// What its CPU runs while it runs, for a stall report: named once
     /// here, not at every switch.
     activity: Activity,
@@ -95,9 +96,9 @@ pub fn switches() -> u64 {
 /// Switches from CPU `cpu`'s idle loop into one of its threads so far:
 /// the loop compares it before and after a step to know whether a thread
 /// ran.
-pub fn switches_on(cpu: u32) -> u64 {
+pub fn switches_on(cpu: CpuId) -> u64 {
     SWITCHES
-        .get(cpu as usize)
+        .get(cpu.index())
         .map_or(0, |count| count.load(Ordering::Relaxed))
 }
 
@@ -160,7 +161,7 @@ extern "C" fn kthread_main(thread: *const Kthread) -> ! {
 
 impl Kthread {
     /// A thread for `cpu` that runs `body` whenever its CPU switches to it.
-    pub fn new(name: &'static str, cpu: u32, body: Body) -> Kthread {
+    pub fn new(name: &'static str, cpu: CpuId, body: Body) -> Kthread {
         let mut thread = Kthread {
             name,
             cpu,
@@ -208,8 +209,12 @@ impl Kthread {
     /// when the thread switches back. Interrupts must be off, and the
     /// thread must belong to the calling CPU.
     fn switch_to(&self) {
-        let me = cpu::current_id().unwrap_or(0);
-        assert_eq!(me, self.cpu, "{} runs only on cpu {}", self.name, self.cpu);
+        let me = cpu::current_id().unwrap_or(CpuId(0));
+        assert_eq!(
+            me, self.cpu,
+            "{} runs only on cpu {}",
+            self.name, self.cpu.0
+        );
         // Only this CPU reads or writes `started`, with interrupts off: a
         // load, not a locked exchange, on every switch.
         if !self.started.load(Ordering::Relaxed) {
@@ -222,12 +227,12 @@ impl Kthread {
                 ((*self.saved.get() + 8 * R12_SLOT) as *mut u64).write(self as *const Self as u64)
             };
         }
-        SWITCHES[me as usize].fetch_add(1, Ordering::Relaxed);
+        SWITCHES[me.index()].fetch_add(1, Ordering::Relaxed);
         let before = cpu::enter_activity(me, self.activity);
         // SAFETY: the idle slot is this CPU's; the thread's saved pointer
         // was left by its last switch away (or by `new`) and the thread is
         // not running anywhere else (only its own CPU runs it).
-        unsafe { hotkern_switch(IDLE[me as usize].0.get(), *self.saved.get()) };
+        unsafe { hotkern_switch(IDLE[me.index()].0.get(), *self.saved.get()) };
         cpu::enter_activity(me, before);
     }
 
@@ -235,7 +240,7 @@ impl Kthread {
     fn yield_to_idle(&self) {
         // SAFETY: called on the thread's own CPU, by the thread, with the
         // idle loop's pointer saved by `run`, which switched here.
-        unsafe { hotkern_switch(self.saved.get(), *IDLE[self.cpu as usize].0.get()) };
+        unsafe { hotkern_switch(self.saved.get(), *IDLE[self.cpu.index()].0.get()) };
     }
 }
 

@@ -24,6 +24,7 @@ use core::arch::asm;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use hotkern_cpuhp::CpuId;
 use hotkern_kernel::power::{Lifecycle, PowerError};
 use hotkern_kernel::rcu::Activity;
 
@@ -32,6 +33,9 @@ use crate::arch::cpu::{self, MAX_CPUS};
 use crate::arch::instructions;
 use crate::arch::trampoline;
 use crate::arch::tsc;
+
+/// CPU 0: the boot CPU, which runs the runs and never goes offline.
+pub const BOOT_CPU: CpuId = CpuId(0);
 
 /// Bytes of each application processor's stack.
 const AP_STACK_BYTES: usize = 32 * 1024;
@@ -85,16 +89,16 @@ static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SmpError {
     /// No such CPU.
-    NoCpu(u32),
+    NoCpu(CpuId),
     /// The CPU is not in the state the operation needs.
-    WrongState(u32),
+    WrongState(CpuId),
     /// The CPU did not answer within the timeout.
-    Timeout(u32),
+    Timeout(CpuId),
 }
 
 impl core::fmt::Display for SmpError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "cpu {} {}", self.cpu(), self.cause())
+        write!(f, "cpu {} {}", self.cpu().0, self.cause())
     }
 }
 
@@ -122,6 +126,16 @@ pub fn cpu_count() -> u32 {
     CPU_COUNT.load(Ordering::Acquire)
 }
 
+/// Every CPU known, online or not: CPU 0 (the boot CPU) first.
+pub fn cpus() -> impl Iterator<Item = CpuId> {
+    (0..cpu_count()).map(CpuId)
+}
+
+/// Every application processor known, online or not.
+pub fn application_processors() -> impl Iterator<Item = CpuId> {
+    (1..cpu_count()).map(CpuId)
+}
+
 /// CPUs online now.
 pub fn online() -> u32 {
     (0..cpu_count() as usize)
@@ -130,21 +144,21 @@ pub fn online() -> u32 {
 }
 
 /// CPU `cpu`'s APIC id.
-pub fn apic_id(cpu: u32) -> u32 {
-    APIC_IDS[cpu as usize].load(Ordering::Relaxed)
+pub fn apic_id(cpu: CpuId) -> u32 {
+    APIC_IDS[cpu.index()].load(Ordering::Relaxed)
 }
 
 /// `cpu` as an index, if it is an application processor.
-pub fn check_cpu(cpu: u32) -> Result<usize, SmpError> {
-    if cpu == 0 || cpu >= cpu_count() {
+pub fn check_cpu(cpu: CpuId) -> Result<usize, SmpError> {
+    if cpu.0 == 0 || cpu.0 >= cpu_count() {
         return Err(SmpError::NoCpu(cpu));
     }
-    Ok(cpu as usize)
+    Ok(cpu.index())
 }
 
 impl SmpError {
     /// The CPU it names.
-    pub fn cpu(&self) -> u32 {
+    pub fn cpu(&self) -> CpuId {
         match *self {
             SmpError::NoCpu(cpu) | SmpError::WrongState(cpu) | SmpError::Timeout(cpu) => cpu,
         }
@@ -160,18 +174,18 @@ impl SmpError {
     }
 
     /// The shared handshake's error as this module's, with its CPU.
-    pub fn from_power(error: PowerError) -> (u32, SmpError) {
+    pub fn from_power(error: PowerError) -> (CpuId, SmpError) {
         match error {
-            PowerError::NoSuchCpu(cpu) => (cpu.0, SmpError::NoCpu(cpu.0)),
-            PowerError::WrongState(cpu, _) => (cpu.0, SmpError::WrongState(cpu.0)),
-            PowerError::Timeout(cpu) => (cpu.0, SmpError::Timeout(cpu.0)),
+            PowerError::NoSuchCpu(cpu) => (cpu, SmpError::NoCpu(cpu)),
+            PowerError::WrongState(cpu, _) => (cpu, SmpError::WrongState(cpu)),
+            PowerError::Timeout(cpu) => (cpu, SmpError::Timeout(cpu)),
         }
     }
 }
 
 /// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the
 /// result.
-pub fn call(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<u64, SmpError> {
+pub fn call(cpu: CpuId, function: fn(u64) -> u64, arg: u64) -> Result<u64, SmpError> {
     let call = post(cpu, function, arg)?;
     finish(call)
 }
@@ -179,13 +193,13 @@ pub fn call(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<u64, SmpErro
 /// A call posted to another CPU, to [`finish`].
 #[must_use = "a posted call must be finished before its argument goes away"]
 pub struct Posted {
-    cpu: u32,
+    cpu: CpuId,
     number: u64,
 }
 
 impl Posted {
     /// The CPU the call went to.
-    pub fn cpu(&self) -> u32 {
+    pub fn cpu(&self) -> CpuId {
         self.cpu
     }
 }
@@ -193,11 +207,11 @@ impl Posted {
 /// Asks CPU `cpu` to run `function(arg)` from its IPI handler and returns
 /// at once; [`finish`] waits for it. A CPU holds one call at a time: the
 /// caller finishes each call before posting the next to the same CPU.
-pub fn post(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpError> {
-    if cpu >= cpu_count() {
+pub fn post(cpu: CpuId, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpError> {
+    if cpu.0 >= cpu_count() {
         return Err(SmpError::NoCpu(cpu));
     }
-    let index = cpu as usize;
+    let index = cpu.index();
     // A call to oneself would wait for a handler that cannot run.
     if !LIVES.is_alive(index) || cpu::current_id() == Some(cpu) {
         return Err(SmpError::WrongState(cpu));
@@ -207,7 +221,7 @@ pub fn post(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpE
     mailbox.arg.store(arg, Ordering::Relaxed);
     mailbox
         .caller
-        .store(cpu::current_id().unwrap_or(0), Ordering::Relaxed);
+        .store(cpu::current_id().unwrap_or(CpuId(0)).0, Ordering::Relaxed);
     let number = mailbox.requested.load(Ordering::Relaxed) + 1;
     // Release: pairs with the acquire in `run_call`, which then sees the
     // function and argument stored above.
@@ -221,7 +235,7 @@ pub fn post(cpu: u32, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpE
 /// `csd_lock_wait`; a spinning vCPU would hold a host core the callee
 /// needs, and a stop-machine's members would be released one by one).
 pub fn finish(call: Posted) -> Result<u64, SmpError> {
-    let mailbox = &MAILBOXES[call.cpu as usize];
+    let mailbox = &MAILBOXES[call.cpu.index()];
     let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
     // Acquire: pairs with the release in `run_call`, so the result is there.
     let done = || mailbox.done.load(Ordering::Acquire) == call.number;
@@ -234,8 +248,8 @@ pub fn finish(call: Posted) -> Result<u64, SmpError> {
 
 /// Wakes CPU `cpu` from `hlt` (Linux's reschedule IPI): its idle loop looks
 /// at its run queue again. Nothing happens to a CPU that is not running.
-pub fn wake(cpu: u32) {
-    let index = cpu as usize;
+pub fn wake(cpu: CpuId) {
+    let index = cpu.index();
     if index < cpu_count() as usize && LIVES.is_alive(index) {
         ring(cpu);
     }
@@ -251,8 +265,8 @@ pub static RUNG: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX
 
 /// Marks a wake-up for CPU `cpu` and sends its IPI, whatever its state
 /// (the [`Lifecycle`] wakes a CPU it asked to leave).
-pub fn ring(cpu: u32) {
-    if let Some(rung) = RUNG.get(cpu as usize) {
+pub fn ring(cpu: CpuId) {
+    if let Some(rung) = RUNG.get(cpu.index()) {
         // Release, before the IPI: the halt's swap (acquire) that finds
         // it also sees what the waker published before waking.
         rung.store(true, Ordering::Release);
@@ -262,14 +276,14 @@ pub fn ring(cpu: u32) {
 
 /// Whether CPU `cpu` is running (started and not parked): the CPUs a
 /// stop-machine must gather and a grace period must hear from.
-pub fn is_running(cpu: u32) -> bool {
-    (cpu as usize) < cpu_count() as usize && LIVES.is_alive(cpu as usize)
+pub fn is_running(cpu: CpuId) -> bool {
+    cpu.index() < cpu_count() as usize && LIVES.is_alive(cpu.index())
 }
 
 /// Runs the call in the running CPU's mailbox, if there is a new one.
 fn run_call() {
     let Some(cpu) = cpu::current_id() else { return };
-    let mailbox = &MAILBOXES[cpu as usize];
+    let mailbox = &MAILBOXES[cpu.index()];
     let number = mailbox.requested.load(Ordering::Acquire);
     if mailbox.done.load(Ordering::Relaxed) == number {
         return;
@@ -285,14 +299,14 @@ fn run_call() {
     // Read before `done` lets the caller post again.
     let caller = mailbox.caller.load(Ordering::Relaxed);
     mailbox.done.store(number, Ordering::Release);
-    ring(caller);
+    ring(CpuId(caller));
 }
 
 /// Every interrupt below the exceptions' range comes here (from
 /// [`crate::arch::idt`]).
 pub fn interrupt(vector: u8) {
     match vector {
-        apic::TIMER_VECTOR => apic::tick(cpu::current_id().unwrap_or(0)),
+        apic::TIMER_VECTOR => apic::tick(cpu::current_id().unwrap_or(CpuId(0))),
         apic::CALL_VECTOR => {
             run_call();
             apic::eoi();
@@ -334,18 +348,18 @@ pub fn halt_until(condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
 /// Sends CPU `cpu` (dead: parked or never started) INIT and SIPI into the
 /// trampoline, which brings it to `entry(cpu)` on its own stack in long
 /// mode.
-pub fn kick(cpu: u32, entry: extern "C" fn(u64) -> !) {
-    let index = cpu as usize;
+pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
+    let index = cpu.index();
     let stack_top = STACKS[index].0.get() as u64 + AP_STACK_BYTES as u64;
     // SAFETY: only the boot CPU starts CPUs, and `cpu` is dead: it is
     // parked (or never ran), so nothing reads its row; the CPUs
     // starting beside it read only their own rows.
-    unsafe { trampoline::install(index, apic_id(cpu), stack_top, entry, u64::from(cpu)) };
+    unsafe { trampoline::install(index, apic_id(cpu), stack_top, entry, u64::from(cpu.0)) };
     apic::send_init(apic_id(cpu));
     apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
 }
 
 /// The SDM's second SIPI (a CPU already running ignores it).
-pub fn kick_again(cpu: u32) {
+pub fn kick_again(cpu: CpuId) {
     apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
 }

@@ -4,7 +4,9 @@
 
 use core::arch::asm;
 use core::sync::atomic::Ordering;
+use hotkern_cpuhp::CpuId;
 
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::tick::Ticks;
@@ -22,8 +24,8 @@ use crate::platform::trace::trace_marker;
 
 /// The local APIC timer's tick on `cpu` (handed to
 /// [`apic::set_tick_handler`] at boot): the shared tick, RCU's among it.
-pub fn tick(cpu: u32) {
-    idle::tick(&KernelLoop, cpu as usize, tsc::nanos());
+pub fn tick(cpu: CpuId) {
+    idle::tick(&KernelLoop, cpu.index(), tsc::nanos());
 }
 
 /// An online application processor's loop: the shared loop's turns
@@ -63,8 +65,8 @@ pub struct KernelLoop;
 
 impl KernelLoop {
     /// Runs `step` and says whether it switched to one of `cpu`'s threads.
-    fn switched(cpu: usize, step: impl FnOnce(u32)) -> bool {
-        let cpu = cpu as u32;
+    fn switched(cpu: usize, step: impl FnOnce(CpuId)) -> bool {
+        let cpu = cpu_id(cpu);
         let before = kthread::switches_on(cpu);
         step(cpu);
         kthread::switches_on(cpu) != before
@@ -104,32 +106,32 @@ impl CpuLoop for KernelLoop {
     /// also keeps the timer bases, which allocate, from being made before
     /// the heap is (the loop starts with the CPU, early in boot).
     fn next_timer(&self, cpu: usize) -> Option<u64> {
-        if !subsystems::has_thread(cpu as u32, Role::Softirq) {
+        if !subsystems::has_thread(cpu_id(cpu), Role::Softirq) {
             return None;
         }
         subsystems::timers_and_work().0.next_deadline(cpu)
     }
 
     fn rcu_quiescent(&self, cpu: usize) {
-        rcu::quiescent(cpu as u32);
+        rcu::quiescent(cpu_id(cpu));
     }
 
     fn rcu_tick(&self, cpu: usize) {
-        rcu::tick(cpu as u32);
+        rcu::tick(cpu_id(cpu));
     }
 
     /// As [`KernelLoop::next_timer`]: only with an `rcuc` thread.
     fn rcu_needs_cpu(&self, cpu: usize) -> bool {
-        subsystems::has_thread(cpu as u32, Role::RcuCallbacks)
-            && subsystems::rcu_pending(cpu as u32) > 0
+        subsystems::has_thread(cpu_id(cpu), Role::RcuCallbacks)
+            && subsystems::rcu_pending(cpu_id(cpu)) > 0
     }
 
     fn rcu_enter_idle(&self, cpu: usize) {
-        rcu::enter_idle(cpu as u32);
+        rcu::enter_idle(cpu_id(cpu));
     }
 
     fn rcu_exit_idle(&self, cpu: usize) {
-        rcu::exit_idle(cpu as u32);
+        rcu::exit_idle(cpu_id(cpu));
     }
 
     fn halt(&self, cpu: usize, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {

@@ -18,11 +18,11 @@ pub struct KernelCpus;
 impl Cpus for KernelCpus {
     fn current(&self) -> Option<CpuId> {
         // The bootstrap CPU before its per-CPU area is set up is CPU 0.
-        Some(CpuId(cpu::current_id().unwrap_or(0)))
+        Some(cpu::current_id().unwrap_or(CpuId(0)))
     }
 
     fn wake(&self, cpu: CpuId) {
-        smp::ring(cpu.0);
+        smp::ring(cpu);
     }
 
     fn wake_threads(&self) {}
@@ -42,6 +42,6 @@ impl Cpus for KernelCpus {
     }
 
     fn activity(&self, cpu: CpuId) -> Activity {
-        cpu::activity(cpu.0)
+        cpu::activity(cpu)
     }
 }

@@ -7,8 +7,6 @@
 //! park with interrupts off ([`crate::arch::smp`]). Each failure is the engine's
 //! typed [`PlatformError`], naming the operation and the CPU.
 
-use alloc::vec::Vec;
-
 use hotkern_cpuhp::{
     Context, CpuId, CpuSet, Direction, Platform, PlatformError, PlatformOperation,
 };
@@ -34,8 +32,11 @@ fn stalled(operation: PlatformOperation, stall: rcu::Stall) -> PlatformError {
 }
 
 /// A failure to start or stop CPUs, as the engine's error.
-fn power_failed(operation: PlatformOperation, (cpu, error): (u32, smp::SmpError)) -> PlatformError {
-    PlatformError::new(operation, CpuId(cpu), error.cause())
+fn power_failed(
+    operation: PlatformOperation,
+    (cpu, error): (CpuId, smp::SmpError),
+) -> PlatformError {
+    PlatformError::new(operation, cpu, error.cause())
 }
 
 /// This kernel as the engine's platform.
@@ -51,10 +52,10 @@ impl Platform for KernelPlatform {
         cpus: CpuSet,
         work: &(dyn Fn(CpuId) + Sync),
     ) -> Result<(), PlatformError> {
-        let me = cpu::current_id().unwrap_or(0);
+        let me = cpu::current_id().unwrap_or(CpuId(0));
         let (posted, unreached) = post(cpus, &work);
-        if cpus.contains(CpuId(me)) {
-            work(CpuId(me));
+        if cpus.contains(me) {
+            work(me);
         }
         wait_for(&posted);
         match unreached {
@@ -74,7 +75,7 @@ impl Platform for KernelPlatform {
     ) -> Result<(), PlatformError> {
         stop_machine::stop_machine(cpus, work).map_err(|error| match error {
             stop_machine::StopError::Call(cpu, error) => {
-                PlatformError::new(PlatformOperation::StopMachine, CpuId(cpu), error.cause())
+                PlatformError::new(PlatformOperation::StopMachine, cpu, error.cause())
             }
         })
     }
@@ -94,7 +95,7 @@ impl Platform for KernelPlatform {
     ) -> Result<(), PlatformError> {
         if let Some(cpu) = cpus
             .iter()
-            .find(|cpu| hotplug_thread::thread_of(cpu.0).is_none())
+            .find(|cpu| hotplug_thread::thread_of(*cpu).is_none())
         {
             return Err(PlatformError::new(
                 PlatformOperation::PowerOn,
@@ -103,8 +104,7 @@ impl Platform for KernelPlatform {
             ));
         }
         let (posted, _) = post(cpus, &work);
-        let list: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
-        let started = power::start_many(&list);
+        let started = power::start_many(cpus);
         mark("power");
         match started {
             Ok(()) => {
@@ -150,21 +150,15 @@ impl Platform for KernelPlatform {
     /// All or nothing: CPUs that came before one timed out are parked
     /// again.
     fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
-        let list: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
-        power::start_many(&list).map_err(|error| {
-            let came: Vec<u32> = list
-                .iter()
-                .copied()
-                .filter(|&cpu| smp::is_running(cpu))
-                .collect();
-            let _ = power::offline_many(&came);
+        power::start_many(cpus).map_err(|error| {
+            let came: CpuSet = cpus.iter().filter(|&cpu| smp::is_running(cpu)).collect();
+            let _ = power::offline_many(came);
             power_failed(PlatformOperation::PowerOn, error)
         })
     }
 
     fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
-        let list: Vec<u32> = cpus.iter().map(|cpu| cpu.0).collect();
-        power::offline_many(&list).map_err(|error| power_failed(PlatformOperation::PowerOff, error))
+        power::offline_many(cpus).map_err(|error| power_failed(PlatformOperation::PowerOff, error))
     }
 
     /// Every step call is recorded as a `cpuhp_callback` event for each

@@ -80,8 +80,10 @@ pub fn settle(timeout_us: u64) -> bool {
         }
         // The callback sits on this CPU's list, or on another's whose
         // `rcuc` thread runs it once woken.
-        subsystems::run_rcu_callbacks(crate::arch::cpu::current_id().unwrap_or(0));
-        for cpu in 0..smp::cpu_count() {
+        subsystems::run_rcu_callbacks(
+            crate::arch::cpu::current_id().unwrap_or(hotkern_cpuhp::CpuId(0)),
+        );
+        for cpu in smp::cpus() {
             if smp::is_running(cpu) {
                 smp::wake(cpu);
             }

@@ -28,14 +28,14 @@ static HOTPLUG_THREADS: spin::Once<PerCpuThread<Kthread>> = spin::Once::new();
 pub fn install_threads(possible: CpuSet) {
     let threads = HOTPLUG_THREADS.call_once(|| PerCpuThread::new(MAX_CPUS));
     for cpu in possible.iter() {
-        threads.install(cpu.index(), Kthread::new("cpuhp", cpu.0, hotplug_body));
+        threads.install(cpu.index(), Kthread::new("cpuhp", cpu, hotplug_body));
         threads.get(cpu.index()).inspect(|thread| thread.unpark());
     }
 }
 
 /// `cpu`'s hotplug thread, if it has one.
-pub fn thread_of(cpu: u32) -> Option<Arc<Kthread>> {
-    HOTPLUG_THREADS.get()?.get(cpu as usize)
+pub fn thread_of(cpu: CpuId) -> Option<Arc<Kthread>> {
+    HOTPLUG_THREADS.get()?.get(cpu.index())
 }
 
 /// The work posted to a CPU's hotplug thread, the numbers of the last
@@ -66,7 +66,7 @@ static SLOTS: [HotplugSlot; MAX_CPUS] = [const {
 
 /// A hotplug thread's turn: the posted work, if there is new work.
 fn hotplug_body(thread: &Kthread) {
-    let slot = &SLOTS[thread.cpu as usize];
+    let slot = &SLOTS[thread.cpu.index()];
     // Acquire: pairs with the release in `post`, which stored the work
     // first.
     let number = slot.requested.load(Ordering::Acquire);
@@ -83,16 +83,16 @@ fn hotplug_body(thread: &Kthread) {
     // for `done` to reach `number` (or claims the request back) before the
     // reference goes away.
     let work = unsafe { *(address as *const &(dyn Fn(CpuId) + Sync)) };
-    work(CpuId(thread.cpu));
+    work(thread.cpu);
     // Release: the work's effects are seen by the waiter, which halts
     // until this wake-up (Linux's `complete` of `st->done_up`/`done_down`).
     slot.done.store(number, Ordering::Release);
-    smp::wake(slot.waiter.load(Ordering::Relaxed));
+    smp::wake(CpuId(slot.waiter.load(Ordering::Relaxed)));
 }
 
 /// Runs `cpu`'s hotplug thread if work was posted to it. Called by the
 /// CPU's idle loop, interrupts off.
-pub fn run_thread(cpu: u32) {
+pub fn run_thread(cpu: CpuId) {
     if let Some(thread) = thread_of(cpu).filter(|t| t.is_woken()) {
         thread.run();
     }
@@ -103,25 +103,25 @@ pub fn run_thread(cpu: u32) {
 /// turn. Returns each CPU and the number of its request, for [`wait_for`],
 /// which must be called before `*work` goes away, and the first CPU that
 /// has no hotplug thread (nothing is posted to it).
-pub fn post(cpus: CpuSet, work: &&(dyn Fn(CpuId) + Sync)) -> (Vec<(u32, u64)>, Option<CpuId>) {
-    let me = cpu::current_id().unwrap_or(0);
+pub fn post(cpus: CpuSet, work: &&(dyn Fn(CpuId) + Sync)) -> (Vec<(CpuId, u64)>, Option<CpuId>) {
+    let me = cpu::current_id().unwrap_or(CpuId(0));
     let address = work as *const &(dyn Fn(CpuId) + Sync) as usize;
     let mut posted = Vec::with_capacity(cpus.len());
     let mut unreached = None;
-    for cpu in cpus.iter().filter(|cpu| cpu.0 != me) {
-        let Some(thread) = thread_of(cpu.0) else {
+    for cpu in cpus.iter().filter(|&cpu| cpu != me) {
+        let Some(thread) = thread_of(cpu) else {
             unreached = unreached.or(Some(cpu));
             continue;
         };
         let slot = &SLOTS[cpu.index()];
         slot.work.store(address, Ordering::Relaxed);
-        slot.waiter.store(me, Ordering::Relaxed);
+        slot.waiter.store(me.0, Ordering::Relaxed);
         let number = slot.requested.load(Ordering::Relaxed) + 1;
         // Release: pairs with the acquire in `hotplug_body`.
         slot.requested.store(number, Ordering::Release);
         thread.wake();
-        smp::wake(cpu.0);
-        posted.push((cpu.0, number));
+        smp::wake(cpu);
+        posted.push((cpu, number));
     }
     (posted, unreached)
 }
@@ -130,26 +130,26 @@ pub fn post(cpus: CpuSet, work: &&(dyn Fn(CpuId) + Sync)) -> (Vec<(u32, u64)>, O
 /// until each thread's wake-up, as Linux's waits for a hotplug thread
 /// (`wait_for_ap_thread`) sleep: a spinning virtual CPU would hold a host
 /// core the target needs.
-pub fn wait_for(posted: &[(u32, u64)]) {
+pub fn wait_for(posted: &[(CpuId, u64)]) {
     let deadline = tsc::nanos().saturating_add(THREAD_TIMEOUT_S * 1_000_000_000);
     for &(cpu, number) in posted {
         // Acquire: pairs with the release in `hotplug_body`.
-        let done = || SLOTS[cpu as usize].done.load(Ordering::Acquire) == number;
+        let done = || SLOTS[cpu.index()].done.load(Ordering::Acquire) == number;
         if !KernelCpus.wait_until_deadline(&done, deadline) {
             // The reference must outlive the work: a thread that may still
             // run it (a CPU that did not start may start later) leaves no
             // way to go on.
-            panic!("cpu {cpu}'s hotplug thread did not finish its step");
+            panic!("cpu {}'s hotplug thread did not finish its step", cpu.0);
         }
     }
 }
 
 /// Takes back the requests of `posted` that no thread has claimed, and
 /// waits for those a thread did claim: afterwards no CPU runs the work.
-pub fn take_back(posted: &[(u32, u64)]) {
+pub fn take_back(posted: &[(CpuId, u64)]) {
     let mut running = Vec::new();
     for &(cpu, number) in posted {
-        let slot = &SLOTS[cpu as usize];
+        let slot = &SLOTS[cpu.index()];
         // AcqRel: pairs with the thread's claim in `hotplug_body`.
         if slot.claimed.fetch_max(number, Ordering::AcqRel) >= number {
             running.push((cpu, number));

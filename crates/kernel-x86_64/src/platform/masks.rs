@@ -34,15 +34,15 @@ pub fn active_mask() -> CpuSet {
 }
 
 /// Puts `cpu` in or out of the online mask (the `sched:online-mask` step).
-pub fn set_online(cpu: u32, online: bool) {
+pub fn set_online(cpu: CpuId, online: bool) {
     if let Some(m) = MASKS.get() {
-        m.online.set(CpuId(cpu), online);
+        m.online.set(cpu, online);
     }
 }
 
 /// Puts `cpu` in or out of the active mask (the `sched:active` step).
-pub fn set_active(cpu: u32, active: bool) {
+pub fn set_active(cpu: CpuId, active: bool) {
     if let Some(m) = MASKS.get() {
-        m.active.set(CpuId(cpu), active);
+        m.active.set(cpu, active);
     }
 }

@@ -6,6 +6,7 @@
 //! allocate through. The `mm:pagecache` hotplug step creates, drains and
 //! frees each CPU's cache.
 
+use hotkern_cpuhp::CpuId;
 use hotkern_kernel::blockframes::{BlockFrames, RegionError};
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::pagecache::PageCaches;
@@ -74,9 +75,9 @@ pub fn init() -> Result<(), PagesError> {
 /// Takes a frame through `cpu`'s cache, writes `pattern` into it, reads it
 /// back and frees it; false if the pattern did not come back (or there was
 /// no frame).
-pub fn touch(cpu: u32, pattern: u64) -> bool {
+pub fn touch(cpu: CpuId, pattern: u64) -> bool {
     let Some(pages) = get() else { return false };
-    let Some(frame) = pages.alloc(cpu as usize) else {
+    let Some(frame) = pages.alloc(cpu.index()) else {
         return false;
     };
     let word = (frame.0 * PAGE_SIZE) as *mut u64;
@@ -87,7 +88,7 @@ pub fn touch(cpu: u32, pattern: u64) -> bool {
         word.write_volatile(pattern);
         word.read_volatile()
     };
-    pages.free_frame(cpu as usize, frame);
+    pages.free_frame(cpu.index(), frame);
     back == pattern
 }
 

@@ -24,8 +24,8 @@ use crate::platform::cpus::KernelCpus;
 use crate::platform::trace::trace_marker;
 
 /// Starts CPU `cpu` (not the boot CPU) and waits until it is online.
-pub fn start(cpu: u32) -> Result<(), SmpError> {
-    start_many(&[cpu]).map_err(|(_, error)| error)
+pub fn start(cpu: CpuId) -> Result<(), SmpError> {
+    start_many(one(cpu)).map_err(|(_, error)| error)
 }
 
 /// Starts every CPU of `cpus` at once — each gets its INIT and SIPI
@@ -34,7 +34,7 @@ pub fn start(cpu: u32) -> Result<(), SmpError> {
 /// A second SIPI goes to those not up after 200 µs (at the next tick, as
 /// the tick wakes the halt). On failure, the first CPU that failed and
 /// why (the others were still waited for).
-pub fn start_many(cpus: &[u32]) -> Result<(), (u32, SmpError)> {
+pub fn start_many(cpus: CpuSet) -> Result<(), (CpuId, SmpError)> {
     let set = checked(cpus)?;
     let deadline = tsc::nanos().saturating_add(smp::TIMEOUT_US * 1000);
     smp::LIVES
@@ -42,26 +42,31 @@ pub fn start_many(cpus: &[u32]) -> Result<(), (u32, SmpError)> {
         .map_err(SmpError::from_power)
 }
 
-/// `cpus` as a set, each checked to be an application processor.
-fn checked(cpus: &[u32]) -> Result<CpuSet, (u32, SmpError)> {
-    let mut set = CpuSet::EMPTY;
-    for &cpu in cpus {
+/// `cpus`, each checked to be an application processor.
+fn checked(cpus: CpuSet) -> Result<CpuSet, (CpuId, SmpError)> {
+    for cpu in cpus.iter() {
         smp::check_cpu(cpu).map_err(|error| (cpu, error))?;
-        set.insert(CpuId(cpu));
     }
-    Ok(set)
+    Ok(cpus)
+}
+
+/// The set of `cpu` alone.
+fn one(cpu: CpuId) -> CpuSet {
+    let mut set = CpuSet::EMPTY;
+    set.insert(cpu);
+    set
 }
 
 /// This kernel's CPUs as the shared [`hotkern_kernel::power::Lifecycle`]
 /// starts them.
 impl Power for KernelCpus {
     fn kick(&self, cpu: CpuId) {
-        smp::kick(cpu.0, ap_entry);
+        smp::kick(cpu, ap_entry);
     }
 
     /// The SDM's second SIPI (a CPU already running ignores it).
     fn kick_again(&self, cpu: CpuId) {
-        smp::kick_again(cpu.0);
+        smp::kick_again(cpu);
     }
 
     fn kick_again_after_ns(&self) -> Option<u64> {
@@ -71,15 +76,15 @@ impl Power for KernelCpus {
 
 /// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
 /// off. Returns once it has parked.
-pub fn offline(cpu: u32) -> Result<(), SmpError> {
-    offline_many(&[cpu]).map_err(|(_, error)| error)
+pub fn offline(cpu: CpuId) -> Result<(), SmpError> {
+    offline_many(one(cpu)).map_err(|(_, error)| error)
 }
 
 /// Asks every CPU of `cpus` to park, then halts until all have, woken by
 /// each as it parks: they leave their idle loops in parallel. On failure,
 /// the first CPU that failed and why; a CPU that was not online is
 /// refused before any is asked.
-pub fn offline_many(cpus: &[u32]) -> Result<(), (u32, SmpError)> {
+pub fn offline_many(cpus: CpuSet) -> Result<(), (CpuId, SmpError)> {
     let set = checked(cpus)?;
     let deadline = tsc::nanos().saturating_add(smp::TIMEOUT_US * 1000);
     smp::LIVES
@@ -90,7 +95,8 @@ pub fn offline_many(cpus: &[u32]) -> Result<(), (u32, SmpError)> {
 /// Where an application processor arrives from the trampoline, with its
 /// CPU number.
 extern "C" fn ap_entry(cpu: u64) -> ! {
-    let cpu = cpu as u32;
+    // The trampoline hands over the number `smp::kick` stored for it.
+    let cpu = CpuId(cpu as u32);
     // SAFETY: this CPU runs with interrupts off (the trampoline cleared
     // them), `cpu` is its own number (one start at a time), and a CPU that
     // was online before parked for good before this start.
@@ -99,9 +105,9 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     apic::enable();
     apic::start_tick();
     // Awake for RCU before anyone can see it online and give it work.
-    idle::start(&KernelLoop, cpu as usize);
+    idle::start(&KernelLoop, cpu.index());
     cpu::enter_activity(cpu, Activity::IdleLoop);
-    smp::LIVES.arrive(&KernelCpus, cpu as usize);
-    trace_marker!("cpu {cpu} online, APIC id {}", apic::id());
-    cpu_loop::run(cpu as usize)
+    smp::LIVES.arrive(&KernelCpus, cpu.index());
+    trace_marker!("cpu {} online, APIC id {}", cpu.0, apic::id());
+    cpu_loop::run(cpu.index())
 }

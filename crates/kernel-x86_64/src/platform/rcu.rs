@@ -38,27 +38,27 @@ pub const GRACE_TIMEOUT_US: u64 = 5_000_000;
 static GRACE_PERIODS: GracePeriods = GracePeriods::new();
 
 /// CPU `cpu` passed a quiescent state (its idle loop turned).
-pub fn quiescent(cpu: u32) {
-    GRACE_PERIODS.quiescent(&KernelCpus, CpuId(cpu));
+pub fn quiescent(cpu: CpuId) {
+    GRACE_PERIODS.quiescent(&KernelCpus, cpu);
 }
 
 /// CPU `cpu` is about to halt: quiescent until [`exit_idle`].
-pub fn enter_idle(cpu: u32) {
-    GRACE_PERIODS.enter_idle(&KernelCpus, CpuId(cpu));
+pub fn enter_idle(cpu: CpuId) {
+    GRACE_PERIODS.enter_idle(&KernelCpus, cpu);
 }
 
 /// CPU `cpu` woke from its halt.
-pub fn exit_idle(cpu: u32) {
-    GRACE_PERIODS.exit_idle(CpuId(cpu));
+pub fn exit_idle(cpu: CpuId) {
+    GRACE_PERIODS.exit_idle(cpu);
 }
 
 /// CPU `cpu`'s tick (from the local APIC timer's interrupt). A halted CPU
 /// takes its tick too, but is in its extended quiescent state: it reports
 /// nothing, as a CPU whose tick Linux stopped (dyntick-idle) reports
 /// nothing, and forcing quiescent states finds it.
-pub fn tick(cpu: u32) {
-    if !GRACE_PERIODS.is_idle(CpuId(cpu)) {
-        GRACE_PERIODS.tick(&KernelCpus, CpuId(cpu));
+pub fn tick(cpu: CpuId) {
+    if !GRACE_PERIODS.is_idle(cpu) {
+        GRACE_PERIODS.tick(&KernelCpus, cpu);
     }
 }
 
@@ -73,8 +73,8 @@ pub fn set_hz(hz: Hz) {
 /// `timeout_us` and says which CPUs stalled it and what they ran.
 #[hotkern_trace::function]
 pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stall> {
-    for cpu in 0..smp::cpu_count() {
-        GRACE_PERIODS.set_online(&KernelCpus, CpuId(cpu), smp::is_running(cpu));
+    for cpu in smp::cpus() {
+        GRACE_PERIODS.set_online(&KernelCpus, cpu, smp::is_running(cpu));
     }
     let deadline = tsc::nanos().saturating_add(timeout_us.saturating_mul(1_000));
     GRACE_PERIODS.synchronize(&KernelCpus, kind, Some(deadline))
@@ -82,13 +82,13 @@ pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stall> {
 
 /// Whether grace periods wait for `cpu` (the `rcu:starting` step; each
 /// grace period also refreshes it from the running CPUs).
-pub fn set_online(cpu: u32, online: bool) {
-    GRACE_PERIODS.set_online(&KernelCpus, CpuId(cpu), online);
+pub fn set_online(cpu: CpuId, online: bool) {
+    GRACE_PERIODS.set_online(&KernelCpus, cpu, online);
 }
 
 /// Whether grace periods wait for `cpu`.
-pub fn is_online(cpu: u32) -> bool {
-    GRACE_PERIODS.is_online(CpuId(cpu))
+pub fn is_online(cpu: CpuId) -> bool {
+    GRACE_PERIODS.is_online(cpu)
 }
 
 /// The grace period a callback queued now waits for (Linux's

@@ -35,6 +35,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::ledger::{Item, Ledger};
 use hotkern_kernel::rcu::Activity;
 use hotkern_kernel::sched::RunQueue;
@@ -42,6 +43,7 @@ use hotkern_kernel::sync::Mutex;
 
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::instructions;
+use crate::arch::smp::BOOT_CPU;
 use crate::platform::masks;
 
 /// Slices a CPU runs per turn of its idle loop before it looks at
@@ -107,24 +109,24 @@ pub fn boot(running: CpuSet) {
     });
     masks::make();
     for cpu in running.iter() {
-        masks::set_online(cpu.0, true);
-        masks::set_active(cpu.0, true);
-        open(cpu.0);
+        masks::set_online(cpu, true);
+        masks::set_active(cpu, true);
+        open(cpu);
     }
 }
 
 /// `cpu`'s queue, locked with interrupts off (handlers take queue locks:
 /// the dying step closes one), given to `f`.
-fn with_queue<R>(cpu: u32, f: impl FnOnce(&mut RunQueue<Task>) -> R) -> Option<R> {
+fn with_queue<R>(cpu: CpuId, f: impl FnOnce(&mut RunQueue<Task>) -> R) -> Option<R> {
     let s = scheduler()?;
     Some(instructions::without_interrupts(|| {
-        f(&mut s.queues[cpu as usize].lock())
+        f(&mut s.queues[cpu.index()].lock())
     }))
 }
 
 /// Opens `cpu`'s queue (the `sched:active` startup).
 #[hotkern_trace::function]
-pub fn open(cpu: u32) {
+pub fn open(cpu: CpuId) {
     with_queue(cpu, RunQueue::open);
 }
 
@@ -132,11 +134,11 @@ pub fn open(cpu: u32) {
 /// migrating (the `sched:active` and `sched:starting` teardowns, which
 /// hand them to [`push_migrated`]).
 #[hotkern_trace::function]
-pub fn close(cpu: u32) -> Vec<Task> {
+pub fn close(cpu: CpuId) -> Vec<Task> {
     let left = with_queue(cpu, RunQueue::close).unwrap_or_default();
     MIGRATED.fetch_add(left.len() as u64, Ordering::Relaxed);
     for task in &left {
-        crate::platform::trace::sched_migrate_task::trace(task.id, cpu);
+        crate::platform::trace::sched_migrate_task::trace(task.id, cpu.0);
     }
     left
 }
@@ -146,7 +148,7 @@ pub fn close(cpu: u32) -> Vec<Task> {
 /// CPU, woken. Tasks given to CPU 0, the controller's, wait for its next
 /// [`balance`], which spreads them over the application processors after
 /// the operation.
-pub fn push_migrated(cpu: u32, task: Task) {
+pub fn push_migrated(cpu: CpuId, task: Task) {
     if let Err(task) = push(cpu, task) {
         place(task, Some(cpu));
     }
@@ -154,12 +156,12 @@ pub fn push_migrated(cpu: u32, task: Task) {
 
 /// Queues `task` on an active CPU other than `not` (round robin, CPU 0
 /// last: it runs the controller), or on CPU 0, which never goes offline.
-fn place(mut task: Task, not: Option<u32>) {
+fn place(mut task: Task, not: Option<CpuId>) {
     let active = masks::active_mask();
     let start = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
     for offset in 0..MAX_CPUS {
-        let cpu = ((start + offset) % MAX_CPUS) as u32;
-        if cpu == 0 || Some(cpu) == not || !active.contains(CpuId(cpu)) {
+        let cpu = cpu_id((start + offset) % MAX_CPUS);
+        if cpu == BOOT_CPU || Some(cpu) == not || !active.contains(cpu) {
             continue;
         }
         match push(cpu, task) {
@@ -171,14 +173,14 @@ fn place(mut task: Task, not: Option<u32>) {
         }
     }
     // CPU 0's queue opened at boot and no step closes it.
-    if let Err(task) = push(0, task) {
+    if let Err(task) = push(BOOT_CPU, task) {
         panic!("task {} has nowhere to run", task.id);
     }
 }
 
-fn push(cpu: u32, task: Task) -> Result<(), Task> {
+fn push(cpu: CpuId, task: Task) -> Result<(), Task> {
     match scheduler() {
-        Some(s) => instructions::without_interrupts(|| s.queues[cpu as usize].lock().push(task)),
+        Some(s) => instructions::without_interrupts(|| s.queues[cpu.index()].lock().push(task)),
         None => Err(task),
     }
 }
@@ -198,8 +200,8 @@ pub fn spawn(count: u32) {
 }
 
 /// One slice of `task` on `cpu`; true once the task is done.
-fn run_slice(cpu: u32, task: &mut Task) -> bool {
-    if !masks::online_mask().contains(CpuId(cpu)) {
+fn run_slice(cpu: CpuId, task: &mut Task) -> bool {
+    if !masks::online_mask().contains(cpu) {
         RAN_OFFLINE.fetch_add(1, Ordering::Relaxed);
     }
     for _ in 0..SLICE_ROUNDS {
@@ -224,9 +226,9 @@ fn run_slice(cpu: u32, task: &mut Task) -> bool {
 
 /// A reader task's part of a slice: take the hotplug lock (on an
 /// application processor), check the mask under it, or give it back.
-fn read_the_online_mask(cpu: u32, task: &mut Task, stopping: bool) {
+fn read_the_online_mask(cpu: CpuId, task: &mut Task, stopping: bool) {
     match task.hold.take() {
-        None if cpu != 0
+        None if cpu != BOOT_CPU
             && !stopping
             && READERS.load(Ordering::Relaxed)
             && crate::platform::hotplug_lock::try_read() =>
@@ -262,13 +264,13 @@ pub fn stop() {
 /// Runs up to a few slices from `cpu`'s queue, interrupts off for each;
 /// returns whether any ran. Called by each CPU's idle loop (and by the
 /// controlling CPU between operations).
-pub fn run_slices(cpu: u32) -> bool {
+pub fn run_slices(cpu: CpuId) -> bool {
     let Some(s) = scheduler() else { return false };
     let mut ran = false;
     let before = crate::arch::cpu::enter_activity(cpu, Activity::TaskSlice);
     for _ in 0..SLICES_PER_TURN {
         let done = instructions::without_interrupts(|| {
-            let mut task = s.queues[cpu as usize].lock().pop()?;
+            let mut task = s.queues[cpu.index()].lock().pop()?;
             let finished = run_slice(cpu, &mut task);
             Some((task, finished))
         });
@@ -290,13 +292,13 @@ pub fn run_slices(cpu: u32) -> bool {
 /// a few: the controller runs CPU 0's queue only between operations.
 pub fn balance() {
     let mut extra = Vec::new();
-    with_queue(0, |queue| {
+    with_queue(BOOT_CPU, |queue| {
         while queue.len() > SLICES_PER_TURN {
             extra.extend(queue.pop());
         }
     });
     for task in extra {
-        place(task, Some(0));
+        place(task, Some(BOOT_CPU));
     }
 }
 
@@ -345,6 +347,6 @@ pub fn tally() -> SchedTally {
 }
 
 /// Tasks queued on `cpu`, and whether its queue is open.
-pub fn queue_state(cpu: u32) -> (usize, bool) {
+pub fn queue_state(cpu: CpuId) -> (usize, bool) {
     with_queue(cpu, |queue| (queue.len(), queue.is_open())).unwrap_or((0, false))
 }

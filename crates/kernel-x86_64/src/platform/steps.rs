@@ -20,6 +20,7 @@ use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::audit::Audit;
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::sched::Domains;
@@ -57,7 +58,7 @@ fn worker_body(thread: &Kthread) {
     sched::run_slices(thread.cpu);
     let work = &subsystems().workqueue;
     for _ in 0..WORK_PER_TURN {
-        let Some(item) = instructions::without_interrupts(|| work.next(thread.cpu as usize)) else {
+        let Some(item) = instructions::without_interrupts(|| work.next(thread.cpu.index())) else {
             break;
         };
         (item.job)();
@@ -68,7 +69,7 @@ fn softirq_body(thread: &Kthread) {
     let due = instructions::without_interrupts(|| {
         subsystems()
             .timers
-            .take_due(thread.cpu as usize, tsc::nanos())
+            .take_due(thread.cpu.index(), tsc::nanos())
     });
     for timer in due {
         (timer.job)();
@@ -80,9 +81,9 @@ fn rcu_body(thread: &Kthread) {
 }
 
 /// Whether `cpu`'s thread `role` has something to do.
-fn has_work(cpu: u32, role: Role) -> bool {
+fn has_work(cpu: CpuId, role: Role) -> bool {
     let s = subsystems();
-    let index = cpu as usize;
+    let index = cpu.index();
     match role {
         Role::Worker => sched::queue_state(cpu).0 > 0 || s.workqueue.has_work(index),
         Role::Softirq => s.timers.has_due(index, tsc::nanos()),
@@ -92,9 +93,9 @@ fn has_work(cpu: u32, role: Role) -> bool {
 
 /// Switches to each of `cpu`'s unparked threads that has something to do.
 /// Called by the CPU's idle loop, interrupts off.
-pub fn run_threads(cpu: u32) {
+pub fn run_threads(cpu: CpuId) {
     if let Some(threads) = subsystems::THREADS.get() {
-        threads.run_ready(cpu as usize, |role| has_work(cpu, role));
+        threads.run_ready(cpu.index(), |role| has_work(cpu, role));
     }
 }
 
@@ -164,23 +165,23 @@ impl StepKernel for Steps {
     }
 
     fn set_online(&self, cpu: usize, online: bool) {
-        masks::set_online(cpu as u32, online);
+        masks::set_online(cpu_id(cpu), online);
     }
 
     fn set_active(&self, cpu: usize, active: bool) {
-        masks::set_active(cpu as u32, active);
+        masks::set_active(cpu_id(cpu), active);
     }
 
     fn open_queue(&self, cpu: usize) {
-        sched::open(cpu as u32);
+        sched::open(cpu_id(cpu));
     }
 
     fn close_queue(&self, cpu: usize) -> Vec<Task> {
-        sched::close(cpu as u32)
+        sched::close(cpu_id(cpu))
     }
 
     fn push_task(&self, cpu: usize, task: Task) {
-        sched::push_migrated(cpu as u32, task);
+        sched::push_migrated(cpu_id(cpu), task);
     }
 
     fn queue_work(&self, cpu: usize, work: Work<Job>) {
@@ -201,12 +202,12 @@ impl StepKernel for Steps {
     /// CPU 0 runs the controller, which never halts while it operates.
     fn wake_cpu(&self, cpu: usize) {
         if cpu != 0 {
-            smp::wake(cpu as u32);
+            smp::wake(cpu_id(cpu));
         }
     }
 
     fn rcu_set_online(&self, cpu: usize, online: bool) {
-        rcu::set_online(cpu as u32, online);
+        rcu::set_online(cpu_id(cpu), online);
     }
 
     fn synchronize_rcu(&self) {
@@ -227,7 +228,7 @@ impl StepKernel for Steps {
     fn rcu_migrate(&self, cpu: usize, heir: usize) {
         let lists = &subsystems().callbacks;
         if instructions::without_interrupts(|| lists.migrate(cpu, heir)) > 0 {
-            smp::wake(heir as u32);
+            smp::wake(cpu_id(heir));
         }
     }
 
@@ -237,15 +238,15 @@ impl StepKernel for Steps {
     }
 
     fn is_powered(&self, cpu: usize) -> bool {
-        smp::is_running(cpu as u32)
+        smp::is_running(cpu_id(cpu))
     }
 
     fn queue_state(&self, cpu: usize) -> (usize, bool) {
-        sched::queue_state(cpu as u32)
+        sched::queue_state(cpu_id(cpu))
     }
 
     fn rcu_is_online(&self, cpu: usize) -> bool {
-        rcu::is_online(cpu as u32)
+        rcu::is_online(cpu_id(cpu))
     }
 
     fn rcu_queued(&self, cpu: usize) -> Option<usize> {
@@ -260,17 +261,17 @@ impl StepKernel for Steps {
     }
 
     fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
-        Some(Kthread::new(role.name(), cpu as u32, body(role)))
+        Some(Kthread::new(role.name(), cpu_id(cpu), body(role)))
     }
 
     fn trace_buffer_create(&self, cpu: usize) -> bool {
-        !flip(&TRACE_BUFFERS, CpuSet::single(CpuId(cpu as u32)), true).is_empty()
+        !flip(&TRACE_BUFFERS, CpuSet::single(cpu_id(cpu)), true).is_empty()
     }
 
     fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool {
-        let one = CpuSet::single(CpuId(cpu as u32));
+        let one = CpuSet::single(cpu_id(cpu));
         if keep {
-            return TRACE_BUFFERS.lock().contains(CpuId(cpu as u32));
+            return TRACE_BUFFERS.lock().contains(cpu_id(cpu));
         }
         !flip(&TRACE_BUFFERS, one, false).is_empty()
     }

@@ -32,7 +32,7 @@ static RENDEZVOUS: Rendezvous = Rendezvous::new();
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopError {
     /// A running CPU did not take the call.
-    Call(u32, smp::SmpError),
+    Call(CpuId, smp::SmpError),
 }
 
 impl core::fmt::Display for StopError {
@@ -61,15 +61,11 @@ fn member(_: u64) -> u64 {
 /// must be running) while the others wait with interrupts off, then lets
 /// all go. Called on the controlling CPU.
 pub fn stop_machine(cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> Result<(), StopError> {
-    let running: CpuSet = (0..smp::cpu_count())
-        .filter(|&cpu| smp::is_running(cpu))
-        .map(CpuId)
-        .collect();
+    let running: CpuSet = smp::cpus().filter(|&cpu| smp::is_running(cpu)).collect();
     let mut posted = [const { None }; cpu::MAX_CPUS];
     let post_each = |others: CpuSet| {
         for cpu in others.iter() {
-            let call =
-                smp::post(cpu.0, member, 0).map_err(|error| StopError::Call(cpu.0, error))?;
+            let call = smp::post(cpu, member, 0).map_err(|error| StopError::Call(cpu, error))?;
             posted[cpu.index()] = Some(call);
         }
         Ok(())

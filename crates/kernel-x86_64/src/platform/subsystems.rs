@@ -8,6 +8,7 @@ use alloc::boxed::Box;
 
 use hotkern_kernel::audit::Audit;
 use hotkern_kernel::cblist::CallbackLists;
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::sched::Domains;
 use hotkern_kernel::timer::Timers;
@@ -79,8 +80,8 @@ pub fn timers_and_work() -> (&'static Timers<Job>, &'static Workqueue<Job>) {
 }
 
 /// RCU callbacks queued on `cpu`.
-pub fn rcu_pending(cpu: u32) -> usize {
-    subsystems().callbacks.pending(cpu as usize)
+pub fn rcu_pending(cpu: CpuId) -> usize {
+    subsystems().callbacks.pending(cpu.index())
 }
 
 /// Every CPU's kernel threads.
@@ -91,15 +92,15 @@ pub fn threads() -> &'static Kthreads<Kthread> {
 }
 
 /// Whether `cpu` has its thread `role`.
-pub fn has_thread(cpu: u32, role: Role) -> bool {
+pub fn has_thread(cpu: CpuId, role: Role) -> bool {
     THREADS
         .get()
-        .is_some_and(|threads| threads.exists(cpu as usize, role))
+        .is_some_and(|threads| threads.exists(cpu.index(), role))
 }
 
 /// A slice of a task ran on `cpu`: its counters count it.
-pub fn count_slice(cpu: u32) {
-    vmstat().with(cpu as usize, |stats| {
+pub fn count_slice(cpu: CpuId) {
+    vmstat().with(cpu.index(), |stats| {
         stats
             .slices
             .fetch_add(1, core::sync::atomic::Ordering::Relaxed)
@@ -109,10 +110,10 @@ pub fn count_slice(cpu: u32) {
 /// Runs `cpu`'s RCU callbacks whose grace period ended: its `rcuc`
 /// thread's work, done by the controller itself for CPU 0, which has no
 /// idle loop. Returns how many ran.
-pub fn run_rcu_callbacks(cpu: u32) -> usize {
+pub fn run_rcu_callbacks(cpu: CpuId) -> usize {
     let lists = &subsystems().callbacks;
     let ready =
-        instructions::without_interrupts(|| lists.take_ready(cpu as usize, rcu::grace_periods()));
+        instructions::without_interrupts(|| lists.take_ready(cpu.index(), rcu::grace_periods()));
     let count = ready.len();
     for callback in ready {
         callback();
@@ -137,7 +138,7 @@ pub fn place<T>(
     for cpu in core::iter::once(preferred).chain(others) {
         match instructions::without_interrupts(|| offer(cpu, item)) {
             Ok(()) => {
-                smp::wake(cpu as u32);
+                smp::wake(cpu_id(cpu));
                 return Ok(());
             }
             Err(back) => item = back,
@@ -159,7 +160,7 @@ pub fn synchronize_rcu() {
 pub fn call_rcu(free: Job) {
     let lists = &subsystems().callbacks;
     let gp = rcu::snapshot();
-    let me = cpu::current_id().unwrap_or(0) as usize;
+    let me = cpu::current_id().unwrap_or(CpuId(0)).index();
     if let Err(free) = place(me, free, |cpu, free| lists.call(cpu, gp, free)) {
         synchronize_rcu();
         free();

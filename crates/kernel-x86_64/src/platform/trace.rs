@@ -83,7 +83,7 @@ struct TraceCpus {
 unsafe impl CpuContext for TraceCpus {
     fn current_cpu(&self) -> Option<usize> {
         cpu::current_id()
-            .map(|id| id as usize)
+            .map(hotkern_cpuhp::CpuId::index)
             .filter(|&id| id < self.cpus)
     }
     fn cpus(&self) -> usize {

@@ -5,6 +5,8 @@
 
 use core::fmt;
 
+use hotkern_cpuhp::CpuId;
+
 use crate::arch::acpi;
 use crate::arch::apic;
 use crate::arch::console::println;
@@ -75,11 +77,11 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
             smp::register(&[]);
         }
     }
-    for cpu in 1..smp::cpu_count() {
+    for cpu in smp::application_processors() {
         let started = tsc::now();
         match power::start(cpu) {
-            Ok(()) => report.start_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0),
-            Err(error) => println!("hotkern: cpu {cpu} did not start: {error}"),
+            Ok(()) => report.start_us[cpu.index()] = tsc::micros_since(started).unwrap_or(0),
+            Err(error) => println!("hotkern: cpu {} did not start: {error}", cpu.0),
         }
     }
     checks.check(
@@ -92,7 +94,8 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
 /// The cross-CPU call the check sends: the answering CPU's APIC id.
 fn own_apic_id(_: u64) -> u64 {
     let id = apic::id();
-    crate::platform::trace::cpu_call::trace(crate::arch::cpu::current_id().unwrap_or(0), id);
+    let cpu = crate::arch::cpu::current_id().unwrap_or(CpuId(0));
+    crate::platform::trace::cpu_call::trace(cpu.0, id);
     u64::from(id)
 }
 
@@ -101,15 +104,15 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
     let mut answered = true;
     let mut samples = [0u64; CALLS * MAX_CPUS];
     let mut calls = 0;
-    for cpu in 1..smp::cpu_count() {
+    for cpu in smp::application_processors() {
         for _ in 0..CALLS {
             let started = tsc::now();
             let answer = smp::call(cpu, own_apic_id, 0);
             let ticks = tsc::now() - started;
             if answer != Ok(u64::from(smp::apic_id(cpu))) {
                 match answer {
-                    Ok(id) => println!("hotkern: cpu {cpu} answered APIC id {id}"),
-                    Err(error) => println!("hotkern: cpu {cpu} did not answer: {error}"),
+                    Ok(id) => println!("hotkern: cpu {} answered APIC id {id}", cpu.0),
+                    Err(error) => println!("hotkern: cpu {} did not answer: {error}", cpu.0),
                 }
                 answered = false;
                 break;
@@ -132,27 +135,32 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
     );
 
     let mut cycled = true;
-    for cpu in 1..smp::cpu_count() {
+    for cpu in smp::application_processors() {
         let started = tsc::now();
         if let Err(error) = power::offline(cpu) {
-            println!("hotkern: cpu {cpu} did not go offline: {error}");
+            println!("hotkern: cpu {} did not go offline: {error}", cpu.0);
             cycled = false;
             continue;
         }
-        report.offline_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0);
+        report.offline_us[cpu.index()] = tsc::micros_since(started).unwrap_or(0);
         trace_marker!(
-            "cpu {cpu} offline in {} us",
-            report.offline_us[cpu as usize]
+            "cpu {} offline in {} us",
+            cpu.0,
+            report.offline_us[cpu.index()]
         );
         let offline_count = smp::online();
         let started = tsc::now();
         if let Err(error) = power::start(cpu) {
-            println!("hotkern: cpu {cpu} did not come back: {error}");
+            println!("hotkern: cpu {} did not come back: {error}", cpu.0);
             cycled = false;
             continue;
         }
-        report.online_us[cpu as usize] = tsc::micros_since(started).unwrap_or(0);
-        trace_marker!("cpu {cpu} online in {} us", report.online_us[cpu as usize]);
+        report.online_us[cpu.index()] = tsc::micros_since(started).unwrap_or(0);
+        trace_marker!(
+            "cpu {} online in {} us",
+            cpu.0,
+            report.online_us[cpu.index()]
+        );
         let back = smp::call(cpu, own_apic_id, 0) == Ok(u64::from(smp::apic_id(cpu)));
         cycled &= back && offline_count + 1 == smp::online();
     }
@@ -166,7 +174,7 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
 pub fn check_ticks(tsc_hz: u64, checks: &mut Checks) {
     let limit = tsc_hz;
     let started = tsc::now();
-    let all_ticked = || (0..smp::cpu_count()).all(|cpu| apic::ticks(cpu) > 0);
+    let all_ticked = || smp::cpus().all(|cpu| apic::ticks(cpu) > 0);
     while !all_ticked() && tsc::now() - started < limit {
         core::hint::spin_loop();
     }
@@ -204,9 +212,9 @@ impl fmt::Display for SmpJson<'_> {
         let count = smp::cpu_count() as usize;
         let mut ids = [0; MAX_CPUS];
         let mut ticks = [0; MAX_CPUS];
-        for cpu in 0..count {
-            ids[cpu] = u64::from(smp::apic_id(cpu as u32));
-            ticks[cpu] = apic::ticks(cpu as u32);
+        for cpu in smp::cpus() {
+            ids[cpu.index()] = u64::from(smp::apic_id(cpu));
+            ticks[cpu.index()] = apic::ticks(cpu);
         }
         let aps = 1..count.max(1);
         write!(

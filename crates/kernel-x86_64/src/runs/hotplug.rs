@@ -15,13 +15,13 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::Ordering;
 
-use hotkern_cpuhp::{Callbacks, CpuId, CpuSet, Engine, Error, Report, StepSpec};
+use hotkern_cpuhp::{Callbacks, CpuSet, Engine, Error, Report, StepSpec};
 use hotkern_kernel::audit::{Counts, Resource};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::steps::StepDef;
 
 use crate::arch::kthread;
-use crate::arch::smp;
+use crate::arch::smp::{self, BOOT_CPU};
 use crate::arch::tsc;
 use crate::platform::hotplug_lock;
 use crate::platform::hotplug_thread;
@@ -242,10 +242,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         return None;
     }
     let possible = CpuSet::range(0, count);
-    let online: CpuSet = (0..count)
-        .filter(|&cpu| smp::is_running(cpu))
-        .map(CpuId)
-        .collect();
+    let online: CpuSet = smp::cpus().filter(|&cpu| smp::is_running(cpu)).collect();
     if let Err(error) = pages::init() {
         println!("hotkern: no page pool for the tasks: {error}");
         checks.check("a page pool for the tasks, taken from physmem", false);
@@ -319,12 +316,12 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     // slice, wherever it is.
     run.running_at_end = sched::tally().outstanding;
     sched::stop();
-    for cpu in 1..count {
+    for cpu in smp::application_processors() {
         smp::wake(cpu);
     }
     let started = tsc::now();
     while sched::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        sched::run_slices(0);
+        sched::run_slices(BOOT_CPU);
         sched::balance();
         core::hint::spin_loop();
     }
@@ -332,11 +329,11 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     // The domains retired by the last operations wait for one more grace
     // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
     let _ = rcu::synchronize(rcu::Kind::Normal, rcu::GRACE_TIMEOUT_US);
-    let rcu_pending = || (0..count).map(subsystems::rcu_pending).sum::<usize>();
+    let rcu_pending = || smp::cpus().map(subsystems::rcu_pending).sum::<usize>();
     let started = tsc::now();
     while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        subsystems::run_rcu_callbacks(0);
-        for cpu in 1..count {
+        subsystems::run_rcu_callbacks(BOOT_CPU);
+        for cpu in smp::application_processors() {
             smp::wake(cpu);
         }
         core::hint::spin_loop();

@@ -43,7 +43,7 @@ fn flush_others() {
     if !readers::request_flush() {
         println!("hotkern: virtio-mem: a reader did not acknowledge a TLB flush");
     }
-    for cpu in 1..smp::cpu_count() {
+    for cpu in smp::application_processors() {
         if !readers::runs_on(cpu) && smp::is_running(cpu) {
             let _ = smp::call(cpu, memory::flush_tlb, 0);
         }
@@ -180,7 +180,7 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
         since = tsc::nanos();
     }
     report.config = changes.finish(&device.transport, report.resizes.len() as u64, checks);
-    let others = (1..smp::cpu_count())
+    let others = smp::application_processors()
         .filter(|&cpu| smp::is_running(cpu))
         .count();
     report.seen = reader.map(readers::stop);

@@ -9,7 +9,7 @@ use hotkern_cpuhp::{Engine, Hotplug};
 use hotkern_kernel::steps::invariants;
 
 use crate::arch::console::println;
-use crate::arch::smp;
+use crate::arch::smp::{self, BOOT_CPU};
 use crate::platform::hotplug::KernelPlatform;
 use crate::platform::hotplug_lock;
 use crate::platform::rcu;
@@ -45,10 +45,10 @@ pub fn consistent(engine: &KernelHotplug, what: fmt::Arguments<'_>) -> u32 {
 pub fn settle_between() -> bool {
     // The controller is a CPU too: it runs a few of its own slices and
     // hands the rest of its queue to the application processors.
-    sched::run_slices(0);
+    sched::run_slices(BOOT_CPU);
     sched::balance();
     // And it is CPU 0's `rcuc`: its callbacks whose grace period ended.
-    subsystems::run_rcu_callbacks(0);
+    subsystems::run_rcu_callbacks(BOOT_CPU);
     // Each timed operation is a lone one: the lock's grace period from
     // this one ends before the next begins (see `hotplug_lock`).
     hotplug_lock::settle(rcu::GRACE_TIMEOUT_US)

@@ -17,6 +17,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use alloc::vec::Vec;
+use hotkern_cpuhp::CpuId;
 use hotkern_physmem::Pfn;
 
 use crate::arch::console::println;
@@ -182,7 +183,7 @@ fn reader(cpu: u64) -> u64 {
 }
 
 /// Readers started on CPUs, to stop with [`stop`].
-pub struct Readers(Vec<(u32, smp::Posted)>);
+pub struct Readers(Vec<(CpuId, smp::Posted)>);
 
 /// Starts a reader on every running CPU but the boot CPU, over `frames`
 /// frames from `first` in blocks of `block` frames; `None` if there is no
@@ -197,13 +198,13 @@ pub fn start(first: u64, frames: u64, block: u64) -> Option<Readers> {
     STOP.store(false, Ordering::Release);
     let flush = FLUSH.load(Ordering::Acquire);
     let mut posted = Vec::new();
-    for cpu in 1..smp::cpu_count().min(MAX_READERS as u32 + 1) {
+    for cpu in smp::application_processors().take(MAX_READERS) {
         if !smp::is_running(cpu) || posted.try_reserve(1).is_err() {
             continue;
         }
-        FLUSHED[cpu as usize].store(flush, Ordering::Release);
-        if let Ok(call) = smp::post(cpu, reader, u64::from(cpu)) {
-            RUNNING.fetch_or(1 << cpu, Ordering::AcqRel);
+        FLUSHED[cpu.index()].store(flush, Ordering::Release);
+        if let Ok(call) = smp::post(cpu, reader, u64::from(cpu.0)) {
+            RUNNING.fetch_or(1 << cpu.0, Ordering::AcqRel);
             posted.push((cpu, call));
         }
     }
@@ -217,8 +218,8 @@ pub fn resizing(on: bool) {
 
 /// Whether a reader runs on `cpu` (a TLB shootdown must use
 /// [`request_flush`] there, not a call).
-pub fn runs_on(cpu: u32) -> bool {
-    (cpu as usize) <= MAX_READERS && RUNNING.load(Ordering::Acquire) & (1 << cpu) != 0
+pub fn runs_on(cpu: CpuId) -> bool {
+    cpu.index() <= MAX_READERS && RUNNING.load(Ordering::Acquire) & (1 << cpu.0) != 0
 }
 
 /// Has every reader reload CR3 and waits for them all; false on a
@@ -247,9 +248,9 @@ pub fn stop(readers: Readers) -> Seen {
     let mut cpus = Vec::new();
     for (cpu, posted) in readers.0 {
         let _ = smp::finish(posted);
-        RUNNING.fetch_and(!(1 << cpu), Ordering::AcqRel);
+        RUNNING.fetch_and(!(1 << cpu.0), Ordering::AcqRel);
         if cpus.try_reserve(1).is_ok() {
-            cpus.push((cpu, PER_CPU[cpu as usize].load(Ordering::Relaxed)));
+            cpus.push((cpu.0, PER_CPU[cpu.index()].load(Ordering::Relaxed)));
         }
     }
     let count = |index: usize| COUNTS[index].load(Ordering::Relaxed);
