@@ -20,4 +20,5 @@ pub mod sched;
 pub mod steps;
 pub mod stop_machine;
 pub mod subsystems;
+pub mod thread;
 pub mod trace;

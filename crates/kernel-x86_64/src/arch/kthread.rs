@@ -29,7 +29,6 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hotkern_cpuhp::CpuId;
-use hotkern_kernel::kthread::Thread;
 use hotkern_kernel::rcu::Activity;
 
 use crate::arch::cpu::{self, MAX_CPUS};
@@ -208,7 +207,7 @@ impl Kthread {
     /// Switches from the calling CPU's idle loop to this thread; returns
     /// when the thread switches back. Interrupts must be off, and the
     /// thread must belong to the calling CPU.
-    fn switch_to(&self) {
+    pub fn switch_to(&self) {
         let me = cpu::current_id().unwrap_or(CpuId(0));
         assert_eq!(
             me, self.cpu,
@@ -236,36 +235,20 @@ impl Kthread {
         cpu::enter_activity(me, before);
     }
 
+    /// Whether the thread is parked (not switched to).
+    pub fn parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
+    }
+
+    /// Parks or unparks the thread: its CPU honours it at its next look.
+    pub fn set_parked(&self, parked: bool) {
+        self.parked.store(parked, Ordering::Release);
+    }
+
     /// Switches back to the idle loop that ran this thread.
     fn yield_to_idle(&self) {
         // SAFETY: called on the thread's own CPU, by the thread, with the
         // idle loop's pointer saved by `run`, which switched here.
         unsafe { hotkern_switch(self.saved.get(), *IDLE[self.cpu.index()].0.get()) };
-    }
-}
-
-impl Thread for Kthread {
-    fn run(&self) -> bool {
-        if self.parked.load(Ordering::Acquire) {
-            return false;
-        }
-        self.switch_to();
-        true
-    }
-
-    /// Takes effect at the CPU's next look. Only the thread's own CPU
-    /// switches to it, one thread at a time, and parks come from hotplug
-    /// steps on that CPU's hotplug thread or while it is offline: the
-    /// thread is never running when this returns.
-    fn park(&self) {
-        self.parked.store(true, Ordering::Release);
-    }
-
-    fn unpark(&self) {
-        self.parked.store(false, Ordering::Release);
-    }
-
-    fn is_parked(&self) -> bool {
-        self.parked.load(Ordering::Acquire)
     }
 }
