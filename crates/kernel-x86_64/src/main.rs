@@ -18,15 +18,13 @@ mod runs;
 
 use core::panic::PanicInfo;
 
-use hotkern_kernel::tick::Hz;
-
 use arch::console::{emergency, println};
 use arch::qemu::{exit, Exit};
 use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
+use platform::cpu_loop;
 use platform::trace::{self, trace_marker};
-use platform::{cpu_loop, rcu};
 use runs::checks::Checks;
-use runs::{cpus, hotplug, load, selftest, summary, vmem};
+use runs::{cpus, early, hotplug, load, selftest, summary, vmem};
 
 /// The first Rust code: called by the entry code in [`boot`] on the boot
 /// stack, with the physical address of the PVH start info.
@@ -45,27 +43,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Ok(info) => info,
         Err(error) => panic!("PVH start info: {error}"),
     };
-    println!(
-        "hotkern: start info v{}, command line {:?}, ACPI RSDP at {:#x}, {} memory map entries",
-        info.version,
-        info.cmdline(),
-        info.rsdp,
-        info.regions().len()
-    );
-    for region in info.regions() {
-        println!(
-            "hotkern:   [{:#014x}, {:#014x}) {}",
-            region.start,
-            region.end,
-            match region.kind {
-                pvh::E820_RAM => "RAM",
-                2 => "reserved",
-                3 => "ACPI",
-                4 => "ACPI NVS",
-                _ => "other",
-            }
-        );
-    }
+    early::print_start_info(&info);
     let tsc_hz = tsc::calibrate();
     match tsc_hz {
         Some(hz) => println!("hotkern: TSC {} MHz (against the PIT)", hz / 1_000_000),
@@ -73,41 +51,18 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     }
     let crash = info.option("crash");
     if let Some(kind) = crash {
-        crash_on_request(kind);
+        early::crash_on_request(kind);
     }
 
     let hypervisor = instructions::hypervisor();
-    let hypervisor_name = hypervisor
-        .as_ref()
-        .and_then(|signature| core::str::from_utf8(signature).ok())
-        .map(|name| name.trim_end_matches('\0'));
+    let hypervisor_name = early::hypervisor_name(&hypervisor);
     println!("hotkern: hypervisor {}", hypervisor_name.unwrap_or("none"));
 
     let mut checks = Checks::new();
-    // The nested KVM of the machines hotkern is developed on (PVM) cannot
-    // deliver a guest's own int3 (an "emulation failure" stops QEMU).
-    if hypervisor_name == Some("KVMKVMKVM") {
-        checks.skip("a breakpoint goes through the IDT and returns", "under KVM");
-    } else {
-        instructions::breakpoint();
-        checks.check(
-            "a breakpoint goes through the IDT and returns",
-            idt::breakpoints() == 1,
-        );
-    }
+    early::check_breakpoint(hypervisor_name, &mut checks);
     // The tick's rate times grace periods and timers, as Linux's CONFIG_HZ.
     if let Some(hz) = info.option("hz") {
-        match hz
-            .parse()
-            .map_err(|_| 0)
-            .and_then(|hz| Hz::new(hz).map_err(|e| e.0))
-        {
-            Ok(hz) => {
-                apic::set_hz(hz);
-                rcu::set_hz(hz);
-            }
-            Err(_) => println!("hotkern: hz={hz}: expected 100, 250, 300 or 1000; using 1000"),
-        }
+        early::set_hz(hz);
     }
     // Without a calibrated TSC the waits assume 2 GHz: only their length
     // is off, not their outcome.
@@ -213,31 +168,6 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     } else {
         Exit::ChecksFailed
     })
-}
-
-/// Fails on purpose, as `crash=KIND` on the command line asks, so that
-/// `hotkern boot` can test how it reports each way a run ends
-/// (`crash=check` fails a check at the end instead).
-fn crash_on_request(kind: &str) {
-    match kind {
-        "page-fault" => {
-            println!("hotkern: crashing on request: {kind}");
-            // 1 TiB: canonical, but outside the identity map (the only PML4
-            // entry covers the first 512 GiB).
-            let unmapped = 0x100_0000_0000_u64 as *const u64;
-            // SAFETY: not sound on purpose: the read faults, and the page
-            // fault handler ends the run before anything uses the value.
-            let value = unsafe { core::ptr::read_volatile(unmapped) };
-            println!("hotkern: read {value:#x} from an unmapped address");
-        }
-        "panic" => panic!("crash requested on the command line"),
-        "hang" => {
-            println!("hotkern: hanging on request");
-            instructions::halt_forever()
-        }
-        "check" => {}
-        other => println!("hotkern: unknown crash kind {other:?}, ignored"),
-    }
 }
 
 /// Prints the panic's message and where it came from, then ends the QEMU

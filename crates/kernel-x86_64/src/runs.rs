@@ -6,6 +6,7 @@
 
 pub mod checks;
 pub mod cpus;
+pub mod early;
 pub mod hotplug;
 pub mod json;
 pub mod load;
