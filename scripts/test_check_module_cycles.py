@@ -93,6 +93,22 @@ class ModuleCycles(unittest.TestCase):
         })
         self.assertEqual(found, [])
 
+    def test_a_macro_given_a_path_is_a_use_of_its_module(self):
+        found = self.cycle_modules({
+            "main.rs": "mod console;\nmod serial;\nfn main() {}\n",
+            "console.rs": (
+                "macro_rules! println { () => {} }\n"
+                "pub(crate) use println;\n"
+                "pub fn init() { crate::serial::Uart::init(); }\n"
+            ),
+            "serial.rs": (
+                "use crate::console::println;\n"
+                "pub struct Uart;\n"
+                "impl Uart { pub fn init() { println!(); } }\n"
+            ),
+        })
+        self.assertEqual(found, [["crate::console", "crate::serial"]])
+
     def test_paths_in_comments_and_strings_are_not_uses(self):
         found = self.cycle_modules({
             "main.rs": "mod a;\nmod b;\nfn main() {}\n",

@@ -1,60 +1,30 @@
 //! hotkern on bare metal: an x86-64 kernel that QEMU boots directly (PVH)
 //! and that runs hotkern's subsystems on real page frames.
 //!
-//! The boot path, in order: [`boot`] (32-bit PVH entry to long mode), the
-//! console ([`console`], COM1), the CPU's own descriptor tables ([`cpu`],
-//! [`idt`]), the start info ([`pvh`]), the TSC ([`tsc`]), memory
-//! ([`memory`]: physmem fed from the memory map, the heap on frames
-//! physmem gives back, the page descriptors in that heap), the other CPUs
-//! ([`cpus`]: local APIC and tick, MADT, AP start, calls, offline/online),
-//! the self checks
-//! ([`selftest`]), the run's trace ([`trace`]: markers in per-CPU rings
-//! from the heap on, sent as a trace.dat on COM2) and the summary line
-//! ([`summary`]); then QEMU exits with the status in [`qemu`].
+//! Four layers, each using only those below it: [`arch`] (what only the
+//! CPU and QEMU's PC do), [`drivers`] (PCI and virtio), [`platform`] (this
+//! kernel as the shared core's platform) and [`runs`] (what a boot does
+//! and reports). This file is the entry, the panic handler and the order
+//! of the runs; QEMU exits with the status in [`arch::qemu`].
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
-mod acpi;
-mod apic;
 mod arch;
-mod boot;
-mod checks;
-mod console;
-mod cpu;
-mod cpus;
-mod heap;
-mod hotplug;
-mod hotplug_lock;
-mod idt;
-mod kthread;
-mod load;
-mod memory;
-mod pages;
-mod panic;
-mod pci;
-mod pvh;
-mod qemu;
-mod ranges;
-mod rcu;
-mod sched;
-mod selftest;
-mod serial;
-mod smp;
-mod steps;
-mod stop_machine;
-mod summary;
-mod trace;
-mod trampoline;
-mod tsc;
-mod virtio_blk;
-mod virtio_mem;
-mod virtio_pci;
+mod drivers;
+mod platform;
+mod runs;
 
-use checks::Checks;
-use hotkern_kernel::tick::Hz;
-use qemu::{exit, Exit};
+use core::panic::PanicInfo;
+
+use arch::console::{emergency, println};
+use arch::qemu::{exit, Exit};
+use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
+use platform::cpu_loop;
+use platform::trace::{self, trace_marker};
+use runs::checks::Checks;
+use runs::{cpus, early, hotplug, load, selftest, summary, vmem};
 
 /// The first Rust code: called by the entry code in [`boot`] on the boot
 /// stack, with the physical address of the PVH start info.
@@ -63,37 +33,17 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     console::init();
     println!("hotkern: x86-64 kernel booting, PVH start info at {start_info:#x}");
     // SAFETY: the boot CPU, once, interrupts off (the PVH entry state).
-    unsafe { cpu::init(0) };
+    unsafe { cpu::init(smp::BOOT_CPU) };
     idt::init();
     idt::load();
-    arch::mask_legacy_pic();
+    instructions::mask_legacy_pic();
     // SAFETY: the address came from %ebx at the PVH entry, and nothing has
     // allocated memory yet.
     let info = match unsafe { pvh::StartInfo::read(u64::from(start_info)) } {
         Ok(info) => info,
         Err(error) => panic!("PVH start info: {error}"),
     };
-    println!(
-        "hotkern: start info v{}, command line {:?}, ACPI RSDP at {:#x}, {} memory map entries",
-        info.version,
-        info.cmdline(),
-        info.rsdp,
-        info.regions().len()
-    );
-    for region in info.regions() {
-        println!(
-            "hotkern:   [{:#014x}, {:#014x}) {}",
-            region.start,
-            region.end,
-            match region.kind {
-                pvh::E820_RAM => "RAM",
-                2 => "reserved",
-                3 => "ACPI",
-                4 => "ACPI NVS",
-                _ => "other",
-            }
-        );
-    }
+    early::print_start_info(&info);
     let tsc_hz = tsc::calibrate();
     match tsc_hz {
         Some(hz) => println!("hotkern: TSC {} MHz (against the PIT)", hz / 1_000_000),
@@ -101,45 +51,24 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     }
     let crash = info.option("crash");
     if let Some(kind) = crash {
-        crash_on_request(kind);
+        early::crash_on_request(kind);
     }
 
-    let hypervisor = arch::hypervisor();
-    let hypervisor_name = hypervisor
-        .as_ref()
-        .and_then(|signature| core::str::from_utf8(signature).ok())
-        .map(|name| name.trim_end_matches('\0'));
+    let hypervisor = instructions::hypervisor();
+    let hypervisor_name = early::hypervisor_name(&hypervisor);
     println!("hotkern: hypervisor {}", hypervisor_name.unwrap_or("none"));
 
     let mut checks = Checks::new();
-    // The nested KVM of the machines hotkern is developed on (PVM) cannot
-    // deliver a guest's own int3 (an "emulation failure" stops QEMU).
-    if hypervisor_name == Some("KVMKVMKVM") {
-        checks.skip("a breakpoint goes through the IDT and returns", "under KVM");
-    } else {
-        arch::breakpoint();
-        checks.check(
-            "a breakpoint goes through the IDT and returns",
-            idt::breakpoints() == 1,
-        );
-    }
+    early::check_breakpoint(hypervisor_name, &mut checks);
     // The tick's rate times grace periods and timers, as Linux's CONFIG_HZ.
     if let Some(hz) = info.option("hz") {
-        match hz
-            .parse()
-            .map_err(|_| 0)
-            .and_then(|hz| Hz::new(hz).map_err(|e| e.0))
-        {
-            Ok(hz) => {
-                apic::set_hz(hz);
-                rcu::set_hz(hz);
-            }
-            Err(_) => println!("hotkern: hz={hz}: expected 100, 250, 300 or 1000; using 1000"),
-        }
+        early::set_hz(hz);
     }
     // Without a calibrated TSC the waits assume 2 GHz: only their length
     // is off, not their outcome.
     let wait_hz = tsc_hz.unwrap_or(2_000_000_000);
+    // What a tick runs is the platform's; set before the first tick.
+    apic::set_tick_handler(cpu_loop::tick);
     let mut smp_report = cpus::bring_up(info.rsdp, wait_hz, &mut checks);
     println!(
         "hotkern: {} of {} CPUs online; local APIC timer {} MHz, tick {} Hz",
@@ -162,10 +91,11 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         ] {
             trace_marker!("{phase} took {} us", us.unwrap_or(0));
         }
-        for cpu in 1..smp::cpu_count() {
+        for cpu in smp::application_processors() {
             trace_marker!(
-                "cpu {cpu} started at boot in {} us",
-                smp_report.start_us[cpu as usize]
+                "cpu {} started at boot in {} us",
+                cpu.0,
+                smp_report.start_us[cpu.index()]
             );
         }
     }
@@ -219,7 +149,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     };
     let loaded = load::run(&info, false, &mut checks);
     let walked = load::run(&info, true, &mut checks);
-    let vmem = virtio_mem::run(info.option("vmem"), &mut checks);
+    let vmem = vmem::run(info.option("vmem"), &mut checks);
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(
@@ -248,27 +178,23 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     })
 }
 
-/// Fails on purpose, as `crash=KIND` on the command line asks, so that
-/// `hotkern boot` can test how it reports each way a run ends
-/// (`crash=check` fails a check at the end instead).
-fn crash_on_request(kind: &str) {
-    match kind {
-        "page-fault" => {
-            println!("hotkern: crashing on request: {kind}");
-            // 1 TiB: canonical, but outside the identity map (the only PML4
-            // entry covers the first 512 GiB).
-            let unmapped = 0x100_0000_0000_u64 as *const u64;
-            // SAFETY: not sound on purpose: the read faults, and the page
-            // fault handler ends the run before anything uses the value.
-            let value = unsafe { core::ptr::read_volatile(unmapped) };
-            println!("hotkern: read {value:#x} from an unmapped address");
-        }
-        "panic" => panic!("crash requested on the command line"),
-        "hang" => {
-            println!("hotkern: hanging on request");
-            arch::halt_forever()
-        }
-        "check" => {}
-        other => println!("hotkern: unknown crash kind {other:?}, ignored"),
+/// Prints the panic's message and where it came from, then ends the QEMU
+/// run with [`Exit::Panic`].
+#[panic_handler]
+fn panic(info: &PanicInfo<'_>) -> ! {
+    let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));
+    match info.location() {
+        Some(location) => emergency(format_args!(
+            "\nhotkern: panic on cpu {cpu} at {}:{}:{}: {}\n",
+            location.file(),
+            location.line(),
+            location.column(),
+            info.message()
+        )),
+        None => emergency(format_args!(
+            "\nhotkern: panic on cpu {cpu}: {}\n",
+            info.message()
+        )),
     }
+    exit(Exit::Panic)
 }

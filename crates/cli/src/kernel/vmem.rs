@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::statistics::median;
 
 /// The console line the kernel prints when it follows `requested-size`
-/// (crates/kernel-x86_64/src/virtio_mem.rs).
+/// (crates/kernel-x86_64/src/runs/vmem.rs).
 pub const READY: &str = "hotkern: virtio-mem ready";
 
 /// The kernel's virtio-mem figures (its summary's `"vmem"`) as table

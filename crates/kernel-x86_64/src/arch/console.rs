@@ -1,0 +1,46 @@
+//! The kernel console: COM1 behind a lock, and the `println!` macro.
+//!
+//! The fault paths (exceptions, panics) write through [`emergency`], which
+//! does not take the lock: the CPU that faulted may hold it, and the kernel
+//! stops right after.
+
+use core::fmt::{self, Write};
+
+use spin::Mutex;
+
+use crate::arch::serial::{Uart, COM1};
+
+static CONSOLE: Mutex<Uart> = Mutex::new(Uart::new(COM1));
+
+/// Programs the UART; call once, before the first `println!`.
+pub fn init() {
+    CONSOLE.lock().init();
+}
+
+/// Writes formatted text to the console (what `println!` expands to).
+pub fn print(args: fmt::Arguments<'_>) {
+    // Writing to the UART cannot fail; `Uart::write_str` always returns Ok.
+    let _ = CONSOLE.lock().write_fmt(args);
+}
+
+/// Writes formatted text without the console lock, for the fault paths.
+pub fn emergency(args: fmt::Arguments<'_>) {
+    if let Some(mut console) = CONSOLE.try_lock() {
+        let _ = console.write_fmt(args);
+        return;
+    }
+    // The lock is held, maybe by the code that faulted: a second handle on
+    // the UART. Its registers keep no per-writer state, so interleaving with
+    // the holder can only mix characters, never wedge the line.
+    let _ = Uart::programmed(COM1).write_fmt(args);
+}
+
+/// Prints to the console, with a newline.
+macro_rules! println {
+    () => { $crate::arch::console::print(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::arch::console::print(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+// A path every layer imports (`use crate::arch::console::println`) instead
+// of `#[macro_export]`, which would put the macro at the crate root.
+pub(crate) use println;

@@ -1,0 +1,365 @@
+//! Physical memory bring-up: the loader's map into physmem, then a heap on
+//! frames physmem gives back, then physmem's page descriptors in that heap.
+//!
+//! NetBSD's order (`uvm_page_physload` at boot, `uvm_pageboot_alloc`
+//! stealing pages, then `uvm_page_init`), which is what `uvm_physseg` was
+//! designed for:
+//!
+//! 1. every whole frame of usable RAM in the PVH memory map, less the first
+//!    MiB (firmware, the start info, the legacy holes) and the kernel image,
+//!    goes to [`Physmem::physload`] as one boot segment per range, split at
+//!    4 GiB (free list [`FREELIST_FIRST4G`] below, [`FREELIST_DEFAULT`]
+//!    above); no heap is needed yet;
+//! 2. the heap's frames are taken from the front of the largest segment
+//!    below 3 GiB (identity-mapped, write-back) with
+//!    [`Physmem::physunload`], one frame at a time, as NetBSD steals them;
+//! 3. [`Physmem::init_pages`] allocates the descriptors of every segment
+//!    from that heap and publishes the segments to lock-free readers.
+
+use core::fmt;
+use core::mem::size_of;
+use core::sync::atomic::AtomicU32;
+
+use hotkern_physmem::{FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
+
+use crate::arch::boot::{self, IDENTITY_MAP_END, MMIO_START};
+use crate::arch::heap;
+use crate::arch::pvh::{StartInfo, E820_RAM};
+use crate::arch::ranges::{FrameRanges, PAGE_SIZE};
+use crate::arch::tsc;
+
+/// Frames above 4 GiB (NetBSD x86's `VM_FREELIST_DEFAULT`).
+pub const FREELIST_DEFAULT: FreeList = FreeList::DEFAULT;
+/// Frames below 4 GiB (NetBSD x86's `VM_FREELIST_FIRST4G`): what 32-bit
+/// DMA can reach and what the boot identity map covers.
+pub const FREELIST_FIRST4G: FreeList = FreeList(1);
+
+/// Heap bytes beyond the descriptors: physmem's index and records, room
+/// for the run-time plugs of the self test, the trace rings, and a disk
+/// load (its cache's 4 MiB and the file).
+const HEAP_SLACK: u64 = 12 << 20;
+/// From this much RAM on, half of it goes to the heap instead, so that a
+/// boot loader's large file (`bench bcache --platform qemu --full` loads
+/// 270 MB) fits beside the cache.
+const LARGE_RAM: u64 = 512 << 20;
+
+/// The kernel's page descriptor (NetBSD's `struct vm_page`): physmem makes
+/// one per frame, in the heap. Eight bytes: its frame number in 32 bits
+/// (the kernel takes no RAM at or above [`FRAME_LIMIT`]) beside its flags.
+/// Half of a 64-bit address's sixteen, it halves what a plug's deferred
+/// descriptor making writes, which under TCG is most of what a lookup
+/// that reaches a fresh chunk pays.
+pub struct KernelPage {
+    frame: u32,
+    /// Per-page state; the self test marks the frames it touched.
+    pub flags: AtomicU32,
+}
+
+/// The first frame a [`KernelPage`] cannot name: 16 TiB.
+pub const FRAME_LIMIT: u64 = 1 << 32;
+
+impl KernelPage {
+    /// The frame's physical address.
+    pub fn phys_addr(&self) -> PhysAddr {
+        Pfn(u64::from(self.frame)).phys_addr()
+    }
+}
+
+impl Page for KernelPage {
+    fn new(phys_addr: PhysAddr) -> Self {
+        KernelPage {
+            // Below FRAME_LIMIT: `ram_frames` leaves RAM above it out, and
+            // virtio-mem's region must end below 512 GiB.
+            frame: (phys_addr.0 / PAGE_SIZE) as u32,
+            flags: AtomicU32::new(0),
+        }
+    }
+}
+
+/// Every page frame the kernel manages.
+pub static PHYSMEM: Physmem<KernelPage> = Physmem::new();
+
+/// What the bring-up did, for the checks and the summary.
+pub struct Layout {
+    /// Every whole frame of RAM in the loader's map.
+    pub ram: FrameRanges,
+    /// What went to `physload`: RAM less the first MiB and the kernel.
+    pub loaded: FrameRanges,
+    /// What physmem holds after the heap was taken: `loaded` less the heap.
+    pub managed: FrameRanges,
+    /// The kernel image, in frames.
+    pub kernel: (u64, u64),
+    /// The heap, in frames.
+    pub heap: (u64, u64),
+    /// Microseconds spent in `physload`, stealing the heap, `init_pages`.
+    pub micros: [Option<u64>; 3],
+}
+
+/// Why memory could not be brought up.
+#[derive(Debug, Clone, Copy)]
+pub enum MemoryError {
+    /// The map has no usable RAM above 1 MiB.
+    NoRam,
+    /// `physload` refused a range.
+    Physload(u64, u64, PhysmemError),
+    /// No segment below 3 GiB can hold the heap.
+    NoRoomForHeap {
+        /// Frames the heap needs.
+        needed: u64,
+        /// Frames in the largest candidate segment.
+        largest: u64,
+    },
+    /// `physunload` refused, or did not return the next frame in order.
+    Steal(Option<PhysmemError>),
+    /// `init_pages` failed.
+    InitPages(PhysmemError),
+}
+
+impl fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemoryError::NoRam => write!(f, "the memory map has no usable RAM above 1 MiB"),
+            MemoryError::Physload(start, end, error) => {
+                write!(f, "physload of frames [{start:#x}, {end:#x}): {error}")
+            }
+            MemoryError::NoRoomForHeap { needed, largest } => write!(
+                f,
+                "the heap needs {needed} frames, the largest segment below 3 GiB has {largest}"
+            ),
+            MemoryError::Steal(Some(error)) => write!(f, "stealing heap frames: {error}"),
+            MemoryError::Steal(None) => write!(f, "stolen heap frames are not contiguous"),
+            MemoryError::InitPages(error) => write!(f, "init_pages: {error}"),
+        }
+    }
+}
+
+impl core::error::Error for MemoryError {}
+
+/// The frames the loader's map says are usable RAM.
+fn ram_frames(info: &StartInfo) -> FrameRanges {
+    let mut ram = FrameRanges::new();
+    for region in info.regions().iter().filter(|r| r.kind == E820_RAM) {
+        ram.add_bytes(region.start, region.end);
+    }
+    // Where the map overlaps itself, reserved wins.
+    for region in info.regions().iter().filter(|r| r.kind != E820_RAM) {
+        ram.remove_bytes(region.start, region.end);
+    }
+    // A page descriptor names its frame in 32 bits.
+    ram.remove_bytes(FRAME_LIMIT * PAGE_SIZE, u64::MAX);
+    ram
+}
+
+/// Runs the three steps of the module documentation.
+pub fn bring_up(info: &StartInfo) -> Result<Layout, MemoryError> {
+    let ram = ram_frames(info);
+    let (kernel_start, kernel_end) = boot::kernel_image();
+    let mut loaded = ram.clone();
+    loaded.remove_bytes(0, 1 << 20);
+    loaded.remove_bytes(kernel_start, kernel_end);
+    loaded.split_at(IDENTITY_MAP_END / PAGE_SIZE);
+    if loaded.len() == 0 {
+        return Err(MemoryError::NoRam);
+    }
+
+    let started = tsc::now();
+    let mut heap_home = None;
+    let mut largest = 0;
+    for (start, end) in loaded.iter() {
+        let below_4g = end <= IDENTITY_MAP_END / PAGE_SIZE;
+        let list = if below_4g {
+            FREELIST_FIRST4G
+        } else {
+            FREELIST_DEFAULT
+        };
+        let handle = PHYSMEM
+            .physload(Pfn(start), Pfn(end), Pfn(start), Pfn(end), list)
+            .map_err(|error| MemoryError::Physload(start, end, error))?;
+        if end <= MMIO_START / PAGE_SIZE && end - start > largest {
+            largest = end - start;
+            heap_home = Some((handle, start));
+        }
+    }
+    let physload_us = tsc::micros_since(started);
+
+    let started = tsc::now();
+    let frames = loaded.frames();
+    let descriptors = frames * size_of::<KernelPage>() as u64;
+    let loaded_bytes = frames * PAGE_SIZE;
+    let slack = if loaded_bytes >= LARGE_RAM - (16 << 20) {
+        loaded_bytes / 2
+    } else {
+        HEAP_SLACK
+    };
+    let needed = (descriptors + descriptors / 4 + slack).div_ceil(PAGE_SIZE);
+    let Some((handle, first)) = heap_home.filter(|_| needed < largest) else {
+        return Err(MemoryError::NoRoomForHeap { needed, largest });
+    };
+    for index in 0..needed {
+        let pfn = PHYSMEM
+            .physunload(handle, FREELIST_FIRST4G)
+            .map_err(|error| MemoryError::Steal(Some(error)))?;
+        if pfn.0 != first + index {
+            return Err(MemoryError::Steal(None));
+        }
+    }
+    let heap = (first, first + needed);
+    // SAFETY: the frames are usable RAM from the loader's map, below 3 GiB
+    // (identity-mapped write-back), outside the first MiB and the kernel,
+    // and physmem no longer has them, so nothing else will hand them out.
+    unsafe { heap::init(heap.0 * PAGE_SIZE, (needed * PAGE_SIZE) as usize) };
+    let heap_us = tsc::micros_since(started);
+
+    let started = tsc::now();
+    PHYSMEM.init_pages().map_err(MemoryError::InitPages)?;
+    let init_us = tsc::micros_since(started);
+
+    let mut managed = loaded.clone();
+    managed.remove(heap.0, heap.1);
+    Ok(Layout {
+        ram,
+        loaded,
+        managed,
+        kernel: (kernel_start / PAGE_SIZE, kernel_end.div_ceil(PAGE_SIZE)),
+        heap,
+        micros: [physload_us, heap_us, init_us],
+    })
+}
+
+/// Why a hot-plugged block could not be mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapError {
+    /// The address is not 2 MiB-aligned, inside the boot identity map, or
+    /// beyond the 512 GiB the boot PML4 entry covers.
+    Outside(u64),
+    /// No heap for a page directory.
+    NoMemory,
+}
+
+impl fmt::Display for MapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MapError::Outside(address) => write!(
+                f,
+                "{address:#x} is not a 2 MiB page between 4 GiB and 512 GiB"
+            ),
+            MapError::NoMemory => f.write_str("no heap for a page directory"),
+        }
+    }
+}
+
+impl core::error::Error for MapError {}
+
+/// A 2 MiB page: present, writable, large (PS), write-back.
+const LARGE_PAGE: u64 = 0x83;
+/// A page directory or page table pointer: present, writable.
+const TABLE: u64 = 0x3;
+const LARGE: u64 = 2 << 20;
+/// The boot PML4's one entry covers this much.
+const PML4_SPAN: u64 = 512 << 30;
+
+/// Serialises changes to the page directories above 4 GiB.
+static MAP_LOCK: spin::Mutex<()> = spin::Mutex::new(());
+/// Page directories made above 4 GiB so far.
+static DIRECTORIES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// How many page directories above 4 GiB have been made so far.
+pub fn directories_made() -> u64 {
+    DIRECTORIES.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// The boot PDPT, found through CR3 (every CPU runs on the boot tables).
+fn pdpt() -> *mut u64 {
+    let cr3: u64;
+    // SAFETY: reading CR3 has no side effect.
+    unsafe { core::arch::asm!("mov {}, cr3", out(reg) cr3, options(nomem, nostack)) };
+    let pml4 = (cr3 & !0xfff) as *const u64;
+    // SAFETY: the boot PML4 is in the kernel image (identity-mapped), and
+    // its entry 0 points at the boot PDPT, also in the image.
+    (unsafe { pml4.read_volatile() } & 0x000f_ffff_ffff_f000) as *mut u64
+}
+
+/// The PD entry for the 2 MiB page at `address`, making the directory if
+/// `create`.
+fn pd_entry(address: u64, create: bool) -> Result<Option<*mut u64>, MapError> {
+    if address % LARGE != 0 || !(IDENTITY_MAP_END..PML4_SPAN).contains(&address) {
+        return Err(MapError::Outside(address));
+    }
+    let slot = (address >> 30) as usize;
+    // SAFETY: slot < 512: inside the PDPT page; the caller holds MAP_LOCK.
+    let entry = unsafe { pdpt().add(slot) };
+    // SAFETY: as above.
+    let mut value = unsafe { entry.read_volatile() };
+    if value & 1 == 0 {
+        if !create {
+            return Ok(None);
+        }
+        let layout =
+            alloc::alloc::Layout::from_size_align(4096, 4096).map_err(|_| MapError::NoMemory)?;
+        // SAFETY: a non-zero size; the directory lives for the rest of the
+        // run (heap addresses are identity-mapped: virtual is physical).
+        let directory = unsafe { alloc::alloc::alloc_zeroed(layout) };
+        if directory.is_null() {
+            return Err(MapError::NoMemory);
+        }
+        DIRECTORIES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        value = directory as u64 | TABLE;
+        // SAFETY: as above; a not-present entry is not cached, so no
+        // invalidation is needed.
+        unsafe { entry.write_volatile(value) };
+    }
+    let directory = (value & 0x000f_ffff_ffff_f000) as *mut u64;
+    // SAFETY: the index is below 512: inside the directory's page.
+    Ok(Some(unsafe {
+        directory.add(((address >> 21) & 511) as usize)
+    }))
+}
+
+/// Maps the 2 MiB at `address` (above 4 GiB) identity, write-back:
+/// hot-plugged RAM becomes usable. A page directory is made the first
+/// time a GiB is mapped, and kept.
+pub fn map_large(address: u64) -> Result<(), MapError> {
+    let _lock = MAP_LOCK.lock();
+    if let Some(entry) = pd_entry(address, true)? {
+        // SAFETY: the entry is this block's own; nothing maps it yet.
+        unsafe { entry.write_volatile(address | LARGE_PAGE) };
+    }
+    Ok(())
+}
+
+/// Makes the page directories that mapping `[start, end)` needs, mapping
+/// nothing: a driver calls it before its first plug, so that a resize
+/// allocates no directory (allocate before changing anything).
+pub fn prepare_map(start: u64, end: u64) -> Result<(), MapError> {
+    let _lock = MAP_LOCK.lock();
+    let first = start & !((1 << 30) - 1);
+    for gib in (first..end).step_by(1 << 30) {
+        pd_entry(gib.max(start), true)?;
+    }
+    Ok(())
+}
+
+/// Unmaps the 2 MiB at `address` and drops it from this CPU's TLB; the
+/// caller flushes the other CPUs ([`flush_tlb`]) before the device takes
+/// the memory back.
+pub fn unmap_large(address: u64) -> Result<(), MapError> {
+    let _lock = MAP_LOCK.lock();
+    if let Some(entry) = pd_entry(address, false)? {
+        // SAFETY: the entry maps only this block, which nothing uses now.
+        unsafe {
+            entry.write_volatile(0);
+            core::arch::asm!("invlpg [{}]", in(reg) address, options(nostack));
+        }
+    }
+    Ok(())
+}
+
+/// Drops every non-global TLB entry of the calling CPU (a CR3 reload), as
+/// a cross-CPU call: `fn(u64) -> u64` for [`crate::arch::smp::call`].
+pub fn flush_tlb(_: u64) -> u64 {
+    // SAFETY: writing CR3 its own value changes no mapping.
+    unsafe {
+        core::arch::asm!("mov {0}, cr3", "mov cr3, {0}", out(reg) _, options(nostack));
+    }
+    0
+}

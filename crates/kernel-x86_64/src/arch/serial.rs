@@ -1,0 +1,97 @@
+//! A polled 16550 UART driver, for the console on COM1.
+//!
+//! No interrupts: the kernel writes a byte once the transmit holding
+//! register is empty. QEMU's UART is always ready at once, so the wait costs
+//! one port read per byte.
+
+use core::fmt;
+
+use crate::arch::instructions::{inb, outb};
+
+/// The first PC serial port, where QEMU's `-serial stdio` is.
+pub const COM1: u16 = 0x3f8;
+
+const DATA: u16 = 0;
+const INTERRUPT_ENABLE: u16 = 1;
+const FIFO_CONTROL: u16 = 2;
+const LINE_CONTROL: u16 = 3;
+const MODEM_CONTROL: u16 = 4;
+const LINE_STATUS: u16 = 5;
+const SCRATCH: u16 = 7;
+
+/// Divisor latch access (line control bit 7).
+const DLAB: u8 = 0x80;
+/// Line status: the transmit holding register is empty.
+const THR_EMPTY: u8 = 0x20;
+
+/// A 16550 at an I/O port base.
+pub struct Uart {
+    base: u16,
+    present: bool,
+}
+
+impl Uart {
+    /// A UART at `base`, not yet programmed.
+    pub const fn new(base: u16) -> Self {
+        Uart {
+            base,
+            present: false,
+        }
+    }
+
+    /// A handle on a UART that [`init`](Self::init) already programmed.
+    pub const fn programmed(base: u16) -> Self {
+        Uart {
+            base,
+            present: true,
+        }
+    }
+
+    /// Programs 115200 baud, 8N1, FIFOs on, interrupts off. A missing UART
+    /// (the scratch register does not hold a value) is remembered, and
+    /// writes to it are dropped instead of waiting forever.
+    pub fn init(&mut self) {
+        let base = self.base;
+        // SAFETY: these are the 16550's own registers at `base` (COM1 on a
+        // PC); programming them affects only the serial line.
+        unsafe {
+            outb(base + SCRATCH, 0x5a);
+            self.present = inb(base + SCRATCH) == 0x5a;
+            outb(base + INTERRUPT_ENABLE, 0);
+            outb(base + LINE_CONTROL, DLAB);
+            outb(base + DATA, 1);
+            outb(base + INTERRUPT_ENABLE, 0);
+            outb(base + LINE_CONTROL, 0x03);
+            outb(base + FIFO_CONTROL, 0xc7);
+            outb(base + MODEM_CONTROL, 0x03);
+        }
+    }
+
+    /// Sends one byte, waiting for room.
+    pub fn write_byte(&mut self, byte: u8) {
+        if !self.present {
+            return;
+        }
+        // SAFETY: reading the line status and writing the data register of
+        // the UART we programmed; reading the status has no side effect.
+        unsafe {
+            while inb(self.base + LINE_STATUS) & THR_EMPTY == 0 {
+                core::hint::spin_loop();
+            }
+            outb(self.base + DATA, byte);
+        }
+    }
+}
+
+impl fmt::Write for Uart {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        for byte in text.bytes() {
+            // Terminals and log files alike expect CR LF on a serial line.
+            if byte == b'\n' {
+                self.write_byte(b'\r');
+            }
+            self.write_byte(byte);
+        }
+        Ok(())
+    }
+}

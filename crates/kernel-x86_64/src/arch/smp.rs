@@ -1,0 +1,365 @@
+//! The other CPUs: kicking them into the trampoline (INIT-SIPI-SIPI),
+//! calling a function on one of them (a fixed-vector IPI), waking one from
+//! `hlt`, and the interrupt handlers all of that rests on.
+//!
+//! CPU numbers are the kernel's: 0 is the boot CPU, then the MADT's other
+//! enabled CPUs in MADT order. Starts follow the SDM's MP initialisation
+//! sequence as Linux's `arch/x86/kernel/smpboot.c` (`wakeup_secondary_cpu_via_init`)
+//! does it, with the shortened waits that virtual CPUs allow: INIT, then a
+//! SIPI at once, and a second SIPI only if the CPU has not answered in
+//! 200 µs (a CPU already running ignores it).
+//!
+//! An offline CPU parks with interrupts off in `cli; hlt`, its tick
+//! stopped: nothing but INIT (or NMI, which the kernel never sends) wakes
+//! it, so bringing it back is a fresh start through the trampoline, the
+//! same path as the first one.
+//!
+//! The handshake around a start and a stop (who writes which state, who
+//! wakes whom) is the shared kernel's [`Lifecycle`], whose words live here
+//! ([`LIVES`]) because the calls read them; the platform moves them
+//! (`crate::platform::power`) and gives [`kick`] the entry a started CPU
+//! runs, so this layer knows nothing of the CPU loop above it.
+
+use core::arch::asm;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::power::{Lifecycle, PowerError};
+use hotkern_kernel::rcu::Activity;
+
+use crate::arch::apic;
+use crate::arch::cpu::{self, MAX_CPUS};
+use crate::arch::instructions;
+use crate::arch::trampoline;
+use crate::arch::tsc;
+
+/// CPU 0: the boot CPU, which runs the runs and never goes offline.
+pub const BOOT_CPU: CpuId = CpuId(0);
+
+/// Bytes of each application processor's stack.
+const AP_STACK_BYTES: usize = 32 * 1024;
+
+/// A start waits this long for the first SIPI to take.
+pub const SECOND_SIPI_US: u64 = 200;
+/// A start, a call or an offline gives up after this long (TCG on a loaded
+/// two-core host can keep a vCPU away for a long time).
+pub const TIMEOUT_US: u64 = 5_000_000;
+
+/// Which CPUs run: the shared core's handshake, whose words the platform's
+/// starts and parks move and whose `is_alive` the calls here read.
+pub static LIVES: Lifecycle = Lifecycle::new();
+static APIC_IDS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+static CPU_COUNT: AtomicU32 = AtomicU32::new(1);
+
+#[repr(C, align(16))]
+struct Stack(UnsafeCell<[u8; AP_STACK_BYTES]>);
+
+// SAFETY: each stack is used only by its own CPU, from its start until it
+// parks; the next start of that CPU begins after it parked.
+unsafe impl Sync for Stack {}
+
+static STACKS: [Stack; MAX_CPUS] =
+    [const { Stack(UnsafeCell::new([0; AP_STACK_BYTES])) }; MAX_CPUS];
+
+/// One CPU's mailbox for [`call`]: the function, its argument and result,
+/// and the numbers of the last call asked for and the last one done.
+struct Mailbox {
+    function: AtomicUsize,
+    arg: AtomicU64,
+    result: AtomicU64,
+    requested: AtomicU64,
+    done: AtomicU64,
+    /// The CPU that posted the call: woken when it is done.
+    caller: AtomicU32,
+}
+
+static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
+    Mailbox {
+        function: AtomicUsize::new(0),
+        arg: AtomicU64::new(0),
+        result: AtomicU64::new(0),
+        requested: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        caller: AtomicU32::new(0),
+    }
+}; MAX_CPUS];
+
+/// Why an operation on another CPU failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmpError {
+    /// No such CPU.
+    NoCpu(CpuId),
+    /// The CPU is not in the state the operation needs.
+    WrongState(CpuId),
+    /// The CPU did not answer within the timeout.
+    Timeout(CpuId),
+}
+
+impl core::fmt::Display for SmpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "cpu {} {}", self.cpu().0, self.cause())
+    }
+}
+
+impl core::error::Error for SmpError {}
+
+/// Records the CPUs: the boot CPU (the caller) as CPU 0, then every other
+/// APIC id of `apic_ids`. Returns how many CPUs there are.
+pub fn register(apic_ids: &[u32]) -> u32 {
+    let boot = apic::id();
+    APIC_IDS[0].store(boot, Ordering::Relaxed);
+    LIVES.boot_cpu(0);
+    let mut count = 1;
+    for &id in apic_ids.iter().filter(|&&id| id != boot) {
+        if count < MAX_CPUS {
+            APIC_IDS[count].store(id, Ordering::Relaxed);
+            count += 1;
+        }
+    }
+    CPU_COUNT.store(count as u32, Ordering::Release);
+    count as u32
+}
+
+/// CPUs known (online or not).
+pub fn cpu_count() -> u32 {
+    CPU_COUNT.load(Ordering::Acquire)
+}
+
+/// Every CPU known, online or not: CPU 0 (the boot CPU) first.
+pub fn cpus() -> impl Iterator<Item = CpuId> {
+    (0..cpu_count()).map(CpuId)
+}
+
+/// Every application processor known, online or not.
+pub fn application_processors() -> impl Iterator<Item = CpuId> {
+    (1..cpu_count()).map(CpuId)
+}
+
+/// CPUs online now.
+pub fn online() -> u32 {
+    (0..cpu_count() as usize)
+        .filter(|&cpu| LIVES.is_alive(cpu))
+        .count() as u32
+}
+
+/// CPU `cpu`'s APIC id.
+pub fn apic_id(cpu: CpuId) -> u32 {
+    APIC_IDS[cpu.index()].load(Ordering::Relaxed)
+}
+
+/// `cpu` as an index, if it is an application processor.
+pub fn check_cpu(cpu: CpuId) -> Result<usize, SmpError> {
+    if cpu.0 == 0 || cpu.0 >= cpu_count() {
+        return Err(SmpError::NoCpu(cpu));
+    }
+    Ok(cpu.index())
+}
+
+impl SmpError {
+    /// The CPU it names.
+    pub fn cpu(&self) -> CpuId {
+        match *self {
+            SmpError::NoCpu(cpu) | SmpError::WrongState(cpu) | SmpError::Timeout(cpu) => cpu,
+        }
+    }
+
+    /// Why, in a few words, for the hotplug engine's errors.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            SmpError::NoCpu(_) => "no such CPU",
+            SmpError::WrongState(_) => "in the wrong state",
+            SmpError::Timeout(_) => "did not answer in time",
+        }
+    }
+
+    /// The shared handshake's error as this module's, with its CPU.
+    pub fn from_power(error: PowerError) -> (CpuId, SmpError) {
+        match error {
+            PowerError::NoSuchCpu(cpu) => (cpu, SmpError::NoCpu(cpu)),
+            PowerError::WrongState(cpu, _) => (cpu, SmpError::WrongState(cpu)),
+            PowerError::Timeout(cpu) => (cpu, SmpError::Timeout(cpu)),
+        }
+    }
+}
+
+/// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the
+/// result.
+pub fn call(cpu: CpuId, function: fn(u64) -> u64, arg: u64) -> Result<u64, SmpError> {
+    let call = post(cpu, function, arg)?;
+    finish(call)
+}
+
+/// A call posted to another CPU, to [`finish`].
+#[must_use = "a posted call must be finished before its argument goes away"]
+pub struct Posted {
+    cpu: CpuId,
+    number: u64,
+}
+
+impl Posted {
+    /// The CPU the call went to.
+    pub fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+}
+
+/// Asks CPU `cpu` to run `function(arg)` from its IPI handler and returns
+/// at once; [`finish`] waits for it. A CPU holds one call at a time: the
+/// caller finishes each call before posting the next to the same CPU.
+pub fn post(cpu: CpuId, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpError> {
+    if cpu.0 >= cpu_count() {
+        return Err(SmpError::NoCpu(cpu));
+    }
+    let index = cpu.index();
+    // A call to oneself would wait for a handler that cannot run.
+    if !LIVES.is_alive(index) || cpu::current_id() == Some(cpu) {
+        return Err(SmpError::WrongState(cpu));
+    }
+    let mailbox = &MAILBOXES[index];
+    mailbox.function.store(function as usize, Ordering::Relaxed);
+    mailbox.arg.store(arg, Ordering::Relaxed);
+    mailbox
+        .caller
+        .store(cpu::current_id().unwrap_or(CpuId(0)).0, Ordering::Relaxed);
+    let number = mailbox.requested.load(Ordering::Relaxed) + 1;
+    // Release: pairs with the acquire in `run_call`, which then sees the
+    // function and argument stored above.
+    mailbox.requested.store(number, Ordering::Release);
+    apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
+    Ok(Posted { cpu, number })
+}
+
+/// Waits until a posted call has run and returns its result. The caller
+/// halts, woken by the CPU that ran the call (Linux spins here, in
+/// `csd_lock_wait`; a spinning vCPU would hold a host core the callee
+/// needs, and a stop-machine's members would be released one by one).
+pub fn finish(call: Posted) -> Result<u64, SmpError> {
+    let mailbox = &MAILBOXES[call.cpu.index()];
+    let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
+    // Acquire: pairs with the release in `run_call`, so the result is there.
+    let done = || mailbox.done.load(Ordering::Acquire) == call.number;
+    if halt_until(&done, deadline) {
+        Ok(mailbox.result.load(Ordering::Relaxed))
+    } else {
+        Err(SmpError::Timeout(call.cpu))
+    }
+}
+
+/// Wakes CPU `cpu` from `hlt` (Linux's reschedule IPI): its idle loop looks
+/// at its run queue again. Nothing happens to a CPU that is not running.
+pub fn wake(cpu: CpuId) {
+    let index = cpu.index();
+    if index < cpu_count() as usize && LIVES.is_alive(index) {
+        ring(cpu);
+    }
+}
+
+/// Wake-ups sent to each CPU that its loop has not halted on yet: the
+/// machine's doorbell, Linux's `need_resched` as its idle loop checks it
+/// with interrupts off before it halts. A wake-up that lands while the
+/// CPU is busy (its IPI taken by the running thread) leaves this set, so
+/// the loop's next halt turns again at once instead of sleeping until
+/// the tick.
+pub static RUNG: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
+/// Marks a wake-up for CPU `cpu` and sends its IPI, whatever its state
+/// (the [`Lifecycle`] wakes a CPU it asked to leave).
+pub fn ring(cpu: CpuId) {
+    if let Some(rung) = RUNG.get(cpu.index()) {
+        // Release, before the IPI: the halt's swap (acquire) that finds
+        // it also sees what the waker published before waking.
+        rung.store(true, Ordering::Release);
+        apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
+    }
+}
+
+/// Whether CPU `cpu` is running (started and not parked): the CPUs a
+/// stop-machine must gather and a grace period must hear from.
+pub fn is_running(cpu: CpuId) -> bool {
+    cpu.index() < cpu_count() as usize && LIVES.is_alive(cpu.index())
+}
+
+/// Runs the call in the running CPU's mailbox, if there is a new one.
+fn run_call() {
+    let Some(cpu) = cpu::current_id() else { return };
+    let mailbox = &MAILBOXES[cpu.index()];
+    let number = mailbox.requested.load(Ordering::Acquire);
+    if mailbox.done.load(Ordering::Relaxed) == number {
+        return;
+    }
+    let address = mailbox.function.load(Ordering::Relaxed);
+    // SAFETY: `call` stored a `fn(u64) -> u64` there before publishing the
+    // call's number (release), which this CPU read with acquire.
+    let function: fn(u64) -> u64 = unsafe { core::mem::transmute(address) };
+    let before = cpu::enter_activity(cpu, Activity::CrossCpuCall);
+    let result = function(mailbox.arg.load(Ordering::Relaxed));
+    cpu::enter_activity(cpu, before);
+    mailbox.result.store(result, Ordering::Relaxed);
+    // Read before `done` lets the caller post again.
+    let caller = mailbox.caller.load(Ordering::Relaxed);
+    mailbox.done.store(number, Ordering::Release);
+    ring(CpuId(caller));
+}
+
+/// Every interrupt below the exceptions' range comes here (from
+/// [`crate::arch::idt`]).
+pub fn interrupt(vector: u8) {
+    match vector {
+        apic::TIMER_VECTOR => apic::tick(cpu::current_id().unwrap_or(CpuId(0))),
+        apic::CALL_VECTOR => {
+            run_call();
+            apic::eoi();
+        }
+        apic::WAKE_VECTOR => apic::eoi(),
+        // Spurious: no EOI (SDM: the APIC did not set an ISR bit).
+        _ => {}
+    }
+}
+
+/// Enables interrupts on the calling CPU.
+pub fn enable_interrupts() {
+    // SAFETY: the IDT is loaded and has gates for every vector the local
+    // APIC may deliver (tick, call, spurious); the handlers take no lock.
+    unsafe { asm!("sti", options(nomem, nostack)) };
+}
+
+/// Halts until `condition` holds or the TSC passes `deadline_ns`; says
+/// whether it held. The tick wakes the halt to look at the clock: a
+/// deadline passes within a tick, unless the caller masked the tick (a
+/// call handler).
+pub fn halt_until(condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+    instructions::without_interrupts(|| loop {
+        if condition() {
+            return true;
+        }
+        if tsc::nanos() >= deadline_ns {
+            return false;
+        }
+        // SAFETY: `sti; hlt` opens interrupts only for the halt (the
+        // `sti` shadow): a wake-up sent after the check above is taken
+        // by the halt, not before it; `cli` closes them again.
+        // Handlers that can run here take no lock (the wake-up only
+        // acknowledges, the tick counts).
+        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+    })
+}
+
+/// Sends CPU `cpu` (dead: parked or never started) INIT and SIPI into the
+/// trampoline, which brings it to `entry(cpu)` on its own stack in long
+/// mode.
+pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
+    let index = cpu.index();
+    let stack_top = STACKS[index].0.get() as u64 + AP_STACK_BYTES as u64;
+    // SAFETY: only the boot CPU starts CPUs, and `cpu` is dead: it is
+    // parked (or never ran), so nothing reads its row; the CPUs
+    // starting beside it read only their own rows.
+    unsafe { trampoline::install(index, apic_id(cpu), stack_top, entry, u64::from(cpu.0)) };
+    apic::send_init(apic_id(cpu));
+    apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
+}
+
+/// The SDM's second SIPI (a CPU already running ignores it).
+pub fn kick_again(cpu: CpuId) {
+    apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
+}

@@ -1,0 +1,424 @@
+//! A virtio-mem driver (virtio 1.2, section 5.15) that follows the
+//! device's `requested_size`, feeding physmem as a hypervisor gives and
+//! takes memory: NetBSD's `uvm_physseg_plug`/`unplug` driven by the
+//! device Linux drives from `drivers/virtio/virtio_mem.c`.
+//!
+//! - **Grow**: PLUG runs of free blocks (at most 128 MiB a request, as
+//!   Linux plugs a memory block at a time), map them in the kernel's page
+//!   tables ([`memory::map_large`]), `physmem.plug` them, hand their frames
+//!   to the allocator its caller made ([`probe`]: a bitmap per block).
+//! - **Shrink**: take back from the allocator only blocks whose every frame
+//!   is free, from the top of the region down; if too few are, take back
+//!   those and say why the rest stayed. Then `physmem.unplug` (within one
+//!   segment at a time), unmap, flush the other CPUs' TLBs, UNPLUG.
+//!
+//! Configuration changes come as interrupts: the transport routes the
+//! device's configuration-change interrupt (MSI-X, or on QEMU 7.2, which
+//! gives virtio-mem-pci no MSI-X, the legacy pin through the I/O APIC) to
+//! the boot CPU's [`apic::VIRTIO_CONFIG_VECTOR`], whose handler counts
+//! it. Following the host's sizes, and what runs beside the resizes, is
+//! the experiment's (`crate::runs::vmem`).
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+
+use hotkern_kernel::blockframes::{BlockFrames, RegionError};
+use hotkern_physmem::{PageCount, Pfn, PhysmemError};
+
+use crate::arch::apic;
+use crate::arch::boot::IDENTITY_MAP_END;
+use crate::arch::memory::{self, MapError, PHYSMEM};
+use crate::arch::ranges::PAGE_SIZE;
+use crate::arch::tsc;
+use crate::drivers::pci;
+use crate::drivers::virtio::pci::{self as virtio_pci, IrqTarget, Transport, TransportError};
+
+/// Red Hat's vendor id; virtio device 24 (memory) as a modern PCI device.
+const VENDOR: u16 = 0x1af4;
+const DEVICE_MEM: u16 = 0x1040 + 24;
+/// VIRTIO_MEM_F_UNPLUGGED_INACCESSIBLE: the driver never touches
+/// unplugged memory (this one maps only plugged blocks), so it can accept.
+const F_UNPLUGGED_INACCESSIBLE: u64 = 1 << 1;
+
+// `struct virtio_mem_config`.
+const BLOCK_SIZE: u64 = 0;
+const ADDR: u64 = 16;
+const REGION_SIZE: u64 = 24;
+/// `usable_region_size`: where blocks may be plugged.
+pub const USABLE_REGION_SIZE: u64 = 32;
+/// `plugged_size`: what the device counts as plugged.
+pub const PLUGGED_SIZE: u64 = 40;
+/// `requested_size`: what the host asks for.
+pub const REQUESTED_SIZE: u64 = 48;
+
+const REQ_PLUG: u16 = 0;
+const REQ_UNPLUG: u16 = 1;
+/// VIRTIO_MEM_REQ_UNPLUG_ALL.
+pub const REQ_UNPLUG_ALL: u16 = 2;
+/// VIRTIO_MEM_REQ_STATE: 0 plugged, 1 unplugged, 2 mixed.
+pub const REQ_STATE: u16 = 3;
+const RESP_ACK: u16 = 0;
+
+const LARGE: u64 = 2 << 20;
+/// A mebibyte.
+pub const MIB: u64 = 1 << 20;
+/// The most a single PLUG asks for.
+pub const RUN_BYTES: u64 = 128 << 20;
+/// Scans for wholly free blocks before a shrink stops short: the waits
+/// between them double from 100 µs, about 50 ms in all. A reader holds a
+/// frame for a moment, but under TCG the host may preempt its vCPU in
+/// that moment for a time slice of its own (milliseconds).
+const SHRINK_ATTEMPTS: u32 = 10;
+/// Why the driver stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemError {
+    /// No virtio-mem-pci function on bus 0.
+    NotFound,
+    /// The transport failed.
+    Transport(TransportError),
+    /// The device's configuration is unusable.
+    BadConfig(&'static str),
+    /// The device answered a request with something other than ACK.
+    Refused {
+        /// The request type.
+        request: u16,
+        /// The response type (1 NACK, 2 BUSY, 3 ERROR).
+        response: u16,
+    },
+    /// Mapping a block failed.
+    Map(MapError),
+    /// physmem refused a plug or unplug.
+    Physmem(PhysmemError),
+    /// The allocator could not take a block's frames.
+    Allocator,
+    /// The allocator's bitmaps for the region could not be made.
+    Region(RegionError),
+}
+
+impl fmt::Display for MemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemError::NotFound => f.write_str(
+                "no virtio-mem-pci device on PCI bus 0 (hotkern boot --hotplug SIZE adds one)",
+            ),
+            MemError::Transport(error) => write!(f, "transport: {error}"),
+            MemError::BadConfig(what) => write!(f, "unusable device configuration: {what}"),
+            MemError::Refused { request, response } => {
+                let name = ["PLUG", "UNPLUG", "UNPLUG_ALL", "STATE"];
+                let answer = ["ACK", "NACK", "BUSY", "ERROR"];
+                let name = name.get(usize::from(*request)).unwrap_or(&"?");
+                match answer.get(usize::from(*response)) {
+                    Some(answer) => write!(f, "the device answered {name} with {answer}"),
+                    None => write!(f, "the device answered {name} with type {response}"),
+                }
+            }
+            MemError::Map(error) => write!(f, "page tables: {error}"),
+            MemError::Physmem(error) => write!(f, "physmem: {error}"),
+            MemError::Allocator => f.write_str("the frame allocator could not take a block"),
+            MemError::Region(error) => write!(f, "frame allocator: {error}"),
+        }
+    }
+}
+
+impl core::error::Error for MemError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            MemError::Transport(error) => Some(error),
+            MemError::Map(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// One resize: what the host asked for, what the kernel did, and where its
+/// time went.
+#[derive(Debug, Clone, Default)]
+pub struct Resize {
+    /// The device's `requested_size`.
+    pub requested: u64,
+    /// Bytes plugged afterwards.
+    pub plugged: u64,
+    /// Blocks plugged (positive) or unplugged (negative).
+    pub blocks: i64,
+    /// Nanoseconds in device round trips, physmem, page tables (with TLB
+    /// flushes) and the frame allocator.
+    pub ns: [u64; 4],
+    /// Why the size was not reached, if it was not.
+    pub refused: Option<String>,
+}
+
+/// The device, its region and which blocks are plugged.
+pub struct Device {
+    /// The modern transport with its one queue.
+    pub transport: Transport,
+    /// The block size in bytes.
+    pub block: u64,
+    /// The region's guest-physical start.
+    pub addr: u64,
+    /// Which blocks of the region are plugged.
+    pub plugged: Vec<bool>,
+    /// The allocator the plugged blocks' frames are handed to.
+    pub hot: &'static BlockFrames,
+}
+
+/// Makes the allocator for a region of `blocks` blocks of `frames`
+/// frames from `first`: the caller's, which owns the kernel's page pools.
+pub type HotFrames<'a> = &'a dyn Fn(Pfn, usize, u64) -> Result<&'static BlockFrames, RegionError>;
+
+/// Finds the device on PCI bus 0, routes its configuration changes to the
+/// calling CPU, checks its region and has `hot` make the allocator for it.
+pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
+    let function = pci::find(VENDOR, DEVICE_MEM).ok_or(MemError::NotFound)?;
+    // Configuration changes to this CPU, the one that follows them.
+    let target = IrqTarget {
+        vector: apic::VIRTIO_CONFIG_VECTOR,
+        apic_id: apic::id(),
+    };
+    let (transport, _) = virtio_pci::probe(function, F_UNPLUGGED_INACCESSIBLE, Some(target))
+        .map_err(MemError::Transport)?;
+    let block = transport.config64(BLOCK_SIZE);
+    let addr = transport.config64(ADDR);
+    let region = transport.config64(REGION_SIZE);
+    if !block.is_power_of_two() || block % LARGE != 0 {
+        return Err(MemError::BadConfig(
+            "block size not a power of two of 2 MiB or more",
+        ));
+    }
+    if addr % block != 0 || region % block != 0 || region == 0 {
+        return Err(MemError::BadConfig("region not aligned to the block size"));
+    }
+    if addr < IDENTITY_MAP_END || addr.saturating_add(region) > 512 << 30 {
+        return Err(MemError::BadConfig("region outside 4 GiB to 512 GiB"));
+    }
+    let blocks = (region / block) as usize;
+    let hot = hot(Pfn(addr / PAGE_SIZE), blocks, block / PAGE_SIZE).map_err(MemError::Region)?;
+    Ok(Device {
+        transport,
+        block,
+        addr,
+        plugged: alloc::vec![false; blocks],
+        hot,
+    })
+}
+
+impl Device {
+    /// Sends one request; the device's answer past the type (STATE's
+    /// state), or why it refused.
+    pub fn send(&mut self, request: u16, addr: u64, blocks: u16) -> Result<u16, MemError> {
+        // `struct virtio_mem_req`: type, padding, then the address and the
+        // block count of PLUG/UNPLUG/STATE.
+        let mut message = [0u8; 24];
+        message[0..2].copy_from_slice(&request.to_le_bytes());
+        message[8..16].copy_from_slice(&addr.to_le_bytes());
+        message[16..18].copy_from_slice(&blocks.to_le_bytes());
+        let mut response = [0u8; 16];
+        self.transport
+            .request(&message, &mut response)
+            .map_err(MemError::Transport)?;
+        let kind = u16::from_le_bytes([response[0], response[1]]);
+        if kind != RESP_ACK {
+            return Err(MemError::Refused {
+                request,
+                response: kind,
+            });
+        }
+        Ok(u16::from_le_bytes([response[8], response[9]]))
+    }
+
+    /// Block `index`'s guest-physical address.
+    pub fn block_address(&self, index: usize) -> u64 {
+        self.addr + index as u64 * self.block
+    }
+
+    /// Frames per block.
+    pub fn frames(&self) -> u64 {
+        self.block / PAGE_SIZE
+    }
+
+    /// Bytes plugged now.
+    pub fn plugged_bytes(&self) -> u64 {
+        self.plugged.iter().filter(|&&p| p).count() as u64 * self.block
+    }
+
+    /// Plugs up to `count` blocks from `first`, all unplugged: device,
+    /// page tables, physmem, allocator, each timed into `ns`.
+    fn plug_run(&mut self, first: usize, count: usize, ns: &mut [u64; 4]) -> Result<(), MemError> {
+        let start = self.block_address(first);
+        let bytes = count as u64 * self.block;
+        let t0 = tsc::nanos();
+        self.send(REQ_PLUG, start, count as u16)?;
+        let t1 = tsc::nanos();
+        ns[0] += t1 - t0;
+        let mapped = (start..start + bytes)
+            .step_by(LARGE as usize)
+            .try_for_each(memory::map_large);
+        let t2 = tsc::nanos();
+        ns[2] += t2 - t1;
+        let pfn = Pfn(start / PAGE_SIZE);
+        let result = mapped.map_err(MemError::Map).and_then(|()| {
+            PHYSMEM
+                .plug(pfn, PageCount(bytes / PAGE_SIZE))
+                .map_err(MemError::Physmem)
+        });
+        let t3 = tsc::nanos();
+        ns[1] += t3 - t2;
+        if let Err(error) = result {
+            // Give the memory back as it came: unmapped, then unplugged.
+            for address in (start..start + bytes).step_by(LARGE as usize) {
+                let _ = memory::unmap_large(address);
+            }
+            let _ = self.send(REQ_UNPLUG, start, count as u16);
+            return Err(error);
+        }
+        let added = self.hot.add_blocks(first, count);
+        ns[3] += tsc::nanos() - t3;
+        if !added {
+            return Err(MemError::Allocator);
+        }
+        self.plugged[first..first + count].fill(true);
+        Ok(())
+    }
+
+    /// Plugs free blocks until `target` bytes are plugged, or no
+    /// unplugged block is left in the usable region.
+    pub fn grow(&mut self, target: u64, resize: &mut Resize) -> Result<(), MemError> {
+        let usable = self.transport.config64(USABLE_REGION_SIZE) / self.block;
+        let per_run = (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX)) as usize;
+        while self.plugged_bytes() < target {
+            let wanted = ((target - self.plugged_bytes()) / self.block) as usize;
+            let Some(first) = (0..usable as usize).find(|&i| !self.plugged[i]) else {
+                resize.refused = Some("no unplugged block left in the usable region".into());
+                return Ok(());
+            };
+            let count = (first..usable as usize)
+                .take_while(|&i| !self.plugged[i])
+                .take(wanted.min(per_run))
+                .count();
+            self.plug_run(first, count, &mut resize.ns)?;
+            resize.blocks += count as i64;
+        }
+        Ok(())
+    }
+
+    /// Unplugs wholly free blocks from the top down until `target` bytes
+    /// are plugged; `flush_others` makes every other running CPU drop
+    /// the unmapped blocks from its TLB before the device takes them.
+    pub fn shrink(
+        &mut self,
+        target: u64,
+        resize: &mut Resize,
+        flush_others: &dyn Fn(),
+    ) -> Result<(), MemError> {
+        let wanted = ((self.plugged_bytes() - target) / self.block) as usize;
+        let t0 = tsc::nanos();
+        let mut taken = Vec::new();
+        // Blocks plugged and not taken back yet, the ones still to try.
+        let mut left = self.plugged.clone();
+        let mut busy = 0usize;
+        // A frame held for a moment (the reader's) makes its block busy:
+        // look again a few times before stopping short.
+        for attempt in 0..SHRINK_ATTEMPTS {
+            busy = 0;
+            for index in (0..left.len()).rev() {
+                if taken.len() == wanted {
+                    break;
+                }
+                if !left[index] {
+                    continue;
+                }
+                if self.hot.take_block(index) {
+                    taken.push(index);
+                    left[index] = false;
+                } else {
+                    busy += 1;
+                }
+            }
+            if taken.len() == wanted || attempt + 1 == SHRINK_ATTEMPTS {
+                break;
+            }
+            let until = tsc::nanos() + (100_000 << attempt);
+            while tsc::nanos() < until {
+                core::hint::spin_loop();
+            }
+        }
+        resize.ns[3] += tsc::nanos() - t0;
+        if taken.len() < wanted {
+            let mut reason = String::new();
+            let _ = write!(
+                reason,
+                "{} of {wanted} blocks to take back are not wholly free ({busy} plugged blocks hold allocated frames; pages are not migrated)",
+                wanted - taken.len()
+            );
+            resize.refused = Some(reason);
+        }
+        taken.sort_unstable();
+        // Runs of consecutive blocks, each cut to one physmem segment.
+        let runs = runs_of(&taken);
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        for &(first, count) in &runs {
+            let mut at = self.block_address(first) / PAGE_SIZE;
+            let end = at + count as u64 * self.frames();
+            while at < end {
+                let guard = PHYSMEM.read();
+                let segment_end = guard
+                    .find(Pfn(at))
+                    .and_then(|(handle, _)| guard.segment(handle).ok())
+                    .map_or(end, |segment| segment.end().0);
+                let stop = segment_end.min(end).max(at + 1);
+                pieces.push((at, stop - at));
+                at = stop;
+            }
+        }
+        let t1 = tsc::nanos();
+        for (done, &(pfn, frames)) in pieces.iter().enumerate() {
+            if let Err(error) = PHYSMEM.unplug(Pfn(pfn), PageCount(frames)) {
+                // Put back what this shrink took, so that nothing is lost:
+                // the pieces unplugged so far, and every block's frames.
+                for &(pfn, frames) in &pieces[..done] {
+                    let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
+                }
+                for &index in &taken {
+                    self.hot.add_blocks(index, 1);
+                }
+                resize.ns[1] += tsc::nanos() - t1;
+                return Err(MemError::Physmem(error));
+            }
+        }
+        PHYSMEM.reclaim();
+        let t2 = tsc::nanos();
+        resize.ns[1] += t2 - t1;
+        for &index in &taken {
+            let start = self.block_address(index);
+            for address in (start..start + self.block).step_by(LARGE as usize) {
+                memory::unmap_large(address).map_err(MemError::Map)?;
+            }
+        }
+        flush_others();
+        let t3 = tsc::nanos();
+        resize.ns[2] += t3 - t2;
+        for &(first, count) in &runs {
+            self.send(REQ_UNPLUG, self.block_address(first), count as u16)?;
+            for index in first..first + count {
+                self.plugged[index] = false;
+            }
+            resize.blocks -= count as i64;
+        }
+        resize.ns[0] += tsc::nanos() - t3;
+        Ok(())
+    }
+}
+
+/// Consecutive indexes as `(first, count)` runs.
+fn runs_of(sorted: &[usize]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &index in sorted {
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count == index && *count < usize::from(u16::MAX) => {
+                *count += 1
+            }
+            _ => runs.push((index, 1)),
+        }
+    }
+    runs
+}

@@ -1,0 +1,157 @@
+//! An online CPU's loop: the shared core's turns ([`hotkern_kernel::idle`])
+//! over this kernel ([`KernelLoop`]), a park when asked to go offline, and
+//! the tick the local APIC timer's interrupt runs ([`tick`]).
+
+use core::arch::asm;
+use core::sync::atomic::Ordering;
+use hotkern_cpuhp::CpuId;
+
+use hotkern_kernel::cpuset::cpu_id;
+use hotkern_kernel::idle::{self, CpuLoop};
+use hotkern_kernel::kthread::Role;
+use hotkern_kernel::tick::Ticks;
+
+use crate::arch::apic;
+use crate::arch::kthread;
+use crate::arch::smp;
+use crate::arch::tsc;
+use crate::platform::cpus::KernelCpus;
+use crate::platform::hotplug_thread;
+use crate::platform::rcu;
+use crate::platform::steps;
+use crate::platform::subsystems;
+use crate::platform::trace::trace_marker;
+
+/// The local APIC timer's tick on `cpu` (handed to
+/// [`apic::set_tick_handler`] at boot): the shared tick, RCU's among it.
+pub fn tick(cpu: CpuId) {
+    idle::tick(&KernelLoop, cpu.index(), tsc::nanos());
+}
+
+/// An online application processor's loop: the shared loop's turns
+/// ([`hotkern_kernel::idle`]), and a park when asked to go offline (at the
+/// top of a turn, never from inside a thread).
+pub fn run(index: usize) -> ! {
+    loop {
+        // SAFETY: interrupts stay off from here to the halt's `sti; hlt`
+        // (see `KernelLoop::halt`), so an IPI sent after a check is taken
+        // by the halt; the switches to threads need them off too.
+        unsafe { asm!("cli", options(nomem, nostack)) };
+        if smp::LIVES.should_die(index) {
+            apic::stop_tick();
+            idle::stop(&KernelLoop, index);
+            trace_marker!("cpu {index} parks offline");
+            smp::LIVES.die(&KernelCpus, index);
+            loop {
+                // SAFETY: parks this CPU with interrupts off; only INIT
+                // (a new start) takes it out.
+                unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+            }
+        }
+        idle::turn(&KernelLoop, index);
+    }
+}
+
+/// This kernel's CPUs inside the shared loop. Cross-CPU calls and
+/// stop-machine run from the call IPI's handler, not from the loop; what
+/// the loop runs first is the hotplug thread (an operation waits for it),
+/// then the step table's threads with work. Tasks run inside `kworker`, a
+/// few slices per switch, and the loop halts after every turn, busy or
+/// not ([`CpuLoop::HALT_WHEN_BUSY`]): four busy vCPUs that never halt on a
+/// two-core host stall each other's rendezvous. The halt's deadline needs
+/// no timer of its own: the local APIC timer interrupts at HZ, and timers
+/// expire only at ticks.
+pub struct KernelLoop;
+
+impl KernelLoop {
+    /// Runs `step` and says whether it switched to one of `cpu`'s threads.
+    fn switched(cpu: usize, step: impl FnOnce(CpuId)) -> bool {
+        let cpu = cpu_id(cpu);
+        let before = kthread::switches_on(cpu);
+        step(cpu);
+        kthread::switches_on(cpu) != before
+    }
+}
+
+impl CpuLoop for KernelLoop {
+    const HALT_WHEN_BUSY: bool = true;
+
+    fn now_ns(&self) -> u64 {
+        tsc::nanos()
+    }
+
+    fn ticks(&self) -> &Ticks {
+        apic::sched_ticks()
+    }
+
+    fn run_calls(&self, cpu: usize) -> Option<bool> {
+        Some(Self::switched(cpu, hotplug_thread::run_thread))
+    }
+
+    /// The loop runs only while the CPU is online; going offline, it
+    /// parks at the top of a turn.
+    fn is_online(&self, _cpu: usize) -> bool {
+        true
+    }
+
+    fn run_kthreads(&self, cpu: usize, _now_ns: u64) -> bool {
+        Self::switched(cpu, steps::run_threads)
+    }
+
+    fn run_task(&self, _cpu: usize) -> bool {
+        false
+    }
+
+    /// Only a CPU whose `ksoftirqd` exists can hold timers; asking first
+    /// also keeps the timer bases, which allocate, from being made before
+    /// the heap is (the loop starts with the CPU, early in boot).
+    fn next_timer(&self, cpu: usize) -> Option<u64> {
+        if !subsystems::has_thread(cpu_id(cpu), Role::Softirq) {
+            return None;
+        }
+        subsystems::timers_and_work().0.next_deadline(cpu)
+    }
+
+    fn rcu_quiescent(&self, cpu: usize) {
+        rcu::quiescent(cpu_id(cpu));
+    }
+
+    fn rcu_tick(&self, cpu: usize) {
+        rcu::tick(cpu_id(cpu));
+    }
+
+    /// As [`KernelLoop::next_timer`]: only with an `rcuc` thread.
+    fn rcu_needs_cpu(&self, cpu: usize) -> bool {
+        subsystems::has_thread(cpu_id(cpu), Role::RcuCallbacks)
+            && subsystems::rcu_pending(cpu_id(cpu)) > 0
+    }
+
+    fn rcu_enter_idle(&self, cpu: usize) {
+        rcu::enter_idle(cpu_id(cpu));
+    }
+
+    fn rcu_exit_idle(&self, cpu: usize) {
+        rcu::exit_idle(cpu_id(cpu));
+    }
+
+    fn halt(&self, cpu: usize, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+        let rung = &smp::RUNG[cpu];
+        // A wake-up since the last halt: turn again at once (checked with
+        // interrupts off, so one sent after this check wakes the halt).
+        if rung.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        enter();
+        // SAFETY: the loop runs with interrupts off, and `sti; hlt` opens
+        // them only for the halt (the `sti` shadow makes the pair atomic):
+        // an IPI sent after the loop's checks wakes the halt instead of
+        // being taken before it; `cli` closes them again for `exit` and
+        // the next turn. The handlers take no lock this CPU holds.
+        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        // Whatever rang is looked at now. A ring after this store sends
+        // an IPI that stays pending while interrupts are off and wakes
+        // the next halt at once.
+        rung.store(false, Ordering::Release);
+        exit();
+    }
+}

@@ -1,0 +1,114 @@
+//! Page frames for the tasks: real frames hot-unplugged from the kernel's
+//! physmem into a frame pool, with per-CPU page caches in front of it —
+//! the shared core's `FramePool` (its own physmem, one descriptor per
+//! frame, a frame given back twice caught) and `PageCaches` (Linux's
+//! per-CPU page lists), the same code the user-mode machine's tasks
+//! allocate through. The `mm:pagecache` hotplug step creates, drains and
+//! frees each CPU's cache.
+
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::blockframes::{BlockFrames, RegionError};
+use hotkern_kernel::frames::FramePool;
+use hotkern_kernel::pagecache::PageCaches;
+use hotkern_physmem::{PageCount, Pfn};
+
+use crate::arch::cpu;
+use crate::arch::cpu::MAX_CPUS;
+use crate::arch::memory::PHYSMEM;
+use crate::arch::ranges::PAGE_SIZE;
+
+/// Frames the pool takes: 4 MiB.
+pub const POOL_FRAMES: u64 = 1024;
+/// The first frame above the boot identity map: pool frames must be
+/// below it, since tasks write to them.
+const IDENTITY_MAPPED: u64 = (4 << 30) / PAGE_SIZE;
+
+static PAGES: spin::Once<PageCaches> = spin::Once::new();
+
+/// The page caches, once [`init`] made them.
+pub fn get() -> Option<&'static PageCaches> {
+    PAGES.get()
+}
+
+/// Why the pool could not be set up.
+#[derive(Debug)]
+pub enum PagesError {
+    /// No segment below 4 GiB holds the pool's frames.
+    NoRoom,
+    /// physmem refused the unplug or the pool's plug.
+    Physmem(hotkern_physmem::PhysmemError),
+}
+
+impl core::fmt::Display for PagesError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PagesError::NoRoom => write!(f, "no segment below 4 GiB holds {POOL_FRAMES} frames"),
+            PagesError::Physmem(error) => write!(f, "physmem: {error}"),
+        }
+    }
+}
+
+impl core::error::Error for PagesError {}
+
+/// Takes the top [`POOL_FRAMES`] frames of the largest identity-mapped
+/// segment out of the kernel's physmem (a hot-unplug, then reclaim once no
+/// reader holds them) and makes the pool and the caches over them.
+pub fn init() -> Result<(), PagesError> {
+    let first = {
+        let guard = PHYSMEM.read_on(cpu::current().id() as usize);
+        let segment = guard
+            .segments()
+            .filter(|s| s.end().0 <= IDENTITY_MAPPED && s.len().0 > 2 * POOL_FRAMES)
+            .max_by_key(|s| s.len().0)
+            .ok_or(PagesError::NoRoom)?;
+        segment.end().0 - POOL_FRAMES
+    };
+    PHYSMEM
+        .unplug(Pfn(first), PageCount(POOL_FRAMES))
+        .map_err(PagesError::Physmem)?;
+    PHYSMEM.reclaim();
+    let pool = FramePool::new(Pfn(first), PageCount(POOL_FRAMES)).map_err(PagesError::Physmem)?;
+    PAGES.call_once(|| PageCaches::new(MAX_CPUS, pool));
+    Ok(())
+}
+
+/// Takes a frame through `cpu`'s cache, writes `pattern` into it, reads it
+/// back and frees it; false if the pattern did not come back (or there was
+/// no frame).
+pub fn touch(cpu: CpuId, pattern: u64) -> bool {
+    let Some(pages) = get() else { return false };
+    let Some(frame) = pages.alloc(cpu.index()) else {
+        return false;
+    };
+    let word = (frame.0 * PAGE_SIZE) as *mut u64;
+    // SAFETY: the frame is below 4 GiB (identity-mapped, writable RAM),
+    // out of the kernel's physmem since `init`, and this task holds it
+    // until `free_frame` below: nothing else reads or writes it.
+    let back = unsafe {
+        word.write_volatile(pattern);
+        word.read_volatile()
+    };
+    pages.free_frame(cpu.index(), frame);
+    back == pattern
+}
+
+/// The allocator virtio-mem's blocks are handed to, made when the
+/// driver finds its region ([`set_hot`]).
+static HOT: spin::Once<BlockFrames> = spin::Once::new();
+
+/// The hot-plugged frames' allocator, once [`set_hot`] made it.
+pub fn hot() -> Option<&'static BlockFrames> {
+    HOT.get()
+}
+
+/// Makes the hot-plugged frames' allocator over `blocks` blocks of
+/// `block_frames` frames from `first`, with all its bitmaps, so that no
+/// resize allocates for it. Only the first call makes one; a later call
+/// returns it.
+pub fn set_hot(
+    first: Pfn,
+    blocks: usize,
+    block_frames: u64,
+) -> Result<&'static BlockFrames, RegionError> {
+    HOT.try_call_once(|| BlockFrames::new(first, blocks, block_frames))
+}

@@ -1,0 +1,113 @@
+//! Starting and parking CPUs: the shared core's [`Lifecycle`] handshake
+//! (`smp::LIVES`) with this kernel as its [`Power`] — the kick is INIT and
+//! SIPI into the trampoline (the second SIPI is the kick again), the
+//! wake-up the wake-up IPI — and where a started CPU arrives
+//! ([`ap_entry`]) before it enters its loop.
+//!
+//! The starting or stopping CPU halts while it waits, woken by the CPU
+//! that arrives or leaves.
+//!
+//! [`Lifecycle`]: hotkern_kernel::power::Lifecycle
+
+use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::idle;
+use hotkern_kernel::power::Power;
+use hotkern_kernel::rcu::Activity;
+
+use crate::arch::apic;
+use crate::arch::cpu;
+use crate::arch::idt;
+use crate::arch::smp::{self, SmpError};
+use crate::arch::tsc;
+use crate::platform::cpu_loop::{self, KernelLoop};
+use crate::platform::cpus::KernelCpus;
+use crate::platform::trace::trace_marker;
+
+/// Starts CPU `cpu` (not the boot CPU) and waits until it is online.
+pub fn start(cpu: CpuId) -> Result<(), SmpError> {
+    start_many(one(cpu)).map_err(|(_, error)| error)
+}
+
+/// Starts every CPU of `cpus` at once — each gets its INIT and SIPI
+/// before any is waited for, as Linux's parallel bring-up kicks every AP
+/// first — and halts until all are online, woken by each as it arrives.
+/// A second SIPI goes to those not up after 200 µs (at the next tick, as
+/// the tick wakes the halt). On failure, the first CPU that failed and
+/// why (the others were still waited for).
+pub fn start_many(cpus: CpuSet) -> Result<(), (CpuId, SmpError)> {
+    let set = checked(cpus)?;
+    let deadline = tsc::nanos().saturating_add(smp::TIMEOUT_US * 1000);
+    smp::LIVES
+        .start_many(&KernelCpus, set, deadline)
+        .map_err(SmpError::from_power)
+}
+
+/// `cpus`, each checked to be an application processor.
+fn checked(cpus: CpuSet) -> Result<CpuSet, (CpuId, SmpError)> {
+    for cpu in cpus.iter() {
+        smp::check_cpu(cpu).map_err(|error| (cpu, error))?;
+    }
+    Ok(cpus)
+}
+
+/// The set of `cpu` alone.
+fn one(cpu: CpuId) -> CpuSet {
+    let mut set = CpuSet::EMPTY;
+    set.insert(cpu);
+    set
+}
+
+/// This kernel's CPUs as the shared [`hotkern_kernel::power::Lifecycle`]
+/// starts them.
+impl Power for KernelCpus {
+    fn kick(&self, cpu: CpuId) {
+        smp::kick(cpu, ap_entry);
+    }
+
+    /// The SDM's second SIPI (a CPU already running ignores it).
+    fn kick_again(&self, cpu: CpuId) {
+        smp::kick_again(cpu);
+    }
+
+    fn kick_again_after_ns(&self) -> Option<u64> {
+        Some(smp::SECOND_SIPI_US * 1000)
+    }
+}
+
+/// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
+/// off. Returns once it has parked.
+pub fn offline(cpu: CpuId) -> Result<(), SmpError> {
+    offline_many(one(cpu)).map_err(|(_, error)| error)
+}
+
+/// Asks every CPU of `cpus` to park, then halts until all have, woken by
+/// each as it parks: they leave their idle loops in parallel. On failure,
+/// the first CPU that failed and why; a CPU that was not online is
+/// refused before any is asked.
+pub fn offline_many(cpus: CpuSet) -> Result<(), (CpuId, SmpError)> {
+    let set = checked(cpus)?;
+    let deadline = tsc::nanos().saturating_add(smp::TIMEOUT_US * 1000);
+    smp::LIVES
+        .stop_many(&KernelCpus, set, deadline)
+        .map_err(SmpError::from_power)
+}
+
+/// Where an application processor arrives from the trampoline, with its
+/// CPU number.
+extern "C" fn ap_entry(cpu: u64) -> ! {
+    // The trampoline hands over the number `smp::kick` stored for it.
+    let cpu = CpuId(cpu as u32);
+    // SAFETY: this CPU runs with interrupts off (the trampoline cleared
+    // them), `cpu` is its own number (one start at a time), and a CPU that
+    // was online before parked for good before this start.
+    unsafe { cpu::init(cpu) };
+    idt::load();
+    apic::enable();
+    apic::start_tick();
+    // Awake for RCU before anyone can see it online and give it work.
+    idle::start(&KernelLoop, cpu.index());
+    cpu::enter_activity(cpu, Activity::IdleLoop);
+    smp::LIVES.arrive(&KernelCpus, cpu.index());
+    trace_marker!("cpu {} online, APIC id {}", cpu.0, apic::id());
+    cpu_loop::run(cpu.index())
+}

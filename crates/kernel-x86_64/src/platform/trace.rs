@@ -1,0 +1,271 @@
+//! The run's trace: a hotkern-trace tracer with one ring per CPU, markers
+//! at the boot phases and from the application processors themselves, and
+//! at the end a `trace.dat` (the format trace-cmd reads) sent raw on COM2.
+//!
+//! COM1 stays the console; the summary line carries the trace's size and
+//! FNV-1a checksum, so `hotkern boot` can tell a complete file from a cut
+//! one. Without a second UART (the scratch register test fails) the bytes
+//! are dropped, and the summary still counts them.
+
+use alloc::string::String;
+use alloc::sync::Arc;
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use hotkern_trace::control::view;
+use hotkern_trace::function::TracerKind;
+use hotkern_trace::platform::{Clock, CpuContext};
+use hotkern_trace::ring::Mode;
+use hotkern_trace::{TraceConfig, Tracer};
+use hotkern_tracedat::write::write_trace_dat;
+
+use crate::arch::console::println;
+use crate::arch::cpu;
+use crate::arch::serial::Uart;
+use crate::arch::smp;
+use crate::arch::tsc;
+
+/// The second 16550 (COM2): the trace's channel to the host.
+const COM2: u16 = 0x2f8;
+/// Ring bytes per CPU: a boot writes a few thousand events (most of them
+/// hotplug callbacks and task migrations), well under this.
+const BUFFER_KB: usize = 64;
+
+hotkern_trace::define_event! {
+    /// An application processor ran a cross-CPU call (on its own ring).
+    pub cpu_call in hotkern {
+        cpu: u32,
+        apic_id: u32,
+    }
+    print "cpu=%u apic_id=%u", cpu, apic_id
+}
+
+hotkern_trace::define_event! {
+    /// A hotplug step's callback ran (Linux's `cpuhp_enter` shows the same).
+    pub cpuhp_callback in hotkern {
+        cpu: u32,
+        step: u32,
+        up: u32,
+    }
+    print "cpu=%u step=%u up=%u", cpu, step, up
+}
+
+hotkern_trace::define_event! {
+    /// A task moved off a dying CPU (Linux's `sched_migrate_task`).
+    pub sched_migrate_task in hotkern {
+        task: u64,
+        from: u32,
+    }
+    print "task=%llu from=%u", task, from
+}
+
+/// The TSC in nanoseconds, with the kernel's PIT calibration.
+struct TscNanos;
+
+impl Clock for TscNanos {
+    fn now_ns(&self) -> u64 {
+        tsc::nanos()
+    }
+    fn name(&self) -> &'static str {
+        "x86-tsc"
+    }
+}
+
+/// The CPU from the per-CPU block; every CPU is one task (pid 0, as
+/// ftrace shows its idle tasks).
+struct TraceCpus {
+    cpus: usize,
+}
+
+// SAFETY: `current_cpu` is the running CPU's own number from its `%gs`
+// block, so each ring is written only by code on its CPU: the CPU's own
+// thread of control and the interrupt handlers that nest on it.
+unsafe impl CpuContext for TraceCpus {
+    fn current_cpu(&self) -> Option<usize> {
+        cpu::current_id()
+            .map(hotkern_cpuhp::CpuId::index)
+            .filter(|&id| id < self.cpus)
+    }
+    fn cpus(&self) -> usize {
+        self.cpus
+    }
+    fn current_pid(&self) -> i32 {
+        0
+    }
+    fn comm(&self, _pid: i32) -> Option<String> {
+        None
+    }
+}
+
+/// The installed tracer, once [`init`] ran.
+static TRACER: AtomicPtr<Tracer> = AtomicPtr::new(core::ptr::null_mut());
+
+fn tracer() -> Option<&'static Tracer> {
+    let tracer = TRACER.load(Ordering::Acquire);
+    // SAFETY: the pointer is null or an installed tracer, which is leaked
+    // and so lives for the rest of the run.
+    (!tracer.is_null()).then(|| unsafe { &*tracer })
+}
+
+/// Creates and installs the tracer, one ring per CPU the MADT listed.
+/// Needs the heap; returns whether tracing is on.
+pub fn init() -> bool {
+    let context: &'static TraceCpus = alloc::boxed::Box::leak(alloc::boxed::Box::new(TraceCpus {
+        cpus: smp::cpu_count() as usize,
+    }));
+    let config = TraceConfig {
+        buffer_kb: BUFFER_KB,
+        mode: Mode::Overwrite,
+    };
+    match Tracer::new(config, Arc::new(TscNanos), context).and_then(Tracer::install) {
+        Ok(tracer) => {
+            for (name, event) in [
+                ("cpu_call", &cpu_call::EVENT),
+                ("cpuhp_callback", &cpuhp_callback::EVENT),
+                ("sched_migrate_task", &sched_migrate_task::EVENT),
+            ] {
+                let id = hotkern_trace::event::register(event);
+                if let Err(error) = tracer.set_event_enabled(id, true) {
+                    println!("hotkern: trace event {name} not enabled: {error}");
+                }
+            }
+            TRACER.store(tracer as *const Tracer as *mut Tracer, Ordering::Release);
+            true
+        }
+        Err(error) => {
+            println!("hotkern: no trace: {error}");
+            false
+        }
+    }
+}
+
+/// Turns the `function` tracer on or off: every function marked
+/// `#[hotkern_trace::function]` then records its calls (with the symbol
+/// table trace-cmd needs to name them in the trace.dat).
+pub fn function_tracing(on: bool) {
+    let Some(tracer) = tracer() else { return };
+    let kind = if on {
+        TracerKind::Function
+    } else {
+        TracerKind::Nop
+    };
+    if let Err(error) = tracer.set_current_tracer(kind) {
+        println!("hotkern: function tracer not set: {error}");
+    }
+}
+
+/// A `trace_marker` line on the running CPU's ring, formatted on the stack
+/// (interrupt handlers call this; it takes no lock and does not allocate).
+pub fn marker(args: fmt::Arguments<'_>) {
+    let Some(tracer) = tracer() else { return };
+    let mut text = StackText::default();
+    // A line longer than the buffer is cut, as trace_marker cuts it.
+    let _ = text.write_fmt(args);
+    let _ = tracer.write_marker(text.as_str());
+}
+
+/// Writes a marker line on the running CPU's ring.
+macro_rules! trace_marker {
+    ($($arg:tt)*) => { $crate::platform::trace::marker(format_args!($($arg)*)) };
+}
+
+// Imported by path (`use crate::platform::trace::trace_marker`), as
+// `println!` is.
+pub(crate) use trace_marker;
+
+/// A line of text in a fixed buffer.
+struct StackText {
+    bytes: [u8; 160],
+    len: usize,
+}
+
+impl Default for StackText {
+    fn default() -> Self {
+        StackText {
+            bytes: [0; 160],
+            len: 0,
+        }
+    }
+}
+
+impl StackText {
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("")
+    }
+}
+
+impl Write for StackText {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let room = self.bytes.len() - self.len;
+        let mut take = text.len().min(room);
+        while !text.is_char_boundary(take) {
+            take -= 1;
+        }
+        self.bytes[self.len..self.len + take].copy_from_slice(&text.as_bytes()[..take]);
+        self.len += take;
+        if take < text.len() {
+            Err(fmt::Error)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// What was shipped: the summary's `"trace"` object.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Shipped {
+    /// Events in the file.
+    pub events: usize,
+    /// Events the rings overwrote or dropped.
+    pub lost: u64,
+    /// Bytes of the trace.dat sent on COM2.
+    pub bytes: usize,
+    /// FNV-1a (64-bit) of those bytes.
+    pub fnv1a64: u64,
+}
+
+/// Stops tracing, drains every ring and sends the trace.dat on COM2.
+/// The other CPUs must not trace any more (they idle).
+pub fn ship() -> Option<Shipped> {
+    let tracer = tracer()?;
+    tracer.set_tracing_on(false);
+    let lost = (0..tracer.cpus()).map(|cpu| tracer.lost(cpu)).sum();
+    let pages = view::drain_pages(tracer);
+    let events = view::trace_data_from_pages(tracer, &pages).event_count();
+    // Version 6, uncompressed: the writer's default, and all `alloc` gives.
+    let bytes = write_trace_dat(&view::trace_dat(tracer, pages), &Default::default()).ok()?;
+    let mut uart = Uart::new(COM2);
+    uart.init();
+    for &byte in &bytes {
+        uart.write_byte(byte);
+    }
+    Some(Shipped {
+        events,
+        lost,
+        bytes: bytes.len(),
+        fnv1a64: fnv1a64(&bytes),
+    })
+}
+
+/// FNV-1a, 64 bits: the checksum the host recomputes over the file.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The summary's `"trace"` value: an object, or `null` without a trace.
+pub struct TraceJson(pub Option<Shipped>);
+
+impl fmt::Display for TraceJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("null"),
+            Some(s) => write!(
+                f,
+                "{{\"events\":{},\"lost\":{},\"bytes\":{},\"fnv1a64\":\"{:016x}\"}}",
+                s.events, s.lost, s.bytes, s.fnv1a64
+            ),
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic and bolt)
+//! over this kernel, with the shared core's step table ([`crate::platform::steps`]:
+//! the same sixteen steps the user-mode machine runs), while tasks run on
+//! every CPU; the books, masks and per-CPU structures are checked after
+//! every operation.
+//!
+//! The platform is [`crate::platform::hotplug`]; Bolt's deferred callbacks run on the
+//! controlling CPU after each operation's latency is taken, off the
+//! critical path as Bolt's master thread runs them. Operations that fail
+//! (made to, in [`failure`], or not) are listed by name in the summary.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+use core::sync::atomic::Ordering;
+
+use hotkern_cpuhp::{CpuSet, Engine, Error, Report};
+use hotkern_kernel::audit::{Counts, Resource};
+use hotkern_kernel::kthread::Role;
+use hotkern_kernel::steps::{self as step_table};
+
+use crate::arch::kthread;
+use crate::arch::smp::{self, BOOT_CPU};
+use crate::arch::tsc;
+use crate::platform::hotplug_lock;
+use crate::platform::hotplug_thread;
+use crate::platform::pages;
+use crate::platform::rcu;
+use crate::platform::sched;
+use crate::platform::steps::{Steps, STEPS};
+use crate::platform::subsystems::{self, audit};
+use crate::runs::checks::Checks;
+use crate::runs::json::JsonStr;
+
+mod differential;
+mod engine;
+mod failure;
+
+pub use differential::{run as run_differential, DifferentialJson};
+use engine::{consistent, settle_between, KernelHotplug, KEPT};
+
+use crate::arch::console::println;
+use crate::platform::failures;
+use crate::platform::hotplug::KernelPlatform;
+use crate::platform::trace::trace_marker;
+
+/// Tasks started before the operations; they run until all are done.
+const TASKS: u32 = 48;
+/// How long the tasks may take to finish once told to (each needs one
+/// more slice).
+const DRAIN_SECONDS: u64 = 5;
+/// Rounds of every case, per engine.
+const ROUNDS: usize = 5;
+
+/// One case's latencies over its rounds, in nanoseconds.
+#[derive(Default)]
+pub struct Case {
+    /// The user-mode benchmark's name for it: `offline/1-load`,
+    /// `online/1-load`, `offline/bulk-3-load`, `online/bulk-3-load`.
+    pub name: String,
+    /// The engine: `classic` or `bolt`.
+    pub engine: &'static str,
+    /// Every operation's wall time (the engine's critical path).
+    pub samples: Vec<u64>,
+    /// Each stage's times (steps, grace period, stop-machine, power), one
+    /// per operation that ran it.
+    pub stages: Vec<(&'static str, Vec<u64>)>,
+}
+
+impl Case {
+    fn new(name: String, engine: &'static str) -> Self {
+        Case {
+            name,
+            engine,
+            samples: Vec::new(),
+            stages: Vec::new(),
+        }
+    }
+
+    /// The median sample.
+    pub fn median(&self) -> u64 {
+        median(&self.samples)
+    }
+
+    fn record(&mut self, report: &Report) {
+        self.samples.push(report.nanos);
+        for stage in &report.stages {
+            match self.stages.iter_mut().find(|(name, _)| *name == stage.name) {
+                Some((_, times)) => times.push(stage.nanos),
+                None => self.stages.push((stage.name, alloc::vec![stage.nanos])),
+            }
+        }
+    }
+}
+
+fn median(samples: &[u64]) -> u64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+}
+
+/// Every failure by name, the engine's errors and those outside its
+/// operations, as the items of a JSON array of strings.
+struct HotplugFailures<'a>(&'a [String]);
+
+impl fmt::Display for HotplugFailures<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let outside = failures::FAILURES.lock();
+        for (index, failure) in self.0.iter().chain(outside.iter()).enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}", JsonStr(failure))?;
+        }
+        Ok(())
+    }
+}
+
+/// Nanoseconds as microseconds with one decimal, for JSON.
+struct Micros(u64);
+
+impl fmt::Display for Micros {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0 / 1000, self.0 % 1000 / 100)
+    }
+}
+
+/// What the hotplug run did.
+pub struct Run {
+    /// Every case, per engine.
+    pub cases: Vec<Case>,
+    /// The task books at the end.
+    pub tally: sched::SchedTally,
+    /// Invariant violations seen after operations (masks, queues, books).
+    pub violations: u32,
+    /// Operations that returned an error, each as `engine case: error`.
+    pub errors: Vec<String>,
+    /// Grace periods the run waited for.
+    pub grace_periods: u64,
+    /// Tasks still running when the last operation ended.
+    pub running_at_end: u64,
+    /// Worker threads created and destroyed by the `threads:create` step
+    /// (and at boot).
+    pub workers: Counts,
+    /// Switches from idle loops into kernel threads.
+    pub switches: u64,
+    /// The frame pool at the end: (free in the pool, in caches, held by
+    /// tasks, given back twice or unknown).
+    pub frames: (u64, u64, i64, u64),
+    /// Operations made to fail, and whether each rolled back.
+    pub failures: failure::FailureTally,
+}
+
+impl Run {
+    /// Nothing lost, run twice, run offline, or out of step.
+    pub fn invariants_hold(&self) -> bool {
+        let (free, cached, held, bad) = self.frames;
+        self.violations == 0
+            && held == 0
+            && bad == 0
+            && free + cached == pages::POOL_FRAMES
+            && self.tally.page_errors == 0
+            && self.errors.is_empty()
+            && self.tally.twice == 0
+            && self.tally.ran_offline == 0
+            && self.tally.changed_under_hold == 0
+            && self.tally.outstanding == 0
+            && self.failures.holds()
+            && failures::FAILURES.lock().is_empty()
+    }
+}
+
+/// Runs one operation, timed, and checks the machine after it.
+fn operate(
+    engine: &KernelHotplug,
+    run: &mut Run,
+    case: &mut Case,
+    op: impl Fn(&KernelHotplug) -> Result<Report, Error>,
+) {
+    match op(engine) {
+        Ok(report) => {
+            trace_marker!(
+                "hotplug {} {} (first cpu {}) took {} us",
+                case.engine,
+                case.name,
+                report.cpus.first().map_or(0, |cpu| cpu.0),
+                report.nanos / 1000
+            );
+            case.record(&report);
+            // A CPU that did not report dead: the operation went on.
+            for failure in &report.failures {
+                failures::platform_failed(format_args!("{} {}: {failure}", case.engine, case.name));
+            }
+        }
+        Err(error) => {
+            println!("hotkern: hotplug {} {}: {error}", case.engine, case.name);
+            run.errors
+                .push(format!("{} {}: {error}", case.engine, case.name));
+        }
+    }
+    engine.flush_deferred();
+    run.violations += consistent(engine, format_args!("{} {}", case.engine, case.name));
+    if !settle_between() {
+        println!(
+            "hotkern: hotplug {} {}: the hotplug lock did not settle",
+            case.engine, case.name
+        );
+        run.violations += 1;
+    }
+}
+
+/// The engines a run uses, from the command line's `engine=`: `classic`,
+/// `bolt`, or `both` (also when absent). Anything else is refused with the
+/// accepted names.
+pub fn engines(option: Option<&str>) -> Result<&'static [(Engine, &'static str)], &str> {
+    const BOTH: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
+    match option {
+        None | Some("both") => Ok(&BOTH),
+        Some("classic") => Ok(&BOTH[..1]),
+        Some("bolt") => Ok(&BOTH[1..]),
+        Some(other) => Err(other),
+    }
+}
+
+/// What every hotplug run starts from: the page pool, the scheduler, the
+/// hotplug lock, each CPU's hotplug thread, and the engine over the
+/// shared step table with every row registered (each startup run on the
+/// CPUs running now). `None`, said in `checks`, with one CPU or no pool.
+fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
+    let count = smp::cpu_count();
+    if count < 2 {
+        checks.skip("cpu hotplug with both engines", "one CPU");
+        return None;
+    }
+    let possible = CpuSet::range(0, count);
+    let online: CpuSet = smp::cpus().filter(|&cpu| smp::is_running(cpu)).collect();
+    if let Err(error) = pages::init() {
+        println!("hotkern: no page pool for the tasks: {error}");
+        checks.check("a page pool for the tasks, taken from physmem", false);
+        return None;
+    }
+    sched::boot(online);
+    hotplug_lock::init(count as usize);
+    // Linux registers its hotplug threads for every possible CPU; every
+    // step's startup then runs for the CPUs running now (`register`),
+    // which makes their kernel threads, caches, pools and the rest.
+    hotplug_thread::install_threads(possible);
+    let engine = match step_table::engine::<_, _, Steps>(
+        KernelPlatform,
+        possible,
+        online,
+        Engine::Classic,
+    ) {
+        Ok(engine) => engine,
+        Err(error) => panic!("hotplug engine: {error}"),
+    };
+    if let Err(error) = step_table::register(&engine, &Arc::new(Steps)) {
+        panic!("hotplug steps: {error}");
+    }
+    Some((engine, count))
+}
+
+/// Tells the tasks to stop and waits (at most [`DRAIN_SECONDS`] each)
+/// for them to finish and for every RCU callback to run; returns the
+/// callbacks still pending.
+fn drain(tsc_hz: u64) -> usize {
+    sched::stop();
+    for cpu in smp::application_processors() {
+        smp::wake(cpu);
+    }
+    let started = tsc::now();
+    while sched::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+        sched::run_slices(BOOT_CPU);
+        sched::balance();
+        core::hint::spin_loop();
+    }
+    // The domains retired by the last operations wait for one more grace
+    // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
+    let _ = rcu::synchronize(rcu::Kind::Normal, rcu::GRACE_TIMEOUT_US);
+    let rcu_pending = || smp::cpus().map(subsystems::rcu_pending).sum::<usize>();
+    let started = tsc::now();
+    while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+        subsystems::run_rcu_callbacks(BOOT_CPU);
+        for cpu in smp::application_processors() {
+            smp::wake(cpu);
+        }
+        core::hint::spin_loop();
+    }
+    rcu_pending()
+}
+
+/// Runs every case with each engine of `engines` while tasks run, then
+/// waits for the tasks to finish.
+pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks) -> Option<Run> {
+    let (engine, count) = start(checks)?;
+    let mut run = Run {
+        cases: Vec::new(),
+        tally: sched::SchedTally::default(),
+        violations: 0,
+        errors: Vec::new(),
+        grace_periods: 0,
+        running_at_end: 0,
+        workers: Counts::default(),
+        switches: 0,
+        frames: (0, 0, 0, 0),
+        failures: failure::FailureTally::default(),
+    };
+    sched::spawn(TASKS);
+    let aps = CpuSet::range(1, count);
+    for &(kind, name) in engines {
+        KEPT.fetch_or(kind == Engine::Bolt, Ordering::Relaxed);
+        engine.set_engine(kind);
+        let bulk = aps.len();
+        // Named as `hotkern bench cpuhp` names its cases; `-load`: tasks
+        // run on every CPU throughout.
+        let mut offline = Case::new("offline/1-load".into(), name);
+        let mut online = Case::new("online/1-load".into(), name);
+        let mut offline_bulk = Case::new(format!("offline/bulk-{bulk}-load"), name);
+        let mut online_bulk = Case::new(format!("online/bulk-{bulk}-load"), name);
+        for round in 0..ROUNDS {
+            // The first round runs with reader tasks holding the hotplug
+            // lock across slices (its property is checked); the others
+            // time lone operations, with no reader in for the writer to
+            // wait for, as the medians of `bench cpuhp` want.
+            sched::set_readers(round == 0);
+            for cpu in aps.iter() {
+                operate(&engine, &mut run, &mut offline, |e| e.offline(cpu));
+                operate(&engine, &mut run, &mut online, |e| e.online(cpu));
+            }
+            operate(&engine, &mut run, &mut offline_bulk, |e| {
+                e.offline_many(aps)
+            });
+            operate(&engine, &mut run, &mut online_bulk, |e| e.online_many(aps));
+            trace_marker!("hotplug {name} round {round} done");
+        }
+        // Then operations made to fail, untimed, tasks still running.
+        failure::run(&engine, name, aps, &mut run.failures);
+        trace_marker!("hotplug {name} failure injection done");
+        run.cases
+            .extend([offline, online, offline_bulk, online_bulk]);
+    }
+    // Tasks ran through every operation; now each finishes at its next
+    // slice, wherever it is.
+    run.running_at_end = sched::tally().outstanding;
+    let rcu_pending = drain(tsc_hz);
+    run.tally = sched::tally();
+    checks.check(
+        "every RCU callback (retired scheduling domains) ran after its grace period",
+        rcu_pending == 0,
+    );
+    run.grace_periods = rcu::grace_periods();
+    run.switches = kthread::switches();
+    run.workers = audit()
+        .counts()
+        .get(&Resource::Kthread(Role::Worker))
+        .copied()
+        .unwrap_or_default();
+    checks.check(
+        "every task ran to the end exactly once, never on an offline CPU",
+        run.tally.issued == u64::from(TASKS)
+            && run.tally.completed == run.tally.issued
+            && run.tally.ran_offline == 0,
+    );
+    checks.check(
+        "after every hotplug operation the masks, queues, kernel threads and per-CPU structures agree with the engine",
+        run.violations == 0 && run.errors.is_empty() && failures::FAILURES.lock().is_empty(),
+    );
+    checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
+    checks.check(
+        "an injected failure at a step of each section, both ways, single and bulk, failed there, rolled back, and the next operation succeeded",
+        run.failures.holds(),
+    );
+    checks.check(
+        "reader tasks held the hotplug lock, and no CPU came or went under a hold",
+        run.tally.read_holds > 0 && run.tally.changed_under_hold == 0,
+    );
+    // Every frame a task took came back, none twice, and the pool with the
+    // caches holds every frame it began with.
+    let (free, cached, held) = pages::get().map_or((0, 0, -1), |pages| pages.accounting());
+    let bad = pages::get().map_or(1, |pages| pages.pool().bad_returns());
+    run.frames = (free, cached, held, bad);
+    checks.check(
+        "every frame went back to the page caches or the pool, none twice, none lost",
+        held == 0 && bad == 0 && free + cached == pages::POOL_FRAMES && run.tally.page_errors == 0,
+    );
+    // Classic destroys a dead CPU's worker and creates a new one; bolt
+    // parks it: with classic run, workers were destroyed and made anew.
+    let classic = engines.iter().any(|(kind, _)| *kind == Engine::Classic);
+    checks.check(
+        "worker threads were made and destroyed by the hotplug step, and ran the tasks",
+        (!classic || run.workers.destroyed > 0)
+            && run.workers.created >= run.workers.destroyed
+            && run.switches > 0,
+    );
+    Some(run)
+}
+
+/// The run as JSON, for the summary: `{"cases":[...],"tasks":{...},...}`.
+pub struct HotplugJson<'a>(pub Option<&'a Run>);
+
+impl fmt::Display for HotplugJson<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(run) = self.0 else {
+            return f.write_str("null");
+        };
+        f.write_str("{\"steps\":[")?;
+        for (index, def) in STEPS.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            let (spec, reason) = (def.spec, def.reason);
+            write!(
+                f,
+                "{{\"name\":\"{}\",\"section\":\"{:?}\",\"class\":\"{:?}\",\"reason\":\"{}\"}}",
+                spec.name, spec.section, spec.class, reason
+            )?;
+        }
+        f.write_str("],\"cases\":[")?;
+        for (index, case) in run.cases.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            // The benchmark shape of `hotkern bench cpuhp`, with every
+            // sample beside the median.
+            write!(
+                f,
+                "{{\"name\":\"{}\",\"impl\":\"{}\",\"ops\":{},\"latency_us\":{},\"tasks_lost\":{},\"stages\":{{",
+                case.name,
+                case.engine,
+                case.samples.len(),
+                Micros(case.median()),
+                run.tally.outstanding,
+            )?;
+            for (index, (name, times)) in case.stages.iter().enumerate() {
+                if index > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "\"{name}\":{}", Micros(median(times)))?;
+            }
+            f.write_str("},\"samples_ns\":[")?;
+            for (index, sample) in case.samples.iter().enumerate() {
+                if index > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{sample}")?;
+            }
+            f.write_str("]}")?;
+        }
+        let tally = run.tally;
+        // Counted apart: `HotplugFailures` takes the same lock while it prints.
+        let outside = failures::FAILURES.lock().len();
+        write!(
+            f,
+            "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\
+             \"ran_offline\":{},\"migrated\":{},\"read_holds\":{},\"changed_under_hold\":{}}},\
+             \"violations\":{},\"errors\":{},\
+             \"platform_failures\":{},\"failures\":[{}],\"grace_periods\":{},\"running_at_end\":{},\
+             \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
+             \"frames\":{{\"pool\":{},\"free\":{},\"cached\":{},\"held\":{},\"bad_returns\":{},\
+             \"page_errors\":{}}},\"failure_injection\":{},\
+             \"invariants_hold\":{}}}",
+            tally.issued,
+            tally.completed,
+            tally.twice,
+            tally.outstanding,
+            tally.slices,
+            tally.ran_offline,
+            tally.migrated,
+            tally.read_holds,
+            tally.changed_under_hold,
+            run.violations,
+            run.errors.len(),
+            outside,
+            HotplugFailures(&run.errors),
+            run.grace_periods,
+            run.running_at_end,
+            run.switches,
+            run.workers.created,
+            run.workers.destroyed,
+            pages::POOL_FRAMES,
+            run.frames.0,
+            run.frames.1,
+            run.frames.2,
+            run.frames.3,
+            run.tally.page_errors,
+            run.failures,
+            run.invariants_hold()
+        )
+    }
+}

@@ -1,0 +1,250 @@
+//! The virtio-mem experiment: the driver ([`crate::drivers::virtio::mem`])
+//! follows the host's `requested_size` through the sizes `vmem=` lists
+//! (MiB, `vmem=128,256,64`), halting until each change's interrupt
+//! ([`changes`]), while every other CPU runs a reader over the region
+//! ([`readers`]); then the audit ([`audit`]) and the checks. The host's QMP
+//! client waits for the ready line ([`READY`]) before its first resize.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::arch::console::println;
+use crate::arch::memory;
+use crate::arch::ranges::PAGE_SIZE;
+use crate::arch::smp;
+use crate::arch::tsc;
+use crate::drivers::virtio::mem::{
+    self, MemError, Resize, MIB, PLUGGED_SIZE, REQUESTED_SIZE, REQ_UNPLUG_ALL, USABLE_REGION_SIZE,
+};
+use crate::platform::pages;
+use crate::platform::trace::trace_marker;
+use crate::runs::checks::Checks;
+
+mod audit;
+mod changes;
+mod json;
+mod readers;
+mod report;
+mod room;
+
+pub use json::VmemJson;
+pub use report::VmemReport;
+
+/// The console line the host waits for before its first resize.
+pub const READY: &str = "hotkern: virtio-mem ready";
+
+/// How long the kernel waits for the host's next resize.
+const WAIT_NS: u64 = 60_000_000_000;
+
+/// Drops the unmapped blocks from every other running CPU's TLB: the
+/// readers reload CR3 all at once through their polled generation, the
+/// other running CPUs get a call each.
+fn flush_others() {
+    if !readers::request_flush() {
+        println!("hotkern: virtio-mem: a reader did not acknowledge a TLB flush");
+    }
+    for cpu in smp::application_processors() {
+        if !readers::runs_on(cpu) && smp::is_running(cpu) {
+            let _ = smp::call(cpu, memory::flush_tlb, 0);
+        }
+    }
+}
+
+/// Parses `vmem=`'s sizes in MiB.
+fn targets(option: &str) -> Option<Vec<u64>> {
+    option.split(',').map(|s| s.parse().ok()).collect()
+}
+
+/// Finds the device and, if `vmem=` lists sizes, follows the host's
+/// resizes to each of them in turn; `None` without a device or `vmem=`.
+pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
+    let wanted = option.map(|o| (o, targets(o)));
+    let mut device = match mem::probe(&pages::set_hot) {
+        Ok(device) => device,
+        Err(MemError::NotFound) if wanted.is_none() => return None,
+        Err(error) => {
+            println!("hotkern: virtio-mem: {error}");
+            checks.check("virtio-mem: the device came up", false);
+            return Some(VmemReport {
+                error: Some(error),
+                ..VmemReport::default()
+            });
+        }
+    };
+    let mut report = VmemReport {
+        block: device.block,
+        addr: device.addr,
+        region: device.plugged.len() as u64 * device.block,
+        ..VmemReport::default()
+    };
+    println!(
+        "hotkern: virtio-mem: region [{:#x}, {:#x}), block {} KiB, usable {} MiB, plugged {} MiB, requested {} MiB",
+        report.addr,
+        report.addr + report.region,
+        report.block >> 10,
+        device.transport.config64(USABLE_REGION_SIZE) / MIB,
+        device.transport.config64(PLUGGED_SIZE) / MIB,
+        device.transport.config64(REQUESTED_SIZE) / MIB
+    );
+    if device.transport.config64(PLUGGED_SIZE) != 0 {
+        // Plugged by an earlier kernel: nothing here knows that memory.
+        if let Err(error) = device.send(REQ_UNPLUG_ALL, 0, 0) {
+            println!("hotkern: virtio-mem: UNPLUG_ALL: {error}");
+        }
+    }
+    let Some((option, Some(sizes))) = wanted else {
+        if let Some((option, None)) = wanted {
+            println!("hotkern: virtio-mem: vmem={option}: expected sizes in MiB, like 128,256,64");
+            checks.check("virtio-mem: vmem= lists sizes in MiB", false);
+        }
+        return Some(report);
+    };
+    // Allocated before the first resize, so that none of them waits for
+    // it: the page directories over the region, then the heap room for
+    // its page descriptors.
+    if let Err(error) = memory::prepare_map(report.addr, report.addr + report.region) {
+        println!("hotkern: virtio-mem: page directories: {error}");
+    }
+    report.room = room::touch(device.plugged.len() as u64 * device.frames());
+    println!(
+        "hotkern: virtio-mem: {} KiB of heap for the region's page descriptors touched in {} us",
+        (report.room.range.end - report.room.range.start) >> 10,
+        report.room.ns / 1000
+    );
+    // Watching starts before the host may send its first size (it waits
+    // for the ready line), so every change's interrupt is counted and no
+    // change falls between the first read and the first wait.
+    let mut changes = changes::Changes::new(&device.transport);
+    println!("{READY}: following {option} MiB");
+    let reader = readers::start(
+        device.addr / PAGE_SIZE,
+        device.plugged.len() as u64 * device.frames(),
+        device.frames(),
+    );
+    let directories = memory::directories_made();
+    let mut handled = 0u64;
+    let mut since = tsc::nanos();
+    while report.resizes.len() < sizes.len() {
+        let requested = device.transport.config64(REQUESTED_SIZE);
+        if requested == handled {
+            if !changes.wait(&device.transport, since.saturating_add(WAIT_NS)) {
+                println!(
+                    "hotkern: virtio-mem: no new requested size in {} s; {} of {} resizes came",
+                    WAIT_NS / 1_000_000_000,
+                    report.resizes.len(),
+                    sizes.len()
+                );
+                break;
+            }
+            continue;
+        }
+        handled = requested;
+        let mut resize = Resize {
+            requested,
+            ..Resize::default()
+        };
+        let target = requested / device.block * device.block;
+        readers::resizing(true);
+        let outcome = if target >= device.plugged_bytes() {
+            device.grow(target, &mut resize)
+        } else {
+            device.shrink(target, &mut resize, &flush_others)
+        };
+        readers::resizing(false);
+        if let Err(error) = outcome {
+            resize.refused = Some(alloc::format!("{error}"));
+        }
+        resize.plugged = device.plugged_bytes();
+        if resize.blocks > 0 {
+            let frames = device.frames();
+            let blocks = (0..device.plugged.len()).filter(|&i| device.plugged[i]);
+            report.outside_room += room::outside(
+                &report.room.range,
+                blocks.map(|i| {
+                    let first = device.block_address(i) / PAGE_SIZE;
+                    first..first + frames
+                }),
+            );
+        }
+        print_resize(&resize);
+        trace_marker!(
+            "virtio-mem resize to {} MiB: {:+} blocks, ns device {} physmem {} tables {} allocator {}",
+            resize.requested / MIB,
+            resize.blocks,
+            resize.ns[0],
+            resize.ns[1],
+            resize.ns[2],
+            resize.ns[3]
+        );
+        report.resizes.push(resize);
+        since = tsc::nanos();
+    }
+    report.config = changes.finish(&device.transport, report.resizes.len() as u64, checks);
+    let others = smp::application_processors()
+        .filter(|&cpu| smp::is_running(cpu))
+        .count();
+    report.seen = reader.map(readers::stop);
+    if let Some(seen) = &report.seen {
+        readers::check(seen, others, checks);
+    }
+    checks.check(
+        "virtio-mem: the resizes made no page directory (all made before the first)",
+        memory::directories_made() == directories,
+    );
+    audit::audit(&mut device, &mut report);
+    // A block with a frame in use is not taken back, and a frame freed
+    // twice is refused: what a shrink relies on to lose nothing.
+    let hot = device.hot;
+    if let Some(frame) = hot.alloc() {
+        let block = ((frame.0 * PAGE_SIZE - device.addr) / device.block) as usize;
+        let kept = !hot.take_block(block);
+        let freed = hot.free(frame) && !hot.free(frame);
+        checks.check(
+            "virtio-mem: a block with a frame in use is not taken back, a double free is refused",
+            kept && freed,
+        );
+    }
+    report.pages_lost += audit::exercise(hot);
+    let device_plugged = device.transport.config64(PLUGGED_SIZE);
+    let asked: Vec<u64> = report.resizes.iter().map(|r| r.requested / MIB).collect();
+    report.followed = asked == sizes && report.resizes.iter().all(|r| r.refused.is_none());
+    checks.check(
+        "virtio-mem: every size the host asked for was reached",
+        report.followed,
+    );
+    checks.check(
+        "virtio-mem: every plugged page is in physmem and the allocator, none lost",
+        report.pages_lost == 0,
+    );
+    checks.check(
+        "virtio-mem: no unplugged page is still looked up",
+        report.stale == 0,
+    );
+    checks.check(
+        "virtio-mem: the device's plugged size is the blocks plugged",
+        device_plugged == device.plugged_bytes(),
+    );
+    println!(
+        "hotkern: virtio-mem: {} resizes, {} MiB plugged, {} pages lost, {} stale lookups",
+        report.resizes.len(),
+        device_plugged / MIB,
+        report.pages_lost,
+        report.stale
+    );
+    Some(report)
+}
+
+/// Prints one resize's outcome and where its time went.
+fn print_resize(resize: &Resize) {
+    let [device, physmem, tables, allocator] = resize.ns.map(|ns| ns / 1000);
+    println!(
+        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us{}",
+        resize.requested / MIB,
+        resize.plugged / MIB,
+        resize.blocks,
+        match &resize.refused {
+            Some(reason) => alloc::format!("; not reached: {reason}"),
+            None => String::new(),
+        }
+    );
+}
