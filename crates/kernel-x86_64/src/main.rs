@@ -126,7 +126,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     let differential = info
         .option("differential")
         .and_then(|seed| seed.parse::<u64>().ok())
-        .and_then(|seed| hotplug::run_differential(seed, wait_hz, &mut checks));
+        .and_then(|seed| hotplug::differential::run(seed, wait_hz, &mut checks));
     let hotplug = if info.option("engine") == Some("none") || info.option("differential").is_some()
     {
         None

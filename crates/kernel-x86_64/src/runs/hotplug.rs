@@ -34,11 +34,10 @@ use crate::platform::subsystems::{self, audit};
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
 
-mod differential;
+pub mod differential;
 mod engine;
 mod failure;
 
-pub use differential::{run as run_differential, DifferentialJson};
 use engine::{consistent, settle_between, KernelHotplug, KEPT};
 
 use crate::arch::console::println;

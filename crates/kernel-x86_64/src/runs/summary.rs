@@ -115,7 +115,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         crate::runs::cpus::SmpJson(figures.smp),
         crate::platform::trace::TraceJson(figures.trace),
         crate::runs::hotplug::HotplugJson(figures.hotplug),
-        crate::runs::hotplug::DifferentialJson(figures.differential),
+        crate::runs::hotplug::differential::DifferentialJson(figures.differential),
         crate::runs::load::LoadJson(figures.load),
         crate::runs::load::LoadJson(figures.walk),
         crate::runs::vmem::VmemJson(figures.vmem),
