@@ -12,8 +12,9 @@
 //! stack; the threads' own stacks are untouched).
 //!
 //! Who writes what: a thread's saved stack pointer is written only by the
-//! switch on its own CPU; [`Kthread::wake`] (any CPU) only increments
-//! `requests`; the thread alone writes `handled`.
+//! switch on its own CPU. Whether a thread has work is its owner's
+//! business (the shared core's kernel-thread table, the hotplug thread's
+//! mailbox).
 //!
 //! Stack layout of a thread that has not run yet (from its saved stack
 //! pointer up): r15, r14, r13, r12 (the thread's address, written by the
@@ -55,9 +56,6 @@ pub struct Kthread {
     body: Body,
     /// The stack pointer saved by the last switch away from it.
     saved: UnsafeCell<u64>,
-    /// Wake-ups asked for ([`Kthread::wake`]) and seen by the thread.
-    requests: AtomicU64,
-    handled: AtomicU64,
     /// A parked thread is not switched to (Linux's `kthread_park`): the
     /// hotplug steps park a CPU's threads as it goes and unpark them once
     /// it is back.
@@ -151,9 +149,7 @@ extern "C" fn kthread_main(thread: *const Kthread) -> ! {
     // is, while it is suspended at a switch and never resumed again.
     let thread = unsafe { &*thread };
     loop {
-        let seen = thread.requests.load(Ordering::Acquire);
         (thread.body)(thread);
-        thread.handled.store(seen, Ordering::Release);
         thread.yield_to_idle();
     }
 }
@@ -167,8 +163,6 @@ impl Kthread {
             activity: Activity::of_thread(name),
             body,
             saved: UnsafeCell::new(0),
-            requests: AtomicU64::new(0),
-            handled: AtomicU64::new(0),
             parked: AtomicBool::new(false),
             started: AtomicBool::new(false),
             _stack: vec![0u8; STACK_BYTES].into_boxed_slice(),
@@ -192,16 +186,6 @@ impl Kthread {
         }
         *thread.saved.get_mut() = saved;
         thread
-    }
-
-    /// Asks the thread to run once more; the caller then wakes its CPU.
-    pub fn wake(&self) {
-        self.requests.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Whether a wake-up has not been handled yet.
-    pub fn is_woken(&self) -> bool {
-        self.requests.load(Ordering::Acquire) != self.handled.load(Ordering::Acquire)
     }
 
     /// Switches from the calling CPU's idle loop to this thread; returns

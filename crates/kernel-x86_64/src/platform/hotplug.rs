@@ -16,7 +16,6 @@ use hotkern_cpuhp::{
 use hotkern_kernel::steps::differential::{StepRecord, StepRecorder};
 
 use crate::arch::console::println;
-use crate::arch::cpu;
 use crate::arch::instructions;
 use crate::arch::smp;
 use crate::arch::tsc;
@@ -72,20 +71,9 @@ impl Platform for KernelPlatform {
         cpus: CpuSet,
         work: &(dyn Fn(CpuId) + Sync),
     ) -> Result<(), PlatformError> {
-        let me = cpu::current_id().unwrap_or(CpuId(0));
-        let (posted, unreached) = post(cpus, &work);
-        if cpus.contains(me) {
-            work(me);
-        }
-        wait_for(&posted);
-        match unreached {
-            Some(cpu) => Err(PlatformError::new(
-                PlatformOperation::RunOn,
-                cpu,
-                "has no hotplug thread",
-            )),
-            None => Ok(()),
-        }
+        hotplug_thread::run_on_each(cpus, work).map_err(|cpu| {
+            PlatformError::new(PlatformOperation::RunOn, cpu, "has no hotplug thread")
+        })
     }
 
     fn stop_machine(
@@ -123,17 +111,24 @@ impl Platform for KernelPlatform {
                 "has no hotplug thread",
             ));
         }
-        let (posted, _) = post(cpus, &work);
+        let Some(posted) = post(cpus, &work) else {
+            let cpu = cpus.first().unwrap_or(CpuId(0));
+            return Err(PlatformError::new(
+                PlatformOperation::PowerOn,
+                cpu,
+                "has no hotplug thread",
+            ));
+        };
         let started = power::start_many(cpus);
         mark("power");
         match started {
             Ok(()) => {
-                wait_for(&posted);
+                wait_for(posted);
                 mark("starting");
                 Ok(())
             }
             Err(error) => {
-                take_back(&posted);
+                take_back(posted);
                 Err(power_failed(PlatformOperation::PowerOn, error))
             }
         }

@@ -408,7 +408,8 @@ pub fn state<K: StepKernel>(
 /// deferred work, calls `settle` (the platform's own work between two
 /// operations), takes the step calls `take` gives (the platform's
 /// [`StepRecorder`]) and notes the kernel's [`state`]. Calls recorded
-/// before the first operation are dropped.
+/// before the first operation are dropped; at the end, every CPU the
+/// scenario left offline is brought back (not logged).
 pub fn run<R: RawMutex + Sync, P: Platform, K: StepKernel>(
     hotplug: &Hotplug<R, P>,
     kernel: &K,
@@ -489,10 +490,20 @@ pub fn run<R: RawMutex + Sync, P: Platform, K: StepKernel>(
             state: state(kernel, hotplug.online_cpus(), cpus, frees_everything),
         });
     }
+    let online = hotplug.online_cpus();
+    // Every CPU back, as the run found them: the platform's later runs
+    // (and its checks) expect them all.
+    let away = hotplug.possible_cpus().difference(&online);
+    if !away.is_empty() {
+        let _ = hotplug.online_many(away);
+        hotplug.flush_deferred();
+        settle();
+        take();
+    }
     Log {
         scenario,
         operations,
-        online: hotplug.online_cpus(),
+        online,
         tasks: None,
     }
 }
