@@ -195,6 +195,7 @@ mod tests {
         limbo.keep(Waiting::Task(1));
         limbo.keep(Waiting::Work(Work { id: 2, job: 20 }));
         assert_eq!(limbo.len(), 2);
+        assert!(!limbo.is_empty());
         let taken = limbo.take();
         assert!(matches!(
             taken[..],

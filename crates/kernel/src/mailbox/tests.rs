@@ -3,6 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Condvar, Mutex};
+use std::vec;
 use std::vec::Vec;
 
 use super::*;
@@ -170,4 +171,59 @@ fn the_claim_goes_to_one_side_only() {
         });
         assert_eq!(runs.load(Ordering::SeqCst), usize::from(taken.is_empty()));
     }
+}
+
+#[test]
+fn work_is_pending_from_its_post_until_it_ran_or_was_taken_back() {
+    let boxes = Mailboxes::new(2);
+    let platform = Threads::default();
+    let work = |_: CpuId| {};
+    let work: &(dyn Fn(CpuId) + Sync) = &work;
+    assert!(!boxes.has_pending(1));
+    let posted = boxes.post(&platform, CpuSet::single(CpuId(1)), &work);
+    assert!(boxes.has_pending(1) && !boxes.has_pending(0));
+    assert!(boxes.run_pending(&platform, 1));
+    assert!(!boxes.has_pending(1));
+    boxes.wait(&platform, &posted, u64::MAX).unwrap();
+    let posted = boxes.post(&platform, CpuSet::single(CpuId(1)), &work);
+    assert!(boxes.has_pending(1));
+    assert_eq!(
+        boxes.take_back(&platform, posted, u64::MAX),
+        Ok(vec![CpuId(1)])
+    );
+    assert!(!boxes.has_pending(1));
+    // A CPU just past the slots is posted nothing, and no slot is touched.
+    let posted = boxes.post(&platform, CpuSet::single(CpuId(2)), &work);
+    assert_eq!(boxes.take_back(&platform, posted, u64::MAX), Ok(vec![]));
+    assert_eq!(
+        boxes.run_on_each(&platform, CpuSet::single(CpuId(2)), &work, u64::MAX),
+        Err(Unfinished(CpuId(2)))
+    );
+}
+
+/// A CPU that claimed its work before the deadline but finishes after it
+/// is waited for, not taken back: the work ran, once, and the call
+/// succeeds.
+#[test]
+fn a_slow_cpu_that_claimed_its_work_is_waited_for() {
+    let boxes = Mailboxes::new(2);
+    let platform = Threads::default();
+    let runs = AtomicUsize::new(0);
+    let work = |_: CpuId| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(60));
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (b, p, s) = (&boxes, &platform, &stop);
+        scope.spawn(move || cpu_loop(b, p, 1, s));
+        let soon = platform.now_ns() + 20_000_000;
+        assert_eq!(
+            boxes.run_on_each(&platform, CpuSet::single(CpuId(1)), &work, soon),
+            Ok(())
+        );
+        stop.store(true, Ordering::Release);
+        platform.wake_threads();
+    });
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

@@ -507,3 +507,19 @@ pub fn run<R: RawMutex + Sync, P: Platform, K: StepKernel>(
         tasks: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Draw;
+
+    /// The first outputs for seed 0 of SplitMix64's reference
+    /// implementation (Vigna's `splitmix64.c`): the generator every
+    /// platform draws the scenario from is that one.
+    #[test]
+    fn the_generator_is_splitmix64() {
+        let mut draw = Draw(0);
+        assert_eq!(draw.next(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(draw.next(), 0x6e78_9e6a_a1b9_65f4);
+        assert_eq!(draw.next(), 0x06c4_5d18_8009_454f);
+    }
+}

@@ -3,6 +3,7 @@
 //! operations, step and platform failures, rollback), and a kernel that
 //! behaves differently in one callback gives another log.
 
+use alloc::format;
 use alloc::string::ToString;
 
 use super::*;
@@ -10,14 +11,17 @@ use crate::steps::differential::{self, Injected, Log, Scenario};
 
 fn log_of(seed: u64, operations: usize) -> Log {
     let (fake, hotplug) = boot(Engine::Classic);
-    differential::run(
+    let log = differential::run(
         &hotplug,
         &*fake,
         CPUS,
         Scenario::new(seed, operations),
         &mut || {},
         &mut || hotplug.platform().1.take(),
-    )
+    );
+    // Every CPU the scenario left offline is back.
+    assert_eq!(hotplug.online_cpus(), CpuSet::range(0, CPUS as u32));
+    log
 }
 
 #[test]
@@ -45,8 +49,33 @@ fn the_log_covers_engines_bulk_operations_failures_and_rollback() {
     // CPU 0, the controller, never moves.
     assert!(operations().all(|o| !o.operation.cpus.contains(CpuId(0))));
     assert!(log.online.contains(CpuId(0)));
+    assert!(operations().any(|o| o.result.starts_with("ok, listed: power-off failed for cpu")));
     let text = log.to_string();
     assert!(text.starts_with("differential: seed 3, 80 operations\nop 0: "));
+    // Each operation's line says what it was and how it ended.
+    let first = &log.operations[0];
+    let engine = if first.operation.engine == Engine::Classic {
+        "classic"
+    } else {
+        "bolt"
+    };
+    let line = text.lines().nth(1).unwrap();
+    assert!(line.starts_with(&format!("op 0: {engine} ")), "{line}");
+    assert!(line.ends_with(&format!(" => {}", first.result)), "{line}");
+    let failed = log
+        .operations
+        .iter()
+        .filter(|o| !o.result.starts_with("ok"))
+        .count();
+    assert!(failed > 0);
+    assert!(
+        text.contains(&format!("{failed} operations failed, ")),
+        "{text}"
+    );
+    // Each CPU's line names only its own resources: an online CPU has
+    // its kernel threads, and CPU 0 is online throughout.
+    assert!(operations()
+        .all(|o| o.state[0].starts_with("live cpu0: ") && o.state[0].contains("kthread")));
     assert!(text.contains("  teardown rollback ") || text.contains("  startup rollback "));
     assert!(text.lines().last().unwrap().starts_with("end: cpus "));
     // The kernel after each operation, and no invariant broken.
