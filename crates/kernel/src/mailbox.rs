@@ -125,11 +125,8 @@ impl Mailboxes {
         let me = platform.current();
         let others: CpuSet = cpus.iter().filter(|&cpu| Some(cpu) != me).collect();
         let outside = others.iter().find(|cpu| cpu.index() >= self.slots.len());
-        let reachable: CpuSet = others
-            .iter()
-            .filter(|cpu| cpu.index() < self.slots.len())
-            .collect();
-        let posted = self.post(platform, reachable, &work);
+        // `post` skips the CPUs outside the slots.
+        let posted = self.post(platform, others, &work);
         if let Some(me) = me.filter(|me| cpus.contains(*me)) {
             work(me);
         }
@@ -267,10 +264,10 @@ impl Mailboxes {
 
     /// Whether work waits for `cpu`.
     pub fn has_pending(&self, cpu: usize) -> bool {
+        // Claimed covers done: a request is claimed before it is done,
+        // by the CPU that runs it or the poster that takes it back.
         self.slots.get(cpu).is_some_and(|slot| {
-            let number = slot.requested.load(Ordering::Acquire);
-            slot.done.load(Ordering::Acquire) < number
-                && slot.claimed.load(Ordering::Acquire) < number
+            slot.claimed.load(Ordering::Acquire) < slot.requested.load(Ordering::Acquire)
         })
     }
 }

@@ -53,6 +53,8 @@ struct Fake {
     grace_periods: AtomicUsize,
     /// Thread creations left before one fails.
     creations_left: AtomicUsize,
+    /// Planted: sysfs nodes are never removed (a leak under classic).
+    keeps_sysfs: core::sync::atomic::AtomicBool,
     limbo: Limbo<u32, u32>,
 }
 
@@ -73,6 +75,7 @@ impl Fake {
             powered: Arc::new(AtomicCpuSet::default()),
             grace_periods: AtomicUsize::new(0),
             creations_left: AtomicUsize::new(usize::MAX),
+            keeps_sysfs: core::sync::atomic::AtomicBool::new(false),
             limbo: Limbo::new(),
         }
     }
@@ -248,6 +251,9 @@ impl StepKernel for Fake {
         new
     }
     fn sysfs_remove(&self, cpus: CpuSet) -> CpuSet {
+        if self.keeps_sysfs.load(SeqCst) {
+            return CpuSet::EMPTY;
+        }
         let mut own = self.own.lock();
         let had = cpus.intersection(&own.sysfs);
         own.sysfs = own.sysfs.difference(&cpus);

@@ -117,3 +117,38 @@ fn a_kernel_that_behaves_otherwise_gives_another_log() {
     let line = planted.lines().nth(first).unwrap();
     assert!(line.contains("threads:create"), "{line}");
 }
+
+/// Classic must free everything of a dead CPU until bolt has kept
+/// something: a kernel that leaks a CPU's sysfs nodes is named in the
+/// first classic offline's state, before any bolt operation.
+#[test]
+fn a_leak_under_classic_is_a_violation_before_bolt_kept_anything() {
+    let seed = (0..100)
+        .find(|&seed| {
+            let op = log_of(seed, 1).operations[0].operation;
+            op.engine == Engine::Classic
+                && op.direction == hotkern_cpuhp::Direction::Down
+                && op.injected.is_none()
+        })
+        .unwrap();
+    let (fake, hotplug) = boot(Engine::Classic);
+    fake.keeps_sysfs.store(true, SeqCst);
+    let log = differential::run(
+        &hotplug,
+        &*fake,
+        CPUS,
+        Scenario::new(seed, 1),
+        &mut || {},
+        &mut || hotplug.platform().1.take(),
+    );
+    let outcome = &log.operations[0];
+    assert_eq!(outcome.result, "ok");
+    assert!(
+        outcome
+            .state
+            .iter()
+            .any(|line| line.starts_with("violation: ")),
+        "{:?}",
+        outcome.state
+    );
+}
