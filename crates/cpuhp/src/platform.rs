@@ -335,7 +335,10 @@ impl core::error::Error for PlatformError {}
 /// InlinePlatform
 ///     .run_on_each(CpuSet::range(1, 3), &|cpu| seen.lock().unwrap().push(cpu))
 ///     .unwrap();
-/// assert_eq!(*seen.lock().unwrap(), [CpuId(1), CpuId(2)]);
+/// InlinePlatform
+///     .stop_machine(CpuSet::single(CpuId(3)), &|cpu| seen.lock().unwrap().push(cpu))
+///     .unwrap();
+/// assert_eq!(*seen.lock().unwrap(), [CpuId(1), CpuId(2), CpuId(3)]);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InlinePlatform;

@@ -427,6 +427,7 @@ fn default_run_on_goes_through_run_on_each() {
     use std::sync::Mutex;
     struct Plain {
         ran_on: Mutex<Vec<CpuId>>,
+        grace_periods: std::sync::atomic::AtomicUsize,
     }
     impl hotkern_cpuhp::Platform for Plain {
         fn now_ns(&self) -> u64 {
@@ -458,6 +459,8 @@ fn default_run_on_goes_through_run_on_each() {
             Ok(())
         }
         fn synchronize_grace_period(&self) -> Result<(), hotkern_cpuhp::PlatformError> {
+            self.grace_periods
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(())
         }
     }
@@ -465,6 +468,7 @@ fn default_run_on_goes_through_run_on_each() {
     let all = CpuSet::range(0, 3);
     let plain = Plain {
         ran_on: Mutex::new(Vec::new()),
+        grace_periods: std::sync::atomic::AtomicUsize::new(0),
     };
     let hp = hotkern_cpuhp::Hotplug::<parking_lot::RawMutex, Plain>::new(
         plain,
@@ -490,6 +494,25 @@ fn default_run_on_goes_through_run_on_each() {
     assert_eq!(*started.lock().unwrap(), [CpuId(1), CpuId(2)]);
     assert_eq!(*hp.platform().ran_on.lock().unwrap(), [CpuId(1), CpuId(2)]);
     assert_eq!(hp.online_cpus(), all);
+    // One CPU goes through the default `run_on`: a set of one.
+    hp.offline(CpuId(2)).unwrap();
+    started.lock().unwrap().clear();
+    hp.platform().ran_on.lock().unwrap().clear();
+    hp.online(CpuId(2)).unwrap();
+    assert_eq!(*started.lock().unwrap(), [CpuId(2)]);
+    assert_eq!(*hp.platform().ran_on.lock().unwrap(), [CpuId(2)]);
+    // Bolt's grace period is the default expedited one: a normal one.
+    let before = hp
+        .platform()
+        .grace_periods
+        .load(std::sync::atomic::Ordering::SeqCst);
+    hp.offline(CpuId(2)).unwrap();
+    assert_eq!(
+        hp.platform()
+            .grace_periods
+            .load(std::sync::atomic::Ordering::SeqCst),
+        before + 1
+    );
 }
 
 /// A `bolt` bulk online reports, in the order they ran, every step it ran

@@ -281,3 +281,37 @@ fn a_failure_while_rolling_back_is_counted() {
     // The rollback went on past the stall: every CPU is down again.
     assert_consistent(&hp, &world);
 }
+
+/// Rolling a bring-up back, a stop-machine that cannot gather and a CPU
+/// that does not stop are each counted as a rollback failure, and the
+/// rollback goes on.
+#[test]
+fn a_stop_machine_or_power_off_that_fails_while_rolling_back_is_counted() {
+    for (operation, after) in [
+        // The bring-up's own stop-machine passes; the rollback's fails.
+        (PlatformOperation::StopMachine, 1),
+        (PlatformOperation::PowerOff, 0),
+    ] {
+        let (hp, _world) = machine(Engine::Bolt, 4, false);
+        hp.offline_many(CpuSet::range(1, 4)).unwrap();
+        hp.flush_deferred();
+        hp.inject_failure(hotkern_cpuhp::FailAt {
+            step: step(&hp, "ap:sched-active"),
+            direction: Direction::Up,
+            cpu: None,
+        })
+        .unwrap();
+        hp.platform()
+            .fails_after
+            .store(after, std::sync::atomic::Ordering::SeqCst);
+        *hp.platform().fails.lock().unwrap() = Some((operation, CpuId(2)));
+        let error = hp.online_many(CpuSet::range(1, 4)).unwrap_err();
+        assert!(
+            matches!(error, Error::StepFailed { .. }),
+            "{operation}: {error}"
+        );
+        assert!(hp.platform().fails.lock().unwrap().is_none(), "{operation}");
+        assert_eq!(hp.warnings().rollback_failures, 1, "{operation}");
+        assert_eq!(hp.online_cpus(), CpuSet::single(CpuId(0)), "{operation}");
+    }
+}

@@ -71,6 +71,8 @@ pub struct Mock {
     /// injection): the next call of the operation that concerns the CPU
     /// fails as the trait documents a real failure.
     pub fails: Mutex<Option<(PlatformOperation, CpuId)>>,
+    /// Calls of that operation that succeed before it fails.
+    pub fails_after: AtomicU64,
     /// Every step call the engine traced: entered, or returned (`Some`).
     pub traced: Mutex<Vec<Traced>>,
 }
@@ -99,6 +101,7 @@ impl Mock {
             kicks: Mutex::new((0, false)),
             kicked: Condvar::new(),
             fails: Mutex::new(None),
+            fails_after: AtomicU64::new(0),
             traced: Mutex::new(Vec::new()),
         }
     }
@@ -108,6 +111,10 @@ impl Mock {
         let mut fails = self.fails.lock().unwrap();
         match *fails {
             Some((failing, cpu)) if failing == operation && cpus.contains(cpu) => {
+                if self.fails_after.load(SeqCst) > 0 {
+                    self.fails_after.fetch_sub(1, SeqCst);
+                    return None;
+                }
                 *fails = None;
                 Some(cpu)
             }
