@@ -49,6 +49,7 @@ extern crate alloc;
 #[cfg(any(test, loom))]
 extern crate std;
 
+pub mod activity;
 pub mod audit;
 pub mod blockframes;
 pub mod cblist;

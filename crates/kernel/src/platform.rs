@@ -12,7 +12,7 @@
 
 use hotkern_cpuhp::CpuId;
 
-use crate::rcu::Activity;
+use crate::activity::Activity;
 
 /// A platform's CPUs as the shared kernel's mechanisms see them: who am I,
 /// sleep until something holds, wake someone who sleeps.
@@ -125,7 +125,7 @@ pub trait Cpus {
     /// What `cpu` is running now (its idle loop, a kernel thread, a task
     /// slice, a cross-CPU call), for a stalled grace period's report
     /// ([`crate::rcu::Stall`]); read from another CPU, so a platform
-    /// records it cheaply as the CPU switches ([`crate::rcu::Activities`]).
+    /// records it cheaply as the CPU switches ([`crate::activity::Activities`]).
     /// The default records nothing.
     fn activity(&self, cpu: CpuId) -> Activity {
         let _ = cpu;

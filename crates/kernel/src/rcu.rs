@@ -122,8 +122,9 @@ use crate::tick::Hz;
 mod grace_period;
 mod stall;
 
+pub use crate::activity::{Activities, Activity};
 pub use grace_period::GracePeriod;
-pub use stall::{Activities, Activity, Stall, StalledCpu};
+pub use stall::{Stall, StalledCpu};
 
 /// What kind of grace period a caller asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
