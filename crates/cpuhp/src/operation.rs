@@ -184,7 +184,6 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         // first; given back whatever the transition's outcome.
         let start = self.platform.now_ns();
         let locked = HotplugLocked::take(&self.platform, &walk, engine == Engine::Bolt);
-        let failed_to_lock = locked.as_ref().err().copied();
         walk.stage(
             "hotplug-lock",
             None,
@@ -196,7 +195,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         };
         // The sections rollback must undo, and why the walk stopped.
         let mut changed = 0;
-        let mut failure = failed_to_lock.map(Error::from);
+        let mut failure = locked.as_ref().err().map(|error| Error::from(*error));
         if failure.is_none() {
             for section in sections {
                 match self.run_section(&mut walk, section, direction, false) {

@@ -8,7 +8,6 @@ use hotkern_kernel::ledger::Item;
 use hotkern_kernel::steps::differential::{self, Log, Scenario};
 
 use crate::machine::Machine;
-use crate::steplog;
 use crate::task::TaskStatus;
 use crate::MachineError;
 
@@ -65,8 +64,6 @@ impl Machine {
             &mut settle,
             &mut take,
         );
-        // What the engine logs from here on is no operation's.
-        let _ = steplog::take_calls(recorder);
         self.wait_idle(Duration::from_secs(30));
         log.tasks = Some(self.tally(Item::Task));
         Ok(log)

@@ -66,18 +66,18 @@ fn deadline() -> u64 {
 /// own inline) and waits; a CPU without a hotplug thread is skipped and
 /// named after the others ran.
 pub fn run_on_each(cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) -> Result<(), CpuId> {
-    let unreached = cpus.iter().find(|&cpu| thread_of(cpu).is_none());
     let reached: CpuSet = cpus
         .iter()
         .filter(|&cpu| thread_of(cpu).is_some())
         .collect();
+    let unreached = cpus.difference(&reached);
     let Some(boxes) = MAILBOXES.get() else {
         return Err(cpus.first().unwrap_or(CpuId(0)));
     };
     boxes
         .run_on_each(&KernelCpus, reached, work, deadline())
         .map_err(|Unfinished(cpu)| cpu)?;
-    unreached.map_or(Ok(()), Err)
+    unreached.first().map_or(Ok(()), Err)
 }
 
 /// Posts `*work` to the hotplug thread of every CPU of `cpus`, for
