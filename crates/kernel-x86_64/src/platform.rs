@@ -18,7 +18,6 @@ pub mod power;
 pub mod rcu;
 pub mod sched;
 pub mod steps;
-pub mod stop_machine;
 pub mod subsystems;
 pub mod thread;
 pub mod trace;

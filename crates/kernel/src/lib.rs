@@ -55,6 +55,7 @@ pub mod blockframes;
 pub mod cblist;
 pub mod cpuset;
 pub mod frames;
+pub mod hotplug;
 pub mod idle;
 pub mod kthread;
 pub mod ledger;

@@ -7,19 +7,18 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::audit::{Audit, Violation};
 use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
 use hotkern_kernel::frames::FramePool;
+use hotkern_kernel::hotplug::Control;
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::{Kthreads, Role};
 use hotkern_kernel::ledger::Item;
-use hotkern_kernel::mailbox::Mailboxes;
 use hotkern_kernel::pagecache::PageCaches;
-use hotkern_kernel::percpu_rwsem::PercpuRwsem;
 use hotkern_kernel::placement::Limbo;
 use hotkern_kernel::platform::Cpus;
-use hotkern_kernel::power::{Life, Lifecycle, PowerError};
+use hotkern_kernel::power::{Life, Lifecycle};
 use hotkern_kernel::sched::{Domains, RunQueue};
 use hotkern_kernel::tick::{Hz, Ticks};
 use hotkern_kernel::timer::Timers;
@@ -32,7 +31,6 @@ use crate::kthread::Kthread;
 use crate::ledger::Ledger;
 use crate::rcu::{Callback, Rcu};
 use crate::signal::{set_current_cpu, Doorbells};
-use crate::stop_machine::StopMachine;
 use crate::sysfs::Sysfs;
 use crate::task::{Context, Job, Task, TaskStatus};
 
@@ -45,10 +43,9 @@ pub(crate) struct Kernel {
     pub(crate) vcpus: Box<[Vcpu]>,
     pub(crate) doorbells: Arc<Doorbells>,
     /// Each vCPU's life: powered off, starting, running, leaving.
-    lives: Lifecycle,
+    pub(crate) lives: Lifecycle,
     online: AtomicCpuSet,
     active: AtomicCpuSet,
-    pub(crate) stop: StopMachine,
     pub(crate) rcu: Arc<Rcu>,
     pub(crate) timers: Timers<Job>,
     pub(crate) workqueue: Workqueue<Job>,
@@ -62,11 +59,10 @@ pub(crate) struct Kernel {
     pub(crate) domains: Domains,
     pub(crate) audit: Audit,
     pub(crate) ledger: Ledger,
-    /// Linux's `cpu_hotplug_lock`: each hotplug transition holds it for
-    /// writing; code that must see no CPU come or go holds it for reading.
-    pub(crate) hotplug_lock: PercpuRwsem,
-    /// Work posted to each vCPU by `run_on_each`.
-    pub(crate) mailboxes: Mailboxes,
+    /// The hotplug engine's platform state: the hotplug lock (Linux's
+    /// `cpu_hotplug_lock`), the work posted to each vCPU, stop-machine's
+    /// rendezvous and the recorder of step calls.
+    pub(crate) control: Control,
     /// Tasks, work items and timers no CPU could take.
     pub(crate) limbo: Limbo<Job, Task>,
     /// RCU callbacks no CPU's list could take.
@@ -91,7 +87,6 @@ impl Kernel {
             lives: Lifecycle::new(),
             online: AtomicCpuSet::default(),
             active: AtomicCpuSet::default(),
-            stop: StopMachine::default(),
             rcu,
             timers: Timers::new(cpus),
             workqueue: Workqueue::new(cpus),
@@ -104,8 +99,7 @@ impl Kernel {
             domains: Domains::default(),
             audit: Audit::default(),
             ledger: Ledger::default(),
-            hotplug_lock: PercpuRwsem::new(cpus),
-            mailboxes: Mailboxes::new(cpus),
+            control: Control::new(cpus),
             limbo: Limbo::new(),
             rcu_limbo: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
@@ -177,46 +171,11 @@ impl Kernel {
 
     // ----- booting and killing vCPUs -----
 
-    /// The CPUs of `cpus` that are this machine's vCPUs.
-    pub(crate) fn vcpu_set(&self, cpus: CpuSet) -> CpuSet {
-        cpus.intersection(&CpuSet::range(0, self.cpus as u32))
-    }
-
     /// Marks the vCPUs `cpus` powered on as the machine boots (their
     /// threads find themselves alive at their first turn).
     pub(crate) fn boot(&self, cpu: usize) {
         self.lives.boot_cpu(cpu);
         self.doorbells.ring(cpu);
-    }
-
-    /// Powers `cpus` on and waits until each vCPU's thread has entered its
-    /// loop ([`Lifecycle::start_many`]; the kick is a ring of its doorbell).
-    pub(crate) fn power_on(&self, cpus: CpuSet) -> Result<(), PowerError> {
-        self.lives.start_many(&*self.doorbells, cpus, u64::MAX)
-    }
-
-    /// After their dying steps: `cpus` leave their loops, in parallel, and
-    /// this waits until every one has.
-    pub(crate) fn power_off(&self, cpus: CpuSet) -> Result<(), PowerError> {
-        self.lives.stop_many(&*self.doorbells, cpus, u64::MAX)
-    }
-
-    /// Runs `work(cpu)` on every vCPU of `cpus` (in parallel, each on its
-    /// own thread, through the shared [`Mailboxes`]) and waits for all of
-    /// them. A vCPU that runs nothing now (off, or not one of the
-    /// machine's) has its share run on the calling thread.
-    pub(crate) fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        let (running, inline): (Vec<CpuId>, Vec<CpuId>) = cpus
-            .iter()
-            .partition(|cpu| cpu.index() < self.cpus && self.life(cpu.index()) != Life::Dead);
-        let running: CpuSet = running.into_iter().collect();
-        // Every vCPU thread answers: no deadline.
-        let _ = self
-            .mailboxes
-            .run_on_each(&*self.doorbells, running, work, u64::MAX);
-        for cpu in inline {
-            work(cpu);
-        }
     }
 
     /// Spawns kernel thread `role` of `cpu` (parked).
@@ -227,13 +186,6 @@ impl Kernel {
                 kernel.kthread_turn(cpu, role);
             }
         })
-    }
-
-    /// Runs `work(cpu)` on every vCPU of `targets` inside one stop-machine
-    /// that every online vCPU (and every target) joins.
-    pub(crate) fn stop_machine(&self, targets: CpuSet, work: &(dyn Fn(CpuId) + Sync)) {
-        let participants = self.online_mask().union(&targets);
-        self.stop.run(&self.doorbells, participants, targets, work);
     }
 
     // ----- running things -----
@@ -395,12 +347,12 @@ impl CpuLoop for Kernel {
     }
 
     fn run_calls(&self, cpu: usize) -> Option<bool> {
-        let joined = self.stop.poll(&self.doorbells);
+        let joined = self.control.join_stop(&*self.doorbells);
         // The stop-machine may have run this vCPU's dying steps.
         if self.life(cpu) != Life::Alive {
             return None;
         }
-        Some(self.mailboxes.run_pending(&*self.doorbells, cpu) | joined)
+        Some(self.control.run_pending(&*self.doorbells, cpu_id(cpu)) | joined)
     }
 
     fn is_online(&self, cpu: usize) -> bool {
@@ -470,7 +422,7 @@ mod tests {
             kernel.audit.violations(),
             [Violation::RanOffline {
                 what: "work item",
-                cpu: CpuId(1)
+                cpu: hotkern_cpuhp::CpuId(1)
             }]
         );
         // Completing it again is caught too.

@@ -69,7 +69,6 @@ mod services;
 mod signal;
 mod steplog;
 mod steps;
-mod stop_machine;
 mod sysfs;
 mod task;
 

@@ -11,6 +11,7 @@ use hotkern_cpuhp::{Class, CpuId, CpuSet, Direction, Engine, FailAt, Report, Sec
 use hotkern_kernel::audit::{Counts, Resource, Violation};
 use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
 use hotkern_kernel::frames::{FrameCounts, FramePool};
+use hotkern_kernel::hotplug::EnginePlatform;
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::{Item, Tally};
 use hotkern_kernel::steps as step_table;
@@ -21,8 +22,8 @@ use crate::error::MachineError;
 use crate::eventlog::Trace;
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
-use crate::platform::{DeferredWorker, MachineHotplug, MachinePlatform, WorkerBell};
-use crate::steplog::{self, StepCall, StepLog};
+use crate::platform::{DeferredWorker, MachineHardware, MachineHotplug, WorkerBell};
+use crate::steplog::{self, StepCall};
 use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
 use crate::task::{Context, Task, TaskStatus};
@@ -133,8 +134,14 @@ impl MachineBuilder {
         if self.frames.0 == 0 {
             return Err(MachineError::Config("memory must hold at least one frame"));
         }
-        let log = self.record_step_calls.then(Arc::default);
-        Machine::start(self.cpus, online, self.engine, self.frames, self.hz, log)
+        Machine::start(
+            self.cpus,
+            online,
+            self.engine,
+            self.frames,
+            self.hz,
+            self.record_step_calls,
+        )
     }
 }
 
@@ -166,7 +173,8 @@ pub struct Machine {
     worker: Option<DeferredWorker>,
     ever_kept: AtomicBool,
     down: bool,
-    pub(crate) step_log: Option<Arc<StepLog>>,
+    /// Whether the engine's step calls are recorded.
+    pub(crate) records_steps: bool,
 }
 
 impl Machine {
@@ -201,7 +209,7 @@ impl Machine {
         engine: Engine,
         frames: PageCount,
         hz: Hz,
-        step_log: Option<Arc<StepLog>>,
+        records_steps: bool,
     ) -> Result<Machine, MachineError> {
         // Frames start above the first MiB, as on a PC.
         let memory = FramePool::new(Pfn(256), frames).map_err(MachineError::Memory)?;
@@ -210,11 +218,10 @@ impl Machine {
             kernel: Arc::clone(&kernel),
             engine: Arc::new(
                 step_table::engine::<_, _, Kernel>(
-                    MachinePlatform {
+                    EnginePlatform::new(MachineHardware {
                         kernel: Arc::clone(&kernel),
                         worker: Arc::new(WorkerBell::default()),
-                        step_log: step_log.clone(),
-                    },
+                    }),
                     CpuSet::range(0, cpus as u32),
                     CpuSet::range(0, online as u32),
                     engine,
@@ -225,8 +232,9 @@ impl Machine {
             worker: None,
             ever_kept: AtomicBool::new(engine == Engine::Bolt),
             down: false,
-            step_log,
+            records_steps,
         };
+        kernel.control.record_steps(records_steps);
         for cpu in 0..cpus {
             let theirs = Arc::clone(&kernel);
             let handle = std::thread::Builder::new()
@@ -240,7 +248,7 @@ impl Machine {
         }
         // Boot: every step's startup on the online vCPUs, in table order.
         step_table::register(&machine.engine, &kernel)?;
-        let bell = Arc::clone(&machine.engine.platform().worker);
+        let bell = Arc::clone(&machine.engine.platform().hardware().worker);
         machine.worker =
             Some(DeferredWorker::spawn(bell, Arc::clone(&machine.engine)).map_err(spawn_error)?);
         Ok(machine)
@@ -402,9 +410,7 @@ impl Machine {
     /// empty unless built with [`MachineBuilder::record_step_calls`].
     #[doc(hidden)]
     pub fn take_step_calls(&self) -> Vec<StepCall> {
-        self.step_log
-            .as_ref()
-            .map_or_else(Vec::new, |log| steplog::take_calls(log))
+        steplog::take_calls(&self.kernel.control)
     }
 
     /// Disarms an injected failure that has not fired.
@@ -586,7 +592,7 @@ impl Machine {
     /// Returns false if that took longer than `timeout`.
     pub fn wait_hotplug_lock_quiet(&self, timeout: std::time::Duration) -> bool {
         let start = std::time::Instant::now();
-        while self.kernel.hotplug_lock.writer_near() {
+        while self.kernel.control.hotplug_lock().writer_near() {
             if start.elapsed() > timeout {
                 return false;
             }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use hotkern_cpuhp::CpuSet;
+use hotkern_cpuhp::{CpuSet, Error, Platform};
 use hotkern_kernel::kthread::{Role, Thread};
 
 use crate::error::MachineError;
@@ -85,7 +85,10 @@ impl Machine {
                 start.elapsed()
             }
             Mechanism::StopMachine => {
-                kernel.stop_machine(CpuSet::single(first), &|_| {});
+                self.engine
+                    .platform()
+                    .stop_machine(CpuSet::single(first), &|_| {})
+                    .map_err(|error| MachineError::Hotplug(Error::PlatformFailed(error)))?;
                 start.elapsed()
             }
             Mechanism::KthreadCreate => {

@@ -1,126 +1,86 @@
-//! What the machine gives the hotplug engine: running a function on a vCPU,
-//! stop-machine, grace periods, powering vCPUs on and off, the clock, and
-//! the deferred worker thread that completes Bolt's deferred callbacks.
+//! The machine's hardware under the shared engine platform
+//! ([`hotkern_kernel::hotplug`]): its vCPUs are threads woken by
+//! doorbells, a stop-machine gathers them by ringing (each vCPU's loop
+//! joins at its next turn), its grace periods are [`crate::rcu`]'s thread,
+//! and Bolt's deferred callbacks run on a worker thread of their own.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use hotkern_cpuhp::{
-    CallbackError, Context, CpuId, CpuSet, Hotplug, Platform, PlatformError, PlatformOperation,
-};
+use hotkern_cpuhp::{CpuId, Hotplug};
+use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
+use hotkern_kernel::power::Lifecycle;
+use hotkern_kernel::rcu::{Kind, Stall};
 use parking_lot::{Condvar, Mutex};
 
 use crate::kernel::Kernel;
-use crate::steplog::StepLog;
+use crate::signal::Doorbells;
 
 /// The engine as the machine instantiates it.
-pub(crate) type MachineHotplug = Hotplug<parking_lot::RawMutex, MachinePlatform>;
+pub(crate) type MachineHotplug = Hotplug<parking_lot::RawMutex, EnginePlatform<MachineHardware>>;
 
-/// The machine as a [`Platform`].
-pub(crate) struct MachinePlatform {
+/// The machine under the engine's platform.
+pub(crate) struct MachineHardware {
     pub(crate) kernel: Arc<Kernel>,
     pub(crate) worker: Arc<WorkerBell>,
-    /// Where the engine's trace of step calls goes, if anywhere.
-    pub(crate) step_log: Option<Arc<StepLog>>,
 }
 
-impl Platform for MachinePlatform {
-    fn now_ns(&self) -> u64 {
-        self.kernel.now_ns()
+impl Hardware for MachineHardware {
+    type Cpus = Doorbells;
+    /// Every vCPU thread answers its doorbell: no deadlines.
+    const CALL_TIMEOUT_NS: u64 = u64::MAX;
+    const POWER_TIMEOUT_NS: u64 = u64::MAX;
+
+    fn cpus(&self) -> &Doorbells {
+        &self.kernel.doorbells
     }
 
-    /// Never fails: a vCPU that is not running has its share run on the
-    /// calling thread.
-    fn run_on_each(
-        &self,
-        cpus: CpuSet,
-        work: &(dyn Fn(CpuId) + Sync),
-    ) -> Result<(), PlatformError> {
-        self.kernel.run_on_each(cpus, work);
-        Ok(())
+    fn control(&self) -> &Control {
+        &self.kernel.control
     }
 
-    /// Never fails: every vCPU thread answers its doorbell.
-    fn stop_machine(
-        &self,
-        cpus: CpuSet,
-        work: &(dyn Fn(CpuId) + Sync),
-    ) -> Result<(), PlatformError> {
-        self.kernel.stop_machine(cpus, work);
-        Ok(())
+    fn lives(&self) -> &Lifecycle {
+        &self.kernel.lives
     }
 
-    /// Never fails: the grace-period thread waits as long as it takes.
-    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
-        self.kernel.rcu.synchronize();
-        Ok(())
-    }
-
-    fn synchronize_grace_period_expedited(&self) -> Result<(), PlatformError> {
-        self.kernel.rcu.synchronize_expedited();
-        Ok(())
-    }
-
-    fn hotplug_lock(&self, expedited: bool) -> Result<(), PlatformError> {
-        let rcu = &self.kernel.rcu;
-        self.kernel
-            .hotplug_lock
-            .write_lock(&*self.kernel.doorbells, || {
-                if expedited {
-                    rcu.synchronize_expedited();
-                } else {
-                    rcu.synchronize();
-                }
-            });
-        Ok(())
-    }
-
-    fn hotplug_unlock(&self) {
-        if self
-            .kernel
-            .hotplug_lock
-            .write_unlock(&*self.kernel.doorbells)
-        {
-            queue_lock_grace_period(&self.kernel);
+    fn check_power(&self, cpu: CpuId) -> Result<(), &'static str> {
+        if cpu.index() < self.kernel.cpus {
+            Ok(())
+        } else {
+            Err("no such CPU")
         }
     }
 
-    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
-        self.kernel
-            .power_on(self.kernel.vcpu_set(cpus))
-            .map_err(|error| error.platform_error(PlatformOperation::PowerOn))
+    /// Rings the vCPU: its loop joins at its next turn.
+    fn gather(&self, cpu: CpuId) -> Result<(), &'static str> {
+        self.kernel.doorbells.ring(cpu.index());
+        Ok(())
     }
 
-    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
-        self.kernel
-            .power_off(self.kernel.vcpu_set(cpus))
-            .map_err(|error| error.platform_error(PlatformOperation::PowerOff))
+    /// Never stalls: the grace-period thread waits as long as it takes.
+    fn synchronize(&self, kind: Kind) -> Result<(), Stall> {
+        match kind {
+            Kind::Normal => self.kernel.rcu.synchronize(),
+            Kind::Expedited => self.kernel.rcu.synchronize_expedited(),
+        }
+        Ok(())
+    }
+
+    /// The callback holds the kernel weakly: one still queued when the
+    /// machine stops keeps nothing alive.
+    fn call_rcu(&self, callback: fn(&Self)) {
+        let kernel = Arc::downgrade(&self.kernel);
+        let worker = Arc::clone(&self.worker);
+        self.kernel.defer_free(Box::new(move || {
+            if let Some(kernel) = kernel.upgrade() {
+                callback(&MachineHardware { kernel, worker });
+            }
+        }));
     }
 
     fn kick_deferred(&self) {
         self.worker.kick();
     }
-
-    fn step_exited(&self, context: &Context, result: Result<(), CallbackError>) {
-        if let Some(log) = &self.step_log {
-            log.record(context, result);
-        }
-    }
-}
-
-/// Runs the hotplug lock's `rcu_sync` callback after a grace period, as
-/// Linux's `rcu_sync_exit` queues it with `call_rcu`: readers go back to
-/// their fast path only then, and it queues itself once more when a writer
-/// came and went meanwhile.
-fn queue_lock_grace_period(kernel: &Arc<Kernel>) {
-    let me = Arc::downgrade(kernel);
-    kernel.defer_free(Box::new(move || {
-        if let Some(kernel) = me.upgrade() {
-            if kernel.hotplug_lock.grace_period_ended() {
-                queue_lock_grace_period(&kernel);
-            }
-        }
-    }));
 }
 
 #[derive(Default)]

@@ -36,11 +36,12 @@ impl Machine {
     /// [`MachineError::Config`] for a machine that does not record step
     /// calls.
     pub fn run_differential(&self, scenario: Scenario, tasks: u32) -> Result<Log, MachineError> {
-        let Some(recorder) = self.step_log.as_ref() else {
+        if !self.records_steps {
             return Err(MachineError::Config(
                 "the differential scenario needs record_step_calls",
             ));
-        };
+        }
+        let recorder = &self.kernel.control;
         for _ in 0..tasks {
             let mut left = SLICES;
             self.submit(move |_| {
@@ -55,7 +56,7 @@ impl Machine {
         let mut settle = || {
             self.wait_hotplug_lock_quiet(Duration::from_secs(5));
         };
-        let mut take = || recorder.take();
+        let mut take = || recorder.take_steps();
         let mut log = differential::run(
             &self.engine,
             &*self.kernel,

@@ -51,11 +51,11 @@ impl TaskKernel for Kernel {
     }
 
     fn read_lock_cpus(&self) -> bool {
-        self.hotplug_lock.try_read(&*self.doorbells)
+        self.control.hotplug_lock().try_read(&*self.doorbells)
     }
 
     fn read_unlock_cpus(&self) {
-        self.hotplug_lock.read_unlock(&*self.doorbells);
+        self.control.hotplug_lock().read_unlock(&*self.doorbells);
     }
 
     fn spawn_task(&self, cpu: usize, body: TaskBody) -> u64 {

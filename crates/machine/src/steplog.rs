@@ -4,7 +4,7 @@
 
 use hotkern_cpuhp::{CallbackError, CpuSet, Direction};
 
-use hotkern_kernel::steps::differential::StepRecorder;
+use hotkern_kernel::hotplug::Control;
 
 /// One call of a step's startup or teardown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,16 +21,12 @@ pub struct StepCall {
     pub deferred: bool,
 }
 
-/// Every call so far, kept by the shared kernel's recorder (the one the
-/// differential scenario reads on every platform); one lock, so calls made
-/// on different vCPUs are ordered as they happened and each vCPU's in its
-/// own order.
-pub(crate) type StepLog = StepRecorder;
-
-/// The calls `log` recorded since the last take, as [`StepCall`]s: an
+/// The calls `control` recorded since the last take (one lock, so calls
+/// made on different vCPUs are in the order they were made), as [`StepCall`]s: an
 /// injected failure ran no callback, so it is no call here.
-pub(crate) fn take_calls(log: &StepLog) -> Vec<StepCall> {
-    log.take()
+pub(crate) fn take_calls(control: &Control) -> Vec<StepCall> {
+    control
+        .take_steps()
         .into_iter()
         .filter(|record| record.result != Err(CallbackError::INJECTED))
         .map(|record| StepCall {

@@ -197,13 +197,6 @@ pub struct Posted {
     number: u64,
 }
 
-impl Posted {
-    /// The CPU the call went to.
-    pub fn cpu(&self) -> CpuId {
-        self.cpu
-    }
-}
-
 /// Asks CPU `cpu` to run `function(arg)` from its IPI handler and returns
 /// at once; [`finish`] waits for it. A CPU holds one call at a time: the
 /// caller finishes each call before posting the next to the same CPU.

@@ -1,196 +1,142 @@
-//! This kernel as hotkern-cpuhp's [`Platform`]: `Online` steps on each
-//! CPU's hotplug thread (`cpuhp/N`, as Linux's `cpuhp_thread_fun`), an
-//! incoming CPU's `Starting` steps posted to that thread before it starts
-//! and run in its first turn (Linux's `notify_cpu_starting`: no other CPU
-//! stops), a dying CPU's in [`crate::platform::stop_machine`], grace periods from
-//! [`crate::platform::rcu`], power on as an INIT-SIPI-SIPI start and power off as a
-//! park with interrupts off ([`crate::arch::smp`]). Each failure is the engine's
-//! typed [`PlatformError`], naming the operation and the CPU.
+//! This kernel's hardware under the shared engine platform
+//! ([`hotkern_kernel::hotplug`]): CPUs that halt and take IPIs
+//! ([`KernelCpus`]), started by INIT-SIPI-SIPI and parked with interrupts
+//! off ([`crate::arch::smp`]); a stop-machine gathers each member with a
+//! cross-CPU call whose handler joins; grace periods are driven by the
+//! caller with a deadline ([`crate::platform::rcu`]); posted work runs on
+//! each CPU's hotplug thread ([`crate::platform::hotplug_thread`]).
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, Ordering};
 
-use hotkern_cpuhp::{
-    CallbackError, Context, CpuId, CpuSet, Direction, Platform, PlatformError, PlatformOperation,
-};
-use hotkern_kernel::steps::differential::{StepRecord, StepRecorder};
+use hotkern_cpuhp::{Context, CpuId, Direction, PlatformOperation};
+use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
+use hotkern_kernel::power::Lifecycle;
+use hotkern_kernel::rcu::{Kind, Stall};
+use hotkern_kernel::steps::differential::StepRecord;
 
 use crate::arch::console::println;
+use crate::arch::cpu::MAX_CPUS;
 use crate::arch::instructions;
 use crate::arch::smp;
-use crate::arch::tsc;
-use crate::platform::hotplug_lock;
-use crate::platform::hotplug_thread::{self, post, take_back, wait_for};
-use crate::platform::power;
+use crate::platform::cpus::KernelCpus;
 use crate::platform::rcu;
-use crate::platform::stop_machine;
+use crate::platform::subsystems;
 
-/// A grace period (or the hotplug lock's) that stalled, as the engine's
-/// error: the console gets the whole report, as Linux's stall warning
-/// (which CPUs, what each ran, for how long); the error names the first
-/// CPU it waited for.
-fn stalled(operation: PlatformOperation, stall: rcu::Stall) -> PlatformError {
-    println!("hotkern: {operation}: {stall}");
-    let cpu = stall.holding_up().first().unwrap_or(CpuId(0));
-    PlatformError::new(operation, cpu, "stalled the grace period")
+/// The engine's platform state: the hotplug lock, each CPU's posted
+/// work, stop-machine's rendezvous, the step recorder.
+static CONTROL: spin::Once<Control> = spin::Once::new();
+
+/// The stop-machine calls posted to each member, until released.
+static CALLS: spin::Mutex<[Option<smp::Posted>; MAX_CPUS]> =
+    spin::Mutex::new([const { None }; MAX_CPUS]);
+
+/// Makes the engine's platform state for CPUs `0..cpus`, once the heap
+/// exists; before it, no lock is taken and no work is posted.
+pub fn init(cpus: usize) {
+    CONTROL.call_once(|| Control::new(cpus));
 }
 
-/// A failure to start or stop CPUs, as the engine's error.
-fn power_failed(
-    operation: PlatformOperation,
-    (cpu, error): (CpuId, smp::SmpError),
-) -> PlatformError {
-    PlatformError::new(operation, cpu, error.cause())
+/// The engine's platform state, once made.
+pub fn control() -> Option<&'static Control> {
+    CONTROL.get()
 }
-
-/// Where the engine's step calls go while the differential scenario runs.
-static RECORDER: StepRecorder = StepRecorder::new();
-/// Whether they are recorded now.
-static RECORDING: AtomicBool = AtomicBool::new(false);
 
 /// Starts or stops recording the engine's step calls.
 pub fn record_steps(on: bool) {
-    RECORDING.store(on, Ordering::Release);
+    if let Some(control) = control() {
+        control.record_steps(on);
+    }
 }
 
 /// The step calls recorded since the last take.
 pub fn take_steps() -> Vec<StepRecord> {
-    instructions::without_interrupts(|| RECORDER.take())
+    control().map_or_else(Vec::new, |control| {
+        instructions::without_interrupts(|| control.take_steps())
+    })
 }
 
-/// This kernel as the engine's platform.
-pub struct KernelPlatform;
+/// The engine's platform on this kernel.
+pub type KernelPlatform = EnginePlatform<KernelHardware>;
 
-impl Platform for KernelPlatform {
-    fn now_ns(&self) -> u64 {
-        tsc::nanos()
+/// This kernel's hardware, as the engine's platform uses it.
+pub struct KernelHardware;
+
+/// What each gathered member runs, from its call handler.
+fn member(_: u64) -> u64 {
+    if let Some(control) = control() {
+        control.join_stop(&KernelCpus);
+    }
+    0
+}
+
+impl Hardware for KernelHardware {
+    type Cpus = KernelCpus;
+    /// How long a hotplug thread may take to run a step.
+    const CALL_TIMEOUT_NS: u64 = 5_000_000_000;
+    const POWER_TIMEOUT_NS: u64 = smp::TIMEOUT_US * 1_000;
+
+    fn cpus(&self) -> &KernelCpus {
+        &KernelCpus
     }
 
-    fn run_on_each(
-        &self,
-        cpus: CpuSet,
-        work: &(dyn Fn(CpuId) + Sync),
-    ) -> Result<(), PlatformError> {
-        hotplug_thread::run_on_each(cpus, work).map_err(|cpu| {
-            PlatformError::new(PlatformOperation::RunOn, cpu, "has no hotplug thread")
+    /// # Panics
+    ///
+    /// Before [`init`]: the run makes it before the engine.
+    fn control(&self) -> &Control {
+        control().expect("the engine's platform state is made before the engine")
+    }
+
+    fn lives(&self) -> &Lifecycle {
+        &smp::LIVES
+    }
+
+    /// Only application processors start and stop.
+    fn check_power(&self, cpu: CpuId) -> Result<(), &'static str> {
+        smp::check_cpu(cpu)
+            .map(|_| ())
+            .map_err(|error| error.cause())
+    }
+
+    /// A cross-CPU call: its handler runs with interrupts off, so once
+    /// every member has joined nothing else runs anywhere.
+    fn gather(&self, cpu: CpuId) -> Result<(), &'static str> {
+        let call = smp::post(cpu, member, 0).map_err(|error| error.cause())?;
+        CALLS.lock()[cpu.index()] = Some(call);
+        Ok(())
+    }
+
+    fn release(&self, cpu: CpuId) -> Result<(), &'static str> {
+        let call = CALLS.lock()[cpu.index()].take();
+        call.map_or(Ok(()), |call| {
+            smp::finish(call).map(|_| ()).map_err(|error| error.cause())
         })
     }
 
-    fn stop_machine(
-        &self,
-        cpus: CpuSet,
-        work: &(dyn Fn(CpuId) + Sync),
-    ) -> Result<(), PlatformError> {
-        stop_machine::stop_machine(cpus, work).map_err(|error| match error {
-            stop_machine::StopError::Call(cpu, error) => {
-                PlatformError::new(PlatformOperation::StopMachine, cpu, error.cause())
-            }
-        })
+    fn synchronize(&self, kind: Kind) -> Result<(), Stall> {
+        rcu::synchronize(kind, rcu::GRACE_TIMEOUT_US)
     }
 
-    /// The steps are posted to each incoming CPU's hotplug thread before
-    /// it starts, and its idle loop runs that thread first, interrupts
-    /// off: the CPU runs them in its first turn, as Linux's incoming CPU
-    /// runs `notify_cpu_starting` on its way up, and the controller waits
-    /// once, with no other CPU stopped. A CPU that does not start has its
-    /// request taken back, so that it cannot run the steps if it comes
-    /// later; the ones that came ran them, and the engine takes them down.
-    fn bring_up(
-        &self,
-        cpus: CpuSet,
-        work: &(dyn Fn(CpuId) + Sync),
-        mark: &mut dyn FnMut(&'static str),
-    ) -> Result<(), PlatformError> {
-        if let Some(cpu) = cpus
-            .iter()
-            .find(|cpu| hotplug_thread::thread_of(*cpu).is_none())
-        {
-            return Err(PlatformError::new(
-                PlatformOperation::PowerOn,
-                cpu,
-                "has no hotplug thread",
-            ));
-        }
-        let Some(posted) = post(cpus, &work) else {
-            let cpu = cpus.first().unwrap_or(CpuId(0));
-            return Err(PlatformError::new(
-                PlatformOperation::PowerOn,
-                cpu,
-                "has no hotplug thread",
-            ));
-        };
-        let started = power::start_many(cpus);
-        mark("power");
-        match started {
-            Ok(()) => {
-                wait_for(posted);
-                mark("starting");
-                Ok(())
-            }
-            Err(error) => {
-                take_back(posted);
-                Err(power_failed(PlatformOperation::PowerOn, error))
-            }
-        }
+    fn call_rcu(&self, callback: fn(&Self)) {
+        subsystems::call_rcu(Box::new(move || callback(&KernelHardware)));
     }
 
-    fn synchronize_grace_period(&self) -> Result<(), PlatformError> {
-        rcu::synchronize(rcu::Kind::Normal, rcu::GRACE_TIMEOUT_US)
-            .map_err(|cpu| stalled(PlatformOperation::GracePeriod, cpu))
+    fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {
+        instructions::without_interrupts(f)
     }
 
-    fn synchronize_grace_period_expedited(&self) -> Result<(), PlatformError> {
-        rcu::synchronize(rcu::Kind::Expedited, rcu::GRACE_TIMEOUT_US)
-            .map_err(|cpu| stalled(PlatformOperation::ExpeditedGracePeriod, cpu))
+    /// The console gets the whole report, as Linux's stall warning (which
+    /// CPUs, what each ran, for how long).
+    fn report_stall(&self, operation: PlatformOperation, stall: &Stall) {
+        println!("hotkern: {operation}: {stall}");
     }
 
-    /// A stalled grace period gives the lock back: the engine does not
-    /// unlock what it did not get.
-    fn hotplug_lock(&self, expedited: bool) -> Result<(), PlatformError> {
-        let kind = if expedited {
-            rcu::Kind::Expedited
-        } else {
-            rcu::Kind::Normal
-        };
-        hotplug_lock::write_lock(kind, rcu::GRACE_TIMEOUT_US).map_err(|cpu| {
-            hotplug_lock::write_unlock();
-            stalled(PlatformOperation::HotplugLock, cpu)
-        })
-    }
-
-    fn hotplug_unlock(&self) {
-        hotplug_lock::write_unlock();
-    }
-
-    /// All or nothing: CPUs that came before one timed out are parked
-    /// again.
-    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
-        power::start_many(cpus).map_err(|error| {
-            let came: CpuSet = cpus.iter().filter(|&cpu| smp::is_running(cpu)).collect();
-            let _ = power::offline_many(came);
-            power_failed(PlatformOperation::PowerOn, error)
-        })
-    }
-
-    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError> {
-        power::offline_many(cpus).map_err(|error| power_failed(PlatformOperation::PowerOff, error))
-    }
-
-    /// Every step call is recorded as a `cpuhp_callback` event for each
-    /// CPU it covers, where the engine makes it (Linux's
-    /// `trace_cpuhp_enter`).
-    fn step_entered(&self, context: &Context) {
+    /// Every step call is a `cpuhp_callback` event for each CPU it covers
+    /// (Linux's `trace_cpuhp_enter`).
+    fn trace_step(&self, context: &Context) {
         let up = u32::from(context.direction == Direction::Up);
         for cpu in context.cpus.iter() {
             crate::platform::trace::cpuhp_callback::trace(cpu.0, u32::from(context.step.0), up);
-        }
-    }
-
-    /// With interrupts off: a CPU holding the recorder's lock must not be
-    /// called into a stop-machine whose dying steps record too.
-    fn step_exited(&self, context: &Context, result: Result<(), CallbackError>) {
-        if RECORDING.load(Ordering::Acquire) {
-            instructions::without_interrupts(|| RECORDER.record(context, result));
         }
     }
 }

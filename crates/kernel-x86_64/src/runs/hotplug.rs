@@ -24,7 +24,6 @@ use hotkern_kernel::steps::{self as step_table};
 use crate::arch::kthread;
 use crate::arch::smp::{self, BOOT_CPU};
 use crate::arch::tsc;
-use crate::platform::hotplug_lock;
 use crate::platform::hotplug_thread;
 use crate::platform::pages;
 use crate::platform::rcu;
@@ -42,7 +41,7 @@ use engine::{consistent, settle_between, KernelHotplug, KEPT};
 
 use crate::arch::console::println;
 use crate::platform::failures;
-use crate::platform::hotplug::KernelPlatform;
+use crate::platform::hotplug::{KernelHardware, KernelPlatform};
 use crate::platform::trace::trace_marker;
 
 /// Tasks started before the operations; they run until all are done.
@@ -241,13 +240,13 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
         return None;
     }
     sched::boot(online);
-    hotplug_lock::init(count as usize);
+    crate::platform::hotplug::init(count as usize);
     // Linux registers its hotplug threads for every possible CPU; every
     // step's startup then runs for the CPUs running now (`register`),
     // which makes their kernel threads, caches, pools and the rest.
     hotplug_thread::install_threads(possible);
     let engine = match step_table::engine::<_, _, Steps>(
-        KernelPlatform,
+        KernelPlatform::new(KernelHardware),
         possible,
         online,
         Engine::Classic,

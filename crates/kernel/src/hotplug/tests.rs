@@ -1,0 +1,268 @@
+//! The engine's platform over CPUs that answer at once: a kick arrives, a
+//! wake runs the posted work or leaves the loop, all on the caller's
+//! thread, so each rule of [`EnginePlatform`] is seen without timing.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use std::sync::Mutex;
+
+use hotkern_cpuhp::{CpuId, CpuSet, Platform, PlatformOperation};
+
+use super::{Control, EnginePlatform, Hardware};
+use crate::activity::Activity;
+use crate::platform::Cpus;
+use crate::power::{Lifecycle, Power};
+use crate::rcu::{Kind, Stall, StalledCpu};
+use crate::sync::{AtomicU64, Ordering};
+use crate::tick::Hz;
+
+/// CPUs that answer on the caller's thread; the controller is no CPU.
+struct Answering {
+    lives: Lifecycle,
+    control: Control,
+    /// CPUs that never arrive when kicked.
+    late: CpuSet,
+    clock: AtomicU64,
+}
+
+impl Cpus for Answering {
+    fn current(&self) -> Option<CpuId> {
+        None
+    }
+
+    /// A CPU asked to leave leaves; one with work posted runs it.
+    fn wake(&self, cpu: CpuId) {
+        if self.lives.should_die(cpu.index()) {
+            self.lives.die(self, cpu.index());
+        } else if self.lives.is_alive(cpu.index()) {
+            self.control.run_pending(self, cpu);
+        }
+    }
+
+    fn wake_threads(&self) {}
+
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        assert!(condition(), "would wait for good: nothing runs meanwhile");
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.clock.load(Ordering::SeqCst)
+    }
+
+    /// Time passes only here: the deadline comes.
+    fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        if !condition() {
+            self.clock.fetch_max(deadline_ns, Ordering::SeqCst);
+        }
+        condition()
+    }
+}
+
+impl Power for Answering {
+    fn kick(&self, cpu: CpuId) {
+        if !self.late.contains(cpu) {
+            self.lives.arrive(self, cpu.index());
+            // Its first turn runs what waits for it.
+            self.control.run_pending(self, cpu);
+        }
+    }
+}
+
+struct Mock {
+    cpus: Answering,
+    /// The CPU a grace period stalls on, if any.
+    stall: Option<CpuId>,
+    refuse_gather: bool,
+    queued: Mutex<Vec<fn(&Mock)>>,
+    stalls_reported: Mutex<Vec<PlatformOperation>>,
+}
+
+impl Mock {
+    /// CPUs 0..`running` running; `late` never arrive.
+    fn new(running: u32, late: CpuSet) -> EnginePlatform<Mock> {
+        let mock = Mock {
+            cpus: Answering {
+                lives: Lifecycle::new(),
+                control: Control::new(8),
+                late,
+                clock: AtomicU64::new(0),
+            },
+            stall: None,
+            refuse_gather: false,
+            queued: Mutex::new(Vec::new()),
+            stalls_reported: Mutex::new(Vec::new()),
+        };
+        for cpu in 0..running as usize {
+            mock.cpus.lives.boot_cpu(cpu);
+        }
+        EnginePlatform::new(mock)
+    }
+
+    /// Runs the callbacks queued so far; returns how many ran.
+    fn run_callbacks(&self) -> usize {
+        let ready: Vec<fn(&Mock)> = core::mem::take(&mut *self.queued.lock().unwrap());
+        for callback in &ready {
+            callback(self);
+        }
+        ready.len()
+    }
+}
+
+impl Hardware for Mock {
+    type Cpus = Answering;
+    const CALL_TIMEOUT_NS: u64 = 1_000;
+    const POWER_TIMEOUT_NS: u64 = 1_000;
+
+    fn cpus(&self) -> &Answering {
+        &self.cpus
+    }
+
+    fn control(&self) -> &Control {
+        &self.cpus.control
+    }
+
+    fn lives(&self) -> &Lifecycle {
+        &self.cpus.lives
+    }
+
+    fn gather(&self, _cpu: CpuId) -> Result<(), &'static str> {
+        if self.refuse_gather {
+            Err("refused the call")
+        } else {
+            Ok(())
+        }
+    }
+
+    fn synchronize(&self, kind: Kind) -> Result<(), Stall> {
+        let Some(cpu) = self.stall else {
+            return Ok(());
+        };
+        Err(Stall {
+            kind,
+            grace_period: 1,
+            detected_by: None,
+            elapsed_ns: 5,
+            hz: Hz::DEFAULT,
+            fqs_scans: 0,
+            cpus: vec![StalledCpu {
+                cpu,
+                behind: 0,
+                ticks: 3,
+                quiescent_passed: false,
+                idle_entries: 0,
+                idle: false,
+                activity: Activity::Unknown,
+            }],
+        })
+    }
+
+    fn call_rcu(&self, callback: fn(&Self)) {
+        self.queued.lock().unwrap().push(callback);
+    }
+
+    fn report_stall(&self, operation: PlatformOperation, _stall: &Stall) {
+        self.stalls_reported.lock().unwrap().push(operation);
+    }
+}
+
+fn set(cpus: &[u32]) -> CpuSet {
+    cpus.iter().map(|&cpu| CpuId(cpu)).collect()
+}
+
+#[test]
+fn power_on_is_all_or_nothing() {
+    let platform = Mock::new(1, set(&[3]));
+    let error = platform.power_on_many(set(&[1, 2, 3])).unwrap_err();
+    assert_eq!(error.operation, PlatformOperation::PowerOn);
+    assert_eq!(error.cpu, CpuId(3));
+    let lives = platform.hardware().lives();
+    for cpu in [1, 2] {
+        assert!(!lives.is_alive(cpu), "cpu {cpu} came and was left running");
+    }
+    assert!(platform.power_on_many(set(&[1, 2])).is_ok());
+    assert_eq!(platform.running(), set(&[0, 1, 2]));
+}
+
+#[test]
+fn run_on_each_runs_on_running_cpus_and_names_one_that_is_not() {
+    let platform = Mock::new(3, CpuSet::EMPTY);
+    let ran = Mutex::new(Vec::new());
+    let error = platform
+        .run_on_each(set(&[1, 2, 5]), &|cpu| ran.lock().unwrap().push(cpu))
+        .unwrap_err();
+    assert_eq!(
+        (error.operation, error.cpu),
+        (PlatformOperation::RunOn, CpuId(5))
+    );
+    assert_eq!(*ran.lock().unwrap(), [CpuId(1), CpuId(2)]);
+}
+
+#[test]
+fn bring_up_runs_the_steps_in_each_cpus_first_turn_and_takes_back_a_late_cpus() {
+    let platform = Mock::new(1, set(&[2]));
+    let ran = Mutex::new(Vec::new());
+    let mut marks = Vec::new();
+    let work = |cpu| ran.lock().unwrap().push(cpu);
+    assert!(platform
+        .bring_up(set(&[1]), &work, &mut |mark| marks.push(mark))
+        .is_ok());
+    assert_eq!(marks, ["power", "starting"]);
+    let error = platform
+        .bring_up(set(&[2]), &work, &mut |_| {})
+        .unwrap_err();
+    assert_eq!(error.cpu, CpuId(2));
+    // Taken back: arriving now, it finds nothing to run.
+    let lives = platform.hardware().lives();
+    assert!(!lives.is_alive(2));
+    assert!(!platform.hardware().control().has_pending(CpuId(2)));
+    assert_eq!(*ran.lock().unwrap(), [CpuId(1)]);
+}
+
+#[test]
+fn a_stalled_grace_period_gives_the_hotplug_lock_back_and_names_the_cpu() {
+    let mut platform = Mock::new(2, CpuSet::EMPTY);
+    platform.hardware.stall = Some(CpuId(1));
+    let error = platform.hotplug_lock(false).unwrap_err();
+    assert_eq!(
+        (error.operation, error.cpu),
+        (PlatformOperation::HotplugLock, CpuId(1))
+    );
+    let lock = platform.hardware().control().hotplug_lock();
+    assert!(!lock.is_write_locked(), "kept the lock it failed to take");
+    assert_eq!(
+        *platform.hardware().stalls_reported.lock().unwrap(),
+        [PlatformOperation::HotplugLock]
+    );
+}
+
+#[test]
+fn readers_go_fast_again_only_after_the_last_writers_grace_period() {
+    let platform = Mock::new(2, CpuSet::EMPTY);
+    let lock = platform.hardware().control().hotplug_lock();
+    platform.hotplug_lock(false).unwrap();
+    platform.hotplug_unlock();
+    // A writer comes and goes before the first callback runs.
+    platform.hotplug_lock(false).unwrap();
+    platform.hotplug_unlock();
+    assert!(lock.writer_near());
+    assert_eq!(platform.hardware().run_callbacks(), 1);
+    // That callback queued one more: the second writer left after it
+    // was queued.
+    assert!(lock.writer_near());
+    assert_eq!(platform.hardware().run_callbacks(), 1);
+    assert!(!lock.writer_near());
+    assert_eq!(platform.hardware().run_callbacks(), 0);
+}
+
+#[test]
+fn a_cpu_stop_machine_cannot_gather_is_named_and_nothing_runs() {
+    let mut platform = Mock::new(2, CpuSet::EMPTY);
+    platform.hardware.refuse_gather = true;
+    let ran = Mutex::new(Vec::new());
+    let error = platform
+        .stop_machine(set(&[1]), &|cpu| ran.lock().unwrap().push(cpu))
+        .unwrap_err();
+    assert_eq!(error.operation, PlatformOperation::StopMachine);
+    assert_eq!(error.cpu, CpuId(0));
+    assert!(ran.lock().unwrap().is_empty());
+}
