@@ -9,10 +9,15 @@
 //! SIPI at once, and a second SIPI only if the CPU has not answered in
 //! 200 µs (a CPU already running ignores it).
 //!
-//! An offline CPU parks with interrupts off in `cli; hlt`, its tick
-//! stopped: nothing but INIT (or NMI, which the kernel never sends) wakes
-//! it, so bringing it back is a fresh start through the trampoline, the
-//! same path as the first one.
+//! An offline CPU parks in one of two ways ([`Park`]), its tick stopped.
+//! Powered off (the default, Linux's path): `cli; hlt`, which nothing but
+//! INIT (or NMI, which the kernel never sends) ends, so bringing it back
+//! is a fresh start through the trampoline, the same path as the first
+//! one. Idle: it halts with interrupts open for the wake-up IPI alone (no
+//! tick, no call: a call is posted only to a running CPU), as Linux's
+//! `play_dead` leaves a CPU in its idle state, and a start is one IPI
+//! ([`is_parked_idle`]): its stack, per-CPU area, IDT and local APIC are
+//! as it left them.
 //!
 //! The handshake around a start and a stop (who writes which state, who
 //! wakes whom) is the shared kernel's [`Lifecycle`], whose words live here
@@ -45,6 +50,85 @@ pub const SECOND_SIPI_US: u64 = 200;
 /// A start, a call or an offline gives up after this long (TCG on a loaded
 /// two-core host can keep a vCPU away for a long time).
 pub const TIMEOUT_US: u64 = 5_000_000;
+
+/// How an offline CPU waits to be started again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Park {
+    /// `cli; hlt`: only INIT-SIPI-SIPI brings it back (a cold start).
+    PowerOff,
+    /// `sti; hlt` with its tick stopped: the wake-up IPI brings it back.
+    Idle,
+}
+
+/// How CPUs that go offline from now on park (`true`: [`Park::Idle`]).
+static PARK_IDLE: AtomicBool = AtomicBool::new(false);
+/// Starts through the trampoline (cold) and from an idle park, so far.
+static COLD_STARTS: AtomicU64 = AtomicU64::new(0);
+static PARKED_STARTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many CPU starts so far were cold (INIT-SIPI-SIPI) and how many woke
+/// a CPU parked idle.
+pub fn starts() -> (u64, u64) {
+    (
+        COLD_STARTS.load(Ordering::Relaxed),
+        PARKED_STARTS.load(Ordering::Relaxed),
+    )
+}
+
+/// The CPUs parked idle now, which a start wakes rather than INITs.
+static PARKED_IDLE: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
+/// Sets how CPUs that go offline from now on park; CPUs parked already
+/// stay as they are until started.
+pub fn set_park(park: Park) {
+    PARK_IDLE.store(park == Park::Idle, Ordering::Relaxed);
+}
+
+/// How CPUs that go offline now park.
+pub fn park() -> Park {
+    if PARK_IDLE.load(Ordering::Relaxed) {
+        Park::Idle
+    } else {
+        Park::PowerOff
+    }
+}
+
+/// Whether `cpu` waits parked idle, so that a start is a wake-up IPI.
+/// Read by the starting CPU after `cpu` reported dead: the parked CPU
+/// sets it before it does, and clears it itself when it arrives.
+pub fn is_parked_idle(cpu: CpuId) -> bool {
+    PARKED_IDLE
+        .get(cpu.index())
+        .is_some_and(|parked| parked.load(Ordering::Acquire))
+}
+
+/// Parks the calling CPU, which has left its loop, the way [`park`] says:
+/// `report_dead()` runs first (after the CPU is marked parked, so the CPU
+/// that sees it dead sees how it waits). Returns only from an idle park,
+/// once `started()` holds: the CPU then re-enters its loop.
+pub fn park_here(cpu: CpuId, report_dead: impl FnOnce(), started: impl Fn() -> bool) {
+    let idle = park() == Park::Idle;
+    // Release: pairs with the acquire in `is_parked_idle`, made before the
+    // death that the starter waits for.
+    PARKED_IDLE[cpu.index()].store(idle, Ordering::Release);
+    report_dead();
+    if !idle {
+        loop {
+            // SAFETY: parks this CPU with interrupts off; only INIT (a new
+            // start) takes it out.
+            unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+        }
+    }
+    while !started() {
+        // SAFETY: `sti; hlt` opens interrupts only for the halt (the `sti`
+        // shadow): a wake-up sent after the check is taken by the halt.
+        // Only the wake-up IPI reaches a parked CPU (its tick is stopped,
+        // calls go to running CPUs), and its handler only acknowledges.
+        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+    }
+    PARKED_IDLE[cpu.index()].store(false, Ordering::Release);
+    PARKED_STARTS.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Which CPUs run: the shared core's handshake, whose words the platform's
 /// starts and parks move and whose `is_alive` the calls here read.
@@ -350,6 +434,7 @@ pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
     unsafe { trampoline::install(index, apic_id(cpu), stack_top, entry, u64::from(cpu.0)) };
     apic::send_init(apic_id(cpu));
     apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
+    COLD_STARTS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The SDM's second SIPI (a CPU already running ignores it).

@@ -9,9 +9,12 @@ use hotkern_cpuhp::CpuId;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
+use hotkern_kernel::power::Life;
+use hotkern_kernel::rcu::Activity;
 use hotkern_kernel::tick::Ticks;
 
 use crate::arch::apic;
+use crate::arch::cpu;
 use crate::arch::kthread;
 use crate::arch::smp;
 use crate::arch::tsc;
@@ -24,8 +27,22 @@ use crate::platform::trace::trace_marker;
 
 /// The local APIC timer's tick on `cpu` (handed to
 /// [`apic::set_tick_handler`] at boot): the shared tick, RCU's among it.
+/// A tick that was pending as the CPU stopped its timer and is taken in
+/// its idle park (or one of a CPU not arrived yet) is dropped: the CPU is
+/// offline for RCU and the timers.
 pub fn tick(cpu: CpuId) {
-    idle::tick(&KernelLoop, cpu.index(), tsc::nanos());
+    if smp::LIVES.is_alive(cpu.index()) {
+        idle::tick(&KernelLoop, cpu.index(), tsc::nanos());
+    }
+}
+
+/// The last of a start, cold or from an idle park: the tick, awake for
+/// RCU before anyone can see it online and give it work, then alive.
+pub fn arrive(cpu: CpuId) {
+    apic::start_tick();
+    idle::start(&KernelLoop, cpu.index());
+    cpu::enter_activity(cpu, Activity::IdleLoop);
+    smp::LIVES.arrive(&KernelCpus, cpu.index());
 }
 
 /// An online application processor's loop: the shared loop's turns
@@ -41,12 +58,17 @@ pub fn run(index: usize) -> ! {
             apic::stop_tick();
             idle::stop(&KernelLoop, index);
             trace_marker!("cpu {index} parks offline");
-            smp::LIVES.die(&KernelCpus, index);
-            loop {
-                // SAFETY: parks this CPU with interrupts off; only INIT
-                // (a new start) takes it out.
-                unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
-            }
+            let cpu = cpu_id(index);
+            smp::park_here(
+                cpu,
+                || {
+                    smp::LIVES.die(&KernelCpus, index);
+                },
+                || smp::LIVES.life(index) == Life::Kicked,
+            );
+            arrive(cpu);
+            trace_marker!("cpu {index} online from its idle park");
+            continue;
         }
         idle::turn(&KernelLoop, index);
     }

@@ -10,16 +10,14 @@
 //! [`Lifecycle`]: hotkern_kernel::power::Lifecycle
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::idle;
 use hotkern_kernel::power::Power;
-use hotkern_kernel::rcu::Activity;
 
 use crate::arch::apic;
 use crate::arch::cpu;
 use crate::arch::idt;
 use crate::arch::smp::{self, SmpError};
 use crate::arch::tsc;
-use crate::platform::cpu_loop::{self, KernelLoop};
+use crate::platform::cpu_loop;
 use crate::platform::cpus::KernelCpus;
 use crate::platform::trace::trace_marker;
 
@@ -60,13 +58,23 @@ fn one(cpu: CpuId) -> CpuSet {
 /// This kernel's CPUs as the shared [`hotkern_kernel::power::Lifecycle`]
 /// starts them.
 impl Power for KernelCpus {
+    /// A CPU parked idle is woken; any other gets INIT and SIPI.
     fn kick(&self, cpu: CpuId) {
-        smp::kick(cpu, ap_entry);
+        if smp::is_parked_idle(cpu) {
+            smp::ring(cpu);
+        } else {
+            smp::kick(cpu, ap_entry);
+        }
     }
 
-    /// The SDM's second SIPI (a CPU already running ignores it).
+    /// The SDM's second SIPI (a CPU already running ignores it), or the
+    /// wake-up again.
     fn kick_again(&self, cpu: CpuId) {
-        smp::kick_again(cpu);
+        if smp::is_parked_idle(cpu) {
+            smp::ring(cpu);
+        } else {
+            smp::kick_again(cpu);
+        }
     }
 
     fn kick_again_after_ns(&self) -> Option<u64> {
@@ -103,11 +111,7 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     unsafe { cpu::init(cpu) };
     idt::load();
     apic::enable();
-    apic::start_tick();
-    // Awake for RCU before anyone can see it online and give it work.
-    idle::start(&KernelLoop, cpu.index());
-    cpu::enter_activity(cpu, Activity::IdleLoop);
-    smp::LIVES.arrive(&KernelCpus, cpu.index());
+    cpu_loop::arrive(cpu);
     trace_marker!("cpu {} online, APIC id {}", cpu.0, apic::id());
     cpu_loop::run(cpu.index())
 }

@@ -22,7 +22,7 @@ use hotkern_kernel::kthread::Role;
 use hotkern_kernel::steps::{self as step_table};
 
 use crate::arch::kthread;
-use crate::arch::smp::{self, BOOT_CPU};
+use crate::arch::smp::{self, Park, BOOT_CPU};
 use crate::arch::tsc;
 use crate::platform::hotplug_thread;
 use crate::platform::pages;
@@ -289,6 +289,36 @@ fn drain(tsc_hz: u64) -> usize {
     rcu_pending()
 }
 
+/// The name of bolt's cases timed with offline CPUs parked idle.
+pub const PARKED: &str = "bolt-parked";
+
+/// Times every case ([`ROUNDS`] rounds) with the engine as it is set,
+/// under the implementation name `name`.
+fn time_cases(engine: &KernelHotplug, run: &mut Run, aps: CpuSet, name: &'static str) -> [Case; 4] {
+    let bulk = aps.len();
+    // Named as `hotkern bench cpuhp` names its cases; `-load`: tasks
+    // run on every CPU throughout.
+    let mut offline = Case::new("offline/1-load".into(), name);
+    let mut online = Case::new("online/1-load".into(), name);
+    let mut offline_bulk = Case::new(format!("offline/bulk-{bulk}-load"), name);
+    let mut online_bulk = Case::new(format!("online/bulk-{bulk}-load"), name);
+    for round in 0..ROUNDS {
+        // The first round runs with reader tasks holding the hotplug
+        // lock across slices (its property is checked); the others
+        // time lone operations, with no reader in for the writer to
+        // wait for, as the medians of `bench cpuhp` want.
+        sched::set_readers(round == 0);
+        for cpu in aps.iter() {
+            operate(engine, run, &mut offline, |e| e.offline(cpu));
+            operate(engine, run, &mut online, |e| e.online(cpu));
+        }
+        operate(engine, run, &mut offline_bulk, |e| e.offline_many(aps));
+        operate(engine, run, &mut online_bulk, |e| e.online_many(aps));
+        trace_marker!("hotplug {name} round {round} done");
+    }
+    [offline, online, offline_bulk, online_bulk]
+}
+
 /// Runs every case with each engine of `engines` while tasks run, then
 /// waits for the tasks to finish.
 pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks) -> Option<Run> {
@@ -310,34 +340,23 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     for &(kind, name) in engines {
         KEPT.fetch_or(kind == Engine::Bolt, Ordering::Relaxed);
         engine.set_engine(kind);
-        let bulk = aps.len();
-        // Named as `hotkern bench cpuhp` names its cases; `-load`: tasks
-        // run on every CPU throughout.
-        let mut offline = Case::new("offline/1-load".into(), name);
-        let mut online = Case::new("online/1-load".into(), name);
-        let mut offline_bulk = Case::new(format!("offline/bulk-{bulk}-load"), name);
-        let mut online_bulk = Case::new(format!("online/bulk-{bulk}-load"), name);
-        for round in 0..ROUNDS {
-            // The first round runs with reader tasks holding the hotplug
-            // lock across slices (its property is checked); the others
-            // time lone operations, with no reader in for the writer to
-            // wait for, as the medians of `bench cpuhp` want.
-            sched::set_readers(round == 0);
-            for cpu in aps.iter() {
-                operate(&engine, &mut run, &mut offline, |e| e.offline(cpu));
-                operate(&engine, &mut run, &mut online, |e| e.online(cpu));
-            }
-            operate(&engine, &mut run, &mut offline_bulk, |e| {
-                e.offline_many(aps)
-            });
-            operate(&engine, &mut run, &mut online_bulk, |e| e.online_many(aps));
-            trace_marker!("hotplug {name} round {round} done");
-        }
+        let cases = time_cases(&engine, &mut run, aps, name);
         // Then operations made to fail, untimed, tasks still running.
         failure::run(&engine, name, aps, &mut run.failures);
         trace_marker!("hotplug {name} failure injection done");
-        run.cases
-            .extend([offline, online, offline_bulk, online_bulk]);
+        run.cases.extend(cases);
+    }
+    // Bolt once more with its offline CPUs parked idle, so that a start is
+    // a wake-up IPI rather than INIT-SIPI-SIPI: timed under a name of its
+    // own, so that the engine's gain (bolt over classic, both cold) and
+    // the power mechanism's (parked over cold, both bolt) stay apart.
+    // Classic keeps Linux's cold start.
+    if engines.iter().any(|(kind, _)| *kind == Engine::Bolt) {
+        engine.set_engine(Engine::Bolt);
+        smp::set_park(Park::Idle);
+        let cases = time_cases(&engine, &mut run, aps, PARKED);
+        smp::set_park(Park::PowerOff);
+        run.cases.extend(cases);
     }
     // Tasks ran through every operation; now each finishes at its next
     // slice, wherever it is.
@@ -458,7 +477,7 @@ impl fmt::Display for HotplugJson<'_> {
              \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
              \"frames\":{{\"pool\":{},\"free\":{},\"cached\":{},\"held\":{},\"bad_returns\":{},\
              \"page_errors\":{}}},\"failure_injection\":{},\
-             \"invariants_hold\":{}}}",
+             \"starts\":{{\"cold\":{},\"from_park\":{}}},\"invariants_hold\":{}}}",
             tally.issued,
             tally.completed,
             tally.twice,
@@ -484,6 +503,8 @@ impl fmt::Display for HotplugJson<'_> {
             run.frames.3,
             run.tally.page_errors,
             run.failures,
+            smp::starts().0,
+            smp::starts().1,
             run.invariants_hold()
         )
     }
