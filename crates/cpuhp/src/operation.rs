@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::hotplug::{Engine, Hotplug, Inner};
 use crate::invoke::{injected, invoke, Injector};
 use crate::platform::{Platform, PlatformError, PlatformOperation};
-use crate::report::Report;
+use crate::report::{Report, Stage};
 use crate::step::{Direction, Section};
 use crate::walk::{CpuOutcomes, Walk};
 
@@ -74,6 +74,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             }
             inner.engine
         };
+        let checked = self.platform.now_ns().saturating_sub(start);
         let mut report = match engine {
             Engine::Bolt => self.transition(cpus, direction, engine, false)?,
             Engine::Classic => {
@@ -114,6 +115,16 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             }
         };
         report.nanos = self.platform.now_ns().saturating_sub(start);
+        // Serialising with other operations and checking the request.
+        report.stages.insert(
+            0,
+            Stage {
+                name: "checks",
+                step: None,
+                nanos: checked,
+                nested: false,
+            },
+        );
         let mut inner = self.inner.lock();
         for stage in &report.stages {
             if let Some(step) = stage.step {
@@ -145,6 +156,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         undo: bool,
     ) -> Result<Report, Error> {
         let settled = self.settle_deferred(targets);
+        let snapshot = self.platform.now_ns();
         let (table, states, online, armed, armed_platform) = {
             let inner = self.inner.lock();
             let (armed, armed_platform) = if undo {
@@ -180,6 +192,13 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         if settled.finished > 0 {
             walk.stage("finish-deferred", None, settled.finish_nanos);
         }
+        // The engine's own bookkeeping is on the path too: the copy of
+        // the states this operation works on, and (below) their commit.
+        walk.stage(
+            "snapshot",
+            None,
+            self.platform.now_ns().saturating_sub(snapshot),
+        );
         // Readers of the online mask that hold the hotplug lock finish
         // first; given back whatever the transition's outcome.
         let start = self.platform.now_ns();
@@ -224,6 +243,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             return Err(error);
         }
         let deferred = walk.jobs.len();
+        let commit = self.platform.now_ns();
         {
             let mut inner = self.inner.lock();
             for cpu in targets {
@@ -234,9 +254,27 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             inner.queue.retain(|job| !job.cpus.is_empty());
             Self::enqueue(&mut inner, &walk.jobs);
         }
+        walk.stage(
+            "commit",
+            None,
+            self.platform.now_ns().saturating_sub(commit),
+        );
         if deferred > 0 {
+            let start = self.platform.now_ns();
             self.platform.kick_deferred();
+            walk.stage(
+                "kick-deferred",
+                None,
+                self.platform.now_ns().saturating_sub(start),
+            );
         }
+        let start = self.platform.now_ns();
+        drop(locked);
+        walk.stage(
+            "hotplug-unlock",
+            None,
+            self.platform.now_ns().saturating_sub(start),
+        );
         Ok(Report {
             engine,
             direction,
@@ -270,14 +308,36 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         rollback: bool,
     ) -> Result<(), Stopped> {
         match section {
-            Section::Prepare => self
-                .run_prepare(walk, direction, rollback)
-                .map_err(Stopped::changed),
+            Section::Prepare => {
+                // Its steps, and deferring the ones bolt defers, on the
+                // controlling CPU: one stage, the steps nested in it.
+                let start = self.platform.now_ns();
+                let result = self.run_prepare(walk, direction, rollback);
+                walk.stage(
+                    "prepare",
+                    None,
+                    self.platform.now_ns().saturating_sub(start),
+                );
+                result.map_err(Stopped::changed)
+            }
             Section::Starting => self.run_starting(walk, direction, rollback),
             Section::Online => {
+                // The hand-offs (post, wake, the target's switch to its
+                // hotplug thread, the wake back) are on the path too.
+                let start = self.platform.now_ns();
                 let (reports, platform) =
                     self.run_parallel(walk, Section::Online, direction, rollback);
-                walk.apply(direction, rollback, false, reports)
+                if !reports.is_empty() || platform.is_err() {
+                    walk.stage("run-on", None, self.platform.now_ns().saturating_sub(start));
+                }
+                let start = self.platform.now_ns();
+                let applied = walk.apply(direction, rollback, false, reports);
+                walk.stage(
+                    "outcomes",
+                    None,
+                    self.platform.now_ns().saturating_sub(start),
+                );
+                applied
                     .and(platform.map_err(Error::from))
                     .map_err(Stopped::changed)
             }
@@ -317,7 +377,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 cpus,
                 walk.call(direction, rollback),
             );
-            walk.stage(entry.spec.name, Some(step), nanos);
+            walk.nested_stage(entry.spec.name, Some(step), nanos);
             match result {
                 Ok(()) => walk.ran(step, direction, cpus, rollback),
                 Err(_) if rollback => {

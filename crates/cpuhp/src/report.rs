@@ -11,18 +11,32 @@ use crate::Engine;
 /// One timed piece of an operation's critical path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stage {
-    /// A step's name, or one of the engine's own stages: `"hotplug-lock"`, `"grace-period"`,
-    /// `"stop-machine"`, `"power"`, or `"finish-deferred"` (deferred
-    /// startups of a target that were still pending and had to be completed
-    /// before taking it down).
+    /// A step's name, or one of the engine's own stages: `"checks"` (the
+    /// request checked against the engine's state), `"hotplug-lock"`,
+    /// `"prepare"` (the `Prepare` section), `"grace-period"`, `"stop-machine"`, `"power"`, `"starting"` (the
+    /// bring-up's steps after power), `"run-on"` (the `Online` steps on
+    /// their CPUs, hand-offs included), `"kick-deferred"` (waking the
+    /// deferred worker), `"hotplug-unlock"`, `"snapshot"`, `"outcomes"`
+    /// and `"commit"` (the engine copying the states it works on,
+    /// recording each step's outcome in them, and writing them back), or
+    /// `"finish-deferred"`
+    /// (deferred startups of a target that were still pending and had to
+    /// be completed before taking it down).
     pub name: &'static str,
     /// The step, for a step's callbacks.
     pub step: Option<StepId>,
     /// Time spent. For a step, the sum over every CPU and instance it ran
     /// for (CPU time, which exceeds wall time when targets run in parallel);
-    /// for `"stop-machine"`, the wall time of the whole rendezvous, the
-    /// starting/dying steps inside it included.
+    /// for the engine's own stages, wall time on the controlling CPU:
+    /// `"stop-machine"`, `"starting"` and `"run-on"` include the steps that
+    /// ran inside them.
     pub nanos: u64,
+    /// Whether it was timed inside one of the engine's own stages (every
+    /// step is: a `Prepare` step inside `"prepare"`, a `Starting` step
+    /// inside the stop-machine or the bring-up, an `Online` step inside
+    /// the run on its CPU), whose time includes it:
+    /// [`Report::path_nanos`] leaves it out.
+    pub nested: bool,
 }
 
 /// What one operation did and how long it took.
@@ -56,6 +70,22 @@ impl Report {
             .iter()
             .filter(|s| s.step.is_some())
             .map(|s| s.nanos)
+            .sum()
+    }
+
+    /// The critical path's time that its stages account for: every stage
+    /// not [`nested`](Stage::nested) in another, in wall time on the
+    /// controlling CPU (the hotplug lock and its release, the `Prepare`
+    /// section, the grace period, the stop-machine or bring-up, the runs
+    /// on the targets with their hand-offs, power, the deferred worker's
+    /// kick, the engine's snapshot and commit of its states).
+    /// What [`Report::nanos`] holds beyond it is the engine's own
+    /// bookkeeping between stages.
+    pub fn path_nanos(&self) -> u64 {
+        self.stages
+            .iter()
+            .filter(|stage| !stage.nested)
+            .map(|stage| stage.nanos)
             .sum()
     }
 
@@ -136,11 +166,19 @@ mod tests {
                     name: "ap:sched-active",
                     step: Some(StepId(8)),
                     nanos: 3_100,
+                    nested: true,
+                },
+                Stage {
+                    name: "run-on",
+                    step: None,
+                    nanos: 5_000,
+                    nested: false,
                 },
                 Stage {
                     name: "grace-period",
                     step: None,
                     nanos: 12_000,
+                    nested: false,
                 },
             ],
             deferred: 2,
@@ -155,7 +193,9 @@ mod tests {
         assert!(text.starts_with("bolt offline 1-3: 41.2 us, 2 deferred, 0 cancelled"));
         assert!(text.contains("ap:sched-active") && text.contains("12.0 us"));
         assert!(text.ends_with("failed: power-off failed for cpu2: did not report dead"));
-        assert_eq!(text.lines().count(), 4);
+        assert_eq!(text.lines().count(), 5);
         assert_eq!(report.step_nanos(), 3_100);
+        // The step ran inside `run-on`, which counts it already.
+        assert_eq!(report.path_nanos(), 17_000);
     }
 }

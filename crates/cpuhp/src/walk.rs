@@ -110,14 +110,29 @@ impl<'t> Walk<'t> {
         }
     }
 
+    /// Records `nanos` more for a stage on the controller's path.
     pub(crate) fn stage(&mut self, name: &'static str, step: Option<StepId>, nanos: u64) {
+        self.record(name, step, nanos, false);
+    }
+
+    /// Records `nanos` more for a stage timed inside one of the engine's.
+    pub(crate) fn nested_stage(&mut self, name: &'static str, step: Option<StepId>, nanos: u64) {
+        self.record(name, step, nanos, true);
+    }
+
+    fn record(&mut self, name: &'static str, step: Option<StepId>, nanos: u64, nested: bool) {
         match self
             .stages
             .iter_mut()
             .find(|s| s.name == name && s.step == step)
         {
             Some(stage) => stage.nanos += nanos,
-            None => self.stages.push(Stage { name, step, nanos }),
+            None => self.stages.push(Stage {
+                name,
+                step,
+                nanos,
+                nested,
+            }),
         }
     }
 
@@ -210,7 +225,9 @@ impl<'t> Walk<'t> {
                 self.defer(step, direction, deferred);
             }
             if ran_any {
-                self.stage(self.table[step.index()].spec.name, Some(step), nanos);
+                // Inside the stop-machine, the bring-up or the run on the
+                // targets, which the engine times as its own stages.
+                self.nested_stage(self.table[step.index()].spec.name, Some(step), nanos);
             }
         }
         first_error.map_or(Ok(()), Err)

@@ -515,34 +515,6 @@ fn default_run_on_goes_through_run_on_each() {
     );
 }
 
-/// A `bolt` bulk online reports, in the order they ran, every step it ran
-/// and the machine's stages, each once with its time summed over the
-/// targets (the mock clock moves 10 ns per read, and a call reads it
-/// twice); deferred steps have no stage.
-#[test]
-fn bolt_report_lists_each_stage_once_with_its_time() {
-    let (hp, _world) = machine(Engine::Bolt, 4, false);
-    hp.offline_many(CpuSet::range(2, 4)).unwrap();
-    hp.flush_deferred();
-    let report = hp.online_many(CpuSet::range(2, 4)).unwrap();
-    let stages: Vec<(&str, u64)> = report.stages.iter().map(|s| (s.name, s.nanos)).collect();
-    assert_eq!(
-        stages,
-        [
-            // Taken once for the whole set.
-            ("hotplug-lock", 10),
-            // One aggregated call for both CPUs.
-            ("bp:perf", 10),
-            // Two power-ons between two clock reads.
-            ("power", 10),
-            ("stop-machine", 50),
-            ("ap:sched-starting", 20),
-            ("ap:workqueue", 20),
-            ("ap:sched-active", 20),
-        ]
-    );
-}
-
 /// Every transition holds the hotplug lock's write side from before its
 /// first step to after its last, as Linux's `_cpu_down` and `_cpu_up` hold
 /// `cpus_write_lock`: classic once per CPU, bolt once for a bulk set (and

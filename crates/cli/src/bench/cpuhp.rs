@@ -7,6 +7,7 @@
 //! `deferred_us`) outside the measured region, so every repetition starts
 //! from a settled machine. Per-step times come from the engine's reports.
 
+mod accounting;
 pub(crate) mod linux;
 mod qemu;
 
@@ -31,6 +32,9 @@ const BULK: [usize; 5] = [1, 2, 4, 8, 15];
 /// What one case measured.
 struct Samples {
     latency_ns: Vec<u64>,
+    /// What the engine's stages did not account for of each repetition's
+    /// latency ([`OpReport::path_nanos`]).
+    unaccounted_ns: Vec<u64>,
     /// Time the deferred callbacks of each repetition took (on the worker).
     deferred_ns: Vec<u64>,
     /// Per step (or engine stage) on the critical path, nanoseconds of each
@@ -44,6 +48,7 @@ impl Samples {
     fn new() -> Self {
         Samples {
             latency_ns: Vec::new(),
+            unaccounted_ns: Vec::new(),
             deferred_ns: Vec::new(),
             stages: BTreeMap::new(),
             deferred_stages: BTreeMap::new(),
@@ -53,7 +58,10 @@ impl Samples {
     /// Records one operation; call after its deferred work has finished,
     /// so that the engine's step times show the deferred callbacks.
     fn record(&mut self, latency: Duration, report: &OpReport, machine: &Machine) {
-        self.latency_ns.push(latency.as_nanos() as u64);
+        let latency = latency.as_nanos() as u64;
+        self.latency_ns.push(latency);
+        self.unaccounted_ns
+            .push(latency.saturating_sub(report.path_nanos()));
         for stage in &report.stages {
             self.stages.entry(stage.name).or_default().push(stage.nanos);
         }
@@ -275,6 +283,7 @@ fn case(name: &str, engine: &str, samples: &Samples, lost: u64, json: bool) -> C
     let mut case = Case::new(name, engine, samples.latency_ns.len() as u64)
         .with("latency_us", median(&samples.latency_ns) / 1e3)
         .with("deferred_us", median(&samples.deferred_ns) / 1e3)
+        .with("unaccounted_us", median(&samples.unaccounted_ns) / 1e3)
         .with("tasks_lost", lost);
     if json {
         // Too wide for the table; the per-step breakdown is printed as notes.
@@ -448,6 +457,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         2.0,
         false,
     ));
+    report.notes.extend(accounting::notes(&report));
     let lost_total: f64 = report
         .cases
         .iter()

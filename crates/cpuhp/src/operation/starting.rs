@@ -66,7 +66,13 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 .union(&reports.iter().map(|(cpu, _)| *cpu).collect());
         }
         // Starting steps cannot fail, so there is never an error to return.
+        let start = self.platform.now_ns();
         let _ = walk.apply(direction, rollback, true, reports);
+        walk.stage(
+            "outcomes",
+            None,
+            self.platform.now_ns().saturating_sub(start),
+        );
         if let Err(error) = result {
             if rollback {
                 walk.warnings_rollback += 1;

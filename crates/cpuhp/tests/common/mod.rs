@@ -52,6 +52,9 @@ pub enum Event {
 
 pub struct Mock {
     clock: AtomicU64,
+    /// How far the clock moves during each platform operation: 0 (every
+    /// read moves it 10 ns), or more for a platform whose operations cost.
+    pub op_nanos: AtomicU64,
     /// Run `run_on_each` and `stop_machine` targets on real threads.
     pub parallel: bool,
     pub events: Mutex<Vec<Event>>,
@@ -92,6 +95,7 @@ impl Mock {
     pub fn new(online: CpuSet, parallel: bool) -> Self {
         Mock {
             clock: AtomicU64::new(0),
+            op_nanos: AtomicU64::new(0),
             parallel,
             events: Mutex::new(Vec::new()),
             powered: Mutex::new(online),
@@ -140,6 +144,7 @@ impl Mock {
     }
 
     fn record(&self, event: Event) {
+        self.clock.fetch_add(self.op_nanos.load(SeqCst), SeqCst);
         self.events.lock().unwrap().push(event);
     }
 

@@ -65,6 +65,12 @@ pub struct Case {
     /// Each stage's times (steps, grace period, stop-machine, power), one
     /// per operation that ran it.
     pub stages: Vec<(&'static str, Vec<u64>)>,
+    /// The stages timed inside another (a step inside the stop-machine,
+    /// the bring-up or the run on its CPU).
+    pub nested: Vec<&'static str>,
+    /// Every operation's time in stages that are not nested: what its
+    /// stages account for of its sample.
+    pub paths: Vec<u64>,
 }
 
 impl Case {
@@ -74,6 +80,8 @@ impl Case {
             engine,
             samples: Vec::new(),
             stages: Vec::new(),
+            nested: Vec::new(),
+            paths: Vec::new(),
         }
     }
 
@@ -84,7 +92,11 @@ impl Case {
 
     fn record(&mut self, report: &Report) {
         self.samples.push(report.nanos);
+        self.paths.push(report.path_nanos());
         for stage in &report.stages {
+            if stage.nested && !self.nested.contains(&stage.name) {
+                self.nested.push(stage.name);
+            }
             match self.stages.iter_mut().find(|(name, _)| *name == stage.name) {
                 Some((_, times)) => times.push(stage.nanos),
                 None => self.stages.push((stage.name, alloc::vec![stage.nanos])),
@@ -456,7 +468,27 @@ impl fmt::Display for HotplugJson<'_> {
                 }
                 write!(f, "\"{name}\":{}", Micros(median(times)))?;
             }
-            f.write_str("},\"samples_ns\":[")?;
+            // What the stages leave unaccounted, per operation: the
+            // median of the differences, not of the two medians.
+            let unaccounted: Vec<u64> = case
+                .samples
+                .iter()
+                .zip(&case.paths)
+                .map(|(sample, path)| sample.saturating_sub(*path))
+                .collect();
+            write!(
+                f,
+                "}},\"path_us\":{},\"unaccounted_us\":{},\"nested_stages\":[",
+                Micros(median(&case.paths)),
+                Micros(median(&unaccounted)),
+            )?;
+            for (index, name) in case.nested.iter().enumerate() {
+                if index > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "\"{name}\"")?;
+            }
+            f.write_str("],\"samples_ns\":[")?;
             for (index, sample) in case.samples.iter().enumerate() {
                 if index > 0 {
                     f.write_str(",")?;

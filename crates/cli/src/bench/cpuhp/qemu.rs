@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::super::{Case, Report};
+use super::accounting;
 use crate::kernel::{self, BootArgs};
 
 /// vCPUs of the measured guest: one boot CPU and three to take down.
@@ -123,7 +124,14 @@ fn from_document(document: &Value) -> Result<Report, String> {
             return Err(format!("a hotplug case without name, impl or ops: {case}"));
         };
         let mut out = Case::new(name, engine, ops);
-        for key in ["latency_us", "tasks_lost", "stages"] {
+        for key in [
+            "latency_us",
+            "tasks_lost",
+            "stages",
+            "path_us",
+            "unaccounted_us",
+            "nested_stages",
+        ] {
             if !case[key].is_null() {
                 out = out.with(key, case[key].clone());
             }
@@ -155,6 +163,7 @@ fn from_document(document: &Value) -> Result<Report, String> {
     for note in targets(&report) {
         report.notes.push(note);
     }
+    report.notes.extend(accounting::notes(&report));
     let guest = &document["guest"];
     let steps = guest["hotplug"]["steps"].as_array().map_or(0, Vec::len);
     let deferrable = guest["hotplug"]["steps"].as_array().map_or(0, |steps| {
@@ -231,10 +240,10 @@ mod tests {
         let mut parked = document(true, 0);
         let cases = parked["cases"].as_array_mut().unwrap();
         cases.push(json!({"name": "online/1-load", "impl": "bolt", "ops": 15,
-                          "latency_us": 400.0, "tasks_lost": 0}));
+                          "latency_us": 400.0, "unaccounted_us": 40.0, "tasks_lost": 0}));
         cases.push(
             json!({"name": "online/1-load", "impl": "bolt-parked", "ops": 15,
-                          "latency_us": 160.0, "tasks_lost": 0}),
+                          "latency_us": 160.0, "unaccounted_us": 8.0, "tasks_lost": 0}),
         );
         let report = from_document(&parked).unwrap();
         assert_eq!(report.ratios["online-1-load/bolt_over_bolt-parked"], 2.5);
@@ -244,6 +253,13 @@ mod tests {
             .keys()
             .any(|key| key.contains("classic_over_bolt-parked")));
         let notes = report.notes.join("\n");
+        assert!(
+            notes.contains(
+                "target bolt-parked online/1-load: stages account for 95.0% of the latency (8.0 us"
+            ),
+            "{notes}"
+        );
+        assert!(notes.contains("target bolt online/1-load: stages account for 90.0%"));
         assert!(
             notes.contains("online/1-load (a CPU parked idle, woken by IPI) <= 200 us: 160 us met"),
             "{notes}"
