@@ -17,7 +17,8 @@
 //! * CPU hotplug: the step table both platforms run, each row with its
 //!   class, its reason and callbacks written over the shared mechanisms
 //!   and a small [`StepKernel`] trait for what only the platform can do
-//!   ([`steps`]); per-CPU counters retired after a grace period
+//!   ([`steps`]), reading the mechanisms every kernel keeps one instance
+//!   of from one struct ([`subsystems`]); per-CPU counters retired after a grace period
 //!   ([`vmstat`]); RCU callback lists that a dying CPU hands on
 //!   ([`cblist`]).
 //! * Checking itself: the ledger of deferred items, lost or run twice
@@ -70,6 +71,7 @@ pub mod rcu_sync;
 pub mod sched;
 pub mod steps;
 pub mod stop_machine;
+pub mod subsystems;
 pub mod sync;
 pub mod tick;
 pub mod timer;

@@ -8,23 +8,21 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::audit::{Audit, Violation};
-use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
+use hotkern_kernel::audit::Violation;
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::idle::{self, CpuLoop};
-use hotkern_kernel::kthread::{Kthreads, Role};
+use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::mailbox::Mailboxes;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::percpu_rwsem::PercpuRwsem;
-use hotkern_kernel::placement::Limbo;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::power::{Life, Lifecycle, PowerError};
-use hotkern_kernel::sched::{Domains, RunQueue};
+use hotkern_kernel::sched::RunQueue;
+use hotkern_kernel::steps::StepKernel;
+use hotkern_kernel::subsystems::Subsystems;
 use hotkern_kernel::tick::{Hz, Ticks};
-use hotkern_kernel::timer::Timers;
-use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::Workqueue;
 use parking_lot::Mutex;
 
 use crate::eventlog::{Event, EventKind, EventLogs};
@@ -46,29 +44,22 @@ pub(crate) struct Kernel {
     pub(crate) doorbells: Arc<Doorbells>,
     /// Each vCPU's life: powered off, starting, running, leaving.
     lives: Lifecycle,
-    online: AtomicCpuSet,
-    active: AtomicCpuSet,
+    /// The shared mechanisms: the audit, timer bases, workqueue pools,
+    /// counters, domains, kernel threads, the limbo, the masks.
+    pub(crate) subsystems: Subsystems<Job, Task, Kthread>,
     pub(crate) stop: StopMachine,
     pub(crate) rcu: Arc<Rcu>,
-    pub(crate) timers: Timers<Job>,
-    pub(crate) workqueue: Workqueue<Job>,
-    pub(crate) kthreads: Kthreads<Kthread>,
     pub(crate) pages: PageCaches,
     pub(crate) sysfs: Sysfs,
-    pub(crate) vmstat: Vmstat,
     pub(crate) events: EventLogs,
     /// Each vCPU's scheduler tick.
     pub(crate) ticks: Ticks,
-    pub(crate) domains: Domains,
-    pub(crate) audit: Audit,
     pub(crate) ledger: Ledger,
     /// Linux's `cpu_hotplug_lock`: each hotplug transition holds it for
     /// writing; code that must see no CPU come or go holds it for reading.
     pub(crate) hotplug_lock: PercpuRwsem,
     /// Work posted to each vCPU by `run_on_each`.
     pub(crate) mailboxes: Mailboxes,
-    /// Tasks, work items and timers no CPU could take.
-    pub(crate) limbo: Limbo<Job, Task>,
     /// RCU callbacks no CPU's list could take.
     pub(crate) rcu_limbo: Mutex<Vec<(u64, Job)>>,
     pub(crate) shutdown: AtomicBool,
@@ -89,24 +80,16 @@ impl Kernel {
                 .collect(),
             doorbells,
             lives: Lifecycle::new(),
-            online: AtomicCpuSet::default(),
-            active: AtomicCpuSet::default(),
+            subsystems: Subsystems::new(cpus),
             stop: StopMachine::default(),
             rcu,
-            timers: Timers::new(cpus),
-            workqueue: Workqueue::new(cpus),
-            kthreads: Kthreads::new(cpus),
             pages: PageCaches::new(cpus, memory),
             sysfs: Sysfs::new(cpus),
-            vmstat: Vmstat::new(cpus),
             events: EventLogs::new(cpus),
             ticks: Ticks::new(hz),
-            domains: Domains::default(),
-            audit: Audit::default(),
             ledger: Ledger::default(),
             hotplug_lock: PercpuRwsem::new(cpus),
             mailboxes: Mailboxes::new(cpus),
-            limbo: Limbo::new(),
             rcu_limbo: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             next_cpu: AtomicUsize::new(0),
@@ -151,24 +134,8 @@ impl Kernel {
 
     // ----- masks -----
 
-    pub(crate) fn online_mask(&self) -> CpuSet {
-        self.online.load()
-    }
-
-    pub(crate) fn active_mask(&self) -> CpuSet {
-        self.active.load()
-    }
-
     pub(crate) fn is_online(&self, cpu: usize) -> bool {
-        self.online.contains(cpu_id(cpu))
-    }
-
-    pub(crate) fn set_online(&self, cpu: usize, online: bool) {
-        self.online.set(cpu_id(cpu), online);
-    }
-
-    pub(crate) fn set_active(&self, cpu: usize, active: bool) {
-        self.active.set(cpu_id(cpu), active);
+        self.subsystems.online.contains(cpu_id(cpu))
     }
 
     pub(crate) fn life(&self, cpu: usize) -> Life {
@@ -245,13 +212,13 @@ impl Kernel {
         let mut context = Context { kernel: self, cpu };
         // A panicking job must not take its vCPU down with it.
         if catch_unwind(AssertUnwindSafe(|| job(&mut context))).is_err() {
-            self.audit.violation(Violation::Panicked {
+            self.audit().violation(Violation::Panicked {
                 what: item.name(),
                 id,
             });
         }
         if !self.ledger.complete(item, id) {
-            self.audit.violation(Violation::RanTwice {
+            self.audit().violation(Violation::RanTwice {
                 what: item.name(),
                 id,
             });
@@ -260,7 +227,7 @@ impl Kernel {
 
     fn check_running_online(&self, cpu: usize, what: &'static str) {
         if !self.is_online(cpu) || self.life(cpu) != Life::Alive {
-            self.audit.violation(Violation::RanOffline {
+            self.audit().violation(Violation::RanOffline {
                 what,
                 cpu: cpu_id(cpu),
             });
@@ -272,14 +239,17 @@ impl Kernel {
         set_current_cpu(Some(cpu));
         match role {
             Role::Softirq => {
-                for timer in self.timers.take_due(cpu, self.last_tick_ns(self.now_ns())) {
+                for timer in self
+                    .timers()
+                    .take_due(cpu, self.last_tick_ns(self.now_ns()))
+                {
                     self.run_job(cpu, Item::Timer, timer.id, timer.job);
                 }
             }
             Role::Worker => {
                 // A bounded batch, so the CPU comes back to its loop.
                 for _ in 0..16 {
-                    let Some(work) = self.workqueue.next(cpu) else {
+                    let Some(work) = self.workqueue().next(cpu) else {
                         break;
                     };
                     self.run_job(cpu, Item::Work, work.id, work.job);
@@ -302,9 +272,9 @@ impl Kernel {
     /// Gives the vCPU to its kernel threads that have something to do.
     fn dispatch_kthreads(&self, cpu: usize, now: u64) -> bool {
         let now = self.last_tick_ns(now);
-        self.kthreads.run_ready(cpu, |role| match role {
-            Role::Softirq => self.timers.has_due(cpu, now),
-            Role::Worker => self.workqueue.has_work(cpu),
+        self.kthreads().run_ready(cpu, |role| match role {
+            Role::Softirq => self.timers().has_due(cpu, now),
+            Role::Worker => self.workqueue().has_work(cpu),
             Role::RcuCallbacks => self.rcu.has_ready(cpu),
         })
     }
@@ -315,14 +285,14 @@ impl Kernel {
         };
         self.check_running_online(cpu, "task");
         self.trace(cpu, EventKind::TaskSlice, task.id);
-        self.vmstat.with(cpu, |stats| {
+        self.vmstat().with(cpu, |stats| {
             stats.slices.fetch_add(1, Ordering::Relaxed);
         });
         let status = {
             let mut context = Context { kernel: self, cpu };
             // A panicking task ends there and then; its vCPU carries on.
             catch_unwind(AssertUnwindSafe(|| (task.body)(&mut context))).unwrap_or_else(|_| {
-                self.audit.violation(Violation::Panicked {
+                self.audit().violation(Violation::Panicked {
                     what: "task",
                     id: task.id,
                 });
@@ -333,7 +303,7 @@ impl Kernel {
             TaskStatus::Again => self.push_task(cpu, task),
             TaskStatus::Done => {
                 if !self.ledger.complete(Item::Task, task.id) {
-                    self.audit.violation(Violation::RanTwice {
+                    self.audit().violation(Violation::RanTwice {
                         what: "task",
                         id: task.id,
                     });
@@ -414,14 +384,14 @@ impl CpuLoop for Kernel {
     fn run_task(&self, cpu: usize) -> bool {
         let ran = self.run_one_task(cpu);
         let queued = self.vcpus[cpu].runqueue.lock().len() as u64;
-        self.vmstat.with(cpu, |stats| {
+        self.vmstat().with(cpu, |stats| {
             stats.nr_running.store(queued, Ordering::Relaxed);
         });
         ran
     }
 
     fn next_timer(&self, cpu: usize) -> Option<u64> {
-        self.timers.next_deadline(cpu)
+        self.timers().next_deadline(cpu)
     }
 
     fn rcu_quiescent(&self, cpu: usize) {
@@ -467,7 +437,7 @@ mod tests {
         // vCPU 1 was never brought up: running a job "on" it is a violation.
         kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
         assert_eq!(
-            kernel.audit.violations(),
+            kernel.audit().violations(),
             [Violation::RanOffline {
                 what: "work item",
                 cpu: CpuId(1)
@@ -475,7 +445,7 @@ mod tests {
         );
         // Completing it again is caught too.
         kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
-        assert!(kernel.audit.violations().contains(&Violation::RanTwice {
+        assert!(kernel.audit().violations().contains(&Violation::RanTwice {
             what: "work item",
             id
         }));

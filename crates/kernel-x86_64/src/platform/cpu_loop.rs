@@ -109,7 +109,7 @@ impl CpuLoop for KernelLoop {
         if !subsystems::has_thread(cpu_id(cpu), Role::Softirq) {
             return None;
         }
-        subsystems::timers_and_work().0.next_deadline(cpu)
+        subsystems::subsystems().timers.next_deadline(cpu)
     }
 
     fn rcu_quiescent(&self, cpu: usize) {

@@ -19,28 +19,22 @@
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::audit::Audit;
 use hotkern_kernel::cpuset::cpu_id;
-use hotkern_kernel::kthread::{Kthreads, Role};
+use hotkern_kernel::kthread::Role;
 use hotkern_kernel::pagecache::PageCaches;
-use hotkern_kernel::placement::Limbo;
-use hotkern_kernel::sched::Domains;
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
-use hotkern_kernel::timer::Timers;
-use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::Workqueue;
+use hotkern_kernel::subsystems::Subsystems;
 
 use crate::arch::apic;
 use crate::arch::instructions;
 use crate::arch::kthread::Kthread;
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::masks;
 use crate::platform::pages;
 use crate::platform::rcu;
 use crate::platform::sched;
-use crate::platform::sched::Task;
-use crate::platform::subsystems::{self, subsystems, threads, Job};
+use crate::platform::subsystems::{self, callbacks, subsystems, Job};
+use crate::platform::task::Task;
 
 /// Work items a worker runs per turn, so the CPU comes back to its loop.
 const WORK_PER_TURN: usize = 16;
@@ -50,9 +44,6 @@ pub struct Steps;
 
 /// The table, in startup order (teardowns run in exact reverse).
 pub const STEPS: [StepDef<Steps>; STEP_COUNT] = table();
-
-/// What no CPU could take, until one becomes active.
-static LIMBO: Limbo<Job, Task> = Limbo::new();
 
 /// The CPUs whose trace buffer is in use, and whose sysfs nodes would exist.
 static TRACE_BUFFERS: spin::Mutex<CpuSet> = spin::Mutex::new(CpuSet::EMPTY);
@@ -91,15 +82,16 @@ fn has_work(cpu: CpuId, role: Role) -> bool {
     match role {
         Role::Worker => sched::queue_state(cpu).0 > 0 || s.workqueue.has_work(index),
         Role::Softirq => s.timers.has_due(index, tsc::nanos()),
-        Role::RcuCallbacks => s.callbacks.has_ready(index, rcu::grace_periods()),
+        Role::RcuCallbacks => callbacks().has_ready(index, rcu::grace_periods()),
     }
 }
 
 /// Switches to each of `cpu`'s unparked threads that has something to do.
 /// Called by the CPU's idle loop, interrupts off.
 pub fn run_threads(cpu: CpuId) {
-    if let Some(threads) = subsystems::THREADS.get() {
-        threads.run_ready(cpu.index(), |role| has_work(cpu, role));
+    if let Some(s) = subsystems::get() {
+        s.kthreads
+            .run_ready(cpu.index(), |role| has_work(cpu, role));
     }
 }
 
@@ -131,49 +123,18 @@ fn flip(mask: &spin::Mutex<CpuSet>, cpus: CpuSet, add: bool) -> CpuSet {
 impl StepKernel for Steps {
     type Job = Job;
     type Task = Task;
+    type Thread = Kthread;
 
-    fn audit(&self) -> &Audit {
-        subsystems::audit()
-    }
-
-    fn timers(&self) -> &Timers<Job> {
-        &subsystems().timers
-    }
-
-    fn workqueue(&self) -> &Workqueue<Job> {
-        &subsystems().workqueue
+    fn subsystems(&self) -> &Subsystems<Job, Task, Kthread> {
+        subsystems()
     }
 
     fn pages(&self) -> Option<&PageCaches> {
         pages::get()
     }
 
-    fn vmstat(&self) -> &Vmstat {
-        subsystems::vmstat()
-    }
-
-    fn domains(&self) -> &Domains {
-        subsystems::domains()
-    }
-
     fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {
         instructions::without_interrupts(f)
-    }
-
-    fn online_mask(&self) -> CpuSet {
-        masks::online_mask()
-    }
-
-    fn active_mask(&self) -> CpuSet {
-        masks::active_mask()
-    }
-
-    fn set_online(&self, cpu: usize, online: bool) {
-        masks::set_online(cpu_id(cpu), online);
-    }
-
-    fn set_active(&self, cpu: usize, active: bool) {
-        masks::set_active(cpu_id(cpu), active);
     }
 
     fn open_queue(&self, cpu: usize) {
@@ -182,10 +143,6 @@ impl StepKernel for Steps {
 
     fn close_queue(&self, cpu: usize) -> Vec<Task> {
         sched::close(cpu_id(cpu))
-    }
-
-    fn limbo(&self) -> &Limbo<Job, Task> {
-        &LIMBO
     }
 
     fn offer_task(&self, cpu: usize, task: Task) -> Result<(), Task> {
@@ -214,19 +171,19 @@ impl StepKernel for Steps {
     }
 
     fn rcu_create_data(&self, cpu: usize) -> bool {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         instructions::without_interrupts(|| lists.create(cpu))
     }
 
     fn rcu_migrate(&self, cpu: usize, heir: usize) {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         if instructions::without_interrupts(|| lists.migrate(cpu, heir)) > 0 {
             smp::wake(cpu_id(heir));
         }
     }
 
     fn rcu_free_data(&self, cpu: usize) -> bool {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         instructions::without_interrupts(|| lists.free(cpu))
     }
 
@@ -243,14 +200,8 @@ impl StepKernel for Steps {
     }
 
     fn rcu_queued(&self, cpu: usize) -> Option<usize> {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         instructions::without_interrupts(|| lists.exists(cpu).then(|| lists.pending(cpu)))
-    }
-
-    type Thread = Kthread;
-
-    fn kthreads(&self) -> &Kthreads<Kthread> {
-        threads()
     }
 
     fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
