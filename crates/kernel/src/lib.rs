@@ -7,7 +7,8 @@
 //! feature, spinlocks otherwise.
 //!
 //! * CPUs: the online and active masks ([`cpuset`]), per-CPU slots
-//!   ([`percpu`]), the roles of per-CPU kernel threads ([`kthread`]).
+//!   ([`percpu`]), the roles of per-CPU kernel threads ([`kthread`]) and
+//!   what each does, its predicate and its turn ([`smpboot`]).
 //! * Deferred work: timer bases ([`timer`], deadlines in nanoseconds of the
 //!   platform's clock), workqueue pools ([`workqueue`]), run queues and
 //!   scheduling domains ([`sched`]).
@@ -36,8 +37,8 @@
 //!   only their CPU's counter ([`percpu_rwsem`]), switched to a slow path
 //!   by a grace period when a writer comes ([`rcu_sync`]).
 //!
-//! Kernel threads and RCU's callbacks are still each platform's; they move
-//! over [`Cpus`] next.
+//! How a kernel thread is made and switched to, and who owns RCU's
+//! callback lists, are still each platform's.
 //!
 //! [`Cpus`]: platform::Cpus
 //! [`CpuLoop`]: idle::CpuLoop
@@ -69,6 +70,7 @@ pub mod power;
 pub mod rcu;
 pub mod rcu_sync;
 pub mod sched;
+pub mod smpboot;
 pub mod steps;
 pub mod stop_machine;
 pub mod subsystems;

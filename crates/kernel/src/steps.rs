@@ -503,4 +503,4 @@ pub fn heir<K: StepKernel>(kernel: &K, leaving: CpuSet) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

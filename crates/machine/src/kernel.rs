@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::audit::Violation;
+use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::idle::{self, CpuLoop};
@@ -20,6 +21,7 @@ use hotkern_kernel::percpu_rwsem::PercpuRwsem;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::power::{Life, Lifecycle, PowerError};
 use hotkern_kernel::sched::RunQueue;
+use hotkern_kernel::smpboot::{self, KthreadKernel};
 use hotkern_kernel::steps::StepKernel;
 use hotkern_kernel::subsystems::Subsystems;
 use hotkern_kernel::tick::{Hz, Ticks};
@@ -115,14 +117,6 @@ impl Kernel {
         self.doorbells.instant_at(ns)
     }
 
-    /// When the jiffy of clock reading `now` began: timers expire from the
-    /// tick, so a timer is due once its deadline is at or before the last
-    /// tick.
-    fn last_tick_ns(&self, now: u64) -> u64 {
-        let hz = self.ticks.hz();
-        hz.at(hz.jiffies(now))
-    }
-
     fn trace(&self, cpu: usize, kind: EventKind, id: u64) {
         self.events.record(Event {
             nanos: self.now_ns(),
@@ -186,12 +180,19 @@ impl Kernel {
         }
     }
 
-    /// Spawns kernel thread `role` of `cpu` (parked).
+    /// Spawns kernel thread `role` of `cpu` (parked): each turn it is
+    /// given its vCPU, it runs the shared body ([`smpboot::run`]).
     pub(crate) fn spawn_os_thread(&self, cpu: usize, role: Role) -> std::io::Result<Kthread> {
         let me = self.me.clone();
         Kthread::spawn(cpu, role, move || {
             if let Some(kernel) = me.upgrade() {
-                kernel.kthread_turn(cpu, role);
+                set_current_cpu(Some(cpu));
+                if role == Role::RcuCallbacks {
+                    // The machine's own callbacks complete no ledger entry
+                    // (`run_job` checks the others): the turn is checked.
+                    kernel.check_running_online(cpu, "rcu callbacks");
+                }
+                smpboot::run(&*kernel, cpu_id(cpu), role);
             }
         })
     }
@@ -205,26 +206,6 @@ impl Kernel {
 
     // ----- running things -----
 
-    /// Runs a deferred job on `cpu` and records its completion.
-    pub(crate) fn run_job(&self, cpu: usize, item: Item, id: u64, job: Job) {
-        self.check_running_online(cpu, item.name());
-        self.trace(cpu, EventKind::Job, id);
-        let mut context = Context { kernel: self, cpu };
-        // A panicking job must not take its vCPU down with it.
-        if catch_unwind(AssertUnwindSafe(|| job(&mut context))).is_err() {
-            self.audit().violation(Violation::Panicked {
-                what: item.name(),
-                id,
-            });
-        }
-        if !self.ledger.complete(item, id) {
-            self.audit().violation(Violation::RanTwice {
-                what: item.name(),
-                id,
-            });
-        }
-    }
-
     fn check_running_online(&self, cpu: usize, what: &'static str) {
         if !self.is_online(cpu) || self.life(cpu) != Life::Alive {
             self.audit().violation(Violation::RanOffline {
@@ -232,51 +213,6 @@ impl Kernel {
                 cpu: cpu_id(cpu),
             });
         }
-    }
-
-    /// What kernel thread `role` of `cpu` does in one turn.
-    pub(crate) fn kthread_turn(&self, cpu: usize, role: Role) {
-        set_current_cpu(Some(cpu));
-        match role {
-            Role::Softirq => {
-                for timer in self
-                    .timers()
-                    .take_due(cpu, self.last_tick_ns(self.now_ns()))
-                {
-                    self.run_job(cpu, Item::Timer, timer.id, timer.job);
-                }
-            }
-            Role::Worker => {
-                // A bounded batch, so the CPU comes back to its loop.
-                for _ in 0..16 {
-                    let Some(work) = self.workqueue().next(cpu) else {
-                        break;
-                    };
-                    self.run_job(cpu, Item::Work, work.id, work.job);
-                }
-            }
-            Role::RcuCallbacks => {
-                self.check_running_online(cpu, "rcu callbacks");
-                for callback in self.rcu.take_ready(cpu) {
-                    match callback {
-                        Callback::Job(id, job) => {
-                            self.run_job(cpu, Item::RcuCallback, id, job);
-                        }
-                        Callback::Internal(free) => free(),
-                    }
-                }
-            }
-        }
-    }
-
-    /// Gives the vCPU to its kernel threads that have something to do.
-    fn dispatch_kthreads(&self, cpu: usize, now: u64) -> bool {
-        let now = self.last_tick_ns(now);
-        self.kthreads().run_ready(cpu, |role| match role {
-            Role::Softirq => self.timers().has_due(cpu, now),
-            Role::Worker => self.workqueue().has_work(cpu),
-            Role::RcuCallbacks => self.rcu.has_ready(cpu),
-        })
     }
 
     fn run_one_task(&self, cpu: usize) -> bool {
@@ -378,7 +314,7 @@ impl CpuLoop for Kernel {
     }
 
     fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool {
-        self.dispatch_kthreads(cpu, now_ns)
+        smpboot::run_ready(self, cpu_id(cpu), now_ns)
     }
 
     fn run_task(&self, cpu: usize) -> bool {
@@ -420,6 +356,57 @@ impl CpuLoop for Kernel {
     }
 }
 
+/// The machine's part of the shared kernel threads' bodies: a job runs on
+/// the thread that was handed the vCPU, a panic in it caught, and is
+/// completed in the ledger; tasks run from the vCPU's loop, not its
+/// worker; the RCU callbacks are [`Rcu`]'s.
+impl KthreadKernel for Kernel {
+    type Callback = Callback;
+
+    fn now_ns(&self) -> u64 {
+        Kernel::now_ns(self)
+    }
+
+    fn hz(&self) -> Hz {
+        self.ticks.hz()
+    }
+
+    fn run_job(&self, cpu: CpuId, item: Item, id: u64, job: Job) {
+        let cpu = cpu.index();
+        self.check_running_online(cpu, item.name());
+        self.trace(cpu, EventKind::Job, id);
+        let mut context = Context { kernel: self, cpu };
+        // A panicking job must not take its vCPU down with it.
+        if catch_unwind(AssertUnwindSafe(|| job(&mut context))).is_err() {
+            self.audit().violation(Violation::Panicked {
+                what: item.name(),
+                id,
+            });
+        }
+        if !self.ledger.complete(item, id) {
+            self.audit().violation(Violation::RanTwice {
+                what: item.name(),
+                id,
+            });
+        }
+    }
+
+    fn rcu_callbacks(&self) -> &CallbackLists<Callback> {
+        self.rcu.lists()
+    }
+
+    fn rcu_completed(&self) -> u64 {
+        self.rcu.completed()
+    }
+
+    fn run_callback(&self, cpu: CpuId, callback: Callback) {
+        match callback {
+            Callback::Job(id, job) => self.run_job(cpu, Item::RcuCallback, id, job),
+            Callback::Internal(free) => free(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,7 +422,7 @@ mod tests {
         .unwrap();
         let id = kernel.ledger.issue(Item::Work);
         // vCPU 1 was never brought up: running a job "on" it is a violation.
-        kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
+        kernel.run_job(CpuId(1), Item::Work, id, Box::new(|_| {}));
         assert_eq!(
             kernel.audit().violations(),
             [Violation::RanOffline {
@@ -444,7 +431,7 @@ mod tests {
             }]
         );
         // Completing it again is caught too.
-        kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
+        kernel.run_job(CpuId(1), Item::Work, id, Box::new(|_| {}));
         assert!(kernel.audit().violations().contains(&Violation::RanTwice {
             what: "work item",
             id

@@ -94,8 +94,8 @@ impl CpuLoop for KernelLoop {
         true
     }
 
-    fn run_kthreads(&self, cpu: usize, _now_ns: u64) -> bool {
-        Self::switched(cpu, steps::run_threads)
+    fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool {
+        Self::switched(cpu, |cpu| steps::run_threads(cpu, now_ns))
     }
 
     fn run_task(&self, _cpu: usize) -> bool {

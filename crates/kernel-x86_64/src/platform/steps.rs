@@ -6,8 +6,10 @@
 //!
 //! Each CPU has three kernel threads ([`Role`]): `kworker/N` runs the
 //! CPU's tasks and work items, `ksoftirqd/N` its expired timers, `rcuc/N`
-//! its RCU callbacks whose grace period ended. The idle loop switches to
-//! each one that is unparked and has something to do ([`run_threads`]).
+//! its RCU callbacks whose grace period ended; what each does is the
+//! shared core's ([`hotkern_kernel::smpboot`]), over this kernel's part
+//! of it ([`KthreadKernel`]). The idle loop switches to each one that is
+//! unparked and has something to do ([`run_threads`]).
 //! A thread of an offline CPU is suspended at a switch, so stopping one
 //! asks it nothing: destroying it frees its stack.
 //!
@@ -19,28 +21,26 @@
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
+use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::Role;
+use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::smpboot::{self, KthreadKernel};
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
 use hotkern_kernel::subsystems::Subsystems;
+use hotkern_kernel::tick::Hz;
 
 use crate::arch::apic;
 use crate::arch::instructions;
-use crate::arch::kthread::Kthread;
+use crate::arch::kthread::{Body, Kthread};
 use crate::arch::smp;
 use crate::arch::tsc;
 use crate::platform::pages;
 use crate::platform::rcu;
 use crate::platform::sched;
-use crate::platform::subsystems::{self, callbacks, subsystems, Job};
+use crate::platform::subsystems::{self, callbacks, subsystems, Job, Steps};
 use crate::platform::task::Task;
-
-/// Work items a worker runs per turn, so the CPU comes back to its loop.
-const WORK_PER_TURN: usize = 16;
-
-/// This kernel as the step table sees it.
-pub struct Steps;
 
 /// The table, in startup order (teardowns run in exact reverse).
 pub const STEPS: [StepDef<Steps>; STEP_COUNT] = table();
@@ -49,57 +49,22 @@ pub const STEPS: [StepDef<Steps>; STEP_COUNT] = table();
 static TRACE_BUFFERS: spin::Mutex<CpuSet> = spin::Mutex::new(CpuSet::EMPTY);
 static SYSFS: spin::Mutex<CpuSet> = spin::Mutex::new(CpuSet::EMPTY);
 
-fn worker_body(thread: &Kthread) {
-    sched::run_slices(thread.cpu);
-    let work = &subsystems().workqueue;
-    for _ in 0..WORK_PER_TURN {
-        let Some(item) = instructions::without_interrupts(|| work.next(thread.cpu.index())) else {
-            break;
-        };
-        (item.job)();
+/// Switches to each of `cpu`'s unparked threads that has something to do
+/// at `now_ns` ([`smpboot::run_ready`]). Called by the CPU's idle loop,
+/// interrupts off; nothing before the shared mechanisms exist (the loop
+/// starts before the heap).
+pub fn run_threads(cpu: CpuId, now_ns: u64) {
+    if subsystems::get().is_some() {
+        smpboot::run_ready(&Steps, cpu, now_ns);
     }
 }
 
-fn softirq_body(thread: &Kthread) {
-    let due = instructions::without_interrupts(|| {
-        subsystems()
-            .timers
-            .take_due(thread.cpu.index(), tsc::nanos())
-    });
-    for timer in due {
-        (timer.job)();
-    }
-}
-
-fn rcu_body(thread: &Kthread) {
-    subsystems::run_rcu_callbacks(thread.cpu);
-}
-
-/// Whether `cpu`'s thread `role` has something to do.
-fn has_work(cpu: CpuId, role: Role) -> bool {
-    let s = subsystems();
-    let index = cpu.index();
+/// What thread `role` runs at each switch to it: a turn of the shared body.
+fn body(role: Role) -> Body {
     match role {
-        Role::Worker => sched::queue_state(cpu).0 > 0 || s.workqueue.has_work(index),
-        Role::Softirq => s.timers.has_due(index, tsc::nanos()),
-        Role::RcuCallbacks => callbacks().has_ready(index, rcu::grace_periods()),
-    }
-}
-
-/// Switches to each of `cpu`'s unparked threads that has something to do.
-/// Called by the CPU's idle loop, interrupts off.
-pub fn run_threads(cpu: CpuId) {
-    if let Some(s) = subsystems::get() {
-        s.kthreads
-            .run_ready(cpu.index(), |role| has_work(cpu, role));
-    }
-}
-
-fn body(role: Role) -> crate::arch::kthread::Body {
-    match role {
-        Role::Worker => worker_body,
-        Role::Softirq => softirq_body,
-        Role::RcuCallbacks => rcu_body,
+        Role::Worker => |thread| smpboot::run(&Steps, thread.cpu, Role::Worker),
+        Role::Softirq => |thread| smpboot::run(&Steps, thread.cpu, Role::Softirq),
+        Role::RcuCallbacks => |thread| smpboot::run(&Steps, thread.cpu, Role::RcuCallbacks),
     }
 }
 
@@ -234,5 +199,42 @@ impl StepKernel for Steps {
         } else {
             apic::stop_tick();
         }
+    }
+}
+
+/// This kernel's part of the shared kernel threads' bodies: a job is a
+/// closure, called; tasks run inside `kworker`, a few slices per turn; the
+/// clock is the TSC and the tick the local APIC timer's rate.
+impl KthreadKernel for Steps {
+    type Callback = Job;
+
+    const TASKS_IN_WORKER: bool = true;
+
+    fn now_ns(&self) -> u64 {
+        tsc::nanos()
+    }
+
+    fn hz(&self) -> Hz {
+        apic::sched_ticks().hz()
+    }
+
+    fn run_job(&self, _cpu: CpuId, _item: Item, _id: u64, job: Job) {
+        job();
+    }
+
+    fn run_task_slices(&self, cpu: CpuId) {
+        sched::run_slices(cpu);
+    }
+
+    fn rcu_callbacks(&self) -> &CallbackLists<Job> {
+        callbacks()
+    }
+
+    fn rcu_completed(&self) -> u64 {
+        rcu::grace_periods()
+    }
+
+    fn run_callback(&self, _cpu: CpuId, callback: Job) {
+        callback();
     }
 }

@@ -16,6 +16,7 @@ use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::placement::place;
+use hotkern_kernel::smpboot;
 use hotkern_kernel::subsystems::Subsystems;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
@@ -30,6 +31,12 @@ use crate::platform::task::Task;
 
 /// What a work item, timer or RCU callback runs.
 pub type Job = Box<dyn FnOnce() + Send>;
+
+/// This kernel as the shared core sees it: a handle on the mechanisms
+/// kept here. Its `StepKernel` and `KthreadKernel` impls are in
+/// [`crate::platform::steps`], above the scheduler they call, which reads
+/// the masks kept here.
+pub struct Steps;
 
 /// The shared mechanisms (made once the heap exists).
 static SUBSYSTEMS: spin::Once<Subsystems<Job, Task, Kthread>> = spin::Once::new();
@@ -91,17 +98,10 @@ pub fn count_slice(cpu: CpuId) {
 }
 
 /// Runs `cpu`'s RCU callbacks whose grace period ended: its `rcuc`
-/// thread's work, done by the controller itself for CPU 0, which has no
-/// idle loop. Returns how many ran.
+/// thread's work ([`smpboot::run_rcu_callbacks`]), done by the controller
+/// itself for CPU 0, which has no idle loop. Returns how many ran.
 pub fn run_rcu_callbacks(cpu: CpuId) -> usize {
-    let lists = callbacks();
-    let ready =
-        instructions::without_interrupts(|| lists.take_ready(cpu.index(), rcu::grace_periods()));
-    let count = ready.len();
-    for callback in ready {
-        callback();
-    }
-    count
+    smpboot::run_rcu_callbacks(&Steps, cpu)
 }
 
 /// Waits for a normal grace period; a stall is a failure the run reports.

@@ -6,20 +6,22 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 use hotkern_cpuhp::{CpuId, CpuSet, Engine, Hotplug, Platform, PlatformError};
 use hotkern_physmem::{PageCount, Pfn};
 
 use super::*;
 use crate::audit::Resource;
+use crate::cblist::CallbackLists;
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::frames::FramePool;
 use crate::kthread::tests::{probe, Probe};
 use crate::sched::RunQueue;
 use crate::sync::{Mutex, RawSpinlock};
 
-const CPUS: usize = 4;
+/// CPUs of the fake.
+pub(crate) const CPUS: usize = 4;
 
 /// A kernel thread's state in the fake: parked or not.
 type Threads = BTreeMap<(usize, Role), bool>;
@@ -35,10 +37,12 @@ struct Platformish {
     placed: Vec<(&'static str, u32, usize)>,
 }
 
-struct Fake {
-    shared: Subsystems<u32, u32, Probe>,
+/// A kernel whose platform part is bookkeeping; the kernel threads'
+/// bodies run over it too (`crate::smpboot`'s tests).
+pub(crate) struct Fake {
+    pub(crate) shared: Subsystems<u32, u32, Probe>,
     pages: PageCaches,
-    queues: Vec<Mutex<RunQueue<u32>>>,
+    pub(crate) queues: Vec<Mutex<RunQueue<u32>>>,
     own: Mutex<Platformish>,
     /// The CPUs the platform powered ([`Inline`] powers them on and off).
     powered: Arc<AtomicCpuSet>,
@@ -47,10 +51,21 @@ struct Fake {
     creations_left: AtomicUsize,
     /// Planted: sysfs nodes are never removed (a leak under classic).
     keeps_sysfs: core::sync::atomic::AtomicBool,
+    /// Set while [`StepKernel::without_interrupts`] runs its closure.
+    pub(crate) interrupts_off: core::sync::atomic::AtomicBool,
+    /// What the kernel threads' bodies read: the clock, RCU's callback
+    /// lists and the grace periods ended.
+    pub(crate) clock_ns: AtomicU64,
+    pub(crate) rcu_callbacks: CallbackLists<u32>,
+    pub(crate) rcu_completed: AtomicU64,
+    /// What the bodies ran, in order: what, its id, and whether
+    /// interrupts were off.
+    pub(crate) ran: Mutex<Vec<(&'static str, u64, bool)>>,
 }
 
 impl Fake {
-    fn new() -> Fake {
+    /// No CPU up, nothing created.
+    pub(crate) fn new() -> Fake {
         Fake {
             shared: Subsystems::new(CPUS),
             pages: PageCaches::new(CPUS, FramePool::new(Pfn(0), PageCount(4096)).unwrap()),
@@ -60,6 +75,11 @@ impl Fake {
             grace_periods: AtomicUsize::new(0),
             creations_left: AtomicUsize::new(usize::MAX),
             keeps_sysfs: core::sync::atomic::AtomicBool::new(false),
+            interrupts_off: core::sync::atomic::AtomicBool::new(false),
+            clock_ns: AtomicU64::new(0),
+            rcu_callbacks: CallbackLists::new(CPUS),
+            rcu_completed: AtomicU64::new(0),
+            ran: Mutex::new(Vec::new()),
         }
     }
 
@@ -117,6 +137,12 @@ impl StepKernel for Fake {
     }
     fn pages(&self) -> Option<&PageCaches> {
         Some(&self.pages)
+    }
+    fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {
+        let was = self.interrupts_off.swap(true, SeqCst);
+        let result = f();
+        self.interrupts_off.store(was, SeqCst);
+        result
     }
     fn open_queue(&self, cpu: usize) {
         self.queues[cpu].lock().open();
