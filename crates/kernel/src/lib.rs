@@ -7,7 +7,8 @@
 //! feature, spinlocks otherwise.
 //!
 //! * CPUs: the online and active masks ([`cpuset`]), per-CPU slots
-//!   ([`percpu`]), the roles of per-CPU kernel threads ([`kthread`]).
+//!   ([`percpu`]), the roles of per-CPU kernel threads ([`kthread`]) and
+//!   what each does, its predicate and its turn ([`smpboot`]).
 //! * Deferred work: timer bases ([`timer`], deadlines in nanoseconds of the
 //!   platform's clock), workqueue pools ([`workqueue`]), run queues and
 //!   scheduling domains ([`sched`]).
@@ -17,7 +18,8 @@
 //! * CPU hotplug: the step table both platforms run, each row with its
 //!   class, its reason and callbacks written over the shared mechanisms
 //!   and a small [`StepKernel`] trait for what only the platform can do
-//!   ([`steps`]); per-CPU counters retired after a grace period
+//!   ([`steps`]), reading the mechanisms every kernel keeps one instance
+//!   of from one struct ([`subsystems`]); per-CPU counters retired after a grace period
 //!   ([`vmstat`]); RCU callback lists that a dying CPU hands on
 //!   ([`cblist`]).
 //! * Checking itself: the ledger of deferred items, lost or run twice
@@ -35,8 +37,8 @@
 //!   only their CPU's counter ([`percpu_rwsem`]), switched to a slow path
 //!   by a grace period when a writer comes ([`rcu_sync`]).
 //!
-//! Kernel threads and RCU's callbacks are still each platform's; they move
-//! over [`Cpus`] next.
+//! How a kernel thread is made and switched to, and who owns RCU's
+//! callback lists, are still each platform's.
 //!
 //! [`Cpus`]: platform::Cpus
 //! [`CpuLoop`]: idle::CpuLoop
@@ -69,8 +71,10 @@ pub mod power;
 pub mod rcu;
 pub mod rcu_sync;
 pub mod sched;
+pub mod smpboot;
 pub mod steps;
 pub mod stop_machine;
+pub mod subsystems;
 pub mod sync;
 pub mod tick;
 pub mod timer;

@@ -9,12 +9,13 @@
 //! when it runs them (now, or on the deferred worker).
 //!
 //! The callbacks are written once, over [`StepKernel`]: the shared
-//! mechanisms a kernel holds (timer bases, workqueue pools, page caches,
-//! counters, scheduling domains, the audit) and the few things only the
-//! platform can do (create, park and destroy a kernel thread; its trace
-//! buffers and sysfs nodes; place a task, work item or timer and wake the
-//! CPU that gets it; grace periods and RCU callback lists; the CPU's own
-//! tick). What must hold after every operation is checked once too
+//! mechanisms a kernel holds, one [`Subsystems`] read through one
+//! accessor (timer bases, workqueue pools, counters, scheduling domains,
+//! kernel threads, the limbo, the masks, the audit), its page caches, and
+//! the few things only the platform can do (spawn a kernel thread; its
+//! trace buffers and sysfs nodes; offer a task to a run queue and wake
+//! the CPU that gets it; grace periods and RCU callback lists; the CPU's
+//! own tick). What must hold after every operation is checked once too
 //! ([`invariants::check`]).
 
 mod callbacks;
@@ -31,10 +32,12 @@ use hotkern_cpuhp::{
 };
 
 use crate::audit::Audit;
+use crate::cpuset::cpu_id;
 use crate::kthread::{Kthreads, Role, Thread};
 use crate::pagecache::PageCaches;
 use crate::placement::{place, Limbo, Waiting};
 use crate::sched::Domains;
+use crate::subsystems::Subsystems;
 use crate::timer::{Timer, Timers};
 use crate::vmstat::Vmstat;
 use crate::workqueue::{Work, Workqueue};
@@ -53,21 +56,44 @@ pub trait StepKernel {
     type Job;
     /// What a run queue holds.
     type Task;
+    /// The platform's half of a kernel thread (an OS thread, a stack).
+    type Thread: Thread;
 
     // ----- the shared mechanisms -----
 
+    /// The kernel's one instance of the shared mechanisms; the accessors
+    /// below read it.
+    fn subsystems(&self) -> &Subsystems<Self::Job, Self::Task, Self::Thread>;
     /// The books of per-CPU resources the steps create and destroy.
-    fn audit(&self) -> &Audit;
+    fn audit(&self) -> &Audit {
+        &self.subsystems().audit
+    }
     /// The per-CPU timer bases.
-    fn timers(&self) -> &Timers<Self::Job>;
+    fn timers(&self) -> &Timers<Self::Job> {
+        &self.subsystems().timers
+    }
     /// The per-CPU workqueue pools.
-    fn workqueue(&self) -> &Workqueue<Self::Job>;
+    fn workqueue(&self) -> &Workqueue<Self::Job> {
+        &self.subsystems().workqueue
+    }
+    /// The per-CPU counters.
+    fn vmstat(&self) -> &Vmstat {
+        &self.subsystems().vmstat
+    }
+    /// The scheduling domains.
+    fn domains(&self) -> &Domains {
+        &self.subsystems().domains
+    }
+    /// Every CPU's kernel threads.
+    fn kthreads(&self) -> &Kthreads<Self::Thread> {
+        &self.subsystems().kthreads
+    }
+    /// Where what no CPU could take waits.
+    fn limbo(&self) -> &Limbo<Self::Job, Self::Task> {
+        &self.subsystems().limbo
+    }
     /// The per-CPU page caches; `None` while the kernel has no page pool.
     fn pages(&self) -> Option<&PageCaches>;
-    /// The per-CPU counters.
-    fn vmstat(&self) -> &Vmstat;
-    /// The scheduling domains.
-    fn domains(&self) -> &Domains;
     /// Runs `f` where the page caches' lock may be taken: with interrupts
     /// off on bare metal (task slices take it from the idle loop with
     /// interrupts off), plainly where no handler takes it.
@@ -78,13 +104,21 @@ pub trait StepKernel {
     // ----- masks and run queues -----
 
     /// Linux's `cpu_online_mask`.
-    fn online_mask(&self) -> CpuSet;
+    fn online_mask(&self) -> CpuSet {
+        self.subsystems().online.load()
+    }
     /// Linux's `cpu_active_mask`.
-    fn active_mask(&self) -> CpuSet;
+    fn active_mask(&self) -> CpuSet {
+        self.subsystems().active.load()
+    }
     /// Puts `cpu` in or out of the online mask.
-    fn set_online(&self, cpu: usize, online: bool);
+    fn set_online(&self, cpu: usize, online: bool) {
+        self.subsystems().online.set(cpu_id(cpu), online);
+    }
     /// Puts `cpu` in or out of the active mask.
-    fn set_active(&self, cpu: usize, active: bool);
+    fn set_active(&self, cpu: usize, active: bool) {
+        self.subsystems().active.set(cpu_id(cpu), active);
+    }
     /// Opens `cpu`'s run queue to tasks.
     fn open_queue(&self, cpu: usize);
     /// Closes `cpu`'s run queue and returns what it held.
@@ -95,8 +129,6 @@ pub trait StepKernel {
     // then the CPUs after it that may take the item, and what has nowhere
     // to go waits in the limbo until a CPU becomes active.
 
-    /// Where what no CPU could take waits.
-    fn limbo(&self) -> &Limbo<Self::Job, Self::Task>;
     /// Puts `task` on `cpu`'s run queue if it is open, else gives it back.
     fn offer_task(&self, cpu: usize, task: Self::Task) -> Result<(), Self::Task>;
     /// Queues `task`, migrated off a leaving CPU, on `cpu` or the next
@@ -178,10 +210,6 @@ pub trait StepKernel {
 
     // ----- the platform's own -----
 
-    /// The platform's half of a kernel thread (an OS thread, a stack).
-    type Thread: Thread;
-    /// Every CPU's kernel threads.
-    fn kthreads(&self) -> &Kthreads<Self::Thread>;
     /// Makes `cpu`'s kernel thread `role` (not yet installed); `None` if
     /// it cannot.
     fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Self::Thread>;
@@ -475,4 +503,4 @@ pub fn heir<K: StepKernel>(kernel: &K, leaving: CpuSet) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -89,6 +89,13 @@ impl Hz {
         self.at(deadline_ns.div_ceil(self.nanos_per_jiffy()))
     }
 
+    /// When the jiffy of clock reading `now_ns` began: the last tick. A
+    /// timer is due once its deadline is at or before it, so that it
+    /// fires at its [`expiry`](Hz::expiry), whenever its CPU looks.
+    pub const fn last_tick(self, now_ns: u64) -> u64 {
+        self.at(self.jiffies(now_ns))
+    }
+
     /// Jiffies a grace period waits before it forces quiescent states, the
     /// first time and each time after (Linux's
     /// `RCU_JIFFIES_TILL_FORCE_QS` in kernel/rcu/tree.h, the default of
@@ -222,6 +229,8 @@ mod tests {
         assert_eq!(hz.expiry(1), 4_000_000);
         assert_eq!(hz.expiry(4_000_000), 4_000_000);
         assert_eq!(hz.expiry(4_000_001), 8_000_000);
+        assert_eq!(hz.last_tick(7_999_999), 4_000_000);
+        assert_eq!(hz.last_tick(8_000_000), 8_000_000);
     }
 
     #[test]

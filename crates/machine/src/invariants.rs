@@ -10,7 +10,7 @@ use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::audit::{Resource, Violation};
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::{Role, Thread};
-use hotkern_kernel::steps::invariants;
+use hotkern_kernel::steps::{invariants, StepKernel};
 
 use crate::kernel::Kernel;
 use hotkern_kernel::power::Life;
@@ -90,7 +90,7 @@ pub struct MachineState {
 pub(crate) fn snapshot(k: &Kernel) -> MachineState {
     let online = k.online_mask();
     let active = k.active_mask();
-    let live = k.audit.live();
+    let live = k.audit().live();
     let cpus = (0..k.cpus)
         .map(|cpu| CpuState {
             online: online.contains(cpu_id(cpu)),
@@ -98,15 +98,15 @@ pub(crate) fn snapshot(k: &Kernel) -> MachineState {
             powered: k.life(cpu) == Life::Alive,
             runqueue_open: k.vcpus[cpu].runqueue.lock().is_open(),
             rcu_tracked: k.rcu.is_tracked(cpu),
-            timers_enabled: k.timers.is_enabled(cpu),
-            workqueue_bound: k.workqueue.is_bound(cpu),
+            timers_enabled: k.timers().is_enabled(cpu),
+            workqueue_bound: k.workqueue().is_bound(cpu),
             sysfs_visible: k
                 .sysfs
                 .read(&format!("devices/system/cpu/cpu{cpu}/online"), online)
                 .is_ok(),
             kthreads: Role::ALL
                 .into_iter()
-                .map(|role| k.kthreads.get(cpu, role).map(|t| t.is_parked()))
+                .map(|role| k.kthreads().get(cpu, role).map(|t| t.is_parked()))
                 .collect(),
             resources: live
                 .iter()
@@ -117,6 +117,6 @@ pub(crate) fn snapshot(k: &Kernel) -> MachineState {
         .collect();
     MachineState {
         cpus,
-        domains: k.domains.built_over(),
+        domains: k.domains().built_over(),
     }
 }

@@ -7,23 +7,23 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use hotkern_cpuhp::CpuSet;
-use hotkern_kernel::audit::{Audit, Violation};
-use hotkern_kernel::cpuset::{cpu_id, AtomicCpuSet};
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::audit::Violation;
+use hotkern_kernel::cblist::CallbackLists;
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::hotplug::Control;
 use hotkern_kernel::idle::{self, CpuLoop};
-use hotkern_kernel::kthread::{Kthreads, Role};
+use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
-use hotkern_kernel::placement::Limbo;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::power::{Life, Lifecycle};
-use hotkern_kernel::sched::{Domains, RunQueue};
+use hotkern_kernel::sched::RunQueue;
+use hotkern_kernel::smpboot::{self, KthreadKernel};
+use hotkern_kernel::steps::StepKernel;
+use hotkern_kernel::subsystems::Subsystems;
 use hotkern_kernel::tick::{Hz, Ticks};
-use hotkern_kernel::timer::Timers;
-use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::Workqueue;
 use parking_lot::Mutex;
 
 use crate::eventlog::{Event, EventKind, EventLogs};
@@ -44,27 +44,20 @@ pub(crate) struct Kernel {
     pub(crate) doorbells: Arc<Doorbells>,
     /// Each vCPU's life: powered off, starting, running, leaving.
     pub(crate) lives: Lifecycle,
-    online: AtomicCpuSet,
-    active: AtomicCpuSet,
+    /// The shared mechanisms: the audit, timer bases, workqueue pools,
+    /// counters, domains, kernel threads, the limbo, the masks.
+    pub(crate) subsystems: Subsystems<Job, Task, Kthread>,
     pub(crate) rcu: Arc<Rcu>,
-    pub(crate) timers: Timers<Job>,
-    pub(crate) workqueue: Workqueue<Job>,
-    pub(crate) kthreads: Kthreads<Kthread>,
     pub(crate) pages: PageCaches,
     pub(crate) sysfs: Sysfs,
-    pub(crate) vmstat: Vmstat,
     pub(crate) events: EventLogs,
     /// Each vCPU's scheduler tick.
     pub(crate) ticks: Ticks,
-    pub(crate) domains: Domains,
-    pub(crate) audit: Audit,
     pub(crate) ledger: Ledger,
     /// The hotplug engine's platform state: the hotplug lock (Linux's
     /// `cpu_hotplug_lock`), the work posted to each vCPU, stop-machine's
     /// rendezvous and the recorder of step calls.
     pub(crate) control: Control,
-    /// Tasks, work items and timers no CPU could take.
-    pub(crate) limbo: Limbo<Job, Task>,
     /// RCU callbacks no CPU's list could take.
     pub(crate) rcu_limbo: Mutex<Vec<(u64, Job)>>,
     pub(crate) shutdown: AtomicBool,
@@ -85,22 +78,14 @@ impl Kernel {
                 .collect(),
             doorbells,
             lives: Lifecycle::new(),
-            online: AtomicCpuSet::default(),
-            active: AtomicCpuSet::default(),
+            subsystems: Subsystems::new(cpus),
             rcu,
-            timers: Timers::new(cpus),
-            workqueue: Workqueue::new(cpus),
-            kthreads: Kthreads::new(cpus),
             pages: PageCaches::new(cpus, memory),
             sysfs: Sysfs::new(cpus),
-            vmstat: Vmstat::new(cpus),
             events: EventLogs::new(cpus),
             ticks: Ticks::new(hz),
-            domains: Domains::default(),
-            audit: Audit::default(),
             ledger: Ledger::default(),
             control: Control::new(cpus),
-            limbo: Limbo::new(),
             rcu_limbo: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             next_cpu: AtomicUsize::new(0),
@@ -126,14 +111,6 @@ impl Kernel {
         self.doorbells.instant_at(ns)
     }
 
-    /// When the jiffy of clock reading `now` began: timers expire from the
-    /// tick, so a timer is due once its deadline is at or before the last
-    /// tick.
-    fn last_tick_ns(&self, now: u64) -> u64 {
-        let hz = self.ticks.hz();
-        hz.at(hz.jiffies(now))
-    }
-
     fn trace(&self, cpu: usize, kind: EventKind, id: u64) {
         self.events.record(Event {
             nanos: self.now_ns(),
@@ -145,24 +122,8 @@ impl Kernel {
 
     // ----- masks -----
 
-    pub(crate) fn online_mask(&self) -> CpuSet {
-        self.online.load()
-    }
-
-    pub(crate) fn active_mask(&self) -> CpuSet {
-        self.active.load()
-    }
-
     pub(crate) fn is_online(&self, cpu: usize) -> bool {
-        self.online.contains(cpu_id(cpu))
-    }
-
-    pub(crate) fn set_online(&self, cpu: usize, online: bool) {
-        self.online.set(cpu_id(cpu), online);
-    }
-
-    pub(crate) fn set_active(&self, cpu: usize, active: bool) {
-        self.active.set(cpu_id(cpu), active);
+        self.subsystems.online.contains(cpu_id(cpu))
     }
 
     pub(crate) fn life(&self, cpu: usize) -> Life {
@@ -178,87 +139,32 @@ impl Kernel {
         self.doorbells.ring(cpu);
     }
 
-    /// Spawns kernel thread `role` of `cpu` (parked).
+    /// Spawns kernel thread `role` of `cpu` (parked): each turn it is
+    /// given its vCPU, it runs the shared body ([`smpboot::run`]).
     pub(crate) fn spawn_os_thread(&self, cpu: usize, role: Role) -> std::io::Result<Kthread> {
         let me = self.me.clone();
         Kthread::spawn(cpu, role, move || {
             if let Some(kernel) = me.upgrade() {
-                kernel.kthread_turn(cpu, role);
+                set_current_cpu(Some(cpu));
+                if role == Role::RcuCallbacks {
+                    // The machine's own callbacks complete no ledger entry
+                    // (`run_job` checks the others): the turn is checked.
+                    kernel.check_running_online(cpu, "rcu callbacks");
+                }
+                smpboot::run(&*kernel, cpu_id(cpu), role);
             }
         })
     }
 
     // ----- running things -----
 
-    /// Runs a deferred job on `cpu` and records its completion.
-    pub(crate) fn run_job(&self, cpu: usize, item: Item, id: u64, job: Job) {
-        self.check_running_online(cpu, item.name());
-        self.trace(cpu, EventKind::Job, id);
-        let mut context = Context { kernel: self, cpu };
-        // A panicking job must not take its vCPU down with it.
-        if catch_unwind(AssertUnwindSafe(|| job(&mut context))).is_err() {
-            self.audit.violation(Violation::Panicked {
-                what: item.name(),
-                id,
-            });
-        }
-        if !self.ledger.complete(item, id) {
-            self.audit.violation(Violation::RanTwice {
-                what: item.name(),
-                id,
-            });
-        }
-    }
-
     fn check_running_online(&self, cpu: usize, what: &'static str) {
         if !self.is_online(cpu) || self.life(cpu) != Life::Alive {
-            self.audit.violation(Violation::RanOffline {
+            self.audit().violation(Violation::RanOffline {
                 what,
                 cpu: cpu_id(cpu),
             });
         }
-    }
-
-    /// What kernel thread `role` of `cpu` does in one turn.
-    pub(crate) fn kthread_turn(&self, cpu: usize, role: Role) {
-        set_current_cpu(Some(cpu));
-        match role {
-            Role::Softirq => {
-                for timer in self.timers.take_due(cpu, self.last_tick_ns(self.now_ns())) {
-                    self.run_job(cpu, Item::Timer, timer.id, timer.job);
-                }
-            }
-            Role::Worker => {
-                // A bounded batch, so the CPU comes back to its loop.
-                for _ in 0..16 {
-                    let Some(work) = self.workqueue.next(cpu) else {
-                        break;
-                    };
-                    self.run_job(cpu, Item::Work, work.id, work.job);
-                }
-            }
-            Role::RcuCallbacks => {
-                self.check_running_online(cpu, "rcu callbacks");
-                for callback in self.rcu.take_ready(cpu) {
-                    match callback {
-                        Callback::Job(id, job) => {
-                            self.run_job(cpu, Item::RcuCallback, id, job);
-                        }
-                        Callback::Internal(free) => free(),
-                    }
-                }
-            }
-        }
-    }
-
-    /// Gives the vCPU to its kernel threads that have something to do.
-    fn dispatch_kthreads(&self, cpu: usize, now: u64) -> bool {
-        let now = self.last_tick_ns(now);
-        self.kthreads.run_ready(cpu, |role| match role {
-            Role::Softirq => self.timers.has_due(cpu, now),
-            Role::Worker => self.workqueue.has_work(cpu),
-            Role::RcuCallbacks => self.rcu.has_ready(cpu),
-        })
     }
 
     fn run_one_task(&self, cpu: usize) -> bool {
@@ -267,14 +173,14 @@ impl Kernel {
         };
         self.check_running_online(cpu, "task");
         self.trace(cpu, EventKind::TaskSlice, task.id);
-        self.vmstat.with(cpu, |stats| {
+        self.vmstat().with(cpu, |stats| {
             stats.slices.fetch_add(1, Ordering::Relaxed);
         });
         let status = {
             let mut context = Context { kernel: self, cpu };
             // A panicking task ends there and then; its vCPU carries on.
             catch_unwind(AssertUnwindSafe(|| (task.body)(&mut context))).unwrap_or_else(|_| {
-                self.audit.violation(Violation::Panicked {
+                self.audit().violation(Violation::Panicked {
                     what: "task",
                     id: task.id,
                 });
@@ -285,7 +191,7 @@ impl Kernel {
             TaskStatus::Again => self.push_task(cpu, task),
             TaskStatus::Done => {
                 if !self.ledger.complete(Item::Task, task.id) {
-                    self.audit.violation(Violation::RanTwice {
+                    self.audit().violation(Violation::RanTwice {
                         what: "task",
                         id: task.id,
                     });
@@ -360,20 +266,20 @@ impl CpuLoop for Kernel {
     }
 
     fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool {
-        self.dispatch_kthreads(cpu, now_ns)
+        smpboot::run_ready(self, cpu_id(cpu), now_ns)
     }
 
     fn run_task(&self, cpu: usize) -> bool {
         let ran = self.run_one_task(cpu);
         let queued = self.vcpus[cpu].runqueue.lock().len() as u64;
-        self.vmstat.with(cpu, |stats| {
+        self.vmstat().with(cpu, |stats| {
             stats.nr_running.store(queued, Ordering::Relaxed);
         });
         ran
     }
 
     fn next_timer(&self, cpu: usize) -> Option<u64> {
-        self.timers.next_deadline(cpu)
+        self.timers().next_deadline(cpu)
     }
 
     fn rcu_quiescent(&self, cpu: usize) {
@@ -402,6 +308,57 @@ impl CpuLoop for Kernel {
     }
 }
 
+/// The machine's part of the shared kernel threads' bodies: a job runs on
+/// the thread that was handed the vCPU, a panic in it caught, and is
+/// completed in the ledger; tasks run from the vCPU's loop, not its
+/// worker; the RCU callbacks are [`Rcu`]'s.
+impl KthreadKernel for Kernel {
+    type Callback = Callback;
+
+    fn now_ns(&self) -> u64 {
+        Kernel::now_ns(self)
+    }
+
+    fn hz(&self) -> Hz {
+        self.ticks.hz()
+    }
+
+    fn run_job(&self, cpu: CpuId, item: Item, id: u64, job: Job) {
+        let cpu = cpu.index();
+        self.check_running_online(cpu, item.name());
+        self.trace(cpu, EventKind::Job, id);
+        let mut context = Context { kernel: self, cpu };
+        // A panicking job must not take its vCPU down with it.
+        if catch_unwind(AssertUnwindSafe(|| job(&mut context))).is_err() {
+            self.audit().violation(Violation::Panicked {
+                what: item.name(),
+                id,
+            });
+        }
+        if !self.ledger.complete(item, id) {
+            self.audit().violation(Violation::RanTwice {
+                what: item.name(),
+                id,
+            });
+        }
+    }
+
+    fn rcu_callbacks(&self) -> &CallbackLists<Callback> {
+        self.rcu.lists()
+    }
+
+    fn rcu_completed(&self) -> u64 {
+        self.rcu.completed()
+    }
+
+    fn run_callback(&self, cpu: CpuId, callback: Callback) {
+        match callback {
+            Callback::Job(id, job) => self.run_job(cpu, Item::RcuCallback, id, job),
+            Callback::Internal(free) => free(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,17 +374,17 @@ mod tests {
         .unwrap();
         let id = kernel.ledger.issue(Item::Work);
         // vCPU 1 was never brought up: running a job "on" it is a violation.
-        kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
+        kernel.run_job(CpuId(1), Item::Work, id, Box::new(|_| {}));
         assert_eq!(
-            kernel.audit.violations(),
+            kernel.audit().violations(),
             [Violation::RanOffline {
                 what: "work item",
-                cpu: hotkern_cpuhp::CpuId(1)
+                cpu: CpuId(1)
             }]
         );
         // Completing it again is caught too.
-        kernel.run_job(1, Item::Work, id, Box::new(|_| {}));
-        assert!(kernel.audit.violations().contains(&Violation::RanTwice {
+        kernel.run_job(CpuId(1), Item::Work, id, Box::new(|_| {}));
+        assert!(kernel.audit().violations().contains(&Violation::RanTwice {
             what: "work item",
             id
         }));

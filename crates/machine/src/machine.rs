@@ -14,7 +14,7 @@ use hotkern_kernel::frames::{FrameCounts, FramePool};
 use hotkern_kernel::hotplug::EnginePlatform;
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::{Item, Tally};
-use hotkern_kernel::steps as step_table;
+use hotkern_kernel::steps::{self as step_table, StepKernel};
 use hotkern_kernel::tick::Hz;
 use hotkern_physmem::{PageCount, Pfn};
 
@@ -436,12 +436,12 @@ impl Machine {
     /// Machine-wide counters (task slices, page frames allocated and
     /// freed): every CPU's, plus those folded from CPUs that went away.
     pub fn counters(&self) -> Totals {
-        self.kernel.vmstat.sum()
+        self.kernel.vmstat().sum()
     }
 
     /// Creations and destructions per kind of per-CPU resource so far.
     pub fn resource_counts(&self) -> BTreeMap<Resource, Counts> {
-        self.kernel.audit.counts()
+        self.kernel.audit().counts()
     }
 
     /// Live kernel threads (OS threads) of every vCPU.
@@ -449,7 +449,7 @@ impl Machine {
         let mut count = 0;
         for cpu in 0..self.kernel.cpus {
             for role in Role::ALL {
-                count += usize::from(self.kernel.kthreads.exists(cpu, role));
+                count += usize::from(self.kernel.kthreads().exists(cpu, role));
             }
         }
         count
@@ -517,14 +517,14 @@ impl Machine {
             release_everything(&self.kernel);
             self.kernel.rcu.stop();
         }
-        let mut violations = self.kernel.audit.violations();
-        for (resource, cpu) in self.kernel.audit.live() {
+        let mut violations = self.kernel.audit().violations();
+        for (resource, cpu) in self.kernel.audit().live() {
             violations.push(Violation::Leak { resource, cpu });
         }
         ShutdownReport {
             tallies: self.kernel.ledger.tallies(),
             violations,
-            counts: self.kernel.audit.counts(),
+            counts: self.kernel.audit().counts(),
         }
     }
 }
@@ -541,39 +541,39 @@ fn release_everything(k: &Kernel) {
     let mut threads = Vec::new();
     for cpu in 0..k.cpus {
         for role in Role::ALL {
-            if k.kthreads.request_stop(cpu, role) {
+            if k.kthreads().request_stop(cpu, role) {
                 threads.push((cpu, role));
             }
         }
     }
     for (cpu, role) in threads {
-        if k.kthreads.remove(cpu, role) {
-            k.audit.destroyed(Resource::Kthread(role), cpu);
+        if k.kthreads().remove(cpu, role) {
+            k.audit().destroyed(Resource::Kthread(role), cpu);
         }
     }
     let all = CpuSet::range(0, k.cpus as u32);
     for cpu in 0..k.cpus {
         if k.pages.free(cpu) {
-            k.audit.destroyed(Resource::PageCache, cpu);
+            k.audit().destroyed(Resource::PageCache, cpu);
         }
         if k.events.retire(cpu, false) {
-            k.audit.destroyed(Resource::EventLog, cpu);
+            k.audit().destroyed(Resource::EventLog, cpu);
         }
-        if k.workqueue.free(cpu).is_some() {
-            k.audit.destroyed(Resource::WorkerPool, cpu);
+        if k.workqueue().free(cpu).is_some() {
+            k.audit().destroyed(Resource::WorkerPool, cpu);
         }
-        if k.timers.free(cpu).is_some() {
-            k.audit.destroyed(Resource::TimerBase, cpu);
+        if k.timers().free(cpu).is_some() {
+            k.audit().destroyed(Resource::TimerBase, cpu);
         }
         if k.rcu.drop_data(cpu) {
-            k.audit.destroyed(Resource::RcuData, cpu);
+            k.audit().destroyed(Resource::RcuData, cpu);
         }
     }
     for cpu in k.sysfs.remove(all).iter() {
-        k.audit.destroyed(Resource::SysfsNodes, cpu.index());
+        k.audit().destroyed(Resource::SysfsNodes, cpu.index());
     }
-    for cpu in k.vmstat.retire(all, || k.rcu.synchronize()).iter() {
-        k.audit.destroyed(Resource::Vmstat, cpu.index());
+    for cpu in k.vmstat().retire(all, || k.rcu.synchronize()).iter() {
+        k.audit().destroyed(Resource::Vmstat, cpu.index());
     }
 }
 

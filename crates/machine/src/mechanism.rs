@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::{CpuSet, Error, Platform};
 use hotkern_kernel::kthread::{Role, Thread};
+use hotkern_kernel::steps::StepKernel;
 
 use crate::error::MachineError;
 use crate::kthread::Kthread;

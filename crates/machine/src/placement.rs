@@ -33,14 +33,14 @@ impl Kernel {
 
     pub(crate) fn queue_work(&self, preferred: usize, id: u64, job: Job) {
         StepKernel::queue_work(self, preferred, Work { id, job });
-        if !self.limbo.is_empty() {
+        if !self.limbo().is_empty() {
             self.replace_limbo_if_possible();
         }
     }
 
     pub(crate) fn arm_timer(&self, preferred: usize, deadline: u64, id: u64, job: Job) {
         StepKernel::arm_timer(self, preferred, Timer { deadline, id, job });
-        if !self.limbo.is_empty() {
+        if !self.limbo().is_empty() {
             self.replace_limbo_if_possible();
         }
     }
@@ -76,7 +76,7 @@ impl Kernel {
     /// active meanwhile (the steps are not the only ones placing here:
     /// tasks submit from every vCPU).
     fn keep(&self, item: Waiting<Job, Task>) {
-        self.limbo.keep(item);
+        self.limbo().keep(item);
         self.replace_limbo_if_possible();
     }
 
@@ -102,11 +102,14 @@ impl Kernel {
 
     /// The least-loaded active CPU of `cpu`'s domain (read under RCU).
     pub(crate) fn balance_target(&self, cpu: usize) -> usize {
-        let span = self.domains.span_of(cpu).intersection(&self.active_mask());
+        let span = self
+            .domains()
+            .span_of(cpu)
+            .intersection(&self.active_mask());
         span.iter()
             .map(CpuId::index)
             .min_by_key(|&other| {
-                self.vmstat
+                self.vmstat()
                     .with(other, |s| s.nr_running.load(Ordering::Relaxed))
                     .unwrap_or(u64::MAX)
             })

@@ -304,12 +304,21 @@ impl Rcu {
         }
     }
 
+    /// Each vCPU's callbacks waiting for their grace period, which its
+    /// `rcuc` thread runs once [`Rcu::completed`] reaches it (the shared
+    /// body, `hotkern_kernel::smpboot`).
+    pub(crate) fn lists(&self) -> &CallbackLists<Callback> {
+        &self.lists
+    }
+
     /// Whether `cpu` has a callback whose grace period has ended.
+    #[cfg(test)]
     pub(crate) fn has_ready(&self, cpu: usize) -> bool {
         self.lists.has_ready(cpu, self.completed())
     }
 
     /// Takes `cpu`'s callbacks whose grace period has ended.
+    #[cfg(test)]
     pub(crate) fn take_ready(&self, cpu: usize) -> Vec<Callback> {
         self.lists.take_ready(cpu, self.completed())
     }

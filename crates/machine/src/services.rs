@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::ledger::Item;
+use hotkern_kernel::steps::StepKernel;
 use hotkern_physmem::Pfn;
 
 use crate::kernel::Kernel;
@@ -15,7 +16,7 @@ use crate::task::{Job, Task, TaskBody, TaskKernel};
 impl TaskKernel for Kernel {
     fn alloc_page(&self, cpu: usize) -> Option<Pfn> {
         let frame = self.pages.alloc(cpu)?;
-        self.vmstat.with(cpu, |stats| {
+        self.vmstat().with(cpu, |stats| {
             stats.pages_allocated.fetch_add(1, Ordering::Relaxed)
         });
         Some(frame)
@@ -23,7 +24,7 @@ impl TaskKernel for Kernel {
 
     fn free_page(&self, cpu: usize, frame: Pfn) {
         self.pages.free_frame(cpu, frame);
-        self.vmstat.with(cpu, |stats| {
+        self.vmstat().with(cpu, |stats| {
             stats.pages_freed.fetch_add(1, Ordering::Relaxed)
         });
     }

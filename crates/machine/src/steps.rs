@@ -2,21 +2,17 @@
 //! step's class and the reason for it and the callbacks both engines run,
 //! is the shared kernel's ([`hotkern_kernel::steps`]), the same one the
 //! bare-metal kernel runs; here the machine's [`Kernel`] lends it its
-//! mechanisms and does what only the machine can: its kernel threads are
+//! shared mechanisms (one [`Subsystems`]) and its page caches, and does
+//! what only the machine can: its kernel threads are
 //! OS threads, its trace buffers the event logs, its sysfs nodes a map,
 //! its RCU callback lists and grace periods [`crate::rcu`]'s.
 
 use hotkern_cpuhp::CpuSet;
-use hotkern_kernel::audit::Audit;
-use hotkern_kernel::kthread::{Kthreads, Role};
+use hotkern_kernel::kthread::Role;
 use hotkern_kernel::pagecache::PageCaches;
-use hotkern_kernel::placement::Limbo;
 use hotkern_kernel::power::Life;
-use hotkern_kernel::sched::Domains;
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
-use hotkern_kernel::timer::Timers;
-use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::Workqueue;
+use hotkern_kernel::subsystems::Subsystems;
 
 use crate::kernel::Kernel;
 use crate::kthread::Kthread;
@@ -28,45 +24,14 @@ pub(crate) const STEPS: [StepDef<Kernel>; STEP_COUNT] = table();
 impl StepKernel for Kernel {
     type Job = Job;
     type Task = Task;
+    type Thread = Kthread;
 
-    fn audit(&self) -> &Audit {
-        &self.audit
-    }
-
-    fn timers(&self) -> &Timers<Job> {
-        &self.timers
-    }
-
-    fn workqueue(&self) -> &Workqueue<Job> {
-        &self.workqueue
+    fn subsystems(&self) -> &Subsystems<Job, Task, Kthread> {
+        &self.subsystems
     }
 
     fn pages(&self) -> Option<&PageCaches> {
         Some(&self.pages)
-    }
-
-    fn vmstat(&self) -> &Vmstat {
-        &self.vmstat
-    }
-
-    fn domains(&self) -> &Domains {
-        &self.domains
-    }
-
-    fn online_mask(&self) -> CpuSet {
-        Kernel::online_mask(self)
-    }
-
-    fn active_mask(&self) -> CpuSet {
-        Kernel::active_mask(self)
-    }
-
-    fn set_online(&self, cpu: usize, online: bool) {
-        Kernel::set_online(self, cpu, online);
-    }
-
-    fn set_active(&self, cpu: usize, active: bool) {
-        Kernel::set_active(self, cpu, active);
     }
 
     fn open_queue(&self, cpu: usize) {
@@ -75,10 +40,6 @@ impl StepKernel for Kernel {
 
     fn close_queue(&self, cpu: usize) -> Vec<Task> {
         self.vcpus[cpu].runqueue.lock().close()
-    }
-
-    fn limbo(&self) -> &Limbo<Job, Task> {
-        &self.limbo
     }
 
     fn offer_task(&self, cpu: usize, task: Task) -> Result<(), Task> {
@@ -132,12 +93,6 @@ impl StepKernel for Kernel {
 
     fn rcu_queued(&self, cpu: usize) -> Option<usize> {
         self.rcu.queued(cpu)
-    }
-
-    type Thread = Kthread;
-
-    fn kthreads(&self) -> &Kthreads<Kthread> {
-        &self.kthreads
     }
 
     fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {

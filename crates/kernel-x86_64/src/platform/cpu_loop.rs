@@ -116,8 +116,8 @@ impl CpuLoop for KernelLoop {
         true
     }
 
-    fn run_kthreads(&self, cpu: usize, _now_ns: u64) -> bool {
-        Self::switched(cpu, steps::run_threads)
+    fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool {
+        Self::switched(cpu, |cpu| steps::run_threads(cpu, now_ns))
     }
 
     fn run_task(&self, _cpu: usize) -> bool {
@@ -131,7 +131,7 @@ impl CpuLoop for KernelLoop {
         if !subsystems::has_thread(cpu_id(cpu), Role::Softirq) {
             return None;
         }
-        subsystems::timers_and_work().0.next_deadline(cpu)
+        subsystems::subsystems().timers.next_deadline(cpu)
     }
 
     fn rcu_quiescent(&self, cpu: usize) {

@@ -44,22 +44,14 @@ use hotkern_kernel::sync::Mutex;
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::instructions;
 use crate::arch::smp::BOOT_CPU;
-use crate::platform::masks;
+use crate::platform::subsystems::{self, online_mask};
+use crate::platform::task::Task;
 
 /// Slices a CPU runs per turn of its idle loop before it looks at
 /// interrupts again.
 const SLICES_PER_TURN: usize = 4;
 /// Rounds of the hash per slice: a few microseconds under TCG.
 const SLICE_ROUNDS: u32 = 512;
-
-/// A task: its ledger number and its state.
-pub struct Task {
-    id: u64,
-    state: u64,
-    /// A reader's hold of the hotplug lock: the online mask it saw, and
-    /// the slices left.
-    hold: Option<(CpuSet, u32)>,
-}
 
 /// Slices a reader task holds the hotplug lock for.
 const READ_HOLD_SLICES: u32 = 1;
@@ -107,10 +99,10 @@ pub fn boot(running: CpuSet) {
             .collect(),
         ledger: Mutex::new(Ledger::default()),
     });
-    masks::make();
+    let masks = subsystems::subsystems();
     for cpu in running.iter() {
-        masks::set_online(cpu, true);
-        masks::set_active(cpu, true);
+        masks.online.set(cpu, true);
+        masks.active.set(cpu, true);
         open(cpu);
     }
 }
@@ -146,7 +138,7 @@ pub fn close(cpu: CpuId) -> Vec<Task> {
 /// Queues `task` on an active CPU other than `not` (round robin, CPU 0
 /// last: it runs the controller), or on CPU 0, which never goes offline.
 fn place(mut task: Task, not: Option<CpuId>) {
-    let active = masks::active_mask();
+    let active = subsystems::active_mask();
     let start = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
     for offset in 0..MAX_CPUS {
         let cpu = cpu_id((start + offset) % MAX_CPUS);
@@ -191,7 +183,7 @@ pub fn spawn(count: u32) {
 
 /// One slice of `task` on `cpu`; true once the task is done.
 fn run_slice(cpu: CpuId, task: &mut Task) -> bool {
-    if !masks::online_mask().contains(cpu) {
+    if !online_mask().contains(cpu) {
         RAN_OFFLINE.fetch_add(1, Ordering::Relaxed);
     }
     for _ in 0..SLICE_ROUNDS {
@@ -206,7 +198,7 @@ fn run_slice(cpu: CpuId, task: &mut Task) -> bool {
         PAGE_ERRORS.fetch_add(1, Ordering::Relaxed);
     }
     SLICES.fetch_add(1, Ordering::Relaxed);
-    crate::platform::subsystems::count_slice(cpu);
+    subsystems::count_slice(cpu);
     let stopping = STOPPING.load(Ordering::Relaxed);
     if task.id % 8 == 0 {
         read_the_online_mask(cpu, task, stopping);
@@ -223,11 +215,11 @@ fn read_the_online_mask(cpu: CpuId, task: &mut Task, stopping: bool) {
             && READERS.load(Ordering::Relaxed)
             && crate::platform::hotplug_lock::try_read() =>
         {
-            task.hold = Some((masks::online_mask(), READ_HOLD_SLICES));
+            task.hold = Some((online_mask(), READ_HOLD_SLICES));
         }
         None => {}
         Some((seen, left)) => {
-            if masks::online_mask() != seen {
+            if online_mask() != seen {
                 CHANGED_UNDER_HOLD.fetch_add(1, Ordering::Relaxed);
             }
             if left == 0 || stopping {

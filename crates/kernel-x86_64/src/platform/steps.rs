@@ -6,8 +6,10 @@
 //!
 //! Each CPU has three kernel threads ([`Role`]): `kworker/N` runs the
 //! CPU's tasks and work items, `ksoftirqd/N` its expired timers, `rcuc/N`
-//! its RCU callbacks whose grace period ended. The idle loop switches to
-//! each one that is unparked and has something to do ([`run_threads`]).
+//! its RCU callbacks whose grace period ended; what each does is the
+//! shared core's ([`hotkern_kernel::smpboot`]), over this kernel's part
+//! of it ([`KthreadKernel`]). The idle loop switches to each one that is
+//! unparked and has something to do ([`run_threads`]).
 //! A thread of an offline CPU is suspended at a switch, so stopping one
 //! asks it nothing: destroying it frees its stack.
 //!
@@ -19,95 +21,50 @@
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::audit::Audit;
+use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
-use hotkern_kernel::kthread::{Kthreads, Role};
+use hotkern_kernel::kthread::Role;
+use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
-use hotkern_kernel::placement::Limbo;
-use hotkern_kernel::sched::Domains;
+use hotkern_kernel::smpboot::{self, KthreadKernel};
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
-use hotkern_kernel::timer::Timers;
-use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::Workqueue;
+use hotkern_kernel::subsystems::Subsystems;
+use hotkern_kernel::tick::Hz;
 
 use crate::arch::apic;
 use crate::arch::instructions;
-use crate::arch::kthread::Kthread;
+use crate::arch::kthread::{Body, Kthread};
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::masks;
 use crate::platform::pages;
 use crate::platform::rcu;
 use crate::platform::sched;
-use crate::platform::sched::Task;
-use crate::platform::subsystems::{self, subsystems, threads, Job};
-
-/// Work items a worker runs per turn, so the CPU comes back to its loop.
-const WORK_PER_TURN: usize = 16;
-
-/// This kernel as the step table sees it.
-pub struct Steps;
+use crate::platform::subsystems::{self, callbacks, subsystems, Job, Steps};
+use crate::platform::task::Task;
 
 /// The table, in startup order (teardowns run in exact reverse).
 pub const STEPS: [StepDef<Steps>; STEP_COUNT] = table();
-
-/// What no CPU could take, until one becomes active.
-static LIMBO: Limbo<Job, Task> = Limbo::new();
 
 /// The CPUs whose trace buffer is in use, and whose sysfs nodes would exist.
 static TRACE_BUFFERS: spin::Mutex<CpuSet> = spin::Mutex::new(CpuSet::EMPTY);
 static SYSFS: spin::Mutex<CpuSet> = spin::Mutex::new(CpuSet::EMPTY);
 
-fn worker_body(thread: &Kthread) {
-    sched::run_slices(thread.cpu);
-    let work = &subsystems().workqueue;
-    for _ in 0..WORK_PER_TURN {
-        let Some(item) = instructions::without_interrupts(|| work.next(thread.cpu.index())) else {
-            break;
-        };
-        (item.job)();
+/// Switches to each of `cpu`'s unparked threads that has something to do
+/// at `now_ns` ([`smpboot::run_ready`]). Called by the CPU's idle loop,
+/// interrupts off; nothing before the shared mechanisms exist (the loop
+/// starts before the heap).
+pub fn run_threads(cpu: CpuId, now_ns: u64) {
+    if subsystems::get().is_some() {
+        smpboot::run_ready(&Steps, cpu, now_ns);
     }
 }
 
-fn softirq_body(thread: &Kthread) {
-    let due = instructions::without_interrupts(|| {
-        subsystems()
-            .timers
-            .take_due(thread.cpu.index(), tsc::nanos())
-    });
-    for timer in due {
-        (timer.job)();
-    }
-}
-
-fn rcu_body(thread: &Kthread) {
-    subsystems::run_rcu_callbacks(thread.cpu);
-}
-
-/// Whether `cpu`'s thread `role` has something to do.
-fn has_work(cpu: CpuId, role: Role) -> bool {
-    let s = subsystems();
-    let index = cpu.index();
+/// What thread `role` runs at each switch to it: a turn of the shared body.
+fn body(role: Role) -> Body {
     match role {
-        Role::Worker => sched::queue_state(cpu).0 > 0 || s.workqueue.has_work(index),
-        Role::Softirq => s.timers.has_due(index, tsc::nanos()),
-        Role::RcuCallbacks => s.callbacks.has_ready(index, rcu::grace_periods()),
-    }
-}
-
-/// Switches to each of `cpu`'s unparked threads that has something to do.
-/// Called by the CPU's idle loop, interrupts off.
-pub fn run_threads(cpu: CpuId) {
-    if let Some(threads) = subsystems::THREADS.get() {
-        threads.run_ready(cpu.index(), |role| has_work(cpu, role));
-    }
-}
-
-fn body(role: Role) -> crate::arch::kthread::Body {
-    match role {
-        Role::Worker => worker_body,
-        Role::Softirq => softirq_body,
-        Role::RcuCallbacks => rcu_body,
+        Role::Worker => |thread| smpboot::run(&Steps, thread.cpu, Role::Worker),
+        Role::Softirq => |thread| smpboot::run(&Steps, thread.cpu, Role::Softirq),
+        Role::RcuCallbacks => |thread| smpboot::run(&Steps, thread.cpu, Role::RcuCallbacks),
     }
 }
 
@@ -131,49 +88,18 @@ fn flip(mask: &spin::Mutex<CpuSet>, cpus: CpuSet, add: bool) -> CpuSet {
 impl StepKernel for Steps {
     type Job = Job;
     type Task = Task;
+    type Thread = Kthread;
 
-    fn audit(&self) -> &Audit {
-        subsystems::audit()
-    }
-
-    fn timers(&self) -> &Timers<Job> {
-        &subsystems().timers
-    }
-
-    fn workqueue(&self) -> &Workqueue<Job> {
-        &subsystems().workqueue
+    fn subsystems(&self) -> &Subsystems<Job, Task, Kthread> {
+        subsystems()
     }
 
     fn pages(&self) -> Option<&PageCaches> {
         pages::get()
     }
 
-    fn vmstat(&self) -> &Vmstat {
-        subsystems::vmstat()
-    }
-
-    fn domains(&self) -> &Domains {
-        subsystems::domains()
-    }
-
     fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {
         instructions::without_interrupts(f)
-    }
-
-    fn online_mask(&self) -> CpuSet {
-        masks::online_mask()
-    }
-
-    fn active_mask(&self) -> CpuSet {
-        masks::active_mask()
-    }
-
-    fn set_online(&self, cpu: usize, online: bool) {
-        masks::set_online(cpu_id(cpu), online);
-    }
-
-    fn set_active(&self, cpu: usize, active: bool) {
-        masks::set_active(cpu_id(cpu), active);
     }
 
     fn open_queue(&self, cpu: usize) {
@@ -182,10 +108,6 @@ impl StepKernel for Steps {
 
     fn close_queue(&self, cpu: usize) -> Vec<Task> {
         sched::close(cpu_id(cpu))
-    }
-
-    fn limbo(&self) -> &Limbo<Job, Task> {
-        &LIMBO
     }
 
     fn offer_task(&self, cpu: usize, task: Task) -> Result<(), Task> {
@@ -214,19 +136,19 @@ impl StepKernel for Steps {
     }
 
     fn rcu_create_data(&self, cpu: usize) -> bool {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         instructions::without_interrupts(|| lists.create(cpu))
     }
 
     fn rcu_migrate(&self, cpu: usize, heir: usize) {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         if instructions::without_interrupts(|| lists.migrate(cpu, heir)) > 0 {
             smp::wake(cpu_id(heir));
         }
     }
 
     fn rcu_free_data(&self, cpu: usize) -> bool {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         instructions::without_interrupts(|| lists.free(cpu))
     }
 
@@ -243,14 +165,8 @@ impl StepKernel for Steps {
     }
 
     fn rcu_queued(&self, cpu: usize) -> Option<usize> {
-        let lists = &subsystems().callbacks;
+        let lists = callbacks();
         instructions::without_interrupts(|| lists.exists(cpu).then(|| lists.pending(cpu)))
-    }
-
-    type Thread = Kthread;
-
-    fn kthreads(&self) -> &Kthreads<Kthread> {
-        threads()
     }
 
     fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
@@ -283,5 +199,42 @@ impl StepKernel for Steps {
         } else {
             apic::stop_tick();
         }
+    }
+}
+
+/// This kernel's part of the shared kernel threads' bodies: a job is a
+/// closure, called; tasks run inside `kworker`, a few slices per turn; the
+/// clock is the TSC and the tick the local APIC timer's rate.
+impl KthreadKernel for Steps {
+    type Callback = Job;
+
+    const TASKS_IN_WORKER: bool = true;
+
+    fn now_ns(&self) -> u64 {
+        tsc::nanos()
+    }
+
+    fn hz(&self) -> Hz {
+        apic::sched_ticks().hz()
+    }
+
+    fn run_job(&self, _cpu: CpuId, _item: Item, _id: u64, job: Job) {
+        job();
+    }
+
+    fn run_task_slices(&self, cpu: CpuId) {
+        sched::run_slices(cpu);
+    }
+
+    fn rcu_callbacks(&self) -> &CallbackLists<Job> {
+        callbacks()
+    }
+
+    fn rcu_completed(&self) -> u64 {
+        rcu::grace_periods()
+    }
+
+    fn run_callback(&self, _cpu: CpuId, callback: Job) {
+        callback();
     }
 }

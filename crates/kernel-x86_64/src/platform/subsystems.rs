@@ -1,62 +1,64 @@
-//! The shared core's mechanisms this kernel keeps one instance of — timer
-//! bases, workqueue pools, counters, scheduling domains, RCU callback
-//! lists, the audit — and every CPU's kernel threads: what the step table
-//! creates and frees per CPU, and what the CPU loop, the scheduler and the
-//! hotplug lock read, below all three.
+//! The shared core's mechanisms this kernel keeps one instance of — the
+//! shared [`Subsystems`] (timer bases, workqueue pools, counters,
+//! scheduling domains, every CPU's kernel threads, the limbo, the online
+//! and active masks, the audit) and the RCU callback lists: what the step
+//! table creates and frees per CPU, and what the CPU loop, the scheduler
+//! and the hotplug lock read, below all three.
+//!
+//! The masks are Linux's `cpu_online_mask` and `cpu_active_mask`, written
+//! by the scheduler's boot and the hotplug steps; read before the
+//! scheduler's boot (which needs the heap), they are empty.
 
 use alloc::boxed::Box;
 
 use hotkern_kernel::audit::Audit;
 use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
-use hotkern_kernel::kthread::{Kthreads, Role};
+use hotkern_kernel::kthread::Role;
 use hotkern_kernel::placement::place;
-use hotkern_kernel::sched::Domains;
-use hotkern_kernel::timer::Timers;
-use hotkern_kernel::vmstat::Vmstat;
-use hotkern_kernel::workqueue::Workqueue;
+use hotkern_kernel::smpboot;
+use hotkern_kernel::subsystems::Subsystems;
 
-use hotkern_cpuhp::CpuId;
+use hotkern_cpuhp::{CpuId, CpuSet};
 
 use crate::arch::cpu::{self, MAX_CPUS};
 use crate::arch::instructions;
 use crate::arch::kthread::Kthread;
 use crate::arch::smp;
 use crate::platform::failures;
-use crate::platform::masks;
 use crate::platform::rcu;
+use crate::platform::task::Task;
 
 /// What a work item, timer or RCU callback runs.
 pub type Job = Box<dyn FnOnce() + Send>;
 
-/// The shared mechanisms the steps create and free per CPU (made once the
-/// heap exists).
-pub struct Subsystems {
-    /// Every per-CPU resource's creations and destructions.
-    pub audit: Audit,
-    /// The per-CPU timer bases.
-    pub timers: Timers<Job>,
-    /// The per-CPU workqueue pools.
-    pub workqueue: Workqueue<Job>,
-    /// The per-CPU counters.
-    pub vmstat: Vmstat,
-    /// The scheduling domains.
-    pub domains: Domains,
-    /// The per-CPU RCU callback lists.
-    pub callbacks: CallbackLists<Job>,
+/// This kernel as the shared core sees it: a handle on the mechanisms
+/// kept here. Its `StepKernel` and `KthreadKernel` impls are in
+/// [`crate::platform::steps`], above the scheduler they call, which reads
+/// the masks kept here.
+pub struct Steps;
+
+/// The shared mechanisms (made once the heap exists).
+static SUBSYSTEMS: spin::Once<Subsystems<Job, Task, Kthread>> = spin::Once::new();
+
+/// The per-CPU RCU callback lists.
+static CALLBACKS: spin::Once<CallbackLists<Job>> = spin::Once::new();
+
+/// The shared mechanisms, made at the first call (which must come after
+/// the heap's).
+pub fn subsystems() -> &'static Subsystems<Job, Task, Kthread> {
+    SUBSYSTEMS.call_once(|| Subsystems::new(MAX_CPUS))
 }
 
-static SUBSYSTEMS: spin::Once<Subsystems> = spin::Once::new();
+/// The shared mechanisms if made: what a CPU's loop, which starts before
+/// the heap exists, asks for.
+pub fn get() -> Option<&'static Subsystems<Job, Task, Kthread>> {
+    SUBSYSTEMS.get()
+}
 
-pub fn subsystems() -> &'static Subsystems {
-    SUBSYSTEMS.call_once(|| Subsystems {
-        audit: Audit::default(),
-        timers: Timers::new(MAX_CPUS),
-        workqueue: Workqueue::new(MAX_CPUS),
-        vmstat: Vmstat::new(MAX_CPUS),
-        domains: Domains::default(),
-        callbacks: CallbackLists::new(MAX_CPUS),
-    })
+/// The per-CPU RCU callback lists, made at the first call.
+pub fn callbacks() -> &'static CallbackLists<Job> {
+    CALLBACKS.call_once(|| CallbackLists::new(MAX_CPUS))
 }
 
 /// Every per-CPU resource's creations and destructions.
@@ -64,44 +66,31 @@ pub fn audit() -> &'static Audit {
     &subsystems().audit
 }
 
-/// The per-CPU counters.
-pub fn vmstat() -> &'static Vmstat {
-    &subsystems().vmstat
+/// The online mask; empty until the scheduler's boot.
+pub fn online_mask() -> CpuSet {
+    SUBSYSTEMS.get().map_or(CpuSet::EMPTY, |s| s.online.load())
 }
 
-/// The scheduling domains.
-pub fn domains() -> &'static Domains {
-    &subsystems().domains
-}
-
-/// The per-CPU timer bases and workqueue pools.
-pub fn timers_and_work() -> (&'static Timers<Job>, &'static Workqueue<Job>) {
-    let s = subsystems();
-    (&s.timers, &s.workqueue)
+/// The active mask; empty until the scheduler's boot.
+pub fn active_mask() -> CpuSet {
+    SUBSYSTEMS.get().map_or(CpuSet::EMPTY, |s| s.active.load())
 }
 
 /// RCU callbacks queued on `cpu`.
 pub fn rcu_pending(cpu: CpuId) -> usize {
-    subsystems().callbacks.pending(cpu.index())
-}
-
-/// Every CPU's kernel threads.
-pub static THREADS: spin::Once<Kthreads<Kthread>> = spin::Once::new();
-
-pub fn threads() -> &'static Kthreads<Kthread> {
-    THREADS.call_once(|| Kthreads::new(MAX_CPUS))
+    callbacks().pending(cpu.index())
 }
 
 /// Whether `cpu` has its thread `role`.
 pub fn has_thread(cpu: CpuId, role: Role) -> bool {
-    THREADS
+    SUBSYSTEMS
         .get()
-        .is_some_and(|threads| threads.exists(cpu.index(), role))
+        .is_some_and(|s| s.kthreads.exists(cpu.index(), role))
 }
 
 /// A slice of a task ran on `cpu`: its counters count it.
 pub fn count_slice(cpu: CpuId) {
-    vmstat().with(cpu.index(), |stats| {
+    subsystems().vmstat.with(cpu.index(), |stats| {
         stats
             .slices
             .fetch_add(1, core::sync::atomic::Ordering::Relaxed)
@@ -109,17 +98,10 @@ pub fn count_slice(cpu: CpuId) {
 }
 
 /// Runs `cpu`'s RCU callbacks whose grace period ended: its `rcuc`
-/// thread's work, done by the controller itself for CPU 0, which has no
-/// idle loop. Returns how many ran.
+/// thread's work ([`smpboot::run_rcu_callbacks`]), done by the controller
+/// itself for CPU 0, which has no idle loop. Returns how many ran.
 pub fn run_rcu_callbacks(cpu: CpuId) -> usize {
-    let lists = &subsystems().callbacks;
-    let ready =
-        instructions::without_interrupts(|| lists.take_ready(cpu.index(), rcu::grace_periods()));
-    let count = ready.len();
-    for callback in ready {
-        callback();
-    }
-    count
+    smpboot::run_rcu_callbacks(&Steps, cpu)
 }
 
 /// Waits for a normal grace period; a stall is a failure the run reports.
@@ -133,10 +115,10 @@ pub fn synchronize_rcu() {
 /// does, or on another online CPU's; with no list anywhere, waits for a
 /// grace period and frees now.
 pub fn call_rcu(free: Job) {
-    let lists = &subsystems().callbacks;
+    let lists = callbacks();
     let gp = rcu::snapshot();
     let me = cpu::current_id().unwrap_or(CpuId(0)).index();
-    let taken = place(me, masks::online_mask(), free, |cpu, free| {
+    let taken = place(me, online_mask(), free, |cpu, free| {
         instructions::without_interrupts(|| lists.call(cpu, gp, free))
     });
     match taken {

@@ -28,8 +28,8 @@ use crate::platform::hotplug_thread;
 use crate::platform::pages;
 use crate::platform::rcu;
 use crate::platform::sched;
-use crate::platform::steps::{Steps, STEPS};
-use crate::platform::subsystems::{self, audit};
+use crate::platform::steps::STEPS;
+use crate::platform::subsystems::{self, audit, Steps};
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
 

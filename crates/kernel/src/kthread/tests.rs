@@ -46,6 +46,13 @@ impl Drop for Probe {
     }
 }
 
+impl Probe {
+    /// The turns it was switched to.
+    pub(crate) fn turns(&self) -> u32 {
+        self.turns.load(SeqCst)
+    }
+}
+
 /// A probe whose drops are counted in `dropped`.
 pub(crate) fn probe(dropped: &StdArc<AtomicU32>) -> Probe {
     Probe {

@@ -6,21 +6,22 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 use hotkern_cpuhp::{CpuId, CpuSet, Engine, Hotplug, Platform, PlatformError};
 use hotkern_physmem::{PageCount, Pfn};
 
 use super::*;
 use crate::audit::Resource;
+use crate::cblist::CallbackLists;
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::frames::FramePool;
 use crate::kthread::tests::{probe, Probe};
-use crate::placement::Limbo;
 use crate::sched::RunQueue;
 use crate::sync::{Mutex, RawSpinlock};
 
-const CPUS: usize = 4;
+/// CPUs of the fake.
+pub(crate) const CPUS: usize = 4;
 
 /// A kernel thread's state in the fake: parked or not.
 type Threads = BTreeMap<(usize, Role), bool>;
@@ -36,18 +37,13 @@ struct Platformish {
     placed: Vec<(&'static str, u32, usize)>,
 }
 
-struct Fake {
-    audit: Audit,
-    timers: Timers<u32>,
-    workqueue: Workqueue<u32>,
+/// A kernel whose platform part is bookkeeping; the kernel threads'
+/// bodies run over it too (`crate::smpboot`'s tests).
+pub(crate) struct Fake {
+    pub(crate) shared: Subsystems<u32, u32, Probe>,
     pages: PageCaches,
-    vmstat: Vmstat,
-    domains: Domains,
-    online: AtomicCpuSet,
-    active: AtomicCpuSet,
-    queues: Vec<Mutex<RunQueue<u32>>>,
+    pub(crate) queues: Vec<Mutex<RunQueue<u32>>>,
     own: Mutex<Platformish>,
-    kthreads: Kthreads<Probe>,
     /// The CPUs the platform powered ([`Inline`] powers them on and off).
     powered: Arc<AtomicCpuSet>,
     grace_periods: AtomicUsize,
@@ -55,28 +51,35 @@ struct Fake {
     creations_left: AtomicUsize,
     /// Planted: sysfs nodes are never removed (a leak under classic).
     keeps_sysfs: core::sync::atomic::AtomicBool,
-    limbo: Limbo<u32, u32>,
+    /// Set while [`StepKernel::without_interrupts`] runs its closure.
+    pub(crate) interrupts_off: core::sync::atomic::AtomicBool,
+    /// What the kernel threads' bodies read: the clock, RCU's callback
+    /// lists and the grace periods ended.
+    pub(crate) clock_ns: AtomicU64,
+    pub(crate) rcu_callbacks: CallbackLists<u32>,
+    pub(crate) rcu_completed: AtomicU64,
+    /// What the bodies ran, in order: what, its id, and whether
+    /// interrupts were off.
+    pub(crate) ran: Mutex<Vec<(&'static str, u64, bool)>>,
 }
 
 impl Fake {
-    fn new() -> Fake {
+    /// No CPU up, nothing created.
+    pub(crate) fn new() -> Fake {
         Fake {
-            audit: Audit::default(),
-            timers: Timers::new(CPUS),
-            workqueue: Workqueue::new(CPUS),
+            shared: Subsystems::new(CPUS),
             pages: PageCaches::new(CPUS, FramePool::new(Pfn(0), PageCount(4096)).unwrap()),
-            vmstat: Vmstat::new(CPUS),
-            domains: Domains::default(),
-            online: AtomicCpuSet::default(),
-            active: AtomicCpuSet::default(),
             queues: (0..CPUS).map(|_| Mutex::new(RunQueue::default())).collect(),
             own: Mutex::new(Platformish::default()),
-            kthreads: Kthreads::new(CPUS),
             powered: Arc::new(AtomicCpuSet::default()),
             grace_periods: AtomicUsize::new(0),
             creations_left: AtomicUsize::new(usize::MAX),
             keeps_sysfs: core::sync::atomic::AtomicBool::new(false),
-            limbo: Limbo::new(),
+            interrupts_off: core::sync::atomic::AtomicBool::new(false),
+            clock_ns: AtomicU64::new(0),
+            rcu_callbacks: CallbackLists::new(CPUS),
+            rcu_completed: AtomicU64::new(0),
+            ran: Mutex::new(Vec::new()),
         }
     }
 
@@ -85,7 +88,7 @@ impl Fake {
         (0..CPUS)
             .flat_map(|cpu| Role::ALL.map(|role| (cpu, role)))
             .filter_map(|(cpu, role)| {
-                let thread = self.kthreads.get(cpu, role)?;
+                let thread = self.shared.kthreads.get(cpu, role)?;
                 Some(((cpu, role), thread.is_parked()))
             })
             .collect()
@@ -105,19 +108,19 @@ impl Fake {
                 .map(|(_, _, cpu)| *cpu),
             "work" => (0..CPUS).find(|&cpu| {
                 let mut held = Vec::new();
-                while let Some(work) = self.workqueue.next(cpu) {
+                while let Some(work) = self.shared.workqueue.next(cpu) {
                     held.push(work);
                 }
                 let found = held.iter().any(|work| work.job == id);
                 held.into_iter()
-                    .for_each(|work| drop(self.workqueue.queue(cpu, work)));
+                    .for_each(|work| drop(self.shared.workqueue.queue(cpu, work)));
                 found
             }),
             _ => (0..CPUS).find(|&cpu| {
-                let held = self.timers.take_all(cpu);
+                let held = self.shared.timers.take_all(cpu);
                 let found = held.iter().any(|timer| timer.job == id);
                 held.into_iter()
-                    .for_each(|timer| drop(self.timers.arm(cpu, timer)));
+                    .for_each(|timer| drop(self.shared.timers.arm(cpu, timer)));
                 found
             }),
         }
@@ -127,45 +130,25 @@ impl Fake {
 impl StepKernel for Fake {
     type Job = u32;
     type Task = u32;
+    type Thread = Probe;
 
-    fn audit(&self) -> &Audit {
-        &self.audit
-    }
-    fn timers(&self) -> &Timers<u32> {
-        &self.timers
-    }
-    fn workqueue(&self) -> &Workqueue<u32> {
-        &self.workqueue
+    fn subsystems(&self) -> &Subsystems<u32, u32, Probe> {
+        &self.shared
     }
     fn pages(&self) -> Option<&PageCaches> {
         Some(&self.pages)
     }
-    fn vmstat(&self) -> &Vmstat {
-        &self.vmstat
-    }
-    fn domains(&self) -> &Domains {
-        &self.domains
-    }
-    fn online_mask(&self) -> CpuSet {
-        self.online.load()
-    }
-    fn active_mask(&self) -> CpuSet {
-        self.active.load()
-    }
-    fn set_online(&self, cpu: usize, online: bool) {
-        self.online.set(cpu_id(cpu), online);
-    }
-    fn set_active(&self, cpu: usize, active: bool) {
-        self.active.set(cpu_id(cpu), active);
+    fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {
+        let was = self.interrupts_off.swap(true, SeqCst);
+        let result = f();
+        self.interrupts_off.store(was, SeqCst);
+        result
     }
     fn open_queue(&self, cpu: usize) {
         self.queues[cpu].lock().open();
     }
     fn close_queue(&self, cpu: usize) -> Vec<u32> {
         self.queues[cpu].lock().close()
-    }
-    fn limbo(&self) -> &Limbo<u32, u32> {
-        &self.limbo
     }
     fn offer_task(&self, cpu: usize, task: u32) -> Result<(), u32> {
         self.queues[cpu].lock().push(task)?;
@@ -217,10 +200,6 @@ impl StepKernel for Fake {
     }
     fn rcu_queued(&self, cpu: usize) -> Option<usize> {
         self.own.lock().rcu_lists.get(&cpu).map(Vec::len)
-    }
-    type Thread = Probe;
-    fn kthreads(&self) -> &Kthreads<Probe> {
-        &self.kthreads
     }
     fn spawn_kthread(&self, _cpu: usize, _role: Role) -> Option<Probe> {
         let left = self.creations_left.load(SeqCst);
@@ -318,7 +297,7 @@ fn boot(engine: Engine) -> (Arc<Fake>, Hotplug<RawSpinlock, Inline>) {
 }
 
 fn live_on(fake: &Fake, cpu: usize) -> Vec<Resource> {
-    let live = fake.audit.live();
+    let live = fake.shared.audit.live();
     live.iter()
         .filter(|(_, on)| on.index() == cpu)
         .map(|(resource, _)| *resource)
@@ -348,8 +327,13 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
     assert_eq!(fake.threads().len(), 3 * CPUS);
     // Something waits on CPU 2 when it goes.
     fake.queues[2].lock().push(7).unwrap();
-    assert!(fake.workqueue.queue(2, Work { id: 1, job: 8 }).is_ok());
     assert!(fake
+        .shared
+        .workqueue
+        .queue(2, Work { id: 1, job: 8 })
+        .is_ok());
+    assert!(fake
+        .shared
         .timers
         .arm(
             2,
@@ -360,14 +344,16 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
             }
         )
         .is_ok());
-    fake.vmstat.with(2, |s| s.slices.fetch_add(4, SeqCst));
+    fake.shared
+        .vmstat
+        .with(2, |s| s.slices.fetch_add(4, SeqCst));
 
     hotplug.offline(CpuId(2)).unwrap();
     hotplug.flush_deferred();
     assert_eq!(live_on(&fake, 2), [], "classic frees every resource");
     assert!(!fake.online_mask().contains(CpuId(2)) && !fake.active_mask().contains(CpuId(2)));
     assert!(!fake.own.lock().rcu_online.contains(CpuId(2)));
-    assert!(!fake.domains.built_over().contains(CpuId(2)));
+    assert!(!fake.shared.domains.built_over().contains(CpuId(2)));
     let stay = [0, 1, 3];
     for (what, id) in [("task", 7), ("work", 8), ("timer", 9)] {
         let heir = fake.placed(what, id);
@@ -376,7 +362,11 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
             "{what} went to {heir:?}"
         );
     }
-    assert_eq!(fake.vmstat.sum().slices, 4, "counters folded, not lost");
+    assert_eq!(
+        fake.shared.vmstat.sum().slices,
+        4,
+        "counters folded, not lost"
+    );
     assert!(
         fake.grace_periods.load(SeqCst) >= 1,
         "vmstat waited for readers"
@@ -390,14 +380,14 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
         .iter()
         .all(|&role| threads.get(&(2, role)) == Some(&false)));
     assert!(fake.active_mask().contains(CpuId(2)) && fake.queues[2].lock().is_open());
-    assert!(fake.audit.violations().is_empty());
+    assert!(fake.shared.audit.violations().is_empty());
 }
 
 #[test]
 fn bolt_parks_and_keeps_what_classic_frees() {
     let (fake, hotplug) = boot(Engine::Bolt);
     let created = |fake: &Fake| {
-        let counts = fake.audit.counts();
+        let counts = fake.shared.audit.counts();
         counts.values().map(|c| c.created).sum::<u64>()
     };
     let before = created(&fake);
@@ -416,7 +406,7 @@ fn bolt_parks_and_keeps_what_classic_frees() {
     hotplug.online_many(CpuSet::range(1, 3)).unwrap();
     hotplug.flush_deferred();
     assert_eq!(created(&fake), before, "everything was reused");
-    assert!(fake.pages.is_enabled(1) && fake.workqueue.is_bound(2));
+    assert!(fake.pages.is_enabled(1) && fake.shared.workqueue.is_bound(2));
 }
 
 #[test]
@@ -444,8 +434,8 @@ fn a_thread_that_cannot_be_made_leaves_nothing_behind() {
 fn what_no_cpu_takes_waits_in_the_limbo_until_a_cpu_is_active() {
     let (fake, _hotplug) = boot(Engine::Classic);
     for cpu in 0..CPUS {
-        fake.workqueue.unbind(cpu);
-        fake.timers.set_enabled(cpu, false);
+        fake.shared.workqueue.unbind(cpu);
+        fake.shared.timers.set_enabled(cpu, false);
         fake.queues[cpu].lock().close();
     }
     fake.push_task(2, 7);
@@ -458,15 +448,15 @@ fn what_no_cpu_takes_waits_in_the_limbo_until_a_cpu_is_active() {
             job: 9,
         },
     );
-    assert_eq!(fake.limbo.len(), 3);
+    assert_eq!(fake.shared.limbo.len(), 3);
     assert_eq!(fake.placed("task", 7), None);
     assert_eq!(fake.placed("work", 8), None);
     // CPU 3 comes back: everything goes there, nothing stays behind.
-    fake.workqueue.bind(3);
-    fake.timers.set_enabled(3, true);
+    fake.shared.workqueue.bind(3);
+    fake.shared.timers.set_enabled(3, true);
     fake.queues[3].lock().open();
     fake.cpus_activated();
-    assert!(fake.limbo.is_empty());
+    assert!(fake.shared.limbo.is_empty());
     for (what, id) in [("task", 7), ("work", 8), ("timer", 9)] {
         assert_eq!(fake.placed(what, id), Some(3), "{what}");
     }

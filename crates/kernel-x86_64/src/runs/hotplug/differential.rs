@@ -14,7 +14,7 @@ use super::{drain, settle_between, start};
 use crate::arch::console::println;
 use crate::platform::hotplug as platform;
 use crate::platform::sched;
-use crate::platform::steps::Steps;
+use crate::platform::subsystems::Steps;
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
 

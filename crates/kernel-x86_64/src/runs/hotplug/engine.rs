@@ -14,8 +14,7 @@ use crate::platform::hotplug::KernelPlatform;
 use crate::platform::hotplug_lock;
 use crate::platform::rcu;
 use crate::platform::sched;
-use crate::platform::steps::Steps;
-use crate::platform::subsystems;
+use crate::platform::subsystems::{self, Steps};
 
 /// The engine as this kernel instantiates it.
 pub type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;

@@ -75,10 +75,10 @@ fn a_cpu_in_another_state_than_its_masks_is_named() {
         ("power", |fake| fake.powered.set(cpu_id(2), false)),
         ("rcu", |fake| fake.rcu_set_online(2, false)),
         ("timers", |fake| {
-            fake.timers.set_enabled(2, false);
+            fake.shared.timers.set_enabled(2, false);
         }),
         ("workqueue", |fake| {
-            fake.workqueue.unbind(2);
+            fake.shared.workqueue.unbind(2);
         }),
         ("runqueue", |fake| {
             fake.close_queue(2);
@@ -92,12 +92,12 @@ fn a_cpu_in_another_state_than_its_masks_is_named() {
 #[test]
 fn a_thread_left_unparked_on_an_offline_cpu_is_named() {
     let found = found_after(Engine::Bolt, &[1], |fake| {
-        fake.kthreads.unpark(1, Role::Worker);
+        fake.shared.kthreads.unpark(1, Role::Worker);
     });
     assert_eq!(found, named(&[("kthread", 1)]));
     // One parked on an online CPU is as wrong.
     let found = found_after(Engine::Bolt, &[], |fake| {
-        fake.kthreads.park(3, Role::Softirq);
+        fake.shared.kthreads.park(3, Role::Softirq);
     });
     assert_eq!(found, named(&[("kthread", 3)]));
 }
@@ -106,7 +106,7 @@ fn a_thread_left_unparked_on_an_offline_cpu_is_named() {
 fn a_thread_the_audit_does_not_know_of_is_named() {
     // Bolt keeps CPU 1's threads, parked; one goes without the books.
     let found = found_after(Engine::Bolt, &[1], |fake| {
-        fake.kthreads.remove(1, Role::RcuCallbacks);
+        fake.shared.kthreads.remove(1, Role::RcuCallbacks);
     });
     assert_eq!(found, named(&[("kthread books", 1)]));
 }
@@ -115,14 +115,14 @@ fn a_thread_the_audit_does_not_know_of_is_named() {
 fn a_timer_or_callback_left_on_a_dead_cpu_is_named() {
     // Bolt kept CPU 1's timer base, disabled; a timer lands in it anyway.
     let found = found_after(Engine::Bolt, &[1], |fake| {
-        fake.timers.set_enabled(1, true);
+        fake.shared.timers.set_enabled(1, true);
         let timer = Timer {
             deadline: 1,
             id: 1,
             job: 1,
         };
-        assert!(fake.timers.arm(1, timer).is_ok());
-        fake.timers.set_enabled(1, false);
+        assert!(fake.shared.timers.arm(1, timer).is_ok());
+        fake.shared.timers.set_enabled(1, false);
     });
     assert_eq!(found, named(&[("work left on an offline cpu", 1)]));
     let found = found_after(Engine::Bolt, &[3], |fake| {
@@ -133,7 +133,7 @@ fn a_timer_or_callback_left_on_a_dead_cpu_is_named() {
 
 #[test]
 fn classic_must_free_what_bolt_may_keep() {
-    let leak = |fake: &Fake| fake.audit.created(Resource::EventLog, 2);
+    let leak = |fake: &Fake| fake.shared.audit.created(Resource::EventLog, 2);
     assert_eq!(
         found_after(Engine::Classic, &[2], leak),
         named(&[("resources freed", 2)])
@@ -146,7 +146,7 @@ fn classic_must_free_what_bolt_may_keep() {
 #[test]
 fn an_online_cpu_missing_a_resource_is_named() {
     let found = found_after(Engine::Classic, &[], |fake| {
-        fake.audit.destroyed(Resource::SysfsNodes, 0);
+        fake.shared.audit.destroyed(Resource::SysfsNodes, 0);
     });
     assert_eq!(found, named(&[("resources", 0)]));
     let found = found_after(Engine::Classic, &[], |fake| {
@@ -158,7 +158,7 @@ fn an_online_cpu_missing_a_resource_is_named() {
 #[test]
 fn the_audits_own_violations_come_first() {
     let found = found_after(Engine::Classic, &[], |fake| {
-        fake.audit.created(Resource::PageCache, 1);
+        fake.shared.audit.created(Resource::PageCache, 1);
     });
     assert_eq!(found.len(), 1);
     assert!(found[0].0.contains("created twice"), "{found:?}");
