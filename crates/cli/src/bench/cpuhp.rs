@@ -279,6 +279,14 @@ fn case(name: &str, engine: &str, samples: &Samples, lost: u64, json: bool) -> C
     if json {
         // Too wide for the table; the per-step breakdown is printed as notes.
         case = case.with("stages", stages_json(&samples.stages_us()));
+        // Every repetition, so that the report can draw the distribution
+        // (a CDF), not only the median.
+        let samples_us: Vec<f64> = samples
+            .latency_ns
+            .iter()
+            .map(|ns| (*ns as f64 / 10.0).round() / 100.0)
+            .collect();
+        case = case.with("latency_samples_us", samples_us);
         if !samples.deferred_stages.is_empty() {
             case = case.with(
                 "deferred_stages",
