@@ -8,6 +8,7 @@ mod linux;
 mod load;
 mod progress;
 mod qemu;
+mod report;
 mod statistics;
 mod tour;
 mod trace_cmd;
@@ -70,6 +71,9 @@ enum Command {
     },
     /// Boot the bare-metal x86-64 kernel under QEMU and report how it ran.
     Boot(Box<kernel::BootArgs>),
+    /// Write the benchmarks' results as one self-contained HTML page of
+    /// figures (runs the quick benchmarks first, unless --from DIR).
+    Report(report::ReportArgs),
     /// Load one file from a FAT image through a block cache on a modeled
     /// device; print its size, device and host time, SHA-256 and bcachestat.
     Load {
@@ -117,6 +121,7 @@ fn main() -> ExitCode {
         }) => load::run(&image, &path, &device, &cache),
         Some(Command::Trace { command }) => trace_cmd::run(command),
         Some(Command::Boot(args)) => boot::run(&args),
+        Some(Command::Report(args)) => report::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,332 @@
+//! cpuhp's figures: Bolt (ATC 2015)'s stacked bars of where
+//! offline and online time goes, classic beside bolt; the latency
+//! distributions; the bulk interface's cost against the CPUs it takes;
+//! and the mechanisms hotplug waits on.
+
+use serde_json::Value;
+
+use super::chart::{Axis, Bars, Chart, Line, Marks};
+use super::figure::{target, Figure};
+use super::inputs::{Bench, Inputs, Problem, Source};
+
+const ENGINES: [&str; 2] = ["classic", "bolt"];
+
+/// The stages of the stacked bars: the step names (or name prefixes)
+/// each gathers, in stacking order, the way Bolt's figure groups Linux's
+/// (grace periods, stop-machine, kernel threads, the rest).
+const STAGES: [(&str, &[&str]); 6] = [
+    ("grace period", &["grace-period", "rcu:"]),
+    ("hotplug lock", &["hotplug-lock"]),
+    ("stop-machine", &["stop-machine"]),
+    ("kernel threads", &["threads:"]),
+    ("power", &["power"]),
+    ("mm", &["mm:"]),
+];
+const OTHER: &str = "other steps";
+
+/// Linux's normal grace period at HZ=1000 on an idle machine, the
+/// published mean `bench cpuhp` states beside the machine's (µs).
+const LINUX_GRACE_PERIOD_US: f64 = 4_000.0;
+
+/// cpuhp's figures, from `bench all`, the QEMU run and Linux's.
+pub fn figures(inputs: &Inputs) -> Vec<Figure> {
+    let bench = inputs.bench(Source::BenchAll, "cpuhp");
+    let kernel = inputs.bench(Source::CpuhpQemu, "cpuhp").ok();
+    let linux = inputs.bench(Source::CpuhpLinux, "cpuhp").ok();
+    let missing = |source: Source, what: &str| match inputs.bench(source, "cpuhp") {
+        Ok(_) => String::new(),
+        Err(problem) => format!(" No {what}: {problem}."),
+    };
+    vec![
+        Figure::new(
+            "cpuhp-stages",
+            "cpuhp: where offline and online time goes",
+            Source::BenchAll,
+            format!(
+                "Bolt (ATC 2015)'s breakdown redrawn: the critical path of offlining and \
+                 onlining one CPU, stacked by stage (median µs of each step, so a stack \
+                 need not equal the median total), classic beside bolt, on the user-mode \
+                 machine and on the booted kernel; bolt's deferred callbacks run after \
+                 the operation returns and are not on it.{}{}{}{}",
+                target(&bench, "offline"),
+                target(&bench, "online"),
+                missing(Source::CpuhpQemu, "booted kernel"),
+                missing(Source::CpuhpLinux, "Linux anchor"),
+            ),
+            bench
+                .clone()
+                .and_then(|b| stages(&b, kernel.as_ref(), linux.as_ref())),
+        ),
+        Figure::new(
+            "cpuhp-cdf",
+            "cpuhp: latency distributions",
+            Source::BenchAll,
+            "The fraction of operations that finished within a given time (log x), one \
+             curve per engine and direction, from every repetition of offlining and \
+             onlining one CPU of an idle 4-vCPU machine."
+                .to_owned(),
+            bench.clone().and_then(|b| distributions(&b)),
+        ),
+        Figure::new(
+            "cpuhp-bulk",
+            "cpuhp: bulk operations",
+            Source::BenchAll,
+            format!(
+                "Median µs to offline and online n of a 16-vCPU machine's CPUs in one \
+                 operation (log y): classic takes them one after another, bolt together.{}",
+                target(&bench, "bulk")
+            ),
+            bench.clone().and_then(|b| bulk(&b)),
+        ),
+        Figure::new(
+            "cpuhp-mechanisms",
+            "cpuhp: the mechanisms hotplug waits on",
+            Source::BenchAll,
+            format!(
+                "Median µs of each mechanism on the idle user-mode machine at HZ=1000 (log \
+                 y), beside Linux's published normal grace period (mean 4.0 ms at HZ=1000, \
+                 idle).{}{}",
+                target(&bench, "grace-period-normal"),
+                target(&bench, "grace-period-expedited")
+            ),
+            bench.and_then(|b| mechanisms(&b, kernel.as_ref())),
+        ),
+    ]
+}
+
+/// The stage of step `name`.
+fn stage_of(name: &str) -> &'static str {
+    STAGES
+        .iter()
+        .find(|(_, prefixes)| prefixes.iter().any(|p| name.starts_with(p)))
+        .map_or(OTHER, |(stage, _)| stage)
+}
+
+/// µs per stage of a case's `"stages"` object.
+fn by_stage(stages: &Value) -> Vec<(&'static str, f64)> {
+    let mut sums: Vec<(&'static str, f64)> = STAGES
+        .iter()
+        .map(|(stage, _)| (*stage, 0.0))
+        .chain([(OTHER, 0.0)])
+        .collect();
+    for (name, us) in stages.as_object().into_iter().flatten() {
+        let stage = stage_of(name);
+        if let (Some(sum), Some(us)) = (sums.iter_mut().find(|(s, _)| *s == stage), us.as_f64()) {
+            sum.1 += us;
+        }
+    }
+    sums
+}
+
+fn stages(
+    bench: &Bench<'_>,
+    kernel: Option<&Bench<'_>>,
+    linux: Option<&Bench<'_>>,
+) -> Result<Chart, Problem> {
+    let mut bars: Vec<(String, Vec<(&'static str, f64)>)> = Vec::new();
+    let mut platforms = vec![("machine", bench)];
+    platforms.extend(kernel.map(|k| ("kernel", k)));
+    for (platform, source) in platforms {
+        for direction in ["offline", "online"] {
+            let name = format!("{direction}/1");
+            for engine in ENGINES {
+                if let Some(case) = source.case(&name, engine) {
+                    if case["stages"].is_object() {
+                        let label = format!("{platform}\n{direction}\n{engine}");
+                        bars.push((label, by_stage(&case["stages"])));
+                    }
+                }
+            }
+        }
+    }
+    if bars.is_empty() {
+        return Err(bench.lacks("offline/1 or online/1 case with \"stages\""));
+    }
+    let linux_totals: Vec<(String, f64)> = linux
+        .into_iter()
+        .flat_map(|l| {
+            ["offline", "online"].map(|direction| {
+                let us = l.figure(&format!("{direction}/1"), "linux", "latency_us");
+                (format!("Linux\n{direction}\n(whole)"), us)
+            })
+        })
+        .filter_map(|(label, us)| Some((label, us?)))
+        .collect();
+    let mut categories: Vec<String> = bars.iter().map(|(label, _)| label.clone()).collect();
+    categories.extend(linux_totals.iter().map(|(label, _)| label.clone()));
+    let mut series: Vec<Bars> = STAGES
+        .iter()
+        .map(|(stage, _)| *stage)
+        .chain([OTHER])
+        .map(|stage| Bars {
+            name: stage.to_owned(),
+            values: bars
+                .iter()
+                .map(|(_, sums)| sums.iter().find(|(s, _)| *s == stage).map(|(_, us)| *us))
+                .chain(linux_totals.iter().map(|_| None))
+                .collect(),
+        })
+        // A stage no bar spends time in has no colour to show.
+        .filter(|bars| bars.values.iter().flatten().any(|us| *us > 0.0))
+        .collect();
+    if !linux_totals.is_empty() {
+        series.push(Bars {
+            name: "Linux, whole operation".to_owned(),
+            values: bars
+                .iter()
+                .map(|_| None)
+                .chain(linux_totals.iter().map(|(_, us)| Some(*us)))
+                .collect(),
+        });
+    }
+    Ok(Chart {
+        x: Axis::linear(""),
+        y: Axis::linear("µs on the critical path"),
+        marks: Marks::Stacked { categories, series },
+        note: None,
+    })
+}
+
+fn distributions(bench: &Bench<'_>) -> Result<Chart, Problem> {
+    let mut lines = Vec::new();
+    for direction in ["offline", "online"] {
+        for engine in ENGINES {
+            let Some(case) = bench.case(&format!("{direction}/1"), engine) else {
+                continue;
+            };
+            let mut samples: Vec<f64> = case["latency_samples_us"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_f64)
+                .collect();
+            if samples.is_empty() {
+                continue;
+            }
+            samples.sort_by(f64::total_cmp);
+            let n = samples.len() as f64;
+            let points = samples
+                .iter()
+                .enumerate()
+                .map(|(i, us)| (*us, (i + 1) as f64 / n))
+                .collect();
+            lines.push(Line {
+                name: format!("{direction} {engine}"),
+                points,
+                steps: true,
+            });
+        }
+    }
+    if lines.is_empty() {
+        return Err(bench.lacks(
+            "\"latency_samples_us\" in offline/1 or online/1 (a hotkern older than the report)",
+        ));
+    }
+    Ok(Chart {
+        x: Axis::log("latency, µs"),
+        y: Axis::linear("fraction of operations"),
+        marks: Marks::Lines(lines),
+        note: None,
+    })
+}
+
+fn bulk(bench: &Bench<'_>) -> Result<Chart, Problem> {
+    let mut lines = Vec::new();
+    for direction in ["offline", "online"] {
+        for engine in ENGINES {
+            let points: Vec<(f64, f64)> = bench
+                .names(&format!("{direction}/bulk-"))
+                .iter()
+                .filter_map(|name| {
+                    let n = name.rsplit('-').next()?.parse::<f64>().ok()?;
+                    Some((n, bench.figure(name, engine, "latency_us")?))
+                })
+                .collect();
+            if !points.is_empty() {
+                lines.push(Line {
+                    name: format!("{direction} {engine}"),
+                    points,
+                    steps: false,
+                });
+            }
+        }
+    }
+    if lines.is_empty() {
+        return Err(bench.lacks("offline/bulk-* or online/bulk-* cases"));
+    }
+    Ok(Chart {
+        x: Axis::linear("CPUs in one operation"),
+        y: Axis::log("latency, µs"),
+        marks: Marks::Lines(lines),
+        note: None,
+    })
+}
+
+fn mechanisms(bench: &Bench<'_>, kernel: Option<&Bench<'_>>) -> Result<Chart, Problem> {
+    let names = bench.names("mechanism/");
+    if names.is_empty() {
+        return Err(bench.lacks("mechanism/* cases"));
+    }
+    let mut series = vec![Bars {
+        name: "user-mode machine".to_owned(),
+        values: names
+            .iter()
+            .map(|name| bench.figure(name, "machine", "latency_us"))
+            .collect(),
+    }];
+    if let Some(kernel) = kernel {
+        let values: Vec<Option<f64>> = names
+            .iter()
+            .map(|name| {
+                let implementation = kernel.implementations(name).into_iter().next()?;
+                kernel.figure(name, &implementation, "latency_us")
+            })
+            .collect();
+        if values.iter().any(Option::is_some) {
+            series.push(Bars {
+                name: "booted kernel".to_owned(),
+                values,
+            });
+        }
+    }
+    series.push(Bars {
+        name: "Linux, published".to_owned(),
+        values: names
+            .iter()
+            .map(|name| (name == "mechanism/grace-period-normal").then_some(LINUX_GRACE_PERIOD_US))
+            .collect(),
+    });
+    Ok(Chart {
+        x: Axis::linear(""),
+        y: Axis::log("µs"),
+        marks: Marks::Grouped {
+            categories: names
+                .iter()
+                .map(|n| {
+                    let name = n.trim_start_matches("mechanism/");
+                    // "grace-period-normal" → "grace-period" over "normal".
+                    match name.rsplit_once('-') {
+                        Some((head, tail)) => format!("{head}\n{tail}"),
+                        None => name.to_owned(),
+                    }
+                })
+                .collect(),
+            series,
+        },
+        note: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_fall_into_bolts_stages() {
+        assert_eq!(stage_of("grace-period"), "grace period");
+        assert_eq!(stage_of("threads:create"), "kernel threads");
+        assert_eq!(stage_of("sched:domains"), OTHER);
+        let sums = by_stage(&serde_json::json!({"mm:a": 1.0, "mm:b": 2.0, "x": 4.0}));
+        assert!(sums.contains(&("mm", 3.0)) && sums.contains(&(OTHER, 4.0)));
+    }
+}
