@@ -62,6 +62,10 @@ enum Command {
         /// The size of the trace.dat read (tracedat), in MB; 100 by default.
         #[arg(long, value_name = "MB")]
         size: Option<u64>,
+        /// Also write this run's figures as a self-contained HTML page
+        /// (the `hotkern report` page, for these benchmarks only).
+        #[arg(long, value_name = "FILE")]
+        html: Option<std::path::PathBuf>,
     },
     /// Record a demo trace (`trace demo -o DIR`) or print a saved trace.dat
     /// (`trace report FILE`).
@@ -102,17 +106,21 @@ fn main() -> ExitCode {
             linux,
             hz,
             size,
-        }) => bench::run(
-            subsystem,
-            &BenchOptions {
+            html,
+        }) => {
+            let options = BenchOptions {
                 full,
                 json,
                 platform,
                 linux,
                 hz,
                 size_mb: size,
-            },
-        ),
+            };
+            bench::run(subsystem, &options).and_then(|documents| match html {
+                Some(page) => report::write_bench(documents, &options, &page),
+                None => Ok(()),
+            })
+        }
         Some(Command::Load {
             image,
             path,

@@ -29,7 +29,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::bench::{BenchOptions, Subsystem};
+use crate::bench::{BenchOptions, Platform, Subsystem};
 pub use inputs::{Inputs, Source};
 use page::{Header, Target};
 
@@ -95,8 +95,49 @@ pub fn write(inputs: &Inputs, described: &str, path: &Path) -> Result<(), String
     std::fs::write(path, html).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// `hotkern bench … --html FILE`: the page of the benchmarks one bench
+/// command ran (`documents`, as `--json` prints them), with only their
+/// sections; `options` say which input they are (QEMU's, Linux's).
+pub fn write_bench(
+    documents: Vec<Value>,
+    options: &BenchOptions,
+    path: &Path,
+) -> Result<(), String> {
+    let benches: Vec<String> = documents
+        .iter()
+        .filter_map(|d| d["bench"].as_str().map(str::to_owned))
+        .collect();
+    let source = match (options.linux, options.platform) {
+        (true, _) => Source::CpuhpLinux,
+        (false, Platform::Qemu) if benches.iter().any(|b| b == "bcache") => Source::BcacheQemu,
+        (false, Platform::Qemu) => Source::CpuhpQemu,
+        (false, Platform::User) => Source::BenchAll,
+    };
+    let inputs = Inputs::from_documents([(source, Value::Array(documents))]);
+    let described = format!(
+        "this run of hotkern bench {} ({})",
+        benches.join(", "),
+        source.file()
+    );
+    // tracedat's figure sits in trace's section.
+    let sections: Vec<&str> = benches
+        .iter()
+        .map(|b| if b == "tracedat" { "trace" } else { b.as_str() })
+        .collect();
+    let html = render_sections(&inputs, &header(&described), Some(&sections));
+    std::fs::write(path, html).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("report: {}", path.display());
+    Ok(())
+}
+
 /// The page for `inputs`.
 pub fn render(inputs: &Inputs, header: &Header) -> String {
+    render_sections(inputs, header, None)
+}
+
+/// The page for `inputs`, with only the sections named in `only` (by
+/// subsystem: physmem, bcache, cpuhp, trace, vmem) when given.
+fn render_sections(inputs: &Inputs, header: &Header, only: Option<&[&str]>) -> String {
     let targets: Vec<Target> = inputs
         .notes()
         .iter()
@@ -106,24 +147,35 @@ pub fn render(inputs: &Inputs, header: &Header) -> String {
         })
         .map(|(_, note)| Target::from_note(note))
         .collect();
-    let sections = [
+    let sections: [(&str, &str, Figures); 5] = [
         (
+            "physmem",
             "physmem — vs NetBSD's uvm_hotplug(9)",
-            physmem::figures(inputs),
+            physmem::figures,
         ),
         (
+            "bcache",
             "bcache — vs FreeBSD's loader cache",
-            bcache::figures(inputs),
+            bcache::figures,
         ),
-        ("cpuhp — vs Linux's CPU hotplug", cpuhp::figures(inputs)),
+        ("cpuhp", "cpuhp — vs Linux's CPU hotplug", cpuhp::figures),
         (
+            "trace",
             "trace — vs LTTng-UST, uftrace and tracing",
-            trace::figures(inputs),
+            trace::figures,
         ),
-        ("memory devices — virtio-mem", vmem::figures(inputs)),
+        ("vmem", "memory devices — virtio-mem", vmem::figures),
     ];
-    page::render(header, &targets, &sections)
+    let drawn: Vec<(&str, Vec<figure::Figure>)> = sections
+        .iter()
+        .filter(|(key, _, _)| only.is_none_or(|only| only.contains(key)))
+        .map(|(_, title, figures)| (*title, figures(inputs)))
+        .collect();
+    page::render(header, &targets, &drawn)
 }
+
+/// A subsystem's figures from the inputs.
+type Figures = fn(&Inputs) -> Vec<figure::Figure>;
 
 /// `report.html` → `report-data/`, beside it.
 fn data_dir(output: &Path) -> PathBuf {
@@ -138,8 +190,6 @@ fn data_dir(output: &Path) -> PathBuf {
 fn run_benchmarks(size: RunSize) -> Value {
     let options = BenchOptions {
         full: size == RunSize::Full,
-        // cpuhp adds its per-step times and samples only for JSON.
-        json: true,
         size_mb: (size == RunSize::Quick).then_some(4),
         ..BenchOptions::default()
     };

@@ -26,12 +26,7 @@ pub fn run() -> Result<(), String> {
     println!("{INTRODUCTION}");
     let started = Instant::now();
     crate::demo::run()?;
-    let options = BenchOptions {
-        // The tables are the same; JSON adds cpuhp's per-step times and
-        // samples, which the report draws.
-        json: true,
-        ..BenchOptions::default()
-    };
+    let options = BenchOptions::default();
     let mut documents = Vec::new();
     for subsystem in Subsystem::EACH {
         match subsystem.measure(&options) {

@@ -237,23 +237,13 @@ fn finish(machines: Vec<Machine>) -> Result<(), String> {
 }
 
 /// Adds the offline and online cases of every engine.
-fn push_cases(
-    report: &mut Report,
-    suffix: &str,
-    samples: &[(Samples, Samples)],
-    lost: &[u64],
-    json: bool,
-) {
+fn push_cases(report: &mut Report, suffix: &str, samples: &[(Samples, Samples)], lost: &[u64]) {
     for (direction, pick) in [("offline", 0), ("online", 1)] {
         for (((_, name), pair), lost) in ENGINES.iter().zip(samples).zip(lost) {
             let chosen = if pick == 0 { &pair.0 } else { &pair.1 };
-            report.cases.push(case(
-                &format!("{direction}/{suffix}"),
-                name,
-                chosen,
-                *lost,
-                json,
-            ));
+            report
+                .cases
+                .push(case(&format!("{direction}/{suffix}"), name, chosen, *lost));
         }
     }
 }
@@ -271,28 +261,26 @@ fn stages_json(stages: &BTreeMap<&'static str, f64>) -> Value {
     Value::Object(object)
 }
 
-fn case(name: &str, engine: &str, samples: &Samples, lost: u64, json: bool) -> Case {
+fn case(name: &str, engine: &str, samples: &Samples, lost: u64) -> Case {
+    // The per-step times and every repetition's latency (for the report's
+    // distributions) are too wide for the table, which shows only
+    // `table_figures`; the per-step breakdown is printed as notes.
+    let samples_us: Vec<f64> = samples
+        .latency_ns
+        .iter()
+        .map(|ns| (*ns as f64 / 10.0).round() / 100.0)
+        .collect();
     let mut case = Case::new(name, engine, samples.latency_ns.len() as u64)
         .with("latency_us", median(&samples.latency_ns) / 1e3)
         .with("deferred_us", median(&samples.deferred_ns) / 1e3)
-        .with("tasks_lost", lost);
-    if json {
-        // Too wide for the table; the per-step breakdown is printed as notes.
-        case = case.with("stages", stages_json(&samples.stages_us()));
-        // Every repetition, so that the report can draw the distribution
-        // (a CDF), not only the median.
-        let samples_us: Vec<f64> = samples
-            .latency_ns
-            .iter()
-            .map(|ns| (*ns as f64 / 10.0).round() / 100.0)
-            .collect();
-        case = case.with("latency_samples_us", samples_us);
-        if !samples.deferred_stages.is_empty() {
-            case = case.with(
-                "deferred_stages",
-                stages_json(&samples.deferred_stages_us()),
-            );
-        }
+        .with("tasks_lost", lost)
+        .with("stages", stages_json(&samples.stages_us()))
+        .with("latency_samples_us", samples_us);
+    if !samples.deferred_stages.is_empty() {
+        case = case.with(
+            "deferred_stages",
+            stages_json(&samples.deferred_stages_us()),
+        );
     }
     case
 }
@@ -355,12 +343,12 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let last = CpuSet::single(CpuId(3));
     let idle = round_trips(&small, last, reps_single, None, &progress)?;
     let lost_idle: Vec<u64> = small.iter().map(lost).collect();
-    push_cases(&mut report, "1", &idle, &lost_idle, options.json);
+    push_cases(&mut report, "1", &idle, &lost_idle);
 
     progress.start("offline/1-load, online/1-load");
     let loaded = round_trips(&small, last, reps_single, Some(16), &progress)?;
     let lost_load: Vec<u64> = small.iter().map(lost).collect();
-    push_cases(&mut report, "1-load", &loaded, &lost_load, options.json);
+    push_cases(&mut report, "1-load", &loaded, &lost_load);
     finish(small)?;
 
     // k of the 15 non-boot vCPUs of a 16-vCPU machine at once.
@@ -370,13 +358,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         let cpus = CpuSet::range(1, k as u32 + 1);
         let bulk = round_trips(&big, cpus, reps_bulk, None, &progress)?;
         let lost_bulk: Vec<u64> = big.iter().map(lost).collect();
-        push_cases(
-            &mut report,
-            &format!("bulk-{k}"),
-            &bulk,
-            &lost_bulk,
-            options.json,
-        );
+        push_cases(&mut report, &format!("bulk-{k}"), &bulk, &lost_bulk);
     }
     finish(big)?;
 

@@ -257,6 +257,21 @@ fn boot_document() -> Value {
     })
 }
 
+/// `bench … --html`'s page has only the sections of the benchmarks run.
+#[test]
+fn a_bench_page_has_only_its_sections() {
+    let dir = std::env::temp_dir().join(format!("hotkern-report-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("physmem.html");
+    write_bench(vec![physmem()], &BenchOptions::default(), &page).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let (drawn, empty) = figures(&html);
+    assert_eq!(drawn.len(), 3);
+    assert!(empty.is_empty(), "{empty:?}");
+    assert!(html.contains("this run of hotkern bench physmem (bench-all.json)"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn dates_are_civil_and_data_sits_beside_the_page() {
     assert_eq!(civil(0), (1970, 1, 1));
