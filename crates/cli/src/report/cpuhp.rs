@@ -33,8 +33,9 @@ pub fn figures(inputs: &Inputs) -> Vec<Figure> {
     let bench = inputs.bench(Source::BenchAll, "cpuhp");
     let kernel = inputs.bench(Source::CpuhpQemu, "cpuhp").ok();
     let linux = inputs.bench(Source::CpuhpLinux, "cpuhp").ok();
-    let missing = |source: Source, what: &str| match inputs.bench(source, "cpuhp") {
-        Ok(_) => String::new(),
+    // Each other platform's own target, or why it is not in the figure.
+    let beside = |source: Source, what: &str| match inputs.bench(source, "cpuhp") {
+        Ok(other) => format!(" On the {what}: {}.", other.target("offline")),
         Err(problem) => format!(" No {what}: {problem}."),
     };
     vec![
@@ -47,11 +48,13 @@ pub fn figures(inputs: &Inputs) -> Vec<Figure> {
                  onlining one CPU, stacked by stage (median µs of each step, so a stack \
                  need not equal the median total), classic beside bolt, on the user-mode \
                  machine and on the booted kernel; bolt's deferred callbacks run after \
-                 the operation returns and are not on it.{}{}{}{}",
+                 the operation returns and are not on it. The cases are offline/1 and \
+                 online/1 (an idle machine), or, beside the kernel or Linux, which run \
+                 only with tasks on every CPU, offline/1-load and online/1-load.{}{}{}{}",
                 target(&bench, "offline"),
                 target(&bench, "online"),
-                missing(Source::CpuhpQemu, "booted kernel"),
-                missing(Source::CpuhpLinux, "Linux anchor"),
+                beside(Source::CpuhpQemu, "booted kernel"),
+                beside(Source::CpuhpLinux, "Linux anchor's run"),
             ),
             bench
                 .clone()
@@ -123,12 +126,20 @@ fn stages(
     kernel: Option<&Bench<'_>>,
     linux: Option<&Bench<'_>>,
 ) -> Result<Chart, Problem> {
+    // The booted kernel and Linux run their single-CPU case only with
+    // tasks on every CPU (`-load`): then every platform shows that one, so
+    // that the bars compare like with like.
+    let suffix = if kernel.is_some() || linux.is_some() {
+        "1-load"
+    } else {
+        "1"
+    };
     let mut bars: Vec<(String, Vec<(&'static str, f64)>)> = Vec::new();
     let mut platforms = vec![("machine", bench)];
     platforms.extend(kernel.map(|k| ("kernel", k)));
     for (platform, source) in platforms {
         for direction in ["offline", "online"] {
-            let name = format!("{direction}/1");
+            let name = format!("{direction}/{suffix}");
             for engine in ENGINES {
                 if let Some(case) = source.case(&name, engine) {
                     if case["stages"].is_object() {
@@ -140,13 +151,15 @@ fn stages(
         }
     }
     if bars.is_empty() {
-        return Err(bench.lacks("offline/1 or online/1 case with \"stages\""));
+        return Err(bench.lacks(&format!(
+            "offline/{suffix} or online/{suffix} case with \"stages\""
+        )));
     }
     let linux_totals: Vec<(String, f64)> = linux
         .into_iter()
         .flat_map(|l| {
             ["offline", "online"].map(|direction| {
-                let us = l.figure(&format!("{direction}/1"), "linux", "latency_us");
+                let us = l.figure(&format!("{direction}/{suffix}"), "linux", "latency_us");
                 (format!("Linux\n{direction}\n(whole)"), us)
             })
         })

@@ -71,14 +71,16 @@ fn cpuhp() -> Value {
     let mut cases = Vec::new();
     for direction in ["offline", "online"] {
         for (engine, us) in [("classic", 5000.0), ("bolt", 200.0)] {
-            cases.push(case(
-                &format!("{direction}/1"),
-                engine,
-                json!({
-                "latency_us": us,
-                "latency_samples_us": [us, us * 1.1, us * 0.9],
-                "stages": {"grace-period": us / 2.0, "mm:vmstat": us / 4.0, "power": 10.0}}),
-            ));
+            for suffix in ["1", "1-load"] {
+                cases.push(case(
+                    &format!("{direction}/{suffix}"),
+                    engine,
+                    json!({
+                    "latency_us": us,
+                    "latency_samples_us": [us, us * 1.1, us * 0.9],
+                    "stages": {"grace-period": us / 2.0, "mm:vmstat": us / 4.0, "power": 10.0}}),
+                ));
+            }
             for n in [1, 15] {
                 cases.push(case(
                     &format!("{direction}/bulk-{n}"),
@@ -255,6 +257,34 @@ fn boot_document() -> Value {
         "linux": {"resizes": [{"requested_mib": 128, "latency_ms": 5.0}]},
         "guest": {"vmem": {"per_128mib_ns": {"device": 1000, "physmem": 500, "tables": 200, "allocator": 100}}},
     })
+}
+
+#[test]
+fn the_kernel_and_linux_stand_beside_the_machine_on_their_loaded_case() {
+    let mut kernel = cpuhp();
+    kernel["cases"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|c| c["name"].as_str().unwrap().ends_with("1-load"));
+    let linux = json!({"bench": "cpuhp", "cases": [
+        case("offline/1-load", "linux", json!({"latency_us": 9000.0})),
+        case("online/1-load", "linux", json!({"latency_us": 7000.0}))]});
+    let inputs = Inputs::from_documents([
+        (Source::BenchAll, all()),
+        (Source::CpuhpQemu, kernel),
+        (Source::CpuhpLinux, linux),
+    ]);
+    let html = render(&inputs, &Header::default());
+    let (drawn, _) = figures(&html);
+    // Three stages and Linux's whole operation.
+    assert!(drawn.contains(&("cpuhp-stages".to_owned(), 4)));
+    let start = html.find("id=\"cpuhp-stages\"").unwrap();
+    let svg = &html[start..start + html[start..].find("</svg>").unwrap()];
+    // Machine and kernel: offline and online, classic and bolt; Linux twice.
+    assert_eq!(svg.matches(">\nmachine\n<").count(), 4);
+    assert_eq!(svg.matches(">\nkernel\n<").count(), 4);
+    assert_eq!(svg.matches(">\nLinux\n<").count(), 2);
+    assert!(svg.contains(">\n9000 µs\n<"), "Linux's total above its bar");
 }
 
 /// `bench … --html`'s page has only the sections of the benchmarks run.
