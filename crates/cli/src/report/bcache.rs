@@ -95,7 +95,12 @@ fn seconds(bench: &Bench<'_>, prefixes: &[&str], key: &str) -> Result<Chart, Pro
     });
     Ok(Chart {
         x: Axis::linear(""),
-        y: Axis::log("device seconds"),
+        // The modeled devices' virtual clock, or the guest's TSC under QEMU.
+        y: Axis::log(if key == "guest_s" {
+            "guest seconds"
+        } else {
+            "modeled device seconds"
+        }),
         marks: Marks::Grouped {
             categories: names.iter().map(|n| n.replacen('/', "\n", 1)).collect(),
             series,

@@ -287,6 +287,21 @@ fn the_kernel_and_linux_stand_beside_the_machine_on_their_loaded_case() {
     assert!(svg.contains(">\n9000 µs\n<"), "Linux's total above its bar");
 }
 
+#[test]
+fn the_caches_under_qemu_are_drawn_in_guest_seconds() {
+    let mut qemu = bcache();
+    for case in qemu["cases"].as_array_mut().unwrap() {
+        case["guest_s"] = case["modeled_s"].take();
+    }
+    let inputs = Inputs::from_documents([(Source::BenchAll, all()), (Source::BcacheQemu, qemu)]);
+    let html = render(&inputs, &Header::default());
+    assert!(figures(&html).0.contains(&("bcache-qemu".to_owned(), 5)));
+    let start = html.find("id=\"bcache-qemu\"").unwrap();
+    assert!(html[start..].contains(">\nguest seconds\n<"));
+    let start = html.find("id=\"bcache-load\"").unwrap();
+    assert!(html[start..].contains(">\nmodeled device seconds\n<"));
+}
+
 /// `bench … --html`'s page has only the sections of the benchmarks run.
 #[test]
 fn a_bench_page_has_only_its_sections() {
