@@ -38,8 +38,9 @@ pub fn figures(inputs: &Inputs) -> Vec<Figure> {
             Source::Boot,
             format!(
                 "Milliseconds from the host's QMP request to QEMU's device size reaching \
-                 it, for each resize in turn, the hotkern kernel beside Debian's Linux on \
-                 the same QEMU configuration (a missing bar: the size was not reached).{anchor}"
+                 it (log y), for each resize in turn, the hotkern kernel beside Debian's \
+                 Linux on the same QEMU configuration (a missing bar: the size was not \
+                 reached).{anchor}"
             ),
             boot.clone().and_then(resizes),
         ),
@@ -92,7 +93,8 @@ fn resizes(boot: &Value) -> Result<Chart, Problem> {
     }
     Ok(Chart {
         x: Axis::linear(""),
-        y: Axis::linear("ms until the size is reached"),
+        // Linux takes 10 to 1,000 times as long on some steps: log y.
+        y: Axis::log("ms until the size is reached"),
         marks: Marks::Grouped {
             categories: hotkern
                 .iter()
