@@ -10,11 +10,13 @@
 //!
 //! ```sh
 //! hotkern report                       # run the quick benchmarks, write report.html
+//! hotkern report --qemu                # and the kernel's (and Linux's) under QEMU
 //! hotkern report --from DIR -o r.html  # draw DIR/bench-all.json, DIR/boot.json, …
 //! ```
 
 mod bcache;
 mod chart;
+mod collect;
 mod cpuhp;
 mod figure;
 mod inputs;
@@ -29,18 +31,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::bench::{BenchOptions, Platform, Subsystem};
+use crate::bench::{BenchOptions, Platform};
+pub use collect::{not_run, RunSize};
 pub use inputs::{Inputs, Source};
 use page::{Header, Target};
-
-/// How long a `--run` is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RunSize {
-    /// `bench all`'s quick sizes (under a minute), trace.dat at 4 MB.
-    Quick,
-    /// `bench all --full`: the published sizes (many minutes).
-    Full,
-}
 
 /// `hotkern report`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -57,6 +51,11 @@ pub struct ReportArgs {
     /// the directory beside the page, `<output>-data/`.
     #[arg(long, value_enum)]
     pub run: Option<RunSize>,
+    /// With the run, also boot the kernel under QEMU for its documents:
+    /// cpuhp and bcache on the kernel, the virtio-mem resizes, and Linux's
+    /// beside them when its packages are installed (a minute or two more).
+    #[arg(long, conflicts_with = "from")]
+    pub qemu: bool,
 }
 
 /// Runs `hotkern report`.
@@ -66,21 +65,18 @@ pub fn run(args: &ReportArgs) -> Result<(), String> {
         None => {
             let size = args.run.unwrap_or(RunSize::Quick);
             let dir = data_dir(&args.output);
-            let all = run_benchmarks(size);
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let file = dir.join(Source::BenchAll.file());
-            std::fs::write(&file, format!("{all}\n"))
-                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let inputs = collect::collect(size, args.qemu, &dir)?;
             let described = format!(
-                "hotkern bench all ({} run, by this report), kept in {}",
+                "this report's {} run of hotkern bench all{}, kept in {}",
                 if size == RunSize::Full {
                     "full"
                 } else {
                     "quick"
                 },
-                file.display()
+                if args.qemu { " and the QEMU runs" } else { "" },
+                dir.display()
             );
-            (Inputs::from_documents([(Source::BenchAll, all)]), described)
+            (inputs, described)
         }
     };
     write(&inputs, &described, &args.output)?;
@@ -183,33 +179,6 @@ fn data_dir(output: &Path) -> PathBuf {
         .file_stem()
         .map_or("report".into(), |s| s.to_string_lossy().into_owned());
     output.with_file_name(format!("{stem}-data"))
-}
-
-/// `bench all --json`'s array; a benchmark that fails leaves a document
-/// with its error, which its figures then show.
-fn run_benchmarks(size: RunSize) -> Value {
-    let options = BenchOptions {
-        full: size == RunSize::Full,
-        size_mb: (size == RunSize::Quick).then_some(4),
-        ..BenchOptions::default()
-    };
-    let documents = Subsystem::ALL
-        .iter()
-        .map(|subsystem| match subsystem.measure(&options) {
-            Ok(report) => report.to_json(),
-            Err(error) => {
-                eprintln!("report: bench {} failed: {error}", subsystem.name());
-                not_run(subsystem.name(), &error)
-            }
-        })
-        .collect();
-    Value::Array(documents)
-}
-
-/// The document of a benchmark that did not run, saying `why`; its
-/// figures show it in their place.
-pub fn not_run(bench: &str, why: &str) -> Value {
-    serde_json::json!({"bench": bench, "error": why, "cases": []})
 }
 
 /// The header's facts about this host, read now.

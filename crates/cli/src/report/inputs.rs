@@ -44,15 +44,29 @@ impl Source {
         }
     }
 
-    /// The command whose standard output the file is.
-    pub fn command(self) -> &'static str {
+    /// The arguments of the `hotkern` command whose standard output the
+    /// file is (the boot's `--linux` last, so that it can be left out).
+    pub fn args(self) -> &'static [&'static str] {
         match self {
-            Source::BenchAll => "hotkern bench all --json",
-            Source::CpuhpQemu => "hotkern bench cpuhp --platform qemu --json",
-            Source::CpuhpLinux => "hotkern bench cpuhp --platform qemu --linux --json",
-            Source::BcacheQemu => "hotkern bench bcache --platform qemu --json",
-            Source::Boot => "hotkern boot --hotplug 1G --resize 512M,1G,128M --linux --json",
+            Source::BenchAll => &["bench", "all", "--json"],
+            Source::CpuhpQemu => &["bench", "cpuhp", "--platform", "qemu", "--json"],
+            Source::CpuhpLinux => &["bench", "cpuhp", "--platform", "qemu", "--linux", "--json"],
+            Source::BcacheQemu => &["bench", "bcache", "--platform", "qemu", "--json"],
+            Source::Boot => &[
+                "boot",
+                "--hotplug",
+                "1G",
+                "--resize",
+                "512M,1G,128M",
+                "--json",
+                "--linux",
+            ],
         }
+    }
+
+    /// That command, as one types it.
+    pub fn command(self) -> String {
+        format!("hotkern {}", self.args().join(" "))
     }
 }
 
@@ -69,7 +83,8 @@ pub enum Problem {
     NoBench(Source, String),
     /// The document lacks what a figure needs (what).
     Lacks(Source, String),
-    /// The benchmark did not run or failed (why, as its document says).
+    /// What should have written the document (a benchmark, a command)
+    /// did not run or failed, and why.
     Failed(Source, String, String),
 }
 
@@ -95,8 +110,8 @@ impl fmt::Display for Problem {
                 source.command()
             ),
             Problem::Lacks(source, what) => write!(f, "{} has no {what}", source.file()),
-            Problem::Failed(source, bench, error) => {
-                write!(f, "bench {bench} did not run ({}): {error}", source.file())
+            Problem::Failed(source, what, why) => {
+                write!(f, "{what} did not run ({}): {why}", source.file())
             }
         }
     }
@@ -142,6 +157,11 @@ impl Inputs {
         Inputs { documents: all }
     }
 
+    /// Sets `source`'s document, or why there is none.
+    pub fn set(&mut self, source: Source, document: Result<Value, Problem>) {
+        self.documents.insert(source, document);
+    }
+
     /// The document of `source`, or why there is none.
     pub fn document(&self, source: Source) -> Result<&Value, Problem> {
         match self.documents.get(&source) {
@@ -161,7 +181,11 @@ impl Inputs {
         };
         let value = found.ok_or_else(|| Problem::NoBench(source, bench.to_owned()))?;
         if let Some(error) = value["error"].as_str() {
-            return Err(Problem::Failed(source, bench.to_owned(), error.to_owned()));
+            return Err(Problem::Failed(
+                source,
+                format!("bench {bench}"),
+                error.to_owned(),
+            ));
         }
         if !value["cases"].is_array() {
             return Err(Problem::Lacks(source, format!("\"cases\" in \"{bench}\"")));
@@ -291,6 +315,21 @@ mod tests {
         assert_eq!(missing, Problem::Missing(Source::Boot));
         assert!(missing.to_string().contains("hotkern boot"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn each_input_names_the_command_that_writes_it() {
+        // `report --run --qemu` boots without Linux by leaving out the last.
+        assert_eq!(Source::Boot.args().last(), Some(&"--linux"));
+        assert_eq!(
+            Source::CpuhpQemu.command(),
+            "hotkern bench cpuhp --platform qemu --json"
+        );
+        let failed = Problem::Failed(Source::CpuhpLinux, "x".into(), "no kernel".into());
+        assert_eq!(
+            failed.to_string(),
+            "x did not run (cpuhp-linux.json): no kernel"
+        );
     }
 
     #[test]
