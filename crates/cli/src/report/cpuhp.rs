@@ -31,8 +31,24 @@ const LINUX_GRACE_PERIOD_US: f64 = 4_000.0;
 /// cpuhp's figures, from `bench all`, the QEMU run and Linux's.
 pub fn figures(inputs: &Inputs) -> Vec<Figure> {
     let bench = inputs.bench(Source::BenchAll, "cpuhp");
-    let kernel = inputs.bench(Source::CpuhpQemu, "cpuhp").ok();
     let linux = inputs.bench(Source::CpuhpLinux, "cpuhp").ok();
+    // `--platform qemu --linux` runs the kernel's engines too: without a
+    // kernel document of its own, the kernel's bars come from Linux's.
+    let kernel = inputs
+        .bench(Source::CpuhpQemu, "cpuhp")
+        .ok()
+        .or_else(|| linux.filter(|l| l.implementations("").iter().any(|i| i == "classic")));
+    // The machine's bars, the kernel's, or both; with neither, why.
+    let platforms: Result<Vec<(&str, Bench<'_>)>, Problem> = match (&bench, kernel) {
+        (Err(problem), None) => Err(problem.clone()),
+        (machine, kernel) => Ok(machine
+            .as_ref()
+            .ok()
+            .map(|b| ("machine", *b))
+            .into_iter()
+            .chain(kernel.map(|k| ("kernel", k)))
+            .collect()),
+    };
     // Each other platform's own target, or why it is not in the figure.
     let beside = |source: Source, what: &str| match inputs.bench(source, "cpuhp") {
         Ok(other) => format!(" On the {what}: {}.", other.target("offline")),
@@ -56,9 +72,7 @@ pub fn figures(inputs: &Inputs) -> Vec<Figure> {
                 beside(Source::CpuhpQemu, "booted kernel"),
                 beside(Source::CpuhpLinux, "Linux anchor's run"),
             ),
-            bench
-                .clone()
-                .and_then(|b| stages(&b, kernel.as_ref(), linux.as_ref())),
+            platforms.and_then(|platforms| stages(&platforms, linux.as_ref())),
         ),
         Figure::new(
             "cpuhp-cdf",
@@ -121,22 +135,16 @@ fn by_stage(stages: &Value) -> Vec<(&'static str, f64)> {
     sums
 }
 
-fn stages(
-    bench: &Bench<'_>,
-    kernel: Option<&Bench<'_>>,
-    linux: Option<&Bench<'_>>,
-) -> Result<Chart, Problem> {
+fn stages(platforms: &[(&str, Bench<'_>)], linux: Option<&Bench<'_>>) -> Result<Chart, Problem> {
     // The booted kernel and Linux run their single-CPU case only with
     // tasks on every CPU (`-load`): then every platform shows that one, so
     // that the bars compare like with like.
-    let suffix = if kernel.is_some() || linux.is_some() {
+    let suffix = if platforms.iter().any(|(p, _)| *p == "kernel") || linux.is_some() {
         "1-load"
     } else {
         "1"
     };
     let mut bars: Vec<(String, Vec<(&'static str, f64)>)> = Vec::new();
-    let mut platforms = vec![("machine", bench)];
-    platforms.extend(kernel.map(|k| ("kernel", k)));
     for (platform, source) in platforms {
         for direction in ["offline", "online"] {
             let name = format!("{direction}/{suffix}");
@@ -150,8 +158,8 @@ fn stages(
             }
         }
     }
-    if bars.is_empty() {
-        return Err(bench.lacks(&format!(
+    if let (true, Some((_, first))) = (bars.is_empty(), platforms.first()) {
+        return Err(first.lacks(&format!(
             "offline/{suffix} or online/{suffix} case with \"stages\""
         )));
     }

@@ -259,13 +259,19 @@ fn boot_document() -> Value {
     })
 }
 
-#[test]
-fn the_kernel_and_linux_stand_beside_the_machine_on_their_loaded_case() {
+/// The booted kernel's document: its cases run with tasks on every CPU.
+fn kernel_loaded() -> Value {
     let mut kernel = cpuhp();
     kernel["cases"]
         .as_array_mut()
         .unwrap()
         .retain(|c| c["name"].as_str().unwrap().ends_with("1-load"));
+    kernel
+}
+
+#[test]
+fn the_kernel_and_linux_stand_beside_the_machine_on_their_loaded_case() {
+    let kernel = kernel_loaded();
     let linux = json!({"bench": "cpuhp", "cases": [
         case("offline/1-load", "linux", json!({"latency_us": 9000.0})),
         case("online/1-load", "linux", json!({"latency_us": 7000.0}))]});
@@ -285,6 +291,27 @@ fn the_kernel_and_linux_stand_beside_the_machine_on_their_loaded_case() {
     assert_eq!(svg.matches(">\nkernel\n<").count(), 4);
     assert_eq!(svg.matches(">\nLinux\n<").count(), 2);
     assert!(svg.contains(">\n9000 µs\n<"), "Linux's total above its bar");
+}
+
+#[test]
+fn the_kernel_alone_or_within_linuxs_document_still_has_its_bars() {
+    let mut kernel = kernel_loaded();
+    let labels = |inputs: &Inputs| {
+        let html = render(inputs, &Header::default());
+        let start = html.find("id=\"cpuhp-stages\"").unwrap();
+        let svg = &html[start..start + html[start..].find("</svg>").unwrap_or(0)];
+        ["machine", "kernel", "Linux"].map(|l| svg.matches(&format!(">\n{l}\n<")).count())
+    };
+    let alone = Inputs::from_documents([(Source::CpuhpQemu, kernel.clone())]);
+    assert_eq!(labels(&alone), [0, 4, 0]);
+    // `bench cpuhp --platform qemu --linux`: the kernel's cases and Linux's.
+    kernel["cases"].as_array_mut().unwrap().push(case(
+        "offline/1-load",
+        "linux",
+        json!({"latency_us": 9000.0}),
+    ));
+    let linux = Inputs::from_documents([(Source::CpuhpLinux, kernel)]);
+    assert_eq!(labels(&linux), [0, 4, 1]);
 }
 
 #[test]
