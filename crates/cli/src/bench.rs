@@ -92,8 +92,9 @@ impl Subsystem {
     }
 }
 
-/// Runs one benchmark (or all) and prints tables or JSON.
-pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<(), String> {
+/// Runs one benchmark (or all), prints tables or JSON, and returns each
+/// benchmark's JSON document (for `--html`).
+pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<Vec<serde_json::Value>, String> {
     let one = [subsystem];
     let chosen: &[Subsystem] = match subsystem {
         Subsystem::All => &Subsystem::ALL,
@@ -103,12 +104,11 @@ pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<(), String> {
     for each in chosen {
         reports.push(each.measure(options)?);
     }
+    let documents: Vec<_> = reports.iter().map(Report::to_json).collect();
     if options.json {
-        let documents: Vec<_> = reports.iter().map(Report::to_json).collect();
-        let out = if documents.len() == 1 {
-            documents.into_iter().next().unwrap_or_default()
-        } else {
-            serde_json::Value::Array(documents)
+        let out = match &documents[..] {
+            [one] => one.clone(),
+            all => serde_json::Value::Array(all.to_vec()),
         };
         println!("{out}");
     } else {
@@ -116,5 +116,5 @@ pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<(), String> {
             println!("{}", report.to_table());
         }
     }
-    Ok(())
+    Ok(documents)
 }

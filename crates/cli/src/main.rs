@@ -8,6 +8,7 @@ mod linux;
 mod load;
 mod progress;
 mod qemu;
+mod report;
 mod statistics;
 mod tour;
 mod trace_cmd;
@@ -61,6 +62,10 @@ enum Command {
         /// The size of the trace.dat read (tracedat), in MB; 100 by default.
         #[arg(long, value_name = "MB")]
         size: Option<u64>,
+        /// Also write this run's figures as a self-contained HTML page
+        /// (the `hotkern report` page, for these benchmarks only).
+        #[arg(long, value_name = "FILE")]
+        html: Option<std::path::PathBuf>,
     },
     /// Record a demo trace (`trace demo -o DIR`) or print a saved trace.dat
     /// (`trace report FILE`).
@@ -70,6 +75,9 @@ enum Command {
     },
     /// Boot the bare-metal x86-64 kernel under QEMU and report how it ran.
     Boot(Box<kernel::BootArgs>),
+    /// Write the benchmarks' results as one self-contained HTML page of
+    /// figures (runs the quick benchmarks first, unless --from DIR).
+    Report(report::ReportArgs),
     /// Load one file from a FAT image through a block cache on a modeled
     /// device; print its size, device and host time, SHA-256 and bcachestat.
     Load {
@@ -98,17 +106,21 @@ fn main() -> ExitCode {
             linux,
             hz,
             size,
-        }) => bench::run(
-            subsystem,
-            &BenchOptions {
+            html,
+        }) => {
+            let options = BenchOptions {
                 full,
                 json,
                 platform,
                 linux,
                 hz,
                 size_mb: size,
-            },
-        ),
+            };
+            bench::run(subsystem, &options).and_then(|documents| match html {
+                Some(page) => report::write_bench(documents, &options, &page),
+                None => Ok(()),
+            })
+        }
         Some(Command::Load {
             image,
             path,
@@ -117,6 +129,7 @@ fn main() -> ExitCode {
         }) => load::run(&image, &path, &device, &cache),
         Some(Command::Trace { command }) => trace_cmd::run(command),
         Some(Command::Boot(args)) => boot::run(&args),
+        Some(Command::Report(args)) => report::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -42,6 +42,8 @@ struct Samples {
     stages: BTreeMap<&'static str, Vec<u64>>,
     /// Per deferred step, nanoseconds of each repetition.
     deferred_stages: BTreeMap<&'static str, Vec<u64>>,
+    /// The stages timed inside another (every step is).
+    nested: Vec<&'static str>,
 }
 
 impl Samples {
@@ -52,6 +54,7 @@ impl Samples {
             deferred_ns: Vec::new(),
             stages: BTreeMap::new(),
             deferred_stages: BTreeMap::new(),
+            nested: Vec::new(),
         }
     }
 
@@ -64,6 +67,9 @@ impl Samples {
             .push(latency.saturating_sub(report.path_nanos()));
         for stage in &report.stages {
             self.stages.entry(stage.name).or_default().push(stage.nanos);
+            if stage.nested && !self.nested.contains(&stage.name) {
+                self.nested.push(stage.name);
+            }
         }
         let mut deferred = 0;
         if report.deferred > 0 {
@@ -245,23 +251,13 @@ fn finish(machines: Vec<Machine>) -> Result<(), String> {
 }
 
 /// Adds the offline and online cases of every engine.
-fn push_cases(
-    report: &mut Report,
-    suffix: &str,
-    samples: &[(Samples, Samples)],
-    lost: &[u64],
-    json: bool,
-) {
+fn push_cases(report: &mut Report, suffix: &str, samples: &[(Samples, Samples)], lost: &[u64]) {
     for (direction, pick) in [("offline", 0), ("online", 1)] {
         for (((_, name), pair), lost) in ENGINES.iter().zip(samples).zip(lost) {
             let chosen = if pick == 0 { &pair.0 } else { &pair.1 };
-            report.cases.push(case(
-                &format!("{direction}/{suffix}"),
-                name,
-                chosen,
-                *lost,
-                json,
-            ));
+            report
+                .cases
+                .push(case(&format!("{direction}/{suffix}"), name, chosen, *lost));
         }
     }
 }
@@ -279,21 +275,28 @@ fn stages_json(stages: &BTreeMap<&'static str, f64>) -> Value {
     Value::Object(object)
 }
 
-fn case(name: &str, engine: &str, samples: &Samples, lost: u64, json: bool) -> Case {
+fn case(name: &str, engine: &str, samples: &Samples, lost: u64) -> Case {
+    // The per-step times and every repetition's latency (for the report's
+    // distributions) are too wide for the table, which shows only
+    // `table_figures`; the per-step breakdown is printed as notes.
+    let samples_us: Vec<f64> = samples
+        .latency_ns
+        .iter()
+        .map(|ns| (*ns as f64 / 10.0).round() / 100.0)
+        .collect();
     let mut case = Case::new(name, engine, samples.latency_ns.len() as u64)
         .with("latency_us", median(&samples.latency_ns) / 1e3)
         .with("deferred_us", median(&samples.deferred_ns) / 1e3)
         .with("unaccounted_us", median(&samples.unaccounted_ns) / 1e3)
-        .with("tasks_lost", lost);
-    if json {
-        // Too wide for the table; the per-step breakdown is printed as notes.
-        case = case.with("stages", stages_json(&samples.stages_us()));
-        if !samples.deferred_stages.is_empty() {
-            case = case.with(
-                "deferred_stages",
-                stages_json(&samples.deferred_stages_us()),
-            );
-        }
+        .with("tasks_lost", lost)
+        .with("stages", stages_json(&samples.stages_us()))
+        .with("latency_samples_us", samples_us)
+        .with("nested_stages", samples.nested.clone());
+    if !samples.deferred_stages.is_empty() {
+        case = case.with(
+            "deferred_stages",
+            stages_json(&samples.deferred_stages_us()),
+        );
     }
     case
 }
@@ -356,12 +359,12 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let last = CpuSet::single(CpuId(3));
     let idle = round_trips(&small, last, reps_single, None, &progress)?;
     let lost_idle: Vec<u64> = small.iter().map(lost).collect();
-    push_cases(&mut report, "1", &idle, &lost_idle, options.json);
+    push_cases(&mut report, "1", &idle, &lost_idle);
 
     progress.start("offline/1-load, online/1-load");
     let loaded = round_trips(&small, last, reps_single, Some(16), &progress)?;
     let lost_load: Vec<u64> = small.iter().map(lost).collect();
-    push_cases(&mut report, "1-load", &loaded, &lost_load, options.json);
+    push_cases(&mut report, "1-load", &loaded, &lost_load);
     finish(small)?;
 
     // k of the 15 non-boot vCPUs of a 16-vCPU machine at once.
@@ -371,13 +374,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         let cpus = CpuSet::range(1, k as u32 + 1);
         let bulk = round_trips(&big, cpus, reps_bulk, None, &progress)?;
         let lost_bulk: Vec<u64> = big.iter().map(lost).collect();
-        push_cases(
-            &mut report,
-            &format!("bulk-{k}"),
-            &bulk,
-            &lost_bulk,
-            options.json,
-        );
+        push_cases(&mut report, &format!("bulk-{k}"), &bulk, &lost_bulk);
     }
     finish(big)?;
 
