@@ -21,7 +21,9 @@
 //!   ([`steps`]), reading the mechanisms every kernel keeps one instance
 //!   of from one struct ([`subsystems`]); per-CPU counters retired after a grace period
 //!   ([`vmstat`]); RCU callback lists that a dying CPU hands on
-//!   ([`cblist`]).
+//!   ([`cblist`]), and what a kernel does with RCU callbacks — queue them,
+//!   migrate them, run the ready ones — over each platform's grace-period
+//!   driver ([`rcu::callbacks`]).
 //! * Checking itself: the ledger of deferred items, lost or run twice
 //!   ([`ledger`]), and the per-CPU resource audit ([`audit`]).
 //! * Time: the scheduler tick at Linux's HZ, jiffies, and each CPU's tick
@@ -37,8 +39,8 @@
 //!   only their CPU's counter ([`percpu_rwsem`]), switched to a slow path
 //!   by a grace period when a writer comes ([`rcu_sync`]).
 //!
-//! How a kernel thread is made and switched to, and who owns RCU's
-//! callback lists, are still each platform's.
+//! How a kernel thread is made and switched to, and who drives grace
+//! periods, are still each platform's.
 //!
 //! [`Cpus`]: platform::Cpus
 //! [`CpuLoop`]: idle::CpuLoop

@@ -1,5 +1,5 @@
-//! Placing a task, work item or timer on a CPU, with one fallback policy
-//! for every platform.
+//! Placing a task, work item, timer or RCU callback on a CPU, with one
+//! fallback policy for every platform.
 //!
 //! An item is offered to the CPU it prefers, then to each CPU after that
 //! one in the candidate set, wrapping round, until one takes it (a run
@@ -21,9 +21,11 @@
 //! operation's CPUs are still in the online mask while their pools
 //! unbind), instead of a panic or a job run in the wrong place.
 //!
-//! RCU callbacks are not placed here: they are bound to a grace period,
-//! not a CPU, and a platform with no callback list left may wait for one
-//! and run them, which is what `call_rcu` promises.
+//! RCU callbacks follow the same policy ([`crate::rcu::callbacks`]): an
+//! online CPU's list, else the limbo, where a callback runs nowhere, and
+//! asks for its grace period again once placed. Waiting for a grace
+//! period and running it in place would block where Linux's `call_rcu`
+//! never does, in the same contexts.
 //!
 //! ```
 //! use hotkern_cpuhp::{CpuId, CpuSet};
@@ -39,6 +41,7 @@ use alloc::vec::Vec;
 
 use hotkern_cpuhp::CpuSet;
 
+use crate::rcu::callbacks::Callback;
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 use crate::timer::Timer;
 use crate::workqueue::Work;
@@ -82,6 +85,8 @@ pub enum Waiting<J, T> {
     Work(Work<J>),
     /// A timer.
     Timer(Timer<J>),
+    /// An RCU callback.
+    Callback(Callback<J>),
 }
 
 /// Where what no CPU could take waits.
@@ -143,6 +148,13 @@ impl<J, T> Limbo<J, T> {
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many RCU callbacks wait (a snapshot, as [`len`](Limbo::len)).
+    pub fn callbacks(&self) -> usize {
+        let waiting = self.waiting.lock();
+        let is_callback = |item: &&Waiting<J, T>| matches!(item, Waiting::Callback(_));
+        waiting.iter().filter(is_callback).count()
     }
 }
 

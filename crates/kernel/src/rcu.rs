@@ -119,6 +119,7 @@ use crate::platform::Cpus;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::tick::Hz;
 
+pub mod callbacks;
 mod grace_period;
 mod stall;
 

@@ -31,16 +31,17 @@
 //! found them. What differs between the platforms is the
 //! [`KthreadKernel`] trait: how a job runs (the machine catches its panic
 //! and completes it in its ledger; bare metal calls it), where its clock
-//! and its tick rate come from, where task slices run, and where its RCU
-//! callback lists are.
+//! and its tick rate come from, and where task slices run. The RCU
+//! callback lists and the grace periods they wait for are the step
+//! table's ([`crate::rcu::callbacks`]).
 
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::CpuId;
 
-use crate::cblist::CallbackLists;
 use crate::kthread::Role;
 use crate::ledger::Item;
+use crate::rcu::callbacks::{Callback, GracePeriodDriver};
 use crate::steps::StepKernel;
 use crate::tick::Hz;
 
@@ -52,9 +53,6 @@ pub const WORK_PER_TURN: usize = 16;
 /// need beyond the step table's [`StepKernel`] (timer bases, workqueue
 /// pools, kernel threads, run queues, interrupts off).
 pub trait KthreadKernel: StepKernel {
-    /// What an RCU callback is.
-    type Callback;
-
     /// Whether the worker runs the CPU's task slices, before its work
     /// items: bare metal runs tasks inside `kworker`; the machine's CPU
     /// loop runs them itself (`CpuLoop::run_task`).
@@ -66,7 +64,8 @@ pub trait KthreadKernel: StepKernel {
     /// The tick rate: timers are due at the last tick.
     fn hz(&self) -> Hz;
 
-    /// Runs `job` on `cpu`: the work item or timer (`item`) numbered `id`.
+    /// Runs `job` on `cpu`: the work item, timer or RCU callback (`item`)
+    /// numbered `id`.
     fn run_job(&self, cpu: CpuId, item: Item, id: u64, job: Self::Job);
 
     /// Runs a bounded number of task slices from `cpu`'s run queue; called
@@ -74,16 +73,6 @@ pub trait KthreadKernel: StepKernel {
     fn run_task_slices(&self, cpu: CpuId) {
         let _ = cpu;
     }
-
-    /// The per-CPU RCU callback lists.
-    fn rcu_callbacks(&self) -> &CallbackLists<Self::Callback>;
-
-    /// Grace periods completed so far: a callback queued for grace period
-    /// `g` is ready once this reaches `g`.
-    fn rcu_completed(&self) -> u64;
-
-    /// Runs an RCU callback of `cpu`'s whose grace period ended.
-    fn run_callback(&self, cpu: CpuId, callback: Self::Callback);
 }
 
 /// Whether `cpu`'s thread `role` has work at clock reading `now_ns`
@@ -101,7 +90,7 @@ pub fn should_run<K: KthreadKernel>(kernel: &K, cpu: CpuId, role: Role, now_ns: 
         }
         Role::RcuCallbacks => kernel
             .rcu_callbacks()
-            .has_ready(index, kernel.rcu_completed()),
+            .has_ready(index, kernel.rcu().completed()),
     }
 }
 
@@ -126,17 +115,22 @@ pub fn run_ready<K: KthreadKernel>(kernel: &K, cpu: CpuId, now_ns: u64) -> bool 
         .run_ready(cpu.index(), |role| should_run(kernel, cpu, role, now_ns))
 }
 
-/// Runs `cpu`'s RCU callbacks whose grace period ended, in the order they
-/// were queued; returns how many ran. The `rcuc` thread's turn, and what
+/// Runs `cpu`'s RCU callbacks whose grace period ended, oldest grace
+/// period first; returns how many ran. The `rcuc` thread's turn, and what
 /// a CPU that has no loop to switch to it (bare metal's controller) calls
-/// itself.
+/// itself. A job runs as the platform runs its work items; the kernel's
+/// own clean-up is called.
 pub fn run_rcu_callbacks<K: KthreadKernel>(kernel: &K, cpu: CpuId) -> usize {
     let lists = kernel.rcu_callbacks();
-    let ready: Vec<K::Callback> =
-        kernel.without_interrupts(|| lists.take_ready(cpu.index(), kernel.rcu_completed()));
+    let completed = kernel.rcu().completed();
+    let ready: Vec<Callback<K::Job>> =
+        kernel.without_interrupts(|| lists.take_ready(cpu.index(), completed));
     let count = ready.len();
     for callback in ready {
-        kernel.run_callback(cpu, callback);
+        match callback {
+            Callback::Job { id, job } => kernel.run_job(cpu, Item::RcuCallback, id, job),
+            Callback::Free(free) => free(),
+        }
     }
     count
 }

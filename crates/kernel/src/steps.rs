@@ -10,12 +10,12 @@
 //!
 //! The callbacks are written once, over [`StepKernel`]: the shared
 //! mechanisms a kernel holds, one [`Subsystems`] read through one
-//! accessor (timer bases, workqueue pools, counters, scheduling domains,
-//! kernel threads, the limbo, the masks, the audit), its page caches, and
-//! the few things only the platform can do (spawn a kernel thread; its
-//! trace buffers and sysfs nodes; offer a task to a run queue and wake
-//! the CPU that gets it; grace periods and RCU callback lists; the CPU's
-//! own tick). What must hold after every operation is checked once too
+//! accessor (timer bases, workqueue pools, RCU callback lists, counters,
+//! scheduling domains, kernel threads, the limbo, the masks, the audit),
+//! its page caches, and the few things only the platform can do (spawn a
+//! kernel thread; its trace buffers and sysfs nodes; offer a task to a run
+//! queue and wake the CPU that gets it; drive grace periods, through
+//! [`GracePeriodDriver`]; the CPU's own tick). What must hold after every operation is checked once too
 //! ([`invariants::check`]).
 
 mod callbacks;
@@ -36,6 +36,7 @@ use crate::cpuset::cpu_id;
 use crate::kthread::{Kthreads, Role, Thread};
 use crate::pagecache::PageCaches;
 use crate::placement::{place, Limbo, Waiting};
+use crate::rcu::callbacks::{Callback as RcuCallback, GracePeriodDriver, Lists};
 use crate::sched::Domains;
 use crate::subsystems::Subsystems;
 use crate::timer::{Timer, Timers};
@@ -58,6 +59,9 @@ pub trait StepKernel {
     type Task;
     /// The platform's half of a kernel thread (an OS thread, a stack).
     type Thread: Thread;
+    /// What drives grace periods (the machine's `rcu_gp` thread, bare
+    /// metal's controller), as the RCU callbacks see it.
+    type Rcu: GracePeriodDriver;
 
     // ----- the shared mechanisms -----
 
@@ -171,28 +175,74 @@ pub trait StepKernel {
         }
     }
     /// A CPU became active: everything in the limbo is placed again
-    /// ([`place_waiting`]). A platform that keeps more waiting (the
-    /// machine's RCU callbacks) places that too.
+    /// ([`place_waiting`]).
     fn cpus_activated(&self) {
         place_waiting(self);
     }
     /// Wakes `cpu` so that it looks at its threads again.
     fn wake_cpu(&self, cpu: usize);
 
-    // ----- grace periods and RCU callbacks -----
+    // ----- grace periods and RCU callbacks ([`crate::rcu::callbacks`]) -----
 
+    /// What drives the kernel's grace periods.
+    fn rcu(&self) -> &Self::Rcu;
+    /// Every CPU's RCU callback list.
+    fn rcu_callbacks(&self) -> &Lists<Self::Job> {
+        &self.subsystems().rcu_callbacks
+    }
     /// Whether grace periods wait for `cpu` (the `rcu:starting` step).
-    fn rcu_set_online(&self, cpu: usize, online: bool);
+    fn rcu_set_online(&self, cpu: usize, online: bool) {
+        self.rcu().set_online(cpu, online);
+    }
     /// Waits for a normal grace period.
-    fn synchronize_rcu(&self);
-    /// Runs `free` after a grace period (Linux's `call_rcu`).
-    fn defer_free(&self, free: Box<dyn FnOnce() + Send>);
+    fn synchronize_rcu(&self) {
+        self.rcu().synchronize();
+    }
+    /// Runs `callback` after a grace period (Linux's `call_rcu`): on
+    /// `cpu`'s list or the next online CPU's that takes it, waking that CPU
+    /// unless it is the caller's; in the limbo if none does. Only online
+    /// CPUs' lists take it, `cpu`'s too: bolt keeps an offline CPU's list.
+    fn call_rcu(&self, cpu: usize, callback: RcuCallback<Self::Job>) {
+        let lists = self.rcu_callbacks();
+        let gp = self.rcu().request();
+        let online = self.online_mask();
+        let taken = place(cpu, online, callback, |cpu, callback| {
+            if !online.contains(cpu_id(cpu)) {
+                return Err(callback);
+            }
+            self.without_interrupts(|| lists.call(cpu, gp, callback))
+        });
+        match taken {
+            Ok(cpu) if self.rcu().this_cpu() != Some(cpu) => self.wake_cpu(cpu),
+            Ok(_) => {}
+            Err(callback) => self.limbo().keep(Waiting::Callback(callback)),
+        }
+    }
+    /// Runs `free` after a grace period: [`call_rcu`](Self::call_rcu) on the
+    /// calling CPU's list (CPU 0's for a thread that is no CPU).
+    fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
+        let here = self.rcu().this_cpu().unwrap_or(0);
+        self.call_rcu(here, RcuCallback::Free(free));
+    }
     /// Creates `cpu`'s RCU callback list; false if it has one.
-    fn rcu_create_data(&self, cpu: usize) -> bool;
-    /// Moves `cpu`'s RCU callbacks to `heir`, their grace periods unchanged.
-    fn rcu_migrate(&self, cpu: usize, heir: usize);
+    fn rcu_create_data(&self, cpu: usize) -> bool {
+        let lists = self.rcu_callbacks();
+        self.without_interrupts(|| lists.create(cpu))
+    }
+    /// Moves `cpu`'s RCU callbacks to `heir`, their grace periods
+    /// unchanged, and wakes `heir` if any moved (Linux's
+    /// `rcutree_migrate_callbacks`).
+    fn rcu_migrate(&self, cpu: usize, heir: usize) {
+        let lists = self.rcu_callbacks();
+        if self.without_interrupts(|| lists.migrate(cpu, heir)) > 0 {
+            self.wake_cpu(heir);
+        }
+    }
     /// Frees `cpu`'s (empty) RCU callback list; false if it had none.
-    fn rcu_free_data(&self, cpu: usize) -> bool;
+    fn rcu_free_data(&self, cpu: usize) -> bool {
+        let lists = self.rcu_callbacks();
+        self.without_interrupts(|| lists.free(cpu))
+    }
 
     // ----- what the invariant check reads ([`invariants::check`]) -----
 
@@ -203,10 +253,15 @@ pub trait StepKernel {
     fn queue_state(&self, cpu: usize) -> (usize, bool);
     /// Whether grace periods wait for `cpu` (what
     /// [`rcu_set_online`](StepKernel::rcu_set_online) said last).
-    fn rcu_is_online(&self, cpu: usize) -> bool;
+    fn rcu_is_online(&self, cpu: usize) -> bool {
+        self.rcu().is_online(cpu)
+    }
     /// The RCU callbacks queued on `cpu`, ready or still waiting for their
     /// grace period; `None` if `cpu` has no callback list.
-    fn rcu_queued(&self, cpu: usize) -> Option<usize>;
+    fn rcu_queued(&self, cpu: usize) -> Option<usize> {
+        let lists = self.rcu_callbacks();
+        self.without_interrupts(|| lists.exists(cpu).then(|| lists.pending(cpu)))
+    }
 
     // ----- the platform's own -----
 
@@ -248,6 +303,7 @@ pub fn place_waiting<K: StepKernel + ?Sized>(kernel: &K) {
             }
             Waiting::Work(work) => kernel.queue_work(first, work),
             Waiting::Timer(timer) => kernel.arm_timer(first, timer),
+            Waiting::Callback(callback) => kernel.call_rcu(first, callback),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The per-CPU mechanisms every kernel keeps one instance of, in one
-//! place: the audit, the timer bases, the workqueue pools, the counters,
-//! the scheduling domains, the kernel threads' slots, the limbo and the
-//! online and active masks.
+//! place: the audit, the timer bases, the workqueue pools, the RCU
+//! callback lists, the counters, the scheduling domains, the kernel
+//! threads' slots, the limbo and the online and active masks.
 //!
 //! Both platforms held the same set, the machine as fields of its kernel
 //! and the bare-metal kernel as `static`s, and each handed it to the step
@@ -14,14 +14,17 @@
 //! What stays outside is what is the platform's own: its run queues (what
 //! a task is, and how a slice runs), its page pool (bare metal makes it
 //! after the heap, from the memory map), its trace buffers and sysfs
-//! model, and its RCU callback lists, which sit beside whatever drives its
-//! grace periods (the machine's `rcu_gp` thread, the bare-metal
-//! controller).
+//! model, and whatever drives its grace periods (the machine's `rcu_gp`
+//! thread, the bare-metal controller), which the RCU callback lists are
+//! shared with ([`crate::rcu::callbacks`]).
+
+use alloc::sync::Arc;
 
 use crate::audit::Audit;
 use crate::cpuset::AtomicCpuSet;
 use crate::kthread::{Kthreads, Thread};
 use crate::placement::Limbo;
+use crate::rcu::callbacks::Lists;
 use crate::sched::Domains;
 use crate::timer::Timers;
 use crate::vmstat::Vmstat;
@@ -58,13 +61,17 @@ pub struct Subsystems<J, T, Th> {
     pub timers: Timers<J>,
     /// The per-CPU workqueue pools.
     pub workqueue: Workqueue<J>,
+    /// The per-CPU RCU callback lists: shared with the thread that drives
+    /// grace periods where there is one (the machine's `rcu_gp` thread
+    /// rings the CPUs holding callbacks as each grace period ends).
+    pub rcu_callbacks: Arc<Lists<J>>,
     /// The per-CPU counters.
     pub vmstat: Vmstat,
     /// The scheduling domains.
     pub domains: Domains,
     /// Every CPU's kernel threads.
     pub kthreads: Kthreads<Th>,
-    /// Tasks, work items and timers no CPU could take.
+    /// Tasks, work items, timers and RCU callbacks no CPU could take.
     pub limbo: Limbo<J, T>,
     /// Linux's `cpu_online_mask`: where anything may run.
     pub online: AtomicCpuSet,
@@ -74,12 +81,13 @@ pub struct Subsystems<J, T, Th> {
 
 impl<J, T, Th: Thread> Subsystems<J, T, Th> {
     /// Every mechanism empty, for CPUs `0..cpus`: no timer base, pool,
-    /// counters or thread on any CPU, both masks empty.
+    /// callback list, counters or thread on any CPU, both masks empty.
     pub fn new(cpus: usize) -> Self {
         Subsystems {
             audit: Audit::default(),
             timers: Timers::new(cpus),
             workqueue: Workqueue::new(cpus),
+            rcu_callbacks: Arc::new(Lists::new(cpus)),
             vmstat: Vmstat::new(cpus),
             domains: Domains::default(),
             kthreads: Kthreads::new(cpus),

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::CpuId;
 use hotkern_kernel::audit::Violation;
-use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::hotplug::Control;
@@ -29,7 +28,7 @@ use parking_lot::Mutex;
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::kthread::Kthread;
 use crate::ledger::Ledger;
-use crate::rcu::{Callback, Rcu};
+use crate::rcu::Rcu;
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::sysfs::Sysfs;
 use crate::task::{Context, Job, Task, TaskStatus};
@@ -45,7 +44,8 @@ pub(crate) struct Kernel {
     /// Each vCPU's life: powered off, starting, running, leaving.
     pub(crate) lives: Lifecycle,
     /// The shared mechanisms: the audit, timer bases, workqueue pools,
-    /// counters, domains, kernel threads, the limbo, the masks.
+    /// RCU callback lists, counters, domains, kernel threads, the limbo,
+    /// the masks.
     pub(crate) subsystems: Subsystems<Job, Task, Kthread>,
     pub(crate) rcu: Arc<Rcu>,
     pub(crate) pages: PageCaches,
@@ -58,8 +58,6 @@ pub(crate) struct Kernel {
     /// `cpu_hotplug_lock`), the work posted to each vCPU, stop-machine's
     /// rendezvous and the recorder of step calls.
     pub(crate) control: Control,
-    /// RCU callbacks no CPU's list could take.
-    pub(crate) rcu_limbo: Mutex<Vec<(u64, Job)>>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) next_cpu: AtomicUsize,
     pub(crate) me: Weak<Kernel>,
@@ -68,7 +66,9 @@ pub(crate) struct Kernel {
 impl Kernel {
     pub(crate) fn new(cpus: usize, memory: FramePool, hz: Hz) -> std::io::Result<Arc<Kernel>> {
         let doorbells = Arc::new(Doorbells::new(cpus));
-        let rcu = Rcu::start(cpus, Arc::clone(&doorbells), hz)?;
+        let subsystems = Subsystems::new(cpus);
+        let lists = Arc::clone(&subsystems.rcu_callbacks);
+        let rcu = Rcu::start(lists, Arc::clone(&doorbells), hz)?;
         Ok(Arc::new_cyclic(|me| Kernel {
             cpus,
             vcpus: (0..cpus)
@@ -78,7 +78,7 @@ impl Kernel {
                 .collect(),
             doorbells,
             lives: Lifecycle::new(),
-            subsystems: Subsystems::new(cpus),
+            subsystems,
             rcu,
             pages: PageCaches::new(cpus, memory),
             sysfs: Sysfs::new(cpus),
@@ -86,7 +86,6 @@ impl Kernel {
             ticks: Ticks::new(hz),
             ledger: Ledger::default(),
             control: Control::new(cpus),
-            rcu_limbo: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             next_cpu: AtomicUsize::new(0),
             me: me.clone(),
@@ -290,8 +289,9 @@ impl CpuLoop for Kernel {
         self.rcu.tick(cpu);
     }
 
+    /// It holds callbacks waiting for grace periods.
     fn rcu_needs_cpu(&self, cpu: usize) -> bool {
-        self.rcu.needs_cpu(cpu)
+        self.rcu_callbacks().pending(cpu) > 0
     }
 
     fn rcu_enter_idle(&self, cpu: usize) {
@@ -308,13 +308,11 @@ impl CpuLoop for Kernel {
     }
 }
 
-/// The machine's part of the shared kernel threads' bodies: a job runs on
-/// the thread that was handed the vCPU, a panic in it caught, and is
-/// completed in the ledger; tasks run from the vCPU's loop, not its
-/// worker; the RCU callbacks are [`Rcu`]'s.
+/// The machine's part of the shared kernel threads' bodies: a job (a work
+/// item, timer or RCU callback) runs on the thread that was handed the
+/// vCPU, a panic in it caught, and is completed in the ledger; tasks run
+/// from the vCPU's loop, not its worker.
 impl KthreadKernel for Kernel {
-    type Callback = Callback;
-
     fn now_ns(&self) -> u64 {
         Kernel::now_ns(self)
     }
@@ -340,21 +338,6 @@ impl KthreadKernel for Kernel {
                 what: item.name(),
                 id,
             });
-        }
-    }
-
-    fn rcu_callbacks(&self) -> &CallbackLists<Callback> {
-        self.rcu.lists()
-    }
-
-    fn rcu_completed(&self) -> u64 {
-        self.rcu.completed()
-    }
-
-    fn run_callback(&self, cpu: CpuId, callback: Callback) {
-        match callback {
-            Callback::Job(id, job) => self.run_job(cpu, Item::RcuCallback, id, job),
-            Callback::Internal(free) => free(),
         }
     }
 }

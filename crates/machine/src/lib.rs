@@ -78,6 +78,8 @@ mod task;
 pub mod loom_model {
     use std::sync::Arc;
 
+    use hotkern_kernel::rcu::callbacks::Lists;
+
     use crate::rcu::Rcu;
     use crate::signal::Doorbells;
 
@@ -92,7 +94,7 @@ pub mod loom_model {
         pub fn new(cpus: usize) -> Self {
             let bells = Arc::new(Doorbells::new(cpus));
             GracePeriods {
-                rcu: Rcu::unstarted(cpus, Arc::clone(&bells)),
+                rcu: Rcu::unstarted(Arc::new(Lists::new(cpus)), Arc::clone(&bells)),
                 bells,
             }
         }

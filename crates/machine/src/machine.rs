@@ -565,7 +565,8 @@ fn release_everything(k: &Kernel) {
         if k.timers().free(cpu).is_some() {
             k.audit().destroyed(Resource::TimerBase, cpu);
         }
-        if k.rcu.drop_data(cpu) {
+        // Callbacks left are counted as outstanding by the ledger.
+        if k.rcu_callbacks().take_all(cpu).is_some() {
             k.audit().destroyed(Resource::RcuData, cpu);
         }
     }

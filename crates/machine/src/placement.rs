@@ -1,21 +1,20 @@
 //! Placing work on CPUs: tasks on run queues, work items on workqueues,
-//! timers on timer bases, RCU callbacks on callback lists. Tasks, work
-//! items and timers follow the shared kernel's one policy
-//! ([`hotkern_kernel::placement`]: the CPU asked for, then the next ones
-//! that take it, and what none takes waits in the limbo until a CPU
-//! becomes active), from the hotplug steps and from tasks alike; RCU
-//! callbacks with no list to go to wait beside them.
+//! timers on timer bases, RCU callbacks on callback lists, all by the
+//! shared kernel's one policy ([`hotkern_kernel::placement`]: the CPU
+//! asked for, then the next ones that take it, and what none takes waits
+//! in the limbo until a CPU becomes active), from the hotplug steps and
+//! from tasks alike.
 
 use std::sync::atomic::Ordering;
 
 use hotkern_cpuhp::CpuId;
 use hotkern_kernel::placement::{place, Waiting};
+use hotkern_kernel::rcu::callbacks::Callback;
 use hotkern_kernel::steps::{place_waiting, StepKernel};
 use hotkern_kernel::timer::Timer;
 use hotkern_kernel::workqueue::Work;
 
 use crate::kernel::Kernel;
-use crate::rcu::Callback;
 use crate::task::{Job, Task};
 
 impl Kernel {
@@ -46,29 +45,9 @@ impl Kernel {
     }
 
     pub(crate) fn call_rcu(&self, preferred: usize, id: u64, job: Job) {
-        let callback = Callback::Job(id, job);
-        let taken = place(preferred, self.online_mask(), callback, |cpu, callback| {
-            self.rcu.call(cpu, callback)
-        });
-        if let Err(Callback::Job(id, job)) = taken {
-            self.rcu_limbo.lock().push((id, job));
+        StepKernel::call_rcu(self, preferred, Callback::Job { id, job });
+        if !self.limbo().is_empty() {
             self.replace_limbo_if_possible();
-        }
-    }
-
-    /// Frees something after a grace period without waiting for it.
-    pub(crate) fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
-        let mut callback = Callback::Internal(free);
-        for cpu in self.online_mask().iter() {
-            match self.rcu.call(cpu.index(), callback) {
-                Ok(()) => return,
-                Err(back) => callback = back,
-            }
-        }
-        // No CPU has RCU data (the machine is going down): wait instead.
-        self.rcu.synchronize();
-        if let Callback::Internal(free) = callback {
-            free();
         }
     }
 
@@ -82,14 +61,7 @@ impl Kernel {
 
     /// Places what waits again; called when a CPU becomes active.
     pub(crate) fn replace_limbo_if_possible(&self) {
-        let Some(start) = self.active_mask().first().map(CpuId::index) else {
-            return;
-        };
         place_waiting(self);
-        let waiting = core::mem::take(&mut *self.rcu_limbo.lock());
-        for (id, job) in waiting {
-            self.call_rcu(start, id, job);
-        }
     }
 
     /// A round-robin choice among active CPUs, for submissions from outside.

@@ -11,6 +11,7 @@ use hotkern_cpuhp::{CpuId, Hotplug};
 use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
 use hotkern_kernel::power::Lifecycle;
 use hotkern_kernel::rcu::{Kind, Stall};
+use hotkern_kernel::steps::StepKernel;
 use parking_lot::{Condvar, Mutex};
 
 use crate::kernel::Kernel;
@@ -71,11 +72,14 @@ impl Hardware for MachineHardware {
     fn call_rcu(&self, callback: fn(&Self)) {
         let kernel = Arc::downgrade(&self.kernel);
         let worker = Arc::clone(&self.worker);
-        self.kernel.defer_free(Box::new(move || {
-            if let Some(kernel) = kernel.upgrade() {
-                callback(&MachineHardware { kernel, worker });
-            }
-        }));
+        StepKernel::defer_free(
+            &*self.kernel,
+            Box::new(move || {
+                if let Some(kernel) = kernel.upgrade() {
+                    callback(&MachineHardware { kernel, worker });
+                }
+            }),
+        );
     }
 
     fn kick_deferred(&self) {

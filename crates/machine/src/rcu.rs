@@ -4,33 +4,27 @@
 //! task slice, a kernel thread's turn, a callback); it passes a quiescent
 //! state each time round its scheduler loop, and an idle or untracked
 //! (offline) vCPU is quiescent throughout. When a grace period is over is
-//! the shared kernel's [`hotkern_kernel::rcu`], as on bare metal; what
-//! stays here is the machine's own: a grace-period thread, as Linux's
-//! `rcu_gp` kthread, that drives one grace period at a time for the
-//! requests of many `synchronize` callers, and the `call_rcu` callback
-//! lists that each vCPU's `rcuc` thread runs once their grace period ends.
+//! the shared kernel's [`hotkern_kernel::rcu`], as on bare metal, and so
+//! is what happens to `call_rcu` callbacks
+//! ([`hotkern_kernel::rcu::callbacks`]); what stays here is the machine's
+//! own: a grace-period thread, as Linux's `rcu_gp` kthread, that drives
+//! one grace period at a time for the requests of many `synchronize` and
+//! `call_rcu` callers (the callbacks' [`GracePeriodDriver`]), rings the
+//! vCPUs holding callbacks as each one ends, and `rcu_barrier`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::platform::Cpus;
+use hotkern_kernel::rcu::callbacks::{Callback, GracePeriodDriver, Lists};
 use hotkern_kernel::rcu::{GracePeriods, Kind};
 use hotkern_kernel::sync::{AtomicBool, Condvar, Mutex};
 use hotkern_kernel::tick::Hz;
 
 use crate::signal::{current_cpu, Doorbells};
 use crate::task::Job;
-
-/// Something to run after a grace period.
-pub(crate) enum Callback {
-    /// A machine job with its ledger id, run on the CPU's `rcuc` thread.
-    Job(u64, Job),
-    /// The machine's own clean-up (freeing an unpublished structure).
-    Internal(Box<dyn FnOnce() + Send>),
-}
 
 /// The grace periods asked for and done, as the grace-period thread and
 /// its callers count them.
@@ -57,20 +51,21 @@ pub(crate) struct Rcu {
     detect: GracePeriods,
     /// Gives up the grace period in progress: the machine is stopping.
     stopping: AtomicBool,
-    /// Each vCPU's callbacks waiting for their grace period; a vCPU has no
-    /// list while its RCU data is torn down.
-    lists: CallbackLists<Callback>,
+    /// Each vCPU's callbacks waiting for their grace period (the kernel's
+    /// `Subsystems` holds them): the vCPUs holding some are rung as a
+    /// grace period ends.
+    lists: Arc<Lists<Job>>,
     doorbells: Arc<Doorbells>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Rcu {
     pub(crate) fn start(
-        cpus: usize,
+        lists: Arc<Lists<Job>>,
         doorbells: Arc<Doorbells>,
         hz: Hz,
     ) -> std::io::Result<Arc<Rcu>> {
-        let rcu = Rcu::unstarted(cpus, doorbells);
+        let rcu = Rcu::unstarted(lists, doorbells);
         rcu.detect.set_hz(hz);
         let theirs = Arc::clone(&rcu);
         let handle = std::thread::Builder::new()
@@ -82,14 +77,14 @@ impl Rcu {
 
     /// An `Rcu` with no grace-period thread yet: [`start`](Self::start)
     /// spawns one, the loom model runs its body itself.
-    pub(crate) fn unstarted(cpus: usize, doorbells: Arc<Doorbells>) -> Arc<Rcu> {
+    pub(crate) fn unstarted(lists: Arc<Lists<Job>>, doorbells: Arc<Doorbells>) -> Arc<Rcu> {
         Arc::new(Rcu {
             state: Mutex::new(Requests::default()),
             to_thread: Condvar::new(),
             ended: Condvar::new(),
             detect: GracePeriods::new(),
             stopping: AtomicBool::new(false),
-            lists: CallbackLists::new(cpus),
+            lists,
             doorbells,
             thread: Mutex::new(None),
         })
@@ -173,12 +168,6 @@ impl Rcu {
         self.detect.tick(&*self.doorbells, cpu_id(cpu));
     }
 
-    /// Whether `cpu` must keep its tick while idle: it holds callbacks
-    /// waiting for grace periods (Linux's `rcu_needs_cpu`).
-    pub(crate) fn needs_cpu(&self, cpu: usize) -> bool {
-        self.lists.pending(cpu) > 0
-    }
-
     /// Starts or stops waiting for `cpu` (its online state, for RCU): a
     /// grace period waiting on a vCPU that goes offline ends without it.
     pub(crate) fn set_tracked(&self, cpu: usize, tracked: bool) {
@@ -218,55 +207,13 @@ impl Rcu {
         );
     }
 
-    /// Creates `cpu`'s callback list; false if it already exists.
-    pub(crate) fn create_data(&self, cpu: usize) -> bool {
-        self.lists.create(cpu)
-    }
-
-    /// Hands `cpu`'s callbacks to `heir` with their grace periods
-    /// unchanged, keeping `cpu`'s (now empty) list; returns how many moved.
-    /// Nothing moves if the heir has no list.
-    pub(crate) fn migrate(&self, cpu: usize, heir: usize) -> usize {
-        let moved = self.lists.migrate(cpu, heir);
-        if moved > 0 {
-            self.doorbells.ring(heir);
-        }
-        moved
-    }
-
-    /// Frees `cpu`'s callback list; false (and nothing changes) if it does
-    /// not exist or still holds callbacks.
-    pub(crate) fn free_data(&self, cpu: usize) -> bool {
-        self.lists.free(cpu)
-    }
-
-    /// Frees `cpu`'s callback list whatever it holds (the machine is
-    /// stopping; callbacks left are counted as outstanding by the ledger).
-    pub(crate) fn drop_data(&self, cpu: usize) -> bool {
-        self.lists.take_all(cpu).is_some()
-    }
-
-    /// Callbacks queued on `cpu`, ready or not; `None` if it has no list.
-    pub(crate) fn queued(&self, cpu: usize) -> Option<usize> {
-        self.lists.exists(cpu).then(|| self.lists.pending(cpu))
-    }
-
-    /// Whether `cpu` has RCU data.
-    #[cfg(test)]
-    pub(crate) fn has_data(&self, cpu: usize) -> bool {
-        self.lists.exists(cpu)
-    }
-
-    /// Queues `callback` on `cpu` to run after a grace period. Returns the
-    /// callback if `cpu` has no RCU data.
-    pub(crate) fn call(&self, cpu: usize, callback: Callback) -> Result<(), Callback> {
-        let target = {
-            let mut state = self.state.lock();
-            let target = Self::request(&mut state);
-            self.to_thread.notify_all();
-            target
-        };
-        self.lists.call(cpu, target, callback)
+    /// Asks for the first grace period that begins after now and wakes
+    /// the grace-period thread for it; returns its number.
+    fn request_grace_period(&self) -> u64 {
+        let mut state = self.state.lock();
+        let target = Self::request(&mut state);
+        self.to_thread.notify_all();
+        target
     }
 
     /// Waits until every callback queued before the call has run (Linux's
@@ -282,7 +229,7 @@ impl Rcu {
         let left = Arc::new((Mutex::new(0usize), Condvar::new()));
         for cpu in (0..self.lists.cpus()).filter(|&cpu| self.is_tracked(cpu)) {
             let theirs = Arc::clone(&left);
-            let entrained = Callback::Internal(Box::new(move || {
+            let entrained = Callback::Free(Box::new(move || {
                 let (count, all_ran) = &*theirs;
                 let mut count = count.lock();
                 *count -= 1;
@@ -293,7 +240,8 @@ impl Rcu {
             // Counted first, so that a callback that runs at once finds
             // itself counted.
             *left.0.lock() += 1;
-            if self.call(cpu, entrained).is_err() {
+            let gp = self.request_grace_period();
+            if self.lists.call(cpu, gp, entrained).is_err() {
                 *left.0.lock() -= 1;
             }
         }
@@ -302,25 +250,6 @@ impl Rcu {
         while *count > 0 {
             all_ran.wait(&mut count);
         }
-    }
-
-    /// Each vCPU's callbacks waiting for their grace period, which its
-    /// `rcuc` thread runs once [`Rcu::completed`] reaches it (the shared
-    /// body, `hotkern_kernel::smpboot`).
-    pub(crate) fn lists(&self) -> &CallbackLists<Callback> {
-        &self.lists
-    }
-
-    /// Whether `cpu` has a callback whose grace period has ended.
-    #[cfg(test)]
-    pub(crate) fn has_ready(&self, cpu: usize) -> bool {
-        self.lists.has_ready(cpu, self.completed())
-    }
-
-    /// Takes `cpu`'s callbacks whose grace period has ended.
-    #[cfg(test)]
-    pub(crate) fn take_ready(&self, cpu: usize) -> Vec<Callback> {
-        self.lists.take_ready(cpu, self.completed())
     }
 
     fn grace_period_thread(&self) {
@@ -367,10 +296,45 @@ impl Rcu {
     }
 }
 
+/// The machine's grace periods as its RCU callbacks see them: a callback
+/// asks the grace-period thread for the next one (Linux's `call_rcu` →
+/// `rcu_start_this_gp`), which rings the vCPUs holding callbacks once it
+/// ends.
+impl GracePeriodDriver for Rcu {
+    fn request(&self) -> u64 {
+        self.request_grace_period()
+    }
+
+    fn completed(&self) -> u64 {
+        Rcu::completed(self)
+    }
+
+    fn synchronize(&self) {
+        Rcu::synchronize(self);
+    }
+
+    fn set_online(&self, cpu: usize, online: bool) {
+        self.set_tracked(cpu, online);
+    }
+
+    fn is_online(&self, cpu: usize) -> bool {
+        self.is_tracked(cpu)
+    }
+
+    fn this_cpu(&self) -> Option<usize> {
+        current_cpu()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
+
+    /// Callback lists for `cpus` vCPUs, none created.
+    fn lists(cpus: usize) -> Arc<Lists<Job>> {
+        Arc::new(Lists::new(cpus))
+    }
 
     /// Waits for a state another thread reaches, whatever the scheduling.
     fn wait_until(mut reached: impl FnMut() -> bool) {
@@ -391,7 +355,7 @@ mod tests {
     #[test]
     fn grace_period_waits_for_a_busy_cpu_and_ignores_untracked_ones() {
         let doorbells = Arc::new(Doorbells::new(2));
-        let rcu = Rcu::start(2, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
+        let rcu = Rcu::start(lists(2), Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
         rcu.set_tracked(1, false);
         // CPU 0 is "busy" (not idle, no quiescent state): synchronize blocks.
@@ -445,7 +409,7 @@ mod tests {
     #[test]
     fn an_idle_cpu_is_quiescent_without_passing_a_quiescent_state() {
         let doorbells = Arc::new(Doorbells::new(1));
-        let rcu = Rcu::start(1, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
+        let rcu = Rcu::start(lists(1), Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
         rcu.idle_entered(0);
         let waiter = {
@@ -459,7 +423,7 @@ mod tests {
     #[test]
     fn a_vcpu_blocked_in_synchronize_counts_as_idle_meanwhile() {
         let doorbells = Arc::new(Doorbells::new(2));
-        let rcu = Rcu::start(2, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
+        let rcu = Rcu::start(lists(2), Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
         // vCPU 0 itself waits for a grace period: it runs nothing while it
         // waits, so the grace period must not wait for it.
@@ -477,35 +441,30 @@ mod tests {
     }
 
     #[test]
-    fn callbacks_run_after_their_grace_period_and_survive_migration() {
+    fn a_callbacks_request_drives_a_grace_period_that_waits_for_busy_cpus() {
         let doorbells = Arc::new(Doorbells::new(2));
-        let rcu = Rcu::start(2, Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
+        let lists = lists(2);
+        let rcu = Rcu::start(Arc::clone(&lists), Arc::clone(&doorbells), Hz::DEFAULT).unwrap();
         rcu.set_tracked(0, true);
-        assert!(rcu.create_data(0) && rcu.create_data(1));
-        assert!(!rcu.create_data(0));
+        assert!(lists.create(1));
         let ran = Arc::new(AtomicU32::new(0));
         let counter = Arc::clone(&ran);
-        let callback = Callback::Internal(Box::new(move || {
+        let callback = Callback::Free(Box::new(move || {
             counter.fetch_add(1, Ordering::SeqCst);
         }));
-        assert!(rcu.call(1, callback).is_ok());
-        assert!(!rcu.has_ready(1), "no grace period has ended yet");
-        assert_eq!(rcu.migrate(1, 0), 1);
-        assert!(rcu.free_data(1));
-        assert!(!rcu.has_data(1));
-        assert!(rcu.call(1, Callback::Internal(Box::new(|| {}))).is_err());
-        // End the grace period: once the grace-period thread waits for
-        // CPU 0, one quiescent state of CPU 0 is enough. A callback ready
-        // before then had a grace period that never waited for CPU 0.
-        wait_until(|| rcu.detect.holding_up().contains(cpu_id(0)) || rcu.has_ready(0));
-        assert!(
-            !rcu.has_ready(0),
-            "ready before CPU 0 passed a quiescent state"
-        );
+        // Nobody calls `synchronize`: the request alone wakes the thread.
+        let gp = GracePeriodDriver::request(&*rcu);
+        assert!(lists.call(1, gp, callback).is_ok());
+        // Once the grace-period thread waits for CPU 0, one quiescent state
+        // of CPU 0 ends it. A callback ready before then had a grace period
+        // that never waited for CPU 0.
+        let ready = || lists.has_ready(1, rcu.completed());
+        wait_until(|| rcu.detect.holding_up().contains(cpu_id(0)) || ready());
+        assert!(!ready(), "ready before CPU 0 passed a quiescent state");
         report(&rcu, 0);
-        wait_until(|| rcu.has_ready(0));
-        for callback in rcu.take_ready(0) {
-            if let Callback::Internal(run) = callback {
+        wait_until(ready);
+        for callback in lists.take_ready(1, rcu.completed()) {
+            if let Callback::Free(run) = callback {
                 run();
             }
         }

@@ -5,7 +5,7 @@
 //! shared mechanisms (one [`Subsystems`]) and its page caches, and does
 //! what only the machine can: its kernel threads are
 //! OS threads, its trace buffers the event logs, its sysfs nodes a map,
-//! its RCU callback lists and grace periods [`crate::rcu`]'s.
+//! its grace periods [`crate::rcu`]'s thread.
 
 use hotkern_cpuhp::CpuSet;
 use hotkern_kernel::kthread::Role;
@@ -16,6 +16,7 @@ use hotkern_kernel::subsystems::Subsystems;
 
 use crate::kernel::Kernel;
 use crate::kthread::Kthread;
+use crate::rcu::Rcu;
 use crate::task::{Job, Task};
 
 /// The table, in startup order (teardowns run in exact reverse).
@@ -25,6 +26,7 @@ impl StepKernel for Kernel {
     type Job = Job;
     type Task = Task;
     type Thread = Kthread;
+    type Rcu = Rcu;
 
     fn subsystems(&self) -> &Subsystems<Job, Task, Kthread> {
         &self.subsystems
@@ -54,28 +56,8 @@ impl StepKernel for Kernel {
         self.doorbells.ring(cpu);
     }
 
-    fn rcu_set_online(&self, cpu: usize, online: bool) {
-        self.rcu.set_tracked(cpu, online);
-    }
-
-    fn synchronize_rcu(&self) {
-        self.rcu.synchronize();
-    }
-
-    fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
-        Kernel::defer_free(self, free);
-    }
-
-    fn rcu_create_data(&self, cpu: usize) -> bool {
-        self.rcu.create_data(cpu)
-    }
-
-    fn rcu_migrate(&self, cpu: usize, heir: usize) {
-        self.rcu.migrate(cpu, heir);
-    }
-
-    fn rcu_free_data(&self, cpu: usize) -> bool {
-        self.rcu.free_data(cpu)
+    fn rcu(&self) -> &Rcu {
+        &self.rcu
     }
 
     fn is_powered(&self, cpu: usize) -> bool {
@@ -85,14 +67,6 @@ impl StepKernel for Kernel {
     fn queue_state(&self, cpu: usize) -> (usize, bool) {
         let queue = self.vcpus[cpu].runqueue.lock();
         (queue.len(), queue.is_open())
-    }
-
-    fn rcu_is_online(&self, cpu: usize) -> bool {
-        self.rcu.is_tracked(cpu)
-    }
-
-    fn rcu_queued(&self, cpu: usize) -> Option<usize> {
-        self.rcu.queued(cpu)
     }
 
     fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {

@@ -14,6 +14,7 @@ use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
 use hotkern_kernel::power::Lifecycle;
 use hotkern_kernel::rcu::{Kind, Stall};
 use hotkern_kernel::steps::differential::StepRecord;
+use hotkern_kernel::steps::StepKernel;
 
 use crate::arch::console::println;
 use crate::arch::cpu::MAX_CPUS;
@@ -21,7 +22,7 @@ use crate::arch::instructions;
 use crate::arch::smp;
 use crate::platform::cpus::KernelCpus;
 use crate::platform::rcu;
-use crate::platform::subsystems;
+use crate::platform::subsystems::Steps;
 
 /// The engine's platform state: the hotplug lock, each CPU's posted
 /// work, stop-machine's rendezvous, the step recorder.
@@ -118,7 +119,7 @@ impl Hardware for KernelHardware {
     }
 
     fn call_rcu(&self, callback: fn(&Self)) {
-        subsystems::call_rcu(Box::new(move || callback(&KernelHardware)));
+        Steps.defer_free(Box::new(move || callback(&KernelHardware)));
     }
 
     fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {

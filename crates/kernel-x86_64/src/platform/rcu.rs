@@ -17,18 +17,28 @@
 //! records that as it switches ([`crate::arch::cpu::enter_activity`]: its idle loop, a kernel
 //! thread, a task slice, a cross-CPU call), one relaxed byte per switch.
 //!
+//! The `call_rcu` callbacks are the shared kernel's
+//! ([`hotkern_kernel::rcu::callbacks`]); what they ask of this kernel's
+//! grace periods is [`Controller`]: only the hotplug controller drives
+//! them, so a callback's request is the snapshot of the grace period it
+//! needs, and the next one the controller drives ends it.
+//!
 //! Not modelled: interrupt handlers running on an idle CPU count as idle
 //! (Linux's `rcu_irq_enter` says otherwise); the kernel's handlers read no
 //! RCU-protected data.
 
 use hotkern_cpuhp::CpuId;
+use hotkern_kernel::cpuset::cpu_id;
+use hotkern_kernel::rcu::callbacks::GracePeriodDriver;
 use hotkern_kernel::rcu::GracePeriods;
 pub use hotkern_kernel::rcu::{Kind, Stall};
 use hotkern_kernel::tick::Hz;
 
+use crate::arch::cpu;
 use crate::arch::smp;
 use crate::arch::tsc;
 use crate::platform::cpus::KernelCpus;
+use crate::platform::failures;
 
 /// How long a grace period (or the hotplug lock) may take before the
 /// run reports a stall.
@@ -100,4 +110,38 @@ pub fn snapshot() -> u64 {
 /// Grace periods completed.
 pub fn grace_periods() -> u64 {
     GRACE_PERIODS.completed()
+}
+
+/// This kernel's grace periods as its RCU callbacks see them: driven by
+/// the hotplug controller on its CPU, each with a deadline.
+pub struct Controller;
+
+impl GracePeriodDriver for Controller {
+    /// No thread to wake: the controller's next grace period is the one.
+    fn request(&self) -> u64 {
+        snapshot()
+    }
+
+    fn completed(&self) -> u64 {
+        grace_periods()
+    }
+
+    /// A stall is a failure the run reports.
+    fn synchronize(&self) {
+        if let Err(stall) = synchronize(Kind::Normal, GRACE_TIMEOUT_US) {
+            failures::platform_failed(format_args!("{stall}"));
+        }
+    }
+
+    fn set_online(&self, cpu: usize, online: bool) {
+        set_online(cpu_id(cpu), online);
+    }
+
+    fn is_online(&self, cpu: usize) -> bool {
+        is_online(cpu_id(cpu))
+    }
+
+    fn this_cpu(&self) -> Option<usize> {
+        cpu::current_id().map(CpuId::index)
+    }
 }

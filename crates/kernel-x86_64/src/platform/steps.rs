@@ -21,7 +21,6 @@
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::cblist::CallbackLists;
 use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
@@ -39,7 +38,7 @@ use crate::arch::tsc;
 use crate::platform::pages;
 use crate::platform::rcu;
 use crate::platform::sched;
-use crate::platform::subsystems::{self, callbacks, subsystems, Job, Steps};
+use crate::platform::subsystems::{self, subsystems, Job, Steps};
 use crate::platform::task::Task;
 
 /// The table, in startup order (teardowns run in exact reverse).
@@ -89,6 +88,7 @@ impl StepKernel for Steps {
     type Job = Job;
     type Task = Task;
     type Thread = Kthread;
+    type Rcu = rcu::Controller;
 
     fn subsystems(&self) -> &Subsystems<Job, Task, Kthread> {
         subsystems()
@@ -121,35 +121,8 @@ impl StepKernel for Steps {
         }
     }
 
-    fn rcu_set_online(&self, cpu: usize, online: bool) {
-        rcu::set_online(cpu_id(cpu), online);
-    }
-
-    fn synchronize_rcu(&self) {
-        subsystems::synchronize_rcu();
-    }
-
-    /// Queues `free` on the calling CPU's list, as `call_rcu` does, or on
-    /// another online CPU's ([`subsystems::call_rcu`]).
-    fn defer_free(&self, free: Job) {
-        subsystems::call_rcu(free);
-    }
-
-    fn rcu_create_data(&self, cpu: usize) -> bool {
-        let lists = callbacks();
-        instructions::without_interrupts(|| lists.create(cpu))
-    }
-
-    fn rcu_migrate(&self, cpu: usize, heir: usize) {
-        let lists = callbacks();
-        if instructions::without_interrupts(|| lists.migrate(cpu, heir)) > 0 {
-            smp::wake(cpu_id(heir));
-        }
-    }
-
-    fn rcu_free_data(&self, cpu: usize) -> bool {
-        let lists = callbacks();
-        instructions::without_interrupts(|| lists.free(cpu))
+    fn rcu(&self) -> &rcu::Controller {
+        &rcu::Controller
     }
 
     fn is_powered(&self, cpu: usize) -> bool {
@@ -158,15 +131,6 @@ impl StepKernel for Steps {
 
     fn queue_state(&self, cpu: usize) -> (usize, bool) {
         sched::queue_state(cpu_id(cpu))
-    }
-
-    fn rcu_is_online(&self, cpu: usize) -> bool {
-        rcu::is_online(cpu_id(cpu))
-    }
-
-    fn rcu_queued(&self, cpu: usize) -> Option<usize> {
-        let lists = callbacks();
-        instructions::without_interrupts(|| lists.exists(cpu).then(|| lists.pending(cpu)))
     }
 
     fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
@@ -206,8 +170,6 @@ impl StepKernel for Steps {
 /// closure, called; tasks run inside `kworker`, a few slices per turn; the
 /// clock is the TSC and the tick the local APIC timer's rate.
 impl KthreadKernel for Steps {
-    type Callback = Job;
-
     const TASKS_IN_WORKER: bool = true;
 
     fn now_ns(&self) -> u64 {
@@ -224,17 +186,5 @@ impl KthreadKernel for Steps {
 
     fn run_task_slices(&self, cpu: CpuId) {
         sched::run_slices(cpu);
-    }
-
-    fn rcu_callbacks(&self) -> &CallbackLists<Job> {
-        callbacks()
-    }
-
-    fn rcu_completed(&self) -> u64 {
-        rcu::grace_periods()
-    }
-
-    fn run_callback(&self, _cpu: CpuId, callback: Job) {
-        callback();
     }
 }

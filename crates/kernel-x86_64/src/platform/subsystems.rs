@@ -1,9 +1,9 @@
 //! The shared core's mechanisms this kernel keeps one instance of — the
-//! shared [`Subsystems`] (timer bases, workqueue pools, counters,
-//! scheduling domains, every CPU's kernel threads, the limbo, the online
-//! and active masks, the audit) and the RCU callback lists: what the step
-//! table creates and frees per CPU, and what the CPU loop, the scheduler
-//! and the hotplug lock read, below all three.
+//! shared [`Subsystems`] (timer bases, workqueue pools, RCU callback
+//! lists, counters, scheduling domains, every CPU's kernel threads, the
+//! limbo, the online and active masks, the audit): what the step table
+//! creates and frees per CPU, and what the CPU loop, the scheduler and the
+//! hotplug lock read, below all three.
 //!
 //! The masks are Linux's `cpu_online_mask` and `cpu_active_mask`, written
 //! by the scheduler's boot and the hotplug steps; read before the
@@ -12,21 +12,14 @@
 use alloc::boxed::Box;
 
 use hotkern_kernel::audit::Audit;
-use hotkern_kernel::cblist::CallbackLists;
-use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::Role;
-use hotkern_kernel::placement::place;
 use hotkern_kernel::smpboot;
 use hotkern_kernel::subsystems::Subsystems;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 
-use crate::arch::cpu::{self, MAX_CPUS};
-use crate::arch::instructions;
+use crate::arch::cpu::MAX_CPUS;
 use crate::arch::kthread::Kthread;
-use crate::arch::smp;
-use crate::platform::failures;
-use crate::platform::rcu;
 use crate::platform::task::Task;
 
 /// What a work item, timer or RCU callback runs.
@@ -41,9 +34,6 @@ pub struct Steps;
 /// The shared mechanisms (made once the heap exists).
 static SUBSYSTEMS: spin::Once<Subsystems<Job, Task, Kthread>> = spin::Once::new();
 
-/// The per-CPU RCU callback lists.
-static CALLBACKS: spin::Once<CallbackLists<Job>> = spin::Once::new();
-
 /// The shared mechanisms, made at the first call (which must come after
 /// the heap's).
 pub fn subsystems() -> &'static Subsystems<Job, Task, Kthread> {
@@ -54,11 +44,6 @@ pub fn subsystems() -> &'static Subsystems<Job, Task, Kthread> {
 /// the heap exists, asks for.
 pub fn get() -> Option<&'static Subsystems<Job, Task, Kthread>> {
     SUBSYSTEMS.get()
-}
-
-/// The per-CPU RCU callback lists, made at the first call.
-pub fn callbacks() -> &'static CallbackLists<Job> {
-    CALLBACKS.call_once(|| CallbackLists::new(MAX_CPUS))
 }
 
 /// Every per-CPU resource's creations and destructions.
@@ -76,9 +61,16 @@ pub fn active_mask() -> CpuSet {
     SUBSYSTEMS.get().map_or(CpuSet::EMPTY, |s| s.active.load())
 }
 
-/// RCU callbacks queued on `cpu`.
+/// RCU callbacks queued on `cpu`; none before the shared mechanisms exist.
 pub fn rcu_pending(cpu: CpuId) -> usize {
-    callbacks().pending(cpu.index())
+    SUBSYSTEMS
+        .get()
+        .map_or(0, |s| s.rcu_callbacks.pending(cpu.index()))
+}
+
+/// RCU callbacks no CPU's list took, waiting in the limbo.
+pub fn rcu_waiting() -> usize {
+    SUBSYSTEMS.get().map_or(0, |s| s.limbo.callbacks())
 }
 
 /// Whether `cpu` has its thread `role`.
@@ -102,30 +94,4 @@ pub fn count_slice(cpu: CpuId) {
 /// itself for CPU 0, which has no idle loop. Returns how many ran.
 pub fn run_rcu_callbacks(cpu: CpuId) -> usize {
     smpboot::run_rcu_callbacks(&Steps, cpu)
-}
-
-/// Waits for a normal grace period; a stall is a failure the run reports.
-pub fn synchronize_rcu() {
-    if let Err(stall) = rcu::synchronize(rcu::Kind::Normal, rcu::GRACE_TIMEOUT_US) {
-        failures::platform_failed(format_args!("{stall}"));
-    }
-}
-
-/// Queues `free` on the calling CPU's RCU callback list, as `call_rcu`
-/// does, or on another online CPU's; with no list anywhere, waits for a
-/// grace period and frees now.
-pub fn call_rcu(free: Job) {
-    let lists = callbacks();
-    let gp = rcu::snapshot();
-    let me = cpu::current_id().unwrap_or(CpuId(0)).index();
-    let taken = place(me, online_mask(), free, |cpu, free| {
-        instructions::without_interrupts(|| lists.call(cpu, gp, free))
-    });
-    match taken {
-        Ok(cpu) => smp::wake(cpu_id(cpu)),
-        Err(free) => {
-            synchronize_rcu();
-            free();
-        }
-    }
 }

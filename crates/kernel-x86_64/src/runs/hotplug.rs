@@ -274,7 +274,7 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
 
 /// Tells the tasks to stop and waits (at most [`DRAIN_SECONDS`] each)
 /// for them to finish and for every RCU callback to run; returns the
-/// callbacks still pending.
+/// callbacks still pending, those no list took (in the limbo) included.
 fn drain(tsc_hz: u64) -> usize {
     sched::stop();
     for cpu in smp::application_processors() {
@@ -298,7 +298,7 @@ fn drain(tsc_hz: u64) -> usize {
         }
         core::hint::spin_loop();
     }
-    rcu_pending()
+    rcu_pending() + subsystems::rcu_waiting()
 }
 
 /// The name of bolt's cases timed with offline CPUs parked idle.

@@ -14,8 +14,6 @@ use crate::workqueue::Work;
 const MS: u64 = 1_000_000;
 
 impl KthreadKernel for Fake {
-    type Callback = u32;
-
     const TASKS_IN_WORKER: bool = true;
 
     fn now_ns(&self) -> u64 {
@@ -37,28 +35,16 @@ impl KthreadKernel for Fake {
             self.log("task", u64::from(task));
         }
     }
-
-    fn rcu_callbacks(&self) -> &CallbackLists<u32> {
-        &self.rcu_callbacks
-    }
-
-    fn rcu_completed(&self) -> u64 {
-        self.rcu_completed.load(SeqCst)
-    }
-
-    fn run_callback(&self, _cpu: CpuId, callback: u32) {
-        self.log("rcu callback", u64::from(callback));
-    }
 }
 
 impl Fake {
-    fn log(&self, what: &'static str, id: u64) {
+    pub(crate) fn log(&self, what: &'static str, id: u64) {
         let off = self.interrupts_off.load(SeqCst);
         self.ran.lock().push((what, id, off));
     }
 
     /// What ran since the last call, without the interrupt state.
-    fn take_ran(&self) -> Vec<(&'static str, u64)> {
+    pub(crate) fn take_ran(&self) -> Vec<(&'static str, u64)> {
         let ran = core::mem::take(&mut *self.ran.lock());
         ran.into_iter().map(|(what, id, _)| (what, id)).collect()
     }
@@ -71,7 +57,7 @@ fn cpu_1_up(now_ns: u64) -> Fake {
     let s = &fake.shared;
     assert!(s.workqueue.create(1) && s.workqueue.bind(1));
     assert!(s.timers.create(1) && s.timers.set_enabled(1, true));
-    assert!(fake.rcu_callbacks.create(1));
+    assert!(fake.shared.rcu_callbacks.create(1));
     fake.queues[1].lock().open();
     fake.clock_ns.store(now_ns, SeqCst);
     fake
@@ -121,16 +107,17 @@ fn a_timer_is_due_at_the_first_tick_at_or_after_its_deadline() {
 #[test]
 fn rcu_callbacks_run_only_once_their_grace_period_ended() {
     let fake = cpu_1_up(0);
-    assert!(fake.rcu_callbacks.call(1, 1, 10).is_ok());
-    assert!(fake.rcu_callbacks.call(1, 2, 20).is_ok());
+    let lists = &fake.shared.rcu_callbacks;
+    assert!(lists.call(1, 1, Callback::Job { id: 10, job: 0 }).is_ok());
+    assert!(lists.call(1, 2, Callback::Job { id: 20, job: 0 }).is_ok());
     assert!(!should_run(&fake, CpuId(1), Role::RcuCallbacks, 0));
     run(&fake, CpuId(1), Role::RcuCallbacks);
     assert!(fake.take_ran().is_empty(), "no grace period ended");
-    fake.rcu_completed.store(1, SeqCst);
+    fake.rcu.end();
     assert!(should_run(&fake, CpuId(1), Role::RcuCallbacks, 0));
     assert_eq!(run_rcu_callbacks(&fake, CpuId(1)), 1);
     assert_eq!(fake.take_ran(), [("rcu callback", 10)]);
-    fake.rcu_completed.store(2, SeqCst);
+    fake.rcu.end();
     run(&fake, CpuId(1), Role::RcuCallbacks);
     assert_eq!(fake.take_ran(), [("rcu callback", 20)]);
     assert!(!should_run(&fake, CpuId(1), Role::RcuCallbacks, 0));
@@ -164,7 +151,8 @@ fn jobs_run_outside_the_section_that_takes_them_with_interrupts_off() {
         job: 0,
     };
     assert!(fake.shared.timers.arm(1, timer).is_ok());
-    assert!(fake.rcu_callbacks.call(1, 0, 3).is_ok());
+    let callback = Callback::Job { id: 3, job: 0 };
+    assert!(fake.shared.rcu_callbacks.call(1, 0, callback).is_ok());
     for role in Role::ALL {
         run(&fake, CpuId(1), role);
     }

@@ -2,7 +2,6 @@
 //! plain bookkeeping: what each step creates, keeps, moves and frees, with
 //! both engines' `Reuse`, a failure rolled back, and nothing lost.
 
-use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -13,10 +12,10 @@ use hotkern_physmem::{PageCount, Pfn};
 
 use super::*;
 use crate::audit::Resource;
-use crate::cblist::CallbackLists;
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::frames::FramePool;
 use crate::kthread::tests::{probe, Probe};
+use crate::rcu::callbacks::GracePeriodDriver;
 use crate::sched::RunQueue;
 use crate::sync::{Mutex, RawSpinlock};
 
@@ -30,11 +29,59 @@ type Threads = BTreeMap<(usize, Role), bool>;
 struct Platformish {
     traces: CpuSet,
     sysfs: CpuSet,
-    rcu_lists: BTreeMap<usize, Vec<u32>>,
-    rcu_online: CpuSet,
-    deferred: Vec<Box<dyn FnOnce() + Send>>,
     /// Where each task, work item and timer went, by id.
     placed: Vec<(&'static str, u32, usize)>,
+}
+
+/// The fake's grace periods: one begins and ends when a test says so.
+#[derive(Default)]
+pub(crate) struct FakeRcu {
+    completed: AtomicU64,
+    in_progress: core::sync::atomic::AtomicBool,
+    /// `synchronize` calls.
+    pub(crate) synchronized: AtomicUsize,
+    online: AtomicCpuSet,
+    /// The CPU the caller runs on (none: the engine's thread).
+    pub(crate) this_cpu: Mutex<Option<usize>>,
+}
+
+impl FakeRcu {
+    /// A grace period begins: a callback queued from now on needs the
+    /// next one.
+    pub(crate) fn begin(&self) {
+        self.in_progress.store(true, SeqCst);
+    }
+
+    /// The grace period in progress (or one that begins now) ends.
+    pub(crate) fn end(&self) {
+        self.in_progress.store(false, SeqCst);
+        self.completed.fetch_add(1, SeqCst);
+    }
+}
+
+impl GracePeriodDriver for FakeRcu {
+    fn request(&self) -> u64 {
+        self.completed.load(SeqCst) + 1 + u64::from(self.in_progress.load(SeqCst))
+    }
+    fn completed(&self) -> u64 {
+        self.completed.load(SeqCst)
+    }
+    /// Waits out the one in progress, if any, and one more.
+    fn synchronize(&self) {
+        self.synchronized.fetch_add(1, SeqCst);
+        let target = self.request();
+        self.in_progress.store(false, SeqCst);
+        self.completed.store(target, SeqCst);
+    }
+    fn set_online(&self, cpu: usize, online: bool) {
+        self.online.set(cpu_id(cpu), online);
+    }
+    fn is_online(&self, cpu: usize) -> bool {
+        self.online.contains(cpu_id(cpu))
+    }
+    fn this_cpu(&self) -> Option<usize> {
+        *self.this_cpu.lock()
+    }
 }
 
 /// A kernel whose platform part is bookkeeping; the kernel threads'
@@ -46,21 +93,20 @@ pub(crate) struct Fake {
     own: Mutex<Platformish>,
     /// The CPUs the platform powered ([`Inline`] powers them on and off).
     powered: Arc<AtomicCpuSet>,
-    grace_periods: AtomicUsize,
+    pub(crate) rcu: FakeRcu,
     /// Thread creations left before one fails.
     creations_left: AtomicUsize,
     /// Planted: sysfs nodes are never removed (a leak under classic).
     keeps_sysfs: core::sync::atomic::AtomicBool,
     /// Set while [`StepKernel::without_interrupts`] runs its closure.
     pub(crate) interrupts_off: core::sync::atomic::AtomicBool,
-    /// What the kernel threads' bodies read: the clock, RCU's callback
-    /// lists and the grace periods ended.
+    /// What the kernel threads' bodies read: the clock.
     pub(crate) clock_ns: AtomicU64,
-    pub(crate) rcu_callbacks: CallbackLists<u32>,
-    pub(crate) rcu_completed: AtomicU64,
     /// What the bodies ran, in order: what, its id, and whether
     /// interrupts were off.
     pub(crate) ran: Mutex<Vec<(&'static str, u64, bool)>>,
+    /// The CPUs woken, in order.
+    pub(crate) woken: Mutex<Vec<usize>>,
 }
 
 impl Fake {
@@ -72,14 +118,13 @@ impl Fake {
             queues: (0..CPUS).map(|_| Mutex::new(RunQueue::default())).collect(),
             own: Mutex::new(Platformish::default()),
             powered: Arc::new(AtomicCpuSet::default()),
-            grace_periods: AtomicUsize::new(0),
+            rcu: FakeRcu::default(),
             creations_left: AtomicUsize::new(usize::MAX),
             keeps_sysfs: core::sync::atomic::AtomicBool::new(false),
             interrupts_off: core::sync::atomic::AtomicBool::new(false),
             clock_ns: AtomicU64::new(0),
-            rcu_callbacks: CallbackLists::new(CPUS),
-            rcu_completed: AtomicU64::new(0),
             ran: Mutex::new(Vec::new()),
+            woken: Mutex::new(Vec::new()),
         }
     }
 
@@ -131,6 +176,7 @@ impl StepKernel for Fake {
     type Job = u32;
     type Task = u32;
     type Thread = Probe;
+    type Rcu = FakeRcu;
 
     fn subsystems(&self) -> &Subsystems<u32, u32, Probe> {
         &self.shared
@@ -155,38 +201,11 @@ impl StepKernel for Fake {
         self.own.lock().placed.push(("task", task, cpu));
         Ok(())
     }
-    fn wake_cpu(&self, _cpu: usize) {}
-    fn rcu_set_online(&self, cpu: usize, online: bool) {
-        let mut own = self.own.lock();
-        let mut set = own.rcu_online;
-        if online {
-            set.insert(cpu_id(cpu));
-        } else {
-            set.remove(cpu_id(cpu));
-        }
-        own.rcu_online = set;
+    fn wake_cpu(&self, cpu: usize) {
+        self.woken.lock().push(cpu);
     }
-    fn synchronize_rcu(&self) {
-        self.grace_periods.fetch_add(1, SeqCst);
-        let deferred = core::mem::take(&mut self.own.lock().deferred);
-        deferred.into_iter().for_each(|free| free());
-    }
-    fn defer_free(&self, free: Box<dyn FnOnce() + Send>) {
-        self.own.lock().deferred.push(free);
-    }
-    fn rcu_create_data(&self, cpu: usize) -> bool {
-        let mut own = self.own.lock();
-        !own.rcu_lists.contains_key(&cpu) && own.rcu_lists.insert(cpu, Vec::new()).is_none()
-    }
-    fn rcu_migrate(&self, cpu: usize, heir: usize) {
-        let mut own = self.own.lock();
-        let moved = own.rcu_lists.get_mut(&cpu).map(core::mem::take);
-        if let (Some(moved), Some(to)) = (moved, own.rcu_lists.get_mut(&heir)) {
-            to.extend(moved);
-        }
-    }
-    fn rcu_free_data(&self, cpu: usize) -> bool {
-        self.own.lock().rcu_lists.remove(&cpu).is_some()
+    fn rcu(&self) -> &FakeRcu {
+        &self.rcu
     }
     fn is_powered(&self, cpu: usize) -> bool {
         self.powered.load().contains(cpu_id(cpu))
@@ -194,12 +213,6 @@ impl StepKernel for Fake {
     fn queue_state(&self, cpu: usize) -> (usize, bool) {
         let queue = self.queues[cpu].lock();
         (queue.len(), queue.is_open())
-    }
-    fn rcu_is_online(&self, cpu: usize) -> bool {
-        self.own.lock().rcu_online.contains(cpu_id(cpu))
-    }
-    fn rcu_queued(&self, cpu: usize) -> Option<usize> {
-        self.own.lock().rcu_lists.get(&cpu).map(Vec::len)
     }
     fn spawn_kthread(&self, _cpu: usize, _role: Role) -> Option<Probe> {
         let left = self.creations_left.load(SeqCst);
@@ -352,7 +365,7 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
     hotplug.flush_deferred();
     assert_eq!(live_on(&fake, 2), [], "classic frees every resource");
     assert!(!fake.online_mask().contains(CpuId(2)) && !fake.active_mask().contains(CpuId(2)));
-    assert!(!fake.own.lock().rcu_online.contains(CpuId(2)));
+    assert!(!fake.rcu.is_online(2));
     assert!(!fake.shared.domains.built_over().contains(CpuId(2)));
     let stay = [0, 1, 3];
     for (what, id) in [("task", 7), ("work", 8), ("timer", 9)] {
@@ -368,7 +381,7 @@ fn classic_frees_everything_of_a_dead_cpu_and_rescues_what_it_held() {
         "counters folded, not lost"
     );
     assert!(
-        fake.grace_periods.load(SeqCst) >= 1,
+        fake.rcu.synchronized.load(SeqCst) >= 1,
         "vmstat waited for readers"
     );
 
