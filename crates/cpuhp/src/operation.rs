@@ -155,8 +155,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         engine: Engine,
         undo: bool,
     ) -> Result<Report, Error> {
+        let begun = self.platform.now_ns();
         let settled = self.settle_deferred(targets);
-        let snapshot = self.platform.now_ns();
         let (table, states, online, armed, armed_platform) = {
             let inner = self.inner.lock();
             let (armed, armed_platform) = if undo {
@@ -185,29 +185,22 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             started: CpuSet::EMPTY,
             jobs: Vec::new(),
             stages: Vec::new(),
+            lap: begun,
             failures: Vec::new(),
             warnings_atomic: 0,
             warnings_rollback: 0,
         };
         if settled.finished > 0 {
             walk.stage("finish-deferred", None, settled.finish_nanos);
+            walk.lap = walk.lap.saturating_add(settled.finish_nanos);
         }
         // The engine's own bookkeeping is on the path too: the copy of
         // the states this operation works on, and (below) their commit.
-        walk.stage(
-            "snapshot",
-            None,
-            self.platform.now_ns().saturating_sub(snapshot),
-        );
+        walk.lap("snapshot", self.platform.now_ns());
         // Readers of the online mask that hold the hotplug lock finish
         // first; given back whatever the transition's outcome.
-        let start = self.platform.now_ns();
         let locked = HotplugLocked::take(&self.platform, &walk, engine == Engine::Bolt);
-        walk.stage(
-            "hotplug-lock",
-            None,
-            self.platform.now_ns().saturating_sub(start),
-        );
+        walk.lap("hotplug-lock", self.platform.now_ns());
         let sections = match direction {
             Direction::Up => [Section::Prepare, Section::Starting, Section::Online],
             Direction::Down => [Section::Online, Section::Starting, Section::Prepare],
@@ -243,7 +236,6 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             return Err(error);
         }
         let deferred = walk.jobs.len();
-        let commit = self.platform.now_ns();
         {
             let mut inner = self.inner.lock();
             for cpu in targets {
@@ -254,27 +246,13 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             inner.queue.retain(|job| !job.cpus.is_empty());
             Self::enqueue(&mut inner, &walk.jobs);
         }
-        walk.stage(
-            "commit",
-            None,
-            self.platform.now_ns().saturating_sub(commit),
-        );
+        walk.lap("commit", self.platform.now_ns());
         if deferred > 0 {
-            let start = self.platform.now_ns();
             self.platform.kick_deferred();
-            walk.stage(
-                "kick-deferred",
-                None,
-                self.platform.now_ns().saturating_sub(start),
-            );
+            walk.lap("kick-deferred", self.platform.now_ns());
         }
-        let start = self.platform.now_ns();
         drop(locked);
-        walk.stage(
-            "hotplug-unlock",
-            None,
-            self.platform.now_ns().saturating_sub(start),
-        );
+        walk.lap("hotplug-unlock", self.platform.now_ns());
         Ok(Report {
             engine,
             direction,
@@ -311,32 +289,21 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             Section::Prepare => {
                 // Its steps, and deferring the ones bolt defers, on the
                 // controlling CPU: one stage, the steps nested in it.
-                let start = self.platform.now_ns();
                 let result = self.run_prepare(walk, direction, rollback);
-                walk.stage(
-                    "prepare",
-                    None,
-                    self.platform.now_ns().saturating_sub(start),
-                );
+                walk.lap("prepare", self.platform.now_ns());
                 result.map_err(Stopped::changed)
             }
             Section::Starting => self.run_starting(walk, direction, rollback),
             Section::Online => {
                 // The hand-offs (post, wake, the target's switch to its
                 // hotplug thread, the wake back) are on the path too.
-                let start = self.platform.now_ns();
                 let (reports, platform) =
                     self.run_parallel(walk, Section::Online, direction, rollback);
                 if !reports.is_empty() || platform.is_err() {
-                    walk.stage("run-on", None, self.platform.now_ns().saturating_sub(start));
+                    walk.lap("run-on", self.platform.now_ns());
                 }
-                let start = self.platform.now_ns();
                 let applied = walk.apply(direction, rollback, false, reports);
-                walk.stage(
-                    "outcomes",
-                    None,
-                    self.platform.now_ns().saturating_sub(start),
-                );
+                walk.lap("outcomes", self.platform.now_ns());
                 applied
                     .and(platform.map_err(Error::from))
                     .map_err(Stopped::changed)

@@ -40,6 +40,10 @@ pub(crate) struct Walk<'t> {
     pub(crate) started: CpuSet,
     pub(crate) jobs: Vec<Job>,
     pub(crate) stages: Vec<Stage>,
+    /// When the last of the engine's own stages ended (the platform's
+    /// clock): the next one begins there, so that they tile the
+    /// operation's time with no gap between them.
+    pub(crate) lap: u64,
     /// Platform failures the operation went on through.
     pub(crate) failures: Vec<PlatformError>,
     pub(crate) warnings_atomic: u64,
@@ -108,6 +112,14 @@ impl<'t> Walk<'t> {
             deferred: false,
             rollback: rollback || self.undo,
         }
+    }
+
+    /// Ends the engine's stage `name` at `now`: it took the time since the
+    /// last one ended, whatever ran in between.
+    pub(crate) fn lap(&mut self, name: &'static str, now: u64) {
+        let nanos = now.saturating_sub(self.lap);
+        self.lap = now;
+        self.stage(name, None, nanos);
     }
 
     /// Records `nanos` more for a stage on the controller's path.

@@ -6,9 +6,10 @@ use common::*;
 use hotkern_cpuhp::{CpuId, CpuSet, Engine};
 
 /// Every platform operation an operation makes lies inside one of the
-/// report's stages: with each costing a millisecond, what no stage holds
-/// is only the engine's own clock reads (10 ns each on the mock), and the
-/// stages never count a step twice.
+/// report's stages, and the engine's stages tile the operation: with each
+/// platform operation costing a millisecond, what no stage holds is a few
+/// of the engine's own clock reads (10 ns each on the mock) at its two
+/// ends, and the stages never count a step twice.
 #[test]
 fn the_stages_account_for_the_whole_critical_path() {
     for engine in ENGINES {
@@ -26,7 +27,7 @@ fn the_stages_account_for_the_whole_critical_path() {
             let path = report.path_nanos();
             assert!(path <= report.nanos, "{engine:?} counted twice: {report}");
             assert!(
-                report.nanos - path < 5_000,
+                report.nanos - path < 100,
                 "{engine:?}: {} ns in no stage: {report}",
                 report.nanos - path
             );
@@ -52,7 +53,9 @@ fn bolt_report_lists_each_stage_once_with_its_time() {
             // The request checked, then the engine's copy of the states
             // it works on.
             ("checks", 10),
-            ("snapshot", 10),
+            // From the start of the transition: settling deferred work
+            // (none here) and the copy.
+            ("snapshot", 20),
             // Taken once for the whole set.
             ("hotplug-lock", 10),
             // One aggregated call for both CPUs, inside the section.

@@ -42,13 +42,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             // stops (Linux's `sched_cpu_deactivate` waits for a normal
             // grace period after clearing the active mask). Bolt needs the
             // same guarantee but not the ticks a normal one waits for.
-            let start = self.platform.now_ns();
             let waited = self.grace_period(walk, rollback);
-            walk.stage(
-                "grace-period",
-                None,
-                self.platform.now_ns().saturating_sub(start),
-            );
+            walk.lap("grace-period", self.platform.now_ns());
             if let Err(error) = waited {
                 if !rollback {
                     return Err(Stopped::unchanged(error.into()));
@@ -57,8 +52,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             }
         }
         let (reports, stages, result) = self.starting_section(walk, targets, direction, rollback);
-        for (stage, nanos) in stages {
-            walk.stage(stage, None, nanos);
+        for (stage, end) in stages {
+            walk.lap(stage, end);
         }
         if direction == Direction::Up {
             walk.started = walk
@@ -66,13 +61,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 .union(&reports.iter().map(|(cpu, _)| *cpu).collect());
         }
         // Starting steps cannot fail, so there is never an error to return.
-        let start = self.platform.now_ns();
         let _ = walk.apply(direction, rollback, true, reports);
-        walk.stage(
-            "outcomes",
-            None,
-            self.platform.now_ns().saturating_sub(start),
-        );
+        walk.lap("outcomes", self.platform.now_ns());
         if let Err(error) = result {
             if rollback {
                 walk.warnings_rollback += 1;
@@ -90,9 +80,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             Direction::Up => walk.online = walk.online.union(&targets),
             Direction::Down => {
                 walk.online = walk.online.difference(&targets);
-                let start = self.platform.now_ns();
                 let stopped = self.power_off(walk, targets, rollback);
-                walk.stage("power", None, self.platform.now_ns().saturating_sub(start));
+                walk.lap("power", self.platform.now_ns());
                 match stopped {
                     Ok(()) => {}
                     Err(_) if rollback => walk.warnings_rollback += 1,
@@ -140,8 +129,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     /// The `Starting` steps on `targets`: inside a stop-machine going
     /// down, as the platform brings the CPUs up going up (power on
-    /// included, see [`Platform::bring_up`]); with the stages timed, and
-    /// the platform's failure if it had one.
+    /// included, see [`Platform::bring_up`]); with each stage's end on
+    /// the platform's clock, and the platform's failure if it had one.
     fn starting_section(
         &self,
         walk: &Walk<'_>,
@@ -159,13 +148,10 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 walk.run_on_cpu(&self.platform, cpu, Section::Starting, direction, rollback);
             reports.lock().push((cpu, outcomes));
         };
+        // Each mark ends a stage at the clock's reading; the walk's laps
+        // turn them into times, the first from where the last stage ended.
         let mut stages = Vec::new();
-        let mut since = self.platform.now_ns();
-        let mut mark = |stage: &'static str| {
-            let now = self.platform.now_ns();
-            stages.push((stage, now.saturating_sub(since)));
-            since = now;
-        };
+        let mut mark = |stage: &'static str| stages.push((stage, self.platform.now_ns()));
         let result = match direction {
             Direction::Up => {
                 match walk.platform_fault(PlatformOperation::PowerOn, targets, rollback) {
