@@ -41,6 +41,7 @@
 //! [`GracePeriods`]: crate::rcu::GracePeriods
 //!
 //! ```
+//! use hotkern_cpuhp::CpuId;
 //! use hotkern_kernel::idle::{turn, CpuLoop, Turn};
 //! use hotkern_kernel::tick::{Hz, Ticks};
 //! use std::cell::RefCell;
@@ -55,22 +56,22 @@
 //! impl CpuLoop for Cpu {
 //!     fn now_ns(&self) -> u64 { 0 }
 //!     fn ticks(&self) -> &Ticks { &self.ticks }
-//!     fn run_calls(&self, _: usize) -> Option<bool> { Some(false) }
-//!     fn is_online(&self, _: usize) -> bool { true }
-//!     fn run_kthreads(&self, _: usize, _: u64) -> bool { false }
-//!     fn run_task(&self, _: usize) -> bool {
+//!     fn run_calls(&self, _: CpuId) -> Option<bool> { Some(false) }
+//!     fn is_online(&self, _: CpuId) -> bool { true }
+//!     fn run_kthreads(&self, _: CpuId, _: u64) -> bool { false }
+//!     fn run_task(&self, _: CpuId) -> bool {
 //!         let mut tasks = self.tasks.borrow_mut();
 //!         let ran = *tasks > 0;
 //!         if ran { *tasks -= 1; self.log.borrow_mut().push("task"); }
 //!         ran
 //!     }
-//!     fn next_timer(&self, _: usize) -> Option<u64> { None }
-//!     fn rcu_quiescent(&self, _: usize) { self.log.borrow_mut().push("qs"); }
-//!     fn rcu_tick(&self, _: usize) {}
-//!     fn rcu_needs_cpu(&self, _: usize) -> bool { false }
-//!     fn rcu_enter_idle(&self, _: usize) { self.log.borrow_mut().push("eqs"); }
-//!     fn rcu_exit_idle(&self, _: usize) { self.log.borrow_mut().push("awake"); }
-//!     fn halt(&self, _: usize, _: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+//!     fn next_timer(&self, _: CpuId) -> Option<u64> { None }
+//!     fn rcu_quiescent(&self, _: CpuId) { self.log.borrow_mut().push("qs"); }
+//!     fn rcu_tick(&self, _: CpuId) {}
+//!     fn rcu_needs_cpu(&self, _: CpuId) -> bool { false }
+//!     fn rcu_enter_idle(&self, _: CpuId) { self.log.borrow_mut().push("eqs"); }
+//!     fn rcu_exit_idle(&self, _: CpuId) { self.log.borrow_mut().push("awake"); }
+//!     fn halt(&self, _: CpuId, _: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
 //!         enter();
 //!         exit();
 //!     }
@@ -81,13 +82,15 @@
 //!     tasks: RefCell::new(1),
 //!     log: RefCell::new(Vec::new()),
 //! };
-//! assert_eq!(turn(&cpu, 0), Turn::Ran);
-//! assert_eq!(turn(&cpu, 0), Turn::Idled);
+//! assert_eq!(turn(&cpu, CpuId(0)), Turn::Ran);
+//! assert_eq!(turn(&cpu, CpuId(0)), Turn::Idled);
 //! assert_eq!(
 //!     *cpu.log.borrow(),
 //!     ["qs", "task", "qs", "qs", "qs", "eqs", "awake"]
 //! );
 //! ```
+
+use hotkern_cpuhp::CpuId;
 
 use crate::tick::Ticks;
 
@@ -112,40 +115,40 @@ pub trait CpuLoop {
     /// Runs the cross-CPU calls waiting for `cpu` and joins a stop-machine
     /// that asks for it; returns whether anything ran, or `None` if the
     /// CPU must leave its loop now (its dying steps ran).
-    fn run_calls(&self, cpu: usize) -> Option<bool>;
+    fn run_calls(&self, cpu: CpuId) -> Option<bool>;
 
     /// Whether `cpu` runs kernel threads and tasks (it is in the online
     /// mask); a CPU coming up or going down only answers calls.
-    fn is_online(&self, cpu: usize) -> bool;
+    fn is_online(&self, cpu: CpuId) -> bool;
 
     /// Switches to each of `cpu`'s kernel threads that has work (timers
     /// due at the tick before `now_ns`, work items, ready RCU callbacks),
     /// each for one bounded piece of it; returns whether any ran.
-    fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool;
+    fn run_kthreads(&self, cpu: CpuId, now_ns: u64) -> bool;
 
     /// Runs one slice of a task from `cpu`'s run queue; returns whether
     /// one ran (always false where tasks run inside a kernel thread).
-    fn run_task(&self, cpu: usize) -> bool;
+    fn run_task(&self, cpu: CpuId) -> bool;
 
     /// The deadline of `cpu`'s earliest timer, if it has one.
-    fn next_timer(&self, cpu: usize) -> Option<u64>;
+    fn next_timer(&self, cpu: CpuId) -> Option<u64>;
 
     /// `cpu` passed a quiescent state ([`crate::rcu::GracePeriods::quiescent`]).
-    fn rcu_quiescent(&self, cpu: usize);
+    fn rcu_quiescent(&self, cpu: CpuId);
 
     /// RCU's part of `cpu`'s tick ([`crate::rcu::GracePeriods::tick`]).
-    fn rcu_tick(&self, cpu: usize);
+    fn rcu_tick(&self, cpu: CpuId);
 
     /// Whether `cpu` holds RCU callbacks waiting for a grace period, and
     /// so must keep its tick while idle (Linux's `rcu_needs_cpu`).
-    fn rcu_needs_cpu(&self, cpu: usize) -> bool;
+    fn rcu_needs_cpu(&self, cpu: CpuId) -> bool;
 
     /// `cpu` enters RCU's extended quiescent state
     /// ([`crate::rcu::GracePeriods::enter_idle`]).
-    fn rcu_enter_idle(&self, cpu: usize);
+    fn rcu_enter_idle(&self, cpu: CpuId);
 
     /// `cpu` leaves it ([`crate::rcu::GracePeriods::exit_idle`]).
-    fn rcu_exit_idle(&self, cpu: usize);
+    fn rcu_exit_idle(&self, cpu: CpuId);
 
     /// Sleeps until `cpu` is woken ([`crate::platform::Cpus::wake`]) or,
     /// at the latest, soon after the clock reaches `deadline_ns`; a
@@ -154,7 +157,7 @@ pub trait CpuLoop {
     /// the pending wake-up first may call neither), with no wake-up
     /// lost in between: under the doorbell's lock; with interrupts off
     /// around `sti; hlt`. So a CPU is idle for RCU only while it sleeps.
-    fn halt(&self, cpu: usize, deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn());
+    fn halt(&self, cpu: CpuId, deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn());
 }
 
 /// How a turn of the loop ended.
@@ -170,7 +173,7 @@ pub enum Turn {
 }
 
 /// One turn of `cpu`'s loop (see the module documentation).
-pub fn turn<C: CpuLoop + ?Sized>(platform: &C, cpu: usize) -> Turn {
+pub fn turn<C: CpuLoop + ?Sized>(platform: &C, cpu: CpuId) -> Turn {
     let Some(mut busy) = platform.run_calls(cpu) else {
         return Turn::Left;
     };
@@ -201,8 +204,8 @@ pub fn turn<C: CpuLoop + ?Sized>(platform: &C, cpu: usize) -> Turn {
 /// due from it too, which their kernel thread sees). Called by the loop
 /// at each turn and, on a platform with a tick interrupt, by the
 /// interrupt; [`Ticks::due`] makes each jiffy tick once.
-pub fn tick<C: CpuLoop + ?Sized>(platform: &C, cpu: usize, now_ns: u64) -> bool {
-    let due = platform.ticks().due(cpu, now_ns);
+pub fn tick<C: CpuLoop + ?Sized>(platform: &C, cpu: CpuId, now_ns: u64) -> bool {
+    let due = platform.ticks().due(cpu.index(), now_ns);
     if due {
         platform.rcu_tick(cpu);
     }
@@ -213,29 +216,29 @@ pub fn tick<C: CpuLoop + ?Sized>(platform: &C, cpu: usize, now_ns: u64) -> bool 
 /// it (dyntick-idle); it then sleeps in RCU's extended quiescent state
 /// until woken or until its next timer expires or, if still running, its
 /// next tick, and restarts its tick once awake.
-pub fn idle<C: CpuLoop + ?Sized>(platform: &C, cpu: usize, nothing_runnable: bool) {
+pub fn idle<C: CpuLoop + ?Sized>(platform: &C, cpu: CpuId, nothing_runnable: bool) {
     let ticks = platform.ticks();
     let timer = platform
         .next_timer(cpu)
         .map(|deadline| ticks.hz().expiry(deadline));
     if nothing_runnable && !platform.rcu_needs_cpu(cpu) {
-        ticks.stop(cpu);
+        ticks.stop(cpu.index());
     }
-    let wake = match (timer, ticks.next(cpu)) {
+    let wake = match (timer, ticks.next(cpu.index())) {
         (Some(timer), Some(tick)) => Some(timer.min(tick)),
         (timer, tick) => timer.or(tick),
     };
     platform.halt(cpu, wake, &|| platform.rcu_enter_idle(cpu), &|| {
         platform.rcu_exit_idle(cpu)
     });
-    ticks.start(cpu, platform.now_ns());
+    ticks.start(cpu.index(), platform.now_ns());
 }
 
 /// `cpu` leaves its loop (powered off, parked): its tick stops and it is
 /// quiescent for RCU until [`start`], as a CPU that is not running is.
 /// Called by `cpu` itself as it stops; may be repeated.
-pub fn stop<C: CpuLoop + ?Sized>(platform: &C, cpu: usize) {
-    platform.ticks().stop(cpu);
+pub fn stop<C: CpuLoop + ?Sized>(platform: &C, cpu: CpuId) {
+    platform.ticks().stop(cpu.index());
     platform.rcu_enter_idle(cpu);
 }
 
@@ -243,9 +246,9 @@ pub fn stop<C: CpuLoop + ?Sized>(platform: &C, cpu: usize) {
 /// have stopped): awake for RCU before it runs anything, so that a grace
 /// period that starts from now waits for it, and its tick running.
 /// Called by `cpu` itself; may be repeated.
-pub fn start<C: CpuLoop + ?Sized>(platform: &C, cpu: usize) {
+pub fn start<C: CpuLoop + ?Sized>(platform: &C, cpu: CpuId) {
     platform.rcu_exit_idle(cpu);
-    platform.ticks().start(cpu, platform.now_ns());
+    platform.ticks().start(cpu.index(), platform.now_ns());
 }
 
 #[cfg(all(test, not(loom)))]

@@ -85,7 +85,7 @@ pub fn should_run<K: KthreadKernel>(kernel: &K, cpu: CpuId, role: Role, now_ns: 
             .timers()
             .has_due(index, kernel.hz().last_tick(now_ns)),
         Role::Worker => {
-            (K::TASKS_IN_WORKER && kernel.queue_state(index).0 > 0)
+            (K::TASKS_IN_WORKER && kernel.queue_state(cpu).0 > 0)
                 || kernel.workqueue().has_work(index)
         }
         Role::RcuCallbacks => kernel

@@ -116,17 +116,17 @@ pub trait StepKernel {
         self.subsystems().active.load()
     }
     /// Puts `cpu` in or out of the online mask.
-    fn set_online(&self, cpu: usize, online: bool) {
-        self.subsystems().online.set(cpu_id(cpu), online);
+    fn set_online(&self, cpu: CpuId, online: bool) {
+        self.subsystems().online.set(cpu, online);
     }
     /// Puts `cpu` in or out of the active mask.
-    fn set_active(&self, cpu: usize, active: bool) {
-        self.subsystems().active.set(cpu_id(cpu), active);
+    fn set_active(&self, cpu: CpuId, active: bool) {
+        self.subsystems().active.set(cpu, active);
     }
     /// Opens `cpu`'s run queue to tasks.
-    fn open_queue(&self, cpu: usize);
+    fn open_queue(&self, cpu: CpuId);
     /// Closes `cpu`'s run queue and returns what it held.
-    fn close_queue(&self, cpu: usize) -> Vec<Self::Task>;
+    fn close_queue(&self, cpu: CpuId) -> Vec<Self::Task>;
 
     // ----- placing what a leaving CPU held -----
     // One policy for every platform ([`crate::placement`]): `cpu` first,
@@ -134,7 +134,7 @@ pub trait StepKernel {
     // to go waits in the limbo until a CPU becomes active.
 
     /// Puts `task` on `cpu`'s run queue if it is open, else gives it back.
-    fn offer_task(&self, cpu: usize, task: Self::Task) -> Result<(), Self::Task>;
+    fn offer_task(&self, cpu: CpuId, task: Self::Task) -> Result<(), Self::Task>;
     /// Queues `task`, migrated off a leaving CPU, on `cpu` or the next
     /// active CPU that takes it. Unlike the others it does not wake the
     /// CPU: the callbacks wake each CPU they pushed to once, after the
@@ -144,7 +144,7 @@ pub trait StepKernel {
     /// [`wake_cpu`]: StepKernel::wake_cpu
     fn push_task(&self, cpu: usize, task: Self::Task) {
         let taken = place(cpu, self.active_mask(), task, |cpu, task| {
-            self.offer_task(cpu, task)
+            self.offer_task(cpu_id(cpu), task)
         });
         if let Err(task) = taken {
             self.limbo().keep(Waiting::Task(task));
@@ -158,7 +158,7 @@ pub trait StepKernel {
             self.without_interrupts(|| pools.queue(cpu, work))
         });
         match taken {
-            Ok(cpu) => self.wake_cpu(cpu),
+            Ok(cpu) => self.wake_cpu(cpu_id(cpu)),
             Err(work) => self.limbo().keep(Waiting::Work(work)),
         }
     }
@@ -170,7 +170,7 @@ pub trait StepKernel {
             self.without_interrupts(|| bases.arm(cpu, timer))
         });
         match taken {
-            Ok(cpu) => self.wake_cpu(cpu),
+            Ok(cpu) => self.wake_cpu(cpu_id(cpu)),
             Err(timer) => self.limbo().keep(Waiting::Timer(timer)),
         }
     }
@@ -180,7 +180,7 @@ pub trait StepKernel {
         place_waiting(self);
     }
     /// Wakes `cpu` so that it looks at its threads again.
-    fn wake_cpu(&self, cpu: usize);
+    fn wake_cpu(&self, cpu: CpuId);
 
     // ----- grace periods and RCU callbacks ([`crate::rcu::callbacks`]) -----
 
@@ -213,7 +213,7 @@ pub trait StepKernel {
             self.without_interrupts(|| lists.call(cpu, gp, callback))
         });
         match taken {
-            Ok(cpu) if self.rcu().this_cpu() != Some(cpu) => self.wake_cpu(cpu),
+            Ok(cpu) if self.rcu().this_cpu() != Some(cpu) => self.wake_cpu(cpu_id(cpu)),
             Ok(_) => {}
             Err(callback) => self.limbo().keep(Waiting::Callback(callback)),
         }
@@ -235,7 +235,7 @@ pub trait StepKernel {
     fn rcu_migrate(&self, cpu: usize, heir: usize) {
         let lists = self.rcu_callbacks();
         if self.without_interrupts(|| lists.migrate(cpu, heir)) > 0 {
-            self.wake_cpu(heir);
+            self.wake_cpu(cpu_id(heir));
         }
     }
     /// Frees `cpu`'s (empty) RCU callback list; false if it had none.
@@ -248,9 +248,9 @@ pub trait StepKernel {
 
     /// Whether `cpu` is powered: the platform's
     /// [`Lifecycle`](crate::power::Lifecycle) says it is alive.
-    fn is_powered(&self, cpu: usize) -> bool;
+    fn is_powered(&self, cpu: CpuId) -> bool;
     /// `cpu`'s run queue: the tasks it holds, and whether it takes tasks.
-    fn queue_state(&self, cpu: usize) -> (usize, bool);
+    fn queue_state(&self, cpu: CpuId) -> (usize, bool);
     /// Whether grace periods wait for `cpu` (what
     /// [`rcu_set_online`](StepKernel::rcu_set_online) said last).
     fn rcu_is_online(&self, cpu: usize) -> bool {
@@ -267,19 +267,19 @@ pub trait StepKernel {
 
     /// Makes `cpu`'s kernel thread `role` (not yet installed); `None` if
     /// it cannot.
-    fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Self::Thread>;
+    fn spawn_kthread(&self, cpu: CpuId, role: Role) -> Option<Self::Thread>;
     /// Gives `cpu` its trace buffer; false if it has one.
-    fn trace_buffer_create(&self, cpu: usize) -> bool;
+    fn trace_buffer_create(&self, cpu: CpuId) -> bool;
     /// Flushes `cpu`'s trace buffer and frees it unless `keep`; true if it
     /// had one.
-    fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool;
+    fn trace_buffer_retire(&self, cpu: CpuId, keep: bool) -> bool;
     /// Creates the sysfs nodes of `cpus`; returns the CPUs that had none.
     fn sysfs_create(&self, cpus: CpuSet) -> CpuSet;
     /// Removes the sysfs nodes of `cpus`; returns the CPUs that had some.
     fn sysfs_remove(&self, cpus: CpuSet) -> CpuSet;
     /// Starts or stops the calling CPU's tick (bare metal: the local APIC
     /// timer); called on the CPU itself, in the `Starting` section.
-    fn cpu_tick(&self, cpu: usize, running: bool) {
+    fn cpu_tick(&self, cpu: CpuId, running: bool) {
         let _ = (cpu, running);
     }
 }
@@ -294,10 +294,10 @@ pub fn place_waiting<K: StepKernel + ?Sized>(kernel: &K) {
         match item {
             Waiting::Task(task) => {
                 let taken = place(first, kernel.active_mask(), task, |cpu, task| {
-                    kernel.offer_task(cpu, task)
+                    kernel.offer_task(cpu_id(cpu), task)
                 });
                 match taken {
-                    Ok(cpu) => kernel.wake_cpu(cpu),
+                    Ok(cpu) => kernel.wake_cpu(cpu_id(cpu)),
                     Err(task) => kernel.limbo().keep(Waiting::Task(task)),
                 }
             }

@@ -208,24 +208,24 @@ impl Kernel {
         loop {
             if self.lives.should_die(cpu) {
                 // Quiescent for RCU before the controller sees it dead.
-                idle::stop(self, cpu);
+                idle::stop(self, cpu_id(cpu));
                 self.lives.die(&*self.doorbells, cpu);
             }
             if !self.lives.is_alive(cpu) {
-                idle::stop(self, cpu);
+                idle::stop(self, cpu_id(cpu));
                 self.doorbells
                     .wait_until(&|| self.lives.life(cpu) != Life::Dead || shutdown());
                 if shutdown() {
                     return;
                 }
-                idle::start(self, cpu);
+                idle::start(self, cpu_id(cpu));
                 self.lives.arrive(&*self.doorbells, cpu);
             }
             if shutdown() {
                 return;
             }
-            idle::start(self, cpu);
-            idle::turn(self, cpu);
+            idle::start(self, cpu_id(cpu));
+            idle::turn(self, cpu_id(cpu));
         }
     }
 
@@ -251,60 +251,62 @@ impl CpuLoop for Kernel {
         &self.ticks
     }
 
-    fn run_calls(&self, cpu: usize) -> Option<bool> {
+    fn run_calls(&self, cpu: CpuId) -> Option<bool> {
         let joined = self.control.join_stop(&*self.doorbells);
         // The stop-machine may have run this vCPU's dying steps.
-        if self.life(cpu) != Life::Alive {
+        if self.life(cpu.index()) != Life::Alive {
             return None;
         }
-        Some(self.control.run_pending(&*self.doorbells, cpu_id(cpu)) | joined)
+        Some(self.control.run_pending(&*self.doorbells, cpu) | joined)
     }
 
-    fn is_online(&self, cpu: usize) -> bool {
-        Kernel::is_online(self, cpu)
+    fn is_online(&self, cpu: CpuId) -> bool {
+        Kernel::is_online(self, cpu.index())
     }
 
-    fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool {
-        smpboot::run_ready(self, cpu_id(cpu), now_ns)
+    fn run_kthreads(&self, cpu: CpuId, now_ns: u64) -> bool {
+        smpboot::run_ready(self, cpu, now_ns)
     }
 
-    fn run_task(&self, cpu: usize) -> bool {
-        let ran = self.run_one_task(cpu);
-        let queued = self.vcpus[cpu].runqueue.lock().len() as u64;
-        self.vmstat().with(cpu, |stats| {
+    fn run_task(&self, cpu: CpuId) -> bool {
+        let ran = self.run_one_task(cpu.index());
+        let queued = self.vcpus[cpu.index()].runqueue.lock().len() as u64;
+        self.vmstat().with(cpu.index(), |stats| {
             stats.nr_running.store(queued, Ordering::Relaxed);
         });
         ran
     }
 
-    fn next_timer(&self, cpu: usize) -> Option<u64> {
-        self.timers().next_deadline(cpu)
+    fn next_timer(&self, cpu: CpuId) -> Option<u64> {
+        self.timers().next_deadline(cpu.index())
     }
 
-    fn rcu_quiescent(&self, cpu: usize) {
-        self.rcu.quiescent(cpu);
+    fn rcu_quiescent(&self, cpu: CpuId) {
+        self.rcu.quiescent(cpu.index());
     }
 
-    fn rcu_tick(&self, cpu: usize) {
-        self.rcu.tick(cpu);
+    fn rcu_tick(&self, cpu: CpuId) {
+        self.rcu.tick(cpu.index());
     }
 
     /// It holds callbacks waiting for grace periods.
-    fn rcu_needs_cpu(&self, cpu: usize) -> bool {
-        self.rcu_callbacks().pending(cpu) > 0
+    fn rcu_needs_cpu(&self, cpu: CpuId) -> bool {
+        self.rcu_callbacks().pending(cpu.index()) > 0
     }
 
-    fn rcu_enter_idle(&self, cpu: usize) {
-        self.rcu.idle_entered(cpu);
+    fn rcu_enter_idle(&self, cpu: CpuId) {
+        self.rcu.idle_entered(cpu.index());
     }
 
-    fn rcu_exit_idle(&self, cpu: usize) {
-        self.rcu.idle_exited(cpu);
+    fn rcu_exit_idle(&self, cpu: CpuId) {
+        self.rcu.idle_exited(cpu.index());
     }
 
-    fn halt(&self, cpu: usize, deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+    fn halt(&self, cpu: CpuId, deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
         let until = deadline_ns.map(|ns| self.instant_at(ns));
-        self.doorbells.get(cpu).idle_wait(until, enter, exit);
+        self.doorbells
+            .get(cpu.index())
+            .idle_wait(until, enter, exit);
     }
 }
 

@@ -8,6 +8,7 @@
 use std::sync::atomic::Ordering;
 
 use hotkern_cpuhp::CpuId;
+use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::placement::{place, Waiting};
 use hotkern_kernel::rcu::callbacks::Callback;
 use hotkern_kernel::steps::{place_waiting, StepKernel};
@@ -22,7 +23,7 @@ impl Kernel {
     /// that takes it, and rings that CPU.
     pub(crate) fn push_task(&self, preferred: usize, task: Task) {
         let taken = place(preferred, self.active_mask(), task, |cpu, task| {
-            self.offer_task(cpu, task)
+            self.offer_task(cpu_id(cpu), task)
         });
         match taken {
             Ok(cpu) => self.doorbells.ring(cpu),

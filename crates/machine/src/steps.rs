@@ -7,7 +7,7 @@
 //! OS threads, its trace buffers the event logs, its sysfs nodes a map,
 //! its grace periods [`crate::rcu`]'s thread.
 
-use hotkern_cpuhp::CpuSet;
+use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::power::Life;
@@ -36,49 +36,49 @@ impl StepKernel for Kernel {
         Some(&self.pages)
     }
 
-    fn open_queue(&self, cpu: usize) {
-        self.vcpus[cpu].runqueue.lock().open();
+    fn open_queue(&self, cpu: CpuId) {
+        self.vcpus[cpu.index()].runqueue.lock().open();
     }
 
-    fn close_queue(&self, cpu: usize) -> Vec<Task> {
-        self.vcpus[cpu].runqueue.lock().close()
+    fn close_queue(&self, cpu: CpuId) -> Vec<Task> {
+        self.vcpus[cpu.index()].runqueue.lock().close()
     }
 
-    fn offer_task(&self, cpu: usize, task: Task) -> Result<(), Task> {
-        self.vcpus[cpu].runqueue.lock().push(task)
+    fn offer_task(&self, cpu: CpuId, task: Task) -> Result<(), Task> {
+        self.vcpus[cpu.index()].runqueue.lock().push(task)
     }
 
     fn cpus_activated(&self) {
         self.replace_limbo_if_possible();
     }
 
-    fn wake_cpu(&self, cpu: usize) {
-        self.doorbells.ring(cpu);
+    fn wake_cpu(&self, cpu: CpuId) {
+        self.doorbells.ring(cpu.index());
     }
 
     fn rcu(&self) -> &Rcu {
         &self.rcu
     }
 
-    fn is_powered(&self, cpu: usize) -> bool {
-        self.life(cpu) == Life::Alive
+    fn is_powered(&self, cpu: CpuId) -> bool {
+        self.life(cpu.index()) == Life::Alive
     }
 
-    fn queue_state(&self, cpu: usize) -> (usize, bool) {
-        let queue = self.vcpus[cpu].runqueue.lock();
+    fn queue_state(&self, cpu: CpuId) -> (usize, bool) {
+        let queue = self.vcpus[cpu.index()].runqueue.lock();
         (queue.len(), queue.is_open())
     }
 
-    fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
-        self.spawn_os_thread(cpu, role).ok()
+    fn spawn_kthread(&self, cpu: CpuId, role: Role) -> Option<Kthread> {
+        self.spawn_os_thread(cpu.index(), role).ok()
     }
 
-    fn trace_buffer_create(&self, cpu: usize) -> bool {
-        self.events.create(cpu)
+    fn trace_buffer_create(&self, cpu: CpuId) -> bool {
+        self.events.create(cpu.index())
     }
 
-    fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool {
-        self.events.retire(cpu, keep)
+    fn trace_buffer_retire(&self, cpu: CpuId, keep: bool) -> bool {
+        self.events.retire(cpu.index(), keep)
     }
 
     fn sysfs_create(&self, cpus: CpuSet) -> CpuSet {

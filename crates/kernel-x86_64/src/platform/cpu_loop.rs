@@ -6,7 +6,6 @@ use core::arch::asm;
 use core::sync::atomic::Ordering;
 use hotkern_cpuhp::CpuId;
 
-use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::power::Life;
@@ -32,7 +31,7 @@ use crate::platform::trace::trace_marker;
 /// offline for RCU and the timers.
 pub fn tick(cpu: CpuId) {
     if smp::LIVES.is_alive(cpu.index()) {
-        idle::tick(&KernelLoop, cpu.index(), tsc::nanos());
+        idle::tick(&KernelLoop, cpu, tsc::nanos());
     }
 }
 
@@ -40,7 +39,7 @@ pub fn tick(cpu: CpuId) {
 /// RCU before anyone can see it online and give it work, then alive.
 pub fn arrive(cpu: CpuId) {
     apic::start_tick();
-    idle::start(&KernelLoop, cpu.index());
+    idle::start(&KernelLoop, cpu);
     cpu::enter_activity(cpu, Activity::IdleLoop);
     smp::LIVES.arrive(&KernelCpus, cpu.index());
 }
@@ -48,7 +47,8 @@ pub fn arrive(cpu: CpuId) {
 /// An online application processor's loop: the shared loop's turns
 /// ([`hotkern_kernel::idle`]), and a park when asked to go offline (at the
 /// top of a turn, never from inside a thread).
-pub fn run(index: usize) -> ! {
+pub fn run(cpu: CpuId) -> ! {
+    let index = cpu.index();
     loop {
         // SAFETY: interrupts stay off from here to the halt's `sti; hlt`
         // (see `KernelLoop::halt`), so an IPI sent after a check is taken
@@ -56,9 +56,8 @@ pub fn run(index: usize) -> ! {
         unsafe { asm!("cli", options(nomem, nostack)) };
         if smp::LIVES.should_die(index) {
             apic::stop_tick();
-            idle::stop(&KernelLoop, index);
+            idle::stop(&KernelLoop, cpu);
             trace_marker!("cpu {index} parks offline");
-            let cpu = cpu_id(index);
             smp::park_here(
                 cpu,
                 || {
@@ -70,7 +69,7 @@ pub fn run(index: usize) -> ! {
             trace_marker!("cpu {index} online from its idle park");
             continue;
         }
-        idle::turn(&KernelLoop, index);
+        idle::turn(&KernelLoop, cpu);
     }
 }
 
@@ -87,8 +86,7 @@ pub struct KernelLoop;
 
 impl KernelLoop {
     /// Runs `step` and says whether it switched to one of `cpu`'s threads.
-    fn switched(cpu: usize, step: impl FnOnce(CpuId)) -> bool {
-        let cpu = cpu_id(cpu);
+    fn switched(cpu: CpuId, step: impl FnOnce(CpuId)) -> bool {
         let before = kthread::switches_on(cpu);
         step(cpu);
         kthread::switches_on(cpu) != before
@@ -106,58 +104,57 @@ impl CpuLoop for KernelLoop {
         apic::sched_ticks()
     }
 
-    fn run_calls(&self, cpu: usize) -> Option<bool> {
+    fn run_calls(&self, cpu: CpuId) -> Option<bool> {
         Some(Self::switched(cpu, hotplug_thread::run_thread))
     }
 
     /// The loop runs only while the CPU is online; going offline, it
     /// parks at the top of a turn.
-    fn is_online(&self, _cpu: usize) -> bool {
+    fn is_online(&self, _cpu: CpuId) -> bool {
         true
     }
 
-    fn run_kthreads(&self, cpu: usize, now_ns: u64) -> bool {
+    fn run_kthreads(&self, cpu: CpuId, now_ns: u64) -> bool {
         Self::switched(cpu, |cpu| steps::run_threads(cpu, now_ns))
     }
 
-    fn run_task(&self, _cpu: usize) -> bool {
+    fn run_task(&self, _cpu: CpuId) -> bool {
         false
     }
 
     /// Only a CPU whose `ksoftirqd` exists can hold timers; asking first
     /// also keeps the timer bases, which allocate, from being made before
     /// the heap is (the loop starts with the CPU, early in boot).
-    fn next_timer(&self, cpu: usize) -> Option<u64> {
-        if !subsystems::has_thread(cpu_id(cpu), Role::Softirq) {
+    fn next_timer(&self, cpu: CpuId) -> Option<u64> {
+        if !subsystems::has_thread(cpu, Role::Softirq) {
             return None;
         }
-        subsystems::subsystems().timers.next_deadline(cpu)
+        subsystems::subsystems().timers.next_deadline(cpu.index())
     }
 
-    fn rcu_quiescent(&self, cpu: usize) {
-        rcu::quiescent(cpu_id(cpu));
+    fn rcu_quiescent(&self, cpu: CpuId) {
+        rcu::quiescent(cpu);
     }
 
-    fn rcu_tick(&self, cpu: usize) {
-        rcu::tick(cpu_id(cpu));
+    fn rcu_tick(&self, cpu: CpuId) {
+        rcu::tick(cpu);
     }
 
     /// As [`KernelLoop::next_timer`]: only with an `rcuc` thread.
-    fn rcu_needs_cpu(&self, cpu: usize) -> bool {
-        subsystems::has_thread(cpu_id(cpu), Role::RcuCallbacks)
-            && subsystems::rcu_pending(cpu_id(cpu)) > 0
+    fn rcu_needs_cpu(&self, cpu: CpuId) -> bool {
+        subsystems::has_thread(cpu, Role::RcuCallbacks) && subsystems::rcu_pending(cpu) > 0
     }
 
-    fn rcu_enter_idle(&self, cpu: usize) {
-        rcu::enter_idle(cpu_id(cpu));
+    fn rcu_enter_idle(&self, cpu: CpuId) {
+        rcu::enter_idle(cpu);
     }
 
-    fn rcu_exit_idle(&self, cpu: usize) {
-        rcu::exit_idle(cpu_id(cpu));
+    fn rcu_exit_idle(&self, cpu: CpuId) {
+        rcu::exit_idle(cpu);
     }
 
-    fn halt(&self, cpu: usize, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
-        let rung = &smp::RUNG[cpu];
+    fn halt(&self, cpu: CpuId, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+        let rung = &smp::RUNG[cpu.index()];
         // A wake-up since the last halt: turn again at once (checked with
         // interrupts off, so one sent after this check wakes the halt).
         if rung.swap(false, Ordering::AcqRel) {

@@ -113,5 +113,5 @@ extern "C" fn ap_entry(cpu: u64) -> ! {
     apic::enable();
     cpu_loop::arrive(cpu);
     trace_marker!("cpu {} online, APIC id {}", cpu.0, apic::id());
-    cpu_loop::run(cpu.index())
+    cpu_loop::run(cpu)
 }

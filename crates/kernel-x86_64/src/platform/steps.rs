@@ -21,7 +21,6 @@
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::cpuset::cpu_id;
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
@@ -102,22 +101,22 @@ impl StepKernel for Steps {
         instructions::without_interrupts(f)
     }
 
-    fn open_queue(&self, cpu: usize) {
-        sched::open(cpu_id(cpu));
+    fn open_queue(&self, cpu: CpuId) {
+        sched::open(cpu);
     }
 
-    fn close_queue(&self, cpu: usize) -> Vec<Task> {
-        sched::close(cpu_id(cpu))
+    fn close_queue(&self, cpu: CpuId) -> Vec<Task> {
+        sched::close(cpu)
     }
 
-    fn offer_task(&self, cpu: usize, task: Task) -> Result<(), Task> {
-        sched::push(cpu_id(cpu), task)
+    fn offer_task(&self, cpu: CpuId, task: Task) -> Result<(), Task> {
+        sched::push(cpu, task)
     }
 
     /// CPU 0 runs the controller, which never halts while it operates.
-    fn wake_cpu(&self, cpu: usize) {
-        if cpu != 0 {
-            smp::wake(cpu_id(cpu));
+    fn wake_cpu(&self, cpu: CpuId) {
+        if cpu != smp::BOOT_CPU {
+            smp::wake(cpu);
         }
     }
 
@@ -125,26 +124,26 @@ impl StepKernel for Steps {
         &rcu::Controller
     }
 
-    fn is_powered(&self, cpu: usize) -> bool {
-        smp::is_running(cpu_id(cpu))
+    fn is_powered(&self, cpu: CpuId) -> bool {
+        smp::is_running(cpu)
     }
 
-    fn queue_state(&self, cpu: usize) -> (usize, bool) {
-        sched::queue_state(cpu_id(cpu))
+    fn queue_state(&self, cpu: CpuId) -> (usize, bool) {
+        sched::queue_state(cpu)
     }
 
-    fn spawn_kthread(&self, cpu: usize, role: Role) -> Option<Kthread> {
-        Some(Kthread::new(role.name(), cpu_id(cpu), body(role)))
+    fn spawn_kthread(&self, cpu: CpuId, role: Role) -> Option<Kthread> {
+        Some(Kthread::new(role.name(), cpu, body(role)))
     }
 
-    fn trace_buffer_create(&self, cpu: usize) -> bool {
-        !flip(&TRACE_BUFFERS, CpuSet::single(cpu_id(cpu)), true).is_empty()
+    fn trace_buffer_create(&self, cpu: CpuId) -> bool {
+        !flip(&TRACE_BUFFERS, CpuSet::single(cpu), true).is_empty()
     }
 
-    fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool {
-        let one = CpuSet::single(cpu_id(cpu));
+    fn trace_buffer_retire(&self, cpu: CpuId, keep: bool) -> bool {
+        let one = CpuSet::single(cpu);
         if keep {
-            return TRACE_BUFFERS.lock().contains(cpu_id(cpu));
+            return TRACE_BUFFERS.lock().contains(cpu);
         }
         !flip(&TRACE_BUFFERS, one, false).is_empty()
     }
@@ -157,7 +156,7 @@ impl StepKernel for Steps {
         flip(&SYSFS, cpus, false)
     }
 
-    fn cpu_tick(&self, _cpu: usize, running: bool) {
+    fn cpu_tick(&self, _cpu: CpuId, running: bool) {
         if running {
             apic::start_tick();
         } else {

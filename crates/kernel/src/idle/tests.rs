@@ -12,6 +12,8 @@ use crate::rcu::{GracePeriods, Kind};
 use crate::tick::Hz;
 
 const JIFFY: u64 = 1_000_000; // HZ=1000
+/// The one CPU these loops run.
+const CPU0: CpuId = CpuId(0);
 
 /// A CPU whose work is counted out in advance; every call is logged.
 /// `HALT` is its [`CpuLoop::HALT_WHEN_BUSY`].
@@ -88,58 +90,58 @@ impl<const HALT: bool> CpuLoop for Fake<HALT> {
     fn ticks(&self) -> &Ticks {
         &self.ticks
     }
-    fn run_calls(&self, _cpu: usize) -> Option<bool> {
+    fn run_calls(&self, _cpu: CpuId) -> Option<bool> {
         self.log("calls");
         (!self.leaving).then_some(false)
     }
-    fn is_online(&self, _cpu: usize) -> bool {
+    fn is_online(&self, _cpu: CpuId) -> bool {
         self.online
     }
-    fn run_kthreads(&self, _cpu: usize, _now: u64) -> bool {
+    fn run_kthreads(&self, _cpu: CpuId, _now: u64) -> bool {
         let ran = take_one(&self.kthreads);
         if ran {
             self.log("kthread");
         }
         ran
     }
-    fn run_task(&self, _cpu: usize) -> bool {
+    fn run_task(&self, _cpu: CpuId) -> bool {
         let ran = take_one(&self.tasks);
         if ran {
             self.log("task");
         }
         ran
     }
-    fn next_timer(&self, _cpu: usize) -> Option<u64> {
+    fn next_timer(&self, _cpu: CpuId) -> Option<u64> {
         self.timer
     }
-    fn rcu_quiescent(&self, cpu: usize) {
+    fn rcu_quiescent(&self, cpu: CpuId) {
         self.log("qs");
         if let Some(rcu) = &self.rcu {
-            rcu.quiescent(&NoCpus, CpuId(cpu as u32));
+            rcu.quiescent(&NoCpus, cpu);
         }
     }
-    fn rcu_tick(&self, cpu: usize) {
+    fn rcu_tick(&self, cpu: CpuId) {
         self.log("tick");
         if let Some(rcu) = &self.rcu {
-            rcu.tick(&NoCpus, CpuId(cpu as u32));
+            rcu.tick(&NoCpus, cpu);
         }
     }
-    fn rcu_needs_cpu(&self, _cpu: usize) -> bool {
+    fn rcu_needs_cpu(&self, _cpu: CpuId) -> bool {
         self.callbacks
     }
-    fn rcu_enter_idle(&self, cpu: usize) {
+    fn rcu_enter_idle(&self, cpu: CpuId) {
         self.log("enter idle");
         if let Some(rcu) = &self.rcu {
-            rcu.enter_idle(&NoCpus, CpuId(cpu as u32));
+            rcu.enter_idle(&NoCpus, cpu);
         }
     }
-    fn rcu_exit_idle(&self, cpu: usize) {
+    fn rcu_exit_idle(&self, cpu: CpuId) {
         self.log("exit idle");
         if let Some(rcu) = &self.rcu {
-            rcu.exit_idle(CpuId(cpu as u32));
+            rcu.exit_idle(cpu);
         }
     }
-    fn halt(&self, _cpu: usize, deadline: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
+    fn halt(&self, _cpu: CpuId, deadline: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {
         self.halts.borrow_mut().push(deadline);
         enter();
         self.log("halt");
@@ -153,7 +155,7 @@ fn a_busy_turn_runs_calls_tick_threads_and_a_task_each_followed_by_a_quiescent_s
     cpu.now.set(JIFFY);
     cpu.kthreads.set(1);
     cpu.tasks.set(1);
-    assert_eq!(turn(&cpu, 0), Turn::Ran);
+    assert_eq!(turn(&cpu, CPU0), Turn::Ran);
     // Every quiescent state comes after what ran before it, never before:
     // a report ahead of the work would let a grace period end under it.
     assert_eq!(
@@ -168,7 +170,7 @@ fn a_cpu_taken_down_by_a_call_leaves_at_once() {
     let mut cpu = Fake::<false>::new();
     cpu.leaving = true;
     cpu.tasks.set(1);
-    assert_eq!(turn(&cpu, 0), Turn::Left);
+    assert_eq!(turn(&cpu, CPU0), Turn::Left);
     assert_eq!(cpu.take_log(), ["calls"]);
     assert_eq!(cpu.tasks.get(), 1);
 }
@@ -180,7 +182,7 @@ fn a_cpu_not_online_only_answers_calls_then_idles() {
     cpu.tasks.set(1);
     cpu.kthreads.set(1);
     cpu.now.set(5 * JIFFY);
-    assert_eq!(turn(&cpu, 0), Turn::Idled);
+    assert_eq!(turn(&cpu, CPU0), Turn::Idled);
     assert_eq!(
         cpu.take_log(),
         ["calls", "qs", "enter idle", "halt", "exit idle"]
@@ -192,7 +194,7 @@ fn a_cpu_not_online_only_answers_calls_then_idles() {
 fn an_idle_cpu_with_nothing_pending_stops_its_tick_and_sleeps_until_woken() {
     let cpu = Fake::<false>::new();
     cpu.now.set(JIFFY / 2);
-    assert_eq!(turn(&cpu, 0), Turn::Idled);
+    assert_eq!(turn(&cpu, CPU0), Turn::Idled);
     // No timer, no callbacks: dyntick-idle, so the halt has no deadline.
     assert_eq!(*cpu.halts.borrow(), [None]);
     assert_eq!(
@@ -208,7 +210,7 @@ fn rcu_callbacks_keep_the_tick_of_an_idle_cpu() {
     let mut cpu = Fake::<false>::new();
     cpu.callbacks = true;
     cpu.now.set(JIFFY / 2);
-    turn(&cpu, 0);
+    turn(&cpu, CPU0);
     assert_eq!(*cpu.halts.borrow(), [Some(JIFFY)]);
 }
 
@@ -217,24 +219,24 @@ fn an_idle_cpu_wakes_for_its_timer_at_the_tick_it_expires_at() {
     let mut cpu = Fake::<false>::new();
     cpu.timer = Some(3 * JIFFY + 1);
     cpu.now.set(JIFFY / 2);
-    turn(&cpu, 0);
+    turn(&cpu, CPU0);
     assert_eq!(*cpu.halts.borrow(), [Some(4 * JIFFY)]);
     // With RCU needing the tick too, the earlier of the two.
     cpu.callbacks = true;
     cpu.halts.take();
-    turn(&cpu, 0);
+    turn(&cpu, CPU0);
     assert_eq!(*cpu.halts.borrow(), [Some(JIFFY)]);
 }
 
 #[test]
 fn the_tick_runs_once_per_jiffy_from_the_loop_or_an_interrupt() {
     let cpu = Fake::<false>::new();
-    assert!(!tick(&cpu, 0, JIFFY - 1));
-    assert!(tick(&cpu, 0, JIFFY));
+    assert!(!tick(&cpu, CPU0, JIFFY - 1));
+    assert!(tick(&cpu, CPU0, JIFFY));
     // The loop's turn in the same jiffy finds it taken.
     cpu.now.set(JIFFY + 1);
     cpu.tasks.set(1);
-    turn(&cpu, 0);
+    turn(&cpu, CPU0);
     assert_eq!(cpu.take_log(), ["tick", "calls", "qs", "task", "qs"]);
 }
 
@@ -244,9 +246,9 @@ fn a_platform_that_halts_when_busy_keeps_the_tick_through_the_halt() {
     // nothing runnable stops it.
     let cpu = Fake::<true>::new();
     cpu.kthreads.set(1);
-    assert_eq!(turn(&cpu, 0), Turn::Ran);
+    assert_eq!(turn(&cpu, CPU0), Turn::Ran);
     assert_eq!(*cpu.halts.borrow(), [Some(JIFFY)]);
-    assert_eq!(turn(&cpu, 0), Turn::Idled);
+    assert_eq!(turn(&cpu, CPU0), Turn::Idled);
     assert_eq!(*cpu.halts.borrow(), [Some(JIFFY), None]);
 }
 
@@ -262,10 +264,10 @@ fn a_busy_cpus_turns_end_a_normal_grace_period_and_its_halt_an_expedited_one() {
     // turn's switch is a quiescent state, the next tick reports it.
     cpu.tasks.set(3);
     cpu.now.set(JIFFY);
-    turn(&cpu, 0);
+    turn(&cpu, CPU0);
     assert!(rcu.holding_up().contains(CpuId(0)));
     cpu.now.set(2 * JIFFY);
-    turn(&cpu, 0);
+    turn(&cpu, CPU0);
     assert!(
         rcu.holding_up().is_empty(),
         "the tick after the turn reports"
@@ -276,7 +278,7 @@ fn a_busy_cpus_turns_end_a_normal_grace_period_and_its_halt_an_expedited_one() {
     // period takes at once; awake again, it is no longer idle for RCU.
     let grace_period = rcu.begin(&NoCpus, Kind::Expedited);
     assert!(rcu.holding_up().contains(CpuId(0)));
-    idle(&cpu, 0, true);
+    idle(&cpu, CPU0, true);
     assert!(rcu.holding_up().is_empty(), "the halt reported");
     assert!(!rcu.is_idle(CpuId(0)), "awake after its halt");
     drop(grace_period);
@@ -288,7 +290,7 @@ fn a_stopped_cpu_is_quiescent_with_its_tick_stopped_until_it_starts_again() {
     cpu.rcu = Some(GracePeriods::new());
     let rcu = cpu.rcu.as_ref().unwrap();
     rcu.set_online(&NoCpus, CpuId(0), true);
-    stop(&cpu, 0);
+    stop(&cpu, CPU0);
     assert!(rcu.is_idle(CpuId(0)));
     assert_eq!(cpu.ticks.next(0), None);
     // A grace period that begins meanwhile does not wait for it.
@@ -296,7 +298,7 @@ fn a_stopped_cpu_is_quiescent_with_its_tick_stopped_until_it_starts_again() {
     assert!(rcu.holding_up().is_empty());
     drop(grace_period);
     cpu.now.set(JIFFY / 2);
-    start(&cpu, 0);
+    start(&cpu, CPU0);
     assert!(!rcu.is_idle(CpuId(0)), "awake before it runs anything");
     assert_eq!(cpu.ticks.next(0), Some(JIFFY));
     let _grace_period = rcu.begin(&NoCpus, Kind::Expedited);

@@ -10,6 +10,7 @@ use hotkern_cpuhp::{CallbackError, Context, CpuId, CpuSet, Reuse};
 
 use super::{heir, StepKernel};
 use crate::audit::Resource;
+use crate::cpuset::cpu_id;
 use crate::kthread::Role;
 
 type Outcome = Result<(), CallbackError>;
@@ -39,7 +40,7 @@ pub(super) fn threads_create_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome 
                 continue; // kept by an earlier teardown: reuse it
             }
             let created = k
-                .spawn_kthread(cpu, role)
+                .spawn_kthread(cpu_id(cpu), role)
                 .is_some_and(|thread| k.kthreads().install(cpu, role, thread));
             if !created {
                 // Leave things as they were for this call.
@@ -89,7 +90,7 @@ pub(super) fn threads_unpark_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome 
         for role in Role::ALL {
             k.kthreads().unpark(cpu, role);
         }
-        k.wake_cpu(cpu);
+        k.wake_cpu(cpu_id(cpu));
     }
     Ok(())
 }
@@ -107,7 +108,7 @@ pub(super) fn threads_unpark_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcom
 
 pub(super) fn trace_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     for cpu in each(ctx) {
-        if k.trace_buffer_create(cpu) {
+        if k.trace_buffer_create(cpu_id(cpu)) {
             k.audit().created(Resource::EventLog, cpu);
         }
     }
@@ -116,7 +117,7 @@ pub(super) fn trace_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
 
 pub(super) fn trace_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     for cpu in each(ctx) {
-        if k.trace_buffer_retire(cpu, keeps(ctx)) && !keeps(ctx) {
+        if k.trace_buffer_retire(cpu_id(cpu), keeps(ctx)) && !keeps(ctx) {
             k.audit().destroyed(Resource::EventLog, cpu);
         }
     }
@@ -243,12 +244,12 @@ pub(super) fn timer_base_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
 
 pub(super) fn timers_starting_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     k.timers().set_enabled(ctx.cpu.index(), true);
-    k.cpu_tick(ctx.cpu.index(), true);
+    k.cpu_tick(ctx.cpu, true);
     Ok(())
 }
 
 pub(super) fn timers_starting_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
-    k.cpu_tick(ctx.cpu.index(), false);
+    k.cpu_tick(ctx.cpu, false);
     k.timers().set_enabled(ctx.cpu.index(), false);
     Ok(())
 }
@@ -288,26 +289,26 @@ pub(super) fn rcu_starting_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome 
 // ----- scheduler -----
 
 pub(super) fn online_mask_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
-    k.set_online(ctx.cpu.index(), true);
+    k.set_online(ctx.cpu, true);
     Ok(())
 }
 
 pub(super) fn online_mask_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
-    k.set_online(ctx.cpu.index(), false);
+    k.set_online(ctx.cpu, false);
     Ok(())
 }
 
 /// Whatever reached the dying CPU's queue since `sched:active` closed it
 /// moves off (Linux's `sched_cpu_dying` migrating the last tasks).
 pub(super) fn sched_starting_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
-    let left = k.close_queue(ctx.cpu.index());
+    let left = k.close_queue(ctx.cpu);
     let heir = heir_of(k, CpuSet::single(ctx.cpu));
     let moved = !left.is_empty();
     for task in left {
         k.push_task(heir, task);
     }
     if moved {
-        k.wake_cpu(heir);
+        k.wake_cpu(cpu_id(heir));
     }
     Ok(())
 }
@@ -346,8 +347,8 @@ pub(super) fn domains_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
 
 pub(super) fn active_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     for cpu in each(ctx) {
-        k.open_queue(cpu);
-        k.set_active(cpu, true);
+        k.open_queue(cpu_id(cpu));
+        k.set_active(cpu_id(cpu), true);
     }
     k.cpus_activated();
     Ok(())
@@ -359,8 +360,8 @@ pub(super) fn active_up<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
 pub(super) fn active_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
     let leaving = ctx.cpus;
     for cpu in each(ctx) {
-        k.set_active(cpu, false);
-        let tasks = k.close_queue(cpu);
+        k.set_active(cpu_id(cpu), false);
+        let tasks = k.close_queue(cpu_id(cpu));
         let stay = k.active_mask().difference(&leaving);
         let heirs: Vec<usize> = if stay.is_empty() {
             alloc::vec![heir_of(k, leaving)]
@@ -372,7 +373,7 @@ pub(super) fn active_down<K: StepKernel>(k: &K, ctx: &Context) -> Outcome {
             k.push_task(heirs[n % heirs.len()], task);
         }
         for &heir in &heirs[..given] {
-            k.wake_cpu(heir);
+            k.wake_cpu(cpu_id(heir));
         }
     }
     Ok(())

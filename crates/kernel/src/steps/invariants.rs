@@ -77,12 +77,12 @@ pub fn check<K: StepKernel>(
         let mut mismatch = |mask: &'static str| {
             found.push(Violation::MaskMismatch { mask, cpu: id });
         };
-        let (queued, open) = kernel.queue_state(cpu);
+        let (queued, open) = kernel.queue_state(id);
         let callbacks = kernel.rcu_queued(cpu);
         let cache = kernel.pages();
         let states = [
             ("online", online.contains(id)),
-            ("power", kernel.is_powered(cpu)),
+            ("power", kernel.is_powered(id)),
             ("active", active.contains(id)),
             ("runqueue", open),
             ("rcu", kernel.rcu_is_online(cpu)),

@@ -190,31 +190,31 @@ impl StepKernel for Fake {
         self.interrupts_off.store(was, SeqCst);
         result
     }
-    fn open_queue(&self, cpu: usize) {
-        self.queues[cpu].lock().open();
+    fn open_queue(&self, cpu: CpuId) {
+        self.queues[cpu.index()].lock().open();
     }
-    fn close_queue(&self, cpu: usize) -> Vec<u32> {
-        self.queues[cpu].lock().close()
+    fn close_queue(&self, cpu: CpuId) -> Vec<u32> {
+        self.queues[cpu.index()].lock().close()
     }
-    fn offer_task(&self, cpu: usize, task: u32) -> Result<(), u32> {
-        self.queues[cpu].lock().push(task)?;
-        self.own.lock().placed.push(("task", task, cpu));
+    fn offer_task(&self, cpu: CpuId, task: u32) -> Result<(), u32> {
+        self.queues[cpu.index()].lock().push(task)?;
+        self.own.lock().placed.push(("task", task, cpu.index()));
         Ok(())
     }
-    fn wake_cpu(&self, cpu: usize) {
-        self.woken.lock().push(cpu);
+    fn wake_cpu(&self, cpu: CpuId) {
+        self.woken.lock().push(cpu.index());
     }
     fn rcu(&self) -> &FakeRcu {
         &self.rcu
     }
-    fn is_powered(&self, cpu: usize) -> bool {
-        self.powered.load().contains(cpu_id(cpu))
+    fn is_powered(&self, cpu: CpuId) -> bool {
+        self.powered.load().contains(cpu)
     }
-    fn queue_state(&self, cpu: usize) -> (usize, bool) {
-        let queue = self.queues[cpu].lock();
+    fn queue_state(&self, cpu: CpuId) -> (usize, bool) {
+        let queue = self.queues[cpu.index()].lock();
         (queue.len(), queue.is_open())
     }
-    fn spawn_kthread(&self, _cpu: usize, _role: Role) -> Option<Probe> {
+    fn spawn_kthread(&self, _cpu: CpuId, _role: Role) -> Option<Probe> {
         let left = self.creations_left.load(SeqCst);
         if left == 0 {
             return None;
@@ -222,17 +222,17 @@ impl StepKernel for Fake {
         self.creations_left.store(left.saturating_sub(1), SeqCst);
         Some(probe(&Arc::new(AtomicU32::new(0))))
     }
-    fn trace_buffer_create(&self, cpu: usize) -> bool {
+    fn trace_buffer_create(&self, cpu: CpuId) -> bool {
         let mut own = self.own.lock();
-        let had = own.traces.contains(cpu_id(cpu));
-        own.traces.insert(cpu_id(cpu));
+        let had = own.traces.contains(cpu);
+        own.traces.insert(cpu);
         !had
     }
-    fn trace_buffer_retire(&self, cpu: usize, keep: bool) -> bool {
+    fn trace_buffer_retire(&self, cpu: CpuId, keep: bool) -> bool {
         let mut own = self.own.lock();
-        let had = own.traces.contains(cpu_id(cpu));
+        let had = own.traces.contains(cpu);
         if !keep {
-            own.traces.remove(cpu_id(cpu));
+            own.traces.remove(cpu);
         }
         had
     }

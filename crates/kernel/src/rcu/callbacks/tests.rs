@@ -18,7 +18,7 @@ use crate::steps::StepKernel;
 fn online_with_lists(lists: &[usize]) -> Fake {
     let fake = Fake::new();
     for cpu in 0..CPUS {
-        fake.set_online(cpu, true);
+        fake.set_online(crate::cpuset::cpu_id(cpu), true);
     }
     for &cpu in lists {
         assert!(fake.rcu_create_data(cpu));
@@ -57,7 +57,7 @@ fn a_callback_no_list_takes_waits_in_the_limbo_and_runs_once_after_a_grace_perio
     assert_eq!(run_everywhere(&fake), [], "ran from the limbo");
     // CPU 1 comes back and becomes active: the callback goes there.
     assert!(fake.rcu_create_data(1));
-    fake.set_active(1, true);
+    fake.set_active(CpuId(1), true);
     fake.cpus_activated();
     assert!(fake.shared.limbo.is_empty());
     assert_eq!(fake.rcu_queued(1), Some(1));
@@ -150,7 +150,7 @@ fn a_deferred_free_goes_on_the_calling_cpus_list_and_is_called_after_a_grace_per
     // CPU 0 went offline and bolt kept its (empty) list: it takes nothing,
     // as no callback would run there until the CPU came back.
     fake.rcu_migrate(0, 1);
-    fake.set_online(0, false);
+    fake.set_online(CpuId(0), false);
     fake.defer_free(alloc::boxed::Box::new(|| {}));
     assert_eq!((fake.rcu_queued(0), fake.rcu_queued(1)), (Some(0), Some(2)));
 }

@@ -61,12 +61,14 @@ fn a_kernel_the_engine_brought_up_and_down_agrees_with_it() {
 
 #[test]
 fn a_flipped_mask_is_named() {
-    let found = found_after(Engine::Classic, &[], |fake| fake.set_online(3, false));
+    let found = found_after(Engine::Classic, &[], |fake| {
+        fake.set_online(CpuId(3), false)
+    });
     assert_eq!(found, named(&[("online", 3)]));
     // The domains were built over the active mask as it was.
-    let found = found_after(Engine::Bolt, &[], |fake| fake.set_active(2, false));
+    let found = found_after(Engine::Bolt, &[], |fake| fake.set_active(CpuId(2), false));
     assert_eq!(found, named(&[("active", 2), ("domains", 0)]));
-    let found = found_after(Engine::Bolt, &[1], |fake| fake.set_online(1, true));
+    let found = found_after(Engine::Bolt, &[1], |fake| fake.set_online(CpuId(1), true));
     assert_eq!(found, named(&[("online", 1)]));
 }
 
@@ -82,7 +84,7 @@ fn a_cpu_in_another_state_than_its_masks_is_named() {
             fake.shared.workqueue.unbind(2);
         }),
         ("runqueue", |fake| {
-            fake.close_queue(2);
+            fake.close_queue(CpuId(2));
         }),
     ];
     for (what, poke) in cases {
