@@ -310,6 +310,9 @@ fn record_demo(
         dir.display()
     );
     println!("events: {events}");
+    // Whether the instrumented functions' call sites were NOPs patched in
+    // place, or stayed load-and-branch (and why).
+    println!("call sites: {}", hotkern_trace::site::status());
     Ok(())
 }
 

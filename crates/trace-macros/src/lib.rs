@@ -4,9 +4,10 @@
 //! The attribute adds a `static` call site (the function's identity for
 //! filters, profiling and the symbol table) and a guard whose creation is the
 //! entry hook and whose drop is the exit hook, so every return path — early
-//! `return`, `?`, unwinding — records the exit. While no tracer wants the
-//! function, entry costs one load and a not-taken branch, like ftrace's
-//! patched-out `fentry` call.
+//! `return`, `?`, unwinding — records the exit. The entry is a call site
+//! that hotkern-trace patches (`hotkern_trace::site`): while no tracer
+//! wants the function it is a NOP, like ftrace's patched-out `fentry`
+//! call (one load and a not-taken branch where text cannot be patched).
 
 // The README's example is compiled and run as a doctest.
 #[cfg(doctest)]
@@ -15,7 +16,7 @@ struct ReadmeDoctests;
 
 use proc_macro::TokenStream;
 use quote::quote;
-use syn::{parse_macro_input, ItemFn};
+use syn::{parse_macro_input, parse_quote, ItemFn, ReturnType, Type};
 
 /// Instruments a function (or method) for function tracing.
 ///
@@ -67,6 +68,24 @@ pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
         block,
     } = function;
     let name = sig.ident.to_string();
+    // The body becomes an `FnOnce` closure, run directly while the call
+    // site is a NOP and between the entry and exit hooks when it jumps
+    // (`hotkern_trace::site`): the fast path is then the body alone. The
+    // closure is typed with the function's return type (`return` and `?`
+    // inside it infer as in the function), except where that type is an
+    // `impl Trait`, which cannot be named there, or `!`.
+    let output: Type = match &sig.output {
+        ReturnType::Default => parse_quote!(()),
+        ReturnType::Type(_, ty) => (**ty).clone(),
+    };
+    let body = if matches!(output, Type::Never(_)) {
+        // `!` is no type argument on stable Rust, but a closure's return.
+        quote! { ::hotkern_trace::function::body(move || -> ! #block) }
+    } else if mentions_impl(quote!(#output)) {
+        quote! { ::hotkern_trace::function::body(move || #block) }
+    } else {
+        quote! { ::hotkern_trace::function::body::<#output, _>(move || #block) }
+    };
     let expanded = quote! {
         #(#attrs)*
         #vis #sig {
@@ -77,9 +96,18 @@ pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
                     ::core::file!(),
                     ::core::line!(),
                 );
-            let __hotkern_trace_guard = ::hotkern_trace::function::enter(&__HOTKERN_TRACE_SITE);
-            #block
+            let __hotkern_trace_body = #body;
+            ::hotkern_trace::__function_call!(__HOTKERN_TRACE_SITE, __hotkern_trace_body)
         }
     };
     expanded.into()
+}
+
+/// Whether a type mentions `impl` (an `impl Trait`) anywhere.
+fn mentions_impl(tokens: proc_macro2::TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => ident == "impl",
+        proc_macro2::TokenTree::Group(group) => mentions_impl(group.stream()),
+        _ => false,
+    })
 }

@@ -2,8 +2,9 @@
 //!
 //! [`define_event!`](crate::define_event) declares an event (system, name,
 //! fields, print format) as a module with a `trace(...)` function. While no
-//! installed tracer wants the event, a call costs one load of the event's
-//! mask and a branch that is not taken; the recording code is out of line.
+//! installed tracer wants the event, a call costs a NOP where the call
+//! sites are patched ([`crate::site`]), else one load of the event's mask
+//! and a branch that is not taken; the recording code is out of line.
 //!
 //! ```
 //! hotkern_trace::define_event! {
@@ -16,7 +17,7 @@
 //!     print "dev=%u block=%llu bytes=%u", device, block, bytes
 //! }
 //!
-//! block_read::trace(1, 4096, 512); // nothing is listening: one load, one branch
+//! block_read::trace(1, 4096, 512); // nothing is listening: a NOP, or a load and a branch
 //! let format = block_read::EVENT.format();
 //! assert_eq!(format.system(), "demo");
 //! // The u64 is aligned after the u32 at 8.
@@ -210,8 +211,10 @@ pub const fn payload_size(fields: &[FieldDef]) -> usize {
     end.div_ceil(align) * align
 }
 
-/// A statically defined event: its identity and the mask that call sites test.
+/// A statically defined event: its identity and the mask that call sites
+/// test (`repr(C)`, the mask first: see [`crate::site`]).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Event {
     mask: AtomicU32,
     id: AtomicU16,
@@ -249,6 +252,11 @@ impl Event {
     #[inline(always)]
     pub fn is_hot(&self) -> bool {
         self.mask.load(Ordering::Relaxed) != 0
+    }
+
+    /// The enable word the call sites test.
+    pub(crate) fn enable_word(&self) -> &AtomicU32 {
+        &self.mask
     }
 
     /// The event's id, registering it first if needed.
@@ -351,6 +359,8 @@ impl Event {
     }
 }
 
+const _: () = assert!(core::mem::offset_of!(Event, mask) == 0);
+
 /// Records an event for every tracer in `bits` (several tracer instances
 /// want it).
 #[cold]
@@ -398,13 +408,16 @@ pub fn register(event: &'static Event) -> u16 {
     id
 }
 
-/// Every registered event, in id order.
+/// Every registered event, in id order: every event of the site table,
+/// and those registered by their first call or by [`register`].
 pub(crate) fn registered() -> Vec<&'static Event> {
+    crate::site::ensure_registered();
     REGISTRY.lock().events.clone()
 }
 
 /// The registered event with this id.
 pub(crate) fn by_id(id: u16) -> Option<&'static Event> {
+    crate::site::ensure_registered();
     REGISTRY
         .lock()
         .events
@@ -461,10 +474,23 @@ macro_rules! define_event {
                 SIZE,
             );
 
-            /// Records the event if any tracer wants it.
+            /// Records the event if any tracer wants it: a NOP while none
+            /// does, where call sites are patched ([`site`]($crate::site)).
             #[inline(always)]
             #[allow(clippy::too_many_arguments)]
             pub fn trace($($field: $ty),*) {
+                $crate::__event_site!(EVENT, {
+                    emit($($field),*);
+                });
+            }
+
+            /// [`trace`] through the portable call site: one load of the
+            /// enable word and a branch, never patched (`bench trace`'s
+            /// `hotkern-branch`).
+            #[doc(hidden)]
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            pub fn trace_branch($($field: $ty),*) {
                 if EVENT.is_hot() {
                     emit($($field),*);
                 }

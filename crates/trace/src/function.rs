@@ -11,7 +11,7 @@
 //!     bytes.iter().map(|&b| u32::from(b)).sum()
 //! }
 //!
-//! assert_eq!(checksum(b"ab"), 195); // no tracer installed: one load, one branch
+//! assert_eq!(checksum(b"ab"), 195); // no tracer wants it: the call site does nothing
 //!
 //! let tracer = Tracer::with_threads(TraceConfig::small(), 1).unwrap().install().unwrap();
 //! tracer.set_ftrace_filter("checksum", false).unwrap();
@@ -45,11 +45,13 @@ pub const MAX_DEPTH: usize = 128;
 pub const MAX_SITES: usize = 8192;
 
 /// An instrumented function: its identity and the mask the entry tests.
-/// Aligned so its address has a free low bit. What `#[function]` expands
-/// to; users name functions by their names (`set_ftrace_filter`).
+/// Aligned so its address has a free low bit; `repr(C)` so the mask is at
+/// offset 0, where the call site's compiled form reads it
+/// ([`crate::site`]). What `#[function]` expands to; users name functions
+/// by their names (`set_ftrace_filter`).
 #[doc(hidden)]
 #[derive(Debug)]
-#[repr(align(8))]
+#[repr(C, align(8))]
 pub struct FunctionSite {
     mask: AtomicU32,
     index: AtomicU32,
@@ -96,6 +98,20 @@ impl FunctionSite {
             line,
             instrumented: false,
         }
+    }
+
+    /// The enable word: one bit per installed tracer that wants the
+    /// function (the compiled call site tests it).
+    pub(crate) fn enable_word(&self) -> &AtomicU32 {
+        &self.mask
+    }
+
+    /// Whether a tracer wants the function (or it has not registered):
+    /// the portable call site's test.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn is_hot(&self) -> bool {
+        self.mask.load(Ordering::Relaxed) != 0
     }
 
     /// Whether this is an instrumented function (else only a symbol).
@@ -154,6 +170,8 @@ impl FunctionSite {
     }
 }
 
+const _: () = assert!(core::mem::offset_of!(FunctionSite, mask) == 0);
+
 /// Returned by [`enter`]; its drop is the function's exit.
 #[doc(hidden)]
 #[must_use]
@@ -162,7 +180,48 @@ pub struct FunctionGuard {
     entered: u32,
 }
 
-/// The entry hook (called by the attribute's expansion).
+impl FunctionGuard {
+    /// The guard of a call no tracer entered (its drop does nothing).
+    const fn idle(site: &'static FunctionSite) -> FunctionGuard {
+        FunctionGuard { site, entered: 0 }
+    }
+}
+
+/// A `#[function]`'s body as its expansion passes it: checked to be an
+/// `FnOnce` returning the function's type `R` (so the closure's return
+/// type is the function's, not inferred).
+#[doc(hidden)]
+#[inline(always)]
+pub fn body<R, F: FnOnce() -> R>(body: F) -> F {
+    body
+}
+
+/// A `#[function]`'s body run between the entry and exit hooks: where its
+/// call site jumps (`__function_call!`).
+#[doc(hidden)]
+#[cold]
+#[inline(never)]
+pub fn traced<R>(site: &'static FunctionSite, body: impl FnOnce() -> R) -> R {
+    let _guard = enter_patched(site);
+    body()
+}
+
+/// The entry hook behind a call site that jumped: the site is patched to
+/// a jump, or compiled and its word was set.
+#[cold]
+#[inline(never)]
+fn enter_patched(site: &'static FunctionSite) -> FunctionGuard {
+    let mask = site.mask.load(Ordering::Relaxed);
+    if mask == 0 {
+        // Disabled since the site jumped: the call is not traced.
+        return FunctionGuard::idle(site);
+    }
+    enter_slow(site, mask)
+}
+
+/// The portable entry hook: one load and a branch (what the attribute
+/// expanded to before call sites were patched; `bench trace` measures it
+/// as `hotkern-branch`).
 #[inline(always)]
 #[doc(hidden)]
 pub fn enter(site: &'static FunctionSite) -> FunctionGuard {
@@ -250,13 +309,16 @@ pub(crate) fn register(site: &'static FunctionSite) -> usize {
     index
 }
 
-/// Every registered site, by index.
+/// Every registered site, by index: every function of the site table,
+/// and functions that registered on their first call.
 pub(crate) fn sites() -> Vec<&'static FunctionSite> {
+    crate::site::ensure_registered();
     SITES.lock().clone()
 }
 
 /// The site at `address` (a traced `ip`).
 pub(crate) fn site_at(address: u64) -> Option<&'static FunctionSite> {
+    crate::site::ensure_registered();
     SITES
         .lock()
         .iter()

@@ -9,10 +9,13 @@
 //!   ([`PageView`](ring::PageView)), lock-free reserve/commit with nesting writers, readers
 //!   that take whole pages without stopping writers, overwrite and
 //!   producer/consumer modes, exact loss accounting.
-//! * [`platform`] — the [`Clock`](platform::Clock) and
-//!   [`CpuContext`](platform::CpuContext) a kernel provides; in user space
-//!   [`ThreadCpus`](platform::ThreadCpus) (thread-per-CPU) and the TSC or
-//!   monotonic clock.
+//! * [`platform`] — the [`Clock`](platform::Clock),
+//!   [`CpuContext`](platform::CpuContext) and
+//!   [`TextPoke`](platform::TextPoke) a kernel provides; in user space
+//!   [`ThreadCpus`](platform::ThreadCpus) (thread-per-CPU), the TSC or
+//!   monotonic clock and [`UserText`](platform::UserText).
+//! * [`site`] — call sites that are NOPs until enabled, patched in place
+//!   (Linux's jump labels and `text_poke_bp`).
 //! * [`event`] — [`define_event!`] typed events and their `format` files,
 //!   the built-in `ftrace/*` formats.
 //! * [`function`](mod@function) — `#[hotkern_trace::function]` call sites,
@@ -66,6 +69,7 @@ mod marker;
 pub mod platform;
 pub mod printk;
 pub mod ring;
+pub mod site;
 mod tracer;
 
 /// `#[hotkern_trace::function]`: instruments a function for the function
@@ -99,6 +103,11 @@ pub mod internals {
             parse, CompareOp, Expr, FieldKind, FieldSpec, Filter, FilterError, FilterErrorKind,
             Operand, Predicate,
         };
+    }
+    /// The call sites' patcher: the planted bug of the torn-patch test, a
+    /// hook between the protocol's steps, the breakpoints handled.
+    pub mod site {
+        pub use crate::site::{between_steps, plant_torn_patching, traps};
     }
     /// The glob matcher behind `set_event`, `set_ftrace_filter` and filters.
     pub mod glob {

@@ -1,5 +1,6 @@
-//! What the tracer needs from the platform: a clock and the identity of the
-//! running CPU and task.
+//! What the tracer needs from the platform: a clock, the identity of the
+//! running CPU and task, and a way to rewrite its call sites in the text
+//! ([`TextPoke`]).
 //!
 //! A kernel implements [`Clock`] and [`CpuContext`] with its own clock source
 //! and per-CPU data. In user space (feature `std`) [`MonotonicClock`],
@@ -167,8 +168,11 @@ impl Clock for ManualClock {
     }
 }
 
+mod text;
+pub use text::{TextError, TextPoke};
+
 #[cfg(feature = "std")]
-pub use self::user::{spawn, MonotonicClock, ThreadCpus, TscClock};
+pub use self::user::{spawn, MonotonicClock, ThreadCpus, TscClock, UserText};
 
 #[cfg(feature = "std")]
 mod user;

@@ -232,7 +232,11 @@ impl Tracer {
     /// `#[function]`, `trace_printk!`). The tracer lives for the rest of the
     /// program (a writer may hold it at any time); [`Tracer::uninstall`]
     /// detaches it and frees its slot.
+    ///
+    /// The first install decides whether call sites are patched in place
+    /// ([`crate::site::status`]) and makes them NOPs if so.
     pub fn install(self) -> Result<&'static Tracer, TraceError> {
+        crate::site::activate();
         let tracer: &'static Tracer = Box::leak(Box::new(self));
         let pointer = tracer as *const Tracer as *mut Tracer;
         for (slot, cell) in INSTANCES.iter().enumerate() {
@@ -247,8 +251,13 @@ impl Tracer {
             {
                 tracer.slot.store(slot as u32, Ordering::Release);
                 INSTALLED.fetch_or(1 << slot, Ordering::AcqRel);
-                tracer.refresh_event_masks();
-                tracer.refresh_function_masks();
+                let patched = tracer
+                    .refresh_event_masks()
+                    .and_then(|()| tracer.refresh_function_masks());
+                if let Err(error) = patched {
+                    tracer.uninstall();
+                    return Err(error);
+                }
                 return Ok(tracer);
             }
         }
@@ -256,7 +265,9 @@ impl Tracer {
     }
 
     /// Detaches an installed tracer from every call site and frees its slot.
-    /// Its data stays readable.
+    /// Its data stays readable. Sites only it wanted become NOPs again; if
+    /// the text cannot be written any more they keep jumping, to slow paths
+    /// that find no tracer and return.
     pub fn uninstall(&'static self) {
         let Some(slot) = self.slot() else {
             return;
@@ -272,6 +283,7 @@ impl Tracer {
         }
         INSTANCES[slot].store(ptr::null_mut(), Ordering::Release);
         self.slot.store(NOT_INSTALLED, Ordering::Release);
+        let _ = crate::site::apply();
     }
 
     /// The instance slot, if installed.

@@ -11,7 +11,10 @@
 //!   created, entered, exited and closed, which is what `#[instrument]`
 //!   does; for uftrace, a `-pg` call recorded, less the untraced call);
 //! * `printk` — a debug message with two integer arguments stored unformatted
-//!   (hotkern's `trace_printk!`; for `tracing`, `info!(a, b, "message")`).
+//!   (hotkern's `trace_printk!`; for `tracing`, `info!(a, b, "message")`);
+//! * `function/disabled`, `event/disabled-cold`, `overhead/all-sites-off`
+//!   and `event/disabled`'s `hotkern-branch` and `none`: call sites nobody
+//!   enabled, patched to NOPs or not, against no site ([`sites`]).
 //!
 //! and for hotkern `throughput/1`, `throughput/2`: events per second from one
 //! and two writer threads, each on its own CPU buffer.
@@ -27,8 +30,37 @@
 //! outside the timing; the C peers time themselves with the same rules
 //! (`c/timing.h`). Throughput is wall-clock.
 
+/// ns per call of `$call`, written with `$i` (the loop counter) and `$k`
+/// (0 to 3): four calls a loop turn, each with its own `$k`. A one-site
+/// loop is a handful of instructions whose speed (one or two cycles a
+/// turn) hangs on where the linker happened to place it, not on the site.
+macro_rules! four_a_turn {
+    ($ops:expr, |$i:ident, $k:ident| $call:expr) => {
+        timed($ops / 4, |$i| {
+            {
+                let $k = 0;
+                $call;
+            }
+            {
+                let $k = 1;
+                $call;
+            }
+            {
+                let $k = 2;
+                $call;
+            }
+            {
+                let $k = 3;
+                $call;
+            }
+        })
+        .map(|ns| ns / 4.0)
+    };
+}
+
 mod bare;
 mod lttng;
+mod sites;
 mod subscribers;
 mod tools;
 mod uftrace;
@@ -134,9 +166,12 @@ fn write_events(events: u64) -> Result<f64, ClockError> {
 }
 
 /// The cases in the order the table shows them, each with all its peers.
-const CASE_ORDER: [&str; 7] = [
+const CASE_ORDER: [&str; 10] = [
     "clock/read",
+    "function/disabled",
     "event/disabled",
+    "event/disabled-cold",
+    "overhead/all-sites-off",
     "event/enabled",
     "function_graph/pair",
     "printk",
@@ -181,9 +216,16 @@ fn tracing_cases(counts: subscribers::Counts) -> Result<[(&'static str, f64); 2]
 /// the other peers.
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     let scale: u64 = if options.full { 10 } else { 1 };
-    let progress = Progress::steps("trace", 15);
+    let progress = Progress::steps("trace", 15 + sites::STEPS);
     let mut report = Report::new("trace");
-    let clock_ns = run_in_process(&mut report, &progress, scale)?;
+    // event/disabled-cold's stream and timing, the same for LTTng-UST.
+    let stream = sites::Stream::new();
+    let cold = sites::Cold {
+        calls: 20 * scale,
+        runs: REPEATS,
+        ticks_per_ns: sites::ticks_per_ns(),
+    };
+    let clock_ns = run_in_process(&mut report, &progress, scale, (&stream, cold))?;
 
     // Fewer calls than hotkern's cases: each costs hundreds of ns.
     let counts = subscribers::Counts {
@@ -207,15 +249,23 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         disabled_turns: 12_500_000 * scale,
         enabled_ops: 3_000_000 * scale,
         runs: REPEATS,
+        cold_calls: cold.calls,
+        stream_bytes: stream.bytes(),
     };
+    drop(stream);
     match lttng::measure(counts) {
-        Ok([(disabled, off), (enabled, on)]) => {
+        Ok([(disabled, off), (enabled, on), (cold_case, ticks)]) => {
             report
                 .cases
                 .push(Case::new(disabled, lttng::NAME, 4 * counts.disabled_turns).ns_per_op(off));
             report
                 .cases
                 .push(Case::new(enabled, lttng::NAME, counts.enabled_ops).ns_per_op(on));
+            report.cases.push(
+                Case::new(cold_case, lttng::NAME, cold.calls * cold.runs)
+                    .ns_per_op(ticks / cold.ticks_per_ns)
+                    .with("ticks", ticks),
+            );
         }
         Err(why) => skipped(&mut report, lttng::NAME, why)?,
     }
@@ -262,9 +312,15 @@ fn skipped(report: &mut Report, peer: &str, why: NotMeasured) -> Result<(), Stri
     }
 }
 
-/// hotkern's cases and `tracing-bare`'s, in this process; returns the
-/// clock read's ns.
-fn run_in_process(report: &mut Report, progress: &Progress, scale: u64) -> Result<f64, String> {
+/// hotkern's cases and `tracing-bare`'s, in this process (with
+/// [`sites`]'s, which get `event/disabled-cold`'s stream and counts);
+/// returns the clock read's ns.
+fn run_in_process(
+    report: &mut Report,
+    progress: &Progress,
+    scale: u64,
+    (stream, cold): (&sites::Stream, sites::Cold),
+) -> Result<f64, String> {
     let clock = TscClock::calibrate();
     let cpus = ThreadCpus::new(4);
     let config = TraceConfig {
@@ -304,25 +360,14 @@ fn run_in_process(report: &mut Report, progress: &Progress, scale: u64) -> Resul
     // its arguments only once the event is wanted, so a `black_box` around
     // one would cost hotkern's call (arguments evaluated first, as for a
     // kernel tracepoint) a stack round trip that `tracing` never pays.
-    // Four call sites per loop turn on both sides: a one-site loop is a
-    // handful of instructions whose speed (one or two cycles a turn) hangs
-    // on where the linker happened to place it, not on the call site.
-    let ns = timed(ops / 4, |i| {
-        bench_quiet::trace(i, i, i as u32);
-        bench_quiet::trace(i, i + 1, i as u32);
-        bench_quiet::trace(i, i + 2, i as u32);
-        bench_quiet::trace(i, i + 3, i as u32);
-    })? / 4.0;
+    // Four call sites per loop turn on both sides (`four_a_turn!`).
+    let ns = four_a_turn!(ops, |i, k| bench_quiet::trace(i, i + k, i as u32))?;
     measure(report, "event/disabled", "hotkern", ops, ns);
     progress.advance();
-    let ns = timed(ops / 4, |i| {
-        tracing::trace!(a = i, b = i, c = i as u32);
-        tracing::trace!(a = i, b = i + 1, c = i as u32);
-        tracing::trace!(a = i, b = i + 2, c = i as u32);
-        tracing::trace!(a = i, b = i + 3, c = i as u32);
-    })? / 4.0;
+    let ns = four_a_turn!(ops, |i, k| tracing::trace!(a = i, b = i + k, c = i as u32))?;
     measure(report, "event/disabled", bare::NAME, ops, ns);
     progress.advance();
+    sites::run(report, progress, scale, stream, cold)?;
 
     // event/enabled
     progress.start("event/enabled");
@@ -453,6 +498,7 @@ fn notes(report: &mut Report, clock_ns: f64) {
         ),
         verdict::faster_than(report, &MAINSTREAM),
     ];
+    notes.extend(sites::notes(report));
     notes.extend(verdict::clock_targets(enabled, pair, clock_ns));
     notes.push(format!(
         "per-call figures are the measuring thread's CPU time; hotkern and tracing-bare read the same TSC clock, {clock_ns:.1} ns per read here (clock/read), so hotkern's own work per event is ~{:.1} ns (event/enabled minus one read) and ~{:.1} ns per function_graph pair (minus two)",

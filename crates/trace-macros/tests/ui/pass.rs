@@ -1,6 +1,8 @@
 //! Shapes the attribute must accept: generics, `where` clauses, methods
 //! with `self`, `?`, attributes and visibility kept, `unsafe` and `const`
-//! generics.
+//! generics; and, as the body runs in a closure, borrows returned from
+//! `self` and arguments, `mut` and pattern arguments, `impl Trait` in and
+//! out, and functions that never return.
 
 use std::fmt::Debug;
 
@@ -34,6 +36,46 @@ impl Disk {
     fn size(&self) -> u64 {
         self.blocks
     }
+
+    #[hotkern_trace::function]
+    fn blocks(&self) -> &u64 {
+        &self.blocks
+    }
+
+    #[hotkern_trace::function]
+    fn blocks_mut(&mut self) -> &mut u64 {
+        &mut self.blocks
+    }
+
+    #[hotkern_trace::function]
+    fn into_blocks(self) -> u64 {
+        self.blocks
+    }
+}
+
+#[hotkern_trace::function]
+fn longest<'a>(a: &'a str, b: &'a str) -> &'a str {
+    if a.len() >= b.len() {
+        return a;
+    }
+    b
+}
+
+#[hotkern_trace::function]
+fn sum((a, b): (u32, u32), mut extra: u32) -> u32 {
+    extra += a;
+    extra + b
+}
+
+#[hotkern_trace::function]
+fn evens(items: impl IntoIterator<Item = u32>) -> impl Iterator<Item = u32> {
+    items.into_iter().filter(|n| n % 2 == 0)
+}
+
+#[hotkern_trace::function]
+#[allow(dead_code)]
+fn never_returns(code: i32) -> ! {
+    std::process::exit(code)
 }
 
 #[hotkern_trace::function]
@@ -60,4 +102,10 @@ fn main() {
     // SAFETY: `byte` is a live local.
     assert_eq!(unsafe { read(&byte) }, 9);
     assert_eq!(first([4u8, 5]), Some(4));
+    assert_eq!(*disk.blocks(), 3);
+    *disk.blocks_mut() += 1;
+    assert_eq!(disk.into_blocks(), 4);
+    assert_eq!(longest("ab", "c"), "ab");
+    assert_eq!(sum((1, 2), 3), 6);
+    assert_eq!(evens(1..7).collect::<Vec<_>>(), [2, 4, 6]);
 }

@@ -197,7 +197,9 @@ impl Control<'_> {
                 t.set_max_graph_depth(depth)
                     .map_err(|e| invalid(&e.to_string()))?;
             }
-            ["function_profile_enabled"] => t.set_function_profile(parse_bool(path, text)?),
+            ["function_profile_enabled"] => t
+                .set_function_profile(parse_bool(path, text)?)
+                .map_err(|e| invalid(&e.to_string()))?,
             ["set_event"] => self.write_set_event(text, append)?,
             ["options", name] => {
                 let on = parse_bool(path, text)?;

@@ -119,6 +119,11 @@ impl Selector {
     pub fn text(&self) -> &str {
         &self.text
     }
+
+    /// Whether it adds functions to the list (no leading `!`).
+    pub(crate) fn adds(&self) -> bool {
+        !self.remove
+    }
 }
 
 /// A `set_ftrace_filter` or `set_ftrace_notrace` list.
@@ -130,7 +135,15 @@ pub struct Selection {
 impl Selection {
     /// Parses `text` and replaces (`append == false`, like `>`) or extends
     /// (`>>`) the list. On error nothing changes.
+    #[cfg(test)]
     pub fn write(&mut self, text: &str, append: bool) -> Result<(), SelectorError> {
+        let parsed = Selection::parse(text)?;
+        self.extend(parsed, append);
+        Ok(())
+    }
+
+    /// The selectors of `text`, white-space separated.
+    pub(crate) fn parse(text: &str) -> Result<Vec<Selector>, SelectorError> {
         let mut parsed = Vec::new();
         let mut position = 0;
         for token in text.split_ascii_whitespace() {
@@ -141,11 +154,15 @@ impl Selection {
             parsed.push(Selector::parse(token, at)?);
             position = at + token.len();
         }
+        Ok(parsed)
+    }
+
+    /// Replaces (`append == false`) or extends the list with `parsed`.
+    pub(crate) fn extend(&mut self, parsed: Vec<Selector>, append: bool) {
         if !append {
             self.selectors.clear();
         }
         self.selectors.extend(parsed);
-        Ok(())
     }
 
     /// True when no selector adds anything (for a filter: trace everything).

@@ -1,5 +1,9 @@
 //! The user-space platform (feature `std`): clocks and the thread-per-CPU
-//! model, with each thread's name and stack for the tracer.
+//! model, with each thread's name and stack for the tracer, and the
+//! process's text for patching call sites ([`UserText`]).
+
+mod text;
+pub use text::UserText;
 
 use super::{Clock, CpuContext, TASK_COMM_LEN};
 use alloc::collections::BTreeMap;

@@ -3,7 +3,10 @@
 use core::fmt;
 
 use crate::event::MAX_INSTANCES;
+use alloc::string::String;
+
 use crate::function::{SelectorError, MAX_DEPTH};
+use crate::platform::TextError;
 use crate::ring::RingError;
 
 /// Why a tracer operation was refused. Nothing changed when one is returned.
@@ -34,6 +37,12 @@ pub enum TraceError {
     TooLarge(usize),
     /// `max_graph_depth` above the deepest tracked nesting.
     BadDepth(u32),
+    /// A `set_ftrace_filter` / `set_ftrace_notrace` selector that matches
+    /// no function (the selector, as written).
+    NoMatch(String),
+    /// The call sites could not be patched to what was set: the setting
+    /// is in place, but sites it enables stay NOPs.
+    Text(TextError),
 }
 
 impl fmt::Display for TraceError {
@@ -53,6 +62,8 @@ impl fmt::Display for TraceError {
             TraceError::NoSnapshot => write!(f, "the snapshot buffer is not allocated"),
             TraceError::TooLarge(n) => write!(f, "{n} bytes do not fit in one event"),
             TraceError::BadDepth(d) => write!(f, "max_graph_depth {d} exceeds {}", MAX_DEPTH),
+            TraceError::NoMatch(selector) => write!(f, "no function matches '{selector}'"),
+            TraceError::Text(e) => write!(f, "call sites not patched: {e}"),
         }
     }
 }

@@ -70,8 +70,7 @@ impl Tracer {
         } else {
             state.fetch_and(!ENABLED, Ordering::AcqRel);
         }
-        self.refresh_event_mask(event);
-        Ok(())
+        self.refresh_event_mask(event)
     }
 
     /// Installs (or with `None` removes) the hook of event `id`. A replaced
@@ -97,8 +96,7 @@ impl Tracer {
                 self.hooks[index].store(core::ptr::null_mut(), Ordering::Release);
             }
         }
-        self.refresh_event_mask(event);
-        Ok(())
+        self.refresh_event_mask(event)
     }
 
     /// `set_event_pid`: when not empty, only these tasks' events are recorded.
@@ -106,17 +104,26 @@ impl Tracer {
         &self.event_pids
     }
 
-    fn refresh_event_mask(&self, event: &'static event::Event) {
+    /// Sets this tracer's bit in the event's enable word, then patches
+    /// the call sites to match.
+    fn refresh_event_mask(&self, event: &'static event::Event) -> Result<(), TraceError> {
+        self.set_event_bit(event);
+        crate::site::apply().map_err(TraceError::Text)
+    }
+
+    fn set_event_bit(&self, event: &'static event::Event) {
         if let Some(slot) = self.slot() {
             let state = self.event_state[usize::from(event.id())].load(Ordering::Acquire);
             event.set_instance(slot, state != 0);
         }
     }
 
-    pub(crate) fn refresh_event_masks(&self) {
+    /// [`Tracer::refresh_event_mask`] for every event, one patch batch.
+    pub(crate) fn refresh_event_masks(&self) -> Result<(), TraceError> {
         for event in event::registered() {
-            self.refresh_event_mask(event);
+            self.set_event_bit(event);
         }
+        crate::site::apply().map_err(TraceError::Text)
     }
 
     /// Records event `id` (called by `Event::emit` for installed tracers).

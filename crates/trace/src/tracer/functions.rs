@@ -10,6 +10,7 @@ use core::sync::atomic::Ordering;
 
 use super::{TraceError, TraceOption, Tracer};
 use crate::event::format;
+use crate::function::filter::Selector;
 use crate::function::{
     self, FunctionSite, PidList, ProfileEntry, ProfileTable, Selection, TracerKind, MAX_DEPTH,
 };
@@ -54,22 +55,46 @@ impl Tracer {
             self.stop_hwlat();
         }
         self.kind.store(kind.code(), Ordering::Release);
-        self.refresh_function_masks();
-        Ok(())
+        self.refresh_function_masks()
     }
 
-    /// Writes `set_ftrace_filter` (`append` = `>>`). Errors change nothing.
+    /// Writes `set_ftrace_filter` (`append` = `>>`): the functions whose
+    /// call sites are patched in while a function tracer runs. A selector
+    /// that adds no function is refused, as ftrace refuses it (`EINVAL`).
+    /// Errors change nothing.
     pub fn set_ftrace_filter(&self, text: &str, append: bool) -> Result<(), TraceError> {
-        self.function_filters.lock().filter.write(text, append)?;
-        self.refresh_function_masks();
-        Ok(())
+        let parsed = self.matching_selectors(text)?;
+        self.function_filters.lock().filter.extend(parsed, append);
+        self.refresh_function_masks()
     }
 
-    /// Writes `set_ftrace_notrace`.
+    /// Writes `set_ftrace_notrace`; refused as `set_ftrace_filter` is.
     pub fn set_ftrace_notrace(&self, text: &str, append: bool) -> Result<(), TraceError> {
-        self.function_filters.lock().notrace.write(text, append)?;
-        self.refresh_function_masks();
-        Ok(())
+        let parsed = self.matching_selectors(text)?;
+        self.function_filters.lock().notrace.extend(parsed, append);
+        self.refresh_function_masks()
+    }
+
+    /// The selectors of `text`, each that adds matching some function.
+    /// Where there is no site table (functions register on their first
+    /// call), a function may still come: nothing is refused there.
+    fn matching_selectors(&self, text: &str) -> Result<Vec<Selector>, TraceError> {
+        let parsed = Selection::parse(text)?;
+        if crate::site::has_table() {
+            // Listed before the filters' lock is taken: listing may
+            // register sites, which asks every tracer's filters.
+            let functions = self.available_functions();
+            let unmatched = parsed.iter().find(|selector| {
+                selector.adds()
+                    && !functions
+                        .iter()
+                        .any(|f| selector.matches(f.name(), f.module()))
+            });
+            if let Some(selector) = unmatched {
+                return Err(TraceError::NoMatch(selector.text().into()));
+            }
+        }
+        Ok(parsed)
     }
 
     /// The selectors written to `set_ftrace_filter`, one per line.
@@ -149,7 +174,7 @@ impl Tracer {
     }
 
     /// `function_profile_enabled`. Enabling resets the counters.
-    pub(crate) fn set_function_profile(&self, on: bool) {
+    pub(crate) fn set_function_profile(&self, on: bool) -> Result<(), TraceError> {
         if on {
             // Serialises enables (borrowing the filters' lock): two racing
             // ones would both see no tables, and one allocation would leak.
@@ -167,7 +192,7 @@ impl Tracer {
             }
         }
         self.profile_on.store(on, Ordering::Release);
-        self.refresh_function_masks();
+        self.refresh_function_masks()
     }
 
     /// Whether the profiler runs.
@@ -196,12 +221,15 @@ impl Tracer {
         active && self.function_selected(site)
     }
 
-    pub(crate) fn refresh_function_masks(&self) {
+    /// Sets this tracer's bit in every function's enable word to whether
+    /// it wants the function, then patches the call sites to match.
+    pub(crate) fn refresh_function_masks(&self) -> Result<(), TraceError> {
         if let Some(slot) = self.slot() {
             for site in function::sites() {
                 site.set_instance(slot, self.function_wants(site));
             }
         }
+        crate::site::apply().map_err(TraceError::Text)
     }
 
     /// Entry hook: pushes the call; records `function` or `funcgraph_entry`.

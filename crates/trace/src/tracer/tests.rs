@@ -322,14 +322,14 @@ fn profiler_counts_hits_and_time_per_cpu() {
     tracer
         .set_ftrace_filter(":mod:*::profile_funcs", false)
         .unwrap();
-    tracer.set_function_profile(true);
+    tracer.set_function_profile(true).unwrap();
     for _ in 0..3 {
         profile_funcs::slow();
     }
     for _ in 0..10 {
         profile_funcs::fast();
     }
-    tracer.set_function_profile(false);
+    tracer.set_function_profile(false).unwrap();
     let rows: Vec<_> = (0..tracer.cpus())
         .flat_map(|cpu| tracer.function_profile(cpu))
         .filter(|r| r.module.contains("profile_funcs"))
@@ -356,7 +356,7 @@ fn enabling_the_profiler_again_resets_its_counters() {
     tracer
         .set_ftrace_filter(":mod:*::profile_reset_funcs", false)
         .unwrap();
-    tracer.set_function_profile(true);
+    tracer.set_function_profile(true).unwrap();
     for _ in 0..10 {
         profile_reset_funcs::counted();
     }
@@ -370,12 +370,12 @@ fn enabling_the_profiler_again_resets_its_counters() {
     assert_eq!(hits(tracer), 10);
     // Still on: the reset (from this thread, the control side) must not be
     // undone by the profiler's own updates.
-    tracer.set_function_profile(true);
+    tracer.set_function_profile(true).unwrap();
     assert_eq!(hits(tracer), 0);
     for _ in 0..4 {
         profile_reset_funcs::counted();
     }
-    tracer.set_function_profile(false);
+    tracer.set_function_profile(false).unwrap();
     assert_eq!(hits(tracer), 4);
     tracer.uninstall();
 }

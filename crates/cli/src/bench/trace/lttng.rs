@@ -9,7 +9,9 @@
 //! `Mode::Overwrite` — with 4 × 1 MiB sub-buffers per CPU (hotkern's
 //! 4096 KB), enables `hotkern_bench:sample` only and starts it. The
 //! program then times `event/disabled` (the `quiet` event, not enabled)
-//! and `event/enabled` itself, with hotkern's timing (`c/timing.h`).
+//! and `event/enabled` itself, with hotkern's timing (`c/timing.h`), and
+//! `event/disabled-cold` as `sites.rs` does (in TSC ticks, turned into ns
+//! by the benchmark's own calibration).
 //! The session is destroyed and the daemon stopped afterwards, so the
 //! trace is discarded.
 
@@ -39,10 +41,15 @@ pub struct Counts {
     pub enabled_ops: u64,
     /// Runs per case.
     pub runs: u64,
+    /// Calls per run of `event/disabled-cold`.
+    pub cold_calls: u64,
+    /// Bytes streamed through before each of them.
+    pub stream_bytes: usize,
 }
 
-/// `event/disabled` (per call site) and `event/enabled`, ns per event.
-pub fn measure(counts: Counts) -> Result<[(&'static str, f64); 2], NotMeasured> {
+/// `event/disabled` (per call site) and `event/enabled`, ns per event, and
+/// `event/disabled-cold` in TSC ticks per call.
+pub fn measure(counts: Counts) -> Result<[(&'static str, f64); 3], NotMeasured> {
     tools::require(&["cc", "lttng", "lttng-sessiond"], PACKAGES)?;
     let scratch = Scratch::new(NAME)?;
     scratch.write(&[
@@ -66,6 +73,8 @@ pub fn measure(counts: Counts) -> Result<[(&'static str, f64); 2], NotMeasured> 
             counts.disabled_turns.to_string(),
             counts.enabled_ops.to_string(),
             counts.runs.to_string(),
+            counts.cold_calls.to_string(),
+            counts.stream_bytes.to_string(),
         ]),
     )?;
     drop(session);
@@ -74,6 +83,10 @@ pub fn measure(counts: Counts) -> Result<[(&'static str, f64); 2], NotMeasured> 
     Ok([
         ("event/disabled", tools::figure(&stdout, "event/disabled")?),
         ("event/enabled", tools::figure(&stdout, "event/enabled")?),
+        (
+            "event/disabled-cold",
+            tools::figure(&stdout, "event/disabled-cold-ticks")?,
+        ),
     ])
 }
 
@@ -247,6 +260,8 @@ mod tests {
         assert!(TP_H.contains("hotkern_bench, sample"));
         assert!(TP_H.contains("hotkern_bench, quiet"));
         assert!(BENCH_C.contains("lttng_ust_tracepoint(hotkern_bench, sample"));
+        // The cold case's figure is in ticks, turned into ns by the caller.
+        assert!(BENCH_C.contains("event/disabled-cold-ticks"));
         assert_eq!(PACKAGES, "lttng-tools liblttng-ust-dev");
         let skip = Skip::Missing {
             what: "`lttng`".into(),

@@ -1,21 +1,52 @@
 /* The LTTng-UST peer of `hotkern bench trace`, in one file: the provider
  * (probes defined here, linked statically, as lttng-ust's manual shows)
- * and the two cases hotkern measures, on the same inputs: event/disabled,
+ * and the three cases hotkern measures, on the same inputs: event/disabled,
  * four call sites of an event the session did not enable per loop turn,
- * and event/enabled, an event the session records. The session is set up
- * by the benchmark before this program starts; liblttng-ust's constructor
- * waits until the session daemon has told it which events are enabled. */
+ * event/enabled, an event the session records, and event/disabled-cold,
+ * one call of a disabled site timed alone after streaming through more
+ * memory than the last-level cache (hotkern's `sites.rs`: the same stream,
+ * the same lfence-rdtsc stamps, ticks that the benchmark turns into ns
+ * with its own calibration). The session is set up by the benchmark before
+ * this program starts; liblttng-ust's constructor waits until the session
+ * daemon has told it which events are enabled. */
 #define LTTNG_UST_TRACEPOINT_CREATE_PROBES
 #define LTTNG_UST_TRACEPOINT_DEFINE
 #include "lttng_tp.h"
 #include "timing.h"
 
+#include <x86intrin.h>
+
+/* The TSC once every earlier instruction (loads included) completed. */
+static inline uint64_t hotkern_stamp(void)
+{
+    _mm_lfence();
+    uint64_t ticks = __rdtsc();
+    _mm_lfence();
+    return ticks;
+}
+
+/* The site of event/disabled-cold, in a function of its own as hotkern's. */
+static __attribute__((noinline)) void cold_site(uint64_t i)
+{
+    lttng_ust_tracepoint(hotkern_bench, quiet, i, i, (uint32_t)i);
+}
+
+/* Reads one word of every cache line of the stream. */
+static __attribute__((noinline)) void evict(const uint64_t *words, uint64_t count)
+{
+    uint64_t sum = 0;
+    for (uint64_t j = 0; j < count; j += 8)
+        sum += words[j];
+    HOTKERN_OPAQUE(sum);
+}
+
 int main(int argc, char **argv)
 {
-    /* lttng_bench DISABLED_TURNS ENABLED_OPS RUNS */
+    /* lttng_bench DISABLED_TURNS ENABLED_OPS RUNS COLD_CALLS STREAM_BYTES */
     uint64_t turns = hotkern_arg(argc, argv, 1), ops = hotkern_arg(argc, argv, 2);
-    uint64_t runs = hotkern_arg(argc, argv, 3);
-    double disabled, enabled;
+    uint64_t runs = hotkern_arg(argc, argv, 3), cold_calls = hotkern_arg(argc, argv, 4);
+    uint64_t words = hotkern_arg(argc, argv, 5) / 8;
+    double disabled, enabled, cold = 1e300;
 
     /* A figure for an event the session does not record would be a
      * no-op's: say so instead and let the benchmark refuse it. */
@@ -37,5 +68,28 @@ int main(int argc, char **argv)
         lttng_ust_tracepoint(hotkern_bench, sample, a, i ^ 0x55, (uint32_t)i);
     });
     printf("event/enabled %.4f\n", enabled);
+
+    /* The stream, made and touched before any timing. */
+    uint64_t *stream = malloc(words * sizeof *stream);
+    if (!stream) {
+        perror("malloc");
+        return 2;
+    }
+    for (uint64_t j = 0; j < words; j++)
+        stream[j] = j;
+    cold_site(0);
+    for (uint64_t run = 0; run < runs; run++) {
+        uint64_t ticks = 0;
+        for (uint64_t i = 0; i < cold_calls; i++) {
+            evict(stream, words);
+            uint64_t start = hotkern_stamp();
+            cold_site(run * cold_calls + i);
+            ticks += hotkern_stamp() - start;
+        }
+        if ((double)ticks / cold_calls < cold)
+            cold = (double)ticks / cold_calls;
+    }
+    free(stream);
+    printf("event/disabled-cold-ticks %.4f\n", cold);
     return 0;
 }
