@@ -97,11 +97,6 @@ impl Control {
         self.rendezvous.join(cpus)
     }
 
-    /// Stop-machines completed.
-    pub fn stops_completed(&self) -> u64 {
-        self.rendezvous.completed()
-    }
-
     /// Starts or stops recording the engine's step calls.
     pub fn record_steps(&self, on: bool) {
         // Release: a step call that sees the flag sees the recorder ready.

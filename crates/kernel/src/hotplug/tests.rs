@@ -266,3 +266,38 @@ fn a_cpu_stop_machine_cannot_gather_is_named_and_nothing_runs() {
     assert_eq!(error.cpu, CpuId(0));
     assert!(ran.lock().unwrap().is_empty());
 }
+
+/// A CPU that is asked nothing by a wake-up: what is posted to it waits
+/// until its loop looks.
+struct Asleep;
+
+impl Cpus for Asleep {
+    fn current(&self) -> Option<CpuId> {
+        Some(CpuId(1))
+    }
+    fn wake(&self, _cpu: CpuId) {}
+    fn wake_threads(&self) {}
+    fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        assert!(condition(), "would wait for good");
+    }
+}
+
+#[test]
+fn posted_work_is_pending_until_its_cpu_runs_it_and_no_stop_is_joined_unasked() {
+    let control = Control::new(4);
+    let ran = Mutex::new(Vec::new());
+    let work = |cpu| ran.lock().unwrap().push(cpu);
+    let work: &(dyn Fn(CpuId) + Sync) = &work;
+    let posted = control
+        .mailboxes
+        .post(&Asleep, CpuSet::single(CpuId(2)), &work);
+    assert!(control.has_pending(CpuId(2)));
+    assert!(!control.has_pending(CpuId(3)));
+    assert!(!control.run_pending(&Asleep, CpuId(3)));
+    assert!(control.run_pending(&Asleep, CpuId(2)));
+    assert!(!control.has_pending(CpuId(2)));
+    assert!(control.mailboxes.wait(&Asleep, &posted, u64::MAX).is_ok());
+    assert_eq!(*ran.lock().unwrap(), [CpuId(2)]);
+    // No stop-machine asked for this CPU: it goes on.
+    assert!(!control.join_stop(&Asleep));
+}
