@@ -6,7 +6,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use std::sync::Mutex;
 
-use hotkern_cpuhp::{CpuId, CpuSet, Platform, PlatformOperation};
+use hotkern_cpuhp::{
+    Callbacks, Class, Context, CpuId, CpuSet, Engine, Hotplug, Platform, PlatformOperation,
+    Section, StepId, StepSpec,
+};
 
 use super::{Control, EnginePlatform, Hardware};
 use crate::activity::Activity;
@@ -22,7 +25,25 @@ struct Answering {
     control: Control,
     /// CPUs that never arrive when kicked.
     late: CpuSet,
+    /// CPUs kicked since the controller last waited: they arrive in that
+    /// wait and take their first turn in the next.
+    fresh: Mutex<CpuSet>,
     clock: AtomicU64,
+}
+
+impl Answering {
+    /// What the CPUs do while the controller sleeps: one asked to leave
+    /// leaves, one running runs what was posted to it.
+    fn let_cpus_run(&self) {
+        let fresh = core::mem::take(&mut *self.fresh.lock().unwrap());
+        for cpu in (0..8).map(CpuId).filter(|cpu| !fresh.contains(*cpu)) {
+            if self.lives.should_die(cpu.index()) {
+                self.lives.die(self, cpu.index());
+            } else if self.lives.is_alive(cpu.index()) {
+                self.control.run_pending(self, cpu);
+            }
+        }
+    }
 }
 
 impl Cpus for Answering {
@@ -30,18 +51,13 @@ impl Cpus for Answering {
         None
     }
 
-    /// A CPU asked to leave leaves; one with work posted runs it.
-    fn wake(&self, cpu: CpuId) {
-        if self.lives.should_die(cpu.index()) {
-            self.lives.die(self, cpu.index());
-        } else if self.lives.is_alive(cpu.index()) {
-            self.control.run_pending(self, cpu);
-        }
-    }
+    /// CPUs look at their work only while the controller waits.
+    fn wake(&self, _cpu: CpuId) {}
 
     fn wake_threads(&self) {}
 
     fn wait_until(&self, condition: &dyn Fn() -> bool) {
+        self.let_cpus_run();
         assert!(condition(), "would wait for good: nothing runs meanwhile");
     }
 
@@ -51,6 +67,7 @@ impl Cpus for Answering {
 
     /// Time passes only here: the deadline comes.
     fn wait_until_deadline(&self, condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        self.let_cpus_run();
         if !condition() {
             self.clock.fetch_max(deadline_ns, Ordering::SeqCst);
         }
@@ -59,11 +76,12 @@ impl Cpus for Answering {
 }
 
 impl Power for Answering {
+    /// A CPU that is not late arrives; it runs its first turn when the
+    /// controller next waits.
     fn kick(&self, cpu: CpuId) {
         if !self.late.contains(cpu) {
             self.lives.arrive(self, cpu.index());
-            // Its first turn runs what waits for it.
-            self.control.run_pending(self, cpu);
+            self.fresh.lock().unwrap().insert(cpu);
         }
     }
 }
@@ -73,6 +91,10 @@ struct Mock {
     /// The CPU a grace period stalls on, if any.
     stall: Option<CpuId>,
     refuse_gather: bool,
+    /// A CPU the platform cannot start or stop.
+    unpowerable: Option<CpuId>,
+    kicks: AtomicU64,
+    traced: AtomicU64,
     queued: Mutex<Vec<fn(&Mock)>>,
     stalls_reported: Mutex<Vec<PlatformOperation>>,
 }
@@ -85,10 +107,14 @@ impl Mock {
                 lives: Lifecycle::new(),
                 control: Control::new(8),
                 late,
+                fresh: Mutex::new(CpuSet::EMPTY),
                 clock: AtomicU64::new(0),
             },
             stall: None,
             refuse_gather: false,
+            unpowerable: None,
+            kicks: AtomicU64::new(0),
+            traced: AtomicU64::new(0),
             queued: Mutex::new(Vec::new()),
             stalls_reported: Mutex::new(Vec::new()),
         };
@@ -123,6 +149,14 @@ impl Hardware for Mock {
 
     fn lives(&self) -> &Lifecycle {
         &self.cpus.lives
+    }
+
+    fn check_power(&self, cpu: CpuId) -> Result<(), &'static str> {
+        if self.unpowerable == Some(cpu) {
+            Err("cannot be powered")
+        } else {
+            Ok(())
+        }
     }
 
     fn gather(&self, _cpu: CpuId) -> Result<(), &'static str> {
@@ -163,6 +197,14 @@ impl Hardware for Mock {
     fn report_stall(&self, operation: PlatformOperation, _stall: &Stall) {
         self.stalls_reported.lock().unwrap().push(operation);
     }
+
+    fn trace_step(&self, _context: &Context) {
+        self.traced.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn kick_deferred(&self) {
+        self.kicks.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 fn set(cpus: &[u32]) -> CpuSet {
@@ -179,8 +221,53 @@ fn power_on_is_all_or_nothing() {
     for cpu in [1, 2] {
         assert!(!lives.is_alive(cpu), "cpu {cpu} came and was left running");
     }
+    // It waited for the late CPU until the platform's deadline.
+    assert!(platform.now_ns() >= Mock::POWER_TIMEOUT_NS);
+    assert_eq!(platform.now_ns(), platform.hardware().cpus().now_ns());
     assert!(platform.power_on_many(set(&[1, 2])).is_ok());
     assert_eq!(platform.running(), set(&[0, 1, 2]));
+    assert!(platform.power_off_many(set(&[2])).is_ok());
+    assert_eq!(platform.running(), set(&[0, 1]));
+    // Off twice: the CPU is not running.
+    let error = platform.power_off_many(set(&[2])).unwrap_err();
+    assert_eq!(
+        (error.operation, error.cpu),
+        (PlatformOperation::PowerOff, CpuId(2))
+    );
+}
+
+#[test]
+fn a_cpu_the_platform_cannot_power_is_refused_before_any_is_kicked() {
+    let mut platform = Mock::new(1, CpuSet::EMPTY);
+    platform.hardware.unpowerable = Some(CpuId(3));
+    let error = platform.power_on_many(set(&[2, 3])).unwrap_err();
+    assert_eq!((error.cpu, error.cause), (CpuId(3), "cannot be powered"));
+    assert_eq!(platform.running(), set(&[0]));
+    let error = platform
+        .bring_up(set(&[3]), &|_| {}, &mut |_| {})
+        .unwrap_err();
+    assert_eq!(error.cpu, CpuId(3));
+    let error = platform.power_off_many(set(&[3])).unwrap_err();
+    assert_eq!(error.operation, PlatformOperation::PowerOff);
+}
+
+#[test]
+fn grace_periods_that_stall_name_their_operation_and_cpu() {
+    let mut platform = Mock::new(2, CpuSet::EMPTY);
+    assert!(platform.synchronize_grace_period().is_ok());
+    platform.hardware.stall = Some(CpuId(1));
+    let normal = platform.synchronize_grace_period().unwrap_err();
+    let expedited = platform.synchronize_grace_period_expedited().unwrap_err();
+    assert_eq!(
+        [
+            (normal.operation, normal.cpu),
+            (expedited.operation, expedited.cpu)
+        ],
+        [
+            (PlatformOperation::GracePeriod, CpuId(1)),
+            (PlatformOperation::ExpeditedGracePeriod, CpuId(1))
+        ]
+    );
 }
 
 #[test]
@@ -191,8 +278,8 @@ fn run_on_each_runs_on_running_cpus_and_names_one_that_is_not() {
         .run_on_each(set(&[1, 2, 5]), &|cpu| ran.lock().unwrap().push(cpu))
         .unwrap_err();
     assert_eq!(
-        (error.operation, error.cpu),
-        (PlatformOperation::RunOn, CpuId(5))
+        (error.operation, error.cpu, error.cause),
+        (PlatformOperation::RunOn, CpuId(5), "is not running")
     );
     assert_eq!(*ran.lock().unwrap(), [CpuId(1), CpuId(2)]);
 }
@@ -300,4 +387,43 @@ fn posted_work_is_pending_until_its_cpu_runs_it_and_no_stop_is_joined_unasked() 
     assert_eq!(*ran.lock().unwrap(), [CpuId(2)]);
     // No stop-machine asked for this CPU: it goes on.
     assert!(!control.join_stop(&Asleep));
+}
+
+/// The engine over this platform: its step calls reach the platform's
+/// tracepoint and, while recording, the recorder; deferred work kicks the
+/// platform's worker. One `Prepare` step and a bring-up, so no CPU has
+/// to join a stop-machine.
+#[test]
+fn the_engine_traces_records_and_kicks_through_the_platform() {
+    let specs = [StepSpec::new(
+        "test:prepare",
+        Section::Prepare,
+        Class::Deferrable,
+    )];
+    let engine: Hotplug<crate::sync::RawSpinlock, _> = Hotplug::new(
+        Mock::new(1, CpuSet::EMPTY),
+        &specs,
+        CpuSet::range(0, 4),
+        set(&[0]),
+        Engine::Classic,
+    )
+    .unwrap();
+    let ok: fn(&Context) -> Result<(), hotkern_cpuhp::CallbackError> = |_| Ok(());
+    engine
+        .setup(StepId(0), Callbacks::new().startup(ok).teardown(ok))
+        .unwrap();
+    let platform = engine.platform().hardware();
+    let traced = platform.traced.load(Ordering::SeqCst);
+    assert!(traced > 0, "registration's call is traced");
+    platform.control().record_steps(true);
+    engine.online(CpuId(2)).unwrap();
+    assert!(platform.traced.load(Ordering::SeqCst) > traced);
+    let recorded = platform.control().take_steps();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].name, "test:prepare");
+    assert!(platform.lives().is_alive(2));
+    // Bolt defers the deferrable step: its worker is kicked.
+    engine.set_engine(Engine::Bolt);
+    engine.online(CpuId(3)).unwrap();
+    assert!(platform.kicks.load(Ordering::SeqCst) > 0);
 }
