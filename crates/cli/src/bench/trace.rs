@@ -65,6 +65,7 @@ mod subscribers;
 mod tools;
 mod uftrace;
 mod verdict;
+mod workload;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -74,24 +75,15 @@ use hotkern_trace::platform::{Clock, ThreadCpus, TscClock};
 use hotkern_trace::ring::Mode;
 use hotkern_trace::{TraceConfig, Tracer};
 
-use super::measure::{fastest_ns_per_op, host_cpus, wall_and_cpu_time, wall_time, ClockError};
+use super::measure::{host_cpus, wall_and_cpu_time, wall_time, ClockError};
 use super::{BenchOptions, Case, Report};
 use crate::progress::Progress;
 use tools::NotMeasured;
+use workload::{bench_quiet, timed, REPEATS};
 
 hotkern_trace::define_event! {
     /// The benchmark's event: three integer fields.
     pub bench_sample in bench {
-        a: u64,
-        b: u64,
-        c: u32,
-    }
-    print "a=%llu b=%llu c=%u", a, b, c
-}
-
-hotkern_trace::define_event! {
-    /// An event nobody enables.
-    pub bench_quiet in bench {
         a: u64,
         b: u64,
         c: u32,
@@ -106,16 +98,6 @@ mod traced {
     pub fn traced_call(x: u64) -> u64 {
         std::hint::black_box(x.wrapping_mul(3))
     }
-}
-
-/// Timed runs per case; the fastest counts. One single run measured the
-/// same build's function_graph pair at 47.7 and 52.4 ns.
-const REPEATS: u64 = 5;
-
-/// ns of thread CPU time per call of `body`: the fastest of [`REPEATS`]
-/// runs, `ops` calls in all.
-fn timed(ops: u64, body: impl FnMut(u64)) -> Result<f64, ClockError> {
-    fastest_ns_per_op(ops, REPEATS, body)
 }
 
 /// Events per second (wall clock) from `threads` writers, each on its own

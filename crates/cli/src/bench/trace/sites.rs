@@ -28,7 +28,8 @@ use rand::Rng;
 
 use super::super::measure::input_rng;
 use super::super::{Case, Report};
-use super::{bench_quiet, timed, verdict};
+use super::verdict;
+use super::workload::{bench_quiet, timed};
 use crate::progress::Progress;
 
 /// The load-and-branch site's implementation name.
