@@ -79,7 +79,7 @@ use super::measure::{host_cpus, wall_and_cpu_time, wall_time, ClockError};
 use super::{BenchOptions, Case, Report};
 use crate::progress::Progress;
 use tools::NotMeasured;
-use workload::{bench_quiet, timed, REPEATS};
+use workload::{bench_quiet, measure, timed, REPEATS};
 
 hotkern_trace::define_event! {
     /// The benchmark's event: three integer fields.
@@ -317,12 +317,6 @@ fn run_in_process(
         .map_err(|e| format!("installing the tracing subscriber: {e}"))?;
     let sample_id = bench_sample::EVENT.id();
     let _ = bench_quiet::EVENT.id();
-
-    let measure = |report: &mut Report, name: &str, implementation: &str, ops: u64, ns: f64| {
-        report
-            .cases
-            .push(Case::new(name, implementation, ops).ns_per_op(ns));
-    };
 
     // clock/read: what one read of the shared clock costs here, the floor
     // under every recorded event (both sides read it once per event, twice

@@ -29,7 +29,7 @@ use rand::Rng;
 use super::super::measure::input_rng;
 use super::super::{Case, Report};
 use super::verdict;
-use super::workload::{bench_quiet, timed};
+use super::workload::{bench_quiet, measure, timed};
 use crate::progress::Progress;
 
 /// The load-and-branch site's implementation name.
@@ -306,12 +306,6 @@ pub fn run(
     stream: &Stream,
     cold: Cold,
 ) -> Result<(), String> {
-    let measure = |report: &mut Report, name: &str, implementation: &str, ops: u64, ns: f64| {
-        report
-            .cases
-            .push(Case::new(name, implementation, ops).ns_per_op(ns));
-    };
-
     progress.start("function/disabled");
     let ops = 20_000_000 * scale;
     let ns = four_a_turn!(ops, |i, k| black_box(calls::patched_call(i + k)))?;

@@ -1,7 +1,9 @@
 //! What the disabled-site cases of both the peers' and the call sites'
-//! benchmarks share: the event nobody enables, and how a case is timed.
+//! benchmarks share: the event nobody enables, how a case is timed and
+//! how its time is recorded.
 
 use super::super::measure::{fastest_ns_per_op, ClockError};
+use super::super::{Case, Report};
 
 hotkern_trace::define_event! {
     /// An event nobody enables.
@@ -21,4 +23,11 @@ pub(super) const REPEATS: u64 = 5;
 /// runs, `ops` calls in all.
 pub(super) fn timed(ops: u64, body: impl FnMut(u64)) -> Result<f64, ClockError> {
     fastest_ns_per_op(ops, REPEATS, body)
+}
+
+/// Records `ns` per operation for `implementation` on case `name`.
+pub(super) fn measure(report: &mut Report, name: &str, implementation: &str, ops: u64, ns: f64) {
+    report
+        .cases
+        .push(Case::new(name, implementation, ops).ns_per_op(ns));
 }
