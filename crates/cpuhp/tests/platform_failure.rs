@@ -256,21 +256,28 @@ fn every_step_call_is_traced_entering_and_returning() {
     }
 }
 
-/// A platform failure while rolling back is counted, not returned over
-/// the first failure.
-#[test]
-fn a_failure_while_rolling_back_is_counted() {
+/// A bolt machine with CPUs 1-3 offline whose next bring-up fails at its
+/// last `Online` step, so that it is rolled back whole.
+fn bring_up_failing_at_the_end() -> (Hp, std::sync::Arc<World>) {
     let (hp, world) = machine(Engine::Bolt, 4, false);
     hp.offline_many(CpuSet::range(1, 4)).unwrap();
     hp.flush_deferred();
-    // The bring-up's last Online step fails; rolling back, the grace
-    // period before the starting steps are taken down stalls.
     hp.inject_failure(hotkern_cpuhp::FailAt {
         step: step(&hp, "ap:sched-active"),
         direction: Direction::Up,
         cpu: None,
     })
     .unwrap();
+    (hp, world)
+}
+
+/// A platform failure while rolling back is counted, not returned over
+/// the first failure.
+#[test]
+fn a_failure_while_rolling_back_is_counted() {
+    // The bring-up's last Online step fails; rolling back, the grace
+    // period before the starting steps are taken down stalls.
+    let (hp, world) = bring_up_failing_at_the_end();
     let stall = (PlatformOperation::ExpeditedGracePeriod, CpuId(2));
     *hp.platform().fails.lock().unwrap() = Some(stall);
     let error = hp.online_many(CpuSet::range(1, 4)).unwrap_err();
@@ -292,15 +299,7 @@ fn a_stop_machine_or_power_off_that_fails_while_rolling_back_is_counted() {
         (PlatformOperation::StopMachine, 1),
         (PlatformOperation::PowerOff, 0),
     ] {
-        let (hp, _world) = machine(Engine::Bolt, 4, false);
-        hp.offline_many(CpuSet::range(1, 4)).unwrap();
-        hp.flush_deferred();
-        hp.inject_failure(hotkern_cpuhp::FailAt {
-            step: step(&hp, "ap:sched-active"),
-            direction: Direction::Up,
-            cpu: None,
-        })
-        .unwrap();
+        let (hp, _world) = bring_up_failing_at_the_end();
         hp.platform()
             .fails_after
             .store(after, std::sync::atomic::Ordering::SeqCst);
