@@ -366,9 +366,17 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     if engines.iter().any(|(kind, _)| *kind == Engine::Bolt) {
         engine.set_engine(Engine::Bolt);
         smp::set_park(Park::Idle);
+        let (cold, parked) = smp::starts();
         let cases = time_cases(&engine, &mut run, aps, PARKED);
+        let (cold_after, parked_after) = smp::starts();
         smp::set_park(Park::PowerOff);
         run.cases.extend(cases);
+        // All CPUs were online as the pass began, so each it started had
+        // parked idle in it: a cold start here is a wake-up gone wrong.
+        checks.check(
+            "bolt-parked started every CPU from its idle park, none cold",
+            cold_after == cold && parked_after > parked,
+        );
     }
     // Tasks ran through every operation; now each finishes at its next
     // slice, wherever it is.
