@@ -34,7 +34,8 @@ enum Command {
     Demo,
     /// Benchmark a subsystem against the designs it replaces (NetBSD's
     /// uvm_hotplug, FreeBSD's loader cache as of 2016, Linux's CPU hotplug,
-    /// the `tracing` crate, `trace-cmd report`), side by side.
+    /// LTTng-UST, uftrace and the `tracing` crate, `trace-cmd report`), side
+    /// by side.
     Bench {
         /// Which subsystem to measure (`all` runs every one in turn).
         subsystem: Subsystem,
