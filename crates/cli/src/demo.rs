@@ -67,6 +67,10 @@ pub fn run() -> Result<(), String> {
 /// to the tour.
 fn kernel(machine: &[(Engine, Latencies)]) {
     println!("== kernel: the same engines on the x86-64 kernel, {CPUS} vCPUs under QEMU (TCG) ==");
+    if !prepare_kernel() {
+        println!();
+        return;
+    }
     let run = match crate::kernel::run_quietly(&crate::kernel::BootArgs::scenario(CPUS as u32)) {
         Ok(run) => run,
         Err(message) => {
@@ -138,6 +142,16 @@ fn kernel(machine: &[(Engine, Latencies)]) {
          stop-machine; both run the same sixteen steps — `hotkern boot` and `hotkern bench cpuhp \
          --platform qemu` say more)\n"
     );
+}
+
+/// Installs what the kernel step needs where the tour may (see
+/// [`crate::prerequisites`]), printing what it does; whether the kernel
+/// step can run.
+pub fn prepare_kernel() -> bool {
+    let mut out = String::new();
+    let ready = crate::prerequisites::prepare(&crate::prerequisites::RealHost, &mut out);
+    print!("{out}");
+    ready
 }
 
 fn scenario(engine: Engine) -> Result<Latencies, String> {

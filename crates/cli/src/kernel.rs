@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use hotkern_kernel::command_line::encode_value;
+
 use crate::progress::Progress;
 use crate::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
 pub use args::{BootArgs, EngineChoice, Resizes};
@@ -33,6 +35,9 @@ const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernel-x86_64"
 const KERNEL_TARGET: &str = "x86_64-unknown-none";
 /// The kernel binary's name.
 const KERNEL_BIN: &str = "hotkern-kernel";
+/// The longest command line the kernel reads (`MAX_CMDLINE` in
+/// crates/kernel-x86_64/src/arch/pvh.rs); it would cut a longer one.
+const KERNEL_MAX_COMMAND_LINE: usize = 256;
 
 /// The default scenario's virtio-mem device, in MiB, and its resizes.
 const DEFAULT_HOTPLUG_MIB: u64 = 64;
@@ -125,7 +130,11 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
         disk::write_scratch_image(&image)?;
         scratch = BootArgs {
             disk: Some(image),
-            load: Some(disk::SCRATCH_FILE.to_owned()),
+            load: Some(
+                args.load
+                    .clone()
+                    .unwrap_or_else(|| disk::SCRATCH_FILE.to_owned()),
+            ),
             ..args.clone()
         };
         &scratch
@@ -163,6 +172,15 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
         .zip(args.walk.as_ref())
         .map(|(image, path)| disk::expected_walk_sha256(image, path));
     let mut config = qemu_config(args, kernel, qemu::firmware());
+    if config.append.len() > KERNEL_MAX_COMMAND_LINE {
+        return Err(format!(
+            "the kernel command line would be {} bytes, more than the {KERNEL_MAX_COMMAND_LINE} \
+             the kernel reads (paths are percent-encoded: 3 bytes for each space or \
+             non-ASCII byte): {}",
+            config.append.len(),
+            config.append
+        ));
+    }
     config.trace_file = Some(trace_file);
     progress.step(&format!(
         "starting QEMU ({}, {} vCPU, {} MiB)",
@@ -237,11 +255,12 @@ fn command_line(args: &BootArgs) -> String {
         let sizes: Vec<String> = sizes.0.iter().map(u64::to_string).collect();
         words.push(format!("vmem={}", sizes.join(",")));
     }
+    // Paths may hold spaces and any UTF-8; the kernel decodes them.
     if let Some(path) = &args.load {
-        words.push(format!("load={path}"));
+        words.push(format!("load={}", encode_value(path)));
     }
     if let Some(path) = &args.walk {
-        words.push(format!("walk={path}"));
+        words.push(format!("walk={}", encode_value(path)));
     }
     if args.load.is_some() || args.walk.is_some() {
         words.push(format!("cache={}", args.cache));
@@ -387,6 +406,32 @@ mod tests {
     }
 
     #[test]
+    fn any_fat_path_reaches_the_kernel_as_one_word() {
+        let line = qemu_line(&[
+            "--disk",
+            "d.img",
+            "--load",
+            "Boot Files/Kernel Image.elf",
+            "--walk",
+            "Données",
+        ])
+        .unwrap();
+        assert!(
+            line.ends_with(
+                "-append load=Boot%20Files/Kernel%20Image.elf walk=Donn%C3%A9es cache=hotkern"
+            ),
+            "{line}"
+        );
+        // Without --disk: from the scratch image (the command line is the
+        // same; boot() attaches the image).
+        let line = qemu_line(&["--load", "my kernel"]).unwrap();
+        assert!(
+            line.ends_with("-append load=my%20kernel cache=hotkern"),
+            "{line}"
+        );
+    }
+
+    #[test]
     fn icount_reaches_qemu_and_is_refused_with_kvm() {
         let line = qemu_line(&["--icount"]).unwrap();
         assert!(
@@ -427,11 +472,8 @@ mod tests {
             qemu_line(&["--disk", "d.img"]).is_err(),
             "--disk needs --load"
         );
-        assert!(
-            qemu_line(&["--load", "boot/k"]).is_err(),
-            "--load needs --disk"
-        );
-        assert!(qemu_line(&["--disk", "d.img", "--load", "my kernel"]).is_err());
+        assert!(qemu_line(&["--load", "boot/k", "--no-disk"]).is_err());
+        assert!(qemu_line(&["--disk", "d.img", "--load", ""]).is_err());
         assert!(qemu_line(&["--disk", "d.img", "--load", "k", "--cache", "lru"]).is_err());
         let line = Line::try_parse_from(["boot", "-v", "--json", "--timeout", "2.5"]).unwrap();
         assert!(line.args.verbose && line.args.json && line.args.timeout == 2.5);

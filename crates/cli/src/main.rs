@@ -6,6 +6,7 @@ mod demo;
 mod kernel;
 mod linux;
 mod load;
+mod prerequisites;
 mod progress;
 mod qemu;
 mod report;
@@ -31,10 +32,17 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The guided tour (what `hotkern` with no arguments runs).
-    Demo,
+    Demo {
+        /// Only make the kernel step possible, as the tour would (install
+        /// QEMU and the kernel's target through scripts/setup, or say how),
+        /// then stop. For the tests.
+        #[arg(long, hide = true)]
+        prerequisites_only: bool,
+    },
     /// Benchmark a subsystem against the designs it replaces (NetBSD's
     /// uvm_hotplug, FreeBSD's loader cache as of 2016, Linux's CPU hotplug,
-    /// the `tracing` crate, `trace-cmd report`), side by side.
+    /// LTTng-UST, uftrace and the `tracing` crate, `trace-cmd report`), side
+    /// by side.
     Bench {
         /// Which subsystem to measure (`all` runs every one in turn).
         subsystem: Subsystem,
@@ -97,7 +105,15 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        None | Some(Command::Demo) => tour::run(),
+        None => tour::run(),
+        Some(Command::Demo { prerequisites_only }) => {
+            if prerequisites_only {
+                demo::prepare_kernel();
+                Ok(())
+            } else {
+                tour::run()
+            }
+        }
         Some(Command::Bench {
             subsystem,
             full,

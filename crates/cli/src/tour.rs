@@ -12,7 +12,7 @@ here side by side with the design it replaces:
 
   physmem  hotpluggable physical memory        vs NetBSD uvm_hotplug(9)
   bcache   boot-loader block cache, FAT files  vs FreeBSD loader bcache
-  trace    ftrace-class tracer                 vs the Rust `tracing` crate
+  trace    ftrace-class tracer                 vs LTTng-UST, uftrace, `tracing`
   cpuhp    CPU hotplug engine                  vs Linux's serial state machine
 
 First the user-mode machine that hosts them all, and the same CPU hotplug on

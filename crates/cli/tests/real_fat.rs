@@ -217,6 +217,65 @@ fn files_on_real_fat12_16_32_images_load_with_their_sha256() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Long names with spaces and non-ASCII letters, written by mtools (from
+/// UTF-8, hence the locale): the host and the kernel each find and read
+/// them, the kernel's path coming percent-encoded on its command line.
+#[test]
+fn paths_with_spaces_and_accents_load_and_walk_on_the_kernel() {
+    let Some(dir) = booting_dir("spaced-fat") else {
+        return;
+    };
+    let image = dir.join("spaced.img");
+    let _ = std::fs::remove_file(&image);
+    let image_arg = image.to_str().unwrap();
+    run("mkfs.fat", &["-F", "16", "-C", image_arg, "32768"]);
+    let kernel = bytes(200_000, 41);
+    let note = bytes(3_000, 43);
+    let mtools = |program: &str, args: &[&str]| {
+        let output = Command::new(program)
+            .args(["-i", image_arg])
+            .args(args)
+            .env("MTOOLS_SKIP_CHECK", "1")
+            .env("LC_ALL", "C.UTF-8")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{program} {args:?}: {output:?}");
+    };
+    for (name, data) in [("kernel", &kernel), ("note", &note)] {
+        std::fs::write(dir.join(name), data).unwrap();
+    }
+    let source = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    mtools("mmd", &["::Boot Files"]);
+    mtools(
+        "mcopy",
+        &[&source("kernel"), "::Boot Files/Kernel Image.elf"],
+    );
+    mtools("mmd", &["::Données"]);
+    mtools("mcopy", &[&source("note"), "::Données/été.txt"]);
+
+    let host = run(
+        env!("CARGO_BIN_EXE_hotkern"),
+        &["load", image_arg, "Boot Files/Kernel Image.elf"],
+    );
+    let kernel_sha = hex(&Sha256::digest(&kernel));
+    assert!(host.contains(&kernel_sha), "hotkern load:\n{host}");
+
+    let (ok, run, stderr) = boot(
+        &image,
+        "Boot Files/Kernel Image.elf",
+        &["--walk", "Données"],
+    );
+    assert!(ok, "{stderr}\n{run}");
+    assert_eq!(run["load"]["path"], "Boot Files/Kernel Image.elf", "{run}");
+    assert_eq!(run["load"]["sha256"], Value::from(kernel_sha.as_str()));
+    assert_eq!(run["load"]["sha256_ok"], true);
+    assert_eq!(run["walk"]["path"], "Données", "{run}");
+    assert_eq!(run["walk"]["files"], 1);
+    assert_eq!(run["walk"]["sha256"], hex(&Sha256::digest(&note)).as_str());
+    assert_eq!(run["walk"]["sha256_ok"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A file that is not there, an image whose boot sector is broken, a
 /// chain that loops and a disk that fails a read in the file's second
 /// piece: each a failure exit naming the problem, no hang, no wrong bytes.

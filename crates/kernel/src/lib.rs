@@ -57,6 +57,7 @@ pub mod activity;
 pub mod audit;
 pub mod blockframes;
 pub mod cblist;
+pub mod command_line;
 pub mod cpuset;
 pub mod frames;
 pub mod hotplug;

@@ -57,18 +57,24 @@ pub struct BootArgs {
     /// A FAT disk image for the kernel, as a read-only virtio-blk device.
     #[arg(long, requires = "read")]
     pub disk: Option<PathBuf>,
-    /// The file the kernel loads from the disk, e.g. boot/kernel/kernel,
-    /// in 512-byte requests as a boot loader does.
-    #[arg(long, requires = "disk", group = "read", value_parser = parse_load_path)]
+    /// The file the kernel loads from the disk, in 512-byte requests as a
+    /// boot loader does: any path the FAT volume holds, e.g.
+    /// boot/kernel/kernel or 'Boot Files/Kernel Image.elf' (spaces and
+    /// any UTF-8; percent-encoded on the kernel's command line). Without
+    /// `--disk`, from the scratch image.
+    #[arg(long, group = "read", conflicts_with = "no_disk", value_parser = parse_load_path)]
     pub load: Option<String>,
     /// A directory whose every file the kernel reads from the disk, depth
     /// first in on-disk order, as a loader reads its modules (after
-    /// `--load`'s file, through a cache of its own).
-    #[arg(long, requires = "disk", group = "read", value_parser = parse_load_path)]
+    /// `--load`'s file, through a cache of its own). Any path, as for
+    /// `--load`; without `--disk`, from the scratch image.
+    #[arg(long, group = "read", conflicts_with = "no_disk", value_parser = parse_load_path)]
     pub walk: Option<String>,
     /// Boot without the scratch disk: by default, without `--disk`, the
-    /// kernel loads a 1 MiB file from a small FAT image written into the
-    /// output directory.
+    /// kernel loads a file from a small FAT image written into the output
+    /// directory (disk.img), which holds boot/kernel/kernel (1 MiB, loaded
+    /// unless `--load` names another), 'Boot Files/Kernel Image.elf'
+    /// (300 KiB) and 'Données/été.txt'.
     #[arg(long, conflicts_with = "disk")]
     pub no_disk: bool,
     /// The device the disk imitates (QEMU block throttling at its
@@ -175,12 +181,11 @@ impl BootArgs {
     }
 }
 
-/// A path for the kernel's command line, where words are split at spaces.
+/// A path in the FAT volume: any non-empty text (the command line carries
+/// it percent-encoded, see `hotkern_kernel::command_line`).
 fn parse_load_path(text: &str) -> Result<String, String> {
-    if text.is_empty() || text.chars().any(char::is_whitespace) {
-        Err(format!(
-            "{text:?}: a path without spaces (the kernel splits its command line at them)"
-        ))
+    if text.is_empty() {
+        Err("an empty path names no file".to_owned())
     } else {
         Ok(text.to_owned())
     }

@@ -15,25 +15,40 @@ use sha2::{Digest, Sha256};
 pub const SCRATCH_IMAGE: &str = "disk.img";
 /// The file in the scratch image.
 pub const SCRATCH_FILE: &str = "boot/kernel/kernel";
+/// Files with long names, spaces and non-ASCII in the scratch image, for
+/// `--load`/`--walk` without `--disk`: every FAT path must reach the
+/// kernel (percent-encoded on its command line).
+pub const SCRATCH_NAMED_FILES: [(&str, usize); 2] = [
+    ("Boot Files/Kernel Image.elf", 300 << 10),
+    ("Données/été.txt", 5000),
+];
 
 /// Writes the scratch image: a 16 MiB FAT volume holding a 1 MiB file of
-/// seeded pseudo-random bytes (the same on every run).
+/// seeded pseudo-random bytes (the same on every run) and the
+/// [`SCRATCH_NAMED_FILES`].
 pub fn write_scratch_image(image: &Path) -> Result<(), String> {
     let mut state = 0x2545_f491_4f6c_dd1du64;
-    let data: Vec<u8> = (0..1 << 20)
-        .map(|_| {
-            // xorshift64: reproducible bytes without a generator crate here.
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 32) as u8
-        })
-        .collect();
+    let mut bytes = |count: usize| -> Vec<u8> {
+        (0..count)
+            .map(|_| {
+                // xorshift64: reproducible bytes without a generator crate here.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 32) as u8
+            })
+            .collect()
+    };
     let mut builder =
         ImageBuilder::new(16 << 20, None).map_err(|e| format!("scratch image: {e}"))?;
     builder
-        .add_file(SCRATCH_FILE, &data)
+        .add_file(SCRATCH_FILE, &bytes(1 << 20))
         .map_err(|e| format!("scratch image: {e}"))?;
+    for (path, size) in SCRATCH_NAMED_FILES {
+        builder
+            .add_file(path, &bytes(size))
+            .map_err(|e| format!("scratch image: {path}: {e}"))?;
+    }
     std::fs::write(image, builder.finish()).map_err(|e| format!("{}: {e}", image.display()))
 }
 

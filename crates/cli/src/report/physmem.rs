@@ -8,7 +8,7 @@ use super::inputs::{Bench, Inputs, Problem, Source};
 
 const IMPLS: [&str; 3] = ["static", "rbtree", "hotkern"];
 
-/// The paper's finding the lookup figure marks: README's reading of its
+/// The paper's finding the lookup figure marks: docs/RESULTS.md's reading of its
 /// fixed-set load test.
 const PAPER: &str = "uvm_hotplug paper: rbtree 5.6 % slower than static";
 

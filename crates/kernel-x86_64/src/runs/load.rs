@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use hotkern_bcache::{BlockDevice, CacheKind, CacheStats, FatError, FatVolume};
+use hotkern_kernel::command_line::{decode_value, CommandLineError};
 use sha2::{Digest, Sha256};
 
 use crate::arch::console::println;
@@ -62,6 +63,9 @@ pub struct Loaded {
 /// Why the load failed.
 #[derive(Debug)]
 pub enum LoadError {
+    /// The `load=`/`walk=` value is not a well-formed percent-encoded path
+    /// (hotkern_kernel::command_line).
+    CommandLine(CommandLineError),
     /// `cache=` names no design.
     UnknownCache(String),
     /// The disk could not be brought up.
@@ -75,6 +79,7 @@ pub enum LoadError {
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            LoadError::CommandLine(error) => write!(f, "the path on the command line: {error}"),
             LoadError::UnknownCache(name) => write!(
                 f,
                 "cache={name}: expected none, legacy, freebsd2016 or hotkern"
@@ -107,12 +112,19 @@ pub fn run(info: &StartInfo, tree: bool, checks: &mut Checks) -> Option<Result<L
     } else {
         ("load", "the file named by load= came off the disk")
     };
-    let path = info.option(key)?;
+    // The host percent-encodes the path, which may hold spaces and any
+    // UTF-8 (`Boot Files/Kernel Image.elf`), into one word.
+    let word = info.option(key)?;
     let cache = info.option("cache").unwrap_or("hotkern");
     let max_transfer = info
         .option("max_transfer")
         .and_then(|bytes| bytes.parse().ok());
-    let result = read(path, cache, max_transfer, tree);
+    let decoded = decode_value(word);
+    let path = decoded.as_deref().unwrap_or(word);
+    let result = match &decoded {
+        Ok(path) => read(path, cache, max_transfer, tree),
+        Err(error) => Err(LoadError::CommandLine(error.clone())),
+    };
     match &result {
         Ok(read) => println!(
             "hotkern: {key} {path}: {} files, {} bytes in {} us through the {cache} cache",
