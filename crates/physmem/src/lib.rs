@@ -122,6 +122,7 @@
 #![no_std]
 extern crate alloc;
 
+mod attributes;
 #[cfg(feature = "baselines")]
 pub mod baseline;
 mod deferred;

@@ -44,7 +44,7 @@ pub struct Physmem<
 > {
     pub(crate) domain: Domain,
     pub(crate) published: AtomicPtr<Index<P>>,
-    writer: Mutex<R, Writer<P, BOOT>>,
+    pub(crate) writer: Mutex<R, Writer<P, BOOT>>,
 }
 
 pub(crate) struct Writer<P: Page, const BOOT: usize> {
