@@ -128,7 +128,9 @@ bool uvm_page_physunload_force(uvm_physseg_t upm, int freelist,
  * Moves the segment's avail range bounds (PFNs). NetBSD returns void and
  * checks only under DIAGNOSTIC; here a bound that would leave
  * start <= avail_start <= avail_end <= end returns false and changes
- * nothing. Readers see the new range at once.
+ * nothing. Readers see the new range at once. Each call is one update;
+ * a set_avail_start racing a set_avail_end on the same segment may undo
+ * the other (NetBSD has no locking here either): serialise them.
  */
 bool uvm_physseg_set_avail_start(uvm_physseg_t upm, paddr_t avail_start);
 bool uvm_physseg_set_avail_end(uvm_physseg_t upm, paddr_t avail_end);
