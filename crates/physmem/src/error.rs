@@ -5,7 +5,11 @@ use core::fmt;
 use crate::types::{PageCount, Pfn};
 
 /// Why a physmem operation was refused; the state is exactly as before it.
+///
+/// New reasons may be added in a minor release (`#[non_exhaustive]`): a
+/// `match` needs a `_` arm, e.g. one that prints the error's `Display`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PhysmemError {
     /// `npages` was zero.
     ZeroPages,

@@ -28,12 +28,21 @@
 //! their segment is gone.
 //!
 //! ```
-//! use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError};
+//! use hotkern_physmem::{
+//!     BasicPage, BootRange, FreeList, Lookup, PageCount, Pfn, PfnRange, Physmem, PhysmemError,
+//! };
 //!
 //! let mem: Physmem<BasicPage> = Physmem::new();
 //! // Boot: two segments, the second loaded first (out of order).
-//! let high = mem.physload(Pfn(0x200), Pfn(0x300), Pfn(0x200), Pfn(0x300), FreeList(0))?;
-//! let low = mem.physload(Pfn(0x100), Pfn(0x180), Pfn(0x110), Pfn(0x180), FreeList(1))?;
+//! let high_frames = PfnRange { start: Pfn(0x200), end: Pfn(0x300) };
+//! let high = mem.physload(BootRange::available(high_frames), FreeList(0))?;
+//! let low_frames = BootRange {
+//!     start: Pfn(0x100),
+//!     end: Pfn(0x180),
+//!     avail_start: Pfn(0x110), // the first 16 frames hold the kernel
+//!     avail_end: Pfn(0x180),
+//! };
+//! let low = mem.physload(low_frames, FreeList(1))?;
 //! mem.init_pages()?;
 //!
 //! // Hotplug more, then take a hole out of the middle of it.
@@ -43,8 +52,8 @@
 //!     existing_start: Pfn(0x1020), existing_end: Pfn(0x1040) }));
 //!
 //! let guard = mem.read(); // lock-free from here
-//! let (handle, offset) = guard.find(Pfn(0x250)).unwrap();
-//! assert_eq!((handle, offset), (high, PageCount(0x50)));
+//! let Lookup { segment, offset } = guard.find(Pfn(0x250)).unwrap();
+//! assert_eq!((segment, offset), (high, PageCount(0x50)));
 //! assert_eq!(guard.page(Pfn(0x250)).unwrap().phys_addr, Pfn(0x250).phys_addr());
 //! let starts: Vec<u64> = guard.segments().map(|s| s.start().0).collect();
 //! assert_eq!(starts, [0x100, 0x200, 0x1000, 0x1020]);
@@ -106,11 +115,15 @@
 //!   wait for readers; a long read section only delays reclamation.
 //!   [`Physmem::read_on`] spreads readers over counter stripes per CPU.
 //!
-//! The NetBSD designs are kept as [`baseline`]s behind the same
-//! [`PhysSegments`] trait, for tests and benchmarks.
+//! The NetBSD designs are kept as baselines behind one trait,
+//! `PhysSegments`, for tests and benchmarks; they and the trait are built
+//! only with the `baselines` feature (off by default), so a kernel never
+//! compiles them.
 #![no_std]
 extern crate alloc;
 
+mod attributes;
+#[cfg(feature = "baselines")]
 pub mod baseline;
 mod deferred;
 pub mod epoch;
@@ -120,8 +133,10 @@ mod fallible;
 mod index;
 mod page;
 mod physmem;
+mod range;
 mod read;
 mod section;
+#[cfg(feature = "baselines")]
 mod segments;
 mod slab;
 mod slots;
@@ -133,7 +148,9 @@ mod write;
 pub use error::PhysmemError;
 pub use page::{BasicPage, Page};
 pub use physmem::{DefaultRawMutex, Physmem, DEFAULT_BOOT_SEGMENTS};
+pub use range::{BootRange, Lookup, PfnRange};
 pub use read::{ReadGuard, Segment, Segments};
+#[cfg(feature = "baselines")]
 pub use segments::PhysSegments;
 pub use types::{
     FreeList, PageCount, Pfn, PhysAddr, SegmentHandle, SegmentInfo, PAGE_SHIFT, PAGE_SIZE,

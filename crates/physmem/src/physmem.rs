@@ -12,6 +12,7 @@ use crate::error::PhysmemError;
 use crate::fallible::try_vec;
 use crate::index::{Index, Section};
 use crate::page::Page;
+use crate::range::{BootRange, PfnRange};
 use crate::read::ReadGuard;
 use crate::slab::Slabs;
 use crate::slots::SlotChunk;
@@ -43,7 +44,7 @@ pub struct Physmem<
 > {
     pub(crate) domain: Domain,
     pub(crate) published: AtomicPtr<Index<P>>,
-    writer: Mutex<R, Writer<P, BOOT>>,
+    pub(crate) writer: Mutex<R, Writer<P, BOOT>>,
 }
 
 pub(crate) struct Writer<P: Page, const BOOT: usize> {
@@ -129,19 +130,33 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         Ok(physmem)
     }
 
-    /// Registers memory at boot (NetBSD's `uvm_page_physload`): frames
-    /// `[start, end)`, of which `[avail_start, avail_end)` may be handed out,
-    /// for `free_list`. Before [`init_pages`](Self::init_pages) the segment goes
+    /// Registers memory at boot (NetBSD's `uvm_page_physload`): the frames
+    /// of `range`, of which its avail range may be handed out, for
+    /// `free_list`. Before [`init_pages`](Self::init_pages) the segment goes
     /// to fixed storage without touching the heap; after it, this is a plug
     /// with the given avail range and free list.
+    ///
+    /// ```
+    /// use hotkern_physmem::{BasicPage, BootRange, FreeList, PhysAddr, Physmem, PfnRange};
+    ///
+    /// let mem: Physmem<BasicPage> = Physmem::new();
+    /// // An e820 entry: 16 MiB of RAM from 1 MiB.
+    /// let frames = PfnRange::inside_bytes(PhysAddr(0x10_0000), 0x100_0000).unwrap();
+    /// let segment = mem.physload(BootRange::available(frames), FreeList::DEFAULT)?;
+    /// assert_eq!(mem.segment_info(segment)?.pages().0, 4096);
+    /// # Ok::<(), hotkern_physmem::PhysmemError>(())
+    /// ```
     pub fn physload(
         &self,
-        start: Pfn,
-        end: Pfn,
-        avail_start: Pfn,
-        avail_end: Pfn,
+        range: BootRange,
         free_list: FreeList,
     ) -> Result<SegmentHandle, PhysmemError> {
+        let BootRange {
+            start,
+            end,
+            avail_start,
+            avail_end,
+        } = range;
         let invalid = PhysmemError::InvalidRange { start, end };
         if start >= end || end.0 > PFN_LIMIT {
             return Err(invalid);
@@ -238,7 +253,8 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
     /// allocated. Refused if any frame is already present.
     pub fn plug(&self, pfn: Pfn, npages: PageCount) -> Result<SegmentHandle, PhysmemError> {
         let end = checked_end(pfn, npages)?;
-        self.physload(pfn, end, pfn, end, FreeList::DEFAULT)
+        let frames = PfnRange { start: pfn, end };
+        self.physload(BootRange::available(frames), FreeList::DEFAULT)
     }
 
     /// Removes `npages` frames from `pfn`, which must lie inside one segment:

@@ -8,6 +8,7 @@ use crate::epoch::Pin;
 use crate::error::PhysmemError;
 use crate::index::{Index, Listing, Place, Run, Section};
 use crate::page::Page;
+use crate::range::Lookup;
 use crate::sync::Ordering;
 use crate::types::{FreeList, PageCount, Pfn, SegmentHandle, SegmentInfo};
 
@@ -32,7 +33,7 @@ impl<'a, P> ReadGuard<'a, P> {
     /// The segment holding `pfn` and the frame's offset in it
     /// (NetBSD's `uvm_physseg_find`).
     #[inline]
-    pub fn find(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
+    pub fn find(&self, pfn: Pfn) -> Option<Lookup> {
         let run = self.index?.find(pfn.0)?;
         Some(located(run, pfn))
     }
@@ -121,7 +122,7 @@ impl<'a, P> ReadGuard<'a, P> {
     /// Lookup by binary search among the section's runs instead of the
     /// block table: an alternative kept for the benchmark's comparison.
     #[doc(hidden)]
-    pub fn find_by_section_search(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
+    pub fn find_by_section_search(&self, pfn: Pfn) -> Option<Lookup> {
         let run = self.index?.find_by_section_search(pfn.0)?;
         Some(located(run, pfn))
     }
@@ -153,8 +154,11 @@ fn handle_of<P>(run: &Run<P>) -> SegmentHandle {
 /// A lookup's answer once it has found the run holding `pfn`: the
 /// segment's handle and the frame's offset in it.
 #[inline]
-fn located<P>(run: &Run<P>, pfn: Pfn) -> (SegmentHandle, PageCount) {
-    (handle_of(run), PageCount(pfn.0 - run.start))
+fn located<P>(run: &Run<P>, pfn: Pfn) -> Lookup {
+    Lookup {
+        segment: handle_of(run),
+        offset: PageCount(pfn.0 - run.start),
+    }
 }
 
 fn view<P>(place: Place<'_, P>) -> Segment<'_, P> {

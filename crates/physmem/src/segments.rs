@@ -9,6 +9,7 @@ use lock_api::RawMutex;
 use crate::error::PhysmemError;
 use crate::page::Page;
 use crate::physmem::Physmem;
+use crate::range::Lookup;
 use crate::types::{PageCount, Pfn, SegmentHandle};
 
 /// A set of physical memory segments, as `uvm_physseg` presents it.
@@ -29,7 +30,7 @@ pub trait PhysSegments {
     /// Removes `npages` frames from `pfn`, inside one segment.
     fn unplug(&mut self, pfn: Pfn, npages: PageCount) -> Result<(), PhysmemError>;
     /// The segment holding `pfn` and the offset in it.
-    fn find(&self, pfn: Pfn) -> Option<(Self::Handle, PageCount)>;
+    fn find(&self, pfn: Pfn) -> Option<Lookup<Self::Handle>>;
     /// `[start, end)` of the segment `handle` names now, if it names one.
     fn bounds(&self, handle: Self::Handle) -> Option<(Pfn, Pfn)>;
     /// The lowest segment.
@@ -50,7 +51,7 @@ pub trait PhysSegments {
     /// batch inside one read section.
     fn sum_lookups(&self, pfns: &[Pfn]) -> u64 {
         pfns.iter()
-            .map(|&pfn| self.find(pfn).map_or(0, |(_, offset)| offset.0 + 1))
+            .map(|&pfn| self.find(pfn).map_or(0, |found| found.offset.0 + 1))
             .sum()
     }
 }
@@ -70,7 +71,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> PhysSegments for Physmem<P, R, BOO
         Physmem::unplug(self, pfn, npages)
     }
 
-    fn find(&self, pfn: Pfn) -> Option<(SegmentHandle, PageCount)> {
+    fn find(&self, pfn: Pfn) -> Option<Lookup> {
         self.read().find(pfn)
     }
 
@@ -107,7 +108,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> PhysSegments for Physmem<P, R, BOO
     fn sum_lookups(&self, pfns: &[Pfn]) -> u64 {
         let guard = self.read();
         pfns.iter()
-            .map(|&pfn| guard.find(pfn).map_or(0, |(_, offset)| offset.0 + 1))
+            .map(|&pfn| guard.find(pfn).map_or(0, |found| found.offset.0 + 1))
             .sum()
     }
 }

@@ -150,6 +150,38 @@ pub struct SegmentHandle {
     pub(crate) generation: u32,
 }
 
+impl SegmentHandle {
+    /// The handle as one number, for interfaces that carry an integer
+    /// (a C `uvm_physseg_t`, a register). [`from_bits`](Self::from_bits)
+    /// gives it back.
+    ///
+    /// ```
+    /// use hotkern_physmem::{BasicPage, PageCount, Pfn, Physmem, SegmentHandle};
+    ///
+    /// let mem: Physmem<BasicPage> = Physmem::initialized();
+    /// let segment = mem.plug(Pfn(8), PageCount(8)).unwrap();
+    /// let bits = segment.to_bits();
+    /// assert_eq!(SegmentHandle::from_bits(bits), segment);
+    /// // Bits no handle gave name no segment: refused, never misread.
+    /// assert!(mem.segment_info(SegmentHandle::from_bits(!bits)).is_err());
+    /// ```
+    pub const fn to_bits(self) -> u64 {
+        ((self.generation as u64) << 32) | self.slot as u64
+    }
+
+    /// The handle [`to_bits`](Self::to_bits) turned into `bits`. Other
+    /// bits make a handle that names no segment (operations report
+    /// [`PhysmemError::StaleHandle`](crate::PhysmemError::StaleHandle))
+    /// unless they happen to equal a live handle's. Slot `u32::MAX` is never
+    /// used, so bits whose low 32 bits are all ones never name a segment.
+    pub const fn from_bits(bits: u64) -> SegmentHandle {
+        SegmentHandle {
+            slot: bits as u32,
+            generation: (bits >> 32) as u32,
+        }
+    }
+}
+
 /// A segment's bounds and attributes, as `uvm_physseg`'s getters give them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SegmentInfo {

@@ -11,8 +11,8 @@ use std::cell::Cell;
 
 use hotkern_physmem::extent::Extent;
 use hotkern_physmem::{
-    BasicPage, DefaultRawMutex, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle,
-    SegmentInfo,
+    BasicPage, BootRange, DefaultRawMutex, FreeList, Lookup, PageCount, Pfn, Physmem, PhysmemError,
+    SegmentHandle, SegmentInfo,
 };
 
 /// Fails allocation number `FAIL_AT` (counted from 1) made by the thread
@@ -82,13 +82,13 @@ fn without_leaks(test: impl FnOnce()) {
 }
 
 /// One probed frame: its segment and offset, and its descriptor's address.
-type Lookup = (Option<(SegmentHandle, PageCount)>, Option<usize>);
+type Probe = (Option<Lookup>, Option<usize>);
 
 /// Everything a reader or the writer's getters can see.
 #[derive(Debug, PartialEq)]
 struct Snapshot {
     segments: Vec<(SegmentHandle, SegmentInfo, usize)>,
-    lookups: Vec<Lookup>,
+    lookups: Vec<Probe>,
     infos: Vec<Result<SegmentInfo, PhysmemError>>,
     len: usize,
     reader_len: usize,
@@ -184,7 +184,13 @@ fn plug_out_of_memory_changes_nothing() {
         });
         handles.push(handle);
         let guard = mem.read();
-        assert_eq!(guard.find(Pfn(0x1900)), Some((handle, PageCount(0x100))));
+        assert_eq!(
+            guard.find(Pfn(0x1900)),
+            Some(Lookup {
+                segment: handle,
+                offset: PageCount(0x100)
+            })
+        );
         assert_eq!(guard.len(), 4);
     });
 }
@@ -196,7 +202,13 @@ fn plug_that_rebuilds_the_whole_index_out_of_memory_changes_nothing() {
         let (mem, handles) = running();
         let far = Pfn(1 << 34);
         let handle = refused_until_memory(&mem, &handles, PROBE_TO, || mem.plug(far, PageCount(8)));
-        assert_eq!(mem.read().find(far), Some((handle, PageCount(0))));
+        assert_eq!(
+            mem.read().find(far),
+            Some(Lookup {
+                segment: handle,
+                offset: PageCount(0)
+            })
+        );
         assert_eq!(mem.read().highest_frame(), Some(Pfn(far.0 + 7)));
     });
 }
@@ -211,7 +223,7 @@ fn middle_unplug_out_of_memory_changes_nothing() {
         let guard = mem.read();
         assert_eq!(guard.find(Pfn(0x610)), None);
         assert_eq!(guard.segment(handles[1]).unwrap().end(), Pfn(0x600));
-        assert_eq!(guard.find(Pfn(0x620)).unwrap().1, PageCount(0));
+        assert_eq!(guard.find(Pfn(0x620)).unwrap().offset, PageCount(0));
         assert_eq!(guard.len(), 4);
     });
 }
@@ -278,7 +290,10 @@ fn middle_unplug_into_a_new_slot_chunk_out_of_memory_leaks_nothing() {
             .collect();
         refused_until_memory(&mem, &handles[..1], 8, || mem.unplug(Pfn(1), PageCount(1)));
         let guard = mem.read();
-        let (upper, offset) = guard.find(Pfn(2)).unwrap();
+        let Lookup {
+            segment: upper,
+            offset,
+        } = guard.find(Pfn(2)).unwrap();
         assert!(!handles.contains(&upper));
         assert_eq!(offset, PageCount(0));
         assert_eq!(guard.len(), 513);
@@ -316,13 +331,23 @@ fn init_pages_out_of_memory_changes_nothing() {
     without_leaks(|| {
         let mem: Physmem<BasicPage> = Physmem::new();
         let handles = vec![
-            mem.physload(Pfn(0x200), Pfn(0x300), Pfn(0x210), Pfn(0x300), FreeList(0))
-                .unwrap(),
             mem.physload(
-                Pfn(0x1000),
-                Pfn(0x1800),
-                Pfn(0x1000),
-                Pfn(0x1800),
+                BootRange {
+                    start: Pfn(0x200),
+                    end: Pfn(0x300),
+                    avail_start: Pfn(0x210),
+                    avail_end: Pfn(0x300),
+                },
+                FreeList(0),
+            )
+            .unwrap(),
+            mem.physload(
+                BootRange {
+                    start: Pfn(0x1000),
+                    end: Pfn(0x1800),
+                    avail_start: Pfn(0x1000),
+                    avail_end: Pfn(0x1800),
+                },
                 FreeList(1),
             )
             .unwrap(),
@@ -333,7 +358,10 @@ fn init_pages_out_of_memory_changes_nothing() {
         let guard = mem.read();
         assert_eq!(
             guard.find(Pfn(0x1400)),
-            Some((handles[1], PageCount(0x400)))
+            Some(Lookup {
+                segment: handles[1],
+                offset: PageCount(0x400)
+            })
         );
         // Writes work on the moved records.
         drop(guard);
@@ -408,7 +436,13 @@ fn first_reclaim_into_the_only_slab_lists_it_without_allocating() {
         };
         let (mem, handles) =
             refused_from_scratch(setup, 0x20, |mem| mem.unplug(Pfn(0x10), PageCount(2)));
-        assert_eq!(mem.read().find(Pfn(0x12)), Some((handles[0], PageCount(0))));
+        assert_eq!(
+            mem.read().find(Pfn(0x12)),
+            Some(Lookup {
+                segment: handles[0],
+                offset: PageCount(0)
+            })
+        );
         assert_eq!(mem.slab_count(), 1);
     });
 }
@@ -455,8 +489,16 @@ fn split_changing_both_slot_chunks_reserves_room_for_both() {
         let setup = || {
             let mem: Mem<600> = Physmem::new();
             let load = |start: u64, end: u64| {
-                mem.physload(Pfn(start), Pfn(end), Pfn(start), Pfn(end), FreeList(0))
-                    .unwrap()
+                mem.physload(
+                    BootRange {
+                        start: Pfn(start),
+                        end: Pfn(end),
+                        avail_start: Pfn(start),
+                        avail_end: Pfn(end),
+                    },
+                    FreeList(0),
+                )
+                .unwrap()
             };
             let mut handles = vec![load(256, 700)];
             handles.extend((0..256).chain(700..956).map(|pfn| load(pfn, pfn + 1)));
@@ -469,7 +511,10 @@ fn split_changing_both_slot_chunks_reserves_room_for_both() {
         let (mem, handles) =
             refused_from_scratch(setup, 1024, |mem| mem.unplug(Pfn(400), PageCount(1)));
         let guard = mem.read();
-        let (upper, offset) = guard.find(Pfn(401)).unwrap();
+        let Lookup {
+            segment: upper,
+            offset,
+        } = guard.find(Pfn(401)).unwrap();
         assert!(!handles.contains(&upper));
         assert_eq!(offset, PageCount(0));
         assert_eq!(guard.segment(handles[0]).unwrap().end(), Pfn(400));

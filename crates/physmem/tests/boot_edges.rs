@@ -7,12 +7,22 @@
 // These use real threads and atomics; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
 
-use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle};
+use hotkern_physmem::{
+    BasicPage, BootRange, FreeList, Lookup, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle,
+};
 
 type Mem = Physmem<BasicPage>;
 
 fn physload(mem: &Mem, start: u64, end: u64) -> Result<SegmentHandle, PhysmemError> {
-    mem.physload(Pfn(start), Pfn(end), Pfn(start), Pfn(end), FreeList(0))
+    mem.physload(
+        BootRange {
+            start: Pfn(start),
+            end: Pfn(end),
+            avail_start: Pfn(start),
+            avail_end: Pfn(end),
+        },
+        FreeList(0),
+    )
 }
 
 /// What the boot phase lets anyone observe: the segment count, each known
@@ -93,10 +103,19 @@ fn boot_physload_refuses_every_shared_frame_and_accepts_touching_ranges() {
         ]
     );
     for (&(start, end), &handle) in [(100, 150), (300, 310)].iter().zip(&handles) {
-        assert_eq!(guard.find(Pfn(start)), Some((handle, PageCount(0))));
+        assert_eq!(
+            guard.find(Pfn(start)),
+            Some(Lookup {
+                segment: handle,
+                offset: PageCount(0)
+            })
+        );
         assert_eq!(
             guard.find(Pfn(end - 1)),
-            Some((handle, PageCount(end - 1 - start)))
+            Some(Lookup {
+                segment: handle,
+                offset: PageCount(end - 1 - start)
+            })
         );
     }
 }

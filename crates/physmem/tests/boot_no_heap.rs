@@ -8,7 +8,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError};
+use hotkern_physmem::{BasicPage, BootRange, FreeList, PageCount, Pfn, Physmem, PhysmemError};
 
 struct Counting;
 
@@ -39,13 +39,37 @@ static MEMORY: Physmem<BasicPage> = Physmem::new();
 fn boot_phase_allocates_nothing_and_page_init_uses_one_slab() {
     let before = ALLOCATIONS.load(Ordering::SeqCst);
     let a = MEMORY
-        .physload(Pfn(0x100), Pfn(0x200), Pfn(0x100), Pfn(0x200), FreeList(0))
+        .physload(
+            BootRange {
+                start: Pfn(0x100),
+                end: Pfn(0x200),
+                avail_start: Pfn(0x100),
+                avail_end: Pfn(0x200),
+            },
+            FreeList(0),
+        )
         .unwrap();
     let b = MEMORY
-        .physload(Pfn(0), Pfn(0x80), Pfn(0), Pfn(0x80), FreeList(0))
+        .physload(
+            BootRange {
+                start: Pfn(0),
+                end: Pfn(0x80),
+                avail_start: Pfn(0),
+                avail_end: Pfn(0x80),
+            },
+            FreeList(0),
+        )
         .unwrap();
     let c = MEMORY
-        .physload(Pfn(0x300), Pfn(0x310), Pfn(0x300), Pfn(0x310), FreeList(0))
+        .physload(
+            BootRange {
+                start: Pfn(0x300),
+                end: Pfn(0x310),
+                avail_start: Pfn(0x300),
+                avail_end: Pfn(0x310),
+            },
+            FreeList(0),
+        )
         .unwrap();
     let stolen = MEMORY.physunload(a, FreeList(0)).unwrap();
     MEMORY.unplug(Pfn(0x40), PageCount(8)).unwrap();
@@ -71,5 +95,5 @@ fn boot_phase_allocates_nothing_and_page_init_uses_one_slab() {
         guard.page(Pfn(0x150)).unwrap().phys_addr,
         Pfn(0x150).phys_addr()
     );
-    assert_eq!(guard.find(Pfn(0x48)).unwrap().1, PageCount(0));
+    assert_eq!(guard.find(Pfn(0x48)).unwrap().offset, PageCount(0));
 }

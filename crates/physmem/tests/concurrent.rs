@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 
-use hotkern_physmem::{BasicPage, PageCount, Pfn, Physmem};
+use hotkern_physmem::{BasicPage, Lookup, PageCount, Pfn, Physmem};
 
 type Mem = Physmem<BasicPage, parking_lot::RawMutex>;
 
@@ -88,7 +88,10 @@ fn reader(mem: &Mem, cpu: usize, stop: &AtomicBool, progress: &Progress) -> Seen
             };
             seen.hits += 1;
             assert_eq!(page.phys_addr, Pfn(pfn).phys_addr());
-            let (handle, offset) = guard.find(Pfn(pfn)).unwrap();
+            let Lookup {
+                segment: handle,
+                offset,
+            } = guard.find(Pfn(pfn)).unwrap();
             let segment = guard.segment(handle).unwrap();
             let (start, end) = (segment.start().0, segment.end().0);
             assert_eq!(start + offset.0, pfn);

@@ -10,7 +10,7 @@
 use std::cell::Cell;
 
 use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
-use hotkern_physmem::{BasicPage, PageCount, Pfn, PhysSegments, Physmem, PhysmemError};
+use hotkern_physmem::{BasicPage, Lookup, PageCount, Pfn, PhysSegments, Physmem, PhysmemError};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 
@@ -190,7 +190,8 @@ fn run_with<S: PhysSegments>(
                         Cut::Back => bump(&reached.back),
                         Cut::Middle { upper } => {
                             bump(&reached.middle);
-                            let (h, offset) = set.find(Pfn(pfn + n)).expect("upper half");
+                            let Lookup { segment: h, offset } =
+                                set.find(Pfn(pfn + n)).expect("upper half");
                             prop_assert_eq!(offset, PageCount(0));
                             known.push((upper, h));
                         }
@@ -203,7 +204,7 @@ fn run_with<S: PhysSegments>(
                 bump(&reached.finds);
                 let got = set
                     .find(Pfn(pfn))
-                    .map(|(h, offset)| (bounds(&set, h).unwrap(), offset.0));
+                    .map(|found| (bounds(&set, found.segment).unwrap(), found.offset.0));
                 let want = model.containing(pfn).map(|(s, e, _)| ((s, e), pfn - s));
                 prop_assert_eq!(got, want, "find {}", pfn);
                 if want.is_some() {

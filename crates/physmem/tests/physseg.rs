@@ -5,8 +5,8 @@
 
 use hotkern_physmem::baseline::{RbTreeSegments, StaticSegments};
 use hotkern_physmem::{
-    BasicPage, FreeList, PageCount, Pfn, PhysSegments, Physmem, PhysmemError, SegmentHandle,
-    SegmentInfo, PFN_LIMIT,
+    BasicPage, BootRange, FreeList, Lookup, PageCount, Pfn, PhysSegments, Physmem, PhysmemError,
+    SegmentHandle, SegmentInfo, PFN_LIMIT,
 };
 
 type Mem = Physmem<BasicPage>;
@@ -68,14 +68,38 @@ fn implementations_go_by_the_names_the_benchmark_reports_use() {
 fn boot_handles_survive_page_init_and_out_of_order_physload() {
     let mem = Mem::new();
     let b = mem
-        .physload(Pfn(200), Pfn(300), Pfn(200), Pfn(300), FreeList(0))
+        .physload(
+            BootRange {
+                start: Pfn(200),
+                end: Pfn(300),
+                avail_start: Pfn(200),
+                avail_end: Pfn(300),
+            },
+            FreeList(0),
+        )
         .unwrap();
     let a = mem
-        .physload(Pfn(0), Pfn(100), Pfn(0), Pfn(100), FreeList(0))
+        .physload(
+            BootRange {
+                start: Pfn(0),
+                end: Pfn(100),
+                avail_start: Pfn(0),
+                avail_end: Pfn(100),
+            },
+            FreeList(0),
+        )
         .unwrap();
     // Its own avail range and free list, which readers must see too.
     let c = mem
-        .physload(Pfn(100), Pfn(150), Pfn(110), Pfn(140), FreeList(3))
+        .physload(
+            BootRange {
+                start: Pfn(100),
+                end: Pfn(150),
+                avail_start: Pfn(110),
+                avail_end: Pfn(140),
+            },
+            FreeList(3),
+        )
         .unwrap();
     mem.init_pages().unwrap();
     assert_eq!(bounds(&mem, a), (0, 100));
@@ -84,7 +108,13 @@ fn boot_handles_survive_page_init_and_out_of_order_physload() {
     // One slab holds every boot segment's descriptors.
     assert_eq!(mem.slab_count(), 1);
     let guard = mem.read();
-    assert_eq!(guard.find(Pfn(120)), Some((c, PageCount(20))));
+    assert_eq!(
+        guard.find(Pfn(120)),
+        Some(Lookup {
+            segment: c,
+            offset: PageCount(20)
+        })
+    );
     let segment = guard.segment(c).unwrap();
     assert_eq!(
         (
@@ -181,10 +211,28 @@ fn find_hits_every_frame_and_misses_holes_and_the_outside() {
     let (mem, h) = running(&[(8, 8), (32, 1), (1 << 20, 3)]);
     let guard = mem.read();
     for pfn in 8..16 {
-        assert_eq!(guard.find(Pfn(pfn)), Some((h[0], PageCount(pfn - 8))));
+        assert_eq!(
+            guard.find(Pfn(pfn)),
+            Some(Lookup {
+                segment: h[0],
+                offset: PageCount(pfn - 8)
+            })
+        );
     }
-    assert_eq!(guard.find(Pfn(32)), Some((h[1], PageCount(0))));
-    assert_eq!(guard.find(Pfn((1 << 20) + 2)), Some((h[2], PageCount(2))));
+    assert_eq!(
+        guard.find(Pfn(32)),
+        Some(Lookup {
+            segment: h[1],
+            offset: PageCount(0)
+        })
+    );
+    assert_eq!(
+        guard.find(Pfn((1 << 20) + 2)),
+        Some(Lookup {
+            segment: h[2],
+            offset: PageCount(2)
+        })
+    );
     for miss in [
         0,
         7,
@@ -213,9 +261,9 @@ fn the_benchmarks_section_search_agrees_with_find() {
     for pfn in (0..700).chain((1 << 20) - 2..(1 << 20) + 5) {
         let found = guard.find(Pfn(pfn));
         assert_eq!(guard.find_by_section_search(Pfn(pfn)), found, "pfn {pfn}");
-        let bounds = found.map(|(handle, _)| {
-            let segment = guard.segment(handle).unwrap();
-            (handle, segment.start(), segment.end())
+        let bounds = found.map(|found| {
+            let segment = guard.segment(found.segment).unwrap();
+            (found.segment, segment.start(), segment.end())
         });
         let by_search = guard.find_bounds_by_section_search(Pfn(pfn));
         assert_eq!(by_search, bounds, "pfn {pfn}");
@@ -252,7 +300,10 @@ fn unplug_whole_front_back_and_middle() {
     mem.unplug(Pfn(40), PageCount(20)).unwrap();
     assert_eq!(bounds(&mem, h[0]), (10, 40));
     let guard = mem.read();
-    let (upper, offset) = guard.find(Pfn(60)).unwrap();
+    let Lookup {
+        segment: upper,
+        offset,
+    } = guard.find(Pfn(60)).unwrap();
     assert_eq!(offset, PageCount(0));
     assert_eq!(guard.segment(upper).unwrap().end(), Pfn(90));
     assert!(guard.find(Pfn(50)).is_none());
@@ -344,20 +395,52 @@ fn every_refused_operation_changes_nothing() {
     check!(mem.unplug(start, PageCount(2)), InvalidRange { start, end });
     let (start, end) = (Pfn(10), Pfn(10));
     check!(
-        mem.physload(start, end, start, end, FreeList(0)),
+        mem.physload(
+            BootRange {
+                start,
+                end,
+                avail_start: start,
+                avail_end: end
+            },
+            FreeList(0)
+        ),
         InvalidRange { start, end }
     );
     let (start, end) = (Pfn(10), Pfn(20));
     check!(
-        mem.physload(start, end, Pfn(5), end, FreeList(0)),
+        mem.physload(
+            BootRange {
+                start,
+                end,
+                avail_start: Pfn(5),
+                avail_end: end
+            },
+            FreeList(0)
+        ),
         InvalidRange { start, end }
     );
     check!(
-        mem.physload(start, end, Pfn(15), Pfn(12), FreeList(0)),
+        mem.physload(
+            BootRange {
+                start,
+                end,
+                avail_start: Pfn(15),
+                avail_end: Pfn(12)
+            },
+            FreeList(0)
+        ),
         InvalidRange { start, end }
     );
     check!(
-        mem.physload(start, end, start, Pfn(21), FreeList(0)),
+        mem.physload(
+            BootRange {
+                start,
+                end,
+                avail_start: start,
+                avail_end: Pfn(21)
+            },
+            FreeList(0)
+        ),
         InvalidRange { start, end }
     );
     // Overlap on the first frame, on the last frame, and all around.
@@ -411,12 +494,36 @@ fn every_refused_operation_changes_nothing() {
 fn boot_storage_full_refuses_physload_and_middle_unplug_without_change() {
     let mem: Physmem<BasicPage, hotkern_physmem::DefaultRawMutex, 2> = Physmem::new();
     let a = mem
-        .physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0))
+        .physload(
+            BootRange {
+                start: Pfn(0),
+                end: Pfn(10),
+                avail_start: Pfn(0),
+                avail_end: Pfn(10),
+            },
+            FreeList(0),
+        )
         .unwrap();
-    mem.physload(Pfn(20), Pfn(30), Pfn(20), Pfn(30), FreeList(0))
-        .unwrap();
+    mem.physload(
+        BootRange {
+            start: Pfn(20),
+            end: Pfn(30),
+            avail_start: Pfn(20),
+            avail_end: Pfn(30),
+        },
+        FreeList(0),
+    )
+    .unwrap();
     assert_eq!(
-        mem.physload(Pfn(40), Pfn(50), Pfn(40), Pfn(50), FreeList(0)),
+        mem.physload(
+            BootRange {
+                start: Pfn(40),
+                end: Pfn(50),
+                avail_start: Pfn(40),
+                avail_end: Pfn(50)
+            },
+            FreeList(0)
+        ),
         Err(PhysmemError::StorageFull)
     );
     assert_eq!(
@@ -524,8 +631,16 @@ fn descriptors_are_dropped_exactly_once() {
     }
     {
         let mem: Physmem<Counted> = Physmem::new();
-        mem.physload(Pfn(0), Pfn(10), Pfn(0), Pfn(10), FreeList(0))
-            .unwrap();
+        mem.physload(
+            BootRange {
+                start: Pfn(0),
+                end: Pfn(10),
+                avail_start: Pfn(0),
+                avail_end: Pfn(10),
+            },
+            FreeList(0),
+        )
+        .unwrap();
         mem.init_pages().unwrap();
         mem.plug(Pfn(100), PageCount(20)).unwrap();
         assert_eq!(LIVE.load(Ordering::SeqCst), 30);

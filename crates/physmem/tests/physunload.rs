@@ -4,7 +4,7 @@
 // These use real threads and atomics; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
 
-use hotkern_physmem::{BasicPage, FreeList, Pfn, Physmem, PhysmemError, SegmentHandle};
+use hotkern_physmem::{BasicPage, BootRange, FreeList, Pfn, Physmem, PhysmemError, SegmentHandle};
 
 type Mem = Physmem<BasicPage>;
 
@@ -18,8 +18,16 @@ fn boot(segments: &[(u64, u64, u64, u64, u32)]) -> (Mem, Vec<SegmentHandle>) {
     let handles = segments
         .iter()
         .map(|&(s, e, a, b, list)| {
-            mem.physload(Pfn(s), Pfn(e), Pfn(a), Pfn(b), FreeList(list))
-                .unwrap()
+            mem.physload(
+                BootRange {
+                    start: Pfn(s),
+                    end: Pfn(e),
+                    avail_start: Pfn(a),
+                    avail_end: Pfn(b),
+                },
+                FreeList(list),
+            )
+            .unwrap()
         })
         .collect();
     (mem, handles)
@@ -68,7 +76,7 @@ fn physunload_front_back_none_delete_and_force_before_and_after_page_init() {
         assert_eq!(mem.len(), 4);
         if init {
             let guard = mem.read();
-            let upper = guard.find(Pfn(203)).unwrap().0;
+            let upper = guard.find(Pfn(203)).unwrap().segment;
             let upper = guard.segment(upper).unwrap();
             assert_eq!(
                 (upper.start(), upper.avail_start(), upper.avail_end()),

@@ -58,7 +58,7 @@ fn time_lookups<S: PhysSegments>(set: &S, pfns: &[Pfn], rounds: usize) -> (Durat
 /// hotkern with a read guard taken and dropped around every single lookup.
 fn time_guard_each(set: &Hotkern, pfns: &[Pfn]) -> Duration {
     let (elapsed, _sum) = time_design(pfns, |pfn| {
-        PhysSegments::find(set, pfn).map_or(0, |(_, o)| o.0 + 1)
+        PhysSegments::find(set, pfn).map_or(0, |found| found.offset.0 + 1)
     });
     elapsed
 }
@@ -376,9 +376,7 @@ fn with_guard_each(row: Case, mem: &Hotkern, pfns: &[Pfn]) -> Case {
 fn lookup_designs(report: &mut Report, mem: &Hotkern, pfns: &[Pfn]) {
     let case = "lookup-design/fragmented-256MB";
     let guard = mem.read();
-    let hit = |found: Option<(hotkern_physmem::SegmentHandle, PageCount)>| {
-        found.map_or(0, |(_, o)| o.0 + 1)
-    };
+    let hit = |found: Option<hotkern_physmem::Lookup>| found.map_or(0, |found| found.offset.0 + 1);
     // The most recently found segment, checked first (QEMU's MRU entry).
     let mru = std::cell::Cell::new((0u64, 0u64));
     let with_mru = |p: Pfn| {

@@ -20,7 +20,7 @@ use core::fmt;
 use core::mem::size_of;
 use core::sync::atomic::AtomicU32;
 
-use hotkern_physmem::{FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
+use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END, MMIO_START};
 use crate::arch::heap;
@@ -173,7 +173,15 @@ pub fn bring_up(info: &StartInfo) -> Result<Layout, MemoryError> {
             FREELIST_DEFAULT
         };
         let handle = PHYSMEM
-            .physload(Pfn(start), Pfn(end), Pfn(start), Pfn(end), list)
+            .physload(
+                BootRange {
+                    start: Pfn(start),
+                    end: Pfn(end),
+                    avail_start: Pfn(start),
+                    avail_end: Pfn(end),
+                },
+                list,
+            )
             .map_err(|error| MemoryError::Physload(start, end, error))?;
         if end <= MMIO_START / PAGE_SIZE && end - start > largest {
             largest = end - start;

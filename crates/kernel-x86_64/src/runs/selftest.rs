@@ -7,7 +7,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use hotkern_physmem::{PageCount, Pfn, PhysmemError, ReadGuard};
+use hotkern_physmem::{Lookup, PageCount, Pfn, PhysmemError, ReadGuard};
 
 use crate::arch::boot::IDENTITY_MAP_END;
 use crate::arch::cpu;
@@ -109,7 +109,12 @@ fn frames_found_once_in_own_segments() -> bool {
         let (handle, start) = (segment.handle(), segment.start().0);
         for pfn in segment.frames() {
             let found = guard.find(Pfn(pfn));
-            if found != Some((handle, PageCount(pfn - start))) {
+            if found
+                != Some(Lookup {
+                    segment: handle,
+                    offset: PageCount(pfn - start),
+                })
+            {
                 return false;
             }
             match guard.page(Pfn(pfn)) {
@@ -254,7 +259,7 @@ fn hotplug(checks: &mut Checks) {
         let fresh = reader();
         checks.check(
             "a reader pinned before the unplug still finds the block in the old segment",
-            pinned.find(Pfn(middle)).map(|(h, _)| h) == Some(handle),
+            pinned.find(Pfn(middle)).map(|found| found.segment) == Some(handle),
         );
         checks.check(
             "a reader after it does not find the block",
@@ -264,8 +269,12 @@ fn hotplug(checks: &mut Checks) {
         let upper = fresh.find(Pfn(middle + CHUNK));
         checks.check(
             "the split keeps the handle on the lower part and gives the upper part its own",
-            lower == Some((handle, PageCount(middle - 1 - start)))
-                && upper.is_some_and(|(h, offset)| h != handle && offset.0 == 0)
+            lower
+                == Some(Lookup {
+                    segment: handle,
+                    offset: PageCount(middle - 1 - start),
+                })
+                && upper.is_some_and(|found| found.segment != handle && found.offset.0 == 0)
                 && PHYSMEM.len() == segments + 1,
         );
     }
@@ -285,7 +294,11 @@ fn hotplug(checks: &mut Checks) {
     checks.check(
         "the block plugs back as a segment of its own, with fresh descriptors",
         replugged.is_ok_and(|h| {
-            guard.find(Pfn(middle)) == Some((h, PageCount(0)))
+            guard.find(Pfn(middle))
+                == Some(Lookup {
+                    segment: h,
+                    offset: PageCount(0),
+                })
                 && (middle..middle + CHUNK).all(|pfn| {
                     guard.page(Pfn(pfn)).is_some_and(|page| {
                         page.phys_addr() == Pfn(pfn).phys_addr()
@@ -322,7 +335,11 @@ fn plug_above_ram(checks: &mut Checks) {
         checks.check(
             "a 32 MiB range above RAM plugs and resolves through the reader",
             plugged.is_ok_and(|h| {
-                guard.find(Pfn(base + 5)) == Some((h, PageCount(5)))
+                guard.find(Pfn(base + 5))
+                    == Some(Lookup {
+                        segment: h,
+                        offset: PageCount(5),
+                    })
                     && guard
                         .page(Pfn(base + count - 1))
                         .is_some_and(|p| p.phys_addr() == Pfn(base + count - 1).phys_addr())

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
-use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle};
+use hotkern_physmem::{BasicPage, BootRange, FreeList, PageCount, Pfn, Physmem, PhysmemError, SegmentHandle};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -125,7 +125,7 @@ fuzz_target!(|ops: Vec<Op>| {
         }
         let start = *model.keys().nth(which as usize % model.len())?;
         if initialized_handle(mem) {
-            Some((start, mem.read().find(Pfn(start))?.0))
+            Some((start, mem.read().find(Pfn(start))?.segment))
         } else {
             None
         }
@@ -147,13 +147,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     list: list as u32,
                 };
                 let got = mem
-                    .physload(
-                        Pfn(start),
-                        Pfn(end),
-                        Pfn(avail_start),
-                        Pfn(end),
-                        FreeList(list as u32),
-                    )
+                    .physload(BootRange { start: Pfn(start), end: Pfn(end), avail_start: Pfn(avail_start), avail_end: Pfn(end) }, FreeList(list as u32))
                     .map(drop);
                 let want = if start >= end {
                     Err(PhysmemError::InvalidRange {
@@ -247,13 +241,13 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Find { pfn } => {
                 let pfn = pfn as u64;
                 let guard = mem.read();
-                let got = guard.find(Pfn(pfn)).map(|(h, off)| {
-                    let s = guard.segment(h).unwrap();
+                let got = guard.find(Pfn(pfn)).map(|found| {
+                    let s = guard.segment(found.segment).unwrap();
                     assert_eq!(
                         guard.page(Pfn(pfn)).unwrap().phys_addr,
                         Pfn(pfn).phys_addr()
                     );
-                    (s.start().0, s.end().0, off.0)
+                    (s.start().0, s.end().0, found.offset.0)
                 });
                 let want = if initialized {
                     containing(&model, pfn).map(|(s, seg)| (s, seg.end, pfn - s))

@@ -11,6 +11,7 @@ use intrusive_collections::{intrusive_adapter, Bound, KeyAdapter, RBTree, RBTree
 use super::{checked_range, descriptors, Descriptors};
 use crate::error::PhysmemError;
 use crate::page::Page;
+use crate::range::Lookup;
 use crate::segments::PhysSegments;
 use crate::types::{PageCount, Pfn};
 
@@ -159,9 +160,12 @@ impl<P: Page> PhysSegments for RbTreeSegments<P> {
     }
 
     #[inline]
-    fn find(&self, pfn: Pfn) -> Option<(RbTreeHandle, PageCount)> {
+    fn find(&self, pfn: Pfn) -> Option<Lookup<RbTreeHandle>> {
         let node = self.search(pfn.0)?;
-        Some((Self::handle(node), PageCount(pfn.0 - node.start.get())))
+        Some(Lookup {
+            segment: Self::handle(node),
+            offset: PageCount(pfn.0 - node.start.get()),
+        })
     }
 
     fn bounds(&self, handle: RbTreeHandle) -> Option<(Pfn, Pfn)> {

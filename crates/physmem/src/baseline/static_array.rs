@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 use super::{checked_range, descriptors, Descriptors};
 use crate::error::PhysmemError;
 use crate::page::Page;
+use crate::range::Lookup;
 use crate::segments::PhysSegments;
 use crate::types::{PageCount, Pfn};
 
@@ -36,7 +37,7 @@ impl<P: Page> StaticSegments<P> {
 
     /// The descriptor of `pfn`.
     pub fn page(&self, pfn: Pfn) -> Option<&P> {
-        let (i, offset) = self.find(pfn)?;
+        let Lookup { segment: i, offset } = self.find(pfn)?;
         let segment = &self.segments[i];
         segment.pages.get(segment.first + offset.0 as usize)
     }
@@ -140,9 +141,12 @@ impl<P: Page> PhysSegments for StaticSegments<P> {
     }
 
     #[inline]
-    fn find(&self, pfn: Pfn) -> Option<(usize, PageCount)> {
+    fn find(&self, pfn: Pfn) -> Option<Lookup<usize>> {
         let i = self.search(pfn.0)?;
-        Some((i, PageCount(pfn.0 - self.segments[i].start)))
+        Some(Lookup {
+            segment: i,
+            offset: PageCount(pfn.0 - self.segments[i].start),
+        })
     }
 
     fn bounds(&self, handle: usize) -> Option<(Pfn, Pfn)> {

@@ -55,7 +55,11 @@ pub(super) fn churn(
         for chunk in pfns.chunks(CHURN_BATCH) {
             let guard = mem.read();
             for &pfn in chunk {
-                sum = sum.wrapping_add(guard.find(black_box(pfn)).map_or(0, |(_, o)| o.0 + 1));
+                sum = sum.wrapping_add(
+                    guard
+                        .find(black_box(pfn))
+                        .map_or(0, |found| found.offset.0 + 1),
+                );
             }
         }
         sum

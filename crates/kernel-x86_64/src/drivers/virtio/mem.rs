@@ -363,7 +363,7 @@ impl Device {
                 let guard = PHYSMEM.read();
                 let segment_end = guard
                     .find(Pfn(at))
-                    .and_then(|(handle, _)| guard.segment(handle).ok())
+                    .and_then(|found| guard.segment(found.segment).ok())
                     .map_or(end, |segment| segment.end().0);
                 let stop = segment_end.min(end).max(at + 1);
                 pieces.push((at, stop - at));
