@@ -18,6 +18,7 @@
 mod chain;
 mod entry;
 mod layout;
+mod offset;
 
 use alloc::collections::BTreeSet;
 use alloc::string::String;
@@ -192,7 +193,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         self.cache
     }
 
-    fn read_at(&mut self, byte: u64, buf: &mut [u8]) -> Result<(), FatError> {
+    fn read_volume(&mut self, byte: u64, buf: &mut [u8]) -> Result<(), FatError> {
         let end = byte
             .checked_add(buf.len() as u64)
             .ok_or(FatError::Corrupt("offset overflow"))?;
@@ -211,7 +212,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         }
         let (at, len) = self.layout.entry_location(cluster);
         let mut raw = [0u8; 4];
-        self.read_at(at, &mut raw[..len])?;
+        self.read_volume(at, &mut raw[..len])?;
         self.layout.decode_entry(cluster, raw)
     }
 
@@ -241,7 +242,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
             }
             // The FAT12/16 root: a fixed region after the FATs.
             for i in 0..self.layout.root_entries {
-                self.read_at(self.layout.root_offset + i * 32, &mut raw)?;
+                self.read_volume(self.layout.root_offset + i * 32, &mut raw)?;
                 match decoder.decode(&raw, fat_type) {
                     Record::End => break,
                     Record::Skip => {}
@@ -259,7 +260,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         loop {
             let base = self.layout.cluster_offset(cluster);
             for i in 0..per_cluster {
-                self.read_at(base + i * 32, &mut raw)?;
+                self.read_volume(base + i * 32, &mut raw)?;
                 match decoder.decode(&raw, fat_type) {
                     Record::End => return Ok(entries),
                     Record::Skip => {}
@@ -396,7 +397,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
                 .min(cluster_bytes - in_cluster)
                 .min(size - position);
             let at = self.layout.cluster_offset(cluster) + in_cluster;
-            self.read_at(at, &mut out[position as usize..(position + n) as usize])?;
+            self.read_volume(at, &mut out[position as usize..(position + n) as usize])?;
             position += n;
         }
         self.check_no_repeat(first_cluster, cluster, needed, detector)
