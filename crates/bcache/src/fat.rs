@@ -32,6 +32,7 @@ use layout::Layout;
 
 use crate::cache::BlockCache;
 use crate::error::IoError;
+use crate::partition::Partition;
 
 /// The three FAT variants, told apart by cluster count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,23 +158,70 @@ pub struct WalkSummary {
 pub struct FatVolume<'c, C: BlockCache + ?Sized> {
     cache: &'c mut C,
     layout: Layout,
+    /// Byte offset of the volume on the disk (its partition's start).
+    base: u64,
     block_size: u64,
 }
 
 impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
-    /// Reads and checks the boot sector.
+    /// Reads and checks the boot sector of a volume filling the disk from
+    /// its first block (an unpartitioned disk, a floppy image).
     pub fn mount(cache: &'c mut C) -> Result<Self, FatError> {
+        let device_bytes = cache
+            .block_count()
+            .saturating_mul(cache.block_size() as u64);
+        Self::mount_at(cache, 0, device_bytes)
+    }
+
+    /// Reads and checks the boot sector of the volume in `partition` (from
+    /// [`read_partitions`](crate::read_partitions) on the same cache): the
+    /// volume reads through the disk's cache at the partition's offset,
+    /// and may not reach past the partition's end.
+    ///
+    /// ```
+    /// # #[cfg(feature = "std")] {
+    /// use hotkern_bcache::{image::ImageBuilder, read_partitions, FatVolume, HotkernCache, MemoryDevice};
+    /// let mut image = ImageBuilder::new(4 << 20, None).unwrap();
+    /// image.add_file("loader.conf", b"autoboot_delay=1").unwrap();
+    /// // A disk with an MBR and the volume at 1 MiB (block 2048).
+    /// let mut disk = vec![0u8; 1 << 20];
+    /// disk[446 + 4] = 0x0E;
+    /// disk[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+    /// disk[446 + 12..446 + 16].copy_from_slice(&8192u32.to_le_bytes());
+    /// disk[510..512].copy_from_slice(&[0x55, 0xAA]);
+    /// disk.extend(image.finish());
+    /// let mut cache = HotkernCache::new(MemoryDevice::new(disk, 512).unwrap(), 64 << 10);
+    /// let table = read_partitions(&mut cache).unwrap();
+    /// let mut volume = FatVolume::mount_partition(&mut cache, &table.partitions[0]).unwrap();
+    /// assert_eq!(volume.read_file("loader.conf", 512).unwrap(), b"autoboot_delay=1");
+    /// # }
+    /// ```
+    pub fn mount_partition(cache: &'c mut C, partition: &Partition) -> Result<Self, FatError> {
         let block_size = cache.block_size() as u64;
         let device_bytes = cache.block_count().saturating_mul(block_size);
+        let base = partition.first_block.saturating_mul(block_size);
+        let end = partition.end_block().saturating_mul(block_size);
+        if end > device_bytes {
+            return Err(FatError::Truncated {
+                volume_bytes: end,
+                device_bytes,
+            });
+        }
+        Self::mount_at(cache, base, end - base)
+    }
+
+    fn mount_at(cache: &'c mut C, base: u64, device_bytes: u64) -> Result<Self, FatError> {
+        let block_size = cache.block_size() as u64;
         if device_bytes < 512 {
             return Err(FatError::BadBootSector("device smaller than a boot sector"));
         }
         let mut sector = [0u8; 512];
-        cache.read(0, 0, &mut sector)?;
+        cache.read(base / block_size, (base % block_size) as usize, &mut sector)?;
         let layout = Layout::parse(&sector, device_bytes)?;
         Ok(FatVolume {
             cache,
             layout,
+            base,
             block_size,
         })
     }
@@ -200,6 +248,8 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         if end > self.layout.volume_bytes {
             return Err(FatError::Corrupt("read past the end of the volume"));
         }
+        // `byte + base` stays within the partition, itself on the disk.
+        let byte = byte + self.base;
         let block = byte / self.block_size;
         let offset = (byte % self.block_size) as usize;
         self.cache.read(block, offset, buf)?;

@@ -9,7 +9,8 @@
 //!   writes, statistics ([`CacheStats`]). [`HotkernCache`] is this crate's
 //!   design; [`NoCache`], [`LegacyCache`] and [`FreeBsd2016Cache`] are the
 //!   baselines, chosen by name through [`CacheKind`].
-//! * [`FatVolume`] reads FAT12/16/32 files through any cache.
+//! * [`FatVolume`] reads FAT12/16/32 files through any cache, from a whole
+//!   disk or from a partition [`read_partitions`] found (MBR or GPT).
 //!
 //! ```
 //! use hotkern_bcache::{BlockCache, CacheKind, DeviceModel, MemoryDevice, ModeledDevice};
@@ -31,6 +32,7 @@ extern crate alloc;
 extern crate std;
 
 mod cache;
+mod crc32;
 mod device;
 mod error;
 mod fat;
@@ -46,6 +48,7 @@ mod legacy;
 mod memory;
 mod modeled;
 mod none;
+mod partition;
 mod stats;
 mod striped;
 
@@ -63,5 +66,9 @@ pub use legacy::{LegacyCache, LEGACY_CACHE_BYTES};
 pub use memory::MemoryDevice;
 pub use modeled::{DeviceModel, ModeledDevice, VirtualClock};
 pub use none::NoCache;
+pub use partition::{
+    read_partitions, Partition, PartitionError, PartitionScheme, PartitionTable, PartitionType,
+    GPT_TYPE_BASIC_DATA, GPT_TYPE_EFI_SYSTEM, MBR_TYPE_PROTECTIVE,
+};
 pub use stats::CacheStats;
 pub use striped::StripedSet;
