@@ -47,6 +47,7 @@ pub enum FatType {
 
 /// Why a FAT operation failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FatError {
     /// The device failed.
     Device(IoError),
