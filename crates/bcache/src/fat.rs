@@ -150,9 +150,9 @@ pub struct WalkSummary {
 /// A mounted FAT volume on a cache.
 ///
 /// ```
-/// use hotkern_bcache::{CacheKind, FatError, FatVolume, MemoryDevice};
+/// use hotkern_bcache::{FatError, FatVolume, HotkernCache, MemoryDevice};
 /// let blank = MemoryDevice::zeroed(128, 512).unwrap();
-/// let mut cache = CacheKind::Hotkern.build(blank, 64 << 10);
+/// let mut cache = HotkernCache::new(blank, 64 << 10);
 /// // A zeroed disk has no boot sector: an error, not a panic.
 /// assert!(matches!(FatVolume::mount(&mut cache), Err(FatError::BadBootSector(_))));
 /// ```
@@ -355,11 +355,11 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
     ///
     /// ```
     /// # #[cfg(feature = "std")] {
-    /// use hotkern_bcache::{image::ImageBuilder, CacheKind, FatVolume, MemoryDevice};
+    /// use hotkern_bcache::{image::ImageBuilder, FatVolume, HotkernCache, MemoryDevice};
     /// let mut image = ImageBuilder::new(8 << 20, None).unwrap();
     /// image.add_file("boot/kernel", &[42u8; 10_000]).unwrap();
     /// let disk = MemoryDevice::new(image.finish(), 512).unwrap();
-    /// let mut cache = CacheKind::Hotkern.build(disk, 1 << 20);
+    /// let mut cache = HotkernCache::new(disk, 1 << 20);
     /// let mut volume = FatVolume::mount(&mut cache).unwrap();
     /// assert_eq!(volume.read_file("/BOOT/KERNEL", 512).unwrap(), vec![42u8; 10_000]);
     /// # }
