@@ -94,6 +94,11 @@ pub enum ConfigError {
     MismatchedMembers,
     /// A striped set needs at least one member and a stripe of at least one block.
     NoMembers,
+    /// The memory a cache needs could not be allocated.
+    OutOfMemory {
+        /// The bytes of block storage asked for.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -113,6 +118,9 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::NoMembers => {
                 f.write_str("a striped set needs members and a stripe of at least one block")
+            }
+            ConfigError::OutOfMemory { bytes } => {
+                write!(f, "out of memory for a cache of {bytes} bytes")
             }
         }
     }
