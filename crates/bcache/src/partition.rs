@@ -70,6 +70,12 @@ pub struct Partition {
 
 impl Partition {
     /// The block after its last.
+    ///
+    /// ```
+    /// use hotkern_bcache::{Partition, PartitionType};
+    /// let efi = Partition { index: 0, first_block: 2048, blocks: 1024, kind: PartitionType::Mbr(0xEF) };
+    /// assert_eq!(efi.end_block(), 3072);
+    /// ```
     pub fn end_block(&self) -> u64 {
         self.first_block + self.blocks
     }
