@@ -1,6 +1,7 @@
 //! The interface every cache design offers, and what they share: request
 //! validation and the transfers they send to the device.
 
+#[cfg(feature = "baselines")]
 use alloc::borrow::Cow;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -18,8 +19,8 @@ use crate::stats::CacheStats;
 /// lets dosfs do. Only the bytes asked for are copied to the caller.
 ///
 /// ```
-/// use hotkern_bcache::{BlockCache, CacheKind, MemoryDevice};
-/// let mut cache = CacheKind::Hotkern.build(MemoryDevice::zeroed(64, 512).unwrap(), 16 << 10);
+/// use hotkern_bcache::{BlockCache, HotkernCache, MemoryDevice};
+/// let mut cache = HotkernCache::new(MemoryDevice::zeroed(64, 512).unwrap(), 16 << 10);
 /// cache.write(3, 510, &[1, 2, 3, 4]).unwrap();
 /// let mut back = [0u8; 4];
 /// cache.read(4, 0, &mut back[2..]).unwrap();
@@ -192,6 +193,7 @@ pub(crate) fn write_split<D: BlockDevice + ?Sized>(
 
 /// Reads a request straight from the device: into the caller's buffer when
 /// it is whole blocks, through `bounce` otherwise.
+#[cfg(feature = "baselines")]
 pub(crate) fn read_uncached<D: BlockDevice + ?Sized>(
     device: &mut D,
     span: &Span,
@@ -238,6 +240,7 @@ pub(crate) fn merge_write(
 /// the blocks its edges share: `data` itself when it is whole blocks,
 /// otherwise `data` merged with the rest of its first and last blocks as
 /// read from the device.
+#[cfg(feature = "baselines")]
 pub(crate) fn merge_write_from_device<'a, D: BlockDevice + ?Sized>(
     device: &mut D,
     span: &Span,

@@ -7,6 +7,7 @@ use core::fmt;
 /// Devices return these; caches pass them on unchanged, after making sure
 /// that nothing of the failed transfer stays in the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IoError {
     /// The request reaches past the last block of the device.
     OutOfRange {
@@ -76,6 +77,7 @@ impl core::error::Error for IoError {}
 
 /// Why a device, cache or striped set could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Block sizes are powers of two from 512 to 4096 bytes.
     BlockSize(usize),
@@ -92,6 +94,11 @@ pub enum ConfigError {
     MismatchedMembers,
     /// A striped set needs at least one member and a stripe of at least one block.
     NoMembers,
+    /// The memory a cache needs could not be allocated.
+    OutOfMemory {
+        /// The bytes of block storage asked for.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -111,6 +118,9 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::NoMembers => {
                 f.write_str("a striped set needs members and a stripe of at least one block")
+            }
+            ConfigError::OutOfMemory { bytes } => {
+                write!(f, "out of memory for a cache of {bytes} bytes")
             }
         }
     }

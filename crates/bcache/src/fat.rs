@@ -18,6 +18,7 @@
 mod chain;
 mod entry;
 mod layout;
+mod offset;
 
 use alloc::collections::BTreeSet;
 use alloc::string::String;
@@ -31,6 +32,7 @@ use layout::Layout;
 
 use crate::cache::BlockCache;
 use crate::error::IoError;
+use crate::partition::Partition;
 
 /// The three FAT variants, told apart by cluster count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +47,7 @@ pub enum FatType {
 
 /// Why a FAT operation failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FatError {
     /// The device failed.
     Device(IoError),
@@ -147,32 +150,79 @@ pub struct WalkSummary {
 /// A mounted FAT volume on a cache.
 ///
 /// ```
-/// use hotkern_bcache::{CacheKind, FatError, FatVolume, MemoryDevice};
+/// use hotkern_bcache::{FatError, FatVolume, HotkernCache, MemoryDevice};
 /// let blank = MemoryDevice::zeroed(128, 512).unwrap();
-/// let mut cache = CacheKind::Hotkern.build(blank, 64 << 10);
+/// let mut cache = HotkernCache::new(blank, 64 << 10);
 /// // A zeroed disk has no boot sector: an error, not a panic.
 /// assert!(matches!(FatVolume::mount(&mut cache), Err(FatError::BadBootSector(_))));
 /// ```
 pub struct FatVolume<'c, C: BlockCache + ?Sized> {
     cache: &'c mut C,
     layout: Layout,
+    /// Byte offset of the volume on the disk (its partition's start).
+    base: u64,
     block_size: u64,
 }
 
 impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
-    /// Reads and checks the boot sector.
+    /// Reads and checks the boot sector of a volume filling the disk from
+    /// its first block (an unpartitioned disk, a floppy image).
     pub fn mount(cache: &'c mut C) -> Result<Self, FatError> {
+        let device_bytes = cache
+            .block_count()
+            .saturating_mul(cache.block_size() as u64);
+        Self::mount_at(cache, 0, device_bytes)
+    }
+
+    /// Reads and checks the boot sector of the volume in `partition` (from
+    /// [`read_partitions`](crate::read_partitions) on the same cache): the
+    /// volume reads through the disk's cache at the partition's offset,
+    /// and may not reach past the partition's end.
+    ///
+    /// ```
+    /// # #[cfg(feature = "std")] {
+    /// use hotkern_bcache::{image::ImageBuilder, read_partitions, FatVolume, HotkernCache, MemoryDevice};
+    /// let mut image = ImageBuilder::new(4 << 20, None).unwrap();
+    /// image.add_file("loader.conf", b"autoboot_delay=1").unwrap();
+    /// // A disk with an MBR and the volume at 1 MiB (block 2048).
+    /// let mut disk = vec![0u8; 1 << 20];
+    /// disk[446 + 4] = 0x0E;
+    /// disk[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+    /// disk[446 + 12..446 + 16].copy_from_slice(&8192u32.to_le_bytes());
+    /// disk[510..512].copy_from_slice(&[0x55, 0xAA]);
+    /// disk.extend(image.finish());
+    /// let mut cache = HotkernCache::new(MemoryDevice::new(disk, 512).unwrap(), 64 << 10);
+    /// let table = read_partitions(&mut cache).unwrap();
+    /// let mut volume = FatVolume::mount_partition(&mut cache, &table.partitions[0]).unwrap();
+    /// assert_eq!(volume.read_file("loader.conf", 512).unwrap(), b"autoboot_delay=1");
+    /// # }
+    /// ```
+    pub fn mount_partition(cache: &'c mut C, partition: &Partition) -> Result<Self, FatError> {
         let block_size = cache.block_size() as u64;
         let device_bytes = cache.block_count().saturating_mul(block_size);
+        let base = partition.first_block.saturating_mul(block_size);
+        let end = partition.end_block().saturating_mul(block_size);
+        if end > device_bytes {
+            return Err(FatError::Truncated {
+                volume_bytes: end,
+                device_bytes,
+            });
+        }
+        Self::mount_at(cache, base, end - base)
+    }
+
+    fn mount_at(cache: &'c mut C, base: u64, device_bytes: u64) -> Result<Self, FatError> {
+        let block_size = cache.block_size() as u64;
         if device_bytes < 512 {
             return Err(FatError::BadBootSector("device smaller than a boot sector"));
         }
         let mut sector = [0u8; 512];
-        cache.read(0, 0, &mut sector)?;
+        cache.read(base / block_size, (base % block_size) as usize, &mut sector)?;
         let layout = Layout::parse(&sector, device_bytes)?;
         Ok(FatVolume {
             cache,
             layout,
+            base,
             block_size,
         })
     }
@@ -192,13 +242,15 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         self.cache
     }
 
-    fn read_at(&mut self, byte: u64, buf: &mut [u8]) -> Result<(), FatError> {
+    fn read_volume(&mut self, byte: u64, buf: &mut [u8]) -> Result<(), FatError> {
         let end = byte
             .checked_add(buf.len() as u64)
             .ok_or(FatError::Corrupt("offset overflow"))?;
         if end > self.layout.volume_bytes {
             return Err(FatError::Corrupt("read past the end of the volume"));
         }
+        // `byte + base` stays within the partition, itself on the disk.
+        let byte = byte + self.base;
         let block = byte / self.block_size;
         let offset = (byte % self.block_size) as usize;
         self.cache.read(block, offset, buf)?;
@@ -211,7 +263,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         }
         let (at, len) = self.layout.entry_location(cluster);
         let mut raw = [0u8; 4];
-        self.read_at(at, &mut raw[..len])?;
+        self.read_volume(at, &mut raw[..len])?;
         self.layout.decode_entry(cluster, raw)
     }
 
@@ -241,7 +293,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
             }
             // The FAT12/16 root: a fixed region after the FATs.
             for i in 0..self.layout.root_entries {
-                self.read_at(self.layout.root_offset + i * 32, &mut raw)?;
+                self.read_volume(self.layout.root_offset + i * 32, &mut raw)?;
                 match decoder.decode(&raw, fat_type) {
                     Record::End => break,
                     Record::Skip => {}
@@ -259,7 +311,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         loop {
             let base = self.layout.cluster_offset(cluster);
             for i in 0..per_cluster {
-                self.read_at(base + i * 32, &mut raw)?;
+                self.read_volume(base + i * 32, &mut raw)?;
                 match decoder.decode(&raw, fat_type) {
                     Record::End => return Ok(entries),
                     Record::Skip => {}
@@ -303,11 +355,11 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
     ///
     /// ```
     /// # #[cfg(feature = "std")] {
-    /// use hotkern_bcache::{image::ImageBuilder, CacheKind, FatVolume, MemoryDevice};
+    /// use hotkern_bcache::{image::ImageBuilder, FatVolume, HotkernCache, MemoryDevice};
     /// let mut image = ImageBuilder::new(8 << 20, None).unwrap();
     /// image.add_file("boot/kernel", &[42u8; 10_000]).unwrap();
     /// let disk = MemoryDevice::new(image.finish(), 512).unwrap();
-    /// let mut cache = CacheKind::Hotkern.build(disk, 1 << 20);
+    /// let mut cache = HotkernCache::new(disk, 1 << 20);
     /// let mut volume = FatVolume::mount(&mut cache).unwrap();
     /// assert_eq!(volume.read_file("/BOOT/KERNEL", 512).unwrap(), vec![42u8; 10_000]);
     /// # }
@@ -396,7 +448,7 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
                 .min(cluster_bytes - in_cluster)
                 .min(size - position);
             let at = self.layout.cluster_offset(cluster) + in_cluster;
-            self.read_at(at, &mut out[position as usize..(position + n) as usize])?;
+            self.read_volume(at, &mut out[position as usize..(position + n) as usize])?;
             position += n;
         }
         self.check_no_repeat(first_cluster, cluster, needed, detector)

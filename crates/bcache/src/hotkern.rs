@@ -38,7 +38,7 @@ use hashbrown::HashMap;
 
 use crate::cache::{merge_write, read_split, write_split, BlockCache, Span};
 use crate::device::BlockDevice;
-use crate::error::IoError;
+use crate::error::{ConfigError, IoError};
 use crate::stats::CacheStats;
 
 /// Streams followed at once.
@@ -52,6 +52,11 @@ const STREAM_RING: usize = 0;
 const REUSE_RING: usize = 1;
 
 const EMPTY: u64 = u64::MAX;
+
+const FREE_SLOT: Slot = Slot {
+    block: EMPTY,
+    readahead: false,
+};
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -114,9 +119,50 @@ pub struct HotkernCache<D> {
 impl<D: BlockDevice> HotkernCache<D> {
     /// A cache of `budget_bytes` (at least 8 blocks) in front of `device`.
     pub fn new(device: D, budget_bytes: usize) -> Self {
+        let slots = Self::slot_count(&device, budget_bytes);
+        let data = vec![0u8; slots * device.block_size()];
+        let table = vec![FREE_SLOT; slots];
+        let index = HashMap::with_capacity(slots);
+        Self::assemble(device, data, table, index)
+    }
+
+    /// Like [`new`](Self::new), but a memory allocation that fails is
+    /// [`ConfigError::OutOfMemory`] rather than the end of the program: a
+    /// boot loader with a small heap falls back to a smaller cache, as
+    /// FreeBSD's `bcache_allocate()` does.
+    ///
+    /// ```
+    /// use hotkern_bcache::{ConfigError, HotkernCache, MemoryDevice};
+    /// let cache = HotkernCache::try_new(MemoryDevice::zeroed(64, 512).unwrap(), 16 << 10);
+    /// assert_eq!(cache.unwrap().slots(), 32);
+    /// let huge = HotkernCache::try_new(MemoryDevice::zeroed(64, 512).unwrap(), usize::MAX);
+    /// assert!(matches!(huge, Err(ConfigError::OutOfMemory { .. })));
+    /// ```
+    pub fn try_new(device: D, budget_bytes: usize) -> Result<Self, ConfigError> {
+        let slots = Self::slot_count(&device, budget_bytes);
+        let bytes = slots.saturating_mul(device.block_size());
+        let out_of_memory = ConfigError::OutOfMemory { bytes };
+        let mut data = Vec::new();
+        data.try_reserve_exact(bytes).map_err(|_| out_of_memory)?;
+        data.resize(bytes, 0);
+        let mut table = Vec::new();
+        table.try_reserve_exact(slots).map_err(|_| out_of_memory)?;
+        table.resize(slots, FREE_SLOT);
+        let mut index = HashMap::new();
+        index.try_reserve(slots).map_err(|_| out_of_memory)?;
+        Ok(Self::assemble(device, data, table, index))
+    }
+
+    fn slot_count(device: &D, budget_bytes: usize) -> usize {
+        (budget_bytes / device.block_size()).max(MIN_SLOTS)
+    }
+
+    /// The cache around `data` (whole slots), their `table` and an index
+    /// with room for as many entries.
+    fn assemble(device: D, data: Vec<u8>, table: Vec<Slot>, index: HashMap<u64, usize>) -> Self {
         let block_size = device.block_size();
         let block_count = device.block_count();
-        let slots = (budget_bytes / block_size).max(MIN_SLOTS);
+        let slots = data.len() / block_size;
         let reuse = (slots / 4).max(2);
         let stream = slots - reuse;
         let io_cap = u64::from(device.max_transfer_blocks())
@@ -127,15 +173,9 @@ impl<D: BlockDevice> HotkernCache<D> {
             device,
             block_size,
             block_count,
-            data: vec![0u8; slots * block_size],
-            slots: vec![
-                Slot {
-                    block: EMPTY,
-                    readahead: false
-                };
-                slots
-            ],
-            index: HashMap::with_capacity(slots),
+            data,
+            slots: table,
+            index,
             rings: [
                 Ring {
                     start: 0,

@@ -13,9 +13,10 @@ use crate::stats::CacheStats;
 /// sequential read of the set is a sequential read of every member.
 ///
 /// ```
-/// use hotkern_bcache::{BlockCache, CacheKind, MemoryDevice, StripedSet};
-/// let disks = (0..4).map(|_| MemoryDevice::zeroed(64, 512).unwrap()).collect();
-/// let members = CacheKind::Hotkern.build_set(disks, 64 << 10).unwrap();
+/// use hotkern_bcache::{BlockCache, HotkernCache, MemoryDevice, StripedSet};
+/// let members = (0..4)
+///     .map(|_| HotkernCache::new(MemoryDevice::zeroed(64, 512).unwrap(), 16 << 10))
+///     .collect();
 /// let mut set = StripedSet::new(members, 8).unwrap();
 /// assert_eq!(set.block_count(), 256);
 /// set.write(7, 500, &[9u8; 40]).unwrap(); // crosses from member 0 to member 1
