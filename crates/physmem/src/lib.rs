@@ -109,6 +109,9 @@
 //! The NetBSD designs are kept as [`baseline`]s behind the same
 //! [`PhysSegments`] trait, for tests and benchmarks.
 #![no_std]
+// Links from the other hotkern crates to this one point here when this
+// crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
+#![doc(html_root_url = "https://docs.rs/hotkern-physmem/0.1")]
 extern crate alloc;
 
 pub mod baseline;
