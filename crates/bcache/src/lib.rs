@@ -36,6 +36,9 @@
 //! assert!(cache.stats().device_ops < 100);
 //! ```
 #![no_std]
+// Links from the other hotkern crates to this one point here when this
+// crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
+#![doc(html_root_url = "https://docs.rs/hotkern-bcache/0.1")]
 #![forbid(unsafe_code)]
 extern crate alloc;
 #[cfg(feature = "std")]

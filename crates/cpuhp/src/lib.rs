@@ -64,6 +64,9 @@
 //!
 //! See [`Hotplug`] and [`Hotplug::inject_failure`].
 #![no_std]
+// Links from the other hotkern crates to this one point here when this
+// crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
+#![doc(html_root_url = "https://docs.rs/hotkern-cpuhp/0.1")]
 #![forbid(unsafe_code)]
 extern crate alloc;
 

@@ -36,6 +36,7 @@ use crate::sync::Mutex;
 
 /// Why a region could not be set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RegionError {
     /// No blocks, or blocks of no frames.
     Empty,

@@ -1,5 +1,5 @@
 //! The kernel's pool of free page frames, the memory the per-CPU page
-//! caches draw from. The memory is registered with `hotkern-physmem`, as a
+//! caches draw from. The memory is registered with [`hotkern_physmem`], as a
 //! kernel plugs RAM: every frame has a page descriptor that physmem creates,
 //! and every frame that moves in or out of the pool is looked up by PFN
 //! (`PHYS_TO_VM_PAGE`) and its descriptor's state flipped atomically, so a

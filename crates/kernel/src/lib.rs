@@ -12,7 +12,7 @@
 //! * Deferred work: timer bases ([`timer`], deadlines in nanoseconds of the
 //!   platform's clock), workqueue pools ([`workqueue`]), run queues and
 //!   scheduling domains ([`sched`]).
-//! * Memory: the frame pool over `hotkern-physmem` ([`frames`]), per-CPU
+//! * Memory: the frame pool over [`hotkern_physmem`] ([`frames`]), per-CPU
 //!   page caches ([`pagecache`]) and the allocator a memory device's
 //!   blocks are handed to ([`blockframes`]).
 //! * CPU hotplug: the step table both platforms run, each row with its
@@ -46,6 +46,9 @@
 //! [`CpuLoop`]: idle::CpuLoop
 //! [`StepKernel`]: steps::StepKernel
 #![no_std]
+// Links from the other hotkern crates to this one point here when this
+// crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
+#![doc(html_root_url = "https://docs.rs/hotkern-kernel/0.1")]
 
 extern crate alloc;
 // The spinlocks' tests contend from std threads; loom's model needs std's

@@ -2,7 +2,7 @@
 //! and atomics ([`crate::sync`]): the first piece is [`Cpus`], the
 //! services of a CPU that waits for, and wakes, other CPUs.
 //!
-//! Not to be confused with `hotkern_cpuhp::Platform`, which is what the
+//! Not to be confused with [`hotkern_cpuhp::Platform`], which is what the
 //! hotplug *engine* asks of a kernel (run on a CPU, stop-machine, power a
 //! CPU on or off). [`Cpus`] sits underneath: the kernel's own mechanisms
 //! ([`crate::stop_machine`], [`crate::rcu`]; the idle loops next) are written

@@ -130,6 +130,7 @@ pub trait Power: Cpus {
 /// CPU when the error is [`PowerError::WrongState`] or
 /// [`PowerError::NoSuchCpu`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PowerError {
     /// The CPU is not one of the platform's.
     NoSuchCpu(CpuId),

@@ -120,6 +120,9 @@
 //! only with the `baselines` feature (off by default), so a kernel never
 //! compiles them.
 #![no_std]
+// Links from the other hotkern crates to this one point here when this
+// crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
+#![doc(html_root_url = "https://docs.rs/hotkern-physmem/0.1")]
 extern crate alloc;
 
 mod attributes;

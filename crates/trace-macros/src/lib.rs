@@ -1,13 +1,24 @@
-//! `#[hotkern_trace::function]`: instruments a function's entry and exit for
-//! hotkern's `function` and `function_graph` tracers.
+//! [`#[hotkern_trace::function]`][function]: instruments a function's entry
+//! and exit for [hotkern-trace]'s `function` and `function_graph` tracers.
 //!
 //! The attribute adds a `static` call site (the function's identity for
 //! filters, profiling and the symbol table) and a guard whose creation is the
 //! entry hook and whose drop is the exit hook, so every return path — early
 //! `return`, `?`, unwinding — records the exit. The entry is a call site
-//! that hotkern-trace patches (`hotkern_trace::site`): while no tracer
-//! wants the function it is a NOP, like ftrace's patched-out `fentry`
-//! call (one load and a not-taken branch where text cannot be patched).
+//! that hotkern-trace patches ([`hotkern_trace::site`][site]): while no
+//! tracer wants the function it is a NOP, like ftrace's patched-out
+//! `fentry` call (one load and a not-taken branch where text cannot be
+//! patched).
+//!
+//! Use it through hotkern-trace, which re-exports it; this crate cannot
+//! link to it (hotkern-trace depends on this crate, not the other way), so
+//! the links go to docs.rs.
+//!
+//! [hotkern-trace]: https://docs.rs/hotkern-trace/0.1/hotkern_trace/
+//! [function]: https://docs.rs/hotkern-trace/0.1/hotkern_trace/attr.function.html
+//! [site]: https://docs.rs/hotkern-trace/0.1/hotkern_trace/site/index.html
+
+#![doc(html_root_url = "https://docs.rs/hotkern-trace-macros/0.1")]
 
 // The README's example is compiled and run as a doctest.
 #[cfg(doctest)]

@@ -52,6 +52,9 @@
 //! tracer.uninstall();
 //! ```
 #![no_std]
+// Links from the other hotkern crates to this one point here when this
+// crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
+#![doc(html_root_url = "https://docs.rs/hotkern-trace/0.1")]
 #![warn(unnameable_types)]
 extern crate alloc;
 #[cfg(feature = "std")]

@@ -1,5 +1,5 @@
 //! What the tracer shows live: ftrace's `trace` text. (`trace.dat` is
-//! written and read by hotkern-tracedat, which also exports Chrome trace
+//! written and read by [`hotkern_tracedat`], which also exports Chrome trace
 //! JSON from it; the recorder's side of it is
 //! [`control::view::trace_dat`](crate::control::view::trace_dat).)
 //!

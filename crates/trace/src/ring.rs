@@ -55,6 +55,7 @@ pub enum Mode {
 
 /// Why a ring buffer could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RingError {
     /// No CPUs.
     NoCpus,

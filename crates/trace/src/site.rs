@@ -41,7 +41,7 @@
 //! `code`, `target`, `stub` and `descriptor` are each relative to their own
 //! field (as Linux's `struct jump_entry`), so the section needs no
 //! relocation in a position-independent binary; `kind` says what the
-//! descriptor is ([`FUNCTION_SITE`], [`EVENT_SITE`]; 0 for this crate's own
+//! descriptor is (1 for a function, 2 for an event; 0 for this crate's own
 //! empty record, which makes the section exist in every binary).
 //!
 //! A function's slow path returns from the function (`#[function]` wraps

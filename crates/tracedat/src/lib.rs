@@ -16,6 +16,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
+// Links from the other hotkern crates to this one point here when this
+// crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
+#![doc(html_root_url = "https://docs.rs/hotkern-tracedat/0.1")]
 // Without `std` (a kernel's build) only the writer is compiled.
 #![cfg_attr(not(feature = "std"), no_std)]
 

@@ -178,6 +178,10 @@ pub enum SmpError {
     WrongState(CpuId),
     /// The CPU did not answer within the timeout.
     Timeout(CpuId),
+    /// A refusal of the shared power handshake that none of the above
+    /// names: `PowerError` is `#[non_exhaustive]`, so a later
+    /// hotkern-kernel may add one, and it is kept as it came.
+    Power(PowerError),
 }
 
 impl core::fmt::Display for SmpError {
@@ -245,6 +249,7 @@ impl SmpError {
     pub fn cpu(&self) -> CpuId {
         match *self {
             SmpError::NoCpu(cpu) | SmpError::WrongState(cpu) | SmpError::Timeout(cpu) => cpu,
+            SmpError::Power(error) => error.cpu(),
         }
     }
 
@@ -254,6 +259,7 @@ impl SmpError {
             SmpError::NoCpu(_) => "no such CPU",
             SmpError::WrongState(_) => "in the wrong state",
             SmpError::Timeout(_) => "did not answer in time",
+            SmpError::Power(_) => "was refused by the power handshake",
         }
     }
 
@@ -263,6 +269,7 @@ impl SmpError {
             PowerError::NoSuchCpu(cpu) => (cpu, SmpError::NoCpu(cpu)),
             PowerError::WrongState(cpu, _) => (cpu, SmpError::WrongState(cpu)),
             PowerError::Timeout(cpu) => (cpu, SmpError::Timeout(cpu)),
+            other => (other.cpu(), SmpError::Power(other)),
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::trigger::TriggerError;
 
 /// Why a read or write of a control file failed. A failed write changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ControlError {
     /// No such file (`ENOENT`).
     NoSuchFile(String),

@@ -21,7 +21,7 @@ use crate::trigger::TriggerSet;
 pub(crate) struct EventEntry {
     pub(crate) format: EventFormat,
     /// Its fields as filters and triggers name them, from its `format`
-    /// text as hotkern-tracedat parses it.
+    /// text as [`hotkern_tracedat`] parses it.
     pub(crate) fields: Vec<FieldSpec>,
 }
 

@@ -1,6 +1,6 @@
 //! Turning a live [`Tracer`]'s buffers into the output side's
 //! [`TraceData`] (for `trace`, `trace_pipe`, JSON) and into the plain
-//! inputs of hotkern-tracedat's writer, [`TraceDat`] (for `trace.dat`).
+//! inputs of [`hotkern_tracedat`]'s writer, [`TraceDat`] (for `trace.dat`).
 //!
 //! ```
 //! use hotkern_trace::control::view;

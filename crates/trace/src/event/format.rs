@@ -106,7 +106,7 @@ impl Field {
 
 /// The layout and print format of one event, as the recorder generates
 /// it: [`to_format_file`](EventFormat::to_format_file) gives the text of its
-/// `format` file, which `hotkern_tracedat::EventFormat::parse` reads back.
+/// `format` file, which [`hotkern_tracedat::EventFormat::parse`] reads back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFormat {
     /// The event id (`common_type`).

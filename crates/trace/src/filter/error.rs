@@ -6,6 +6,7 @@ use core::fmt;
 /// What went wrong; the messages are ftrace's own (`err_text` in
 /// `trace_events_filter.c`), so scripts that grep for them keep working.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FilterErrorKind {
     /// No valid comparison operator after a field name.
     InvalidOperator,

@@ -72,7 +72,7 @@ pub enum Entry {
 /// Everything needed to print a trace.
 #[derive(Debug, Clone, Default)]
 pub struct TraceData {
-    /// The events' formats by id, as hotkern-tracedat parses them.
+    /// The events' formats by id, as [`hotkern_tracedat`] parses them.
     events: BTreeMap<u32, EventFormat>,
     /// Function symbols.
     pub symbols: Symbols,
@@ -122,7 +122,7 @@ impl TraceData {
         self.events.get(&u32::from(id))
     }
 
-    /// What hotkern-tracedat's printer needs besides the events: this
+    /// What [`hotkern_tracedat`]'s printer needs besides the events: this
     /// machine's byte order and word size, the symbols (for `%pS`) and
     /// the `trace_printk` formats. Built from `symbols` and
     /// `printk_formats` as they are now; the layouts build it once per

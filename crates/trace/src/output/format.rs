@@ -1,6 +1,6 @@
 //! What the output side and the filters read of a parsed event format.
 //!
-//! The `format` text is parsed once, by hotkern-tracedat's
+//! The `format` text is parsed once, by [`hotkern_tracedat`]'s
 //! [`EventFormat::parse`] (libtraceevent's rules), whether it comes from
 //! this tracer or from a saved trace: the recorder only generates the
 //! text ([`event::EventFormat`](crate::event::EventFormat)). A field is

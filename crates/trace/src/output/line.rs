@@ -55,7 +55,7 @@ pub fn split_timestamp(ns: u64) -> (u64, u64) {
 
 /// Writes the text of an event after the context columns: `func <-parent`
 /// for the function tracer (as `options` show it), `name: body` for
-/// everything else, its print format evaluated by hotkern-tracedat's
+/// everything else, its print format evaluated by [`hotkern_tracedat`]'s
 /// printer with `tables` ([`TraceData::print_tables`]).
 pub(crate) fn write_event_body(
     data: &TraceData,

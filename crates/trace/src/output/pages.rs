@@ -3,7 +3,7 @@
 //! `trace`, `trace_pipe` and `snapshot` files. Written independently of the
 //! recorder's encoder and decoder ([`ring::page`](crate::ring::page)) so
 //! that each checks the other; only the format's constants are shared.
-//! (Files are read by hotkern-tracedat, which needs `std`.)
+//! (Files are read by [`hotkern_tracedat`], which needs `std`.)
 
 use alloc::vec::Vec;
 use core::fmt;

@@ -75,6 +75,7 @@ pub unsafe trait TextPoke: Send + Sync {
 
 /// Why call sites cannot be patched; they stay load-and-branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TextError {
     /// No platform hook: a kernel that has not registered one with
     /// [`crate::site::set_text_poke`].

@@ -60,6 +60,7 @@ pub const MAX_PAGES_PER_CPU: usize = (1 << PAGE_BITS) - 2;
 
 /// Why an event was not recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refused {
     /// The buffer is full (producer/consumer mode), the page the writer would
     /// overwrite is still being written by an interrupted writer, or a nested

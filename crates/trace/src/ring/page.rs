@@ -128,6 +128,7 @@ pub struct RawEvent<'a> {
 /// one). Pages turned into text go through the output side's own decoder
 /// (written apart from this one, so that each checks the other).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RingPageError {
     /// The buffer is not [`PAGE_SIZE`] bytes long.
     WrongSize(usize),

@@ -11,6 +11,7 @@ use crate::ring::RingError;
 
 /// Why a tracer operation was refused. Nothing changed when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TraceError {
     /// The buffer geometry is invalid.
     Ring(RingError),

@@ -6,6 +6,7 @@ use crate::filter::FilterError;
 
 /// A trigger command that was refused; the trigger set is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TriggerError {
     /// Nothing but blanks was written.
     Empty,
