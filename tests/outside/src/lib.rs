@@ -12,12 +12,12 @@ extern crate std;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use hotkern_bcache::{BlockCache, CacheKind, MemoryDevice};
+use hotkern_bcache::{BlockCache, HotkernCache, MemoryDevice};
 use hotkern_cpuhp::{
     Callbacks, Class, CpuId, CpuSet, Engine, Hotplug, InlinePlatform, Section, StepSpec,
 };
 use hotkern_kernel::sync::{AtomicUsize, Ordering, RawSpinlock};
-use hotkern_physmem::{BasicPage, FreeList, PageCount, Pfn, Physmem, PhysmemError};
+use hotkern_physmem::{BasicPage, BootRange, FreeList, PageCount, Pfn, Physmem, PhysmemError};
 use hotkern_trace::ring::{Mode, RingBuffer, PAGE_SIZE};
 use hotkern_tracedat::write::{write_trace_dat, TraceDat, WriteOptions};
 
@@ -26,18 +26,24 @@ use hotkern_tracedat::write::{write_trace_dat, TraceDat, WriteOptions};
 /// segment, or `None` if the lookup found nothing.
 pub fn physical_memory() -> Result<Option<u64>, PhysmemError> {
     let memory: Physmem<BasicPage> = Physmem::new();
-    memory.physload(Pfn(0x200), Pfn(0x300), Pfn(0x200), Pfn(0x300), FreeList(0))?;
+    let boot = BootRange {
+        start: Pfn(0x200),
+        end: Pfn(0x300),
+        avail_start: Pfn(0x200),
+        avail_end: Pfn(0x300),
+    };
+    memory.physload(boot, FreeList(0))?;
     memory.init_pages()?;
     memory.plug(Pfn(0x1000), PageCount(64))?;
     let guard = memory.read();
-    Ok(guard.find(Pfn(0x250)).map(|(_, offset)| offset.0))
+    Ok(guard.find(Pfn(0x250)).map(|lookup| lookup.offset.0))
 }
 
 /// A block cache over a memory device: a block written through it and
 /// read back; returns the byte read and how many requests the cache saw.
 pub fn block_cache() -> Option<(u8, u64)> {
     let disk = MemoryDevice::zeroed(64, 512).ok()?;
-    let mut cache = CacheKind::Hotkern.build(disk, 16 * 512);
+    let mut cache = HotkernCache::new(disk, 16 * 512);
     cache.write(3, 10, &[0xa5]).ok()?;
     let mut byte = [0u8; 1];
     cache.read(3, 10, &mut byte).ok()?;
