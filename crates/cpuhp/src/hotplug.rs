@@ -74,8 +74,10 @@ pub(crate) struct Inner<const WORDS: usize> {
 /// The hotplug engine: one step table, per-CPU step states, and the two
 /// engines that move CPUs between online and offline.
 ///
-/// `R` is the lock (`parking_lot::RawMutex` in user space, a spin lock in a
-/// kernel); `P` is the machine. All methods take `&self`, so a `Hotplug`
+/// `R` is the lock: any [`lock_api::RawMutex`], [`RawSpinlock`](crate::RawSpinlock)
+/// (this crate's, see [`SpinHotplug`](crate::SpinHotplug)) when the user has
+/// none, `parking_lot::RawMutex` in user space, the kernel's own spin lock in
+/// a kernel. `P` is the machine; `WORDS` the CPU capacity (see the crate docs). All methods take `&self`, so a `Hotplug`
 /// can be shared (e.g. in an `Arc`) between the controlling thread and the
 /// deferred worker. Operations are serialised by an internal hotplug lock.
 ///
@@ -91,7 +93,7 @@ pub(crate) struct Inner<const WORDS: usize> {
 ///     StepSpec::new("mm:pages", Section::Prepare, Class::Deferrable),
 ///     StepSpec::new("sched:migrate", Section::Online, Class::Critical),
 /// ];
-/// let hp: Hotplug<parking_lot::RawMutex, _> =
+/// let hp: Hotplug<hotkern_cpuhp::RawSpinlock, _> =
 ///     Hotplug::new(Inline, &table, CpuSet::range(0, 4), CpuSet::range(0, 4), Engine::Bolt).unwrap();
 /// let live = Arc::new(AtomicUsize::new(0));
 /// let (up, down) = (live.clone(), live.clone());

@@ -9,7 +9,9 @@
 //!   stop-machine.
 //!
 //! The crate is `no_std` + `alloc`. The machine comes in through
-//! [`Platform`]; locks through `lock_api` (the `R` parameter of [`Hotplug`]).
+//! [`Platform`]; locks through `lock_api` (the `R` parameter of [`Hotplug`]):
+//! a user with no lock of its own uses [`RawSpinlock`], or names the engine
+//! [`SpinHotplug`], which is `Hotplug<RawSpinlock, P>`.
 //!
 //! # How many CPUs
 //!
@@ -25,10 +27,10 @@
 //! [`Hotplug::new`], and any other CPU is refused with [`Error::NoSuchCpu`].
 //!
 //! ```
-//! use hotkern_cpuhp::{Callbacks, Class, CpuId, CpuMask, Engine, Hotplug, InlinePlatform, Section, StepSpec};
+//! use hotkern_cpuhp::{Class, CpuId, CpuMask, Engine, Hotplug, InlinePlatform, RawSpinlock, Section, StepSpec};
 //! let table = [StepSpec::new("sched:migrate", Section::Online, Class::Critical)];
 //! let possible = CpuMask::<16>::range(0, 1024);
-//! let hotplug: Hotplug<parking_lot::RawMutex, InlinePlatform, 16> =
+//! let hotplug: Hotplug<RawSpinlock, InlinePlatform, 16> =
 //!     Hotplug::new(InlinePlatform, &table, possible, CpuMask::single(CpuId(0)), Engine::Bolt).unwrap();
 //! hotplug.online_many(possible.without(CpuId(0))).unwrap();
 //! assert_eq!(hotplug.online_cpus().len(), 1024);
@@ -95,6 +97,7 @@ mod deferred;
 mod error;
 mod hotplug;
 mod invoke;
+mod lock;
 mod operation;
 mod platform;
 mod register;
@@ -107,6 +110,7 @@ pub use cpu::{CpuId, CpuMask, CpuSet, Iter as CpuSetIter, DEFAULT_WORDS, MAX_CPU
 pub use error::Error;
 pub use hotplug::{Engine, Hotplug, Warnings};
 pub use invoke::{FailAt, PlatformFailAt};
+pub use lock::{RawSpinlock, SpinHotplug};
 pub use platform::{InlinePlatform, Platform, PlatformError, PlatformOperation};
 pub use report::{Report, Stage, StepTime};
 pub use states::StepStatus;
