@@ -70,6 +70,7 @@ pub mod platform;
 pub mod printk;
 pub mod ring;
 pub mod site;
+pub mod tracedat;
 mod tracer;
 
 /// `#[hotkern_trace::function]`: instruments a function for the function
