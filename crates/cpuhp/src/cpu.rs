@@ -2,12 +2,14 @@
 
 use core::fmt;
 
-/// Highest number of CPUs a [`CpuSet`] can hold.
-pub const MAX_CPUS: usize = 256;
+/// Highest number of CPUs a [`CpuSet`] (the default capacity) can hold.
+pub const MAX_CPUS: usize = DEFAULT_WORDS * 64;
 
-const WORDS: usize = MAX_CPUS / 64;
+/// 64-bit words in a [`CpuSet`]: the capacity every type of this crate has
+/// when its `WORDS` parameter is not named.
+pub const DEFAULT_WORDS: usize = 4;
 
-/// A logical CPU number, `0..MAX_CPUS`.
+/// A logical CPU number, below the capacity of the [`CpuMask`] it goes in.
 ///
 /// ```
 /// use hotkern_cpuhp::CpuId;
@@ -29,7 +31,34 @@ impl fmt::Display for CpuId {
     }
 }
 
-/// A fixed-size set of CPUs (a `cpumask`): `Copy`, no allocation.
+/// A set of up to `WORDS × 64` CPUs (Linux's `cpumask`, whose size is the
+/// build-time `NR_CPUS`): `Copy`, no allocation.
+///
+/// The capacity is a type parameter rather than a run-time limit so that the
+/// sets the engine copies, intersects and walks on every operation stay
+/// fixed-size arrays the compiler unrolls; a machine with more CPUs than the
+/// default [`CpuSet`] holds names a larger mask, and the engine
+/// ([`Hotplug`](crate::Hotplug)), its [`Platform`](crate::Platform) and the
+/// callbacks' [`Context`](crate::Context) take the same `WORDS`. The CPUs a
+/// machine really has are its `possible` set, a run-time value: a CPU outside
+/// it, or beyond the capacity, is refused with
+/// [`Error::NoSuchCpu`](crate::Error::NoSuchCpu).
+///
+/// ```
+/// use hotkern_cpuhp::{CpuId, CpuMask};
+/// // 1024 CPUs: sixteen words.
+/// let set = CpuMask::<16>::range(0, 1024);
+/// assert_eq!(set.len(), 1024);
+/// assert!(set.contains(CpuId(1023)));
+/// assert_eq!(CpuMask::<16>::CAPACITY, 1024);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CpuMask<const WORDS: usize> {
+    words: [u64; WORDS],
+}
+
+/// The default [`CpuMask`]: up to [`MAX_CPUS`] (256) CPUs, what every type of
+/// this crate uses when its `WORDS` parameter is not named.
 ///
 /// ```
 /// use hotkern_cpuhp::{CpuId, CpuSet};
@@ -38,14 +67,20 @@ impl fmt::Display for CpuId {
 /// assert!(set.contains(CpuId(3)) && !set.contains(CpuId(2)));
 /// assert_eq!(set.iter().map(|c| c.0).collect::<Vec<_>>(), [0, 1, 3]);
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct CpuSet {
-    words: [u64; WORDS],
+pub type CpuSet = CpuMask<DEFAULT_WORDS>;
+
+impl<const WORDS: usize> Default for CpuMask<WORDS> {
+    fn default() -> Self {
+        Self::EMPTY
+    }
 }
 
-impl CpuSet {
+impl<const WORDS: usize> CpuMask<WORDS> {
+    /// How many CPUs the set can hold: `WORDS × 64`.
+    pub const CAPACITY: usize = WORDS * 64;
+
     /// The empty set.
-    pub const EMPTY: CpuSet = CpuSet { words: [0; WORDS] };
+    pub const EMPTY: Self = CpuMask { words: [0; WORDS] };
 
     /// The empty set.
     pub const fn new() -> Self {
@@ -57,10 +92,11 @@ impl CpuSet {
         Self::EMPTY.with(cpu)
     }
 
-    /// CPUs `start..end` (clamped to [`MAX_CPUS`]).
+    /// CPUs `start..end` (clamped to [`CAPACITY`](Self::CAPACITY)).
     pub fn range(start: u32, end: u32) -> Self {
         let mut set = Self::EMPTY;
-        for n in start..end.min(MAX_CPUS as u32) {
+        let end = (end as usize).min(Self::CAPACITY) as u32;
+        for n in start..end {
             set.insert(CpuId(n));
         }
         set
@@ -68,7 +104,7 @@ impl CpuSet {
 
     /// Adds `cpu`; returns false (and changes nothing) if it is out of range.
     pub fn insert(&mut self, cpu: CpuId) -> bool {
-        if cpu.index() >= MAX_CPUS {
+        if cpu.index() >= Self::CAPACITY {
             return false;
         }
         self.words[cpu.index() / 64] |= 1 << (cpu.index() % 64);
@@ -77,7 +113,7 @@ impl CpuSet {
 
     /// Removes `cpu` if present.
     pub fn remove(&mut self, cpu: CpuId) {
-        if cpu.index() < MAX_CPUS {
+        if cpu.index() < Self::CAPACITY {
             self.words[cpu.index() / 64] &= !(1 << (cpu.index() % 64));
         }
     }
@@ -96,7 +132,8 @@ impl CpuSet {
 
     /// Whether `cpu` is in the set.
     pub fn contains(&self, cpu: CpuId) -> bool {
-        cpu.index() < MAX_CPUS && self.words[cpu.index() / 64] & (1 << (cpu.index() % 64)) != 0
+        cpu.index() < Self::CAPACITY
+            && self.words[cpu.index() / 64] & (1 << (cpu.index() % 64)) != 0
     }
 
     /// Number of CPUs in the set.
@@ -115,7 +152,7 @@ impl CpuSet {
     }
 
     /// CPUs in both sets.
-    pub fn intersection(&self, other: &CpuSet) -> CpuSet {
+    pub fn intersection(&self, other: &Self) -> Self {
         let mut out = *self;
         for (w, o) in out.words.iter_mut().zip(other.words.iter()) {
             *w &= *o;
@@ -124,7 +161,7 @@ impl CpuSet {
     }
 
     /// CPUs in either set.
-    pub fn union(&self, other: &CpuSet) -> CpuSet {
+    pub fn union(&self, other: &Self) -> Self {
         let mut out = *self;
         for (w, o) in out.words.iter_mut().zip(other.words.iter()) {
             *w |= *o;
@@ -133,7 +170,7 @@ impl CpuSet {
     }
 
     /// CPUs in this set but not in `other`.
-    pub fn difference(&self, other: &CpuSet) -> CpuSet {
+    pub fn difference(&self, other: &Self) -> Self {
         let mut out = *self;
         for (w, o) in out.words.iter_mut().zip(other.words.iter()) {
             *w &= !*o;
@@ -142,12 +179,12 @@ impl CpuSet {
     }
 
     /// Whether every CPU of this set is in `other`.
-    pub fn is_subset(&self, other: &CpuSet) -> bool {
+    pub fn is_subset(&self, other: &Self) -> bool {
         self.difference(other).is_empty()
     }
 
     /// CPUs in ascending order.
-    pub fn iter(&self) -> Iter {
+    pub fn iter(&self) -> Iter<WORDS> {
         Iter {
             set: *self,
             next: 0,
@@ -155,9 +192,9 @@ impl CpuSet {
     }
 }
 
-impl FromIterator<CpuId> for CpuSet {
+impl<const WORDS: usize> FromIterator<CpuId> for CpuMask<WORDS> {
     fn from_iter<I: IntoIterator<Item = CpuId>>(iter: I) -> Self {
-        let mut set = CpuSet::EMPTY;
+        let mut set = Self::EMPTY;
         for cpu in iter {
             set.insert(cpu);
         }
@@ -165,33 +202,33 @@ impl FromIterator<CpuId> for CpuSet {
     }
 }
 
-impl IntoIterator for CpuSet {
+impl<const WORDS: usize> IntoIterator for CpuMask<WORDS> {
     type Item = CpuId;
-    type IntoIter = Iter;
-    fn into_iter(self) -> Iter {
+    type IntoIter = Iter<WORDS>;
+    fn into_iter(self) -> Iter<WORDS> {
         self.iter()
     }
 }
 
-impl IntoIterator for &CpuSet {
+impl<const WORDS: usize> IntoIterator for &CpuMask<WORDS> {
     type Item = CpuId;
-    type IntoIter = Iter;
-    fn into_iter(self) -> Iter {
+    type IntoIter = Iter<WORDS>;
+    fn into_iter(self) -> Iter<WORDS> {
         self.iter()
     }
 }
 
-/// Iterator over a [`CpuSet`] in ascending order.
+/// Iterator over a [`CpuMask`] in ascending order.
 #[derive(Clone, Debug)]
-pub struct Iter {
-    set: CpuSet,
+pub struct Iter<const WORDS: usize = DEFAULT_WORDS> {
+    set: CpuMask<WORDS>,
     next: usize,
 }
 
-impl Iterator for Iter {
+impl<const WORDS: usize> Iterator for Iter<WORDS> {
     type Item = CpuId;
     fn next(&mut self) -> Option<CpuId> {
-        while self.next < MAX_CPUS {
+        while self.next < CpuMask::<WORDS>::CAPACITY {
             let word = self.set.words[self.next / 64] >> (self.next % 64);
             if word == 0 {
                 self.next = (self.next / 64 + 1) * 64;
@@ -205,14 +242,14 @@ impl Iterator for Iter {
     }
 }
 
-impl fmt::Debug for CpuSet {
+impl<const WORDS: usize> fmt::Debug for CpuMask<WORDS> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
 }
 
 /// Prints the set in the kernel's list format, e.g. `0-3,6`.
-impl fmt::Display for CpuSet {
+impl<const WORDS: usize> fmt::Display for CpuMask<WORDS> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
         let mut iter = self.iter().peekable();

@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use lock_api::RawMutex;
 
-use crate::cpu::CpuSet;
+use crate::cpu::CpuMask;
 use crate::error::Error;
 use crate::hotplug::{Hotplug, Inner};
 use crate::invoke::{invoke, Call, Registered};
@@ -31,12 +31,12 @@ use crate::step::{Direction, Reuse, Section, StepId};
 
 /// One deferred callback: a step, a direction, and the CPUs it is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Job {
+pub(crate) struct Job<const WORDS: usize> {
     /// Set when queued; a cancelled part keeps the id of its job.
     pub(crate) id: u64,
     pub(crate) step: StepId,
     pub(crate) direction: Direction,
-    pub(crate) cpus: CpuSet,
+    pub(crate) cpus: CpuMask<WORDS>,
 }
 
 pub(crate) fn pending(direction: Direction) -> StepStatus {
@@ -55,23 +55,23 @@ pub(crate) fn reached(direction: Direction) -> StepStatus {
 }
 
 /// What running one job did.
-struct Executed {
+struct Executed<const WORDS: usize> {
     /// Each call's CPUs and whether it succeeded.
-    outcomes: Vec<(CpuSet, bool)>,
+    outcomes: Vec<(CpuMask<WORDS>, bool)>,
     failures: Vec<Error>,
     nanos: u64,
 }
 
 /// Deferred work settled at the start of an operation.
-pub(crate) struct Settled {
+pub(crate) struct Settled<const WORDS: usize> {
     /// Cancelled teardowns, to put back if the operation fails.
-    pub(crate) cancelled: Vec<Job>,
+    pub(crate) cancelled: Vec<Job<WORDS>>,
     /// Pending startups completed, and the time they took.
     pub(crate) finished: usize,
     pub(crate) finish_nanos: u64,
 }
 
-impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
+impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, WORDS> {
     /// Runs deferred callbacks until none is pending; returns how many jobs
     /// ran. The platform's worker calls this after
     /// [`Platform::kick_deferred`]. Safe to call from several threads: jobs
@@ -121,7 +121,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     /// Calls `job`'s callback: once with the whole set for a `Prepare`
     /// step, once per CPU otherwise.
-    fn execute(&self, table: &[Registered], job: Job) -> Executed {
+    fn execute(&self, table: &[Registered<WORDS>], job: Job<WORDS>) -> Executed<WORDS> {
         let entry = &table[job.step.index()];
         let call = Call {
             direction: job.direction,
@@ -134,7 +134,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             failures: Vec::new(),
             nanos: 0,
         };
-        let mut run = |cpus: CpuSet| {
+        let mut run = |cpus: CpuMask<WORDS>| {
             let (result, took) = invoke(&self.platform, entry, job.step, cpus, call);
             executed.nanos += took;
             executed.outcomes.push((cpus, result.is_ok()));
@@ -145,7 +145,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         if entry.spec.section == Section::Prepare {
             run(job.cpus);
         } else {
-            job.cpus.iter().for_each(|cpu| run(CpuSet::single(cpu)));
+            job.cpus.iter().for_each(|cpu| run(CpuMask::single(cpu)));
         }
         executed
     }
@@ -153,10 +153,10 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// Settles the deferred work of `cpus` before an operation on them:
     /// cancels pending teardowns, completes pending startups, and waits for
     /// a running job that touches them. See the module's race rules.
-    pub(crate) fn settle_deferred(&self, cpus: CpuSet) -> Settled {
+    pub(crate) fn settle_deferred(&self, cpus: CpuMask<WORDS>) -> Settled<WORDS> {
         let mut cancelled = Vec::new();
         let mut finish = Vec::new();
-        let table: Arc<Vec<Registered>>;
+        let table: Arc<Vec<Registered<WORDS>>>;
         {
             let mut inner = self.inner.lock();
             let inner_ref = &mut *inner;
@@ -215,7 +215,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// into its job, exactly as before; otherwise (the worker has started
     /// on them) all parts go to the back in order, which keeps each CPU's
     /// deferred callbacks in order.
-    pub(crate) fn requeue(&self, jobs: Vec<Job>) {
+    pub(crate) fn requeue(&self, jobs: Vec<Job<WORDS>>) {
         if jobs.is_empty() {
             return;
         }
@@ -238,7 +238,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     }
 
     /// Queues an operation's deferred jobs, numbering them.
-    pub(crate) fn enqueue(inner: &mut Inner, jobs: &[Job]) {
+    pub(crate) fn enqueue(inner: &mut Inner<WORDS>, jobs: &[Job<WORDS>]) {
         for job in jobs {
             let id = inner.next_job;
             inner.next_job += 1;
@@ -247,14 +247,18 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     }
 
     /// Counts the (CPU, step) pairs in `jobs`.
-    pub(crate) fn pairs(jobs: &[Job]) -> usize {
+    pub(crate) fn pairs(jobs: &[Job<WORDS>]) -> usize {
         jobs.iter().map(|job| job.cpus.len()).sum()
     }
 }
 
 /// Applies a job's outcome: a failed deferred callback leaves the step
 /// where it was before it was deferred.
-fn record(inner: &mut Inner, job: Job, executed: Executed) {
+fn record<const WORDS: usize>(
+    inner: &mut Inner<WORDS>,
+    job: Job<WORDS>,
+    executed: Executed<WORDS>,
+) {
     for (cpus, ok) in executed.outcomes {
         let status = if ok {
             reached(job.direction)

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 
 use lock_api::{Mutex, RawMutex};
 
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask, DEFAULT_WORDS};
 use crate::deferred::Job;
 use crate::error::Error;
 use crate::invoke::{FailAt, PlatformFailAt, Registered};
@@ -54,17 +54,17 @@ pub struct Warnings {
     pub deferred_failures: u64,
 }
 
-pub(crate) struct Inner {
+pub(crate) struct Inner<const WORDS: usize> {
     pub(crate) engine: Engine,
-    pub(crate) possible: CpuSet,
-    pub(crate) online: CpuSet,
-    pub(crate) table: Arc<Vec<Registered>>,
+    pub(crate) possible: CpuMask<WORDS>,
+    pub(crate) online: CpuMask<WORDS>,
+    pub(crate) table: Arc<Vec<Registered<WORDS>>>,
     /// Every step on every CPU up to the highest possible one.
     pub(crate) states: StateTable,
     pub(crate) times: Vec<StepTime>,
-    pub(crate) queue: VecDeque<Job>,
+    pub(crate) queue: VecDeque<Job<WORDS>>,
     pub(crate) next_job: u64,
-    pub(crate) running: Option<Job>,
+    pub(crate) running: Option<Job<WORDS>>,
     pub(crate) armed: Option<FailAt>,
     pub(crate) armed_platform: Option<PlatformFailAt>,
     pub(crate) warnings: Warnings,
@@ -74,8 +74,10 @@ pub(crate) struct Inner {
 /// The hotplug engine: one step table, per-CPU step states, and the two
 /// engines that move CPUs between online and offline.
 ///
-/// `R` is the lock (`parking_lot::RawMutex` in user space, a spin lock in a
-/// kernel); `P` is the machine. All methods take `&self`, so a `Hotplug`
+/// `R` is the lock: any [`lock_api::RawMutex`], [`RawSpinlock`](crate::RawSpinlock)
+/// (this crate's, see [`SpinHotplug`](crate::SpinHotplug)) when the user has
+/// none, `parking_lot::RawMutex` in user space, the kernel's own spin lock in
+/// a kernel. `P` is the machine; `WORDS` the CPU capacity (see the crate docs). All methods take `&self`, so a `Hotplug`
 /// can be shared (e.g. in an `Arc`) between the controlling thread and the
 /// deferred worker. Operations are serialised by an internal hotplug lock.
 ///
@@ -91,7 +93,7 @@ pub(crate) struct Inner {
 ///     StepSpec::new("mm:pages", Section::Prepare, Class::Deferrable),
 ///     StepSpec::new("sched:migrate", Section::Online, Class::Critical),
 /// ];
-/// let hp: Hotplug<parking_lot::RawMutex, _> =
+/// let hp: Hotplug<hotkern_cpuhp::RawSpinlock, _> =
 ///     Hotplug::new(Inline, &table, CpuSet::range(0, 4), CpuSet::range(0, 4), Engine::Bolt).unwrap();
 /// let live = Arc::new(AtomicUsize::new(0));
 /// let (up, down) = (live.clone(), live.clone());
@@ -108,24 +110,24 @@ pub(crate) struct Inner {
 /// assert_eq!(live.load(SeqCst), 1);
 /// assert_eq!(hp.online_cpus(), CpuSet::single(CpuId(0)));
 /// ```
-pub struct Hotplug<R: RawMutex, P: Platform> {
+pub struct Hotplug<R: RawMutex, P: Platform<WORDS>, const WORDS: usize = DEFAULT_WORDS> {
     pub(crate) platform: P,
     /// The hotplug lock: one reconfiguration (or registration) at a time.
     pub(crate) ops: Mutex<R, ()>,
     /// Held while a deferred job runs, so an operation can wait for it.
     pub(crate) worker: Mutex<R, ()>,
-    pub(crate) inner: Mutex<R, Inner>,
+    pub(crate) inner: Mutex<R, Inner<WORDS>>,
 }
 
-impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
+impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, WORDS> {
     /// Builds the engine over `table` (the one order of every step).
     /// CPUs in `online` start with every step up; the others with every step
     /// down. Steps have no callbacks until [`setup`](Self::setup).
     pub fn new(
         platform: P,
         table: &[StepSpec],
-        possible: CpuSet,
-        online: CpuSet,
+        possible: CpuMask<WORDS>,
+        online: CpuMask<WORDS>,
         engine: Engine,
     ) -> Result<Self, Error> {
         if table.len() > u16::MAX as usize {
@@ -202,12 +204,12 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     }
 
     /// CPUs that may be brought online.
-    pub fn possible_cpus(&self) -> CpuSet {
+    pub fn possible_cpus(&self) -> CpuMask<WORDS> {
         self.inner.lock().possible
     }
 
     /// CPUs online now.
-    pub fn online_cpus(&self) -> CpuSet {
+    pub fn online_cpus(&self) -> CpuMask<WORDS> {
         self.inner.lock().online
     }
 

@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask};
 use crate::error::Error;
 use crate::platform::{Platform, PlatformError, PlatformOperation};
 use crate::step::{
@@ -13,9 +13,9 @@ use crate::step::{
 
 /// A table entry with whatever is registered on it.
 #[derive(Clone, Debug)]
-pub(crate) struct Registered {
+pub(crate) struct Registered<const WORDS: usize> {
     pub(crate) spec: StepSpec,
-    pub(crate) callbacks: Option<Callbacks>,
+    pub(crate) callbacks: Option<Callbacks<WORDS>>,
     pub(crate) instances: Vec<InstanceId>,
 }
 
@@ -85,10 +85,10 @@ impl Injector {
     }
 
     /// The CPU of `cpus` for which `operation` must fail now, if any.
-    pub(crate) fn platform_fires(
+    pub(crate) fn platform_fires<const WORDS: usize>(
         &self,
         operation: PlatformOperation,
-        cpus: CpuSet,
+        cpus: CpuMask<WORDS>,
     ) -> Option<CpuId> {
         let point = self.platform?;
         if point.operation != operation {
@@ -115,7 +115,12 @@ impl Injector {
     }
 
     /// Whether the call of `step` in `direction` for `cpus` must fail now.
-    pub(crate) fn fires(&self, step: StepId, direction: Direction, cpus: CpuSet) -> bool {
+    pub(crate) fn fires<const WORDS: usize>(
+        &self,
+        step: StepId,
+        direction: Direction,
+        cpus: CpuMask<WORDS>,
+    ) -> bool {
         match self.armed {
             Some(point)
                 if point.step == step
@@ -144,11 +149,11 @@ pub(crate) struct Call {
     pub(crate) rollback: bool,
 }
 
-pub(crate) fn step_failed(
-    entry: &Registered,
+pub(crate) fn step_failed<const WORDS: usize>(
+    entry: &Registered<WORDS>,
     step: StepId,
     direction: Direction,
-    cpus: CpuSet,
+    cpus: CpuMask<WORDS>,
     instance: Option<InstanceId>,
     cause: CallbackError,
 ) -> Error {
@@ -163,13 +168,13 @@ pub(crate) fn step_failed(
 }
 
 /// What a callback of `entry` is told for a call of `step` for `cpus`.
-fn call_context(
-    entry: &Registered,
+fn call_context<const WORDS: usize>(
+    entry: &Registered<WORDS>,
     step: StepId,
-    cpus: CpuSet,
+    cpus: CpuMask<WORDS>,
     call: Call,
     instance: Option<InstanceId>,
-) -> Context {
+) -> Context<WORDS> {
     Context {
         cpu: cpus.first().unwrap_or(CpuId(0)),
         cpus,
@@ -186,11 +191,11 @@ fn call_context(
 /// An injected failure of `step` for `cpus`: traced as a call that
 /// returned [`CallbackError::INJECTED`], so a step log shows where the
 /// operation failed; the callback does not run.
-pub(crate) fn injected<P: Platform + ?Sized>(
+pub(crate) fn injected<P: Platform<WORDS> + ?Sized, const WORDS: usize>(
     platform: &P,
-    entry: &Registered,
+    entry: &Registered<WORDS>,
     step: StepId,
-    cpus: CpuSet,
+    cpus: CpuMask<WORDS>,
     call: Call,
 ) -> Error {
     let context = call_context(entry, step, cpus, call, None);
@@ -209,11 +214,11 @@ pub(crate) fn injected<P: Platform + ?Sized>(
 /// Runs `step`'s callback for `cpus` (one call per instance of a
 /// multi-instance step). If instance `i` fails, instances before it are
 /// undone so that the step is left as it was. Returns the time taken.
-pub(crate) fn invoke<P: Platform + ?Sized>(
+pub(crate) fn invoke<P: Platform<WORDS> + ?Sized, const WORDS: usize>(
     platform: &P,
-    entry: &Registered,
+    entry: &Registered<WORDS>,
     step: StepId,
-    cpus: CpuSet,
+    cpus: CpuMask<WORDS>,
     call: Call,
 ) -> (Result<(), Error>, u64) {
     let Some(callback) = entry.callbacks.as_ref().and_then(|c| c.get(call.direction)) else {
@@ -235,7 +240,7 @@ pub(crate) fn invoke<P: Platform + ?Sized>(
     // Every call is traced where it is made, as Linux's
     // `cpuhp_invoke_callback` brackets the callback with `trace_cpuhp_enter`
     // and `trace_cpuhp_exit`.
-    let traced = |callback: &Callback, context: &Context| {
+    let traced = |callback: &Callback<WORDS>, context: &Context<WORDS>| {
         platform.step_entered(context);
         let result = callback(context);
         platform.step_exited(context, result);

@@ -9,7 +9,32 @@
 //!   stop-machine.
 //!
 //! The crate is `no_std` + `alloc`. The machine comes in through
-//! [`Platform`]; locks through `lock_api` (the `R` parameter of [`Hotplug`]).
+//! [`Platform`]; locks through `lock_api` (the `R` parameter of [`Hotplug`]):
+//! a user with no lock of its own uses [`RawSpinlock`], or names the engine
+//! [`SpinHotplug`], which is `Hotplug<RawSpinlock, P>`.
+//!
+//! # How many CPUs
+//!
+//! CPU sets are [`CpuMask`]s of `WORDS` 64-bit words, and the engine, its
+//! [`Platform`], [`Context`], [`Callbacks`] and [`Report`] all take the same
+//! `WORDS`, which defaults to [`DEFAULT_WORDS`] (4: 256 CPUs, [`CpuSet`]).
+//! A bigger machine names a bigger mask, `Hotplug<R, P, 16>` for 1024 CPUs;
+//! a smaller one keeps the default or names `1`. The capacity is a type
+//! parameter, like Linux's build-time `NR_CPUS`, rather than a run-time
+//! limit, so that the sets the engine copies and intersects on every
+//! operation stay fixed-size arrays with no allocation and no bound to load;
+//! the CPUs the machine really has are the `possible` set given to
+//! [`Hotplug::new`], and any other CPU is refused with [`Error::NoSuchCpu`].
+//!
+//! ```
+//! use hotkern_cpuhp::{Class, CpuId, CpuMask, Engine, Hotplug, InlinePlatform, RawSpinlock, Section, StepSpec};
+//! let table = [StepSpec::new("sched:migrate", Section::Online, Class::Critical)];
+//! let possible = CpuMask::<16>::range(0, 1024);
+//! let hotplug: Hotplug<RawSpinlock, InlinePlatform, 16> =
+//!     Hotplug::new(InlinePlatform, &table, possible, CpuMask::single(CpuId(0)), Engine::Bolt).unwrap();
+//! hotplug.online_many(possible.without(CpuId(0))).unwrap();
+//! assert_eq!(hotplug.online_cpus().len(), 1024);
+//! ```
 //!
 //! # Order and sections
 //!
@@ -75,6 +100,7 @@ mod deferred;
 mod error;
 mod hotplug;
 mod invoke;
+mod lock;
 mod operation;
 mod platform;
 mod register;
@@ -83,10 +109,11 @@ mod states;
 mod step;
 mod walk;
 
-pub use cpu::{CpuId, CpuSet, Iter as CpuSetIter, MAX_CPUS};
+pub use cpu::{CpuId, CpuMask, CpuSet, Iter as CpuSetIter, DEFAULT_WORDS, MAX_CPUS};
 pub use error::Error;
 pub use hotplug::{Engine, Hotplug, Warnings};
 pub use invoke::{FailAt, PlatformFailAt};
+pub use lock::{RawSpinlock, SpinHotplug};
 pub use platform::{InlinePlatform, Platform, PlatformError, PlatformOperation};
 pub use report::{Report, Stage, StepTime};
 pub use states::StepStatus;

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 
 use lock_api::{Mutex, RawMutex};
 
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask};
 use crate::error::Error;
 use crate::hotplug::{Engine, Hotplug, Inner};
 use crate::invoke::{injected, invoke, Injector};
@@ -19,34 +19,38 @@ use crate::walk::{CpuOutcomes, Walk};
 
 mod starting;
 
-impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
+impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, WORDS> {
     /// Brings `cpu` online with the current engine.
     ///
     /// On failure the CPU is offline again, every step as before, and the
     /// error names the failing step.
-    pub fn online(&self, cpu: CpuId) -> Result<Report, Error> {
+    pub fn online(&self, cpu: CpuId) -> Result<Report<WORDS>, Error> {
         self.reconfigure(cpu_set(cpu)?, Direction::Up)
     }
 
     /// Takes `cpu` offline with the current engine. Refused for the last
     /// online CPU. On failure the CPU is online again, every step as before.
-    pub fn offline(&self, cpu: CpuId) -> Result<Report, Error> {
+    pub fn offline(&self, cpu: CpuId) -> Result<Report<WORDS>, Error> {
         self.reconfigure(cpu_set(cpu)?, Direction::Down)
     }
 
     /// Brings every CPU of `cpus` online: one by one with `classic`, in one
     /// bulk operation with `bolt`. All or nothing: on failure every CPU of
     /// the set is offline again.
-    pub fn online_many(&self, cpus: CpuSet) -> Result<Report, Error> {
+    pub fn online_many(&self, cpus: CpuMask<WORDS>) -> Result<Report<WORDS>, Error> {
         self.reconfigure(cpus, Direction::Up)
     }
 
     /// Takes every CPU of `cpus` offline (see [`online_many`](Self::online_many)).
-    pub fn offline_many(&self, cpus: CpuSet) -> Result<Report, Error> {
+    pub fn offline_many(&self, cpus: CpuMask<WORDS>) -> Result<Report<WORDS>, Error> {
         self.reconfigure(cpus, Direction::Down)
     }
 
-    fn reconfigure(&self, cpus: CpuSet, direction: Direction) -> Result<Report, Error> {
+    fn reconfigure(
+        &self,
+        cpus: CpuMask<WORDS>,
+        direction: Direction,
+    ) -> Result<Report<WORDS>, Error> {
         let _ops = self.ops.lock();
         let start = self.platform.now_ns();
         let engine = {
@@ -90,7 +94,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 };
                 let mut done: Vec<CpuId> = Vec::new();
                 for cpu in cpus {
-                    match self.transition(CpuSet::single(cpu), direction, engine, false) {
+                    match self.transition(CpuMask::single(cpu), direction, engine, false) {
                         Ok(one) => {
                             merge(&mut total, one);
                             done.push(cpu);
@@ -98,7 +102,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                         Err(error) => {
                             for earlier in done.into_iter().rev() {
                                 let undo = self.transition(
-                                    CpuSet::single(earlier),
+                                    CpuMask::single(earlier),
                                     direction.reverse(),
                                     engine,
                                     true,
@@ -150,11 +154,11 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// injected and callbacks are told they are rolling back.
     fn transition(
         &self,
-        targets: CpuSet,
+        targets: CpuMask<WORDS>,
         direction: Direction,
         engine: Engine,
         undo: bool,
-    ) -> Result<Report, Error> {
+    ) -> Result<Report<WORDS>, Error> {
         let begun = self.platform.now_ns();
         let settled = self.settle_deferred(targets);
         let (table, states, online, armed, armed_platform) = {
@@ -182,7 +186,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             states: states.clone(),
             touched,
             online,
-            started: CpuSet::EMPTY,
+            started: CpuMask::EMPTY,
             jobs: Vec::new(),
             stages: Vec::new(),
             lap: begun,
@@ -267,7 +271,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     /// Adds what `walk` counted to the engine's warnings and disarms the
     /// injected failures that fired.
-    fn account(&self, inner: &mut Inner, walk: &Walk<'_>) {
+    fn account(&self, inner: &mut Inner<WORDS>, walk: &Walk<'_, WORDS>) {
         inner.warnings.atomic_failures += walk.warnings_atomic;
         inner.warnings.rollback_failures += walk.warnings_rollback;
         if walk.injector.has_fired() {
@@ -280,7 +284,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     fn run_section(
         &self,
-        walk: &mut Walk<'_>,
+        walk: &mut Walk<'_, WORDS>,
         section: Section,
         direction: Direction,
         rollback: bool,
@@ -315,12 +319,12 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// target that needs it (a singleton unless `bolt` does a bulk operation).
     fn run_prepare(
         &self,
-        walk: &mut Walk<'_>,
+        walk: &mut Walk<'_, WORDS>,
         direction: Direction,
         rollback: bool,
     ) -> Result<(), Error> {
         for step in walk.steps(Section::Prepare, direction) {
-            let cpus: CpuSet = walk
+            let cpus: CpuMask<WORDS> = walk
                 .targets
                 .iter()
                 .filter(|cpu| walk.eligible(*cpu, step, direction, rollback))
@@ -361,13 +365,13 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// the platform can), with the platform's failure to reach one.
     fn run_parallel(
         &self,
-        walk: &Walk<'_>,
+        walk: &Walk<'_, WORDS>,
         section: Section,
         direction: Direction,
         rollback: bool,
     ) -> (CpuOutcomes, Result<(), PlatformError>) {
         let reports: Mutex<R, CpuOutcomes> = Mutex::new(Vec::new());
-        let needed: CpuSet = walk
+        let needed: CpuMask<WORDS> = walk
             .targets
             .iter()
             .filter(|cpu| {
@@ -383,7 +387,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             reports.lock().push((cpu, outcomes));
         };
         let unreached = walk.platform_fault(PlatformOperation::RunOn, needed, rollback);
-        let reached = unreached.map_or(needed, |cpu| needed.difference(&CpuSet::single(cpu)));
+        let reached = unreached.map_or(needed, |cpu| needed.difference(&CpuMask::single(cpu)));
         let mut result = match reached.len() {
             0 => Ok(()),
             1 => self
@@ -423,10 +427,14 @@ impl Stopped {
 
 /// The hotplug lock's write side for one transition, given back when it
 /// drops (on every return path of `transition`).
-struct HotplugLocked<'a, P: Platform>(&'a P);
+struct HotplugLocked<'a, P: Platform<WORDS>, const WORDS: usize>(&'a P);
 
-impl<'a, P: Platform> HotplugLocked<'a, P> {
-    fn take(platform: &'a P, walk: &Walk<'_>, expedited: bool) -> Result<Self, PlatformError> {
+impl<'a, P: Platform<WORDS>, const WORDS: usize> HotplugLocked<'a, P, WORDS> {
+    fn take(
+        platform: &'a P,
+        walk: &Walk<'_, WORDS>,
+        expedited: bool,
+    ) -> Result<Self, PlatformError> {
         let operation = PlatformOperation::HotplugLock;
         if let Some(cpu) = walk.platform_fault(operation, walk.targets, false) {
             return Err(Injector::platform_error(operation, cpu));
@@ -436,7 +444,7 @@ impl<'a, P: Platform> HotplugLocked<'a, P> {
     }
 }
 
-impl<P: Platform> Drop for HotplugLocked<'_, P> {
+impl<P: Platform<WORDS>, const WORDS: usize> Drop for HotplugLocked<'_, P, WORDS> {
     fn drop(&mut self) {
         self.0.hotplug_unlock();
     }
@@ -447,8 +455,8 @@ fn sorted(mut reports: CpuOutcomes) -> CpuOutcomes {
     reports
 }
 
-fn cpu_set(cpu: CpuId) -> Result<CpuSet, Error> {
-    let set = CpuSet::single(cpu);
+fn cpu_set<const WORDS: usize>(cpu: CpuId) -> Result<CpuMask<WORDS>, Error> {
+    let set = CpuMask::single(cpu);
     if set.is_empty() {
         Err(Error::NoSuchCpu(cpu))
     } else {
@@ -456,7 +464,7 @@ fn cpu_set(cpu: CpuId) -> Result<CpuSet, Error> {
     }
 }
 
-fn merge(total: &mut Report, one: Report) {
+fn merge<const WORDS: usize>(total: &mut Report<WORDS>, one: Report<WORDS>) {
     for stage in one.stages {
         match total
             .stages

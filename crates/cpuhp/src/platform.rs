@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask, DEFAULT_WORDS};
 use crate::step::{CallbackError, Context};
 
 /// Services the machine provides to the engine.
@@ -47,7 +47,7 @@ use crate::step::{CallbackError, Context};
 ///     fn synchronize_grace_period(&self) -> Result<(), PlatformError> { Ok(()) }
 /// }
 /// ```
-pub trait Platform: Sync {
+pub trait Platform<const WORDS: usize = DEFAULT_WORDS>: Sync {
     /// Monotonic time in nanoseconds (for per-step timing).
     fn now_ns(&self) -> u64;
 
@@ -60,8 +60,11 @@ pub trait Platform: Sync {
     /// A CPU whose hotplug thread cannot be reached: `work` ran on every
     /// other CPU of `cpus` and never runs on that one; the error names it
     /// ([`PlatformOperation::RunOn`]).
-    fn run_on_each(&self, cpus: CpuSet, work: &(dyn Fn(CpuId) + Sync))
-        -> Result<(), PlatformError>;
+    fn run_on_each(
+        &self,
+        cpus: CpuMask<WORDS>,
+        work: &(dyn Fn(CpuId) + Sync),
+    ) -> Result<(), PlatformError>;
 
     /// [`run_on_each`](Platform::run_on_each) for one CPU.
     ///
@@ -69,7 +72,7 @@ pub trait Platform: Sync {
     ///
     /// As [`run_on_each`](Platform::run_on_each).
     fn run_on(&self, cpu: CpuId, work: &(dyn Fn(CpuId) + Sync)) -> Result<(), PlatformError> {
-        self.run_on_each(CpuSet::single(cpu), work)
+        self.run_on_each(CpuMask::single(cpu), work)
     }
 
     /// Stops every running CPU, runs `work(cpu)` on each CPU of `cpus` in
@@ -84,7 +87,7 @@ pub trait Platform: Sync {
     /// ([`PlatformOperation::StopMachine`], naming a CPU that did not come).
     fn stop_machine(
         &self,
-        cpus: CpuSet,
+        cpus: CpuMask<WORDS>,
         work: &(dyn Fn(CpuId) + Sync),
     ) -> Result<(), PlatformError>;
 
@@ -110,7 +113,7 @@ pub trait Platform: Sync {
     /// again; the one named never runs `work`.
     fn bring_up(
         &self,
-        cpus: CpuSet,
+        cpus: CpuMask<WORDS>,
         work: &(dyn Fn(CpuId) + Sync),
         mark: &mut dyn FnMut(&'static str),
     ) -> Result<(), PlatformError> {
@@ -156,7 +159,7 @@ pub trait Platform: Sync {
     /// nothing: none of `cpus` runs then (a platform stops again those
     /// that did start; the shared `Lifecycle` refuses a CPU in the wrong
     /// state before it kicks any).
-    fn power_on_many(&self, cpus: CpuSet) -> Result<(), PlatformError>;
+    fn power_on_many(&self, cpus: CpuMask<WORDS>) -> Result<(), PlatformError>;
 
     /// Stops every CPU of `cpus` for good (after their `Starting` steps
     /// were torn down) and returns once all have stopped.
@@ -168,7 +171,7 @@ pub trait Platform: Sync {
     /// `__cpu_die` only warns when a CPU does not report dead: the CPU is
     /// offline in the engine's books and the failure is listed in the
     /// operation's [`Report::failures`](crate::Report::failures).
-    fn power_off_many(&self, cpus: CpuSet) -> Result<(), PlatformError>;
+    fn power_off_many(&self, cpus: CpuMask<WORDS>) -> Result<(), PlatformError>;
 
     /// Takes the hotplug lock for writing, around one transition (Linux's
     /// `cpus_write_lock` in `_cpu_up` and `_cpu_down`): code that holds it
@@ -201,14 +204,14 @@ pub trait Platform: Sync {
     /// calls it for every call it makes, on the critical path, deferred,
     /// rolling back or at registration, so a platform traces steps here
     /// instead of wrapping callbacks. Default: nothing.
-    fn step_entered(&self, context: &Context) {
+    fn step_entered(&self, context: &Context<WORDS>) {
         let _ = context;
     }
 
     /// A step's callback returned `result` (Linux's `trace_cpuhp_exit`).
     /// An injected failure is reported here too, as a call that returned
     /// [`CallbackError::INJECTED`] without running. Default: nothing.
-    fn step_exited(&self, context: &Context, result: Result<(), CallbackError>) {
+    fn step_exited(&self, context: &Context<WORDS>, result: Result<(), CallbackError>) {
         let _ = (context, result);
     }
 }
@@ -343,14 +346,14 @@ impl core::error::Error for PlatformError {}
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InlinePlatform;
 
-impl Platform for InlinePlatform {
+impl<const WORDS: usize> Platform<WORDS> for InlinePlatform {
     fn now_ns(&self) -> u64 {
         0
     }
 
     fn run_on_each(
         &self,
-        cpus: CpuSet,
+        cpus: CpuMask<WORDS>,
         work: &(dyn Fn(CpuId) + Sync),
     ) -> Result<(), PlatformError> {
         cpus.iter().for_each(work);
@@ -359,18 +362,18 @@ impl Platform for InlinePlatform {
 
     fn stop_machine(
         &self,
-        cpus: CpuSet,
+        cpus: CpuMask<WORDS>,
         work: &(dyn Fn(CpuId) + Sync),
     ) -> Result<(), PlatformError> {
         cpus.iter().for_each(work);
         Ok(())
     }
 
-    fn power_on_many(&self, _: CpuSet) -> Result<(), PlatformError> {
+    fn power_on_many(&self, _: CpuMask<WORDS>) -> Result<(), PlatformError> {
         Ok(())
     }
 
-    fn power_off_many(&self, _: CpuSet) -> Result<(), PlatformError> {
+    fn power_off_many(&self, _: CpuMask<WORDS>) -> Result<(), PlatformError> {
         Ok(())
     }
 

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 
 use lock_api::{Mutex, RawMutex};
 
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask};
 use crate::error::Error;
 use crate::hotplug::Hotplug;
 use crate::invoke::{invoke, Call, Registered};
@@ -15,16 +15,16 @@ use crate::platform::Platform;
 use crate::states::StepStatus;
 use crate::step::{Callbacks, Direction, InstanceId, Section, StepId};
 
-impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
+impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, WORDS> {
     /// Installs `step`'s callbacks and runs its startup on every CPU where
     /// the step is up (each instance, for a multi-instance step). If one
     /// fails, the startups done are torn down and nothing is installed.
-    pub fn setup(&self, step: StepId, callbacks: Callbacks) -> Result<(), Error> {
+    pub fn setup(&self, step: StepId, callbacks: Callbacks<WORDS>) -> Result<(), Error> {
         self.install(step, callbacks, true)
     }
 
     /// Installs `step`'s callbacks without calling them.
-    pub fn setup_nocalls(&self, step: StepId, callbacks: Callbacks) -> Result<(), Error> {
+    pub fn setup_nocalls(&self, step: StepId, callbacks: Callbacks<WORDS>) -> Result<(), Error> {
         self.install(step, callbacks, false)
     }
 
@@ -61,7 +61,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         self.change_instance(step, instance, Direction::Down, false)
     }
 
-    fn install(&self, step: StepId, callbacks: Callbacks, calls: bool) -> Result<(), Error> {
+    fn install(&self, step: StepId, callbacks: Callbacks<WORDS>, calls: bool) -> Result<(), Error> {
         let _ops = self.ops.lock();
         let entry = self.entry(step)?;
         if entry.callbacks.is_some() {
@@ -151,7 +151,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
         Ok(())
     }
 
-    fn entry(&self, step: StepId) -> Result<Registered, Error> {
+    fn entry(&self, step: StepId) -> Result<Registered<WORDS>, Error> {
         let inner = self.inner.lock();
         inner
             .table
@@ -160,9 +160,9 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             .ok_or(Error::NoSuchStep(step))
     }
 
-    fn replace(&self, step: StepId, entry: Registered) {
+    fn replace(&self, step: StepId, entry: Registered<WORDS>) {
         let mut inner = self.inner.lock();
-        let mut table: Vec<Registered> = inner.table.as_ref().clone();
+        let mut table: Vec<Registered<WORDS>> = inner.table.as_ref().clone();
         table[step.index()] = entry;
         inner.table = Arc::new(table);
     }
@@ -173,12 +173,12 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     fn call_everywhere(
         &self,
         step: StepId,
-        entry: &Registered,
+        entry: &Registered<WORDS>,
         direction: Direction,
     ) -> Result<(), Error> {
         let (cpus, engine) = {
             let inner = self.inner.lock();
-            let cpus: CpuSet = (0..inner.states.rows())
+            let cpus: CpuMask<WORDS> = (0..inner.states.rows())
                 .map(|cpu| CpuId(cpu as u32))
                 .filter(|cpu| inner.states.at(*cpu, step) == StepStatus::Up)
                 .collect();
@@ -190,7 +190,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
             deferred: false,
             rollback: false,
         };
-        let mut done = CpuSet::EMPTY;
+        let mut done = CpuMask::<WORDS>::EMPTY;
         for cpu in cpus {
             let result = self.call_in_context(entry, step, cpu, call);
             match result {
@@ -233,12 +233,12 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     fn call_in_context(
         &self,
-        entry: &Registered,
+        entry: &Registered<WORDS>,
         step: StepId,
         cpu: CpuId,
         call: Call,
     ) -> Result<(), Error> {
-        let cpus = CpuSet::single(cpu);
+        let cpus = CpuMask::single(cpu);
         let running = self.inner.lock().online.contains(cpu);
         match entry.spec.section {
             // A step can be up on an offline CPU only if its deferred teardown

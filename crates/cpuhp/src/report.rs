@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::cpu::CpuSet;
+use crate::cpu::{CpuMask, DEFAULT_WORDS};
 use crate::platform::PlatformError;
 use crate::step::{Direction, StepId};
 use crate::Engine;
@@ -41,13 +41,13 @@ pub struct Stage {
 
 /// What one operation did and how long it took.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Report {
+pub struct Report<const WORDS: usize = DEFAULT_WORDS> {
     /// The engine that ran it.
     pub engine: Engine,
     /// Online (`Up`) or offline (`Down`).
     pub direction: Direction,
     /// The CPUs reconfigured.
-    pub cpus: CpuSet,
+    pub cpus: CpuMask<WORDS>,
     /// Wall time from entry to return (the critical path).
     pub nanos: u64,
     /// Timed stages, in the order they ran. Each step appears at most once.
@@ -63,7 +63,7 @@ pub struct Report {
     pub failures: Vec<PlatformError>,
 }
 
-impl Report {
+impl<const WORDS: usize> Report<WORDS> {
     /// Time spent in the operation's steps (the sum of its step stages).
     pub fn step_nanos(&self) -> u64 {
         self.stages
@@ -115,7 +115,7 @@ pub struct StepTime {
 ///   ap:sched-active          3.1 us
 ///   grace-period            12.0 us
 /// ```
-impl fmt::Display for Report {
+impl<const WORDS: usize> fmt::Display for Report<WORDS> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let engine = match self.engine {
             Engine::Classic => "classic",
@@ -159,7 +159,7 @@ mod tests {
         let report = Report {
             engine: Engine::Bolt,
             direction: Direction::Down,
-            cpus: CpuSet::range(1, 4),
+            cpus: crate::CpuSet::range(1, 4),
             nanos: 41_200,
             stages: vec![
                 Stage {

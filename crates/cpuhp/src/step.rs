@@ -3,7 +3,7 @@
 use alloc::sync::Arc;
 use core::fmt;
 
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask, DEFAULT_WORDS};
 
 /// Where and how a step's callbacks run (Linux's sections of the state table).
 ///
@@ -161,13 +161,13 @@ impl core::error::Error for CallbackError {}
 /// What a callback is told about the call.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
-pub struct Context {
+pub struct Context<const WORDS: usize = DEFAULT_WORDS> {
     /// The CPU this call is for; for an aggregated call, the lowest of `cpus`.
     pub cpu: CpuId,
     /// Every CPU this call covers: `{cpu}`, except for `Prepare` steps in a
     /// `bolt` bulk operation, which are called once with the whole set and
     /// must act on every CPU in it.
-    pub cpus: CpuSet,
+    pub cpus: CpuMask<WORDS>,
     /// The step being run.
     pub step: StepId,
     /// The step's name.
@@ -185,7 +185,8 @@ pub struct Context {
 }
 
 /// A startup or teardown callback.
-pub type Callback = Arc<dyn Fn(&Context) -> Result<(), CallbackError> + Send + Sync>;
+pub type Callback<const WORDS: usize = DEFAULT_WORDS> =
+    Arc<dyn Fn(&Context<WORDS>) -> Result<(), CallbackError> + Send + Sync>;
 
 /// A step's callbacks; a missing one is a no-op that always succeeds.
 ///
@@ -200,21 +201,26 @@ pub type Callback = Arc<dyn Fn(&Context) -> Result<(), CallbackError> + Send + S
 /// assert!(callbacks.has_startup() && callbacks.has_teardown());
 /// ```
 #[derive(Clone, Default)]
-pub struct Callbacks {
-    pub(crate) startup: Option<Callback>,
-    pub(crate) teardown: Option<Callback>,
+pub struct Callbacks<const WORDS: usize = DEFAULT_WORDS> {
+    pub(crate) startup: Option<Callback<WORDS>>,
+    pub(crate) teardown: Option<Callback<WORDS>>,
 }
 
 impl Callbacks {
-    /// No callbacks.
+    /// No callbacks, for an engine of the default capacity. (Like
+    /// `HashMap::new`, it is defined for the default only, so that a
+    /// `Callbacks::new()` nothing else constrains still has a type; for a
+    /// larger [`CpuMask`], `Callbacks::<WORDS>::default()`.)
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl<const WORDS: usize> Callbacks<WORDS> {
     /// Sets the startup callback.
     pub fn startup<F>(mut self, f: F) -> Self
     where
-        F: Fn(&Context) -> Result<(), CallbackError> + Send + Sync + 'static,
+        F: Fn(&Context<WORDS>) -> Result<(), CallbackError> + Send + Sync + 'static,
     {
         self.startup = Some(Arc::new(f));
         self
@@ -223,7 +229,7 @@ impl Callbacks {
     /// Sets the teardown callback.
     pub fn teardown<F>(mut self, f: F) -> Self
     where
-        F: Fn(&Context) -> Result<(), CallbackError> + Send + Sync + 'static,
+        F: Fn(&Context<WORDS>) -> Result<(), CallbackError> + Send + Sync + 'static,
     {
         self.teardown = Some(Arc::new(f));
         self
@@ -239,7 +245,7 @@ impl Callbacks {
         self.teardown.is_some()
     }
 
-    pub(crate) fn get(&self, direction: Direction) -> Option<&Callback> {
+    pub(crate) fn get(&self, direction: Direction) -> Option<&Callback<WORDS>> {
         match direction {
             Direction::Up => self.startup.as_ref(),
             Direction::Down => self.teardown.as_ref(),
@@ -247,7 +253,7 @@ impl Callbacks {
     }
 }
 
-impl fmt::Debug for Callbacks {
+impl<const WORDS: usize> fmt::Debug for Callbacks<WORDS> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Callbacks")
             .field("startup", &self.startup.is_some())

@@ -4,7 +4,7 @@
 
 use alloc::vec::Vec;
 
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask};
 use crate::deferred::{pending, reached, Job};
 use crate::error::Error;
 use crate::hotplug::Engine;
@@ -24,9 +24,9 @@ pub(crate) enum Outcome {
 pub(crate) type CpuOutcomes = Vec<(CpuId, Vec<(StepId, Outcome)>)>;
 
 /// One operation in progress, over a private copy of the step states.
-pub(crate) struct Walk<'t> {
-    pub(crate) table: &'t [Registered],
-    pub(crate) targets: CpuSet,
+pub(crate) struct Walk<'t, const WORDS: usize> {
+    pub(crate) table: &'t [Registered<WORDS>],
+    pub(crate) targets: CpuMask<WORDS>,
     pub(crate) engine: Engine,
     /// Undoing a bulk operation: callbacks are told `rollback`.
     pub(crate) undo: bool,
@@ -34,11 +34,11 @@ pub(crate) struct Walk<'t> {
     pub(crate) states: StateTable,
     /// Steps whose callback this operation ran, per CPU (what rollback undoes).
     pub(crate) touched: Vec<bool>,
-    pub(crate) online: CpuSet,
+    pub(crate) online: CpuMask<WORDS>,
     /// Targets that came up and ran their `Starting` steps (what rolling
     /// a bring-up back takes down).
-    pub(crate) started: CpuSet,
-    pub(crate) jobs: Vec<Job>,
+    pub(crate) started: CpuMask<WORDS>,
+    pub(crate) jobs: Vec<Job<WORDS>>,
     pub(crate) stages: Vec<Stage>,
     /// When the last of the engine's own stages ended (the platform's
     /// clock): the next one begins there, so that they tile the
@@ -52,8 +52,8 @@ pub(crate) struct Walk<'t> {
 
 /// `section`'s steps in the order `direction` runs them. A table lists its
 /// sections in order, so each is a contiguous range.
-pub(crate) fn section_steps(
-    table: &[Registered],
+pub(crate) fn section_steps<const WORDS: usize>(
+    table: &[Registered<WORDS>],
     section: Section,
     direction: Direction,
 ) -> impl Iterator<Item = StepId> {
@@ -63,7 +63,7 @@ pub(crate) fn section_steps(
     (lo..hi).map(move |i| StepId(if up { i } else { hi - 1 - (i - lo) } as u16))
 }
 
-impl<'t> Walk<'t> {
+impl<'t, const WORDS: usize> Walk<'t, WORDS> {
     /// `section`'s steps in the order `direction` runs them.
     pub(crate) fn steps(
         &self,
@@ -90,7 +90,7 @@ impl<'t> Walk<'t> {
     pub(crate) fn platform_fault(
         &self,
         operation: PlatformOperation,
-        cpus: CpuSet,
+        cpus: CpuMask<WORDS>,
         rollback: bool,
     ) -> Option<CpuId> {
         if rollback || self.undo {
@@ -148,7 +148,7 @@ impl<'t> Walk<'t> {
         }
     }
 
-    pub(crate) fn defer(&mut self, step: StepId, direction: Direction, cpus: CpuSet) {
+    pub(crate) fn defer(&mut self, step: StepId, direction: Direction, cpus: CpuMask<WORDS>) {
         for cpu in cpus {
             self.states.set(cpu, step, pending(direction));
         }
@@ -169,7 +169,13 @@ impl<'t> Walk<'t> {
 
     /// Records that a callback ran (or, when rolling back, is assumed to
     /// have run: a failed undo cannot be undone in turn).
-    pub(crate) fn ran(&mut self, step: StepId, direction: Direction, cpus: CpuSet, rollback: bool) {
+    pub(crate) fn ran(
+        &mut self,
+        step: StepId,
+        direction: Direction,
+        cpus: CpuMask<WORDS>,
+        rollback: bool,
+    ) {
         for cpu in cpus {
             self.states.set(cpu, step, reached(direction));
             if !rollback {
@@ -197,7 +203,7 @@ impl<'t> Walk<'t> {
             },
             direction,
         ) {
-            let mut deferred = CpuSet::EMPTY;
+            let mut deferred = CpuMask::EMPTY;
             let mut nanos = 0;
             let mut ran_any = false;
             for (cpu, outcomes) in &reports {
@@ -213,15 +219,17 @@ impl<'t> Walk<'t> {
                             nanos += took;
                             ran_any = true;
                             match result {
-                                Ok(()) => self.ran(step, direction, CpuSet::single(*cpu), rollback),
+                                Ok(()) => {
+                                    self.ran(step, direction, CpuMask::single(*cpu), rollback)
+                                }
                                 Err(_) if rollback => {
                                     self.warnings_rollback += 1;
-                                    self.ran(step, direction, CpuSet::single(*cpu), rollback);
+                                    self.ran(step, direction, CpuMask::single(*cpu), rollback);
                                 }
                                 Err(_) if atomic => {
                                     // Starting/dying must not fail; go on as Linux does.
                                     self.warnings_atomic += 1;
-                                    self.ran(step, direction, CpuSet::single(*cpu), rollback);
+                                    self.ran(step, direction, CpuMask::single(*cpu), rollback);
                                 }
                                 Err(error) => {
                                     if first_error.is_none() {
@@ -248,14 +256,14 @@ impl<'t> Walk<'t> {
     /// Runs `section`'s steps for this CPU, stopping at the first failure.
     pub(crate) fn run_on_cpu(
         &self,
-        platform: &(impl Platform + ?Sized),
+        platform: &(impl Platform<WORDS> + ?Sized),
         cpu: CpuId,
         section: Section,
         direction: Direction,
         rollback: bool,
     ) -> Vec<(StepId, Outcome)> {
         let mut outcomes = Vec::new();
-        let cpus = CpuSet::single(cpu);
+        let cpus = CpuMask::single(cpu);
         for step in self.steps(section, direction) {
             if !self.eligible(cpu, step, direction, rollback) {
                 continue;

@@ -26,6 +26,14 @@ use platform::trace::{self, trace_marker};
 use runs::checks::Checks;
 use runs::{cpus, early, hotplug, load, selftest, summary, vmem};
 
+// The shared kernel's locks must spin here: nothing can sleep before the
+// scheduler runs, and interrupts take them. The `spin` feature asks for
+// that; this stops the build if the crate was built with any other kind.
+const _: () = assert!(
+    matches!(hotkern_kernel::sync::LOCKS, hotkern_kernel::sync::LockKind::Spin),
+    "hotkern-kernel must use spinlocks in the bare-metal kernel"
+);
+
 /// The first Rust code: called by the entry code in [`boot`] on the boot
 /// stack, with the physical address of the PVH start info.
 #[no_mangle]

@@ -3,8 +3,10 @@
 //! the bare-metal x86-64 kernel (`crates/kernel-x86_64`).
 //!
 //! `#![no_std]` + `alloc`. [`sync`] is the one place that picks locks and
-//! atomics: `loom`'s under `--cfg loom`, `parking_lot`'s with the `std`
-//! feature, spinlocks otherwise.
+//! atomics: `loom`'s under `--cfg loom`, `parking_lot`'s with the
+//! `parking_lot` feature, spinlocks with the `spin` feature (or none). A
+//! build that turns on both features fails to compile rather than swap one
+//! user's spinlocks for another's sleeping locks (see [`sync`]).
 //!
 //! * CPUs: the online and active masks ([`cpuset`]), per-CPU slots
 //!   ([`percpu`]), the roles of per-CPU kernel threads ([`kthread`]) and

@@ -5,12 +5,21 @@
 //!   interleaving of the real code (the machine's `tests/loom.rs`), behind
 //!   `parking_lot`'s API. Only `Mutex` and `Condvar`: what the models
 //!   reach.
-//! * feature `std`: `parking_lot`'s `Mutex`, `RwLock` and `Condvar`,
-//!   which put a waiting thread to sleep: right where vCPUs are OS threads.
-//! * neither: [`lock_api`]'s `Mutex` and `RwLock` over the spinlocks of
-//!   this module ([`RawSpinlock`], [`RawSpinRwLock`]), as a bare-metal
-//!   kernel has nothing to sleep on. No condvar: such a kernel waits by
-//!   other means.
+//! * feature `parking_lot`: `parking_lot`'s `Mutex`, `RwLock` and
+//!   `Condvar`, which put a waiting thread to sleep: right where vCPUs are
+//!   OS threads.
+//! * feature `spin` (or no feature): [`lock_api`]'s `Mutex` and `RwLock`
+//!   over the spinlocks of this module ([`RawSpinlock`], [`RawSpinRwLock`]),
+//!   as a bare-metal kernel has nothing to sleep on. No condvar: such a
+//!   kernel waits by other means.
+//!
+//! The choice is the user's and is never made behind its back: cargo
+//! unifies features over a build, so if one crate asked for `spin` and
+//! another for `parking_lot`, the build stops with a `compile_error!`
+//! naming both rather than giving the first crate locks it did not ask for.
+//! A user names its kind in `Cargo.toml`
+//! (`features = ["spin"]` or `["parking_lot"]`) and can check what it got
+//! with [`LOCKS`].
 //!
 //! Atomics are `core`'s, or `loom`'s under `--cfg loom`.
 //!
@@ -23,6 +32,42 @@
 //! ```
 
 mod spin;
+
+#[cfg(all(feature = "spin", feature = "parking_lot"))]
+compile_error!(
+    "hotkern-kernel: both the `spin` and the `parking_lot` feature are on. Cargo \
+     unifies features over the build, so a crate that asked for one got both: \
+     the kernel's mechanisms can use only one kind of lock. Build the crates \
+     that want spinlocks and the ones that want parking_lot separately."
+);
+
+/// The kinds of lock [`sync`](self) can give the kernel's mechanisms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// [`RawSpinlock`] and [`RawSpinRwLock`] under `lock_api`.
+    Spin,
+    /// `parking_lot`'s, which sleep.
+    ParkingLot,
+    /// `loom`'s model (`--cfg loom`).
+    Loom,
+}
+
+/// The kind of lock this build of the crate uses.
+///
+/// A user can pin it at compile time, so that a change of features
+/// anywhere in the build cannot change it unseen:
+///
+/// ```
+/// use hotkern_kernel::sync::{LockKind, LOCKS};
+/// const _: () = assert!(matches!(LOCKS, LockKind::Spin | LockKind::ParkingLot));
+/// ```
+pub const LOCKS: LockKind = if cfg!(loom) {
+    LockKind::Loom
+} else if cfg!(feature = "parking_lot") {
+    LockKind::ParkingLot
+} else {
+    LockKind::Spin
+};
 
 pub use spin::{RawSpinRwLock, RawSpinlock};
 
@@ -40,17 +85,17 @@ mod model;
 #[cfg(loom)]
 pub use model::{Condvar, Mutex, MutexGuard};
 
-#[cfg(all(not(loom), feature = "std"))]
+#[cfg(all(not(loom), feature = "parking_lot"))]
 pub use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 /// A mutual-exclusion lock that spins while another CPU holds it.
-#[cfg(all(not(loom), not(feature = "std")))]
+#[cfg(all(not(loom), not(feature = "parking_lot")))]
 pub type Mutex<T> = lock_api::Mutex<RawSpinlock, T>;
 
 /// The guard of a [`Mutex`]: the lock is held until it drops.
-#[cfg(all(not(loom), not(feature = "std")))]
+#[cfg(all(not(loom), not(feature = "parking_lot")))]
 pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawSpinlock, T>;
 
 /// A readers-writer lock that spins while it cannot be taken.
-#[cfg(all(not(loom), not(feature = "std")))]
+#[cfg(all(not(loom), not(feature = "parking_lot")))]
 pub type RwLock<T> = lock_api::RwLock<RawSpinRwLock, T>;

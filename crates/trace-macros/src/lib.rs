@@ -53,16 +53,41 @@ use syn::{parse_macro_input, parse_quote, ItemFn, ReturnType, Type};
 /// tracer.uninstall();
 /// ```
 ///
-/// It takes no arguments, and refuses `async fn`: its entry and exit would
-/// bracket the creation of the future, not the work.
+/// Its one argument, `crate = path`, names `hotkern-trace` for a crate
+/// that depends on it under another name (as serde's `#[serde(crate = …)]`
+/// does); the expansion names `::hotkern_trace` otherwise:
+///
+/// ```
+/// // As if `Cargo.toml` said `tracing2 = { package = "hotkern-trace", … }`.
+/// extern crate hotkern_trace as tracing2;
+///
+/// #[tracing2::function(crate = tracing2)]
+/// fn read_block(n: u64) -> u64 {
+///     n * 2
+/// }
+/// assert_eq!(read_block(21), 42);
+/// ```
+///
+/// It refuses `async fn`: its entry and exit would bracket the creation of
+/// the future, not the work.
 #[proc_macro_attribute]
 pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        let attr = proc_macro2::TokenStream::from(attr);
-        return syn::Error::new_spanned(attr, "#[function] takes no arguments")
-            .to_compile_error()
-            .into();
-    }
+    let mut krate: syn::Path = parse_quote!(::hotkern_trace);
+    let arguments = syn::meta::parser(|meta| {
+        if meta.path.is_ident("crate") {
+            let value = meta.value()?;
+            // A path, or a string holding one as serde's attribute takes.
+            krate = if value.peek(syn::LitStr) {
+                value.parse::<syn::LitStr>()?.parse()?
+            } else {
+                value.parse()?
+            };
+            Ok(())
+        } else {
+            Err(meta.error("#[function] takes one argument, `crate = path`"))
+        }
+    });
+    parse_macro_input!(attr with arguments);
     let function = parse_macro_input!(item as ItemFn);
     if function.sig.asyncness.is_some() {
         return syn::Error::new_spanned(
@@ -84,31 +109,35 @@ pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
     // (`hotkern_trace::site`): the fast path is then the body alone. The
     // closure is typed with the function's return type (`return` and `?`
     // inside it infer as in the function), except where that type is an
-    // `impl Trait`, which cannot be named there, or `!`.
+    // `impl Trait`, which cannot be named there, or `!`. The body is the
+    // closure's whole block (`|| -> _ { … }`), never a block nested in
+    // another, so the user's crate sees no `unused_braces` (the attribute
+    // once expanded to `{ …; #block }`, which warned on every
+    // one-expression function).
     let output: Type = match &sig.output {
         ReturnType::Default => parse_quote!(()),
         ReturnType::Type(_, ty) => (**ty).clone(),
     };
     let body = if matches!(output, Type::Never(_)) {
         // `!` is no type argument on stable Rust, but a closure's return.
-        quote! { ::hotkern_trace::function::body(move || -> ! #block) }
+        quote! { #krate::function::body(move || -> ! #block) }
     } else if mentions_impl(quote!(#output)) {
-        quote! { ::hotkern_trace::function::body(move || #block) }
+        quote! { #krate::function::body(move || -> _ #block) }
     } else {
-        quote! { ::hotkern_trace::function::body::<#output, _>(move || #block) }
+        quote! { #krate::function::body::<#output, _>(move || -> _ #block) }
     };
     let expanded = quote! {
         #(#attrs)*
         #vis #sig {
-            static __HOTKERN_TRACE_SITE: ::hotkern_trace::function::FunctionSite =
-                ::hotkern_trace::function::FunctionSite::new(
+            static __HOTKERN_TRACE_SITE: #krate::function::FunctionSite =
+                #krate::function::FunctionSite::new(
                     ::core::module_path!(),
                     #name,
                     ::core::file!(),
                     ::core::line!(),
                 );
             let __hotkern_trace_body = #body;
-            ::hotkern_trace::__function_call!(__HOTKERN_TRACE_SITE, __hotkern_trace_body)
+            #krate::__function_call!(__HOTKERN_TRACE_SITE, __hotkern_trace_body)
         }
     };
     expanded.into()

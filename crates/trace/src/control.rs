@@ -35,6 +35,10 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
+/// Why a filter or trigger written to a control file was refused (inside a
+/// [`ControlError`]).
+pub use crate::filter::{FilterError, FilterErrorKind};
+pub use crate::trigger::TriggerError;
 pub use error::ControlError;
 
 use crate::filter::Filter;

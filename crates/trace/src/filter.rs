@@ -32,6 +32,8 @@ mod error;
 mod field;
 mod parse;
 mod program;
+// The tree-walking evaluator the compiled programs are checked against.
+#[cfg(any(test, feature = "internals"))]
 pub(crate) mod reference;
 
 use alloc::string::String;
@@ -43,7 +45,9 @@ pub use error::{FilterError, FilterErrorKind};
 pub(crate) use field::common_fields;
 pub(crate) use field::Location;
 pub use field::{FieldKind, FieldSpec};
-pub use parse::{parse, CompareOp, Expr, Operand, Predicate};
+pub use parse::parse;
+#[cfg(feature = "internals")]
+pub use parse::{CompareOp, Expr, Operand, Predicate};
 
 use program::Program;
 
@@ -66,12 +70,14 @@ impl Filter {
 
     /// True if the event in `payload` passes (the `CPU` pseudo-field reads
     /// as 0, and the task name is unknown).
+    #[cfg(any(test, feature = "internals"))]
     pub fn matches(&self, payload: &[u8]) -> bool {
         self.program.run(payload, 0, None)
     }
 
     /// True if the event in `payload`, recorded on `cpu`, passes (the task
     /// name is unknown).
+    #[cfg(any(test, feature = "internals"))]
     pub fn matches_on(&self, payload: &[u8], cpu: u32) -> bool {
         self.program.run(payload, cpu, None)
     }
@@ -133,6 +139,7 @@ impl Filter {
     }
 
     /// Number of predicates in the compiled program.
+    #[cfg(any(test, feature = "internals"))]
     pub fn predicates(&self) -> usize {
         self.program.len()
     }

@@ -221,7 +221,8 @@ fn enter_patched(site: &'static FunctionSite) -> FunctionGuard {
 
 /// The portable entry hook: one load and a branch (what the attribute
 /// expanded to before call sites were patched; `bench trace` measures it
-/// as `hotkern-branch`).
+/// as `hotkern-branch`). A baseline: with the `internals` feature only.
+#[cfg(feature = "internals")]
 #[inline(always)]
 #[doc(hidden)]
 pub fn enter(site: &'static FunctionSite) -> FunctionGuard {
@@ -317,6 +318,7 @@ pub(crate) fn sites() -> Vec<&'static FunctionSite> {
 }
 
 /// The site at `address` (a traced `ip`).
+#[cfg(any(test, feature = "internals"))]
 pub(crate) fn site_at(address: u64) -> Option<&'static FunctionSite> {
     crate::site::ensure_registered();
     SITES

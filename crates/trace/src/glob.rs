@@ -79,16 +79,19 @@ impl Glob {
     }
 
     /// The pattern as written.
+    #[cfg(any(test, feature = "internals"))]
     pub fn as_str(&self) -> &str {
         &self.pattern
     }
 
     /// Which shape the pattern was recognised as.
+    #[cfg(any(test, feature = "internals"))]
     pub fn kind(&self) -> GlobKind {
         self.kind
     }
 
     /// True if the pattern contains no wildcard (it names exactly one text).
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_literal(&self) -> bool {
         self.kind == GlobKind::Exact
     }
@@ -123,6 +126,7 @@ impl core::fmt::Display for Glob {
 /// assert!(hotkern_trace::internals::glob::has_wildcard("sched_*"));
 /// assert!(!hotkern_trace::internals::glob::has_wildcard("sched_switch"));
 /// ```
+#[cfg(any(test, feature = "internals"))]
 pub fn has_wildcard(pattern: &str) -> bool {
     pattern.bytes().any(|b| matches!(b, b'*' | b'?' | b'['))
 }
@@ -133,6 +137,7 @@ pub fn has_wildcard(pattern: &str) -> bool {
 /// assert!(hotkern_trace::internals::glob::glob_match("a*b", "axxb"));
 /// assert!(!hotkern_trace::internals::glob::glob_match("a*b", "axxbc"));
 /// ```
+#[cfg(any(test, feature = "internals"))]
 pub fn glob_match(pattern: &str, text: &str) -> bool {
     glob_match_bytes(pattern.as_bytes(), text.as_bytes())
 }

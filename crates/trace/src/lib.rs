@@ -73,6 +73,7 @@ pub mod platform;
 pub mod printk;
 pub mod ring;
 pub mod site;
+pub mod tracedat;
 mod tracer;
 
 /// `#[hotkern_trace::function]`: instruments a function for the function
@@ -91,7 +92,10 @@ pub mod output;
 pub(crate) mod trigger;
 
 /// What the fuzz targets and property tests check the real code against:
-/// not part of the API, and free to change with the code it checks.
+/// not part of the API, and free to change with the code it checks. Only
+/// with the `internals` feature, which this crate's tests, its fuzz targets
+/// and the `hotkern` CLI's benchmarks turn on; a kernel links without it.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
     /// The tree-walking filter evaluator the compiled filter programs and

@@ -79,6 +79,7 @@ pub enum FirePhase {
     /// Filtered triggers and `hist`, after the event is recorded.
     AfterRecord,
     /// Every trigger.
+    #[cfg(any(test, feature = "internals"))]
     All,
 }
 
@@ -89,6 +90,7 @@ impl FirePhase {
         match self {
             FirePhase::BeforeRecord => early,
             FirePhase::AfterRecord => !early,
+            #[cfg(any(test, feature = "internals"))]
             FirePhase::All => true,
         }
     }
@@ -153,11 +155,13 @@ impl TriggerSet {
     }
 
     /// Removes every trigger.
+    #[cfg(any(test, feature = "internals"))]
     pub fn clear(&mut self) {
         self.triggers.clear();
     }
 
     /// Number of triggers set.
+    #[cfg(any(test, feature = "internals"))]
     pub fn len(&self) -> usize {
         self.triggers.len()
     }
@@ -168,6 +172,7 @@ impl TriggerSet {
     }
 
     /// True if a trigger targets `system:event` with enable/disable_event.
+    #[cfg(any(test, feature = "internals"))]
     pub fn targets(&self, system: &str, event: &str) -> bool {
         self.triggers.iter().any(|t| {
             matches!(&t.spec.command,
@@ -177,6 +182,7 @@ impl TriggerSet {
     }
 
     /// Runs every trigger for one hit of the event (`payload` as recorded on `cpu`).
+    #[cfg(any(test, feature = "internals"))]
     pub fn fire(&mut self, payload: &[u8], cpu: u32, actions: &mut dyn TriggerActions) {
         self.fire_phase(payload, cpu, actions, FirePhase::All);
     }
@@ -250,6 +256,7 @@ impl TriggerSet {
     }
 
     /// The `hist` file of the event: every hist trigger's table.
+    #[cfg(any(test, feature = "internals"))]
     pub fn hist_text(&self) -> String {
         self.hist_text_with(&hist::NoNames)
     }

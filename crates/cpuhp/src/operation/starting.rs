@@ -7,14 +7,14 @@ use alloc::vec::Vec;
 use lock_api::{Mutex, RawMutex};
 
 use super::{sorted, Stopped};
-use crate::cpu::{CpuId, CpuSet};
+use crate::cpu::{CpuId, CpuMask};
 use crate::hotplug::{Engine, Hotplug};
 use crate::invoke::Injector;
 use crate::platform::{Platform, PlatformError, PlatformOperation};
 use crate::step::{Direction, Section};
 use crate::walk::{CpuOutcomes, Walk};
 
-impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
+impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, WORDS> {
     /// Power, grace period, and the `Starting` steps of every target in
     /// parallel: in a stop-machine going down, as the CPUs come up going up.
     ///
@@ -25,7 +25,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// and rollback takes exactly those down again ([`Walk::started`]).
     pub(super) fn run_starting(
         &self,
-        walk: &mut Walk<'_>,
+        walk: &mut Walk<'_, WORDS>,
         direction: Direction,
         rollback: bool,
     ) -> Result<(), Stopped> {
@@ -97,7 +97,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
 
     /// The grace period before the dying steps: normal for classic,
     /// expedited for bolt.
-    fn grace_period(&self, walk: &Walk<'_>, rollback: bool) -> Result<(), PlatformError> {
+    fn grace_period(&self, walk: &Walk<'_, WORDS>, rollback: bool) -> Result<(), PlatformError> {
         let operation = match walk.engine {
             Engine::Classic => PlatformOperation::GracePeriod,
             Engine::Bolt => PlatformOperation::ExpeditedGracePeriod,
@@ -115,8 +115,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// one as late to report dead.
     fn power_off(
         &self,
-        walk: &Walk<'_>,
-        targets: CpuSet,
+        walk: &Walk<'_, WORDS>,
+        targets: CpuMask<WORDS>,
         rollback: bool,
     ) -> Result<(), PlatformError> {
         let late = walk.platform_fault(PlatformOperation::PowerOff, targets, rollback);
@@ -133,8 +133,8 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
     /// the platform's clock, and the platform's failure if it had one.
     fn starting_section(
         &self,
-        walk: &Walk<'_>,
-        targets: CpuSet,
+        walk: &Walk<'_, WORDS>,
+        targets: CpuMask<WORDS>,
         direction: Direction,
         rollback: bool,
     ) -> (
@@ -157,7 +157,7 @@ impl<R: RawMutex + Sync, P: Platform> Hotplug<R, P> {
                 match walk.platform_fault(PlatformOperation::PowerOn, targets, rollback) {
                     // The others come up; this one never does.
                     Some(cpu) => {
-                        let others = targets.difference(&CpuSet::single(cpu));
+                        let others = targets.difference(&CpuMask::single(cpu));
                         if !others.is_empty() {
                             let _ = self.platform.bring_up(others, &work, &mut mark);
                         }

@@ -17,7 +17,7 @@ use hotkern_trace::function::TracerKind;
 use hotkern_trace::platform::{Clock, CpuContext};
 use hotkern_trace::ring::Mode;
 use hotkern_trace::{TraceConfig, Tracer};
-use hotkern_tracedat::write::write_trace_dat;
+use hotkern_trace::tracedat::write_trace_dat;
 
 use crate::arch::console::println;
 use crate::arch::cpu;

@@ -4,6 +4,8 @@
 //! `self` and arguments, `mut` and pattern arguments, `impl Trait` in and
 //! out, and functions that never return.
 
+#![deny(warnings)]
+
 use std::fmt::Debug;
 
 #[hotkern_trace::function]
@@ -91,7 +93,20 @@ fn first<const N: usize>(array: [u8; N]) -> Option<u8> {
     array.first().copied()
 }
 
+/// A function another macro makes: its body arrives as a `block` fragment,
+/// the shape in which a block nested in the expansion warned
+/// (`unused_braces`, an error under this file's `deny(warnings)`).
+macro_rules! traced {
+    (fn $name:ident($($argument:ident: $type:ty),*) -> $output:ty $body:block) => {
+        #[hotkern_trace::function]
+        fn $name($($argument: $type),*) -> $output $body
+    };
+}
+
+traced!(fn triple(n: u64) -> u64 { n * 3 });
+
 fn main() {
+    assert_eq!(triple(2), 6);
     assert_eq!(generic(&7u32), 7);
     assert_eq!(fallible("41").unwrap(), 42);
     assert!(fallible("x").is_err());

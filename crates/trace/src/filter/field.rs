@@ -47,21 +47,25 @@ pub struct FieldSpec {
 
 impl FieldSpec {
     /// A signed integer field.
+    #[cfg(any(test, feature = "internals"))]
     pub fn signed(name: &str, offset: usize, size: usize) -> FieldSpec {
         FieldSpec::new(name, offset, size, FieldKind::Signed)
     }
 
     /// An unsigned integer field.
+    #[cfg(any(test, feature = "internals"))]
     pub fn unsigned(name: &str, offset: usize, size: usize) -> FieldSpec {
         FieldSpec::new(name, offset, size, FieldKind::Unsigned)
     }
 
     /// A `char name[size]` field.
+    #[cfg(any(test, feature = "internals"))]
     pub fn fixed_string(name: &str, offset: usize, size: usize) -> FieldSpec {
         FieldSpec::new(name, offset, size, FieldKind::FixedString)
     }
 
     /// A `__data_loc char[] name` field (a 4-byte locator at `offset`).
+    #[cfg(any(test, feature = "internals"))]
     pub fn data_loc_string(name: &str, offset: usize) -> FieldSpec {
         FieldSpec::new(name, offset, 4, FieldKind::DataLocString)
     }

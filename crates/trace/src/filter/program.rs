@@ -83,6 +83,7 @@ impl Program {
     }
 
     /// Number of tests in the program.
+    #[cfg(any(test, feature = "internals"))]
     pub(crate) fn len(&self) -> usize {
         self.steps.len()
     }

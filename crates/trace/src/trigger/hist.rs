@@ -46,8 +46,10 @@ pub trait HistNames {
 
 /// No names: `.sym` and `.execname` keys print their numbers.
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg(any(test, feature = "internals"))]
 pub struct NoNames;
 
+#[cfg(any(test, feature = "internals"))]
 impl HistNames for NoNames {
     fn symbol(&self, _address: u64) -> Option<String> {
         None

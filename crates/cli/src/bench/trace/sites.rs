@@ -41,8 +41,6 @@ pub const NONE: &str = "none";
 /// none; the body is the same.
 macro_rules! site_fn {
     (hotkern, fn $name:ident($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
-        // The attribute nests the body in a block of its own.
-        #[allow(unused_braces)]
         #[hotkern_trace::function]
         #[inline(never)]
         pub fn $name($($a: $t),*) -> $r $body
