@@ -148,3 +148,17 @@ fn every_cpu_panicking_at_once_writes_one_readable_dump() {
     let last: Vec<(usize, &str)> = last.iter().map(|(c, m)| (*c, m.as_str())).collect();
     check_dump(&run, &last);
 }
+
+#[test]
+fn a_panic_inside_the_dump_ends_the_run_with_an_incomplete_dump() {
+    if qemu_missing() {
+        return;
+    }
+    let run = crash("dump-panic");
+    assert_eq!(run["outcome"], "panic", "{run}");
+    let crash = &run["crash"];
+    assert!(crash["trace_dat"].is_null(), "{crash}");
+    let error = crash["error"].as_str().expect("a typed error");
+    assert!(error.starts_with("crash dump incomplete: "), "{error}");
+    assert!(error.contains("a second crash while writing it"), "{error}");
+}

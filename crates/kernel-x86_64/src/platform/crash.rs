@@ -31,6 +31,17 @@ static OWNER: AtomicU64 = AtomicU64::new(0);
 /// Set when the owner is done (dump written, skipped or failed).
 static DONE: AtomicBool = AtomicBool::new(false);
 
+/// Set by `crash=dump-panic`: the dump panics once it has begun, to test
+/// the second-crash guard.
+static PANIC_INSIDE_DUMP: AtomicBool = AtomicBool::new(false);
+
+/// Makes the next crash dump panic right after its begin line
+/// (`crash=dump-panic`): the run must still end, reporting the dump as
+/// abandoned, not recurse or hang.
+pub fn panic_inside_dump() {
+    PANIC_INSIDE_DUMP.store(true, Ordering::Release);
+}
+
 /// The owner value of a CPU that has no per-CPU block yet (a crash before
 /// `cpu::init`): only the boot CPU runs then.
 const EARLY_CPU: u64 = u64::MAX - 1;
@@ -64,6 +75,9 @@ pub fn on_crash() {
         emergency(format_args!(
             "hotkern: crash dump begins: {bytes} bytes on COM2\n"
         ));
+        if PANIC_INSIDE_DUMP.load(Ordering::Acquire) {
+            panic!("a panic inside the crash dump, on request (crash=dump-panic)");
+        }
     });
     match dumped {
         Ok(shipped) => emergency(format_args!(

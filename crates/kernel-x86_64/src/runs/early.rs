@@ -12,7 +12,7 @@ use crate::arch::idt;
 use crate::arch::instructions;
 use crate::arch::pvh::{self, StartInfo};
 use crate::arch::{cpu, smp, tsc};
-use crate::platform::rcu;
+use crate::platform::{crash, rcu};
 use crate::platform::trace::trace_marker;
 use crate::runs::checks::Checks;
 
@@ -87,7 +87,8 @@ pub fn set_hz(hz: &str) {
 /// `hotkern boot` can test how it reports each way a run ends, and the
 /// crash dump it gets (`crash=check` fails a check at the end instead).
 /// Runs once the tracer is on, after the boot's first markers.
-/// `panic-all` panics on every CPU at once, to test the dump's claim.
+/// `panic-all` panics on every CPU at once, to test the dump's claim;
+/// `dump-panic` panics again inside the dump, to test its guard.
 pub fn crash_on_request(kind: &str) {
     // The last event on this CPU's ring before the crash: the crash dump
     // must end with it (crates/cli/tests/boot_crash_dump.rs).
@@ -105,6 +106,10 @@ pub fn crash_on_request(kind: &str) {
         }
         "panic" => panic!("crash requested on the command line"),
         "panic-all" => panic_on_every_cpu(),
+        "dump-panic" => {
+            crash::panic_inside_dump();
+            panic!("crash requested on the command line, with a panic inside the dump")
+        }
         "hang" => {
             println!("hotkern: hanging on request");
             instructions::halt_forever()
