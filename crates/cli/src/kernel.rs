@@ -10,6 +10,7 @@
 //! line says where the kernel got to.
 
 mod args;
+mod crash_dump;
 mod differential;
 mod disk;
 mod hotplug;
@@ -154,8 +155,15 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
         args
     };
     let trace_file = output.join(trace::TRACE_DAT);
-    // A file left by an earlier run must not pass for this run's trace.
-    let _ = std::fs::remove_file(&trace_file);
+    // A file left by an earlier run must not pass for this run's trace
+    // (nor an earlier crash dump for this run's).
+    for stale in [
+        trace::TRACE_DAT,
+        crash_dump::CRASH_TRACE_DAT,
+        crash_dump::CRASH_TRACE_PARTIAL,
+    ] {
+        let _ = std::fs::remove_file(output.join(stale));
+    }
     // What the kernel must load, read by the host from the same image
     // before the guest runs (a missing image is refused here).
     if let Some(image) = args.disk.as_ref().filter(|image| !image.is_file()) {

@@ -21,8 +21,8 @@ use core::panic::PanicInfo;
 use arch::console::{emergency, println};
 use arch::qemu::{exit, Exit};
 use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
-use platform::cpu_loop;
 use platform::trace::{self, trace_marker};
+use platform::{cpu_loop, crash};
 use runs::checks::Checks;
 use runs::{cpus, early, hotplug, load, selftest, summary, vmem};
 
@@ -44,6 +44,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     unsafe { cpu::init(smp::BOOT_CPU) };
     idt::init();
     idt::load();
+    // A fatal exception writes the trace's crash dump before QEMU exits.
+    idt::set_crash_handler(crash::on_crash);
     instructions::mask_legacy_pic();
     // SAFETY: the address came from %ebx at the PVH entry, and nothing has
     // allocated memory yet.
@@ -58,9 +60,6 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         None => println!("hotkern: TSC not calibrated (the PIT did not answer)"),
     }
     let crash = info.option("crash");
-    if let Some(kind) = crash {
-        early::crash_on_request(kind);
-    }
 
     let hypervisor = instructions::hypervisor();
     let hypervisor_name = early::hypervisor_name(&hypervisor);
@@ -106,6 +105,11 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
                 smp_report.start_us[cpu.index()]
             );
         }
+    }
+    // Crashes on request come once the tracer runs, so that the crash dump
+    // has the boot's events, ending with the request's own marker.
+    if let Some(kind) = crash {
+        early::crash_on_request(kind);
     }
     let (heap_size, heap_used, _) = heap::usage();
     println!(
@@ -186,8 +190,9 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     })
 }
 
-/// Prints the panic's message and where it came from, then ends the QEMU
-/// run with [`Exit::Panic`].
+/// Prints the panic's message and where it came from, writes the trace's
+/// crash dump ([`crash::on_crash`]), then ends the QEMU run with
+/// [`Exit::Panic`].
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
     let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));
@@ -204,5 +209,6 @@ fn panic(info: &PanicInfo<'_>) -> ! {
             info.message()
         )),
     }
+    crash::on_crash();
     exit(Exit::Panic)
 }

@@ -8,6 +8,7 @@
 
 pub mod cpu_loop;
 pub mod cpus;
+pub mod crash;
 pub mod failures;
 pub mod hotplug;
 pub mod hotplug_lock;

@@ -36,8 +36,13 @@ pub struct BootArgs {
     /// Kill QEMU after this many seconds.
     #[arg(long, default_value_t = 60.0, value_parser = parse_timeout)]
     pub timeout: f64,
-    /// The kernel command line; `crash=page-fault|panic|hang|check` makes
-    /// the kernel fail on purpose, to see how each ending is reported.
+    /// The kernel command line; `crash=page-fault|panic|panic-all|dump-panic|hang|check`
+    /// makes the kernel fail on purpose, to see how each ending is
+    /// reported. A panic or an exception (`panic-all`: every CPU panics at
+    /// once) first writes the trace as a crash dump, saved as
+    /// crash-trace.dat in the output directory (`trace-cmd report` reads
+    /// it); a dump cut short (`dump-panic` panics inside it) is reported
+    /// and kept as crash-trace.dat.partial.
     #[arg(long, default_value = "")]
     pub append: String,
     /// The hotplug engines the kernel runs its cases with.

@@ -68,6 +68,10 @@ pub struct RunReport {
     pub trace: Option<super::trace::Trace>,
     /// Why the trace could not be taken, if it could not.
     pub trace_error: Option<String>,
+    /// What the console said of a crash dump.
+    pub crash_lines: super::crash_dump::DumpLines,
+    /// The crash dump, once settled after QEMU exited.
+    pub crash_dump: Result<Option<super::crash_dump::CrashDump>, super::crash_dump::Incomplete>,
     /// The SHA-256 the host read from `--disk` for `--load`'s file.
     pub load_expected: Option<Result<String, String>>,
     /// The SHA-256 the host found for the tree `--walk` names, if any.
@@ -102,6 +106,8 @@ impl RunReport {
             qemu_stderr: String::new(),
             trace: None,
             trace_error: None,
+            crash_lines: Default::default(),
+            crash_dump: Ok(None),
             load_expected: None,
             walk_expected: None,
             resizes: None,
@@ -135,6 +141,7 @@ impl RunReport {
             "trace_lost": self.trace.as_ref().map(|t| t.lost),
             "trace_dat": self.trace.as_ref().map(|t| t.path.display().to_string()),
             "trace_error": self.trace_error,
+            "crash": super::crash_dump::to_json(&self.crash_dump),
             "invariants_hold": invariants_hold,
             "tasks_lost": tasks_lost,
             "cases": cases,
@@ -162,7 +169,13 @@ impl RunReport {
             .map(|names| names.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         match (&self.fault, &self.last_line) {
-            (Some(fault), _) => format!("{outcome}: {}", fault.trim_start_matches("hotkern: ")),
+            (Some(fault), _) => match &self.crash_dump {
+                Err(incomplete) => format!(
+                    "{outcome}: {}; {incomplete}",
+                    fault.trim_start_matches("hotkern: ")
+                ),
+                Ok(_) => format!("{outcome}: {}", fault.trim_start_matches("hotkern: ")),
+            },
             _ if !failures.is_empty() => format!("{outcome}: {}", failures.join("; ")),
             (None, Some(last)) => format!("{outcome} (last console line: {last})"),
             (None, None) => format!("{outcome} (no console output)"),
@@ -298,6 +311,9 @@ impl RunReport {
                     stderr.lines().take(5).collect::<Vec<_>>().join(" / "),
                 );
             }
+        }
+        if let Some(line) = super::crash_dump::describe(&self.crash_dump) {
+            out.push_str(&format!("{line}\n"));
         }
         format!("hotkern boot: {}\n{out}", self.outcome)
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::qemu::console::Console;
 
 use super::report::{is_fault_line, parse_summary};
-use super::{trace, vmem, BootArgs, RunReport};
+use super::{crash_dump, trace, vmem, BootArgs, RunReport};
 use crate::progress::Progress;
 use crate::qemu::qmp;
 use crate::qemu::{Outcome, QemuConfig};
@@ -95,6 +95,7 @@ pub(super) fn watch(
             Ok(trace) => report.trace = trace,
             Err(error) => report.trace_error = Some(error),
         }
+        report.crash_dump = crash_dump::settle(&report.crash_lines, path);
     }
     Ok(report)
 }
@@ -102,10 +103,15 @@ pub(super) fn watch(
 /// Takes in one console line.
 fn record(report: &mut RunReport, line: String) {
     report.lines += 1;
+    // The dump's framing, not where the kernel got to.
+    if report.crash_lines.take(&line) {
+        return;
+    }
     match parse_summary(&line) {
         Some(Ok(summary)) => report.summary = Some(summary),
         Some(Err(error)) => report.summary_error = Some(error),
-        None if is_fault_line(&line) => report.fault = Some(line.clone()),
+        // The first fault is the cause; CPUs that crash after it follow.
+        None if is_fault_line(&line) && report.fault.is_none() => report.fault = Some(line.clone()),
         None => {}
     }
     if !line.is_empty() {

@@ -1,8 +1,8 @@
 //! The kernel console: COM1 behind a lock, and the `println!` macro.
 //!
 //! The fault paths (exceptions, panics) write through [`emergency`], which
-//! does not take the lock: the CPU that faulted may hold it, and the kernel
-//! stops right after.
+//! waits only a bounded time for the lock: the CPU that faulted may hold
+//! it, and the kernel stops right after.
 
 use core::fmt::{self, Write};
 
@@ -11,6 +11,9 @@ use spin::Mutex;
 use crate::arch::serial::{Uart, COM1};
 
 static CONSOLE: Mutex<Uart> = Mutex::new(Uart::new(COM1));
+
+/// Tries of the console lock before [`emergency`] writes without it.
+const EMERGENCY_LOCK_TRIES: u32 = 1 << 20;
 
 /// Programs the UART; call once, before the first `println!`.
 pub fn init() {
@@ -25,9 +28,16 @@ pub fn print(args: fmt::Arguments<'_>) {
 
 /// Writes formatted text without the console lock, for the fault paths.
 pub fn emergency(args: fmt::Arguments<'_>) {
-    if let Some(mut console) = CONSOLE.try_lock() {
-        let _ = console.write_fmt(args);
-        return;
+    // A bounded wait: CPUs that crash together then print their reports
+    // one after the other, not mixed character by character; a holder
+    // that never lets go (the CPU that crashed in `print`) costs a few
+    // milliseconds per report.
+    for _ in 0..EMERGENCY_LOCK_TRIES {
+        if let Some(mut console) = CONSOLE.try_lock() {
+            let _ = console.write_fmt(args);
+            return;
+        }
+        core::hint::spin_loop();
     }
     // The lock is held, maybe by the code that faulted: a second handle on
     // the UART. Its registers keep no per-writer state, so interleaving with

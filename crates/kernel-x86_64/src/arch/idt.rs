@@ -13,7 +13,8 @@
 //! that the whole path, IDT to handler and back through `iretq`, works.
 //! Every other exception is fatal: the handler prints the vector, its name,
 //! the error code, RIP and (for a page fault) CR2, then ends the QEMU run
-//! with [`Exit::Exception`]. The double fault runs on its own stack (IST 1),
+//! with [`Exit::Exception`], after the crash handler the platform set
+//! ([`set_crash_handler`]: the trace's crash dump). The double fault runs on its own stack (IST 1),
 //! so a kernel stack overflow still gets reported.
 
 use core::arch::asm;
@@ -217,6 +218,17 @@ pub fn set_config_handler(handler: fn()) {
     CONFIG_HANDLER.store(handler as usize, Ordering::Release);
 }
 
+/// What a fatal exception runs after its report and before QEMU exits
+/// (the platform's crash dump), set by [`set_crash_handler`]; 0 is none.
+static CRASH_HANDLER: AtomicUsize = AtomicUsize::new(0);
+
+/// Has every fatal exception run `handler` after printing its report and
+/// before ending the run: the platform writes its crash dump there, as
+/// Linux's `ftrace_dump_on_oops` does from `oops_end`.
+pub fn set_crash_handler(handler: fn()) {
+    CRASH_HANDLER.store(handler as usize, Ordering::Release);
+}
+
 /// Called by every stub with the frame it built.
 #[no_mangle]
 extern "C" fn exception_dispatch(frame: &mut TrapFrame) {
@@ -269,6 +281,12 @@ extern "C" fn exception_dispatch(frame: &mut TrapFrame) {
         " r8 {:#x} r9 {:#x} r10 {:#x} r11 {:#x} r12 {:#x} r13 {:#x} r14 {:#x} r15 {:#x} cs {:#x} ss {:#x}\n",
         frame.r8, frame.r9, frame.r10, frame.r11, frame.r12, frame.r13, frame.r14, frame.r15, frame.cs, frame.ss
     ));
+    let address = CRASH_HANDLER.load(Ordering::Acquire);
+    if address != 0 {
+        // SAFETY: only `set_crash_handler` stores here, a `fn()`.
+        let handler: fn() = unsafe { core::mem::transmute(address) };
+        handler();
+    }
     exit(Exit::Exception)
 }
 

@@ -24,6 +24,11 @@ const DLAB: u8 = 0x80;
 /// Line status: the transmit holding register is empty.
 const THR_EMPTY: u8 = 0x20;
 
+/// Line-status polls before a byte is given up: about a second on real
+/// hardware (one port read is about a microsecond), where a byte at 115200
+/// baud needs 87 µs; QEMU's UART is always ready.
+const MAX_POLLS: u32 = 1 << 20;
+
 /// A 16550 at an I/O port base.
 pub struct Uart {
     base: u16,
@@ -67,7 +72,7 @@ impl Uart {
         }
     }
 
-    /// Sends one byte, waiting for room.
+    /// Sends one byte, waiting for room (a bounded wait: see [`MAX_POLLS`]).
     pub fn write_byte(&mut self, byte: u8) {
         if !self.present {
             return;
@@ -75,7 +80,15 @@ impl Uart {
         // SAFETY: reading the line status and writing the data register of
         // the UART we programmed; reading the status has no side effect.
         unsafe {
+            let mut polls = 0u32;
             while inb(self.base + LINE_STATUS) & THR_EMPTY == 0 {
+                polls += 1;
+                if polls == MAX_POLLS {
+                    // A line that never drains (a wedged device): drop
+                    // this and later bytes rather than hang a crash path.
+                    self.present = false;
+                    return;
+                }
                 core::hint::spin_loop();
             }
             outb(self.base + DATA, byte);

@@ -10,7 +10,7 @@
 use alloc::string::String;
 use alloc::sync::Arc;
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use hotkern_trace::control::view;
 use hotkern_trace::function::TracerKind;
@@ -224,16 +224,72 @@ pub struct Shipped {
     pub fnv1a64: u64,
 }
 
+/// Whether the rings have gone out on COM2: they go once, at the normal
+/// end ([`ship`]) or in a crash dump ([`crash_dump`]), never both (a second
+/// trace.dat appended to the first would make neither readable).
+static WRITTEN_OUT: AtomicU8 = AtomicU8::new(NOT_WRITTEN);
+const NOT_WRITTEN: u8 = 0;
+const SHIPPING: u8 = 1;
+const SHIPPED: u8 = 2;
+const CRASH_DUMPING: u8 = 3;
+
 /// Stops tracing, drains every ring and sends the trace.dat on COM2.
 /// The other CPUs must not trace any more (they idle).
 pub fn ship() -> Option<Shipped> {
     let tracer = tracer()?;
+    WRITTEN_OUT
+        .compare_exchange(NOT_WRITTEN, SHIPPING, Ordering::AcqRel, Ordering::Acquire)
+        .ok()?;
+    let shipped = write_out(tracer, |_| {});
+    WRITTEN_OUT.store(SHIPPED, Ordering::Release);
+    shipped
+}
+
+/// How long a crash dump lets writers that were mid-record finish, once
+/// recording is off: a record takes well under a microsecond. What is still
+/// uncommitted after it is left out (the ring's commit offset says what is
+/// complete), so this wait only makes the dump fuller, never correct.
+const SETTLE_NS: u64 = 1_000_000;
+
+/// The crash dump (Linux's `ftrace_dump_on_oops`): stops recording on every
+/// CPU, lets writers that were mid-record finish (a bounded wait), and
+/// sends the rings on COM2 as [`ship`] does. `before_sending(bytes)` runs
+/// once the file is built, before its first byte goes out (the console's
+/// "dump begins" line). Fails, saying why, when there is no tracer or the
+/// rings already went out (or were going out when the crash came).
+pub fn crash_dump(before_sending: impl FnOnce(usize)) -> Result<Shipped, &'static str> {
+    let tracer = tracer().ok_or("tracing was not on")?;
+    tracer.set_tracing_on(false);
+    WRITTEN_OUT
+        .compare_exchange(
+            NOT_WRITTEN,
+            CRASH_DUMPING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .map_err(|state| match state {
+            SHIPPING => "the crash came while the trace was being written out",
+            _ => "the trace was already written out",
+        })?;
+    let settled = tsc::nanos().saturating_add(SETTLE_NS);
+    while tsc::nanos() < settled {
+        core::hint::spin_loop();
+    }
+    write_out(tracer, before_sending).ok_or("the trace.dat could not be built")
+}
+
+/// The one implementation of writing the rings out: recording off, every
+/// ring drained (the reader takes only committed records, so a writer cut
+/// off mid-record leaves nothing half-written in the file), the trace.dat
+/// built and sent on COM2.
+fn write_out(tracer: &Tracer, before_sending: impl FnOnce(usize)) -> Option<Shipped> {
     tracer.set_tracing_on(false);
     let lost = (0..tracer.cpus()).map(|cpu| tracer.lost(cpu)).sum();
     let pages = view::drain_pages(tracer);
     let events = view::trace_data_from_pages(tracer, &pages).event_count();
     // Version 6, uncompressed: the writer's default, and all `alloc` gives.
     let bytes = write_trace_dat(&view::trace_dat(tracer, pages), &Default::default()).ok()?;
+    before_sending(bytes.len());
     let mut uart = Uart::new(COM2);
     uart.init();
     for &byte in &bytes {

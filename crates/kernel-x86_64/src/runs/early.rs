@@ -1,6 +1,8 @@
-//! What the boot does before it starts the other CPUs: the start info on
-//! the console, the failures `crash=` asks for, the hypervisor's name, the
+//! What the boot does early: the start info on the console, the failures
+//! `crash=` asks for (once tracing is on), the hypervisor's name, the
 //! IDT's breakpoint check and the tick rate `hz=` sets.
+
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use hotkern_kernel::tick::Hz;
 
@@ -9,7 +11,9 @@ use crate::arch::console::println;
 use crate::arch::idt;
 use crate::arch::instructions;
 use crate::arch::pvh::{self, StartInfo};
-use crate::platform::rcu;
+use crate::arch::{cpu, smp, tsc};
+use crate::platform::{crash, rcu};
+use crate::platform::trace::trace_marker;
 use crate::runs::checks::Checks;
 
 /// Prints the start info: its version, the command line, the RSDP and
@@ -80,9 +84,15 @@ pub fn set_hz(hz: &str) {
 }
 
 /// Fails on purpose, as `crash=KIND` on the command line asks, so that
-/// `hotkern boot` can test how it reports each way a run ends
-/// (`crash=check` fails a check at the end instead).
+/// `hotkern boot` can test how it reports each way a run ends, and the
+/// crash dump it gets (`crash=check` fails a check at the end instead).
+/// Runs once the tracer is on, after the boot's first markers.
+/// `panic-all` panics on every CPU at once, to test the dump's claim;
+/// `dump-panic` panics again inside the dump, to test its guard.
 pub fn crash_on_request(kind: &str) {
+    // The last event on this CPU's ring before the crash: the crash dump
+    // must end with it (crates/cli/tests/boot_crash_dump.rs).
+    trace_marker!("crash requested: {kind}");
     match kind {
         "page-fault" => {
             println!("hotkern: crashing on request: {kind}");
@@ -95,6 +105,11 @@ pub fn crash_on_request(kind: &str) {
             println!("hotkern: read {value:#x} from an unmapped address");
         }
         "panic" => panic!("crash requested on the command line"),
+        "panic-all" => panic_on_every_cpu(),
+        "dump-panic" => {
+            crash::panic_inside_dump();
+            panic!("crash requested on the command line, with a panic inside the dump")
+        }
         "hang" => {
             println!("hotkern: hanging on request");
             instructions::halt_forever()
@@ -102,4 +117,41 @@ pub fn crash_on_request(kind: &str) {
         "check" => {}
         other => println!("hotkern: unknown crash kind {other:?}, ignored"),
     }
+}
+
+/// Application processors that wrote their marker and wait to panic.
+static READY_TO_PANIC: AtomicU32 = AtomicU32::new(0);
+/// Set by the boot CPU: every CPU panics now.
+static PANIC_NOW: AtomicBool = AtomicBool::new(false);
+/// The longest the CPUs wait for each other before panicking anyway.
+const PANIC_ALL_WAIT_NS: u64 = 1_000_000_000;
+
+/// `crash=panic-all`: every application processor writes a marker on its
+/// own ring and waits; once all have, every CPU panics together, so that
+/// several crash at once (only one may write the dump).
+fn panic_on_every_cpu() -> ! {
+    let processors = smp::application_processors().count() as u32;
+    for processor in smp::application_processors() {
+        // The call never returns: it is never finished, and its CPU's
+        // mailbox is not used again.
+        let _posted = smp::post(processor, panic_here, 0);
+    }
+    let deadline = tsc::nanos().saturating_add(PANIC_ALL_WAIT_NS);
+    while READY_TO_PANIC.load(Ordering::Acquire) < processors && tsc::nanos() < deadline {
+        core::hint::spin_loop();
+    }
+    PANIC_NOW.store(true, Ordering::Release);
+    panic!("crash requested on the command line, on every CPU at once")
+}
+
+/// An application processor's part of `crash=panic-all` (a cross-CPU call).
+fn panic_here(_: u64) -> u64 {
+    let me = cpu::current_id().map_or(u32::MAX, |cpu| cpu.0);
+    trace_marker!("crash requested: panic-all on cpu {me}");
+    READY_TO_PANIC.fetch_add(1, Ordering::AcqRel);
+    let deadline = tsc::nanos().saturating_add(PANIC_ALL_WAIT_NS);
+    while !PANIC_NOW.load(Ordering::Acquire) && tsc::nanos() < deadline {
+        core::hint::spin_loop();
+    }
+    panic!("crash requested on the command line, on every CPU at once")
 }

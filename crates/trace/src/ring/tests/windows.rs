@@ -196,3 +196,25 @@ fn pages_reused_while_peeking_are_skipped() {
         .collect();
     assert_eq!(tags(&peeked), expected);
 }
+
+#[test]
+fn a_writer_cut_off_mid_record_leaves_only_the_committed_events() {
+    // A crash dump (crates/kernel-x86_64/src/platform/crash.rs) reads the
+    // rings of CPUs that stopped anywhere, mid-record included: it must get
+    // the events before the cut, and nothing half-written.
+    let ring = RingBuffer::new(1, 4, Mode::Overwrite).unwrap();
+    write(&ring, 0, 100, 1, 8).unwrap();
+    write(&ring, 0, 200, 2, 8).unwrap();
+    // SAFETY: one thread is CPU 0's only writer; the nested write below
+    // nests on the reservation.
+    let mut cut = unsafe { ring.reserve(0, 300, 8).unwrap() };
+    cut.payload_mut()[..4].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    // An interrupt's event on top of it completes, but only the outermost
+    // writer publishes, and it never returns: the CPU crashed.
+    write(&ring, 0, 400, 4, 8).unwrap();
+    core::mem::forget(cut);
+    assert!(ring.cpus[0].writing());
+    assert_eq!(tags(&ring.drain_cpu(0)), vec![(100, 1), (200, 2)]);
+    // Read again (a second dump attempt): nothing more, nothing torn.
+    assert!(ring.drain_cpu(0).is_empty());
+}
