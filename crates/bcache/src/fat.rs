@@ -392,6 +392,30 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         result
     }
 
+    /// The first cluster of a file that spans `needed` clusters, checked
+    /// against the volume before any of its chain is read; `None` for an
+    /// empty file (which has none).
+    fn chain_start(&self, entry: &DirEntry, needed: u64) -> Result<Option<u32>, FatError> {
+        if needed > u64::from(self.layout.clusters) {
+            return Err(FatError::Corrupt("file larger than the volume"));
+        }
+        if needed == 0 {
+            return Ok(None);
+        }
+        let first_cluster = entry.first_cluster;
+        if first_cluster == 0 {
+            return Err(FatError::ChainTooShort {
+                first_cluster,
+                clusters: 0,
+                needed,
+            });
+        }
+        if !self.layout.valid_cluster(first_cluster) {
+            return Err(FatError::Corrupt("file cluster outside the volume"));
+        }
+        Ok(Some(first_cluster))
+    }
+
     fn read_entry_into(
         &mut self,
         entry: &DirEntry,
@@ -407,24 +431,11 @@ impl<'c, C: BlockCache + ?Sized> FatVolume<'c, C> {
         let size = u64::from(entry.size);
         let cluster_bytes = self.layout.cluster_bytes;
         let needed = size.div_ceil(cluster_bytes);
-        if needed > u64::from(self.layout.clusters) {
-            return Err(FatError::Corrupt("file larger than the volume"));
-        }
+        let first_cluster = self.chain_start(entry, needed)?;
         out.clear();
-        if needed == 0 {
+        let Some(first_cluster) = first_cluster else {
             return Ok(());
-        }
-        let first_cluster = entry.first_cluster;
-        if first_cluster == 0 {
-            return Err(FatError::ChainTooShort {
-                first_cluster,
-                clusters: 0,
-                needed,
-            });
-        }
-        if !self.layout.valid_cluster(first_cluster) {
-            return Err(FatError::Corrupt("file cluster outside the volume"));
-        }
+        };
         out.resize(size as usize, 0);
         let mut detector = LoopDetector::new(first_cluster);
         let mut cluster = first_cluster;

@@ -52,20 +52,9 @@ impl<C: BlockCache + ?Sized> FatVolume<'_, C> {
         }
         let cluster_bytes = self.layout.cluster_bytes;
         let needed = size.div_ceil(cluster_bytes);
-        if needed > u64::from(self.layout.clusters) {
-            return Err(FatError::Corrupt("file larger than the volume"));
-        }
-        let first_cluster = entry.first_cluster;
-        if first_cluster == 0 {
-            return Err(FatError::ChainTooShort {
-                first_cluster,
-                clusters: 0,
-                needed,
-            });
-        }
-        if !self.layout.valid_cluster(first_cluster) {
-            return Err(FatError::Corrupt("file cluster outside the volume"));
-        }
+        let Some(first_cluster) = self.chain_start(entry, needed)? else {
+            return Ok(0); // not reached: `offset < size` makes `needed` at least 1
+        };
         let len = (buf.len() as u64).min(size - offset);
         let mut detector = LoopDetector::new(first_cluster);
         let mut cluster = first_cluster;
