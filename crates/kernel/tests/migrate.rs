@@ -378,6 +378,27 @@ fn owners_read_and_write_their_frames_intact_while_shrinks_move_them() {
     let mine: Vec<Vec<Slot>> = all.chunks(EACH).map(<[Slot]>::to_vec).collect();
     let shared = Arc::new((frames, memory, AtomicBool::new(false)));
     let mut threads = Vec::new();
+    // A reader of every owner's frames, which it never writes: each read
+    // is whole and the owner's (zero before the owner's first write).
+    let theirs = Arc::clone(&shared);
+    threads.push(std::thread::spawn(move || {
+        let (frames, memory, stop) = &*theirs;
+        let mut reads = 0;
+        while !stop.load(SeqCst) {
+            for (id, &slot) in all.iter().enumerate() {
+                let mut words = [0; WORDS];
+                if frames.read(slot, memory, &mut words) && words != [0; WORDS] {
+                    assert_eq!(
+                        check(&words).map(|(owner, _)| owner),
+                        Some(id as u64),
+                        "torn"
+                    );
+                    reads += 1;
+                }
+            }
+        }
+        reads
+    }));
     for (owner, slots) in (0..OWNERS).zip(mine) {
         let shared = Arc::clone(&shared);
         threads.push(std::thread::spawn(move || {
@@ -406,7 +427,13 @@ fn owners_read_and_write_their_frames_intact_while_shrinks_move_them() {
     let (frames, memory, stop) = &*shared;
     let mut taken_total = 0;
     let mut migrated = 0;
-    for round in 0..200 {
+    // A fixed time rather than a count of rounds: long enough for the
+    // owners' writes to meet the shrinks' moves many times.
+    let started = std::time::Instant::now();
+    for round in 0.. {
+        if started.elapsed() > std::time::Duration::from_millis(300) {
+            break;
+        }
         // Shrink to 2-4 blocks, then grow back to all 8.
         let size = (4 + round % 3) as u64 * 16;
         if let Ok(report) = shrink(frames, memory, size, &NoHooks) {
