@@ -2,8 +2,16 @@
 //! cut into equal blocks (virtio-mem's `block_size`), each a bitmap of
 //! its frames (set = free), so that a shrink can tell at once whether a
 //! block is wholly free and take it back whole. Linux's virtio-mem
-//! offlines a memory block only when every page in it can be isolated;
-//! this allocator never migrates a page, it refuses instead.
+//! offlines a memory block only when every page in it can be isolated.
+//!
+//! Every frame handed out has a [`Mobility`], as Linux's migrate types:
+//! movable (reached through an owner the kernel can update, so
+//! [`crate::migrate`] can move it) or unmovable (a kernel structure).
+//! A block is handed over [`Online::Movable`] by default, as Linux's
+//! `online_movable` and `ZONE_MOVABLE`: unmovable allocations never land in
+//! it, so it can always be emptied. A block can be *isolated*: it then hands
+//! out nothing (Linux's `MIGRATE_ISOLATE` pageblocks), so a shrink can empty
+//! it while others allocate; isolation is undone by [`BlockFrames::unisolate`].
 //!
 //! Everything is allocated when the allocator is made
 //! ([`BlockFrames::new`], before the device's first resize): handing a run of blocks over or
@@ -33,6 +41,62 @@ use core::fmt;
 use hotkern_physmem::Pfn;
 
 use crate::sync::Mutex;
+
+/// Whether a frame can be moved: Linux's migrate types, reduced to the two
+/// a shrink cares about.
+///
+/// ```
+/// use hotkern_kernel::blockframes::{BlockFrames, Mobility, Online};
+/// use hotkern_physmem::Pfn;
+///
+/// let frames = BlockFrames::new(Pfn(0), 2, 8)?;
+/// assert!(frames.add_blocks(0, 1), "movable only, the default");
+/// assert_eq!(frames.alloc_as(Mobility::Unmovable), None);
+/// assert!(frames.add_blocks_as(1, 1, Online::Kernel));
+/// assert_eq!(frames.alloc_as(Mobility::Unmovable), Some(Pfn(8)));
+/// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mobility {
+    /// Task data, page-cache frames: reached through an owner the kernel
+    /// can switch to a copy.
+    Movable,
+    /// Kernel structures, reached by address: never moved.
+    Unmovable,
+}
+
+/// How a block is handed over: Linux's `online_movable` and
+/// `online_kernel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Online {
+    /// Movable allocations only: the block can always be emptied.
+    Movable,
+    /// Both kinds: a block that may end up holding an unmovable frame.
+    Kernel,
+}
+
+/// Why a block could not be isolated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IsolateError {
+    /// Outside the region or not handed over.
+    NotPlugged,
+    /// Isolated already (another shrink has it).
+    Isolated,
+    /// It holds an unmovable frame: emptying it is impossible.
+    Unmovable(Pfn),
+}
+
+/// A block's frames by use, under one lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockUse {
+    /// Frames handed out.
+    pub used: u64,
+    /// Of those, unmovable.
+    pub unmovable: u64,
+    /// Handing out nothing.
+    pub isolated: bool,
+}
 
 /// Why a region could not be set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,8 +132,17 @@ struct Region {
     free_count: Vec<u64>,
     /// A bit per block: handed over.
     present: Vec<u64>,
-    /// A bit per block: handed over with a free frame.
+    /// A bit per block: handed over with a free frame, and not isolated
+    /// (the blocks an allocation may come from).
     with_free: Vec<u64>,
+    /// A bit per block: isolated, handing out nothing.
+    isolated: Vec<u64>,
+    /// A bit per block: handed over [`Online::Kernel`].
+    kernel: Vec<u64>,
+    /// Every block's frames, as `free`; set = handed out unmovable.
+    unmovable: Vec<u64>,
+    /// Unmovable frames per block.
+    unmovable_count: Vec<u64>,
     /// Frames free and frames handed over, over all blocks.
     free_total: u64,
     total: u64,
@@ -93,6 +166,25 @@ impl Region {
         let offset = frame.0.checked_sub(self.first)?;
         let block = usize::try_from(offset / self.block_frames).ok()?;
         (block < self.blocks).then_some((block, offset % self.block_frames))
+    }
+
+    fn frame(&self, block: usize, word: usize, offset: u32) -> Pfn {
+        Pfn(self.first + block as u64 * self.block_frames + 64 * word as u64 + u64::from(offset))
+    }
+
+    /// The first block an allocation of `mobility` may take from.
+    fn allocatable(&self, mobility: Mobility) -> Option<usize> {
+        self.with_free
+            .iter()
+            .zip(&self.kernel)
+            .enumerate()
+            .find_map(|(index, (&free, &kernel))| {
+                let word = match mobility {
+                    Mobility::Movable => free,
+                    Mobility::Unmovable => free & kernel,
+                };
+                (word != 0).then(|| index * 64 + word.trailing_zeros() as usize)
+            })
     }
 
     fn fill(&mut self, block: usize) {
@@ -141,16 +233,26 @@ impl BlockFrames {
                 free_count: zeroed(blocks)?,
                 present: zeroed(map_words)?,
                 with_free: zeroed(map_words)?,
+                isolated: zeroed(map_words)?,
+                kernel: zeroed(map_words)?,
+                unmovable: zeroed(blocks.checked_mul(words).ok_or(RegionError::TooLarge)?)?,
+                unmovable_count: zeroed(blocks)?,
                 free_total: 0,
                 total: 0,
             }),
         })
     }
 
-    /// Hands blocks `first..first + count` over, all their frames free.
-    /// Refused (false), changing nothing, if one is outside the region or
-    /// handed over already.
+    /// Hands blocks `first..first + count` over [`Online::Movable`], all
+    /// their frames free. Refused (false), changing nothing, if one is
+    /// outside the region or handed over already.
     pub fn add_blocks(&self, first: usize, count: usize) -> bool {
+        self.add_blocks_as(first, count, Online::Movable)
+    }
+
+    /// [`BlockFrames::add_blocks`], saying which allocations the blocks
+    /// take.
+    pub fn add_blocks_as(&self, first: usize, count: usize, online: Online) -> bool {
         let mut region = self.region.lock();
         let Some(end) = first.checked_add(count).filter(|&end| end <= region.blocks) else {
             return false;
@@ -163,6 +265,7 @@ impl BlockFrames {
             region.free_count[block] = region.block_frames;
             set(&mut region.present, block, true);
             set(&mut region.with_free, block, true);
+            set(&mut region.kernel, block, online == Online::Kernel);
         }
         let frames = count as u64 * region.block_frames;
         region.free_total += frames;
@@ -171,7 +274,7 @@ impl BlockFrames {
     }
 
     /// Takes block `block` back if every frame of it is free; false (the
-    /// block stays) otherwise.
+    /// block stays) otherwise. An isolated block's isolation ends with it.
     pub fn take_block(&self, block: usize) -> bool {
         let mut region = self.region.lock();
         if block >= region.blocks
@@ -183,21 +286,25 @@ impl BlockFrames {
         region.free_count[block] = 0;
         set(&mut region.present, block, false);
         set(&mut region.with_free, block, false);
+        set(&mut region.isolated, block, false);
+        set(&mut region.kernel, block, false);
         region.free_total -= region.block_frames;
         region.total -= region.block_frames;
         true
     }
 
-    /// A free frame, if a block has one (low blocks first, low frames
-    /// first within a block).
+    /// A free movable frame, if a block has one (low blocks first, low
+    /// frames first within a block): [`BlockFrames::alloc_as`] with
+    /// [`Mobility::Movable`].
     pub fn alloc(&self) -> Option<Pfn> {
+        self.alloc_as(Mobility::Movable)
+    }
+
+    /// A free frame for an allocation of `mobility`, from a block that is
+    /// not isolated and takes it.
+    pub fn alloc_as(&self, mobility: Mobility) -> Option<Pfn> {
         let mut region = self.region.lock();
-        let (index, word) = region
-            .with_free
-            .iter()
-            .enumerate()
-            .find(|(_, w)| **w != 0)?;
-        let block = index * 64 + word.trailing_zeros() as usize;
+        let block = region.allocatable(mobility)?;
         let words = region.words;
         let bits = &mut region.free[block * words..(block + 1) * words];
         let (at, bits) = bits.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
@@ -208,10 +315,11 @@ impl BlockFrames {
         if region.free_count[block] == 0 {
             set(&mut region.with_free, block, false);
         }
-        Some(Pfn(region.first
-            + block as u64 * region.block_frames
-            + 64 * at as u64
-            + u64::from(offset)))
+        if mobility == Mobility::Unmovable {
+            region.unmovable[block * words + at] |= 1 << offset;
+            region.unmovable_count[block] += 1;
+        }
+        Some(region.frame(block, at, offset))
     }
 
     /// Frees a frame; false if it is free already or in no block handed
@@ -232,8 +340,123 @@ impl BlockFrames {
         region.free[word] |= mask;
         region.free_count[block] += 1;
         region.free_total += 1;
-        set(&mut region.with_free, block, true);
+        if region.unmovable[word] & mask != 0 {
+            region.unmovable[word] &= !mask;
+            region.unmovable_count[block] -= 1;
+        }
+        // A frame freed into an isolated block stays there: the shrink
+        // emptying it counts on no allocation coming back.
+        if !bit(&region.isolated, block) {
+            set(&mut region.with_free, block, true);
+        }
         true
+    }
+
+    /// Isolates a handed-over block that holds no unmovable frame: from
+    /// now on it hands out nothing, so its used frames can only shrink in
+    /// number. Returns the frames in use at that moment.
+    pub fn isolate(&self, block: usize) -> Result<u64, IsolateError> {
+        let mut region = self.region.lock();
+        if block >= region.blocks || !bit(&region.present, block) {
+            return Err(IsolateError::NotPlugged);
+        }
+        if bit(&region.isolated, block) {
+            return Err(IsolateError::Isolated);
+        }
+        if region.unmovable_count[block] != 0 {
+            let words = region.words;
+            let (at, word) = region.unmovable[block * words..(block + 1) * words]
+                .iter()
+                .enumerate()
+                .find(|(_, w)| **w != 0)
+                .ok_or(IsolateError::NotPlugged)?;
+            return Err(IsolateError::Unmovable(region.frame(
+                block,
+                at,
+                word.trailing_zeros(),
+            )));
+        }
+        set(&mut region.isolated, block, true);
+        set(&mut region.with_free, block, false);
+        Ok(region.block_frames - region.free_count[block])
+    }
+
+    /// Ends a block's isolation; false if it was not isolated.
+    pub fn unisolate(&self, block: usize) -> bool {
+        let mut region = self.region.lock();
+        if block >= region.blocks || !bit(&region.isolated, block) {
+            return false;
+        }
+        set(&mut region.isolated, block, false);
+        let any_free = region.free_count[block] != 0;
+        set(&mut region.with_free, block, any_free);
+        true
+    }
+
+    /// Calls `visit` with each frame of `block` in use, under the lock
+    /// (so `visit` must not call back into this allocator).
+    pub fn each_used(&self, block: usize, mut visit: impl FnMut(Pfn)) {
+        let region = self.region.lock();
+        if block >= region.blocks || !bit(&region.present, block) {
+            return;
+        }
+        let words = region.words;
+        for (at, &free) in region.free[block * words..(block + 1) * words]
+            .iter()
+            .enumerate()
+        {
+            let in_block = (region.block_frames - 64 * at as u64).min(64);
+            let mut used = !free & (u64::MAX >> (64 - in_block));
+            while used != 0 {
+                let offset = used.trailing_zeros();
+                used &= used - 1;
+                visit(region.frame(block, at, offset));
+            }
+        }
+    }
+
+    /// A handed-over block's use; `None` for a block not handed over.
+    pub fn block_use(&self, block: usize) -> Option<BlockUse> {
+        let region = self.region.lock();
+        (block < region.blocks && bit(&region.present, block)).then(|| BlockUse {
+            used: region.block_frames - region.free_count[block],
+            unmovable: region.unmovable_count[block],
+            isolated: bit(&region.isolated, block),
+        })
+    }
+
+    /// Whether `frame` is handed out (movable or not).
+    pub fn is_used(&self, frame: Pfn) -> bool {
+        let region = self.region.lock();
+        region.locate(frame).is_some_and(|(block, index)| {
+            let word = block * region.words + (index / 64) as usize;
+            bit(&region.present, block) && region.free[word] & (1 << (index % 64)) == 0
+        })
+    }
+
+    /// Whether `frame` is handed out unmovable.
+    pub fn is_unmovable(&self, frame: Pfn) -> bool {
+        let region = self.region.lock();
+        region.locate(frame).is_some_and(|(block, index)| {
+            let word = block * region.words + (index / 64) as usize;
+            region.unmovable[word] & (1 << (index % 64)) != 0
+        })
+    }
+
+    /// The block holding `frame`, handed over or not.
+    pub fn block_of(&self, frame: Pfn) -> Option<usize> {
+        self.region.lock().locate(frame).map(|(block, _)| block)
+    }
+
+    /// `(blocks, frames per block)` of the region.
+    pub fn shape(&self) -> (usize, u64) {
+        let region = self.region.lock();
+        (region.blocks, region.block_frames)
+    }
+
+    /// The region's first frame.
+    pub fn first(&self) -> Pfn {
+        Pfn(self.region.lock().first)
     }
 
     /// Whether `frame` is in a block handed over.

@@ -16,7 +16,9 @@
 //!   scheduling domains ([`sched`]).
 //! * Memory: the frame pool over [`hotkern_physmem`] ([`frames`]), per-CPU
 //!   page caches ([`pagecache`]) and the allocator a memory device's
-//!   blocks are handed to ([`blockframes`]).
+//!   blocks are handed to ([`blockframes`]), its movable frames' owners
+//!   ([`movable`]) and the shrink that migrates them out of a block
+//!   ([`migrate`]).
 //! * CPU hotplug: the step table both platforms run, each row with its
 //!   class, its reason and callbacks written over the shared mechanisms
 //!   and a small [`StepKernel`] trait for what only the platform can do
@@ -70,6 +72,8 @@ pub mod idle;
 pub mod kthread;
 pub mod ledger;
 pub mod mailbox;
+pub mod migrate;
+pub mod movable;
 pub mod pagecache;
 pub mod percpu;
 pub mod percpu_rwsem;

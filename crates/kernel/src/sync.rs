@@ -72,10 +72,19 @@ pub const LOCKS: LockKind = if cfg!(loom) {
 pub use spin::{RawSpinRwLock, RawSpinlock};
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize};
+pub use loom::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize};
 
 #[cfg(not(loom))]
-pub use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize};
+pub use core::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize};
+
+/// One turn of a wait on another CPU's store: a pause on hardware, a
+/// yield under loom (whose model would otherwise spin without end).
+pub fn spin_wait() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
 
 pub use core::sync::atomic::Ordering;
 
