@@ -81,6 +81,10 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Ok(layout) => layout,
         Err(error) => panic!("memory bring-up: {error}"),
     };
+    // Before the first tracer: its install rewrites every call site of
+    // `#[hotkern_trace::function]` and the events to a NOP.
+    arch::text::set_breakpoints_work(hypervisor_name != Some("KVMKVMKVM"));
+    arch::text::install();
     if trace::init() {
         let [physload_us, heap_us, init_us] = layout.micros;
         // Before the heap there was no tracer: the phases are told after.

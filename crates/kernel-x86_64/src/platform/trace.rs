@@ -130,6 +130,7 @@ pub fn init() -> bool {
                 }
             }
             TRACER.store(tracer as *const Tracer as *mut Tracer, Ordering::Release);
+            println!("hotkern: trace: {}", hotkern_trace::site::status());
             true
         }
         Err(error) => {
