@@ -24,7 +24,7 @@ use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, range
 use platform::cpu_loop;
 use platform::trace::{self, trace_marker};
 use runs::checks::Checks;
-use runs::{cpus, early, hotplug, load, selftest, summary, vmem};
+use runs::{cpus, early, hotplug, load, selftest, summary, trace_patch, vmem};
 
 /// The first Rust code: called by the entry code in [`boot`] on the boot
 /// stack, with the physical address of the PVH start info.
@@ -123,6 +123,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     trace_marker!("checks took {} us", checks_us.unwrap_or(0));
     cpus::exercise(&mut smp_report, wait_hz, &mut checks);
     cpus::check_ticks(wait_hz, &mut checks);
+    // Every CPU online: the sites are patched while all of them run.
+    let patch = trace_patch::run(&mut checks);
     // engine=none skips the hotplug run (a disk benchmark boots many
     // times and measures only the load).
     // differential=SEED runs the shared differential scenario instead of
@@ -168,6 +170,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             boot_tsc: boot::boot_tsc(),
             checks_us,
             trace,
+            patch,
             hotplug: hotplug.as_ref(),
             differential: differential.as_ref(),
             load: loaded.as_ref(),

@@ -152,8 +152,7 @@ pub fn syncs() -> (u64, u64) {
 /// developed on cannot deliver a guest's own `int3` (see
 /// [`crate::runs::early::check_breakpoint`]), so under KVM the sites stay
 /// as compiled.
-static BREAKPOINTS_WORK: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(true);
+static BREAKPOINTS_WORK: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
 
 /// Says whether this machine delivers a guest's `int3` (false under KVM);
 /// before the first tracer is installed.

@@ -107,12 +107,29 @@ fn tracer() -> Option<&'static Tracer> {
     (!tracer.is_null()).then(|| unsafe { &*tracer })
 }
 
+/// The CPUs as the tracers see them, made once.
+fn context() -> &'static TraceCpus {
+    static CONTEXT: spin::Once<TraceCpus> = spin::Once::new();
+    CONTEXT.call_once(|| TraceCpus {
+        cpus: smp::cpu_count() as usize,
+    })
+}
+
+/// A second tracer instance, installed beside the run's own (ftrace's
+/// `instances/NAME`), with `buffer_kb` per CPU and rings that keep old
+/// events: for a check that must see every event it caused.
+pub fn instance(buffer_kb: usize) -> Result<&'static Tracer, hotkern_trace::TraceError> {
+    let config = TraceConfig {
+        buffer_kb,
+        mode: Mode::ProducerConsumer,
+    };
+    Tracer::new(config, Arc::new(TscNanos), context()).and_then(Tracer::install)
+}
+
 /// Creates and installs the tracer, one ring per CPU the MADT listed.
 /// Needs the heap; returns whether tracing is on.
 pub fn init() -> bool {
-    let context: &'static TraceCpus = alloc::boxed::Box::leak(alloc::boxed::Box::new(TraceCpus {
-        cpus: smp::cpu_count() as usize,
-    }));
+    let context = context();
     let config = TraceConfig {
         buffer_kb: BUFFER_KB,
         mode: Mode::Overwrite,
@@ -253,20 +270,4 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// The summary's `"trace"` value: an object, or `null` without a trace.
-pub struct TraceJson(pub Option<Shipped>);
-
-impl fmt::Display for TraceJson {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            None => f.write_str("null"),
-            Some(s) => write!(
-                f,
-                "{{\"events\":{},\"lost\":{},\"bytes\":{},\"fnv1a64\":\"{:016x}\"}}",
-                s.events, s.lost, s.bytes, s.fnv1a64
-            ),
-        }
-    }
 }
