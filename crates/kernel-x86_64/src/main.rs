@@ -103,6 +103,15 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             );
         }
     }
+    // `hotkern boot --trace-functions`: set_ftrace_filter for the run.
+    if let Some(word) = info.option("trace_functions") {
+        let filter = hotkern_kernel::command_line::decode_value(word)
+            .map_err(|error| alloc::format!("{error}"));
+        match filter.and_then(|filter| trace::set_function_filter(&filter).map(|()| filter)) {
+            Ok(filter) => println!("hotkern: set_ftrace_filter {filter}"),
+            Err(error) => println!("hotkern: trace_functions={word}: {error}; no function traced"),
+        }
+    }
     let (heap_size, heap_used, _) = heap::usage();
     println!(
         "hotkern: physmem: {} segments, {} frames ({} MiB); heap {} KiB at frame {:#x}, {} KiB used by page descriptors and index",

@@ -157,11 +157,51 @@ pub fn init() -> bool {
     }
 }
 
+/// A `trace_functions=` filter and whether it matched (`Err`: why not;
+/// then no function is traced).
+pub type FunctionFilter = (String, Result<(), String>);
+
+/// What `trace_functions=` asked for.
+static FUNCTION_FILTER: spin::Mutex<Option<FunctionFilter>> = spin::Mutex::new(None);
+/// Function call sites patched in when the function tracer was last
+/// turned on.
+static FUNCTIONS_PATCHED: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Writes `filter` to the run's `set_ftrace_filter` (ftrace's syntax:
+/// globs separated by spaces, `!glob`, `glob:mod:module`): only the
+/// functions it selects are patched in when [`function_tracing`] turns
+/// the tracer on. A filter that selects nothing is refused, as ftrace
+/// refuses it; the run then traces no function at all (rather than every
+/// one, as an empty filter would), and the summary says why.
+pub fn set_function_filter(filter: &str) -> Result<(), String> {
+    let result = match tracer() {
+        None => Err(String::from("no tracer")),
+        Some(tracer) => tracer
+            .set_ftrace_filter(filter, false)
+            .map_err(|error| alloc::format!("{error}")),
+    };
+    *FUNCTION_FILTER.lock() = Some((String::from(filter), result.clone()));
+    result
+}
+
+/// The function filter and its outcome, and how many function sites the
+/// tracer patched in: the summary's `trace` object.
+pub fn function_filter() -> (Option<FunctionFilter>, usize) {
+    (
+        FUNCTION_FILTER.lock().clone(),
+        FUNCTIONS_PATCHED.load(Ordering::Relaxed),
+    )
+}
+
 /// Turns the `function` tracer on or off: every function marked
-/// `#[hotkern_trace::function]` then records its calls (with the symbol
-/// table trace-cmd needs to name them in the trace.dat).
+/// `#[hotkern_trace::function]` (or those `trace_functions=` selects)
+/// then records its calls (with the symbol table trace-cmd needs to name
+/// them in the trace.dat).
 pub fn function_tracing(on: bool) {
     let Some(tracer) = tracer() else { return };
+    if matches!(*FUNCTION_FILTER.lock(), Some((_, Err(_)))) {
+        return;
+    }
     let kind = if on {
         TracerKind::Function
     } else {
@@ -169,6 +209,16 @@ pub fn function_tracing(on: bool) {
     };
     if let Err(error) = tracer.set_current_tracer(kind) {
         println!("hotkern: function tracer not set: {error}");
+    }
+    if on {
+        let patched = hotkern_trace::site::sites()
+            .iter()
+            .filter(|site| {
+                site.kind == hotkern_trace::site::SiteKind::Function
+                    && site.form == hotkern_trace::site::Form::Jump
+            })
+            .count();
+        FUNCTIONS_PATCHED.store(patched, Ordering::Relaxed);
     }
 }
 

@@ -547,6 +547,19 @@ impl fmt::Display for TraceJson {
             s.fnv1a64,
             crate::runs::json::JsonStr(&alloc::format!("{}", site::status()))
         )?;
+        let (filter, patched) = trace::function_filter();
+        write!(f, ",\"function_sites_patched\":{patched}")?;
+        if let Some((filter, outcome)) = filter {
+            write!(
+                f,
+                ",\"function_filter\":{},\"function_filter_error\":",
+                crate::runs::json::JsonStr(&filter)
+            )?;
+            match outcome {
+                Ok(()) => f.write_str("null")?,
+                Err(error) => write!(f, "{}", crate::runs::json::JsonStr(&error))?,
+            }
+        }
         if let Some(p) = self.1 {
             write!(
                 f,
