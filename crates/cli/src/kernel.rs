@@ -259,6 +259,10 @@ fn command_line(args: &BootArgs) -> String {
     if let Some(seed) = args.differential {
         words.push(format!("differential={seed}"));
     }
+    // A filter holds spaces and `!`; the kernel decodes it as a path.
+    if let Some(filter) = &args.trace_functions {
+        words.push(format!("trace_functions={}", encode_value(filter)));
+    }
     if let Some(sizes) = args.resize.as_ref().filter(|_| args.hotplug.is_some()) {
         let sizes: Vec<String> = sizes.0.iter().map(u64::to_string).collect();
         words.push(format!("vmem={}", sizes.join(",")));
@@ -452,6 +456,19 @@ mod tests {
             refused.contains("'--icount' cannot be used with '--kvm'"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn a_function_filter_reaches_the_kernel_encoded() {
+        let line = qemu_line(&["--trace-functions", "offline* !offline_many"]).unwrap();
+        assert!(
+            line.ends_with(&format!(
+                "-append trace_functions={}",
+                encode_value("offline* !offline_many")
+            )),
+            "{line}"
+        );
+        assert!(!line.contains("offline* "), "{line}");
     }
 
     #[test]

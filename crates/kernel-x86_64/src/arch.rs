@@ -23,5 +23,6 @@ pub mod qemu;
 pub mod ranges;
 pub mod serial;
 pub mod smp;
+pub mod text;
 pub mod trampoline;
 pub mod tsc;

@@ -24,13 +24,16 @@ use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, range
 use platform::trace::{self, trace_marker};
 use platform::{cpu_loop, crash};
 use runs::checks::Checks;
-use runs::{cpus, early, hotplug, load, selftest, summary, vmem};
+use runs::{cpus, early, hotplug, load, selftest, summary, trace_patch, vmem};
 
 // The shared kernel's locks must spin here: nothing can sleep before the
 // scheduler runs, and interrupts take them. The `spin` feature asks for
 // that; this stops the build if the crate was built with any other kind.
 const _: () = assert!(
-    matches!(hotkern_kernel::sync::LOCKS, hotkern_kernel::sync::LockKind::Spin),
+    matches!(
+        hotkern_kernel::sync::LOCKS,
+        hotkern_kernel::sync::LockKind::Spin
+    ),
     "hotkern-kernel must use spinlocks in the bare-metal kernel"
 );
 
@@ -88,6 +91,10 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Ok(layout) => layout,
         Err(error) => panic!("memory bring-up: {error}"),
     };
+    // Before the first tracer: its install rewrites every call site of
+    // `#[hotkern_trace::function]` and the events to a NOP.
+    arch::text::set_breakpoints_work(hypervisor_name != Some("KVMKVMKVM"));
+    arch::text::install();
     if trace::init() {
         let [physload_us, heap_us, init_us] = layout.micros;
         // Before the heap there was no tracer: the phases are told after.
@@ -104,6 +111,15 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
                 cpu.0,
                 smp_report.start_us[cpu.index()]
             );
+        }
+    }
+    // `hotkern boot --trace-functions`: set_ftrace_filter for the run.
+    if let Some(word) = info.option("trace_functions") {
+        let filter = hotkern_kernel::command_line::decode_value(word)
+            .map_err(|error| alloc::format!("{error}"));
+        match filter.and_then(|filter| trace::set_function_filter(&filter).map(|()| filter)) {
+            Ok(filter) => println!("hotkern: set_ftrace_filter {filter}"),
+            Err(error) => println!("hotkern: trace_functions={word}: {error}; no function traced"),
         }
     }
     // Crashes on request come once the tracer runs, so that the crash dump
@@ -131,6 +147,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     trace_marker!("checks took {} us", checks_us.unwrap_or(0));
     cpus::exercise(&mut smp_report, wait_hz, &mut checks);
     cpus::check_ticks(wait_hz, &mut checks);
+    // Every CPU online: the sites are patched while all of them run.
+    let patch = trace_patch::run(&mut checks);
     // engine=none skips the hotplug run (a disk benchmark boots many
     // times and measures only the load).
     // differential=SEED runs the shared differential scenario instead of
@@ -176,6 +194,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             boot_tsc: boot::boot_tsc(),
             checks_us,
             trace,
+            patch,
             hotplug: hotplug.as_ref(),
             differential: differential.as_ref(),
             load: loaded.as_ref(),

@@ -12,4 +12,5 @@ pub mod json;
 pub mod load;
 pub mod selftest;
 pub mod summary;
+pub mod trace_patch;
 pub mod vmem;

@@ -55,6 +55,13 @@ pub struct BootArgs {
     /// must be equal line for line.
     #[arg(long, value_name = "SEED")]
     pub differential: Option<u64>,
+    /// The kernel's own functions its function tracer records, as
+    /// ftrace's `set_ftrace_filter` takes them: globs separated by
+    /// spaces, `!glob` to leave out, `glob:mod:module` (e.g. `'offline*'`,
+    /// `'*:mod:*rcu'`). Without it every instrumented function is traced;
+    /// a filter that matches nothing is reported and no function traced.
+    #[arg(long, value_name = "GLOB")]
+    pub trace_functions: Option<String>,
     /// The kernel's tick rate (its `hz=`; default 1000), as Linux's
     /// CONFIG_HZ: it times normal grace periods.
     #[arg(long, value_parser = ["100", "250", "300", "1000"])]
@@ -168,6 +175,7 @@ impl BootArgs {
             append: String::new(),
             engine: EngineChoice::Both,
             differential: None,
+            trace_functions: None,
             hz: None,
             disk: None,
             load: None,

@@ -9,8 +9,10 @@
 //! [`crate::arch::smp::interrupt`]; the virtio configuration-change vector goes to
 //! the handler its driver set ([`set_config_handler`]).
 //!
-//! A breakpoint (`int3`) is counted and returns: the kernel uses it to check
-//! that the whole path, IDT to handler and back through `iretq`, works.
+//! A breakpoint (`int3`) at a call site that hotkern-trace is patching
+//! resumes where [`crate::arch::text::on_breakpoint`] says; any other is
+//! counted and returns: the kernel uses it to check that the whole path,
+//! IDT to handler and back through `iretq`, works.
 //! Every other exception is fatal: the handler prints the vector, its name,
 //! the error code, RIP and (for a page fault) CR2, then ends the QEMU run
 //! with [`Exit::Exception`], after the crash handler the platform set
@@ -246,6 +248,12 @@ extern "C" fn exception_dispatch(frame: &mut TrapFrame) {
         return;
     }
     if frame.vector == BREAKPOINT {
+        // A call site being patched (`crate::arch::text`) continues where
+        // its new instruction goes; only other breakpoints are counted.
+        if let Some(resume) = crate::arch::text::on_breakpoint(frame.rip) {
+            frame.rip = resume;
+            return;
+        }
         BREAKPOINTS.fetch_add(1, Ordering::Relaxed);
         return;
     }

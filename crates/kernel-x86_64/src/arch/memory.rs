@@ -326,6 +326,7 @@ fn pd_entry(address: u64, create: bool) -> Result<Option<*mut u64>, MapError> {
 /// Maps the 2 MiB at `address` (above 4 GiB) identity, write-back:
 /// hot-plugged RAM becomes usable. A page directory is made the first
 /// time a GiB is mapped, and kept.
+#[hotkern_trace::function]
 pub fn map_large(address: u64) -> Result<(), MapError> {
     let _lock = MAP_LOCK.lock();
     if let Some(entry) = pd_entry(address, true)? {
@@ -338,6 +339,7 @@ pub fn map_large(address: u64) -> Result<(), MapError> {
 /// Makes the page directories that mapping `[start, end)` needs, mapping
 /// nothing: a driver calls it before its first plug, so that a resize
 /// allocates no directory (allocate before changing anything).
+#[hotkern_trace::function]
 pub fn prepare_map(start: u64, end: u64) -> Result<(), MapError> {
     let _lock = MAP_LOCK.lock();
     let first = start & !((1 << 30) - 1);
@@ -350,6 +352,7 @@ pub fn prepare_map(start: u64, end: u64) -> Result<(), MapError> {
 /// Unmaps the 2 MiB at `address` and drops it from this CPU's TLB; the
 /// caller flushes the other CPUs ([`flush_tlb`]) before the device takes
 /// the memory back.
+#[hotkern_trace::function]
 pub fn unmap_large(address: u64) -> Result<(), MapError> {
     let _lock = MAP_LOCK.lock();
     if let Some(entry) = pd_entry(address, false)? {

@@ -3,7 +3,7 @@
 //! the tick the local APIC timer's interrupt runs ([`tick`]).
 
 use core::arch::asm;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use hotkern_cpuhp::CpuId;
 
 use hotkern_kernel::idle::{self, CpuLoop};
@@ -69,8 +69,37 @@ pub fn run(cpu: CpuId) -> ! {
             trace_marker!("cpu {index} online from its idle park");
             continue;
         }
+        if let Some(work) = loop_work() {
+            smp::enable_interrupts();
+            work(cpu);
+            // SAFETY: back to the loop's state: interrupts off.
+            unsafe { asm!("cli", options(nomem, nostack)) };
+        }
         idle::turn(&KernelLoop, cpu);
     }
+}
+
+/// Work every application processor's loop runs, interrupts on, at the
+/// top of its next turn (0: none): a `fn(CpuId)` that returns when done.
+static LOOP_WORK: AtomicUsize = AtomicUsize::new(0);
+
+/// Has every application processor run `work` from its loop, with
+/// interrupts on (so it takes cross-CPU calls while it runs), until
+/// cleared with `None`; wakes them. Kernel code that must run in a loop
+/// on every CPU at once, as the trace patching check's callers do.
+pub fn set_loop_work(work: Option<fn(CpuId)>) {
+    LOOP_WORK.store(work.map_or(0, |work| work as usize), Ordering::Release);
+    if work.is_some() {
+        for cpu in smp::application_processors() {
+            smp::wake(cpu);
+        }
+    }
+}
+
+fn loop_work() -> Option<fn(CpuId)> {
+    let address = LOOP_WORK.load(Ordering::Acquire);
+    // SAFETY: only `set_loop_work` stores here, a `fn(CpuId)` or 0.
+    (address != 0).then(|| unsafe { core::mem::transmute::<usize, fn(CpuId)>(address) })
 }
 
 /// This kernel's CPUs inside the shared loop. Cross-CPU calls and

@@ -34,6 +34,7 @@ pub fn thread_of(cpu: CpuId) -> Option<Arc<Kthread>> {
 }
 
 /// A hotplug thread's turn: the posted work, if there is new work.
+#[hotkern_trace::function]
 fn hotplug_body(thread: &Kthread) {
     if let Some(control) = control() {
         control.run_pending(&KernelCpus, thread.cpu);

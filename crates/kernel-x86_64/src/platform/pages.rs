@@ -105,6 +105,7 @@ pub fn hot() -> Option<&'static BlockFrames> {
 /// `block_frames` frames from `first`, with all its bitmaps, so that no
 /// resize allocates for it. Only the first call makes one; a later call
 /// returns it.
+#[hotkern_trace::function]
 pub fn set_hot(
     first: Pfn,
     blocks: usize,

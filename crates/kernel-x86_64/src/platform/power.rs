@@ -22,6 +22,9 @@ use crate::platform::cpus::KernelCpus;
 use crate::platform::trace::trace_marker;
 
 /// Starts CPU `cpu` (not the boot CPU) and waits until it is online.
+// Not `#[hotkern_trace::function]`, nor `start_many`: the boot starts
+// the CPUs with them before there is a heap, and an instrumented
+// function's first call registers it (which allocates).
 pub fn start(cpu: CpuId) -> Result<(), SmpError> {
     start_many(one(cpu)).map_err(|(_, error)| error)
 }
@@ -84,6 +87,7 @@ impl Power for KernelCpus {
 
 /// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
 /// off. Returns once it has parked.
+#[hotkern_trace::function]
 pub fn offline(cpu: CpuId) -> Result<(), SmpError> {
     offline_many(one(cpu)).map_err(|(_, error)| error)
 }
@@ -92,6 +96,7 @@ pub fn offline(cpu: CpuId) -> Result<(), SmpError> {
 /// each as it parks: they leave their idle loops in parallel. On failure,
 /// the first CPU that failed and why; a CPU that was not online is
 /// refused before any is asked.
+#[hotkern_trace::function]
 pub fn offline_many(cpus: CpuSet) -> Result<(), (CpuId, SmpError)> {
     let set = checked(cpus)?;
     let deadline = tsc::nanos().saturating_add(smp::TIMEOUT_US * 1000);

@@ -47,6 +47,10 @@ pub const GRACE_TIMEOUT_US: u64 = 5_000_000;
 /// The kernel's grace periods.
 static GRACE_PERIODS: GracePeriods = GracePeriods::new();
 
+// `quiescent`, `enter_idle`, `exit_idle` and `tick` are not
+// `#[hotkern_trace::function]`: every idle-loop turn and every tick (the
+// timer interrupt) runs them, and a function trace would hold little else.
+
 /// CPU `cpu` passed a quiescent state (its idle loop turned).
 pub fn quiescent(cpu: CpuId) {
     GRACE_PERIODS.quiescent(&KernelCpus, cpu);
@@ -92,6 +96,7 @@ pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stall> {
 
 /// Whether grace periods wait for `cpu` (the `rcu:starting` step; each
 /// grace period also refreshes it from the running CPUs).
+#[hotkern_trace::function]
 pub fn set_online(cpu: CpuId, online: bool) {
     GRACE_PERIODS.set_online(&KernelCpus, cpu, online);
 }

@@ -137,6 +137,7 @@ pub fn close(cpu: CpuId) -> Vec<Task> {
 
 /// Queues `task` on an active CPU other than `not` (round robin, CPU 0
 /// last: it runs the controller), or on CPU 0, which never goes offline.
+#[hotkern_trace::function]
 fn place(mut task: Task, not: Option<CpuId>) {
     let active = subsystems::active_mask();
     let start = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
@@ -160,6 +161,7 @@ fn place(mut task: Task, not: Option<CpuId>) {
 }
 
 /// Puts `task` on `cpu`'s run queue if it is open, else gives it back.
+#[hotkern_trace::function]
 pub fn push(cpu: CpuId, task: Task) -> Result<(), Task> {
     match scheduler() {
         Some(s) => instructions::without_interrupts(|| s.queues[cpu.index()].lock().push(task)),
@@ -168,6 +170,7 @@ pub fn push(cpu: CpuId, task: Task) -> Result<(), Task> {
 }
 
 /// Starts `count` tasks, spread over the active CPUs (after [`boot`]).
+#[hotkern_trace::function]
 pub fn spawn(count: u32) {
     let Some(s) = scheduler() else { return };
     for _ in 0..count {
@@ -272,6 +275,7 @@ pub fn run_slices(cpu: CpuId) -> bool {
 
 /// Moves tasks waiting on CPU 0 to active application processors, keeping
 /// a few: the controller runs CPU 0's queue only between operations.
+#[hotkern_trace::function]
 pub fn balance() {
     let mut extra = Vec::new();
     with_queue(BOOT_CPU, |queue| {

@@ -16,8 +16,8 @@ use hotkern_trace::control::view;
 use hotkern_trace::function::TracerKind;
 use hotkern_trace::platform::{Clock, CpuContext};
 use hotkern_trace::ring::Mode;
-use hotkern_trace::{TraceConfig, Tracer};
 use hotkern_trace::tracedat::write_trace_dat;
+use hotkern_trace::{TraceConfig, Tracer};
 
 use crate::arch::console::println;
 use crate::arch::cpu;
@@ -107,12 +107,29 @@ fn tracer() -> Option<&'static Tracer> {
     (!tracer.is_null()).then(|| unsafe { &*tracer })
 }
 
+/// The CPUs as the tracers see them, made once.
+fn context() -> &'static TraceCpus {
+    static CONTEXT: spin::Once<TraceCpus> = spin::Once::new();
+    CONTEXT.call_once(|| TraceCpus {
+        cpus: smp::cpu_count() as usize,
+    })
+}
+
+/// A second tracer instance, installed beside the run's own (ftrace's
+/// `instances/NAME`), with `buffer_kb` per CPU and rings that keep old
+/// events: for a check that must see every event it caused.
+pub fn instance(buffer_kb: usize) -> Result<&'static Tracer, hotkern_trace::TraceError> {
+    let config = TraceConfig {
+        buffer_kb,
+        mode: Mode::ProducerConsumer,
+    };
+    Tracer::new(config, Arc::new(TscNanos), context()).and_then(Tracer::install)
+}
+
 /// Creates and installs the tracer, one ring per CPU the MADT listed.
 /// Needs the heap; returns whether tracing is on.
 pub fn init() -> bool {
-    let context: &'static TraceCpus = alloc::boxed::Box::leak(alloc::boxed::Box::new(TraceCpus {
-        cpus: smp::cpu_count() as usize,
-    }));
+    let context = context();
     let config = TraceConfig {
         buffer_kb: BUFFER_KB,
         mode: Mode::Overwrite,
@@ -130,6 +147,7 @@ pub fn init() -> bool {
                 }
             }
             TRACER.store(tracer as *const Tracer as *mut Tracer, Ordering::Release);
+            println!("hotkern: trace: {}", hotkern_trace::site::status());
             true
         }
         Err(error) => {
@@ -139,11 +157,51 @@ pub fn init() -> bool {
     }
 }
 
+/// A `trace_functions=` filter and whether it matched (`Err`: why not;
+/// then no function is traced).
+pub type FunctionFilter = (String, Result<(), String>);
+
+/// What `trace_functions=` asked for.
+static FUNCTION_FILTER: spin::Mutex<Option<FunctionFilter>> = spin::Mutex::new(None);
+/// Function call sites patched in when the function tracer was last
+/// turned on.
+static FUNCTIONS_PATCHED: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Writes `filter` to the run's `set_ftrace_filter` (ftrace's syntax:
+/// globs separated by spaces, `!glob`, `glob:mod:module`): only the
+/// functions it selects are patched in when [`function_tracing`] turns
+/// the tracer on. A filter that selects nothing is refused, as ftrace
+/// refuses it; the run then traces no function at all (rather than every
+/// one, as an empty filter would), and the summary says why.
+pub fn set_function_filter(filter: &str) -> Result<(), String> {
+    let result = match tracer() {
+        None => Err(String::from("no tracer")),
+        Some(tracer) => tracer
+            .set_ftrace_filter(filter, false)
+            .map_err(|error| alloc::format!("{error}")),
+    };
+    *FUNCTION_FILTER.lock() = Some((String::from(filter), result.clone()));
+    result
+}
+
+/// The function filter and its outcome, and how many function sites the
+/// tracer patched in: the summary's `trace` object.
+pub fn function_filter() -> (Option<FunctionFilter>, usize) {
+    (
+        FUNCTION_FILTER.lock().clone(),
+        FUNCTIONS_PATCHED.load(Ordering::Relaxed),
+    )
+}
+
 /// Turns the `function` tracer on or off: every function marked
-/// `#[hotkern_trace::function]` then records its calls (with the symbol
-/// table trace-cmd needs to name them in the trace.dat).
+/// `#[hotkern_trace::function]` (or those `trace_functions=` selects)
+/// then records its calls (with the symbol table trace-cmd needs to name
+/// them in the trace.dat).
 pub fn function_tracing(on: bool) {
     let Some(tracer) = tracer() else { return };
+    if matches!(*FUNCTION_FILTER.lock(), Some((_, Err(_)))) {
+        return;
+    }
     let kind = if on {
         TracerKind::Function
     } else {
@@ -151,6 +209,16 @@ pub fn function_tracing(on: bool) {
     };
     if let Err(error) = tracer.set_current_tracer(kind) {
         println!("hotkern: function tracer not set: {error}");
+    }
+    if on {
+        let patched = hotkern_trace::site::sites()
+            .iter()
+            .filter(|site| {
+                site.kind == hotkern_trace::site::SiteKind::Function
+                    && site.form == hotkern_trace::site::Form::Jump
+            })
+            .count();
+        FUNCTIONS_PATCHED.store(patched, Ordering::Relaxed);
     }
 }
 
@@ -308,20 +376,4 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// The summary's `"trace"` value: an object, or `null` without a trace.
-pub struct TraceJson(pub Option<Shipped>);
-
-impl fmt::Display for TraceJson {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            None => f.write_str("null"),
-            Some(s) => write!(
-                f,
-                "{{\"events\":{},\"lost\":{},\"bytes\":{},\"fnv1a64\":\"{:016x}\"}}",
-                s.events, s.lost, s.bytes, s.fnv1a64
-            ),
-        }
-    }
 }

@@ -12,8 +12,8 @@ use crate::arch::idt;
 use crate::arch::instructions;
 use crate::arch::pvh::{self, StartInfo};
 use crate::arch::{cpu, smp, tsc};
-use crate::platform::{crash, rcu};
 use crate::platform::trace::trace_marker;
+use crate::platform::{crash, rcu};
 use crate::runs::checks::Checks;
 
 /// Prints the start info: its version, the command line, the RSDP and

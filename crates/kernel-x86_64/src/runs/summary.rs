@@ -33,6 +33,8 @@ pub struct Figures<'a> {
     pub checks_us: Option<u64>,
     /// The trace.dat sent on COM2, if tracing ran.
     pub trace: Option<crate::platform::trace::Shipped>,
+    /// The trace patching check's figures, if it ran.
+    pub patch: Option<crate::runs::trace_patch::PatchReport>,
     /// The CPU hotplug run, if there was more than one CPU.
     pub hotplug: Option<&'a crate::runs::hotplug::Run>,
     /// The differential scenario's log, if `differential=` asked for it.
@@ -113,7 +115,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         JsonNumber(init_us),
         JsonNumber(figures.checks_us),
         crate::runs::cpus::SmpJson(figures.smp),
-        crate::platform::trace::TraceJson(figures.trace),
+        crate::runs::trace_patch::TraceJson(figures.trace, figures.patch),
         crate::runs::hotplug::HotplugJson(figures.hotplug),
         crate::runs::hotplug::differential::DifferentialJson(figures.differential),
         crate::runs::load::LoadJson(figures.load),

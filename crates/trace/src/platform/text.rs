@@ -102,6 +102,9 @@ pub enum TextError {
         /// The OS error number.
         errno: i32,
     },
+    /// This machine cannot take a breakpoint at a call site (a kernel under
+    /// a hypervisor that does not deliver a guest's own `int3`).
+    NoBreakpoints,
     /// The breakpoint (`SIGTRAP`) handler could not be installed.
     TrapHandler {
         /// The OS error number.
@@ -127,6 +130,9 @@ impl fmt::Display for TextError {
                 f,
                 "CPUs cannot be synchronised (membarrier SYNC_CORE: errno {errno})"
             ),
+            TextError::NoBreakpoints => {
+                write!(f, "breakpoints cannot be taken at call sites here")
+            }
             TextError::TrapHandler { errno } => {
                 write!(f, "no SIGTRAP handler (sigaction: errno {errno})")
             }

@@ -299,11 +299,13 @@ impl BlockDevice for VirtioBlock {
         self.transfer_cap.map_or(device, |cap| cap.min(device))
     }
 
+    #[hotkern_trace::function]
     fn read_blocks(&mut self, first: u64, buf: &mut [u8]) -> Result<(), IoError> {
         check_transfer(self, first, buf.len())?;
         self.request(REQUEST_IN, first, buf.as_mut_ptr(), buf.len())
     }
 
+    #[hotkern_trace::function]
     fn write_blocks(&mut self, first: u64, data: &[u8]) -> Result<(), IoError> {
         check_transfer(self, first, data.len())?;
         if self.read_only {

@@ -205,6 +205,7 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
 impl Device {
     /// Sends one request; the device's answer past the type (STATE's
     /// state), or why it refused.
+    #[hotkern_trace::function]
     pub fn send(&mut self, request: u16, addr: u64, blocks: u16) -> Result<u16, MemError> {
         // `struct virtio_mem_req`: type, padding, then the address and the
         // block count of PLUG/UNPLUG/STATE.
@@ -282,6 +283,7 @@ impl Device {
 
     /// Plugs free blocks until `target` bytes are plugged, or no
     /// unplugged block is left in the usable region.
+    #[hotkern_trace::function]
     pub fn grow(&mut self, target: u64, resize: &mut Resize) -> Result<(), MemError> {
         let usable = self.transport.config64(USABLE_REGION_SIZE) / self.block;
         let per_run = (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX)) as usize;
@@ -304,6 +306,7 @@ impl Device {
     /// Unplugs wholly free blocks from the top down until `target` bytes
     /// are plugged; `flush_others` makes every other running CPU drop
     /// the unmapped blocks from its TLB before the device takes them.
+    #[hotkern_trace::function]
     pub fn shrink(
         &mut self,
         target: u64,
