@@ -124,6 +124,26 @@ pub fn cr2() -> u64 {
     value
 }
 
+/// Runs a serialising instruction on the calling CPU (Linux's
+/// `sync_core`): nothing it fetched before runs after. `cpuid` serialises
+/// on every x86 CPU and needs no privilege beyond what the kernel has.
+pub fn serialize() {
+    // SAFETY: cpuid leaf 0 only reads identification registers; rbx is
+    // saved around it because LLVM reserves it.
+    unsafe {
+        core::arch::asm!(
+            "mov {saved}, rbx",
+            "cpuid",
+            "mov rbx, {saved}",
+            saved = out(reg) _,
+            inout("eax") 0 => _,
+            out("ecx") _,
+            out("edx") _,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
 /// `cpuid` for `leaf` (sub-leaf 0): `[eax, ebx, ecx, edx]`.
 pub fn cpuid(leaf: u32) -> [u32; 4] {
     // The intrinsic is an `unsafe fn` before Rust 1.87 and safe after.

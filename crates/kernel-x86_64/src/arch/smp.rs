@@ -127,9 +127,9 @@ pub fn park_here(cpu: CpuId, report_dead: impl FnOnce(), started: impl Fn() -> b
         unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
     }
     // Call sites patched while this CPU was parked were not synced here
-    // (`crate::arch::text` waits only for running CPUs): serialise before
+    // (`crate::arch::text` syncs only running CPUs): serialise before
     // running them, as the wake-up's `iretq` already did.
-    crate::arch::text::serialize();
+    crate::arch::instructions::serialize();
     PARKED_IDLE[cpu.index()].store(false, Ordering::Release);
     PARKED_STARTS.fetch_add(1, Ordering::Relaxed);
 }

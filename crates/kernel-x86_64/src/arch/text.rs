@@ -40,6 +40,7 @@ use hotkern_trace::platform::{TextError, TextPoke};
 use hotkern_trace::site::Trap;
 
 use crate::arch::cpu;
+use crate::arch::instructions::serialize;
 use crate::arch::smp::{self, Posted};
 
 /// The size of the boot map's pages.
@@ -106,26 +107,6 @@ fn mapped_writable(address: usize) -> bool {
         let pd = (pdpte & ADDRESS) as *const u64;
         let pde = pd.add(((address >> 21) & 511) as usize).read_volatile();
         pde & (PRESENT | WRITABLE | LARGE) == PRESENT | WRITABLE | LARGE
-    }
-}
-
-/// Runs a serialising instruction on the calling CPU (Linux's
-/// `sync_core`): nothing it fetched before runs after. `cpuid` serialises
-/// on every x86 CPU and needs no privilege beyond what the kernel has.
-pub fn serialize() {
-    // SAFETY: cpuid leaf 0 only reads identification registers; rbx is
-    // saved around it because LLVM reserves it.
-    unsafe {
-        core::arch::asm!(
-            "mov {saved}, rbx",
-            "cpuid",
-            "mov rbx, {saved}",
-            saved = out(reg) _,
-            inout("eax") 0 => _,
-            out("ecx") _,
-            out("edx") _,
-            options(nostack, preserves_flags),
-        );
     }
 }
 

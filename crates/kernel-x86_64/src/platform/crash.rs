@@ -22,7 +22,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::arch::console::emergency;
 use crate::arch::{cpu, heap, tsc};
-use crate::platform::trace::{self, TraceJson};
+use crate::platform::trace;
 
 /// The CPU writing the crash dump, plus one (0: no crash yet). A CPU
 /// number, not a flag, so that a crash inside the dump is told apart from
@@ -80,10 +80,7 @@ pub fn on_crash() {
         }
     });
     match dumped {
-        Ok(shipped) => emergency(format_args!(
-            "hotkern: crash dump {}\n",
-            TraceJson(Some(shipped))
-        )),
+        Ok(shipped) => emergency(format_args!("hotkern: crash dump {{{shipped}}}\n")),
         Err(reason) => emergency(format_args!("hotkern: crash dump skipped: {reason}\n")),
     }
     DONE.store(true, Ordering::Release);

@@ -292,6 +292,19 @@ pub struct Shipped {
     pub fnv1a64: u64,
 }
 
+/// The four figures as the members of a JSON object, without its braces:
+/// the host reads them from the summary's `"trace"` object and from a
+/// crash dump's closing line alike.
+impl fmt::Display for Shipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "\"events\":{},\"lost\":{},\"bytes\":{},\"fnv1a64\":\"{:016x}\"",
+            self.events, self.lost, self.bytes, self.fnv1a64
+        )
+    }
+}
+
 /// Whether the rings have gone out on COM2: they go once, at the normal
 /// end ([`ship`]) or in a crash dump ([`crash_dump`]), never both (a second
 /// trace.dat appended to the first would make neither readable).

@@ -540,11 +540,7 @@ impl fmt::Display for TraceJson {
         };
         write!(
             f,
-            "{{\"events\":{},\"lost\":{},\"bytes\":{},\"fnv1a64\":\"{:016x}\",\"sites\":{}",
-            s.events,
-            s.lost,
-            s.bytes,
-            s.fnv1a64,
+            "{{{s},\"sites\":{}",
             crate::runs::json::JsonStr(&alloc::format!("{}", site::status()))
         )?;
         let (filter, patched) = trace::function_filter();
