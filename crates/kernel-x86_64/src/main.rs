@@ -180,6 +180,16 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     let loaded = load::run(&info, false, &mut checks);
     let walked = load::run(&info, true, &mut checks);
     let vmem = vmem::run(info.option("vmem"), &mut checks);
+    let stack_used = boot::stack_high_water();
+    println!(
+        "hotkern: boot stack: at most {} of {} KiB used",
+        stack_used.div_ceil(1024),
+        boot::BOOT_STACK_BYTES >> 10
+    );
+    checks.check(
+        "boot stack: never grew past its bottom into the guard band above the page tables",
+        !boot::stack_overflowed() && stack_used < boot::BOOT_STACK_BYTES,
+    );
     trace_marker!("trace ends: {} checks passed", checks.passed());
     let trace = trace::ship();
     summary::print(

@@ -22,8 +22,57 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-/// Bytes of the boot CPU's stack.
-pub const BOOT_STACK_BYTES: usize = 64 * 1024;
+/// Bytes of the boot CPU's stack, which runs the whole boot and every
+/// run after it: a boot with the trace on has used 52 KiB of it.
+pub const BOOT_STACK_BYTES: usize = 128 * 1024;
+
+/// Bytes between the page tables and the bottom of the boot stack that
+/// nothing writes. The identity map uses 2 MiB pages, so an unmapped guard
+/// page would need a page table of its own; instead this band stays zero
+/// and [`stack_overflowed`] looks at it. Without it an overflow silently
+/// rewrote the last page directory's entries — the 3–4 GiB MMIO range, the
+/// local APIC's among them — and the kernel later faulted far from the cause.
+const BOOT_STACK_GUARD_BYTES: usize = 4096;
+
+extern "C" {
+    static boot_stack_guard: [u64; BOOT_STACK_GUARD_BYTES / 8];
+    static boot_stack: [u64; BOOT_STACK_BYTES / 8];
+}
+
+/// Whether the boot CPU's stack ever grew past its bottom: some word of
+/// the guard band below it is no longer zero. A deep overflow may have
+/// reached the page tables too; this is how the kernel finds out at all.
+pub fn stack_overflowed() -> bool {
+    // SAFETY: the guard is a `.bss` symbol of that many bytes, aligned by
+    // the page tables before it; reads are volatile because the compiler
+    // cannot see the stack's writes into it.
+    (0..BOOT_STACK_GUARD_BYTES / 8).any(|i| unsafe {
+        core::ptr::addr_of!(boot_stack_guard)
+            .cast::<u64>()
+            .add(i)
+            .read_volatile()
+            != 0
+    })
+}
+
+/// The most of the boot stack ever used, in bytes: from the top down to
+/// the lowest word that is not zero (the stack starts zeroed with `.bss`;
+/// Linux's `stack_not_used` measures the same way). A word the stack left
+/// zero makes it an underestimate by that word at most.
+pub fn stack_high_water() -> usize {
+    // SAFETY: as in `stack_overflowed`; the boot stack is a `.bss` symbol
+    // of BOOT_STACK_BYTES, read word by word from its low end.
+    let untouched = (0..BOOT_STACK_BYTES / 8)
+        .take_while(|&i| unsafe {
+            core::ptr::addr_of!(boot_stack)
+                .cast::<u64>()
+                .add(i)
+                .read_volatile()
+                == 0
+        })
+        .count();
+    BOOT_STACK_BYTES - untouched * 8
+}
 
 /// Where the uncached part of the identity map starts: QEMU's PCI hole, the
 /// I/O APIC and the local APIC all lie between 3 GiB and 4 GiB.
@@ -77,7 +126,12 @@ boot_pdpt:
     .skip 4096
 boot_pd:
     .skip 4 * 4096
-    .balign 16
+    // Zero, and never written: an overflowing boot stack reaches it before
+    // the page tables (see `stack_overflowed`).
+    .global boot_stack_guard
+boot_stack_guard:
+    .skip {guard}
+    .global boot_stack
 boot_stack:
     .skip {stack}
 boot_stack_top:
@@ -173,6 +227,7 @@ long_mode_entry:
     jmp 3b
     "#,
     stack = const BOOT_STACK_BYTES,
+    guard = const BOOT_STACK_GUARD_BYTES,
     mmio_pages = const MMIO_START / (2 << 20),
     options(att_syntax)
 );
