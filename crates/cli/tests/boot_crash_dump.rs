@@ -5,25 +5,14 @@
 //! it, and be read by `trace-cmd report`. Skipped, saying so, where
 //! qemu-system-x86_64 is not installed.
 
+mod common;
+
+use common::{on_path, qemu_missing};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-}
-
-fn qemu_missing() -> bool {
-    let missing = !on_path("qemu-system-x86_64");
-    if missing {
-        eprintln!(
-            "skipped: qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86; scripts/setup does it)"
-        );
-    }
-    missing
-}
 
 /// Boots with `crash=KIND` and returns the JSON document.
 fn crash(kind: &str) -> Value {
