@@ -30,14 +30,75 @@ pub enum Engine {
     /// called once with the whole set, `Online` steps on all targets in
     /// parallel, one grace period and one stop-machine for all.
     Bolt,
+    /// Bolt without the stop-machine: everything [`Engine::Bolt`] does,
+    /// but the dying steps run on the dying CPUs alone while the others
+    /// keep running ([`Platform::run_dying`]: the platform hides the CPUs
+    /// from its atomic hotplug readers and waits only for the readers that
+    /// may have seen them). Linux tried this as Paul McKenney's 2012
+    /// "wean _cpu_down() from __stop_machine()" and Srivatsa Bhat's 2013
+    /// "stop_machine()-free CPU hotplug"; neither was merged.
+    BoltNoStop,
 }
 
 impl Engine {
+    /// Every engine, in the order reports and benchmarks list them.
+    pub const ALL: [Engine; 3] = [Engine::Classic, Engine::Bolt, Engine::BoltNoStop];
+
     pub(crate) fn reuse(self) -> Reuse {
-        match self {
-            Engine::Classic => Reuse::No,
-            Engine::Bolt => Reuse::Yes,
+        if self.is_bolt() {
+            Reuse::Yes
+        } else {
+            Reuse::No
         }
+    }
+
+    /// Whether the engine follows Bolt's policy (deferral, reuse, bulk
+    /// operations): [`Engine::Bolt`] and [`Engine::BoltNoStop`].
+    ///
+    /// ```
+    /// use hotkern_cpuhp::Engine;
+    /// assert!(Engine::BoltNoStop.is_bolt() && !Engine::Classic.is_bolt());
+    /// ```
+    pub const fn is_bolt(self) -> bool {
+        matches!(self, Engine::Bolt | Engine::BoltNoStop)
+    }
+
+    /// Whether taking a CPU down stops every other CPU
+    /// ([`Platform::stop_machine`]) rather than running the dying steps on
+    /// the dying CPU alone ([`Platform::run_dying`]).
+    ///
+    /// ```
+    /// use hotkern_cpuhp::Engine;
+    /// assert!(Engine::Classic.stops_machine() && !Engine::BoltNoStop.stops_machine());
+    /// ```
+    pub const fn stops_machine(self) -> bool {
+        !matches!(self, Engine::BoltNoStop)
+    }
+
+    /// Its name in reports, JSON and on command lines: `classic`, `bolt`,
+    /// `bolt-nostop`.
+    ///
+    /// ```
+    /// use hotkern_cpuhp::Engine;
+    /// assert_eq!(Engine::BoltNoStop.name(), "bolt-nostop");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::Classic => "classic",
+            Engine::Bolt => "bolt",
+            Engine::BoltNoStop => "bolt-nostop",
+        }
+    }
+
+    /// The engine named `name` (see [`name`](Engine::name)).
+    ///
+    /// ```
+    /// use hotkern_cpuhp::Engine;
+    /// assert_eq!(Engine::from_name("bolt-nostop"), Some(Engine::BoltNoStop));
+    /// assert_eq!(Engine::from_name("linux"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|engine| engine.name() == name)
     }
 }
 

@@ -1,5 +1,5 @@
 //! CPU hotplug engine: a step table in the style of Linux's hotplug state
-//! machine, run by two engines over the same table and the same callbacks.
+//! machine, run by three engines over the same table and the same callbacks.
 //!
 //! * [`Engine::Classic`] — Linux as the Bolt paper (ATC 2015) describes it:
 //!   synchronous, pessimistic, serial.
@@ -7,6 +7,11 @@
 //!   ones on a deferred worker; optimistic reuse; bulk operations over a
 //!   [`CpuSet`] with aggregated `Prepare` steps, one grace period and one
 //!   stop-machine.
+//! * [`Engine::BoltNoStop`] — bolt whose take-down stops no other CPU: the
+//!   platform hides the dying CPUs from its atomic hotplug readers, waits
+//!   for the readers that may have seen them, and has each dying CPU run
+//!   its steps alone ([`Platform::run_dying`]; a platform without such a
+//!   read side keeps the stop-machine there).
 //!
 //! The crate is `no_std` + `alloc`. The machine comes in through
 //! [`Platform`]; locks through `lock_api` (the `R` parameter of [`Hotplug`]):
@@ -45,7 +50,7 @@
 //! | section | startup (online) | teardown (offline) | may fail |
 //! |---|---|---|---|
 //! | `Prepare` | controlling CPU, before the target starts | controlling CPU, after it stopped | yes |
-//! | `Starting` | target, inside stop-machine | target, inside stop-machine | no |
+//! | `Starting` | target, inside stop-machine (or as it starts, see [`Platform::bring_up`]) | target, inside stop-machine (`bolt-nostop`: alone, see [`Platform::run_dying`]) | no |
 //! | `Online` | target's hotplug thread | target's hotplug thread | yes |
 //!
 //! Going down, the engine waits for a grace period after the `Online`

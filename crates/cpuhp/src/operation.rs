@@ -80,7 +80,7 @@ impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, W
         };
         let checked = self.platform.now_ns().saturating_sub(start);
         let mut report = match engine {
-            Engine::Bolt => self.transition(cpus, direction, engine, false)?,
+            Engine::Bolt | Engine::BoltNoStop => self.transition(cpus, direction, engine, false)?,
             Engine::Classic => {
                 let mut total = Report {
                     engine,
@@ -203,7 +203,7 @@ impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, W
         walk.lap("snapshot", self.platform.now_ns());
         // Readers of the online mask that hold the hotplug lock finish
         // first; given back whatever the transition's outcome.
-        let locked = HotplugLocked::take(&self.platform, &walk, engine == Engine::Bolt);
+        let locked = HotplugLocked::take(&self.platform, &walk, engine.is_bolt());
         walk.lap("hotplug-lock", self.platform.now_ns());
         let sections = match direction {
             Direction::Up => [Section::Prepare, Section::Starting, Section::Online],

@@ -91,6 +91,37 @@ pub trait Platform<const WORDS: usize = DEFAULT_WORDS>: Sync {
         work: &(dyn Fn(CpuId) + Sync),
     ) -> Result<(), PlatformError>;
 
+    /// Runs the dying steps of every CPU of `cpus`, `work(cpu)` on that CPU
+    /// with its interrupts off, **without stopping the other CPUs**
+    /// ([`Engine::BoltNoStop`](crate::Engine::BoltNoStop)'s takedown; the
+    /// CPUs are still online, their `Online` steps torn down and a grace
+    /// period past). A platform that implements it first takes `cpus` out
+    /// of what its atomic hotplug readers (code that reads the online mask
+    /// or a CPU's state with preemption off) can see, then waits for the
+    /// readers that entered before (`mark("reader-drain")`), then has each
+    /// CPU run `work` alone (`mark("dying")`): no reader can then reach
+    /// the dying CPU's state while its steps change it, which is what
+    /// stop-machine guaranteed by stopping everybody.
+    ///
+    /// The default keeps the rendezvous: a [`stop_machine`](Platform::stop_machine)
+    /// (`mark("stop-machine")`), for platforms without such a read side.
+    ///
+    /// # Errors
+    ///
+    /// A CPU that cannot run its dying steps ([`PlatformOperation::RunDying`],
+    /// or the stop-machine's error): `work` ran on no CPU, and every CPU is
+    /// visible to readers again.
+    fn run_dying(
+        &self,
+        cpus: CpuMask<WORDS>,
+        work: &(dyn Fn(CpuId) + Sync),
+        mark: &mut dyn FnMut(&'static str),
+    ) -> Result<(), PlatformError> {
+        let result = self.stop_machine(cpus, work);
+        mark("stop-machine");
+        result
+    }
+
     /// Brings every CPU of `cpus` up: powers it on and has it run its
     /// `Starting` steps, `work(cpu)` on that CPU with interrupts off before
     /// it is in the online mask; returns once every CPU ran them. Each
@@ -226,6 +257,8 @@ pub enum PlatformOperation {
     RunOn,
     /// [`Platform::stop_machine`].
     StopMachine,
+    /// [`Platform::run_dying`]: the dying steps without a stop-machine.
+    RunDying,
     /// [`Platform::power_on_many`] or [`Platform::bring_up`].
     PowerOn,
     /// [`Platform::power_off_many`].
@@ -238,10 +271,11 @@ pub enum PlatformOperation {
 
 impl PlatformOperation {
     /// Every operation, in the order a bring-up and a take-down meet them.
-    pub const ALL: [PlatformOperation; 7] = [
+    pub const ALL: [PlatformOperation; 8] = [
         PlatformOperation::HotplugLock,
         PlatformOperation::RunOn,
         PlatformOperation::StopMachine,
+        PlatformOperation::RunDying,
         PlatformOperation::PowerOn,
         PlatformOperation::PowerOff,
         PlatformOperation::GracePeriod,
@@ -249,13 +283,14 @@ impl PlatformOperation {
     ];
 
     /// Its name in reports and on command lines: `hotplug-lock`, `run-on`,
-    /// `stop-machine`, `power-on`, `power-off`, `grace-period`,
+    /// `stop-machine`, `run-dying`, `power-on`, `power-off`, `grace-period`,
     /// `expedited-grace-period`.
     pub const fn name(self) -> &'static str {
         match self {
             PlatformOperation::HotplugLock => "hotplug-lock",
             PlatformOperation::RunOn => "run-on",
             PlatformOperation::StopMachine => "stop-machine",
+            PlatformOperation::RunDying => "run-dying",
             PlatformOperation::PowerOn => "power-on",
             PlatformOperation::PowerOff => "power-off",
             PlatformOperation::GracePeriod => "grace-period",

@@ -117,10 +117,7 @@ pub struct StepTime {
 /// ```
 impl<const WORDS: usize> fmt::Display for Report<WORDS> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let engine = match self.engine {
-            Engine::Classic => "classic",
-            Engine::Bolt => "bolt",
-        };
+        let engine = self.engine.name();
         let what = match self.direction {
             Direction::Up => "online",
             Direction::Down => "offline",

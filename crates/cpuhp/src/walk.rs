@@ -100,7 +100,7 @@ impl<'t, const WORDS: usize> Walk<'t, WORDS> {
     }
 
     pub(crate) fn defers(&self, step: StepId, rollback: bool) -> bool {
-        self.engine == Engine::Bolt
+        self.engine.is_bolt()
             && !rollback
             && self.table[step.index()].spec.class == Class::Deferrable
     }

@@ -350,15 +350,23 @@ fn reports_time_every_step_and_stage() {
         assert_eq!(report.engine, engine);
         assert_eq!(report.direction, Direction::Down);
         assert!(report.nanos > 0);
-        for stage in [
-            "grace-period",
-            "stop-machine",
-            "power",
-            "bp:perf",
-            "ap:sched-active",
-        ] {
+        let takedown: &[&str] = if engine.stops_machine() {
+            &["stop-machine"]
+        } else {
+            &["reader-drain", "dying"]
+        };
+        for stage in ["grace-period", "power", "bp:perf", "ap:sched-active"]
+            .iter()
+            .chain(takedown)
+        {
             assert!(report.stage(stage).is_some(), "{engine:?} {stage}");
         }
+        // Without a stop-machine there is none to time.
+        assert_eq!(
+            report.stage("stop-machine").is_some(),
+            engine.stops_machine(),
+            "{engine:?}"
+        );
         let deferred_stage = report.stage("ap:sysfs");
         assert_eq!(deferred_stage.is_some(), engine == Engine::Classic);
         let perf = hp.step_time(step(&hp, "bp:perf")).unwrap();
@@ -527,7 +535,7 @@ fn every_transition_holds_the_hotplug_lock() {
         hp.offline_many(CpuSet::range(1, 4)).unwrap();
         let events = hp.platform().take_events();
         let transitions = if engine == Engine::Classic { 3 } else { 1 };
-        let expedited = engine == Engine::Bolt;
+        let expedited = engine.is_bolt();
         let locks: Vec<_> = events
             .iter()
             .enumerate()
@@ -549,7 +557,10 @@ fn every_transition_holds_the_hotplug_lock() {
                     assert!(held, "{engine:?}: given back untaken");
                     held = false;
                 }
-                Event::StopMachine(_) | Event::RunOn(_) | Event::RunOnEach(_) => {
+                Event::StopMachine(_)
+                | Event::RunDying(_)
+                | Event::RunOn(_)
+                | Event::RunOnEach(_) => {
                     assert!(held, "{engine:?}: {event:?} without the lock")
                 }
                 _ => {}

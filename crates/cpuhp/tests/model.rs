@@ -259,7 +259,7 @@ fn run(engine: Engine, ops: Vec<Op>, reach: &Reach) -> Result<(), TestCaseError>
                 // Starting steps must not fail, and a deferrable step under
                 // bolt would fail on the worker, outside any operation.
                 if spec.section == Section::Starting
-                    || (hp.engine() == Engine::Bolt && spec.class == Class::Deferrable)
+                    || (hp.engine().is_bolt() && spec.class == Class::Deferrable)
                 {
                     continue;
                 }
@@ -397,4 +397,9 @@ fn bolt_matches_the_model() {
 #[test]
 fn classic_matches_the_model() {
     check(Engine::Classic);
+}
+
+#[test]
+fn bolt_nostop_matches_the_model() {
+    check(Engine::BoltNoStop);
 }

@@ -23,11 +23,16 @@ fn met(direction: Direction, engine: Engine) -> Vec<PlatformOperation> {
         Direction::Down => vec![
             HotplugLock,
             RunOn,
-            match engine {
-                Engine::Classic => GracePeriod,
-                Engine::Bolt => ExpeditedGracePeriod,
+            if engine.is_bolt() {
+                ExpeditedGracePeriod
+            } else {
+                GracePeriod
             },
-            StopMachine,
+            if engine.stops_machine() {
+                StopMachine
+            } else {
+                RunDying
+            },
             PowerOff,
         ],
     }
@@ -96,6 +101,7 @@ fn check(
         match operation {
             PlatformOperation::RunOn => "no hotplug thread",
             PlatformOperation::StopMachine => "did not come",
+            PlatformOperation::RunDying => "did not run its steps",
             PlatformOperation::PowerOn => "did not start",
             PlatformOperation::PowerOff => "did not stop",
             _ => "stalled",

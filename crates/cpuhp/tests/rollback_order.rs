@@ -131,7 +131,7 @@ fn assert_reversed(
                 "{what}: rollback is not the reverse"
             );
         }
-        Engine::Bolt => {
+        Engine::Bolt | Engine::BoltNoStop => {
             let all = split.done.iter().fold(CpuSet::EMPTY, |a, k| a.union(&k.1));
             for cpu in all {
                 let on = |units: &[Unit]| -> Vec<(&'static str, Vec<Option<InstanceId>>)> {
@@ -250,7 +250,7 @@ fn injected_failure_is_undone_in_exact_reverse() {
     for engine in ENGINES {
         for bulk in [false, true] {
             let pendings: &[bool] = match engine {
-                Engine::Bolt => &[false, true],
+                Engine::Bolt | Engine::BoltNoStop => &[false, true],
                 Engine::Classic => &[false],
             };
             for &pending in pendings {
@@ -318,7 +318,7 @@ fn refused_callback_is_undone_in_exact_reverse() {
                 // Starting steps cannot fail; a deferrable step under bolt
                 // runs on the worker, outside the operation.
                 if spec.section == Section::Starting
-                    || (engine == Engine::Bolt && spec.class == Class::Deferrable)
+                    || (engine.is_bolt() && spec.class == Class::Deferrable)
                 {
                     continue;
                 }

@@ -20,6 +20,13 @@
 //! * **stop-machine** (`take_cpu_down` under `stop_machine_cpuslocked`):
 //!   the shared [`Rendezvous`], its members every running CPU, gathered by
 //!   the platform ([`Hardware::gather`]: a cross-CPU call, a doorbell).
+//! * **dying steps without a stop-machine** (`bolt-nostop`; no Linux
+//!   counterpart was merged): the dying CPUs are hidden from the atomic
+//!   read side ([`HotplugReadSide`], [`Hardware::hotplug_read_side`]), the
+//!   readers that entered before are drained, then each dying CPU runs its
+//!   steps from its slot in the [`Mailboxes`], interrupts off, while every
+//!   other CPU keeps running. A platform whose readers are not all inside
+//!   the read side returns `None` there and keeps the rendezvous.
 //! * **grace periods** ([`Hardware::synchronize`]): the platform's RCU; a
 //!   stall is reported ([`Hardware::report_stall`], Linux's stall warning)
 //!   and becomes the engine's error naming the first CPU it waited for.
@@ -40,6 +47,7 @@ use hotkern_cpuhp::{
 };
 
 use crate::cpuset::MAX_CPUS;
+use crate::hotplug_read::HotplugReadSide;
 use crate::mailbox::{Mailboxes, Posted, Unfinished};
 use crate::percpu_rwsem::PercpuRwsem;
 use crate::platform::Cpus;
@@ -149,6 +157,15 @@ pub trait Hardware: Sync + Sized {
     fn release(&self, cpu: CpuId) -> Result<(), &'static str> {
         let _ = cpu;
         Ok(())
+    }
+
+    /// The atomic hotplug read side every reader of the online mask on
+    /// this platform enters (the kernel's [`Subsystems`](crate::subsystems::Subsystems)
+    /// one), if all of them do: then a CPU goes down without a
+    /// stop-machine ([`Platform::run_dying`]). The default, `None`, keeps
+    /// the rendezvous for `bolt-nostop` too.
+    fn hotplug_read_side(&self) -> Option<&HotplugReadSide> {
+        None
     }
 
     /// Waits for a grace period of `kind`.
@@ -277,6 +294,19 @@ impl<H: Hardware> EnginePlatform<H> {
     }
 }
 
+/// Flips the read side's phase and waits until every reader of the old
+/// one has left. Readers never sleep inside and nothing wakes the writer,
+/// so it looks again every few microseconds.
+fn drain<C: Cpus + ?Sized>(cpus: &C, side: &HotplugReadSide) {
+    const LOOK_AGAIN_NS: u64 = 5_000;
+    let phase = side.flip();
+    let drained = || side.drained(phase);
+    while !drained() {
+        let deadline = cpus.now_ns().saturating_add(LOOK_AGAIN_NS);
+        cpus.wait_until_deadline(&drained, deadline);
+    }
+}
+
 impl<H: Hardware> Platform for EnginePlatform<H> {
     fn now_ns(&self) -> u64 {
         self.hardware.cpus().now_ns()
@@ -342,6 +372,50 @@ impl<H: Hardware> Platform for EnginePlatform<H> {
         }
         result
             .map_err(|(cpu, cause)| PlatformError::new(PlatformOperation::StopMachine, cpu, cause))
+    }
+
+    /// Without a stop-machine (see the module doc): the dying CPUs hidden
+    /// from the read side, the readers that may have seen them drained,
+    /// then each runs its steps, interrupts off, while the others run on.
+    /// A platform with no read side keeps the rendezvous.
+    fn run_dying(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+        mark: &mut dyn FnMut(&'static str),
+    ) -> Result<(), PlatformError> {
+        let hardware = &self.hardware;
+        let Some(side) = hardware.hotplug_read_side() else {
+            let result = self.stop_machine(cpus, work);
+            mark("stop-machine");
+            return result;
+        };
+        let lives = hardware.lives();
+        if let Some(cpu) = cpus.iter().find(|cpu| !lives.is_alive(cpu.index())) {
+            mark("dying");
+            return Err(PlatformError::new(
+                PlatformOperation::RunDying,
+                cpu,
+                "is not running",
+            ));
+        }
+        side.hide(cpus);
+        drain(hardware.cpus(), side);
+        mark("reader-drain");
+        let deadline = self.deadline(H::CALL_TIMEOUT_NS);
+        let alone = |cpu: CpuId| hardware.without_interrupts(|| work(cpu));
+        let result = hardware
+            .control()
+            .mailboxes
+            .run_on_each(hardware.cpus(), cpus, &alone, deadline)
+            .map_err(|Unfinished(cpu)| {
+                PlatformError::new(PlatformOperation::RunDying, cpu, "did not run its steps")
+            });
+        // Their dying steps cleared them from the online mask; if they
+        // could not run, they are online as before.
+        side.show(cpus);
+        mark("dying");
+        result
     }
 
     /// The steps are posted to each incoming CPU before it starts and run

@@ -41,7 +41,9 @@
 //!   does ([`idle`]).
 //! * The hotplug lock's shape: a reader-writer lock whose readers touch
 //!   only their CPU's counter ([`percpu_rwsem`]), switched to a slow path
-//!   by a grace period when a writer comes ([`rcu_sync`]).
+//!   by a grace period when a writer comes ([`rcu_sync`]); its atomic read
+//!   side, for code that picks a CPU from the online mask with preemption
+//!   off, which lets a CPU go down without a stop-machine ([`hotplug_read`]).
 //!
 //! How a kernel thread is made and switched to, and who drives grace
 //! periods, are still each platform's.
@@ -68,6 +70,7 @@ pub mod command_line;
 pub mod cpuset;
 pub mod frames;
 pub mod hotplug;
+pub mod hotplug_read;
 pub mod idle;
 pub mod kthread;
 pub mod ledger;

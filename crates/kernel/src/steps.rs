@@ -21,6 +21,7 @@
 mod callbacks;
 pub mod differential;
 pub mod invariants;
+mod needs;
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -33,6 +34,7 @@ use hotkern_cpuhp::{
 
 use crate::audit::Audit;
 use crate::cpuset::cpu_id;
+use crate::hotplug_read::HotplugReadGuard;
 use crate::kthread::{Kthreads, Role, Thread};
 use crate::pagecache::PageCaches;
 use crate::placement::{place, Limbo, Waiting};
@@ -44,6 +46,7 @@ use crate::vmstat::Vmstat;
 use crate::workqueue::{Work, Workqueue};
 
 use callbacks::*;
+pub use needs::{Needs, Protection};
 
 /// A kernel the step table runs on: the shared mechanisms it holds, and
 /// the platform's part of bringing a CPU up and down.
@@ -115,6 +118,14 @@ pub trait StepKernel {
     fn active_mask(&self) -> CpuSet {
         self.subsystems().active.load()
     }
+    /// Enters the hotplug lock's atomic read side from the calling CPU:
+    /// code that picks a CPU from the online mask and then touches its
+    /// state holds the guard across both, and reads the mask through
+    /// [`HotplugReadGuard::online`].
+    fn hotplug_read(&self) -> HotplugReadGuard<'_> {
+        let here = self.rcu().this_cpu().map(cpu_id);
+        self.subsystems().hotplug_read.enter(here)
+    }
     /// Puts `cpu` in or out of the online mask.
     fn set_online(&self, cpu: CpuId, online: bool) {
         self.subsystems().online.set(cpu, online);
@@ -154,9 +165,12 @@ pub trait StepKernel {
     /// CPU whose pool takes it, and wakes that CPU.
     fn queue_work(&self, cpu: usize, work: Work<Self::Job>) {
         let pools = self.workqueue();
-        let taken = place(cpu, self.online_mask(), work, |cpu, work| {
+        let reader = self.hotplug_read();
+        let online = reader.online(self.online_mask());
+        let taken = place(cpu, online, work, |cpu, work| {
             self.without_interrupts(|| pools.queue(cpu, work))
         });
+        drop(reader);
         match taken {
             Ok(cpu) => self.wake_cpu(cpu_id(cpu)),
             Err(work) => self.limbo().keep(Waiting::Work(work)),
@@ -166,9 +180,12 @@ pub trait StepKernel {
     /// CPU whose base takes it, and wakes that CPU.
     fn arm_timer(&self, cpu: usize, timer: Timer<Self::Job>) {
         let bases = self.timers();
-        let taken = place(cpu, self.online_mask(), timer, |cpu, timer| {
+        let reader = self.hotplug_read();
+        let online = reader.online(self.online_mask());
+        let taken = place(cpu, online, timer, |cpu, timer| {
             self.without_interrupts(|| bases.arm(cpu, timer))
         });
+        drop(reader);
         match taken {
             Ok(cpu) => self.wake_cpu(cpu_id(cpu)),
             Err(timer) => self.limbo().keep(Waiting::Timer(timer)),
@@ -205,13 +222,18 @@ pub trait StepKernel {
     fn call_rcu(&self, cpu: usize, callback: RcuCallback<Self::Job>) {
         let lists = self.rcu_callbacks();
         let gp = self.rcu().request();
-        let online = self.online_mask();
+        // Inside the read side from the mask's read to the list's insert:
+        // a CPU going down without a stop-machine waits for this reader
+        // before its dying steps, and `rcu:data` then moves what it queued.
+        let reader = self.hotplug_read();
+        let online = reader.online(self.online_mask());
         let taken = place(cpu, online, callback, |cpu, callback| {
             if !online.contains(cpu_id(cpu)) {
                 return Err(callback);
             }
             self.without_interrupts(|| lists.call(cpu, gp, callback))
         });
+        drop(reader);
         match taken {
             Ok(cpu) if self.rcu().this_cpu() != Some(cpu) => self.wake_cpu(cpu_id(cpu)),
             Ok(_) => {}
@@ -317,6 +339,8 @@ pub struct StepDef<K> {
     pub spec: StepSpec,
     /// Why the step has its class.
     pub reason: &'static str,
+    /// What it needs from the other CPUs while it runs, and why.
+    pub needs: Needs,
     /// Runs as a CPU comes up; `None` does nothing.
     pub startup: Option<Callback<K>>,
     /// Runs as a CPU goes down; `None` does nothing.
@@ -328,12 +352,14 @@ const fn step<K>(
     section: Section,
     class: Class,
     reason: &'static str,
+    needs: Needs,
     startup: Option<Callback<K>>,
     teardown: Option<Callback<K>>,
 ) -> StepDef<K> {
     StepDef {
         spec: StepSpec::new(name, section, class),
         reason,
+        needs,
         startup,
         teardown,
     }
@@ -356,6 +382,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Prepare,
             Deferrable,
             "a CPU's kernel threads only run when it dispatches them; creating or destroying them is bookkeeping",
+            Needs::new(
+                Protection::OwnLocks,
+                "the thread table's lock; a dead CPU's threads are never dispatched, so no one else touches them",
+            ),
             Some(threads_create_up::<K>),
             Some(threads_create_down::<K>),
         ),
@@ -364,6 +394,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Prepare,
             Deferrable,
             "a CPU without a trace buffer drops its events; allocating or flushing the buffer can wait",
+            Needs::new(
+                Protection::OwnLocks,
+                "only the CPU's own events write its buffer, and it is dead; the buffer's lock covers the flush",
+            ),
             Some(trace_up::<K>),
             Some(trace_down::<K>),
         ),
@@ -372,6 +406,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Prepare,
             Deferrable,
             "allocation falls back to the shared pool while a CPU has no cache; draining an offline CPU's frames can wait",
+            Needs::new(
+                Protection::OwnLocks,
+                "a dead CPU allocates nothing more; the cache's lock covers the drain",
+            ),
             Some(pagecache_up::<K>),
             Some(pagecache_down::<K>),
         ),
@@ -380,6 +418,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Prepare,
             Deferrable,
             "readers skip a CPU without counters; folding a dead CPU's counters after a grace period can wait",
+            Needs::new(
+                Protection::GracePeriod,
+                "readers that found the counters finish within the grace period the fold waits for",
+            ),
             Some(vmstat_up::<K>),
             Some(vmstat_down::<K>),
         ),
@@ -388,6 +430,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Prepare,
             Critical,
             "the critical online step binds this pool, and its teardown rescues work left on a dead CPU",
+            Needs::new(
+                Protection::OwnLocks,
+                "the pool's lock; an unbound pool refuses work, so queuers go elsewhere",
+            ),
             Some(pool_up::<K>),
             Some(pool_down::<K>),
         ),
@@ -396,6 +442,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Prepare,
             Critical,
             "state migration: a dead CPU's pending timers must move to a live CPU or they never fire",
+            Needs::new(
+                Protection::OwnLocks,
+                "the base's lock; a disabled base refuses timers, so armers go elsewhere",
+            ),
             Some(timer_base_up::<K>),
             Some(timer_base_down::<K>),
         ),
@@ -404,6 +454,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Prepare,
             Critical,
             "state migration: RCU callbacks queued on a dead CPU must move or they never run",
+            Needs::new(
+                Protection::Readers,
+                "call_rcu picks a list from the online mask and any online CPU's list takes the callback: a reader that saw the CPU must be done before this migration, or what it queues is stranded; the reader drain (or stop-machine) before the dying steps ensures it",
+            ),
             Some(rcu_data_up::<K>),
             Some(rcu_data_down::<K>),
         ),
@@ -414,6 +468,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Starting,
             Critical,
             "bitmask update: the online mask says where anything may run",
+            Needs::new(
+                Protection::Readers,
+                "readers pick CPUs from the online mask and then touch their state: they must not see the CPU once its dying steps run, so it is hidden from them and they are drained first (or stopped)",
+            ),
             Some(online_mask_up::<K>),
             Some(online_mask_down::<K>),
         ),
@@ -422,6 +480,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Starting,
             Critical,
             "a dying CPU's timer base and tick must stop before the CPU stops",
+            Needs::new(
+                Protection::DyingCpu,
+                "stops the CPU's own tick, so it must run there with interrupts off; timers others still try to arm are refused by the disabled base",
+            ),
             Some(timers_starting_up::<K>),
             Some(timers_starting_down::<K>),
         ),
@@ -430,6 +492,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Starting,
             Critical,
             "grace periods must stop waiting for a CPU that will pass no more quiescent states",
+            Needs::new(
+                Protection::DyingCpu,
+                "the CPU reports no quiescent state after this, so it runs there; RCU's own lock orders it with grace periods",
+            ),
             Some(rcu_starting_up::<K>),
             Some(rcu_starting_down::<K>),
         ),
@@ -438,6 +504,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Starting,
             Critical,
             "state migration: any task still queued moves off before the CPU stops",
+            Needs::new(
+                Protection::OwnLocks,
+                "the run queue's lock: sched:active closed the queue and a grace period passed, so no one places a task on it",
+            ),
             None,
             Some(sched_starting_down::<K>),
         ),
@@ -447,6 +517,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Online,
             Deferrable,
             "parking made asynchronous: a thread of an offline CPU cannot be dispatched anyway",
+            Needs::new(
+                Protection::OwnLocks,
+                "the thread's own state; the CPU is online and runs its threads",
+            ),
             Some(threads_unpark_up::<K>),
             Some(threads_unpark_down::<K>),
         ),
@@ -455,6 +529,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Online,
             Deferrable,
             "sysfs access is checked at open, so creating and removing nodes can wait",
+            Needs::new(
+                Protection::OwnLocks,
+                "sysfs's lock; access is checked at open",
+            ),
             Some(sysfs_up::<K>),
             Some(sysfs_down::<K>),
         ),
@@ -463,6 +541,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Online,
             Critical,
             "state migration: pending work moves to a live CPU, and a new CPU starts taking work",
+            Needs::new(
+                Protection::OwnLocks,
+                "the pool's lock; binding and unbinding decide whether it takes work",
+            ),
             Some(workqueue_online_up::<K>),
             Some(workqueue_online_down::<K>),
         ),
@@ -471,6 +553,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Online,
             Critical,
             "re-organisation: load balancing must not place tasks on a CPU that is leaving",
+            Needs::new(
+                Protection::GracePeriod,
+                "domains are read under RCU, and the old ones are freed after a grace period",
+            ),
             Some(domains_up::<K>),
             Some(domains_down::<K>),
         ),
@@ -479,6 +565,10 @@ pub const fn table<K: StepKernel>() -> [StepDef<K>; STEP_COUNT] {
             Online,
             Critical,
             "state migration and bitmask: queued tasks move off and the scheduler stops choosing the CPU",
+            Needs::new(
+                Protection::GracePeriod,
+                "readers of the active mask finish within the grace period the engine waits for before the dying steps",
+            ),
             Some(active_up::<K>),
             Some(active_down::<K>),
         ),

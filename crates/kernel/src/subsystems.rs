@@ -22,6 +22,7 @@ use alloc::sync::Arc;
 
 use crate::audit::Audit;
 use crate::cpuset::AtomicCpuSet;
+use crate::hotplug_read::HotplugReadSide;
 use crate::kthread::{Kthreads, Thread};
 use crate::placement::Limbo;
 use crate::rcu::callbacks::Lists;
@@ -77,6 +78,10 @@ pub struct Subsystems<J, T, Th> {
     pub online: AtomicCpuSet,
     /// Linux's `cpu_active_mask`: where new and migrating tasks may go.
     pub active: AtomicCpuSet,
+    /// The hotplug lock's atomic read side: placing something on a CPU
+    /// picked from the online mask happens inside it, so that a CPU can
+    /// go down without a stop-machine ([`HotplugReadSide`]).
+    pub hotplug_read: HotplugReadSide,
 }
 
 impl<J, T, Th: Thread> Subsystems<J, T, Th> {
@@ -94,6 +99,7 @@ impl<J, T, Th: Thread> Subsystems<J, T, Th> {
             limbo: Limbo::new(),
             online: AtomicCpuSet::default(),
             active: AtomicCpuSet::default(),
+            hotplug_read: HotplugReadSide::new(cpus),
         }
     }
 }

@@ -230,7 +230,7 @@ impl Machine {
             ),
             vcpu_threads: Vec::new(),
             worker: None,
-            ever_kept: AtomicBool::new(engine == Engine::Bolt),
+            ever_kept: AtomicBool::new(engine.is_bolt()),
             down: false,
             records_steps,
         };
@@ -267,7 +267,7 @@ impl Machine {
     /// Switches engine (waits for deferred work first).
     pub fn set_engine(&self, engine: Engine) {
         self.engine.set_engine(engine);
-        if engine == Engine::Bolt {
+        if engine.is_bolt() {
             // Bolt may keep structures of offline CPUs from now on.
             self.ever_kept.store(true, Ordering::Relaxed);
         }

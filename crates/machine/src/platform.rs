@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 
 use hotkern_cpuhp::{CpuId, Hotplug};
 use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
+use hotkern_kernel::hotplug_read::HotplugReadSide;
 use hotkern_kernel::power::Lifecycle;
 use hotkern_kernel::rcu::{Kind, Stall};
 use hotkern_kernel::steps::StepKernel;
@@ -56,6 +57,14 @@ impl Hardware for MachineHardware {
     fn gather(&self, cpu: CpuId) -> Result<(), &'static str> {
         self.kernel.doorbells.ring(cpu.index());
         Ok(())
+    }
+
+    /// Every reader of the online mask that places something on a CPU
+    /// goes through the shared kernel's `queue_work`, `arm_timer` and
+    /// `call_rcu`, which enter it: `bolt-nostop` runs without a
+    /// stop-machine here.
+    fn hotplug_read_side(&self) -> Option<&HotplugReadSide> {
+        Some(&self.kernel.subsystems.hotplug_read)
     }
 
     /// Never stalls: the grace-period thread waits as long as it takes.

@@ -89,14 +89,14 @@ fn expected_forward(engine: Engine, op: &Failing, cpu: CpuId) -> Vec<&'static st
         _ if cpu == op.cpu => failing,
         Engine::Classic if cpu < op.cpu => steps.len(),
         Engine::Classic => 0,
-        Engine::Bolt if op.step.section == Section::Online => {
+        Engine::Bolt | Engine::BoltNoStop if op.step.section == Section::Online => {
             steps
                 .iter()
                 .rposition(|s| s.section == Section::Online)
                 .unwrap()
                 + 1
         }
-        Engine::Bolt => failing,
+        Engine::Bolt | Engine::BoltNoStop => failing,
     };
     steps[..upto]
         .iter()
@@ -169,7 +169,7 @@ fn check_rollback_order(engine: Engine, op: &Failing, calls: &[StepCall]) {
             assert_eq!(runs, expected, "{op:?}: order of the CPUs");
         }
         // Prepare steps: one call for the whole set, forward and back.
-        Engine::Bolt => {
+        Engine::Bolt | Engine::BoltNoStop => {
             for call in calls.iter().filter(|c| prepare(c.name)) {
                 assert_eq!(call.cpus, op.cpus, "{op:?}: {call:?}");
             }
@@ -257,4 +257,9 @@ fn classic_rolls_back_at_every_step() {
 #[test]
 fn bolt_rolls_back_at_every_step() {
     every_step(Engine::Bolt);
+}
+
+#[test]
+fn bolt_nostop_rolls_back_at_every_step() {
+    every_step(Engine::BoltNoStop);
 }

@@ -93,3 +93,8 @@ fn classic_readers_see_a_stable_online_mask() {
 fn bolt_readers_see_a_stable_online_mask() {
     readers_see_a_stable_online_mask(Engine::Bolt);
 }
+
+#[test]
+fn bolt_nostop_readers_see_a_stable_online_mask() {
+    readers_see_a_stable_online_mask(Engine::BoltNoStop);
+}

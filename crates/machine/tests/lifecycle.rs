@@ -41,8 +41,16 @@ fn round_trip(engine: Engine) {
     assert_eq!(machine.online_cpus(), CpuSet::range(0, 4));
     assert_eq!(machine.kernel_threads(), 12);
     busy_tasks(&machine, 300, 3);
-    machine.offline(CpuId(3)).unwrap();
+    let report = machine.offline(CpuId(3)).unwrap();
     assert!(!machine.online_cpus().contains(CpuId(3)));
+    // Only bolt-nostop takes a CPU down without stopping the others.
+    let nostop = ["reader-drain", "dying"].map(|stage| report.stage(stage).is_some());
+    assert_eq!(
+        report.stage("stop-machine").is_some(),
+        engine.stops_machine(),
+        "{engine:?}: {report}"
+    );
+    assert_eq!(nostop, [!engine.stops_machine(); 2], "{engine:?}: {report}");
     machine.offline_many(CpuSet::range(1, 3)).unwrap();
     assert_eq!(machine.online_cpus(), CpuSet::single(CpuId(0)));
     assert!(
@@ -88,6 +96,11 @@ fn classic_round_trip_keeps_every_invariant() {
 #[test]
 fn bolt_round_trip_keeps_every_invariant() {
     round_trip(Engine::Bolt);
+}
+
+#[test]
+fn bolt_nostop_round_trip_keeps_every_invariant() {
+    round_trip(Engine::BoltNoStop);
 }
 
 #[test]
@@ -220,7 +233,7 @@ fn bolt_reuses_what_a_cpu_left_when_it_returns_before_the_deferred_teardown() {
 
 #[test]
 fn sixty_four_oversubscribed_vcpus_go_down_and_up_in_bulk() {
-    for engine in [Engine::Classic, Engine::Bolt] {
+    for engine in Engine::ALL {
         let machine = Machine::builder().cpus(64).engine(engine).build().unwrap();
         busy_tasks(&machine, 200, 2);
         let all_but_first = CpuSet::range(1, 64);
@@ -237,7 +250,7 @@ fn sixty_four_oversubscribed_vcpus_go_down_and_up_in_bulk() {
 
 #[test]
 fn rcu_barrier_waits_for_every_callback_queued_before_it() {
-    for engine in [Engine::Classic, Engine::Bolt] {
+    for engine in Engine::ALL {
         let machine = Machine::builder().cpus(4).engine(engine).build().unwrap();
         let ran = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         const CALLBACKS: u64 = 40;

@@ -301,6 +301,14 @@ fn storm_bolt() {
     storm(Engine::Bolt, &QUICK, Hz::DEFAULT);
 }
 
+/// Bolt without the stop-machine: the dying CPU runs its steps alone
+/// while the seven others keep running tasks that queue work, timers and
+/// RCU callbacks through the atomic read side.
+#[test]
+fn storm_bolt_nostop() {
+    storm(Engine::BoltNoStop, &QUICK, Hz::DEFAULT);
+}
+
 /// At Linux's slower tick rates a normal grace period lasts 10 ms or more,
 /// so fewer operations: what changes is the timing of every wait, and the
 /// invariants must hold whatever it is.
@@ -315,6 +323,7 @@ fn storm_both_engines_at_hz_100_and_250() {
         let hz = Hz::new(hz).unwrap();
         storm(Engine::Classic, &shorter, hz);
         storm(Engine::Bolt, &shorter, hz);
+        storm(Engine::BoltNoStop, &shorter, hz);
     }
 }
 
@@ -330,4 +339,5 @@ fn storm_heavy_both_engines() {
     };
     storm(Engine::Classic, &heavy, Hz::DEFAULT);
     storm(Engine::Bolt, &heavy, Hz::DEFAULT);
+    storm(Engine::BoltNoStop, &heavy, Hz::DEFAULT);
 }

@@ -1,5 +1,6 @@
 //! `hotkern bench cpuhp`: CPU offline and online latency on the user-mode
-//! machine, Linux's `classic` hotplug against `bolt`, with the very same
+//! machine, Linux's `classic` hotplug against `bolt` and `bolt-nostop`
+//! (bolt taking CPUs down without a stop-machine), with the very same
 //! step table and callbacks (the machine's 16 subsystem steps).
 //!
 //! Latency is the critical path: from the call until the operation returns.
@@ -26,7 +27,13 @@ use super::{BenchOptions, Case, Platform, Report};
 use crate::progress::Progress;
 use crate::statistics::median;
 
-const ENGINES: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
+/// Classic (Linux's path, stop-machine and all), bolt, and bolt without
+/// the stop-machine: each an `impl` of every case.
+const ENGINES: [(Engine, &str); 3] = [
+    (Engine::Classic, "classic"),
+    (Engine::Bolt, "bolt"),
+    (Engine::BoltNoStop, "bolt-nostop"),
+];
 const BULK: [usize; 5] = [1, 2, 4, 8, 15];
 
 /// What one case measured.
@@ -405,6 +412,13 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
     ratio("online-1-load/classic_over_bolt", "online/1-load");
     ratio("offline-bulk-15/classic_over_bolt", "offline/bulk-15");
     ratio("online-bulk-15/classic_over_bolt", "online/bulk-15");
+    // What dropping the stop-machine buys bolt.
+    let mut nostop = |key: &str, case: &str| {
+        report.ratio(key, case, "latency_us", "bolt", "bolt-nostop");
+    };
+    nostop("offline-1/bolt_over_bolt-nostop", "offline/1");
+    nostop("offline-1-load/bolt_over_bolt-nostop", "offline/1-load");
+    nostop("offline-bulk-15/bolt_over_bolt-nostop", "offline/bulk-15");
     let mut bulk_growth = None;
     for (_, name) in ENGINES {
         for direction in ["offline", "online"] {
@@ -479,7 +493,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
             .to_owned(),
     );
     report.notes.extend(mechanism_notes(&report, hz));
-    if let [(classic_down, classic_up), (bolt_down, bolt_up)] = &idle[..] {
+    if let [(classic_down, classic_up), (bolt_down, bolt_up), ..] = &idle[..] {
         report
             .notes
             .extend(breakdown("offline/1", classic_down, bolt_down));
@@ -487,12 +501,30 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
             .notes
             .extend(breakdown("online/1", classic_up, bolt_up));
     }
-    if let [(classic_down, _), (bolt_down, _)] = &loaded[..] {
+    if let [(classic_down, _), (bolt_down, _), ..] = &loaded[..] {
         report
             .notes
             .extend(breakdown("offline/1-load", classic_down, bolt_down));
     }
+    if let [_, (bolt_down, _), (nostop_down, _)] = &loaded[..] {
+        report.notes.push(nostop_note(bolt_down, nostop_down));
+    }
     Ok(report)
+}
+
+/// Bolt's stop-machine against what bolt-nostop does instead, under load.
+fn nostop_note(bolt: &Samples, nostop: &Samples) -> String {
+    let (b, n) = (bolt.stages_us(), nostop.stages_us());
+    let us = |stages: &BTreeMap<&str, f64>, name: &str| stages.get(name).copied().unwrap_or(0.0);
+    format!(
+        "offline/1-load without a stop-machine: bolt's stop-machine {:.1} µs; bolt-nostop's \
+         reader-drain {:.1} µs + dying {:.1} µs (median latency {:.1} vs {:.1} µs)",
+        us(&b, "stop-machine"),
+        us(&n, "reader-drain"),
+        us(&n, "dying"),
+        median(&bolt.latency_ns) / 1e3,
+        median(&nostop.latency_ns) / 1e3,
+    )
 }
 
 /// Times each of [`Mechanism::ALL`] `reps` times on an idle 4-vCPU machine

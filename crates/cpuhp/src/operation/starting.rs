@@ -1,5 +1,5 @@
 //! The `Starting` section of an operation: the grace period and the
-//! stop-machine going down, the bring-up going up, and powering CPUs off,
+//! stop-machine (or, with `bolt-nostop`, the dying CPUs alone) going down, the bring-up going up, and powering CPUs off,
 //! with what each platform failure means for rollback.
 
 use alloc::vec::Vec;
@@ -8,7 +8,7 @@ use lock_api::{Mutex, RawMutex};
 
 use super::{sorted, Stopped};
 use crate::cpu::{CpuId, CpuMask};
-use crate::hotplug::{Engine, Hotplug};
+use crate::hotplug::Hotplug;
 use crate::invoke::Injector;
 use crate::platform::{Platform, PlatformError, PlatformOperation};
 use crate::step::{Direction, Section};
@@ -98,16 +98,18 @@ impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, W
     /// The grace period before the dying steps: normal for classic,
     /// expedited for bolt.
     fn grace_period(&self, walk: &Walk<'_, WORDS>, rollback: bool) -> Result<(), PlatformError> {
-        let operation = match walk.engine {
-            Engine::Classic => PlatformOperation::GracePeriod,
-            Engine::Bolt => PlatformOperation::ExpeditedGracePeriod,
+        let operation = if walk.engine.is_bolt() {
+            PlatformOperation::ExpeditedGracePeriod
+        } else {
+            PlatformOperation::GracePeriod
         };
         if let Some(cpu) = walk.platform_fault(operation, walk.targets, rollback) {
             return Err(Injector::platform_error(operation, cpu));
         }
-        match walk.engine {
-            Engine::Classic => self.platform.synchronize_grace_period(),
-            Engine::Bolt => self.platform.synchronize_grace_period_expedited(),
+        if walk.engine.is_bolt() {
+            self.platform.synchronize_grace_period_expedited()
+        } else {
+            self.platform.synchronize_grace_period()
         }
     }
 
@@ -166,7 +168,7 @@ impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, W
                     None => self.platform.bring_up(targets, &work, &mut mark),
                 }
             }
-            Direction::Down => {
+            Direction::Down if walk.engine.stops_machine() => {
                 let result =
                     match walk.platform_fault(PlatformOperation::StopMachine, targets, rollback) {
                         Some(cpu) => Err(Injector::platform_error(
@@ -177,6 +179,20 @@ impl<R: RawMutex + Sync, P: Platform<WORDS>, const WORDS: usize> Hotplug<R, P, W
                     };
                 mark("stop-machine");
                 result
+            }
+            // No rendezvous: the platform hides the CPUs from its atomic
+            // readers, drains those that saw them, and runs the steps on
+            // the dying CPUs alone (its marks name those stages).
+            Direction::Down => {
+                match walk.platform_fault(PlatformOperation::RunDying, targets, rollback) {
+                    Some(cpu) => {
+                        let result =
+                            Err(Injector::platform_error(PlatformOperation::RunDying, cpu));
+                        mark("dying");
+                        result
+                    }
+                    None => self.platform.run_dying(targets, &work, &mut mark),
+                }
             }
         };
         (sorted(reports.into_inner()), stages, result)

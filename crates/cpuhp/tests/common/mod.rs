@@ -40,6 +40,8 @@ pub enum Event {
     RunOn(CpuId),
     RunOnEach(CpuSet),
     StopMachine(CpuSet),
+    /// The dying steps without a stop-machine (`bolt-nostop`).
+    RunDying(CpuSet),
     GracePeriod,
     ExpeditedGracePeriod,
     /// The hotplug lock's write side taken; whether expedited.
@@ -230,6 +232,36 @@ impl Platform for Mock {
         }
         self.each(cpus, Place::StopMachine, work);
         self.stopping.fetch_sub(1, SeqCst);
+        Ok(())
+    }
+
+    /// The dying steps on the dying CPUs alone: the mock has no readers
+    /// to drain, so it only marks the stages and checks the CPUs are on.
+    fn run_dying(
+        &self,
+        cpus: CpuSet,
+        work: &(dyn Fn(CpuId) + Sync),
+        mark: &mut dyn FnMut(&'static str),
+    ) -> Result<(), PlatformError> {
+        self.record(Event::RunDying(cpus));
+        mark("reader-drain");
+        if let Some(cpu) = self.failing(PlatformOperation::RunDying, cpus) {
+            mark("dying");
+            return Err(PlatformError::new(
+                PlatformOperation::RunDying,
+                cpu,
+                "did not run its steps",
+            ));
+        }
+        let off = cpus.difference(&self.powered.lock().unwrap());
+        if !off.is_empty() {
+            self.misuses
+                .lock()
+                .unwrap()
+                .push(format!("dying steps over {off}, which is off"));
+        }
+        self.each(cpus, Place::StopMachine, work);
+        mark("dying");
         Ok(())
     }
 
@@ -562,7 +594,7 @@ pub fn step(hp: &Hp, name: &str) -> StepId {
     hp.step_id(name).unwrap()
 }
 
-pub const ENGINES: [Engine; 2] = [Engine::Classic, Engine::Bolt];
+pub const ENGINES: [Engine; 3] = Engine::ALL;
 
 pub fn names(calls: &[Call], direction: Direction) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();

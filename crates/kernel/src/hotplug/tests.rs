@@ -13,6 +13,7 @@ use hotkern_cpuhp::{
 
 use super::{Control, EnginePlatform, Hardware};
 use crate::activity::Activity;
+use crate::hotplug_read::HotplugReadSide;
 use crate::platform::Cpus;
 use crate::power::{Lifecycle, Power};
 use crate::rcu::{Kind, Stall, StalledCpu};
@@ -97,6 +98,9 @@ struct Mock {
     traced: AtomicU64,
     queued: Mutex<Vec<fn(&Mock)>>,
     stalls_reported: Mutex<Vec<PlatformOperation>>,
+    /// The atomic read side, offered to the engine platform if `readers`.
+    read_side: HotplugReadSide,
+    readers: bool,
 }
 
 impl Mock {
@@ -117,6 +121,8 @@ impl Mock {
             traced: AtomicU64::new(0),
             queued: Mutex::new(Vec::new()),
             stalls_reported: Mutex::new(Vec::new()),
+            read_side: HotplugReadSide::new(8),
+            readers: true,
         };
         for cpu in 0..running as usize {
             mock.cpus.lives.boot_cpu(cpu);
@@ -188,6 +194,10 @@ impl Hardware for Mock {
                 activity: Activity::Unknown,
             }],
         })
+    }
+
+    fn hotplug_read_side(&self) -> Option<&HotplugReadSide> {
+        self.readers.then_some(&self.read_side)
     }
 
     fn call_rcu(&self, callback: fn(&Self)) {
@@ -426,4 +436,79 @@ fn the_engine_traces_records_and_kicks_through_the_platform() {
     engine.set_engine(Engine::Bolt);
     engine.online(CpuId(3)).unwrap();
     assert!(platform.kicks.load(Ordering::SeqCst) > 0);
+}
+
+#[test]
+fn run_dying_waits_for_readers_that_saw_the_cpu_and_hides_it_from_later_ones() {
+    let platform = Mock::new(4, CpuSet::EMPTY);
+    let side = &platform.hardware.read_side;
+    let all = set(&[0, 1, 2, 3]);
+    let log = Mutex::new(Vec::new());
+    let entered = std::sync::Barrier::new(2);
+    let mut marks = Vec::new();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let reader = side.enter(Some(CpuId(1)));
+            assert!(reader.online(all).contains(CpuId(3)));
+            entered.wait();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            log.lock().unwrap().push("reader left");
+            drop(reader);
+        });
+        entered.wait();
+        platform
+            .run_dying(
+                set(&[3]),
+                &|cpu| {
+                    assert_eq!(cpu, CpuId(3));
+                    let later = side.enter(Some(CpuId(2)));
+                    assert!(!later.online(all).contains(cpu), "a later reader saw it");
+                    log.lock().unwrap().push("dying steps");
+                },
+                &mut |stage| marks.push(stage),
+            )
+            .unwrap();
+    });
+    assert_eq!(*log.lock().unwrap(), ["reader left", "dying steps"]);
+    assert_eq!(marks, ["reader-drain", "dying"]);
+    assert!(side.hidden().is_empty(), "shown again once its steps ran");
+    assert_eq!(side.readers(), 0);
+}
+
+#[test]
+fn run_dying_names_a_cpu_that_is_not_running_and_runs_nothing() {
+    let platform = Mock::new(3, CpuSet::EMPTY);
+    let ran = Mutex::new(Vec::new());
+    let error = platform
+        .run_dying(
+            set(&[2, 5]),
+            &|cpu| ran.lock().unwrap().push(cpu),
+            &mut |_| {},
+        )
+        .unwrap_err();
+    assert_eq!(error.operation, PlatformOperation::RunDying);
+    assert_eq!(error.cpu, CpuId(5));
+    assert!(ran.lock().unwrap().is_empty());
+    assert!(platform.hardware.read_side.hidden().is_empty());
+}
+
+#[test]
+fn without_a_read_side_run_dying_keeps_the_stop_machine() {
+    let mut platform = Mock::new(3, CpuSet::EMPTY);
+    platform.hardware.readers = false;
+    // A refused gather shows the rendezvous was asked for (these CPUs
+    // answer posted work, not a stop-machine).
+    platform.hardware.refuse_gather = true;
+    let ran = Mutex::new(Vec::new());
+    let mut marks = Vec::new();
+    let error = platform
+        .run_dying(
+            set(&[2]),
+            &|cpu| ran.lock().unwrap().push(cpu),
+            &mut |stage| marks.push(stage),
+        )
+        .unwrap_err();
+    assert_eq!(error.operation, PlatformOperation::StopMachine);
+    assert!(ran.lock().unwrap().is_empty());
+    assert_eq!(marks, ["stop-machine"]);
 }

@@ -157,10 +157,7 @@ pub struct Operation {
 
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let engine = match self.engine {
-            Engine::Classic => "classic",
-            Engine::Bolt => "bolt",
-        };
+        let engine = self.engine.name();
         let what = match (self.direction, self.cpus.len()) {
             (Direction::Up, 1) => "online",
             (Direction::Down, 1) => "offline",
@@ -312,6 +309,9 @@ fn platform_operations(direction: Direction, engine: Engine) -> &'static [Platfo
             StopMachine,
             PowerOff,
         ],
+        (Direction::Down, Engine::BoltNoStop) => {
+            &[HotplugLock, RunOn, ExpeditedGracePeriod, RunDying, PowerOff]
+        }
     }
 }
 
@@ -319,10 +319,10 @@ fn platform_operations(direction: Direction, engine: Engine) -> &'static [Platfo
 /// (the controller) stays; a CPU goes down or comes up, or several do;
 /// one in four fails at a step, one in six in the platform.
 fn draw<R: RawMutex + Sync, P: Platform>(draw: &mut Draw, hotplug: &Hotplug<R, P>) -> Operation {
-    let engine = if draw.below(2) == 0 {
-        Engine::Classic
-    } else {
-        Engine::Bolt
+    let engine = match draw.below(3) {
+        0 => Engine::Classic,
+        1 => Engine::Bolt,
+        _ => Engine::BoltNoStop,
     };
     let movable = hotplug
         .possible_cpus()
@@ -422,14 +422,14 @@ pub fn run<R: RawMutex + Sync, P: Platform, K: StepKernel>(
     let mut operations = Vec::with_capacity(scenario.operations);
     // Classic frees everything of a dead CPU only until bolt has kept
     // something, as the invariant check must know.
-    let mut kept = hotplug.engine() == Engine::Bolt;
+    let mut kept = hotplug.engine().is_bolt();
     hotplug.flush_deferred();
     settle();
     take();
     for _ in 0..scenario.operations {
         let operation = draw(&mut generator, hotplug);
         hotplug.set_engine(operation.engine);
-        kept |= operation.engine == Engine::Bolt;
+        kept |= operation.engine.is_bolt();
         let armed = match operation.injected {
             None => Ok(()),
             Some(Injected::Step(name, cpu)) => match hotplug.step_id(name) {
