@@ -9,17 +9,21 @@ use super::chart::{Axis, Bars, Chart, Line, Marks};
 use super::figure::{target, Figure};
 use super::inputs::{Bench, Inputs, Problem, Source};
 
-const ENGINES: [&str; 2] = ["classic", "bolt"];
+/// Linux's design, then ours and its two variants: taking a CPU down
+/// without stop-machine (the machine) and starting it from its idle park
+/// (the booted kernel). A platform shows the ones it ran.
+const ENGINES: [&str; 4] = ["classic", "bolt", "bolt-nostop", "bolt-parked"];
 
 /// The stacked bars' stages: Bolt's phases of the critical path, each
 /// gathering the engine's own stages (wall time on the controlling CPU),
 /// in stacking order. A step is timed inside one of them (a case's
 /// `"nested_stages"`), so it is never stacked twice.
-const STAGES: [(&str, &[&str]); 8] = [
+const STAGES: [(&str, &[&str]); 9] = [
     ("hotplug lock", &["hotplug-lock", "hotplug-unlock"]),
     ("prepare steps", &["prepare", "finish-deferred"]),
     ("grace period", &["grace-period"]),
     ("stop-machine", &["stop-machine"]),
+    ("reader drain, dying CPU alone", &["reader-drain", "dying"]),
     ("power", &["power"]),
     ("starting steps", &["starting"]),
     ("online steps, hand-offs", &["run-on"]),
@@ -70,8 +74,9 @@ pub fn figures(inputs: &Inputs) -> Vec<Figure> {
                 "Bolt (ATC 2015)'s breakdown redrawn: the critical path of offlining and \
                  onlining one CPU, stacked by phase (the median µs of each of the engine's \
                  own stages, the steps counted inside them, topped by what they leave of \
-                 the median latency), classic beside bolt, on the user-mode \
-                 machine and on the booted kernel; bolt's deferred callbacks run after \
+                 the median latency), classic beside bolt — and bolt-nostop (no \
+                 stop-machine) on the user-mode machine, bolt-parked (started from an \
+                 idle park) on the booted kernel; bolt's deferred callbacks run after \
                  the operation returns and are not on it. The cases are offline/1 and \
                  online/1 (an idle machine), or, beside the kernel or Linux, which run \
                  only with tasks on every CPU, offline/1-load and online/1-load.{}{}{}{}",
