@@ -3,8 +3,9 @@
 //! cache as of 2016, Linux's `kernel/cpu.c` beside Bolt (ATC 2015), and for
 //! the ftrace-class tracer the tracers people record with (LTTng-UST,
 //! uftrace, `tracing` subscribers), and the trace.dat reader beside
-//! `trace-cmd report`. `--platform qemu` runs cpuhp and bcache
-//! on the x86-64 kernel instead of the user-mode machine.
+//! `trace-cmd report`. `--platform qemu` runs cpuhp, bcache and trace
+//! on the x86-64 kernel instead of the user-mode machine (trace beside
+//! Linux's ftrace in a Debian guest on the same QEMU).
 //!
 //! A subsystem's benchmark builds a [`Report`]: one [`Case`] per measured
 //! (name, implementation) pair, plus ratios computed from cases of the same
@@ -67,10 +68,13 @@ impl Subsystem {
     /// Runs this subsystem's benchmark (not `All`).
     pub fn measure(self, options: &BenchOptions) -> Result<Report, String> {
         if options.platform == Platform::Qemu
-            && !matches!(self, Subsystem::Cpuhp | Subsystem::Bcache)
+            && !matches!(
+                self,
+                Subsystem::Cpuhp | Subsystem::Bcache | Subsystem::Trace
+            )
         {
             return Err(format!(
-                "bench {} --platform qemu: only cpuhp and bcache run on the kernel so far \
+                "bench {} --platform qemu: only cpuhp, bcache and trace run on the kernel so far \
                  (physmem follows with virtio-mem)",
                 self.name()
             ));

@@ -9,6 +9,8 @@ pub mod cpio;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use crate::qemu::console::Console;
 use crate::qemu::QemuConfig;
@@ -56,6 +58,17 @@ impl Guest {
     /// mount points, the console, `modules` (name and bytes) under /lib,
     /// and `init` as /init.
     pub fn initramfs(&self, init: &str, modules: &[(String, Vec<u8>)]) -> Vec<u8> {
+        self.initramfs_with_programs(init, modules, &[])
+    }
+
+    /// [`Guest::initramfs`] with `programs` (name and bytes: static
+    /// executables, as the initramfs has no C library) under /bin.
+    pub fn initramfs_with_programs(
+        &self,
+        init: &str,
+        modules: &[(String, Vec<u8>)],
+        programs: &[(String, Vec<u8>)],
+    ) -> Vec<u8> {
         let mut archive = cpio::Archive::new();
         for dir in ["bin", "dev", "proc", "sys", "tmp", "lib"] {
             archive.directory(dir);
@@ -65,6 +78,9 @@ impl Guest {
         archive.char_device("dev/console", 5, 1);
         for (name, bytes) in modules {
             archive.file(&format!("lib/{name}"), 0o644, bytes);
+        }
+        for (name, bytes) in programs {
+            archive.file(&format!("bin/{name}"), 0o755, bytes);
         }
         archive.file("init", 0o755, init.as_bytes());
         archive.finish()
@@ -99,6 +115,70 @@ impl Guest {
         let _ = std::fs::remove_dir_all(&dir);
         followed
     }
+}
+
+/// What a guest's /init script has said so far, as a caller reads it.
+pub trait Script {
+    /// Takes one console line that arrived `at` after QEMU started;
+    /// returns whether the script has said it is done.
+    fn take(&mut self, line: &str, at: Duration) -> bool;
+    /// Where the script got to and its last line, for an error.
+    fn where_it_got(&self) -> String;
+}
+
+/// How long a guest may take to power off after its script said it was
+/// done; a guest that prints everything but does not power off still
+/// counts.
+const POWER_OFF_GRACE: Duration = Duration::from_secs(5);
+
+/// Hands the console's lines to `script` until it is done and the guest
+/// powered off (or [`POWER_OFF_GRACE`] passed), or `timeout` from now;
+/// an error says where the script got to when QEMU was killed or stopped
+/// early.
+pub(crate) fn follow_script(
+    mut console: Console,
+    timeout: Duration,
+    script: &mut impl Script,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let mut done_at: Option<Instant> = None;
+    let timed_out = loop {
+        let limit = done_at.map_or(deadline, |at| (at + POWER_OFF_GRACE).min(deadline));
+        match console
+            .lines
+            .recv_timeout(limit.saturating_duration_since(Instant::now()))
+        {
+            Ok((_, line)) => {
+                if script.take(&line, started.elapsed()) {
+                    done_at.get_or_insert_with(Instant::now);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break false,
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= limit => {
+                let _ = console.child.kill();
+                break done_at.is_none();
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    };
+    let (status, qemu_said) = console.finish();
+    if timed_out {
+        return Err(format!(
+            "Linux did not finish within {} s and QEMU was killed; {}",
+            timeout.as_secs(),
+            script.where_it_got()
+        ));
+    }
+    if done_at.is_none() {
+        let status = status.map_or_else(|error| error.to_string(), |s| s.to_string());
+        return Err(format!(
+            "QEMU stopped ({status}) before the guest's script finished; {}; QEMU said: {}",
+            script.where_it_got(),
+            qemu_said.trim()
+        ));
+    }
+    Ok(())
 }
 
 /// The message for missing packages, naming them and the command that

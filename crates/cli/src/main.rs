@@ -54,7 +54,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Where the mechanisms run: the user-mode machine, or the x86-64
-        /// kernel booted under QEMU (cpuhp and bcache).
+        /// kernel booted under QEMU (cpuhp, bcache, and trace beside Linux's ftrace).
         #[arg(long, value_enum, default_value_t = bench::Platform::User)]
         platform: bench::Platform,
         /// Boot Debian's Linux kernel under QEMU and time its CPU offline

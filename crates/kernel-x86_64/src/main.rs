@@ -24,7 +24,7 @@ use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, range
 use platform::trace::{self, trace_marker};
 use platform::{cpu_loop, crash};
 use runs::checks::Checks;
-use runs::{cpus, early, hotplug, load, selftest, summary, trace_patch, vmem};
+use runs::{cpus, early, hotplug, load, selftest, summary, trace_bench, trace_patch, vmem};
 
 // The shared kernel's locks must spin here: nothing can sleep before the
 // scheduler runs, and interrupts take them. The `spin` feature asks for
@@ -149,6 +149,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     cpus::check_ticks(wait_hz, &mut checks);
     // Every CPU online: the sites are patched while all of them run.
     let patch = trace_patch::run(&mut checks);
+    // tracebench=N: a traced function's cost per call, off and on.
+    let tracebench = trace_bench::run(info.option("tracebench"), tsc_hz, &mut checks);
     // engine=none skips the hotplug run (a disk benchmark boots many
     // times and measures only the load).
     // differential=SEED runs the shared differential scenario instead of
@@ -205,6 +207,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             checks_us,
             trace,
             patch,
+            tracebench: tracebench.as_ref(),
             hotplug: hotplug.as_ref(),
             differential: differential.as_ref(),
             load: loaded.as_ref(),

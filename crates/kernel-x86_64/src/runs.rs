@@ -12,5 +12,6 @@ pub mod json;
 pub mod load;
 pub mod selftest;
 pub mod summary;
+pub mod trace_bench;
 pub mod trace_patch;
 pub mod vmem;

@@ -59,7 +59,9 @@ macro_rules! four_a_turn {
 }
 
 mod bare;
+mod linux_guest;
 mod lttng;
+mod qemu;
 mod sites;
 mod subscribers;
 mod tools;
@@ -197,6 +199,9 @@ fn tracing_cases(counts: subscribers::Counts) -> Result<[(&'static str, f64); 2]
 /// Runs the benchmark: hotkern and `tracing-bare` in this process, then
 /// the other peers.
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
+    if options.platform == super::Platform::Qemu {
+        return qemu::run();
+    }
     let scale: u64 = if options.full { 10 } else { 1 };
     let progress = Progress::steps("trace", 15 + sites::STEPS);
     let mut report = Report::new("trace");

@@ -116,13 +116,15 @@ fn context() -> &'static TraceCpus {
 }
 
 /// A second tracer instance, installed beside the run's own (ftrace's
-/// `instances/NAME`), with `buffer_kb` per CPU and rings that keep old
-/// events: for a check that must see every event it caused.
-pub fn instance(buffer_kb: usize) -> Result<&'static Tracer, hotkern_trace::TraceError> {
-    let config = TraceConfig {
-        buffer_kb,
-        mode: Mode::ProducerConsumer,
-    };
+/// `instances/NAME`), with `buffer_kb` per CPU: rings that keep old
+/// events ([`Mode::ProducerConsumer`]) for a check that must see every
+/// event it caused, or that overwrite them ([`Mode::Overwrite`], ftrace's
+/// default) for a measurement.
+pub fn instance(
+    buffer_kb: usize,
+    mode: Mode,
+) -> Result<&'static Tracer, hotkern_trace::TraceError> {
+    let config = TraceConfig { buffer_kb, mode };
     Tracer::new(config, Arc::new(TscNanos), context()).and_then(Tracer::install)
 }
 

@@ -35,6 +35,8 @@ pub struct Figures<'a> {
     pub trace: Option<crate::platform::trace::Shipped>,
     /// The trace patching check's figures, if it ran.
     pub patch: Option<crate::runs::trace_patch::PatchReport>,
+    /// The `tracebench=` figures, if it ran.
+    pub tracebench: Option<&'a crate::runs::trace_bench::BenchReport>,
     /// The CPU hotplug run, if there was more than one CPU.
     pub hotplug: Option<&'a crate::runs::hotplug::Run>,
     /// The differential scenario's log, if `differential=` asked for it.
@@ -88,7 +90,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"hotplug\":{},\"differential\":{},\"load\":{},\"walk\":{},\"vmem\":{}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"tracebench\":{},\"hotplug\":{},\"differential\":{},\"load\":{},\"walk\":{},\"vmem\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -116,6 +118,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         JsonNumber(figures.checks_us),
         crate::runs::cpus::SmpJson(figures.smp),
         crate::runs::trace_patch::TraceJson(figures.trace, figures.patch),
+        crate::runs::trace_bench::BenchJson(figures.tracebench),
         crate::runs::hotplug::HotplugJson(figures.hotplug),
         crate::runs::hotplug::differential::DifferentialJson(figures.differential),
         crate::runs::load::LoadJson(figures.load),

@@ -297,7 +297,7 @@ pub fn run(checks: &mut Checks) -> Option<PatchReport> {
         checks.skip(NAME, "no other CPU runs");
         return None;
     }
-    let tracer = match trace::instance(BUFFER_KB) {
+    let tracer = match trace::instance(BUFFER_KB, hotkern_trace::ring::Mode::ProducerConsumer) {
         Ok(tracer) => tracer,
         Err(error) => {
             crate::arch::console::println!(

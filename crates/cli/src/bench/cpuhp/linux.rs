@@ -8,8 +8,7 @@
 mod console;
 
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use console::{Line, Marker};
 
@@ -30,9 +29,6 @@ const REPS: u32 = 5;
 /// Linux boots to userspace in 8–9 s under TCG on the development VMs;
 /// the whole run takes about twice that.
 const TIMEOUT: Duration = Duration::from_secs(120);
-/// How long the guest may take to power off after its last line; a guest
-/// that prints everything but does not power off still counts.
-const POWER_OFF_GRACE: Duration = Duration::from_secs(5);
 
 /// Measures Linux; with `with_kernel`, first runs the hotkern kernel's
 /// cases on the same QEMU configuration, its tick at `hz` (Debian's kernel
@@ -80,6 +76,7 @@ struct Measured {
 /// What the guest's console has said so far: where it got to, and what
 /// it measured.
 struct Transcript {
+    progress: Progress,
     stage: String,
     last_line: Option<String>,
     up: Option<(u32, String, Duration)>,
@@ -89,7 +86,8 @@ struct Transcript {
 }
 
 impl Transcript {
-    fn take(&mut self, line: &str, at: Duration, progress: &Progress) {
+    fn take(&mut self, line: &str, at: Duration) {
+        let progress = &self.progress;
         if !line.trim().is_empty() {
             self.last_line = Some(line.to_owned());
         }
@@ -131,14 +129,25 @@ impl Transcript {
     }
 }
 
+impl crate::linux::Script for Transcript {
+    fn take(&mut self, line: &str, at: Duration) -> bool {
+        Transcript::take(self, line, at);
+        self.done
+    }
+
+    fn where_it_got(&self) -> String {
+        Transcript::where_it_got(self)
+    }
+}
+
 /// Follows the console of the QEMU just started until the script is done
 /// (or [`TIMEOUT`]), and pairs the markers.
-fn follow(mut console: Console) -> Result<Measured, String> {
-    let started = Instant::now();
+fn follow(console: Console) -> Result<Measured, String> {
     // Boot, userspace, three cases, the trace.
     let progress = Progress::steps("linux", 6);
     progress.start("QEMU started (TCG)");
     let mut seen = Transcript {
+        progress,
         stage: "QEMU started; no console output yet".into(),
         last_line: None,
         up: None,
@@ -146,45 +155,9 @@ fn follow(mut console: Console) -> Result<Measured, String> {
         errors: Vec::new(),
         done: false,
     };
-    let deadline = started + TIMEOUT;
-    let mut done_at: Option<Instant> = None;
-    let timed_out = loop {
-        let limit = done_at.map_or(deadline, |at| (at + POWER_OFF_GRACE).min(deadline));
-        match console
-            .lines
-            .recv_timeout(limit.saturating_duration_since(Instant::now()))
-        {
-            Ok((_, line)) => {
-                seen.take(&line, started.elapsed(), &progress);
-                if seen.done {
-                    done_at.get_or_insert_with(Instant::now);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break false,
-            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= limit => {
-                let _ = console.child.kill();
-                break done_at.is_none();
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-    };
-    let (status, qemu_said) = console.finish();
-    drop(progress);
-    if timed_out {
-        return Err(format!(
-            "Linux did not finish within {} s and QEMU was killed; {}",
-            TIMEOUT.as_secs(),
-            seen.where_it_got()
-        ));
-    }
-    if !seen.done {
-        let status = status.map_or_else(|error| error.to_string(), |s| s.to_string());
-        return Err(format!(
-            "QEMU stopped ({status}) before the guest's script finished; {}; QEMU said: {}",
-            seen.where_it_got(),
-            qemu_said.trim()
-        ));
-    }
+    let followed = crate::linux::follow_script(console, TIMEOUT, &mut seen);
+    seen.progress.finish();
+    followed?;
     if !seen.errors.is_empty() {
         return Err(format!(
             "Linux's run went wrong: {}",
