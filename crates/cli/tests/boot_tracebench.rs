@@ -5,21 +5,13 @@
 //! the figures. A bad N is a failed check, not a silent default.
 //! Skipped, saying so, where qemu-system-x86_64 is not installed.
 
+mod common;
+
+use common::qemu_missing;
+
 use std::process::Command;
 
 use serde_json::Value;
-
-fn qemu_missing() -> bool {
-    let found = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join("qemu-system-x86_64").is_file())
-    });
-    if !found {
-        eprintln!(
-            "skipped: qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86; scripts/setup does it)"
-        );
-    }
-    !found
-}
 
 fn boot(append: &str) -> (bool, Value, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_hotkern"))

@@ -59,6 +59,7 @@ macro_rules! four_a_turn {
 }
 
 mod bare;
+mod guests;
 mod linux_guest;
 mod lttng;
 mod qemu;

@@ -19,7 +19,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::qemu::{Loops, CPUS, MEMORY_MIB};
+use super::guests::{Loops, CPUS, MEMORY_MIB};
 use super::tools::{self, NotMeasured, Scratch};
 use crate::linux::{Guest, Script, PREFIX};
 use crate::progress::Progress;

@@ -14,32 +14,18 @@
 use serde_json::Value;
 
 use super::super::{Case, Report};
+use super::guests::{Loops, CPUS, MEMORY_MIB};
 use super::linux_guest;
 use crate::kernel::{self, BootArgs};
 use crate::linux::Guest;
 use crate::qemu::{self, QEMU, QEMU_PACKAGE};
 
-/// vCPUs of both guests, as `bench cpuhp --platform qemu` gives them.
-pub const CPUS: u32 = 4;
-/// Memory of both guests.
-pub const MEMORY_MIB: u64 = 128;
 /// Rounds of the three loops on each side (the kernel's own constant).
 const REPETITIONS: usize = 5;
 /// Calls per hotkern loop: a kernel function call costs tens of ns here.
 const KERNEL_CALLS: u64 = 200_000;
 /// Calls per Linux loop: a system call costs a microsecond or more here.
 const LINUX_CALLS: u64 = 20_000;
-
-/// Nanoseconds per call of each round's three loops.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Loops {
-    /// Untraced.
-    pub floor_ns: Vec<f64>,
-    /// Traced, tracing off.
-    pub off_ns: Vec<f64>,
-    /// Traced, tracing on.
-    pub on_ns: Vec<f64>,
-}
 
 /// Boots both kernels and builds the report.
 pub fn run() -> Result<Report, String> {
