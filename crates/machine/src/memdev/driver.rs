@@ -10,7 +10,8 @@ use std::time::Instant;
 use hotkern_kernel::blockframes::Online;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::migrate::{self, ShrinkError, ShrinkHooks};
-use hotkern_physmem::PageCount;
+use hotkern_kernel::movable::FrameMemory;
+use hotkern_physmem::{PageCount, Pfn};
 
 use super::device::{Answer, DeviceRequest};
 use super::{MemoryError, MemorySystem, ResizeOutcome, ResizeReport, RollbackCause};
@@ -291,6 +292,7 @@ fn shrink(
         };
         let answer = system.device.send(request, system.config.confirm_timeout);
         if answer == Some(Answer::Ack) {
+            forget(system, block);
             continue;
         }
         // Still plugged as far as the device knows: hand it back.
@@ -309,6 +311,22 @@ fn shrink(
         }
     }
     Ok(false)
+}
+
+/// What unplugged memory holds: nothing the driver wrote. The device
+/// drops an unplugged block's contents (virtio-mem makes no promise about
+/// them); the arena is overwritten so that a read of a frame from a block
+/// gone — a reader that skipped its slot's sequence check — sees garbage,
+/// not the data it hoped for.
+pub(crate) const UNPLUGGED: u64 = 0xdead_dead_dead_dead;
+
+fn forget(system: &MemorySystem, block: usize) {
+    let start = system.block_start(block).0;
+    for frame in start..start + system.config.block_frames {
+        for word in 0..system.memory.words() {
+            system.memory.store(Pfn(frame), word, UNPLUGGED);
+        }
+    }
 }
 
 fn online_of(system: &MemorySystem, block: usize) -> Online {
