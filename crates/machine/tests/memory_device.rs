@@ -254,3 +254,67 @@ fn a_shrink_again_or_a_grow_during_a_shrink_supersedes_it_cleanly() {
     assert_eq!(plugged(&machine), 8 * BLOCK);
     assert_eq!(machine.check_memory(), vec![]);
 }
+
+/// Readers re-read large frames without pause while the host takes their
+/// block and gives it back: the window between a reader loading its
+/// frame number and reading the words is wide (4096 words), and the
+/// block is overwritten once unplugged, so a read that skipped its slot's
+/// sequence check would see the garbage. Readers move to a new frame now
+/// and then, so frames spill into the high block and shrinks migrate.
+#[test]
+fn readers_never_see_a_frame_of_a_block_taken_away() {
+    let machine = Machine::builder()
+        .cpus(3)
+        .memory_device(MemoryDeviceConfig {
+            blocks: 2,
+            block_frames: 8,
+            plugged_blocks: 2,
+            frame_words: 4096,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for owner in 0..8u64 {
+        let stop = Arc::clone(&stop);
+        let mut owned: Option<(Slot, u64)> = None;
+        let mut slices = 0u64;
+        machine.submit(move |ctx| {
+            slices += 1;
+            if let Some((slot, generation)) = owned {
+                for _ in 0..8 {
+                    assert!(ctx.check_movable(slot, owner, generation));
+                }
+                // The new frame first: with the low block full it lands in
+                // the other, which the next shrink then empties.
+                if slices % 2 == 0 {
+                    if let Some(moved) = ctx.alloc_movable(owner) {
+                        assert!(ctx.free_movable(slot));
+                        owned = Some((moved, 0));
+                    }
+                }
+            } else {
+                owned = ctx.alloc_movable(owner).map(|slot| (slot, 0));
+            }
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some((slot, _)) = owned.take() {
+                    assert!(ctx.free_movable(slot));
+                }
+                return TaskStatus::Done;
+            }
+            TaskStatus::Again
+        });
+    }
+    let mut migrated = 0;
+    for _ in 0..600 {
+        // A shrink may stop short while a reader holds two frames.
+        migrated += machine.resize_memory(8).unwrap().migrated;
+        machine.resize_memory(16).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    common::drain(&machine);
+    assert!(migrated > 0, "the readers' frames moved");
+    assert_eq!(machine.check_memory(), vec![]);
+    let report = machine.shutdown();
+    assert!(report.is_clean(), "{report:?}");
+}

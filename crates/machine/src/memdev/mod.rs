@@ -73,7 +73,8 @@ pub struct MemoryDeviceConfig {
     /// small so that a test holds many.
     pub frame_words: usize,
     /// How long the driver waits for the device to answer a request
-    /// (default 1 s).
+    /// (default 10 s: long enough for a loaded host to schedule the
+    /// device thread).
     pub confirm_timeout: Duration,
 }
 
@@ -85,7 +86,7 @@ impl Default for MemoryDeviceConfig {
             plugged_blocks: 0,
             kernel_blocks: 0,
             frame_words: 16,
-            confirm_timeout: Duration::from_secs(1),
+            confirm_timeout: Duration::from_secs(10),
         }
     }
 }
