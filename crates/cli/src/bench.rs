@@ -14,6 +14,7 @@
 mod bcache;
 pub(crate) mod cpuhp;
 mod measure;
+mod memory;
 mod options;
 mod physmem;
 mod report;
@@ -31,6 +32,8 @@ pub enum Subsystem {
     Trace,
     Cpuhp,
     Tracedat,
+    /// Shrinks of used memory on the machine's memory device.
+    Memory,
     All,
 }
 
@@ -43,14 +46,16 @@ impl Subsystem {
         Subsystem::Cpuhp,
     ];
 
-    /// What `bench all` runs: [`Subsystem::EACH`] and the trace.dat reader
-    /// (whose 100 MB input the tour does without).
-    pub const ALL: [Subsystem; 5] = [
+    /// What `bench all` runs: [`Subsystem::EACH`], the trace.dat reader
+    /// (whose 100 MB input the tour does without) and the memory device's
+    /// shrinks.
+    pub const ALL: [Subsystem; 6] = [
         Subsystem::Physmem,
         Subsystem::Bcache,
         Subsystem::Trace,
         Subsystem::Cpuhp,
         Subsystem::Tracedat,
+        Subsystem::Memory,
     ];
 
     /// The name on the command line.
@@ -61,6 +66,7 @@ impl Subsystem {
             Subsystem::Trace => "trace",
             Subsystem::Cpuhp => "cpuhp",
             Subsystem::Tracedat => "tracedat",
+            Subsystem::Memory => "memory",
             Subsystem::All => "all",
         }
     }
@@ -91,6 +97,7 @@ impl Subsystem {
             Subsystem::Trace => trace::run(options),
             Subsystem::Cpuhp => cpuhp::run(options),
             Subsystem::Tracedat => tracedat::run(options),
+            Subsystem::Memory => memory::run(options),
             Subsystem::All => Err("`all` is not a single subsystem".into()),
         }
     }

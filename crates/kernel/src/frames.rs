@@ -104,6 +104,42 @@ impl FramePool {
         Ok(())
     }
 
+    /// Plugs `first..first + frames` into physmem as a segment of its own
+    /// *without* freeing its frames into the pool: memory another
+    /// allocator hands out (a memory device's block, whose frames go to
+    /// [`crate::blockframes::BlockFrames`]). Its descriptors say free, so
+    /// a frame of it given back to the pool is refused and counted.
+    ///
+    /// ```
+    /// use hotkern_kernel::frames::FramePool;
+    /// use hotkern_physmem::{PageCount, Pfn};
+    ///
+    /// let pool = FramePool::new(Pfn(0), PageCount(16))?;
+    /// pool.plug_unpooled(Pfn(64), PageCount(8))?;
+    /// assert!(pool.holds(Pfn(70)) && pool.total_frames() == 16, "plugged, not pooled");
+    /// pool.give_back(&[Pfn(70)]);
+    /// assert_eq!(pool.bad_returns(), 1);
+    /// pool.unplug_unpooled(Pfn(64), PageCount(8))?;
+    /// assert!(!pool.holds(Pfn(70)));
+    /// # Ok::<(), hotkern_physmem::PhysmemError>(())
+    /// ```
+    pub fn plug_unpooled(&self, first: Pfn, frames: PageCount) -> Result<(), PhysmemError> {
+        self.memory.plug(first, frames).map(|_| ())
+    }
+
+    /// Unplugs what [`FramePool::plug_unpooled`] plugged (or part of it,
+    /// within one segment). Refused, changing nothing, for frames of no
+    /// segment.
+    pub fn unplug_unpooled(&self, first: Pfn, frames: PageCount) -> Result<(), PhysmemError> {
+        self.memory.unplug(first, frames)
+    }
+
+    /// Whether a physmem segment holds `frame` (a lookup, as
+    /// `PHYS_TO_VM_PAGE` does).
+    pub fn holds(&self, frame: Pfn) -> bool {
+        self.memory.read().find(frame).is_some()
+    }
+
     /// Takes up to `count` frames.
     pub fn take(&self, count: usize) -> Vec<Pfn> {
         let mut inner = self.inner.lock();

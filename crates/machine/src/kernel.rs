@@ -4,7 +4,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use hotkern_cpuhp::CpuId;
@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::kthread::Kthread;
 use crate::ledger::Ledger;
+use crate::memdev::MemorySystem;
 use crate::rcu::Rcu;
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::sysfs::Sysfs;
@@ -61,6 +62,8 @@ pub(crate) struct Kernel {
     pub(crate) shutdown: AtomicBool,
     pub(crate) next_cpu: AtomicUsize,
     pub(crate) me: Weak<Kernel>,
+    /// The memory device, its allocator and its driver, if the machine has one.
+    pub(crate) memory: OnceLock<Arc<MemorySystem>>,
 }
 
 impl Kernel {
@@ -89,6 +92,7 @@ impl Kernel {
             shutdown: AtomicBool::new(false),
             next_cpu: AtomicUsize::new(0),
             me: me.clone(),
+            memory: OnceLock::new(),
         }))
     }
 

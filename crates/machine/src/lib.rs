@@ -61,6 +61,7 @@ mod kthread;
 mod ledger;
 mod machine;
 mod mechanism;
+mod memdev;
 mod placement;
 mod platform;
 mod rcu;
@@ -156,6 +157,8 @@ pub use hotkern_kernel::cpuset::MAX_CPUS as MAX_VCPUS;
 pub use hotkern_kernel::frames::FrameCounts;
 pub use hotkern_kernel::kthread::Role;
 pub use hotkern_kernel::ledger::{Item, Tally};
+pub use hotkern_kernel::migrate::ShrinkError;
+pub use hotkern_kernel::movable::Slot;
 pub use hotkern_kernel::steps::differential;
 pub use hotkern_kernel::tick::{Hz, UnsupportedHz};
 pub use hotkern_kernel::vmstat::Totals;
@@ -163,6 +166,10 @@ pub use hotkern_physmem::{PageCount, Pfn};
 pub use invariants::{CpuState, MachineState};
 pub use machine::{Machine, MachineBuilder, ShutdownReport, StepInfo};
 pub use mechanism::Mechanism;
+pub use memdev::{
+    frame_pattern, DeviceRequest, MemoryDevice, MemoryDeviceConfig, MemoryError, MemoryFailure,
+    MemoryViolation, ResizeOutcome, ResizeReport, RollbackCause,
+};
 #[doc(hidden)]
 pub use steplog::StepCall;
 pub use sysfs::SysfsError;

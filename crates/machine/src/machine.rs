@@ -22,6 +22,7 @@ use crate::error::MachineError;
 use crate::eventlog::Trace;
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
+use crate::memdev::{self, MemoryDeviceConfig};
 use crate::platform::{DeferredWorker, MachineHardware, MachineHotplug, WorkerBell};
 use crate::steplog::{self, StepCall};
 use crate::steps::STEPS;
@@ -77,6 +78,7 @@ pub struct MachineBuilder {
     frames: PageCount,
     hz: Hz,
     record_step_calls: bool,
+    memory_device: Option<MemoryDeviceConfig>,
 }
 
 impl MachineBuilder {
@@ -111,6 +113,14 @@ impl MachineBuilder {
         self
     }
 
+    /// Gives the machine a memory device (see [`MemoryDevice`](crate::MemoryDevice)): its
+    /// region lies above the boot memory, its driver follows the size the
+    /// host requests.
+    pub fn memory_device(mut self, config: MemoryDeviceConfig) -> Self {
+        self.memory_device = Some(config);
+        self
+    }
+
     /// Keeps a log of every step callback the engine makes, for
     /// [`Machine::take_step_calls`] (tests of rollback order).
     #[doc(hidden)]
@@ -134,14 +144,21 @@ impl MachineBuilder {
         if self.frames.0 == 0 {
             return Err(MachineError::Config("memory must hold at least one frame"));
         }
-        Machine::start(
+        if let Some(config) = &self.memory_device {
+            config.validate().map_err(MachineError::Config)?;
+        }
+        let machine = Machine::start(
             self.cpus,
             online,
             self.engine,
             self.frames,
             self.hz,
             self.record_step_calls,
-        )
+        )?;
+        if let Some(config) = self.memory_device {
+            memdev::attach(&machine.kernel, config, self.frames)?;
+        }
+        Ok(machine)
     }
 }
 
@@ -187,6 +204,7 @@ impl Machine {
             frames: PageCount(16 * 1024),
             hz: Hz::DEFAULT,
             record_step_calls: false,
+            memory_device: None,
         }
     }
 
@@ -492,7 +510,16 @@ impl Machine {
         let engine_online = self.engine.online_cpus();
         let frees_everything =
             !self.ever_kept.load(Ordering::Relaxed) && self.engine.engine() == Engine::Classic;
-        invariants::check(&self.kernel, engine_online, frees_everything)
+        let mut found = invariants::check(&self.kernel, engine_online, frees_everything);
+        // The memory device's findings, in the shared vocabulary.
+        found.extend(
+            self.check_memory()
+                .into_iter()
+                .map(|violation| Violation::PageAccounting {
+                    detail: violation.to_string(),
+                }),
+        );
+        found
     }
 
     /// Stops the machine: waits for deferred work, stops and joins the
@@ -506,6 +533,9 @@ impl Machine {
     fn stop(&mut self) -> ShutdownReport {
         if !self.down {
             self.down = true;
+            if let Some(memory) = self.kernel.memory.get() {
+                memory.stop();
+            }
             self.engine.flush_deferred();
             if let Some(mut worker) = self.worker.take() {
                 worker.stop();

@@ -59,6 +59,10 @@ impl TaskKernel for Kernel {
         self.control.hotplug_lock().read_unlock(&*self.doorbells);
     }
 
+    fn memory(&self) -> Option<&crate::memdev::MemorySystem> {
+        self.memory.get().map(|system| &**system)
+    }
+
     fn spawn_task(&self, cpu: usize, body: TaskBody) -> u64 {
         let id = self.ledger.issue(Item::Task);
         let target = self.balance_target(cpu);
