@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::kthread::Kthread;
 use crate::ledger::Ledger;
-use crate::memdev::MemorySystem;
+use crate::memdev::system::MemorySystem;
 use crate::rcu::Rcu;
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::sysfs::Sysfs;

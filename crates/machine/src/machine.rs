@@ -22,7 +22,8 @@ use crate::error::MachineError;
 use crate::eventlog::Trace;
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
-use crate::memdev::{self, MemoryDeviceConfig};
+use crate::memdev::driver;
+use crate::memdev::system::MemoryDeviceConfig;
 use crate::platform::{DeferredWorker, MachineHardware, MachineHotplug, WorkerBell};
 use crate::steplog::{self, StepCall};
 use crate::steps::STEPS;
@@ -156,7 +157,7 @@ impl MachineBuilder {
             self.record_step_calls,
         )?;
         if let Some(config) = self.memory_device {
-            memdev::attach(&machine.kernel, config, self.frames)?;
+            driver::attach(&machine.kernel, config, self.frames)?;
         }
         Ok(machine)
     }

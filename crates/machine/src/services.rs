@@ -59,7 +59,7 @@ impl TaskKernel for Kernel {
         self.control.hotplug_lock().read_unlock(&*self.doorbells);
     }
 
-    fn memory(&self) -> Option<&crate::memdev::MemorySystem> {
+    fn memory(&self) -> Option<&crate::memdev::system::MemorySystem> {
         self.memory.get().map(|system| &**system)
     }
 

@@ -127,5 +127,5 @@ pub(crate) trait TaskKernel: Sync {
     /// A new task started near `cpu`; its id.
     fn spawn_task(&self, cpu: usize, body: TaskBody) -> u64;
     /// The memory device's side of the kernel, if there is one.
-    fn memory(&self) -> Option<&crate::memdev::MemorySystem>;
+    fn memory(&self) -> Option<&crate::memdev::system::MemorySystem>;
 }

@@ -14,7 +14,10 @@ use hotkern_kernel::movable::FrameMemory;
 use hotkern_physmem::{PageCount, Pfn};
 
 use super::device::{Answer, DeviceRequest};
-use super::{MemoryError, MemorySystem, ResizeOutcome, ResizeReport, RollbackCause};
+use super::system::{
+    MemoryDeviceConfig, MemoryError, MemorySystem, ResizeOutcome, ResizeReport, RollbackCause,
+};
+use crate::error::MachineError;
 use crate::kernel::Kernel;
 
 /// The migrate protocol's hooks: the driver's failure injection.
@@ -335,4 +338,22 @@ fn online_of(system: &MemorySystem, block: usize) -> Online {
     } else {
         Online::Movable
     }
+}
+
+/// Gives `kernel` a memory device of `config`, its region above the boot
+/// memory of `boot_frames` frames (from frame 256), block aligned.
+pub(crate) fn attach(
+    kernel: &std::sync::Arc<Kernel>,
+    config: MemoryDeviceConfig,
+    boot_frames: PageCount,
+) -> Result<(), MachineError> {
+    let first = Pfn((256 + boot_frames.0).next_multiple_of(config.block_frames));
+    let system =
+        std::sync::Arc::new(MemorySystem::new(config, first).map_err(MachineError::Config)?);
+    if kernel.memory.set(std::sync::Arc::clone(&system)).is_err() {
+        return Err(MachineError::Config(
+            "the machine has a memory device already",
+        ));
+    }
+    start(kernel, &system).map_err(|error| MachineError::Spawn(error.to_string()))
 }

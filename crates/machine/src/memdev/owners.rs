@@ -11,7 +11,7 @@ use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::movable::{FrameMemory, Slot};
 use hotkern_physmem::Pfn;
 
-use super::MemorySystem;
+use super::system::MemorySystem;
 use crate::task::Context;
 
 /// Word `word` of a frame its owner wrote at `generation`: word 0 names

@@ -8,7 +8,7 @@
 //! `kernel/function-on` and `kernel/function-off`. The hotkern kernel
 //! loops over a tiny function in its own text (`tracebench=`, see the
 //! kernel's `runs/trace_bench.rs`); Linux over `getppid(2)` from user
-//! space ([`linux_guest`](super::linux_guest)), so only the differences
+//! space ([`linux_guest`]), so only the differences
 //! compare, not the loops.
 
 use serde_json::Value;
