@@ -1,5 +1,5 @@
-//! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic and bolt)
-//! over this kernel, with the shared core's step table ([`crate::platform::steps`]:
+//! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic, bolt and
+//! bolt-nostop, which stops no other CPU to take one down) over this kernel, with the shared core's step table ([`crate::platform::steps`]:
 //! the same sixteen steps the user-mode machine runs), while tasks run on
 //! every CPU; the books, masks and per-CPU structures are checked after
 //! every operation.
@@ -58,7 +58,7 @@ pub struct Case {
     /// The user-mode benchmark's name for it: `offline/1-load`,
     /// `online/1-load`, `offline/bulk-3-load`, `online/bulk-3-load`.
     pub name: String,
-    /// The engine: `classic` or `bolt`.
+    /// The implementation: `classic`, `bolt`, `bolt-nostop` or `bolt-parked`.
     pub engine: &'static str,
     /// Every operation's wall time (the engine's critical path).
     pub samples: Vec<u64>,
@@ -222,14 +222,20 @@ fn operate(
 }
 
 /// The engines a run uses, from the command line's `engine=`: `classic`,
-/// `bolt`, or `both` (also when absent). Anything else is refused with the
-/// accepted names.
+/// `bolt`, `bolt-nostop`, `both` (classic and bolt) or `all` (the three,
+/// also when absent). Anything else is refused with the accepted names.
 pub fn engines(option: Option<&str>) -> Result<&'static [(Engine, &'static str)], &str> {
-    const BOTH: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
+    const ALL: [(Engine, &str); 3] = [
+        (Engine::Classic, "classic"),
+        (Engine::Bolt, "bolt"),
+        (Engine::BoltNoStop, "bolt-nostop"),
+    ];
     match option {
-        None | Some("both") => Ok(&BOTH),
-        Some("classic") => Ok(&BOTH[..1]),
-        Some("bolt") => Ok(&BOTH[1..]),
+        None | Some("all") => Ok(&ALL),
+        Some("both") => Ok(&ALL[..2]),
+        Some("classic") => Ok(&ALL[..1]),
+        Some("bolt") => Ok(&ALL[1..2]),
+        Some("bolt-nostop") => Ok(&ALL[2..]),
         Some(other) => Err(other),
     }
 }
@@ -241,7 +247,7 @@ pub fn engines(option: Option<&str>) -> Result<&'static [(Engine, &'static str)]
 fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
     let count = smp::cpu_count();
     if count < 2 {
-        checks.skip("cpu hotplug with both engines", "one CPU");
+        checks.skip("cpu hotplug with every engine", "one CPU");
         return None;
     }
     let possible = CpuSet::range(0, count);
@@ -350,7 +356,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
     for &(kind, name) in engines {
-        KEPT.fetch_or(kind == Engine::Bolt, Ordering::Relaxed);
+        KEPT.fetch_or(kind.is_bolt(), Ordering::Relaxed);
         engine.set_engine(kind);
         let cases = time_cases(&engine, &mut run, aps, name);
         // Then operations made to fail, untimed, tasks still running.
