@@ -176,6 +176,7 @@ impl Run {
             && self.tally.twice == 0
             && self.tally.ran_offline == 0
             && self.tally.changed_under_hold == 0
+            && self.tally.left_under_reader == 0
             && self.tally.outstanding == 0
             && self.failures.holds()
             && failures::FAILURES.lock().is_empty()
@@ -359,8 +360,11 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         KEPT.fetch_or(kind.is_bolt(), Ordering::Relaxed);
         engine.set_engine(kind);
         let cases = time_cases(&engine, &mut run, aps, name);
-        // Then operations made to fail, untimed, tasks still running.
+        // Then operations made to fail, untimed, tasks still running,
+        // with reader tasks inside the atomic read side for long spells.
+        sched::set_long_readers(true);
         failure::run(&engine, name, aps, &mut run.failures);
+        sched::set_long_readers(false);
         trace_marker!("hotplug {name} failure injection done");
         run.cases.extend(cases);
     }
@@ -418,6 +422,10 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     checks.check(
         "reader tasks held the hotplug lock, and no CPU came or went under a hold",
         run.tally.read_holds > 0 && run.tally.changed_under_hold == 0,
+    );
+    checks.check(
+        "no CPU a task slice saw online inside the atomic hotplug read side went down before the slice left it",
+        run.tally.slices > 0 && run.tally.left_under_reader == 0,
     );
     // Every frame a task took came back, none twice, and the pool with the
     // caches holds every frame it began with.
@@ -517,7 +525,7 @@ impl fmt::Display for HotplugJson<'_> {
         write!(
             f,
             "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\
-             \"ran_offline\":{},\"migrated\":{},\"read_holds\":{},\"changed_under_hold\":{}}},\
+             \"ran_offline\":{},\"migrated\":{},\"read_holds\":{},\"changed_under_hold\":{},\"left_under_reader\":{}}},\
              \"violations\":{},\"errors\":{},\
              \"platform_failures\":{},\"failures\":[{}],\"grace_periods\":{},\"running_at_end\":{},\
              \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
@@ -533,6 +541,7 @@ impl fmt::Display for HotplugJson<'_> {
             tally.migrated,
             tally.read_holds,
             tally.changed_under_hold,
+            tally.left_under_reader,
             run.violations,
             run.errors.len(),
             outside,
