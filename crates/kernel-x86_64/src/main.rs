@@ -167,7 +167,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             Ok(engines) => engines,
             Err(other) => {
                 println!(
-                    "hotkern: engine={other}: expected classic, bolt, both or none; running both"
+                    "hotkern: engine={other}: expected classic, bolt, bolt-nostop, both, all or none; running all"
                 );
                 hotplug::engines(None).unwrap_or_default()
             }

@@ -75,8 +75,8 @@ pub fn figures(inputs: &Inputs) -> Vec<Figure> {
                  onlining one CPU, stacked by phase (the median µs of each of the engine's \
                  own stages, the steps counted inside them, topped by what they leave of \
                  the median latency), classic beside bolt — and bolt-nostop (no \
-                 stop-machine) on the user-mode machine, bolt-parked (started from an \
-                 idle park) on the booted kernel; bolt's deferred callbacks run after \
+                 stop-machine) on both platforms, bolt-parked (started from an idle \
+                 park) on the booted kernel; bolt's deferred callbacks run after \
                  the operation returns and are not on it. The cases are offline/1 and \
                  online/1 (an idle machine), or, beside the kernel or Linux, which run \
                  only with tasks on every CPU, offline/1-load and online/1-load.{}{}{}{}",

@@ -5,12 +5,16 @@
 //! cross-CPU call whose handler joins; grace periods are driven by the
 //! caller with a deadline ([`crate::platform::rcu`]); posted work runs on
 //! each CPU's hotplug thread ([`crate::platform::hotplug_thread`]).
+//! `bolt-nostop` takes a CPU down with no stop-machine: every placement
+//! on this kernel is inside the shared atomic read side (see
+//! [`KernelHardware::hotplug_read_side`]).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use hotkern_cpuhp::{Context, CpuId, Direction, PlatformOperation};
 use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
+use hotkern_kernel::hotplug_read::HotplugReadSide;
 use hotkern_kernel::power::Lifecycle;
 use hotkern_kernel::rcu::{Kind, Stall};
 use hotkern_kernel::steps::differential::StepRecord;
@@ -22,7 +26,7 @@ use crate::arch::instructions;
 use crate::arch::smp;
 use crate::platform::cpus::KernelCpus;
 use crate::platform::rcu;
-use crate::platform::subsystems::Steps;
+use crate::platform::subsystems::{self, Steps};
 
 /// The engine's platform state: the hotplug lock, each CPU's posted
 /// work, stop-machine's rendezvous, the step recorder.
@@ -112,6 +116,20 @@ impl Hardware for KernelHardware {
         call.map_or(Ok(()), |call| {
             smp::finish(call).map(|_| ()).map_err(|error| error.cause())
         })
+    }
+
+    /// Every reader of the online mask that then touches a CPU's state
+    /// enters it: work, timers and RCU callbacks (RCU-deferred frees and
+    /// the hotplug lock's callback too) are placed by the shared core's
+    /// `queue_work`, `arm_timer` and `call_rcu`, which hold a guard from
+    /// the mask's read to the insert. Tasks are placed by the active mask
+    /// into run queues that `sched:active` closed under their locks a
+    /// grace period before the dying steps, so they need no guard. The
+    /// dying steps then run on the dying CPU's hotplug thread, posted to
+    /// its mailbox and woken by IPI, interrupts off, while the other CPUs
+    /// run on.
+    fn hotplug_read_side(&self) -> Option<&HotplugReadSide> {
+        Some(&subsystems::subsystems().hotplug_read)
     }
 
     fn synchronize(&self, kind: Kind) -> Result<(), Stall> {

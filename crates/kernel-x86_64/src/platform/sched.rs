@@ -55,6 +55,14 @@ const SLICE_ROUNDS: u32 = 512;
 
 /// Slices a reader task holds the hotplug lock for.
 const READ_HOLD_SLICES: u32 = 1;
+/// How long a slice stays inside the atomic hotplug read side while long
+/// readers are on ([`set_long_readers`]), in nanoseconds: longer than it
+/// takes to hide a dying CPU and run its dying steps, so that a take-down
+/// that did not wait for it clears the CPU from the online mask under it.
+const READ_SIDE_HOLD_NS: u64 = 300_000;
+/// Whether slices stay inside the atomic read side for
+/// [`READ_SIDE_HOLD_NS`] now.
+static LONG_READERS: AtomicBool = AtomicBool::new(false);
 /// Whether reader tasks take the hotplug lock now.
 static READERS: AtomicBool = AtomicBool::new(false);
 /// Read holds of the hotplug lock given back.
@@ -62,6 +70,11 @@ static READ_HOLDS: AtomicU64 = AtomicU64::new(0);
 /// Slices that found the online mask changed under a read hold: each one
 /// is the lock broken.
 static CHANGED_UNDER_HOLD: AtomicU64 = AtomicU64::new(0);
+/// Slices that saw a CPU online inside the atomic hotplug read side and
+/// found it gone before they left: each one is a dying CPU's steps run
+/// under a reader (a drain skipped, or the steps on a CPU that did not
+/// wait).
+static LEFT_UNDER_READER: AtomicU64 = AtomicU64::new(0);
 
 /// The shared kernel's structures, made once the heap exists ([`boot`]).
 struct Scheduler {
@@ -189,6 +202,12 @@ fn run_slice(cpu: CpuId, task: &mut Task) -> bool {
     if !online_mask().contains(cpu) {
         RAN_OFFLINE.fetch_add(1, Ordering::Relaxed);
     }
+    // Each slice reads the online mask inside the atomic hotplug read
+    // side, as a placement does, and checks it at the end: a CPU it saw
+    // online must still be (bolt-nostop drains it before the dying steps;
+    // a stop-machine cannot start while it runs, interrupts off).
+    let reader = subsystems::subsystems().hotplug_read.enter(Some(cpu));
+    let seen = reader.online(online_mask());
     for _ in 0..SLICE_ROUNDS {
         // xorshift64: work the optimiser cannot remove (the state is kept).
         task.state ^= task.state << 13;
@@ -200,6 +219,21 @@ fn run_slice(cpu: CpuId, task: &mut Task) -> bool {
     if !crate::platform::pages::touch(cpu, task.state) {
         PAGE_ERRORS.fetch_add(1, Ordering::Relaxed);
     }
+    let gone = || !seen.difference(&online_mask()).is_empty();
+    let mut left = gone();
+    if cpu != BOOT_CPU && LONG_READERS.load(Ordering::Relaxed) {
+        // Every slice on an application processor stays in long enough
+        // to span a take-down.
+        let until = crate::arch::tsc::nanos().saturating_add(READ_SIDE_HOLD_NS);
+        while !left && crate::arch::tsc::nanos() < until {
+            core::hint::spin_loop();
+            left = gone();
+        }
+    }
+    if left {
+        LEFT_UNDER_READER.fetch_add(1, Ordering::Relaxed);
+    }
+    drop(reader);
     SLICES.fetch_add(1, Ordering::Relaxed);
     subsystems::count_slice(cpu);
     let stopping = STOPPING.load(Ordering::Relaxed);
@@ -239,6 +273,14 @@ fn read_the_online_mask(cpu: CpuId, task: &mut Task, stopping: bool) {
 /// the holder's next slice).
 pub fn set_readers(on: bool) {
     READERS.store(on, Ordering::Relaxed);
+}
+
+/// Makes every task's slice on an application processor stay inside the
+/// atomic hotplug read side across most of a take-down (or stops it): the
+/// operations are slower, and a dying CPU's steps that do not wait for
+/// readers are seen.
+pub fn set_long_readers(on: bool) {
+    LONG_READERS.store(on, Ordering::Relaxed);
 }
 
 /// Asks every task to finish at its next slice.
@@ -311,6 +353,9 @@ pub struct SchedTally {
     pub read_holds: u64,
     /// Slices that found the online mask changed under a read hold.
     pub changed_under_hold: u64,
+    /// Slices that saw a CPU online inside the atomic read side and found
+    /// it offline before they left.
+    pub left_under_reader: u64,
 }
 
 /// The books now.
@@ -329,6 +374,7 @@ pub fn tally() -> SchedTally {
         page_errors: PAGE_ERRORS.load(Ordering::Relaxed),
         read_holds: READ_HOLDS.load(Ordering::Relaxed),
         changed_under_hold: CHANGED_UNDER_HOLD.load(Ordering::Relaxed),
+        left_under_reader: LEFT_UNDER_READER.load(Ordering::Relaxed),
     }
 }
 

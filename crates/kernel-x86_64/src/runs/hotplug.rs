@@ -1,5 +1,5 @@
-//! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic and bolt)
-//! over this kernel, with the shared core's step table ([`crate::platform::steps`]:
+//! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic, bolt and
+//! bolt-nostop, which stops no other CPU to take one down) over this kernel, with the shared core's step table ([`crate::platform::steps`]:
 //! the same sixteen steps the user-mode machine runs), while tasks run on
 //! every CPU; the books, masks and per-CPU structures are checked after
 //! every operation.
@@ -58,7 +58,7 @@ pub struct Case {
     /// The user-mode benchmark's name for it: `offline/1-load`,
     /// `online/1-load`, `offline/bulk-3-load`, `online/bulk-3-load`.
     pub name: String,
-    /// The engine: `classic` or `bolt`.
+    /// The implementation: `classic`, `bolt`, `bolt-nostop` or `bolt-parked`.
     pub engine: &'static str,
     /// Every operation's wall time (the engine's critical path).
     pub samples: Vec<u64>,
@@ -176,6 +176,7 @@ impl Run {
             && self.tally.twice == 0
             && self.tally.ran_offline == 0
             && self.tally.changed_under_hold == 0
+            && self.tally.left_under_reader == 0
             && self.tally.outstanding == 0
             && self.failures.holds()
             && failures::FAILURES.lock().is_empty()
@@ -222,14 +223,20 @@ fn operate(
 }
 
 /// The engines a run uses, from the command line's `engine=`: `classic`,
-/// `bolt`, or `both` (also when absent). Anything else is refused with the
-/// accepted names.
+/// `bolt`, `bolt-nostop`, `both` (classic and bolt) or `all` (the three,
+/// also when absent). Anything else is refused with the accepted names.
 pub fn engines(option: Option<&str>) -> Result<&'static [(Engine, &'static str)], &str> {
-    const BOTH: [(Engine, &str); 2] = [(Engine::Classic, "classic"), (Engine::Bolt, "bolt")];
+    const ALL: [(Engine, &str); 3] = [
+        (Engine::Classic, "classic"),
+        (Engine::Bolt, "bolt"),
+        (Engine::BoltNoStop, "bolt-nostop"),
+    ];
     match option {
-        None | Some("both") => Ok(&BOTH),
-        Some("classic") => Ok(&BOTH[..1]),
-        Some("bolt") => Ok(&BOTH[1..]),
+        None | Some("all") => Ok(&ALL),
+        Some("both") => Ok(&ALL[..2]),
+        Some("classic") => Ok(&ALL[..1]),
+        Some("bolt") => Ok(&ALL[1..2]),
+        Some("bolt-nostop") => Ok(&ALL[2..]),
         Some(other) => Err(other),
     }
 }
@@ -241,7 +248,7 @@ pub fn engines(option: Option<&str>) -> Result<&'static [(Engine, &'static str)]
 fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
     let count = smp::cpu_count();
     if count < 2 {
-        checks.skip("cpu hotplug with both engines", "one CPU");
+        checks.skip("cpu hotplug with every engine", "one CPU");
         return None;
     }
     let possible = CpuSet::range(0, count);
@@ -350,11 +357,14 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     sched::spawn(TASKS);
     let aps = CpuSet::range(1, count);
     for &(kind, name) in engines {
-        KEPT.fetch_or(kind == Engine::Bolt, Ordering::Relaxed);
+        KEPT.fetch_or(kind.is_bolt(), Ordering::Relaxed);
         engine.set_engine(kind);
         let cases = time_cases(&engine, &mut run, aps, name);
-        // Then operations made to fail, untimed, tasks still running.
+        // Then operations made to fail, untimed, tasks still running,
+        // with reader tasks inside the atomic read side for long spells.
+        sched::set_long_readers(true);
         failure::run(&engine, name, aps, &mut run.failures);
+        sched::set_long_readers(false);
         trace_marker!("hotplug {name} failure injection done");
         run.cases.extend(cases);
     }
@@ -412,6 +422,10 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     checks.check(
         "reader tasks held the hotplug lock, and no CPU came or went under a hold",
         run.tally.read_holds > 0 && run.tally.changed_under_hold == 0,
+    );
+    checks.check(
+        "no CPU a task slice saw online inside the atomic hotplug read side went down before the slice left it",
+        run.tally.slices > 0 && run.tally.left_under_reader == 0,
     );
     // Every frame a task took came back, none twice, and the pool with the
     // caches holds every frame it began with.
@@ -511,7 +525,7 @@ impl fmt::Display for HotplugJson<'_> {
         write!(
             f,
             "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\
-             \"ran_offline\":{},\"migrated\":{},\"read_holds\":{},\"changed_under_hold\":{}}},\
+             \"ran_offline\":{},\"migrated\":{},\"read_holds\":{},\"changed_under_hold\":{},\"left_under_reader\":{}}},\
              \"violations\":{},\"errors\":{},\
              \"platform_failures\":{},\"failures\":[{}],\"grace_periods\":{},\"running_at_end\":{},\
              \"threads\":{{\"switches\":{},\"workers_created\":{},\"workers_destroyed\":{}}},\
@@ -527,6 +541,7 @@ impl fmt::Display for HotplugJson<'_> {
             tally.migrated,
             tally.read_holds,
             tally.changed_under_hold,
+            tally.left_under_reader,
             run.violations,
             run.errors.len(),
             outside,

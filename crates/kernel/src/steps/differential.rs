@@ -294,8 +294,18 @@ impl Draw {
 }
 
 /// The platform operations an operation in `direction` meets under
-/// `engine` (rolling back aside).
-fn platform_operations(direction: Direction, engine: Engine) -> &'static [PlatformOperation] {
+/// `engine` (rolling back aside): what the differential scenario and the
+/// bare-metal kernel's failure injection make fail.
+///
+/// ```
+/// use hotkern_cpuhp::{Direction, Engine, PlatformOperation};
+/// use hotkern_kernel::steps::differential::platform_operations;
+///
+/// let down = platform_operations(Direction::Down, Engine::BoltNoStop);
+/// assert!(down.contains(&PlatformOperation::RunDying));
+/// assert!(!down.contains(&PlatformOperation::StopMachine));
+/// ```
+pub fn platform_operations(direction: Direction, engine: Engine) -> &'static [PlatformOperation] {
     use PlatformOperation::*;
     match (direction, engine) {
         (Direction::Up, _) => &[HotplugLock, PowerOn, RunOn],

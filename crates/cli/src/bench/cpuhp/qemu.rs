@@ -101,6 +101,27 @@ fn targets(report: &Report) -> Vec<String> {
     ]
 }
 
+/// Bolt's stop-machine against what bolt-nostop does instead (drain the
+/// hotplug readers, run the dying steps on the dying CPU alone), from
+/// the kernel's stage medians of `offline/1-load`.
+fn nostop_note(report: &Report) -> Option<String> {
+    let stage = |engine: &str, name: &str| {
+        let case = report.case("offline/1-load", engine)?;
+        let stages = case.extra.iter().find(|(key, _)| key == "stages")?;
+        stages.1[name].as_f64()
+    };
+    let latency = |engine: &str| report.case("offline/1-load", engine)?.figure("latency_us");
+    Some(format!(
+        "offline/1-load without a stop-machine: bolt's stop-machine {:.1} us of {:.1} us; \
+         bolt-nostop's reader-drain {:.1} us and dying {:.1} us of {:.1} us (stage medians)",
+        stage("bolt", "stop-machine")?,
+        latency("bolt")?,
+        stage("bolt-nostop", "reader-drain")?,
+        stage("bolt-nostop", "dying")?,
+        latency("bolt-nostop")?,
+    ))
+}
+
 /// The report for one `hotkern boot --json` document.
 fn from_document(document: &Value) -> Result<Report, String> {
     if document["invariants_hold"] != Value::Bool(true) || document["tasks_lost"] != 0 {
@@ -150,6 +171,22 @@ fn from_document(document: &Value) -> Result<Report, String> {
             "classic",
             "bolt",
         );
+        // Linux's design against bolt without a stop-machine, and what
+        // leaving the stop-machine out gains bolt.
+        report.ratio(
+            &format!("{stem}/classic_over_bolt-nostop"),
+            name,
+            "latency_us",
+            "classic",
+            "bolt-nostop",
+        );
+        report.ratio(
+            &format!("{stem}/bolt_over_bolt-nostop"),
+            name,
+            "latency_us",
+            "bolt",
+            "bolt-nostop",
+        );
         // The power mechanism's gain alone: the same engine, its CPUs
         // parked idle rather than off.
         report.ratio(
@@ -163,6 +200,7 @@ fn from_document(document: &Value) -> Result<Report, String> {
     for note in targets(&report) {
         report.notes.push(note);
     }
+    report.notes.extend(nostop_note(&report));
     report.notes.extend(accounting::notes(&report));
     let guest = &document["guest"];
     let steps = guest["hotplug"]["steps"].as_array().map_or(0, Vec::len);
@@ -264,6 +302,35 @@ mod tests {
             notes.contains("online/1-load (a CPU parked idle, woken by IPI) <= 200 us: 160 us met"),
             "{notes}"
         );
+    }
+
+    #[test]
+    fn bolt_nostop_gets_its_ratios_and_its_stages_beside_the_stop_machine() {
+        let mut nostop = document(true, 0);
+        let cases = nostop["cases"].as_array_mut().unwrap();
+        cases.push(
+            json!({"name": "offline/1-load", "impl": "bolt-nostop", "ops": 15,
+                          "latency_us": 90.0, "tasks_lost": 0,
+                          "stages": {"reader-drain": 0.5, "dying": 20.0}}),
+        );
+        let report = from_document(&nostop).unwrap();
+        assert_eq!(
+            report.ratios["offline-1-load/classic_over_bolt-nostop"],
+            5.0
+        );
+        assert_eq!(report.ratios["offline-1-load/bolt_over_bolt-nostop"], 2.5);
+        let notes = report.notes.join("\n");
+        assert!(
+            notes.contains(
+                "bolt's stop-machine 150.0 us of 225.0 us; bolt-nostop's reader-drain 0.5 us \
+                 and dying 20.0 us of 90.0 us"
+            ),
+            "{notes}"
+        );
+        // Without bolt-nostop's case there is neither ratio nor note.
+        let report = from_document(&document(true, 0)).unwrap();
+        assert!(!report.ratios.keys().any(|key| key.contains("nostop")));
+        assert!(!report.notes.join("\n").contains("reader-drain"));
     }
 
     #[test]

@@ -18,16 +18,18 @@
 //! that does not start while the others of a bulk set run their starting
 //! steps, a hotplug thread not reached, a stop-machine not gathered, a
 //! grace period or the hotplug lock stalled — and must roll back the same
-//! way; a CPU late to report dead is listed and the operation completes.
-//! Tasks run throughout.
+//! way — under bolt-nostop, a dying CPU that cannot run its steps alone —;
+//! a CPU late to report dead is listed and the operation completes. Tasks
+//! run throughout.
 
 use alloc::vec::Vec;
 use core::fmt;
 
 use hotkern_cpuhp::{
-    CpuId, CpuSet, Direction, Engine, Error, FailAt, PlatformError, PlatformFailAt,
-    PlatformOperation, Report, StepStatus,
+    CpuId, CpuSet, Direction, Error, FailAt, PlatformError, PlatformFailAt, PlatformOperation,
+    Report, StepStatus,
 };
+use hotkern_kernel::steps::differential::platform_operations;
 
 use super::engine::{consistent, settle_between, KernelHotplug};
 use crate::platform::failures;
@@ -89,25 +91,6 @@ fn snapshot(engine: &KernelHotplug) -> Snapshot {
     Snapshot {
         online: engine.online_cpus(),
         states,
-    }
-}
-
-/// The platform operations an operation in `direction` meets under
-/// `kind`, rollback aside.
-fn platform_operations(direction: Direction, kind: Engine) -> &'static [PlatformOperation] {
-    use PlatformOperation::*;
-    match (direction, kind) {
-        (Direction::Up, _) => &[HotplugLock, PowerOn, RunOn],
-        (Direction::Down, Engine::Classic) => {
-            &[HotplugLock, RunOn, GracePeriod, StopMachine, PowerOff]
-        }
-        (Direction::Down, _) => &[
-            HotplugLock,
-            RunOn,
-            ExpeditedGracePeriod,
-            StopMachine,
-            PowerOff,
-        ],
     }
 }
 
