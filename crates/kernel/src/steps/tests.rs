@@ -15,9 +15,14 @@ use crate::audit::Resource;
 use crate::cpuset::{cpu_id, AtomicCpuSet};
 use crate::frames::FramePool;
 use crate::kthread::tests::{probe, Probe};
+use crate::kthread::{Role, Thread};
+use crate::pagecache::PageCaches;
 use crate::rcu::callbacks::GracePeriodDriver;
 use crate::sched::RunQueue;
+use crate::subsystems::Subsystems;
 use crate::sync::{Mutex, RawSpinlock};
+use crate::timer::Timer;
+use crate::workqueue::Work;
 
 /// CPUs of the fake.
 pub(crate) const CPUS: usize = 4;
