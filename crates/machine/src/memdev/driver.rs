@@ -194,19 +194,9 @@ fn grow(
         let Some((first, count)) = next_run(system, wanted) else {
             break;
         };
-        let request = DeviceRequest::Plug { first, count };
-        match system.device.send(request, system.config.confirm_timeout) {
-            Some(Answer::Ack) => {}
-            Some(refusal) => {
-                report.rolled_back.push((first, cause(refusal)));
-                break;
-            }
-            None => {
-                return Err(MemoryError::DeviceTimeout {
-                    request,
-                    waited: system.config.confirm_timeout,
-                })
-            }
+        if let Err(cause) = ask(system, DeviceRequest::Plug { first, count })? {
+            report.rolled_back.push((first, cause));
+            break;
         }
         if let Err(error) = hand_over(pool, system, first, count) {
             let _ = system.device.send(
@@ -219,10 +209,19 @@ fn grow(
     Ok(false)
 }
 
-fn cause(answer: Answer) -> RollbackCause {
-    match answer {
-        Answer::Nack => RollbackCause::DeviceRefused,
-        _ => RollbackCause::DeviceError,
+/// Sends `request` and waits, bounded, for the device: `Ok(Ok(()))` when
+/// it did it, `Ok(Err(cause))` when it refused or failed, and
+/// [`MemoryError::DeviceTimeout`] when it did not answer.
+fn ask(
+    system: &MemorySystem,
+    request: DeviceRequest,
+) -> Result<Result<(), RollbackCause>, MemoryError> {
+    let waited = system.config.confirm_timeout;
+    match system.device.send(request, waited) {
+        Some(Answer::Ack) => Ok(Ok(())),
+        Some(Answer::Nack) => Ok(Err(RollbackCause::DeviceRefused)),
+        Some(_) => Ok(Err(RollbackCause::DeviceError)),
+        None => Err(MemoryError::DeviceTimeout { request, waited }),
     }
 }
 
@@ -293,24 +292,16 @@ fn shrink(
             first: block,
             count: 1,
         };
-        let answer = system.device.send(request, system.config.confirm_timeout);
-        if answer == Some(Answer::Ack) {
+        let answer = ask(system, request);
+        if let Ok(Ok(())) = answer {
             forget(system, block);
             continue;
         }
         // Still plugged as far as the device knows: hand it back.
         hand_over(pool, system, block, 1)?;
-        match answer {
-            Some(refusal) => {
-                report.rolled_back.push((block, cause(refusal)));
-                break;
-            }
-            None => {
-                return Err(MemoryError::DeviceTimeout {
-                    request,
-                    waited: system.config.confirm_timeout,
-                })
-            }
+        if let Err(cause) = answer? {
+            report.rolled_back.push((block, cause));
+            break;
         }
     }
     Ok(false)
