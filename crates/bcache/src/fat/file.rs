@@ -78,6 +78,29 @@ impl<C: BlockCache + ?Sized> FatVolume<'_, C> {
         Ok(Some(first_cluster))
     }
 
+    /// The cluster after `cluster`, the chain's `index`th from
+    /// `first_cluster`, of a file that needs `needed`: a chain that ends
+    /// there is [`FatError::ChainTooShort`], one that comes back to a
+    /// cluster `detector` has seen is [`FatError::ChainLoops`].
+    pub(super) fn chain_link(
+        &mut self,
+        cluster: u32,
+        index: u64,
+        first_cluster: u32,
+        needed: u64,
+        detector: &mut LoopDetector,
+    ) -> Result<u32, FatError> {
+        let next = self.next_cluster(cluster)?.ok_or(FatError::ChainTooShort {
+            first_cluster,
+            clusters: index + 1,
+            needed,
+        })?;
+        if detector.step(next).is_some() {
+            return Err(FatError::ChainLoops { first_cluster });
+        }
+        Ok(next)
+    }
+
     fn read_entry_into(
         &mut self,
         entry: &DirEntry,
@@ -107,15 +130,8 @@ impl<C: BlockCache + ?Sized> FatVolume<'_, C> {
         while position < size {
             let in_cluster = position % cluster_bytes;
             if position > 0 && in_cluster == 0 {
-                cluster = self.next_cluster(cluster)?.ok_or(FatError::ChainTooShort {
-                    first_cluster,
-                    clusters: index + 1,
-                    needed,
-                })?;
+                cluster = self.chain_link(cluster, index, first_cluster, needed, &mut detector)?;
                 index += 1;
-                if detector.step(cluster).is_some() {
-                    return Err(FatError::ChainLoops { first_cluster });
-                }
             }
             let n = (request_bytes as u64)
                 .min(cluster_bytes - in_cluster)

@@ -65,15 +65,8 @@ impl<C: BlockCache + ?Sized> FatVolume<'_, C> {
         while position < end {
             let wanted = position / cluster_bytes;
             while index < wanted {
-                cluster = self.next_cluster(cluster)?.ok_or(FatError::ChainTooShort {
-                    first_cluster,
-                    clusters: index + 1,
-                    needed,
-                })?;
+                cluster = self.chain_link(cluster, index, first_cluster, needed, &mut detector)?;
                 index += 1;
-                if detector.step(cluster).is_some() {
-                    return Err(FatError::ChainLoops { first_cluster });
-                }
             }
             let in_cluster = position % cluster_bytes;
             let n = (cluster_bytes - in_cluster).min(end - position);
