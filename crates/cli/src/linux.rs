@@ -257,6 +257,25 @@ fn is_static_elf(bytes: &[u8]) -> bool {
     })
 }
 
+/// How every guest script starts, as PID 1 from the initramfs: busybox's
+/// applets on PATH, proc, sysfs and tracefs mounted (`$T` names tracefs),
+/// the "up" line the host waits for, and the shell pinned to CPU 0.
+const INIT_PREAMBLE: &str = r#"#!/bin/sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t tracefs tracefs /sys/kernel/tracing
+T=/sys/kernel/tracing
+echo "hotkern-linux: up $(nproc) $(uname -r)"
+taskset -p 1 $$ >/dev/null
+"#;
+
+/// A guest's /init: the shared preamble, then `body`.
+pub fn init_script(body: &str) -> String {
+    format!("{INIT_PREAMBLE}{body}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,16 +42,7 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 /// Runs as PID 1, pinned to CPU 0, with ftrace's `mono` clock irrelevant
 /// here (the program times itself with `CLOCK_MONOTONIC`); printk is
 /// quieted so that no kernel line lands inside a timed loop.
-const SCRIPT: &str = r#"#!/bin/sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t tracefs tracefs /sys/kernel/tracing
-T=/sys/kernel/tracing
-echo "hotkern-linux: up $(nproc) $(uname -r)"
-taskset -p 1 $$ >/dev/null
-echo 1 > /proc/sys/kernel/printk
+const SCRIPT: &str = r#"echo 1 > /proc/sys/kernel/printk
 recorded() {
     echo "hotkern-linux: recorded $1 $(awk '/^entries:/{e=$2} /^overrun:/{o=$2} END{print e+o}' $T/per_cpu/cpu0/stats)"
 }
@@ -81,7 +72,7 @@ poweroff -f
 /// The /init script: `repetitions` rounds of the three loops of `calls`
 /// calls each.
 pub fn init_script(repetitions: usize, calls: u64) -> String {
-    SCRIPT
+    crate::linux::init_script(SCRIPT)
         .replace("@REPS@", &repetitions.to_string())
         .replace("@CALLS@", &calls.to_string())
         .replace("@TRACED@", TRACED)

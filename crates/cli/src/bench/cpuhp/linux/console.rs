@@ -24,7 +24,7 @@ const MARK_WRITE: &str = ": tracing_mark_write: ";
 pub fn init_script(reps: u32, cpus: &[u32]) -> String {
     let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
     let bulk = format!("bulk-{}-load", cpus.len());
-    SCRIPT
+    crate::linux::init_script(SCRIPT)
         .replace("@REPS@", &reps.to_string())
         .replace("@CPUS@", &list.join(" "))
         .replace("@BULK@", &bulk)
@@ -43,16 +43,7 @@ pub fn init_script(reps: u32, cpus: &[u32]) -> String {
 /// cost serial output inside the measured region. The busy loops are
 /// started unpinned (`taskset f`), since children inherit the shell's
 /// CPU 0.
-const SCRIPT: &str = r#"#!/bin/sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t tracefs tracefs /sys/kernel/tracing
-T=/sys/kernel/tracing
-echo "hotkern-linux: up $(nproc) $(uname -r)"
-taskset -p 1 $$ >/dev/null
-echo mono > $T/trace_clock
+const SCRIPT: &str = r#"echo mono > $T/trace_clock
 echo 256 > $T/buffer_size_kb
 echo 1 > /proc/sys/kernel/printk
 mark() { echo "hotkern-linux $1 $2 $3" > $T/trace_marker; }
