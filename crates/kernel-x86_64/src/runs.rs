@@ -12,6 +12,7 @@ pub mod json;
 pub mod load;
 pub mod selftest;
 pub mod summary;
+pub mod tasks;
 pub mod trace_bench;
 pub mod trace_patch;
 pub mod vmem;

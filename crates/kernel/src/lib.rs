@@ -13,7 +13,8 @@
 //!   what each does, its predicate and its turn ([`smpboot`]).
 //! * Deferred work: timer bases ([`timer`], deadlines in nanoseconds of the
 //!   platform's clock), workqueue pools ([`workqueue`]), run queues and
-//!   scheduling domains ([`sched`]).
+//!   scheduling domains ([`sched`]), and the task system over them:
+//!   placing tasks, running their slices, their books ([`tasks`]).
 //! * Memory: the frame pool over [`hotkern_physmem`] ([`frames`]), per-CPU
 //!   page caches ([`pagecache`]) and the allocator a memory device's
 //!   blocks are handed to ([`blockframes`]), its movable frames' owners
@@ -91,6 +92,7 @@ pub mod steps;
 pub mod stop_machine;
 pub mod subsystems;
 pub mod sync;
+pub mod tasks;
 pub mod tick;
 pub mod timer;
 pub mod vmstat;

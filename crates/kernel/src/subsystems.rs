@@ -11,8 +11,9 @@
 //! required accessor, `subsystems`; the accessors for each piece are
 //! provided.
 //!
-//! What stays outside is what is the platform's own: its run queues (what
-//! a task is, and how a slice runs), its page pool (bare metal makes it
+//! What stays outside is what is the platform's own: its run queues (the
+//! shared [`Scheduler`](crate::tasks::Scheduler) over the platform's task
+//! body, and how a slice runs), its page pool (bare metal makes it
 //! after the heap, from the memory map), its trace buffers and sysfs
 //! model, and whatever drives its grace periods (the machine's `rcu_gp`
 //! thread, the bare-metal controller), which the RCU callback lists are

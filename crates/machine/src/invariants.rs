@@ -96,7 +96,7 @@ pub(crate) fn snapshot(k: &Kernel) -> MachineState {
             online: online.contains(cpu_id(cpu)),
             active: active.contains(cpu_id(cpu)),
             powered: k.life(cpu) == Life::Alive,
-            runqueue_open: k.vcpus[cpu].runqueue.lock().is_open(),
+            runqueue_open: k.tasks.queue_state(cpu_id(cpu)).1,
             rcu_tracked: k.rcu.is_tracked(cpu),
             timers_enabled: k.timers().is_enabled(cpu),
             workqueue_bound: k.workqueue().is_bound(cpu),

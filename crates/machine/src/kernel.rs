@@ -14,16 +14,15 @@ use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::hotplug::Control;
 use hotkern_kernel::idle::{self, CpuLoop};
 use hotkern_kernel::kthread::Role;
-use hotkern_kernel::ledger::Item;
+use hotkern_kernel::ledger::{Item, Tally};
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_kernel::platform::Cpus;
 use hotkern_kernel::power::{Life, Lifecycle};
-use hotkern_kernel::sched::RunQueue;
 use hotkern_kernel::smpboot::{self, KthreadKernel};
 use hotkern_kernel::steps::StepKernel;
 use hotkern_kernel::subsystems::Subsystems;
+use hotkern_kernel::tasks::{Scheduler, TaskBooks};
 use hotkern_kernel::tick::{Hz, Ticks};
-use parking_lot::Mutex;
 
 use crate::eventlog::{Event, EventKind, EventLogs};
 use crate::kthread::Kthread;
@@ -32,15 +31,12 @@ use crate::memdev::system::MemorySystem;
 use crate::rcu::Rcu;
 use crate::signal::{set_current_cpu, Doorbells};
 use crate::sysfs::Sysfs;
-use crate::task::{Context, Job, Task, TaskStatus};
-
-pub(crate) struct Vcpu {
-    pub(crate) runqueue: Mutex<RunQueue<Task>>,
-}
+use crate::task::{Context, Job, Task, TaskBody, TaskStatus};
 
 pub(crate) struct Kernel {
     pub(crate) cpus: usize,
-    pub(crate) vcpus: Box<[Vcpu]>,
+    /// Every vCPU's run queue: the shared scheduler ([`hotkern_kernel::tasks`]).
+    pub(crate) tasks: Scheduler<TaskBody>,
     pub(crate) doorbells: Arc<Doorbells>,
     /// Each vCPU's life: powered off, starting, running, leaving.
     pub(crate) lives: Lifecycle,
@@ -74,11 +70,7 @@ impl Kernel {
         let rcu = Rcu::start(lists, Arc::clone(&doorbells), hz)?;
         Ok(Arc::new_cyclic(|me| Kernel {
             cpus,
-            vcpus: (0..cpus)
-                .map(|_| Vcpu {
-                    runqueue: Mutex::new(RunQueue::default()),
-                })
-                .collect(),
+            tasks: Scheduler::new(cpus),
             doorbells,
             lives: Lifecycle::new(),
             subsystems,
@@ -170,16 +162,16 @@ impl Kernel {
         }
     }
 
+    /// One slice of the task first in `cpu`'s queue, through the shared
+    /// scheduler: checked, traced and counted here, a panic caught; a task
+    /// that asks again and finds its queue closed is placed elsewhere.
     fn run_one_task(&self, cpu: usize) -> bool {
-        let Some(mut task) = self.vcpus[cpu].runqueue.lock().pop() else {
-            return false;
-        };
-        self.check_running_online(cpu, "task");
-        self.trace(cpu, EventKind::TaskSlice, task.id);
-        self.vmstat().with(cpu, |stats| {
-            stats.slices.fetch_add(1, Ordering::Relaxed);
-        });
-        let status = {
+        let slice = |_: CpuId, task: &mut Task| {
+            self.check_running_online(cpu, "task");
+            self.trace(cpu, EventKind::TaskSlice, task.id);
+            self.vmstat().with(cpu, |stats| {
+                stats.slices.fetch_add(1, Ordering::Relaxed);
+            });
             let mut context = Context { kernel: self, cpu };
             // A panicking task ends there and then; its vCPU carries on.
             catch_unwind(AssertUnwindSafe(|| (task.body)(&mut context))).unwrap_or_else(|_| {
@@ -190,18 +182,10 @@ impl Kernel {
                 TaskStatus::Done
             })
         };
-        match status {
-            TaskStatus::Again => self.push_task(cpu, task),
-            TaskStatus::Done => {
-                if !self.ledger.complete(Item::Task, task.id) {
-                    self.audit().violation(Violation::RanTwice {
-                        what: "task",
-                        id: task.id,
-                    });
-                }
-            }
-        }
-        true
+        let elsewhere = |task| self.push_task(cpu, task);
+        self.tasks
+            .run_slices(self, cpu_id(cpu), 1, slice, elsewhere)
+            > 0
     }
 
     /// The scheduler loop of vCPU `cpu`'s thread: powered on, it turns the
@@ -236,9 +220,30 @@ impl Kernel {
     /// Stops every vCPU thread's loop (they exit at their next turn).
     pub(crate) fn stop_vcpus(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
-        for cpu in 0..self.vcpus.len() {
+        for cpu in 0..self.cpus {
             self.doorbells.ring(cpu);
         }
+    }
+}
+
+/// The machine's tasks are numbered in its ledger, which also counts the
+/// other deferred items; a task finished twice is a violation.
+impl TaskBooks for Kernel {
+    fn issue(&self) -> u64 {
+        self.ledger.issue(Item::Task)
+    }
+
+    fn complete(&self, id: u64) -> bool {
+        let first = self.ledger.complete(Item::Task, id);
+        if !first {
+            self.audit()
+                .violation(Violation::RanTwice { what: "task", id });
+        }
+        first
+    }
+
+    fn tally(&self) -> Tally {
+        self.ledger.tally(Item::Task)
     }
 }
 
@@ -274,7 +279,7 @@ impl CpuLoop for Kernel {
 
     fn run_task(&self, cpu: CpuId) -> bool {
         let ran = self.run_one_task(cpu.index());
-        let queued = self.vcpus[cpu.index()].runqueue.lock().len() as u64;
+        let queued = self.tasks.queue_state(cpu).0 as u64;
         self.vmstat().with(cpu.index(), |stats| {
             stats.nr_running.store(queued, Ordering::Relaxed);
         });

@@ -8,8 +8,6 @@
 use std::sync::atomic::Ordering;
 
 use hotkern_cpuhp::CpuId;
-use hotkern_kernel::cpuset::cpu_id;
-use hotkern_kernel::placement::{place, Waiting};
 use hotkern_kernel::rcu::callbacks::Callback;
 use hotkern_kernel::steps::{place_waiting, StepKernel};
 use hotkern_kernel::timer::Timer;
@@ -20,14 +18,17 @@ use crate::task::{Job, Task};
 
 impl Kernel {
     /// Puts `task` on `preferred`'s run queue, or on the next active CPU's
-    /// that takes it, and rings that CPU.
+    /// that takes it, and rings that CPU (the shared scheduler's
+    /// placement); if none does, it waits in the limbo, placed again at
+    /// once if a CPU became active meanwhile (the steps are not the only
+    /// ones placing here: tasks spawn from every vCPU).
     pub(crate) fn push_task(&self, preferred: usize, task: Task) {
-        let taken = place(preferred, self.active_mask(), task, |cpu, task| {
-            self.offer_task(cpu_id(cpu), task)
-        });
-        match taken {
-            Ok(cpu) => self.doorbells.ring(cpu),
-            Err(task) => self.keep(Waiting::Task(task)),
+        match self
+            .tasks
+            .place(preferred, self.active_mask(), task, self.limbo())
+        {
+            Some(cpu) => self.doorbells.ring(cpu.index()),
+            None => self.replace_limbo_if_possible(),
         }
     }
 
@@ -50,14 +51,6 @@ impl Kernel {
         if !self.limbo().is_empty() {
             self.replace_limbo_if_possible();
         }
-    }
-
-    /// Keeps `item` in the limbo; places it again at once if a CPU became
-    /// active meanwhile (the steps are not the only ones placing here:
-    /// tasks submit from every vCPU).
-    fn keep(&self, item: Waiting<Job, Task>) {
-        self.limbo().keep(item);
-        self.replace_limbo_if_possible();
     }
 
     /// Places what waits again; called when a CPU becomes active.

@@ -37,15 +37,15 @@ impl StepKernel for Kernel {
     }
 
     fn open_queue(&self, cpu: CpuId) {
-        self.vcpus[cpu.index()].runqueue.lock().open();
+        self.tasks.open(cpu);
     }
 
     fn close_queue(&self, cpu: CpuId) -> Vec<Task> {
-        self.vcpus[cpu.index()].runqueue.lock().close()
+        self.tasks.close(cpu)
     }
 
     fn offer_task(&self, cpu: CpuId, task: Task) -> Result<(), Task> {
-        self.vcpus[cpu.index()].runqueue.lock().push(task)
+        self.tasks.offer(cpu, task)
     }
 
     fn cpus_activated(&self) {
@@ -65,8 +65,7 @@ impl StepKernel for Kernel {
     }
 
     fn queue_state(&self, cpu: CpuId) -> (usize, bool) {
-        let queue = self.vcpus[cpu.index()].runqueue.lock();
-        (queue.len(), queue.is_open())
+        self.tasks.queue_state(cpu)
     }
 
     fn spawn_kthread(&self, cpu: CpuId, role: Role) -> Option<Kthread> {

@@ -8,14 +8,7 @@ use hotkern_physmem::Pfn;
 
 use hotkern_cpuhp::CpuSet;
 
-/// What a task slice asks for when it returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskStatus {
-    /// Run me again (on this CPU if it can still take me, else elsewhere).
-    Again,
-    /// I am finished.
-    Done,
-}
+pub use hotkern_kernel::tasks::TaskStatus;
 
 /// The body of a task: called once per slice until it returns [`TaskStatus::Done`].
 pub type TaskBody = Box<dyn FnMut(&mut Context<'_>) -> TaskStatus + Send>;
@@ -24,11 +17,9 @@ pub type TaskBody = Box<dyn FnMut(&mut Context<'_>) -> TaskStatus + Send>;
 /// RCU callback.
 pub(crate) type Job = Box<dyn FnOnce(&mut Context<'_>) + Send>;
 
-/// A task: a body and its ledger id.
-pub(crate) struct Task {
-    pub(crate) id: u64,
-    pub(crate) body: TaskBody,
-}
+/// A task: its ledger id and its body, in the shared scheduler's queues
+/// ([`hotkern_kernel::tasks`]).
+pub(crate) type Task = hotkern_kernel::tasks::Task<TaskBody>;
 
 /// What code running on a vCPU (a task slice, a work item, a timer, an RCU
 /// callback) can ask of the machine.

@@ -1,4 +1,4 @@
-//! Page frames for the tasks: real frames hot-unplugged from the kernel's
+//! Page frames for the tasks (which touch them, `runs/tasks.rs`): real frames hot-unplugged from the kernel's
 //! physmem into a frame pool, with per-CPU page caches in front of it —
 //! the shared core's `FramePool` (its own physmem, one descriptor per
 //! frame, a frame given back twice caught) and `PageCaches` (Linux's
@@ -6,7 +6,6 @@
 //! allocate through. The `mm:pagecache` hotplug step creates, drains and
 //! frees each CPU's cache.
 
-use hotkern_cpuhp::CpuId;
 use hotkern_kernel::blockframes::{BlockFrames, RegionError};
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::pagecache::PageCaches;
@@ -70,26 +69,6 @@ pub fn init() -> Result<(), PagesError> {
     let pool = FramePool::new(Pfn(first), PageCount(POOL_FRAMES)).map_err(PagesError::Physmem)?;
     PAGES.call_once(|| PageCaches::new(MAX_CPUS, pool));
     Ok(())
-}
-
-/// Takes a frame through `cpu`'s cache, writes `pattern` into it, reads it
-/// back and frees it; false if the pattern did not come back (or there was
-/// no frame).
-pub fn touch(cpu: CpuId, pattern: u64) -> bool {
-    let Some(pages) = get() else { return false };
-    let Some(frame) = pages.alloc(cpu.index()) else {
-        return false;
-    };
-    let word = (frame.0 * PAGE_SIZE) as *mut u64;
-    // SAFETY: the frame is below 4 GiB (identity-mapped, writable RAM),
-    // out of the kernel's physmem since `init`, and this task holds it
-    // until `free_frame` below: nothing else reads or writes it.
-    let back = unsafe {
-        word.write_volatile(pattern);
-        word.read_volatile()
-    };
-    pages.free_frame(cpu.index(), frame);
-    back == pattern
 }
 
 /// The allocator virtio-mem's blocks are handed to, made when the

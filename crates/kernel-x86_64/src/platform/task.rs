@@ -1,17 +1,18 @@
-//! What a run queue holds on this kernel ([`crate::platform::sched`] runs
-//! it). A type of its own, below the scheduler and the shared mechanisms
-//! alike: the limbo of [`crate::platform::subsystems`] keeps tasks no CPU
-//! could take, and the scheduler reads the masks kept there.
+//! What a run queue holds on this kernel: the shared scheduler's task
+//! ([`hotkern_kernel::tasks::Task`]) carrying its body, a closure the boot
+//! scenario makes (its workload is the scenario's, `runs/`), so that the
+//! platform runs slices without knowing what they do. A type of its own,
+//! below the scheduler and the shared mechanisms alike: the limbo of
+//! [`crate::platform::subsystems`] keeps tasks no CPU could take.
 
-use hotkern_cpuhp::CpuSet;
+use alloc::boxed::Box;
 
-/// A task: its ledger number and its state.
-pub struct Task {
-    /// Its number in the scheduler's ledger.
-    pub(crate) id: u64,
-    /// What its slices hash.
-    pub(crate) state: u64,
-    /// A reader's hold of the hotplug lock: the online mask it saw, and
-    /// the slices left.
-    pub(crate) hold: Option<(CpuSet, u32)>,
-}
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::tasks::TaskStatus;
+
+/// What a task's slices run: called once per slice on the CPU given, with
+/// interrupts off, until it returns [`TaskStatus::Done`].
+pub type Body = Box<dyn FnMut(CpuId) -> TaskStatus + Send>;
+
+/// A task: its number in the scheduler's ledger and its body.
+pub type Task = hotkern_kernel::tasks::Task<Body>;

@@ -32,6 +32,7 @@ use crate::platform::steps::STEPS;
 use crate::platform::subsystems::{self, audit, Steps};
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
+use crate::runs::tasks;
 
 pub mod differential;
 mod engine;
@@ -142,7 +143,7 @@ pub struct Run {
     /// Every case, per engine.
     pub cases: Vec<Case>,
     /// The task books at the end.
-    pub tally: sched::SchedTally,
+    pub tally: tasks::SchedTally,
     /// Invariant violations seen after operations (masks, queues, books).
     pub violations: u32,
     /// Operations that returned an error, each as `engine case: error`.
@@ -283,12 +284,12 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
 /// for them to finish and for every RCU callback to run; returns the
 /// callbacks still pending, those no list took (in the limbo) included.
 fn drain(tsc_hz: u64) -> usize {
-    sched::stop();
+    tasks::stop();
     for cpu in smp::application_processors() {
         smp::wake(cpu);
     }
     let started = tsc::now();
-    while sched::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+    while tasks::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
         sched::run_slices(BOOT_CPU);
         sched::balance();
         core::hint::spin_loop();
@@ -326,7 +327,7 @@ fn time_cases(engine: &KernelHotplug, run: &mut Run, aps: CpuSet, name: &'static
         // lock across slices (its property is checked); the others
         // time lone operations, with no reader in for the writer to
         // wait for, as the medians of `bench cpuhp` want.
-        sched::set_readers(round == 0);
+        tasks::set_readers(round == 0);
         for cpu in aps.iter() {
             operate(engine, run, &mut offline, |e| e.offline(cpu));
             operate(engine, run, &mut online, |e| e.online(cpu));
@@ -344,7 +345,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     let (engine, count) = start(checks)?;
     let mut run = Run {
         cases: Vec::new(),
-        tally: sched::SchedTally::default(),
+        tally: tasks::SchedTally::default(),
         violations: 0,
         errors: Vec::new(),
         grace_periods: 0,
@@ -354,7 +355,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         frames: (0, 0, 0, 0),
         failures: failure::FailureTally::default(),
     };
-    sched::spawn(TASKS);
+    tasks::spawn(TASKS);
     let aps = CpuSet::range(1, count);
     for &(kind, name) in engines {
         KEPT.fetch_or(kind.is_bolt(), Ordering::Relaxed);
@@ -362,9 +363,9 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         let cases = time_cases(&engine, &mut run, aps, name);
         // Then operations made to fail, untimed, tasks still running,
         // with reader tasks inside the atomic read side for long spells.
-        sched::set_long_readers(true);
+        tasks::set_long_readers(true);
         failure::run(&engine, name, aps, &mut run.failures);
-        sched::set_long_readers(false);
+        tasks::set_long_readers(false);
         trace_marker!("hotplug {name} failure injection done");
         run.cases.extend(cases);
     }
@@ -390,9 +391,9 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     }
     // Tasks ran through every operation; now each finishes at its next
     // slice, wherever it is.
-    run.running_at_end = sched::tally().outstanding;
+    run.running_at_end = tasks::tally().outstanding;
     let rcu_pending = drain(tsc_hz);
-    run.tally = sched::tally();
+    run.tally = tasks::tally();
     checks.check(
         "every RCU callback (retired scheduling domains) ran after its grace period",
         rcu_pending == 0,

@@ -13,10 +13,10 @@ use hotkern_kernel::steps::differential::{self, Log, Scenario, OPERATIONS, TASKS
 use super::{drain, settle_between, start};
 use crate::arch::console::println;
 use crate::platform::hotplug as platform;
-use crate::platform::sched;
 use crate::platform::subsystems::Steps;
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
+use crate::runs::tasks;
 
 /// Runs the scenario drawn from `seed` while [`TASKS`] tasks run, then
 /// lets the tasks finish; the log has their books. `None` where hotplug
@@ -24,7 +24,7 @@ use crate::runs::json::JsonStr;
 pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
     let (engine, count) = start(checks)?;
     platform::record_steps(true);
-    sched::spawn(TASKS);
+    tasks::spawn(TASKS);
     let mut settle = || {
         if !settle_between() {
             println!("hotkern: differential: the hotplug lock did not settle");
@@ -41,7 +41,7 @@ pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
     );
     platform::record_steps(false);
     let pending = drain(tsc_hz);
-    let tally = sched::tally();
+    let tally = tasks::tally();
     log.tasks = Some(Tally {
         issued: tally.issued,
         completed_once: tally.completed,

@@ -33,7 +33,7 @@ use hotkern_kernel::steps::differential::platform_operations;
 
 use super::engine::{consistent, settle_between, KernelHotplug};
 use crate::platform::failures;
-use crate::platform::sched;
+use crate::runs::tasks;
 
 /// The steps made to fail: `threads:create` and `rcu:data` (`Prepare`,
 /// on the controller), `workqueue:online` and `sched:active` (`Online`,
@@ -180,7 +180,7 @@ fn case(
         return false;
     }
     let before = snapshot(engine);
-    let books = sched::tally();
+    let books = tasks::tally();
     let warnings = engine.warnings();
     let armed = match failing {
         Failing::Step(step) => engine.inject_failure(FailAt {
@@ -223,7 +223,7 @@ fn case(
     // Nothing changed: the engine's states, this kernel's structures (the
     // check after every operation), the tasks' books, and no rollback
     // callback refused.
-    let after = sched::tally();
+    let after = tasks::tally();
     let rolled_back = snapshot(engine) == before
         && consistent(engine, format_args!("{direction:?} failed")) == 0
         && engine.warnings() == warnings
