@@ -134,6 +134,7 @@ mod error;
 pub mod extent;
 mod fallible;
 mod index;
+mod memmap;
 mod page;
 mod physmem;
 mod range;
