@@ -69,6 +69,7 @@ pub mod blockframes;
 pub mod cblist;
 pub mod command_line;
 pub mod cpuset;
+pub mod directmap;
 pub mod frames;
 pub mod hotplug;
 pub mod hotplug_read;

@@ -54,6 +54,27 @@ pub enum PhysmemError {
     NoAvailablePages,
     /// `init_pages` was called twice.
     AlreadyInitialized,
+    /// A plug with its descriptors on its own memory came before
+    /// `init_pages`.
+    NotInitialized,
+    /// The block's descriptors would fill all of it, leaving no frame to
+    /// hand out.
+    BlockTooSmall {
+        /// Frames in the block.
+        npages: PageCount,
+        /// Frames its descriptors need.
+        descriptor_frames: PageCount,
+    },
+    /// The memory given for descriptors is not aligned for them.
+    MisalignedDescriptors,
+    /// Part of a segment whose descriptors live in its own first frames:
+    /// such a segment is unplugged whole.
+    DescriptorsOnMemory {
+        /// The segment's first frame.
+        start: Pfn,
+        /// One past its last frame.
+        end: Pfn,
+    },
 }
 
 impl fmt::Display for PhysmemError {
@@ -89,6 +110,22 @@ impl fmt::Display for PhysmemError {
             }
             PhysmemError::NoAvailablePages => write!(f, "segment has no available pages"),
             PhysmemError::AlreadyInitialized => write!(f, "page descriptors already initialised"),
+            PhysmemError::NotInitialized => write!(f, "page descriptors not initialised yet"),
+            PhysmemError::BlockTooSmall {
+                npages,
+                descriptor_frames,
+            } => write!(
+                f,
+                "a block of {npages} cannot hold its own descriptors ({descriptor_frames})"
+            ),
+            PhysmemError::MisalignedDescriptors => {
+                write!(f, "the descriptor memory is not aligned for descriptors")
+            }
+            PhysmemError::DescriptorsOnMemory { start, end } => write!(
+                f,
+                "the segment [{}, {}) holds its own descriptors and is unplugged whole",
+                start.0, end.0
+            ),
         }
     }
 }

@@ -13,9 +13,11 @@
 //!    descriptors for every boot segment; records move to the heap; readers
 //!    start seeing segments.
 //! 3. **Running**: [`Physmem::plug`] and [`Physmem::unplug`] (whole, front,
-//!    back or middle) at any time. Lookups ([`ReadGuard::find`],
-//!    [`ReadGuard::page`], iteration) take no lock and run concurrently with
-//!    writes; unplugged descriptors are reclaimed once no reader can see them
+//!    back or middle) at any time; [`Physmem::plug_on_memory`] puts a
+//!    block's descriptors in its own first frames (Linux's
+//!    `memmap_on_memory`), so a plug takes no heap for them. Lookups
+//!    ([`ReadGuard::find`], [`ReadGuard::page`], iteration) take no lock and
+//!    run concurrently with writes; unplugged descriptors are reclaimed once no reader can see them
 //!    ([`epoch`]). Descriptor arrays are carved from slabs by an [`extent`]
 //!    allocator; freed space is reused before a new slab is allocated, and an
 //!    emptied slab is freed.
@@ -134,6 +136,7 @@ mod error;
 pub mod extent;
 mod fallible;
 mod index;
+mod memmap;
 mod page;
 mod physmem;
 mod range;

@@ -2,7 +2,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use lock_api::{Mutex, RawMutex};
 
@@ -178,6 +178,7 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                 first: 0,
                 deferred: ptr::null(),
             },
+            None,
         )
     }
 
@@ -370,10 +371,13 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         self.writer.lock().slabs.live()
     }
 
-    fn insert(
+    /// Adds `record` as a new segment, its descriptors in a heap slab, or
+    /// in `memory` (the caller's, made at once rather than on first use).
+    pub(crate) fn insert(
         &self,
         writer: &mut Writer<P, BOOT>,
         mut record: Record,
+        memory: Option<NonNull<P>>,
     ) -> Result<SegmentHandle, PhysmemError> {
         let existing = match Self::current(&self.published, writer) {
             Some(index) => write::overlap(index, &writer.table, record.start, record.end),
@@ -390,10 +394,17 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             return Ok(writer.table.insert(slot, record));
         }
         collect(&self.domain, writer);
-        let (slab, first) = writer.slabs.alloc(record.len())?;
+        let (slab, first) = match memory {
+            Some(base) => writer.slabs.alloc_on_memory(base, record.len())?,
+            None => writer.slabs.alloc(record.len())?,
+        };
         // More than one chunk: make the descriptors on first use
-        // (`deferred`), not here.
-        let deferred = if deferred::deferrable::<P>() && record.len() > deferred::CHUNK_FRAMES {
+        // (`deferred`), not here; in the caller's memory they are made
+        // here, so the plug takes no heap for chunk states.
+        let deferred = if memory.is_none()
+            && deferred::deferrable::<P>()
+            && record.len() > deferred::CHUNK_FRAMES
+        {
             let base = writer.slabs.get(slab).at(first);
             match Deferred::new(record.start, record.end, slab, first, base) {
                 Ok(deferred) => Some(deferred),
@@ -450,6 +461,15 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
             return Err(outside);
         }
         let (start, stop) = (pfn.0, end);
+        let whole = start == record.start && stop == record.end;
+        if writer.initialized && !whole && writer.slabs.on_memory(record.slab) {
+            // Its descriptors live in its own first frames: it goes whole
+            // or not at all, as Linux offlines a memmap_on_memory block.
+            return Err(PhysmemError::DescriptorsOnMemory {
+                start: Pfn(record.start),
+                end: Pfn(record.end),
+            });
+        }
         let frames = record.frames();
         let change = match (start == record.start, stop == record.end) {
             (true, true) => {
@@ -538,7 +558,7 @@ fn free<P: Page>(slabs: &mut Slabs<P>, garbage: Garbage<P>) {
     }
 }
 
-fn checked_end(pfn: Pfn, npages: PageCount) -> Result<Pfn, PhysmemError> {
+pub(crate) fn checked_end(pfn: Pfn, npages: PageCount) -> Result<Pfn, PhysmemError> {
     if npages.0 == 0 {
         return Err(PhysmemError::ZeroPages);
     }

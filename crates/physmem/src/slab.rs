@@ -16,6 +16,9 @@ pub(crate) struct Slab<P> {
     base: NonNull<P>,
     capacity: u64,
     pub(crate) extent: Extent,
+    /// Whether the heap holds the descriptors (else the caller's memory,
+    /// Linux's `memmap_on_memory`: never freed here, never shared).
+    pub(crate) owned: bool,
 }
 
 // SAFETY: a slab owns its descriptors as a `Box<[P]>` would: moving it
@@ -42,7 +45,18 @@ impl<P: Page> Slab<P> {
             base,
             capacity,
             extent: Extent::new(capacity),
+            owned: true,
         })
+    }
+
+    /// A slab of `capacity` descriptors in the caller's memory at `base`.
+    fn on_memory(base: NonNull<P>, capacity: u64) -> Self {
+        Slab {
+            base,
+            capacity,
+            extent: Extent::new(capacity),
+            owned: false,
+        }
     }
 
     /// Pointer to descriptor `index`. Computing it is safe whatever the
@@ -81,6 +95,9 @@ impl<P: Page> Slab<P> {
 
 impl<P> Drop for Slab<P> {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         if let Ok(layout) = Layout::array::<P>(self.capacity as usize) {
             if layout.size() != 0 {
                 // SAFETY: allocated in `new` with this layout; descriptors
@@ -110,6 +127,11 @@ impl<P: Page> Slabs<P> {
         }
     }
 
+    /// Whether slab `id` is in the caller's memory.
+    pub(crate) fn on_memory(&self, id: u32) -> bool {
+        matches!(self.slabs.get(id as usize), Some(Some(slab)) if !slab.owned)
+    }
+
     pub(crate) fn get(&self, id: u32) -> &Slab<P> {
         self.slabs[id as usize]
             .as_ref()
@@ -136,6 +158,31 @@ impl<P: Page> Slabs<P> {
                 return Ok((id, first));
             }
         }
+        self.add(Slab::new(count)?, count)
+    }
+
+    /// Descriptor space for `count` pages in the caller's memory at `base`,
+    /// a slab of its own that no other segment shares. Returns (slab id,
+    /// first index). Nothing changes on failure.
+    pub(crate) fn alloc_on_memory(
+        &mut self,
+        base: NonNull<P>,
+        count: u64,
+    ) -> Result<(u32, u64), PhysmemError> {
+        self.add(Slab::on_memory(base, count), count)
+    }
+
+    /// Whether a live slab's descriptors are in the caller's memory at
+    /// `base`.
+    pub(crate) fn holds_memory(&self, base: *const u8) -> bool {
+        self.slabs
+            .iter()
+            .flatten()
+            .any(|slab| !slab.owned && slab.base.as_ptr().cast::<u8>().cast_const() == base)
+    }
+
+    /// Takes `slab` into the list with `count` of it allocated.
+    fn add(&mut self, mut slab: Slab<P>, count: u64) -> Result<(u32, u64), PhysmemError> {
         // Room for every id that can exist, so that `settle` never allocates.
         let ids = self.slabs.len() + 1;
         self.slabs
@@ -145,7 +192,6 @@ impl<P: Page> Slabs<P> {
             list.try_reserve(ids.saturating_sub(list.len()))
                 .map_err(|_| PhysmemError::DescriptorAllocation)?;
         }
-        let mut slab = Slab::new(count)?;
         let first = slab
             .extent
             .alloc(count)
@@ -217,7 +263,10 @@ impl<P: Page> Slabs<P> {
                 self.with_space.remove(at);
             }
             self.free_ids.push(id);
-        } else if let Err(at) = listed {
+        } else if let (Err(at), true) = (listed, slab.owned) {
+            // A slab in the caller's memory is never listed: another
+            // segment's descriptors must not land in frames that go with
+            // this one.
             self.with_space.insert(at, id);
         }
     }

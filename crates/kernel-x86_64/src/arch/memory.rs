@@ -18,8 +18,11 @@
 
 use core::fmt;
 use core::mem::size_of;
-use core::sync::atomic::AtomicU32;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use hotkern_kernel::directmap::{
+    self, Change, GibMap, GibSpan, HUGE_PAGE_BYTES, LARGE_PAGE_BYTES, LARGE_PER_HUGE,
+};
 use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END, MMIO_START};
@@ -249,7 +252,7 @@ impl fmt::Display for MapError {
         match self {
             MapError::Outside(address) => write!(
                 f,
-                "{address:#x} is not a 2 MiB page between 4 GiB and 512 GiB"
+                "the range from {address:#x} is not whole 2 MiB pages between 4 GiB and 512 GiB"
             ),
             MapError::NoMemory => f.write_str("no heap for a page directory"),
         }
@@ -258,22 +261,45 @@ impl fmt::Display for MapError {
 
 impl core::error::Error for MapError {}
 
-/// A 2 MiB page: present, writable, large (PS), write-back.
+/// A 2 MiB (PD) or 1 GiB (PDPT) page: present, writable, page size (PS),
+/// write-back.
 const LARGE_PAGE: u64 = 0x83;
 /// A page directory or page table pointer: present, writable.
 const TABLE: u64 = 0x3;
-const LARGE: u64 = 2 << 20;
+/// The physical address bits of a page-table entry.
+const ADDRESS_MASK: u64 = 0x000f_ffff_ffff_f000;
 /// The boot PML4's one entry covers this much.
 const PML4_SPAN: u64 = 512 << 30;
+/// PDPT slots, one per GiB of the boot PML4 entry.
+const SLOTS: usize = 512;
 
-/// Serialises changes to the page directories above 4 GiB.
-static MAP_LOCK: spin::Mutex<()> = spin::Mutex::new(());
+/// The direct map above 4 GiB as the page tables hold it, per PDPT slot:
+/// which 2 MiB pages are mapped, whether the slot is one 1 GiB page, and
+/// its page directory, kept while the slot is a 1 GiB page so that a
+/// split never allocates.
+struct DirectMap {
+    mapped: [GibMap; SLOTS],
+    huge: [bool; SLOTS],
+    directories: [u64; SLOTS],
+}
+
+/// Serialises changes to the page tables above 4 GiB.
+static DIRECT_MAP: spin::Mutex<DirectMap> = spin::Mutex::new(DirectMap {
+    mapped: [GibMap::EMPTY; SLOTS],
+    huge: [false; SLOTS],
+    directories: [0; SLOTS],
+});
 /// Page directories made above 4 GiB so far.
-static DIRECTORIES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+static DIRECTORIES: AtomicU64 = AtomicU64::new(0);
 
 /// How many page directories above 4 GiB have been made so far.
 pub fn directories_made() -> u64 {
-    DIRECTORIES.load(core::sync::atomic::Ordering::Relaxed)
+    DIRECTORIES.load(Ordering::Relaxed)
+}
+
+/// How many GiB above 4 GiB are mapped by one 1 GiB page now.
+pub fn huge_pages() -> usize {
+    DIRECT_MAP.lock().huge.iter().filter(|&&huge| huge).count()
 }
 
 /// The boot PDPT, found through CR3 (every CPU runs on the boot tables).
@@ -284,85 +310,183 @@ fn pdpt() -> *mut u64 {
     let pml4 = (cr3 & !0xfff) as *const u64;
     // SAFETY: the boot PML4 is in the kernel image (identity-mapped), and
     // its entry 0 points at the boot PDPT, also in the image.
-    (unsafe { pml4.read_volatile() } & 0x000f_ffff_ffff_f000) as *mut u64
+    (unsafe { pml4.read_volatile() } & ADDRESS_MASK) as *mut u64
 }
 
-/// The PD entry for the 2 MiB page at `address`, making the directory if
-/// `create`.
-fn pd_entry(address: u64, create: bool) -> Result<Option<*mut u64>, MapError> {
-    if address % LARGE != 0 || !(IDENTITY_MAP_END..PML4_SPAN).contains(&address) {
-        return Err(MapError::Outside(address));
+/// A zeroed page directory from the heap (identity-mapped: its address is
+/// its physical address), kept for the rest of the run.
+fn new_directory() -> Result<u64, MapError> {
+    let layout =
+        alloc::alloc::Layout::from_size_align(4096, 4096).map_err(|_| MapError::NoMemory)?;
+    // SAFETY: a non-zero size.
+    let directory = unsafe { alloc::alloc::alloc_zeroed(layout) };
+    if directory.is_null() {
+        return Err(MapError::NoMemory);
     }
-    let slot = (address >> 30) as usize;
-    // SAFETY: slot < 512: inside the PDPT page; the caller holds MAP_LOCK.
-    let entry = unsafe { pdpt().add(slot) };
-    // SAFETY: as above.
-    let mut value = unsafe { entry.read_volatile() };
-    if value & 1 == 0 {
-        if !create {
-            return Ok(None);
-        }
-        let layout =
-            alloc::alloc::Layout::from_size_align(4096, 4096).map_err(|_| MapError::NoMemory)?;
-        // SAFETY: a non-zero size; the directory lives for the rest of the
-        // run (heap addresses are identity-mapped: virtual is physical).
-        let directory = unsafe { alloc::alloc::alloc_zeroed(layout) };
-        if directory.is_null() {
-            return Err(MapError::NoMemory);
-        }
-        DIRECTORIES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        value = directory as u64 | TABLE;
-        // SAFETY: as above; a not-present entry is not cached, so no
-        // invalidation is needed.
-        unsafe { entry.write_volatile(value) };
-    }
-    let directory = (value & 0x000f_ffff_ffff_f000) as *mut u64;
-    // SAFETY: the index is below 512: inside the directory's page.
-    Ok(Some(unsafe {
-        directory.add(((address >> 21) & 511) as usize)
-    }))
+    DIRECTORIES.fetch_add(1, Ordering::Relaxed);
+    Ok(directory as u64)
 }
 
-/// Maps the 2 MiB at `address` (above 4 GiB) identity, write-back:
-/// hot-plugged RAM becomes usable. A page directory is made the first
-/// time a GiB is mapped, and kept.
-#[hotkern_trace::function]
-pub fn map_large(address: u64) -> Result<(), MapError> {
-    let _lock = MAP_LOCK.lock();
-    if let Some(entry) = pd_entry(address, true)? {
-        // SAFETY: the entry is this block's own; nothing maps it yet.
-        unsafe { entry.write_volatile(address | LARGE_PAGE) };
+/// The GiB spans of `[start, end)`, which must be whole 2 MiB pages
+/// between 4 GiB and 512 GiB.
+fn spans(start: u64, end: u64) -> Result<impl Iterator<Item = GibSpan>, MapError> {
+    if start < IDENTITY_MAP_END || end > PML4_SPAN {
+        return Err(MapError::Outside(start));
+    }
+    directmap::spans(start, end).map_err(|_| MapError::Outside(start))
+}
+
+/// Maps (`map`) or unmaps `[start, end)` as [`hotkern_kernel::directmap`]
+/// plans it: 1 GiB pages where a whole GiB is mapped, 2 MiB entries
+/// elsewhere. Every directory the plan needs is made before any entry is
+/// written, so a failure changes no mapping.
+fn change(start: u64, end: u64, map: bool) -> Result<(), MapError> {
+    let mut state = DIRECT_MAP.lock();
+    let state = &mut *state;
+    let after = |now: &GibMap, span: &GibSpan| {
+        let mut after = *now;
+        if map {
+            after.set(span.pages.clone());
+        } else {
+            after.clear(span.pages.clone());
+        }
+        after
+    };
+    for span in spans(start, end)? {
+        let slot = span.gib as usize;
+        let next = after(&state.mapped[slot], &span);
+        let change = directmap::plan(state.huge[slot], &state.mapped[slot], &next);
+        if change.needs_directory() && state.directories[slot] == 0 {
+            state.directories[slot] = new_directory()?;
+        }
+    }
+    let mut reload = false;
+    for span in spans(start, end)? {
+        let slot = span.gib as usize;
+        let next = after(&state.mapped[slot], &span);
+        let change = directmap::plan(state.huge[slot], &state.mapped[slot], &next);
+        let gib = span.gib * HUGE_PAGE_BYTES;
+        let directory = state.directories[slot] as *mut u64;
+        // SAFETY: slot < 512: inside the PDPT page; DIRECT_MAP is held.
+        let entry = unsafe { pdpt().add(slot) };
+        let page = |index: usize| gib + index as u64 * LARGE_PAGE_BYTES;
+        match change {
+            Change::Nothing => {}
+            Change::Entries => {
+                for index in span.pages.clone() {
+                    let value = if map { page(index) | LARGE_PAGE } else { 0 };
+                    // SAFETY: index < 512, inside the directory; only this
+                    // range's pages change, and nothing uses an unmapped
+                    // one. A not-present entry is never cached, so only
+                    // an unmap invalidates.
+                    unsafe {
+                        directory.add(index).write_volatile(value);
+                        if !map {
+                            core::arch::asm!("invlpg [{}]", in(reg) page(index), options(nostack));
+                        }
+                    }
+                }
+                // SAFETY: as above; the entry was not present or already
+                // pointed at this directory.
+                unsafe { entry.write_volatile(directory as u64 | TABLE) };
+            }
+            Change::Promote => {
+                // The same translations in one entry: nothing to
+                // invalidate (a stale 2 MiB entry maps the same frame).
+                // SAFETY: the whole GiB is plugged and mapped write-back.
+                unsafe { entry.write_volatile(gib | LARGE_PAGE) };
+            }
+            Change::Split => {
+                for index in 0..LARGE_PER_HUGE {
+                    let value = if next.contains(index) {
+                        page(index) | LARGE_PAGE
+                    } else {
+                        0
+                    };
+                    // SAFETY: index < 512; the directory is not in use
+                    // while the slot is a 1 GiB page.
+                    unsafe { directory.add(index).write_volatile(value) };
+                }
+                // SAFETY: the directory now maps what stays plugged; the
+                // 1 GiB TLB entry goes with the reload below.
+                unsafe { entry.write_volatile(directory as u64 | TABLE) };
+                reload = true;
+            }
+        }
+        state.mapped[slot] = next;
+        state.huge[slot] =
+            matches!(change, Change::Promote) || (state.huge[slot] && change == Change::Nothing);
+    }
+    if reload {
+        flush_tlb(0);
     }
     Ok(())
 }
 
-/// Makes the page directories that mapping `[start, end)` needs, mapping
-/// nothing: a driver calls it before its first plug, so that a resize
-/// allocates no directory (allocate before changing anything).
+/// Maps `[start, end)` (whole 2 MiB pages above 4 GiB) identity,
+/// write-back: hot-plugged RAM becomes usable. A GiB whose every 2 MiB is
+/// then mapped becomes one 1 GiB page.
+#[hotkern_trace::function]
+pub fn map_range(start: u64, end: u64) -> Result<(), MapError> {
+    change(start, end, true)
+}
+
+/// Unmaps `[start, end)` and drops it from this CPU's TLB, splitting a
+/// 1 GiB page into its directory if part of it stays; the caller flushes
+/// the other CPUs ([`flush_tlb`]) before the device takes the memory back.
+#[hotkern_trace::function]
+pub fn unmap_range(start: u64, end: u64) -> Result<(), MapError> {
+    change(start, end, false)
+}
+
+/// Unmaps the 2 MiB at `address`: [`unmap_range`] of one 2 MiB page.
+pub fn unmap_large(address: u64) -> Result<(), MapError> {
+    unmap_range(address, address.saturating_add(LARGE_PAGE_BYTES))
+}
+
+/// Makes the page directories that mapping `[start, end)` in 2 MiB pages
+/// needs, mapping nothing: a driver calls it before its first plug, so
+/// that a resize allocates no directory (allocate before changing
+/// anything).
 #[hotkern_trace::function]
 pub fn prepare_map(start: u64, end: u64) -> Result<(), MapError> {
-    let _lock = MAP_LOCK.lock();
-    let first = start & !((1 << 30) - 1);
-    for gib in (first..end).step_by(1 << 30) {
-        pd_entry(gib.max(start), true)?;
+    let first = start & !(HUGE_PAGE_BYTES - 1);
+    let last = end.next_multiple_of(HUGE_PAGE_BYTES);
+    // Only to check the range.
+    drop(spans(first, last)?);
+    let mut state = DIRECT_MAP.lock();
+    for gib in (first..last).step_by(HUGE_PAGE_BYTES as usize) {
+        let slot = (gib / HUGE_PAGE_BYTES) as usize;
+        if state.directories[slot] == 0 {
+            state.directories[slot] = new_directory()?;
+        }
     }
     Ok(())
 }
 
-/// Unmaps the 2 MiB at `address` and drops it from this CPU's TLB; the
-/// caller flushes the other CPUs ([`flush_tlb`]) before the device takes
-/// the memory back.
-#[hotkern_trace::function]
-pub fn unmap_large(address: u64) -> Result<(), MapError> {
-    let _lock = MAP_LOCK.lock();
-    if let Some(entry) = pd_entry(address, false)? {
-        // SAFETY: the entry maps only this block, which nothing uses now.
-        unsafe {
-            entry.write_volatile(0);
-            core::arch::asm!("invlpg [{}]", in(reg) address, options(nostack));
-        }
+/// Whether the page tables map `address` (above 4 GiB), read from the
+/// tables themselves rather than from what this module recorded.
+pub fn is_mapped(address: u64) -> bool {
+    if !(IDENTITY_MAP_END..PML4_SPAN).contains(&address) {
+        return false;
     }
-    Ok(())
+    let _state = DIRECT_MAP.lock();
+    // SAFETY: the slot is below 512; the lock keeps the tables still.
+    let entry = unsafe {
+        pdpt()
+            .add((address / HUGE_PAGE_BYTES) as usize)
+            .read_volatile()
+    };
+    if entry & 1 == 0 {
+        return false;
+    }
+    if entry & 0x80 != 0 {
+        return true;
+    }
+    let directory = (entry & ADDRESS_MASK) as *const u64;
+    let index = ((address / LARGE_PAGE_BYTES) % LARGE_PER_HUGE as u64) as usize;
+    // SAFETY: index < 512, inside the directory the entry points at.
+    unsafe { directory.add(index).read_volatile() & 1 != 0 }
 }
 
 /// Drops every non-global TLB entry of the calling CPU (a CR3 reload), as

@@ -192,6 +192,11 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
         memory::directories_made() == directories,
     );
     audit::audit(&mut device, &mut report);
+    let huge = memory::huge_pages();
+    checks.check(
+        "virtio-mem: each wholly plugged GiB is one 1 GiB page, no other is",
+        huge == audit::whole_gibs(&device),
+    );
     // A block with a frame in use is not taken back, and a frame freed
     // twice is refused: what a shrink relies on to lose nothing.
     let hot = device.hot;
@@ -225,7 +230,7 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
         device_plugged == device.plugged_bytes(),
     );
     println!(
-        "hotkern: virtio-mem: {} resizes, {} MiB plugged, {} pages lost, {} stale lookups",
+        "hotkern: virtio-mem: {} resizes, {} MiB plugged ({huge} GiB in 1 GiB pages), {} pages lost, {} stale lookups",
         report.resizes.len(),
         device_plugged / MIB,
         report.pages_lost,

@@ -5,7 +5,8 @@
 //!
 //! - **Grow**: PLUG runs of free blocks (at most 128 MiB a request, as
 //!   Linux plugs a memory block at a time), map them in the kernel's page
-//!   tables ([`memory::map_large`]), `physmem.plug` them, hand their frames
+//!   tables ([`memory::map_range`]: 1 GiB pages where a whole GiB is
+//!   plugged), `physmem.plug` them, hand their frames
 //!   to the allocator its caller made ([`probe`]: a bitmap per block).
 //! - **Shrink**: take back from the allocator only blocks whose every frame
 //!   is free, from the top of the region down; if too few are, take back
@@ -251,9 +252,7 @@ impl Device {
         self.send(REQ_PLUG, start, count as u16)?;
         let t1 = tsc::nanos();
         ns[0] += t1 - t0;
-        let mapped = (start..start + bytes)
-            .step_by(LARGE as usize)
-            .try_for_each(memory::map_large);
+        let mapped = memory::map_range(start, start + bytes);
         let t2 = tsc::nanos();
         ns[2] += t2 - t1;
         let pfn = Pfn(start / PAGE_SIZE);
@@ -266,9 +265,7 @@ impl Device {
         ns[1] += t3 - t2;
         if let Err(error) = result {
             // Give the memory back as it came: unmapped, then unplugged.
-            for address in (start..start + bytes).step_by(LARGE as usize) {
-                let _ = memory::unmap_large(address);
-            }
+            let _ = memory::unmap_range(start, start + bytes);
             let _ = self.send(REQ_UNPLUG, start, count as u16);
             return Err(error);
         }

@@ -2,20 +2,19 @@
 //! the driver plugged, as physmem, the allocator and the device each see
 //! it, and every free hot-plugged frame written and read back.
 
-use alloc::vec::Vec;
-
 use hotkern_kernel::blockframes::BlockFrames;
 use hotkern_physmem::Pfn;
 
 use super::report::VmemReport;
-use crate::arch::memory::PHYSMEM;
+use crate::arch::memory::{self, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
 use crate::drivers::virtio::mem::{Device, REQ_STATE, USABLE_REGION_SIZE};
 
 /// Checks every frame of the region against the blocks plugged: plugged
 /// frames must be found by physmem (`PHYS_TO_VM_PAGE`) with their own
-/// address and belong to the allocator; unplugged ones must not be found;
-/// the device must agree on each block.
+/// address, mapped by the page tables and belong to the allocator;
+/// unplugged ones must not be found nor mapped; the device must agree on
+/// each block.
 pub(super) fn audit(device: &mut Device, report: &mut VmemReport) {
     let guard = PHYSMEM.read();
     let usable_end = device.addr + device.transport.config64(USABLE_REGION_SIZE);
@@ -33,6 +32,12 @@ pub(super) fn audit(device: &mut Device, report: &mut VmemReport) {
         };
         let holds = device.hot.holds(Pfn(first));
         let agrees = state == Ok(u16::from(!plugged));
+        let block = device.block_address(index);
+        let mapped = (block..block + device.block)
+            .step_by(2 << 20)
+            .filter(|&address| memory::is_mapped(address))
+            .count() as u64;
+        let agrees = agrees && mapped == if plugged { device.block >> 21 } else { 0 };
         for pfn in first..first + device.frames() {
             let page = guard.page(Pfn(pfn));
             if plugged {
@@ -47,34 +52,72 @@ pub(super) fn audit(device: &mut Device, report: &mut VmemReport) {
     }
 }
 
+/// GiBs of the region whose every block is plugged: those the page
+/// tables should map with one 1 GiB page each.
+pub(super) fn whole_gibs(device: &Device) -> usize {
+    let gib = 1u64 << 30;
+    let end = device.block_address(device.plugged.len());
+    (device.addr.next_multiple_of(gib)..end)
+        .step_by(gib as usize)
+        .filter(|&start| start + gib <= end)
+        .filter(|&start| {
+            let first = ((start - device.addr) / device.block) as usize;
+            device.plugged[first..first + (gib / device.block) as usize]
+                .iter()
+                .all(|&plugged| plugged)
+        })
+        .count()
+}
+
+/// No next frame: the end of [`exercise`]'s list.
+const END: u64 = u64::MAX;
+
 /// Takes every free hot-plugged frame, writes its own number into it,
 /// reads it back and frees it: the allocator hands out each frame once,
-/// and the page tables map each. Returns the frames that failed.
+/// and the page tables map each. The frames held are chained through
+/// their own second word rather than kept in a heap vector, which for
+/// tens of GiB plugged would not fit in the heap. Returns the frames that
+/// failed.
 pub(super) fn exercise(hot: &BlockFrames) -> u64 {
     let (_, total) = hot.counts();
-    let mut frames = Vec::new();
     let mut failed = 0;
+    let mut held = 0u64;
+    let mut head = END;
     while let Some(frame) = hot.alloc() {
-        let word = (frame.0 * PAGE_SIZE) as *mut u64;
-        // SAFETY: the frame is plugged, mapped write-back by `map_large`,
+        let words = (frame.0 * PAGE_SIZE) as *mut u64;
+        // SAFETY: the frame is plugged, mapped write-back by `map_range`,
         // and this function holds it from `alloc` to `free`.
         let back = unsafe {
-            word.write_volatile(frame.0);
-            word.read_volatile()
+            words.write_volatile(frame.0);
+            words.add(1).write_volatile(head);
+            words.read_volatile()
         };
         if back != frame.0 {
             failed += 1;
         }
-        if frames.try_reserve(1).is_err() {
+        head = frame.0;
+        held += 1;
+    }
+    failed += total.saturating_sub(held);
+    // A frame handed out twice would close the chain into a loop: walk at
+    // most as many frames as were taken.
+    for _ in 0..held {
+        if head == END {
             break;
         }
-        frames.push(frame);
-    }
-    failed += total.saturating_sub(frames.len() as u64);
-    for frame in frames {
-        if !hot.free(frame) {
+        let words = (head * PAGE_SIZE) as *const u64;
+        // SAFETY: a frame taken above and not freed yet.
+        let (own, next) = unsafe { (words.read_volatile(), words.add(1).read_volatile()) };
+        if own != head {
             failed += 1;
         }
+        if !hot.free(Pfn(head)) {
+            failed += 1;
+        }
+        head = next;
+    }
+    if head != END {
+        failed += 1;
     }
     failed
 }
