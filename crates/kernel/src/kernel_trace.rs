@@ -360,4 +360,4 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

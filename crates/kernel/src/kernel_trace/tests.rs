@@ -1,6 +1,9 @@
 //! The run trace over a fake platform: a sink that keeps (or cuts) the
 //! bytes, a console that keeps its lines, a clock that moves a millisecond
 //! per reading (so bounded waits end at once), a CPU number set by hand.
+//! Only the thread that made a fake is on a CPU: tracepoints other tests
+//! fire on their threads (the hotplug engine's `cpuhp_callback`) find no
+//! CPU and are dropped, as the rings' one-writer-per-CPU rule needs.
 
 use std::boxed::Box;
 use std::string::{String, ToString};
@@ -11,7 +14,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::{fnv1a64, Shipped, TracePlatform, Tracing};
 
-struct Fake {
+pub(crate) struct Fake {
     sink: Mutex<Vec<u8>>,
     /// The sink drops every byte past this many (a wedged line).
     cut_after: usize,
@@ -19,15 +22,17 @@ struct Fake {
     clock: AtomicU64,
     cpu: AtomicUsize,
     crash_mode: AtomicBool,
+    thread: std::thread::ThreadId,
 }
 
-// SAFETY: each test runs its own trace on one thread, whatever CPU it names.
+// SAFETY: only the thread that made the fake has a CPU, so each ring has
+// one writer.
 unsafe impl TracePlatform for Fake {
     fn now_ns(&self) -> u64 {
         self.clock.fetch_add(1_000_000, Ordering::Relaxed)
     }
     fn current_cpu(&self) -> Option<usize> {
-        Some(self.cpu.load(Ordering::Relaxed))
+        (std::thread::current().id() == self.thread).then(|| self.cpu.load(Ordering::Relaxed))
     }
     fn cpus(&self) -> usize {
         2
@@ -45,8 +50,9 @@ unsafe impl TracePlatform for Fake {
     }
 }
 
-/// A started trace whose sink keeps `cut_after` bytes, with two markers.
-fn started(cut_after: usize) -> &'static Tracing<Fake> {
+/// A started trace whose sink keeps `cut_after` bytes, with two markers;
+/// the calling thread is its CPU 0.
+pub(crate) fn started(cut_after: usize) -> &'static Tracing<Fake> {
     let fake = Fake {
         sink: Mutex::new(Vec::new()),
         cut_after,
@@ -54,12 +60,29 @@ fn started(cut_after: usize) -> &'static Tracing<Fake> {
         clock: AtomicU64::new(0),
         cpu: AtomicUsize::new(0),
         crash_mode: AtomicBool::new(false),
+        thread: std::thread::current().id(),
     };
     let tracing: &'static Tracing<Fake> = Box::leak(Box::new(Tracing::new(fake, 16)));
     tracing.start().expect("the tracer starts");
     tracing.marker(format_args!("first marker on cpu {}", 0));
     tracing.marker(format_args!("second marker"));
     tracing
+}
+
+/// How many events of `name` the rings of `tracing` hold, not consumed.
+pub(crate) fn events_named(tracing: &Tracing<Fake>, name: &str) -> usize {
+    let (_, event) = super::events::ALL
+        .iter()
+        .find(|(each, _)| *each == name)
+        .expect("a kernel tracepoint");
+    let id = event.id();
+    let data = hotkern_trace::control::view::peek(tracing.tracer().unwrap());
+    data.entries
+        .iter()
+        .filter(|entry| {
+            matches!(entry, hotkern_trace::output::Entry::Event(record) if record.event_id() == id)
+        })
+        .count()
 }
 
 fn sink(tracing: &Tracing<Fake>) -> Vec<u8> {
