@@ -21,8 +21,8 @@ use core::panic::PanicInfo;
 use arch::console::{emergency, println};
 use arch::qemu::{exit, Exit};
 use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
-use platform::trace::{self, trace_marker};
-use platform::{cpu_loop, crash};
+use platform::cpu_loop;
+use platform::trace::{trace_marker, TRACING};
 use runs::checks::Checks;
 use runs::{cpus, early, hotplug, load, selftest, summary, trace_bench, trace_patch, vmem};
 
@@ -48,7 +48,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     idt::init();
     idt::load();
     // A fatal exception writes the trace's crash dump before QEMU exits.
-    idt::set_crash_handler(crash::on_crash);
+    idt::set_crash_handler(|| TRACING.on_crash());
     instructions::mask_legacy_pic();
     // SAFETY: the address came from %ebx at the PVH entry, and nothing has
     // allocated memory yet.
@@ -95,7 +95,17 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     // `#[hotkern_trace::function]` and the events to a NOP.
     arch::text::set_breakpoints_work(hypervisor_name != Some("KVMKVMKVM"));
     arch::text::install();
-    if trace::init() {
+    let traced = match TRACING.start() {
+        Ok(_) => {
+            println!("hotkern: trace: {}", hotkern_trace::site::status());
+            true
+        }
+        Err(error) => {
+            println!("hotkern: no trace: {error}");
+            false
+        }
+    };
+    if traced {
         let [physload_us, heap_us, init_us] = layout.micros;
         // Before the heap there was no tracer: the phases are told after.
         for (phase, us) in [
@@ -117,7 +127,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     if let Some(word) = info.option("trace_functions") {
         let filter = hotkern_kernel::command_line::decode_value(word)
             .map_err(|error| alloc::format!("{error}"));
-        match filter.and_then(|filter| trace::set_function_filter(&filter).map(|()| filter)) {
+        match filter.and_then(|filter| TRACING.set_function_filter(&filter).map(|()| filter)) {
             Ok(filter) => println!("hotkern: set_ftrace_filter {filter}"),
             Err(error) => println!("hotkern: trace_functions={word}: {error}; no function traced"),
         }
@@ -174,9 +184,9 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         };
         // The hotplug run's own kernel functions are traced by the
         // function tracer, as ftrace's `function` tracer would show them.
-        trace::function_tracing(true);
+        TRACING.function_tracing(true);
         let run = hotplug::run(wait_hz, engines, &mut checks);
-        trace::function_tracing(false);
+        TRACING.function_tracing(false);
         run
     };
     let loaded = load::run(&info, false, &mut checks);
@@ -193,7 +203,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         !boot::stack_overflowed() && stack_used < boot::BOOT_STACK_BYTES,
     );
     trace_marker!("trace ends: {} checks passed", checks.passed());
-    let trace = trace::ship();
+    let trace = TRACING.ship();
     summary::print(
         &layout,
         &checks,
@@ -223,7 +233,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
 }
 
 /// Prints the panic's message and where it came from, writes the trace's
-/// crash dump ([`crash::on_crash`]), then ends the QEMU run with
+/// crash dump (`TRACING.on_crash()`), then ends the QEMU run with
 /// [`Exit::Panic`].
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
@@ -241,6 +251,6 @@ fn panic(info: &PanicInfo<'_>) -> ! {
             info.message()
         )),
     }
-    crash::on_crash();
+    TRACING.on_crash();
     exit(Exit::Panic)
 }

@@ -8,7 +8,6 @@
 
 pub mod cpu_loop;
 pub mod cpus;
-pub mod crash;
 pub mod failures;
 pub mod hotplug;
 pub mod hotplug_lock;

@@ -38,9 +38,12 @@
 //! * **power** (`__cpu_up`, `__cpu_die`): the shared [`Lifecycle`] with
 //!   the platform's kick ([`Power`]); all or nothing: CPUs that came
 //!   before one timed out are stopped again.
-//! * **step tracing** (`trace_cpuhp_enter`/`exit`): the platform's
-//!   tracepoint ([`Hardware::trace_step`]) and [`Control`]'s recorder,
-//!   which the differential scenario reads on every platform.
+//! * **step tracing** (`trace_cpuhp_enter`/`exit`): the engine fires the
+//!   kernel's `cpuhp_callback` tracepoint
+//!   ([`kernel_trace::events`](crate::kernel_trace::events)) for each CPU
+//!   a call covers, so no platform wraps callbacks, and [`Control`]'s
+//!   recorder keeps the calls the differential scenario reads on every
+//!   platform.
 
 use hotkern_cpuhp::{
     CallbackError, Context, CpuId, CpuSet, Platform, PlatformError, PlatformOperation,
@@ -186,11 +189,6 @@ pub trait Hardware: Sync + Sized {
     /// the default says nothing.
     fn report_stall(&self, operation: PlatformOperation, stall: &Stall) {
         let _ = (operation, stall);
-    }
-
-    /// The tracepoint of a step call the engine is about to make.
-    fn trace_step(&self, context: &Context) {
-        let _ = context;
     }
 
     /// Wakes whoever runs the engine's deferred work (Bolt's master
@@ -512,8 +510,23 @@ impl<H: Hardware> Platform for EnginePlatform<H> {
         self.hardware.kick_deferred();
     }
 
+    /// Linux's `trace_cpuhp_enter`, once per CPU the call covers, on
+    /// every platform alike (a NOP until a tracer enables the event).
     fn step_entered(&self, context: &Context) {
-        self.hardware.trace_step(context);
+        // loom's models build without the run trace (see `kernel_trace`).
+        #[cfg(not(loom))]
+        {
+            let up = u32::from(context.direction == hotkern_cpuhp::Direction::Up);
+            for cpu in context.cpus.iter() {
+                crate::kernel_trace::events::cpuhp_callback::trace(
+                    cpu.0,
+                    u32::from(context.step.0),
+                    up,
+                );
+            }
+        }
+        #[cfg(loom)]
+        let _ = context;
     }
 
     fn step_exited(&self, context: &Context, result: Result<(), CallbackError>) {

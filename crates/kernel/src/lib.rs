@@ -46,12 +46,19 @@
 //!   side, for code that picks a CPU from the online mask with preemption
 //!   off, which lets a CPU go down without a stop-machine ([`hotplug_read`]).
 //!
+//! * The run trace: a tracer with a ring per CPU, the kernel's
+//!   tracepoints, markers, the function filter, and the trace.dat shipped
+//!   once at the end or as a crash dump, over a small [`TracePlatform`]
+//!   trait for the clock, the CPU, the byte sink and the console
+//!   ([`kernel_trace`]).
+//!
 //! How a kernel thread is made and switched to, and who drives grace
 //! periods, are still each platform's.
 //!
 //! [`Cpus`]: platform::Cpus
 //! [`CpuLoop`]: idle::CpuLoop
 //! [`StepKernel`]: steps::StepKernel
+//! [`TracePlatform`]: kernel_trace::TracePlatform
 #![no_std]
 // Links from the other hotkern crates to this one point here when this
 // crate's docs are not beside theirs (a fresh `cargo doc --no-deps`).
@@ -74,6 +81,10 @@ pub mod frames;
 pub mod hotplug;
 pub mod hotplug_read;
 pub mod idle;
+// Its locks are const statics, which loom's models (the machine's
+// `tests/loom.rs`, which do not trace) cannot give.
+#[cfg(not(loom))]
+pub mod kernel_trace;
 pub mod kthread;
 pub mod ledger;
 pub mod mailbox;

@@ -12,7 +12,7 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use hotkern_cpuhp::{Context, CpuId, Direction, PlatformOperation};
+use hotkern_cpuhp::{CpuId, PlatformOperation};
 use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
 use hotkern_kernel::hotplug_read::HotplugReadSide;
 use hotkern_kernel::power::Lifecycle;
@@ -148,14 +148,5 @@ impl Hardware for KernelHardware {
     /// CPUs, what each ran, for how long).
     fn report_stall(&self, operation: PlatformOperation, stall: &Stall) {
         println!("hotkern: {operation}: {stall}");
-    }
-
-    /// Every step call is a `cpuhp_callback` event for each CPU it covers
-    /// (Linux's `trace_cpuhp_enter`).
-    fn trace_step(&self, context: &Context) {
-        let up = u32::from(context.direction == Direction::Up);
-        for cpu in context.cpus.iter() {
-            crate::platform::trace::cpuhp_callback::trace(cpu.0, u32::from(context.step.0), up);
-        }
     }
 }

@@ -12,8 +12,8 @@ use crate::arch::idt;
 use crate::arch::instructions;
 use crate::arch::pvh::{self, StartInfo};
 use crate::arch::{cpu, smp, tsc};
-use crate::platform::trace::trace_marker;
-use crate::platform::{crash, rcu};
+use crate::platform::rcu;
+use crate::platform::trace::{trace_marker, TRACING};
 use crate::runs::checks::Checks;
 
 /// Prints the start info: its version, the command line, the RSDP and
@@ -107,7 +107,7 @@ pub fn crash_on_request(kind: &str) {
         "panic" => panic!("crash requested on the command line"),
         "panic-all" => panic_on_every_cpu(),
         "dump-panic" => {
-            crash::panic_inside_dump();
+            TRACING.panic_inside_dump();
             panic!("crash requested on the command line, with a panic inside the dump")
         }
         "hang" => {

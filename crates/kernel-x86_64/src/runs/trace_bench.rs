@@ -28,7 +28,7 @@ use hotkern_trace::site::{self, SiteStatus};
 use crate::arch::console::println;
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::trace;
+use crate::platform::trace::TRACING;
 use crate::runs::checks::Checks;
 
 /// Rounds of the three loops; the host takes medians over them.
@@ -131,7 +131,7 @@ pub fn run(word: Option<&str>, tsc_hz: Option<u64>, checks: &mut Checks) -> Opti
         checks.skip(NAME, "call sites are not patched here");
         return None;
     }
-    let tracer = match trace::instance(BUFFER_KB, Mode::Overwrite) {
+    let tracer = match TRACING.instance(BUFFER_KB, Mode::Overwrite) {
         Ok(tracer) => tracer,
         Err(error) => {
             println!("hotkern: no tracer instance for tracebench: {error}");

@@ -47,7 +47,7 @@ use crate::arch::smp;
 use crate::arch::text;
 use crate::arch::tsc;
 use crate::platform::cpu_loop;
-use crate::platform::trace;
+use crate::platform::trace::{self, TRACING};
 use crate::runs::checks::Checks;
 
 /// The 1,000 functions of the cost measurement (`build.rs` writes them).
@@ -297,7 +297,7 @@ pub fn run(checks: &mut Checks) -> Option<PatchReport> {
         checks.skip(NAME, "no other CPU runs");
         return None;
     }
-    let tracer = match trace::instance(BUFFER_KB, hotkern_trace::ring::Mode::ProducerConsumer) {
+    let tracer = match TRACING.instance(BUFFER_KB, hotkern_trace::ring::Mode::ProducerConsumer) {
         Ok(tracer) => tracer,
         Err(error) => {
             crate::arch::console::println!(
@@ -543,7 +543,7 @@ impl fmt::Display for TraceJson {
             "{{{s},\"sites\":{}",
             crate::runs::json::JsonStr(&alloc::format!("{}", site::status()))
         )?;
-        let (filter, patched) = trace::function_filter();
+        let (filter, patched) = TRACING.function_filter();
         write!(f, ",\"function_sites_patched\":{patched}")?;
         if let Some((filter, outcome)) = filter {
             write!(

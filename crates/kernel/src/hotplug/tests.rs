@@ -95,7 +95,6 @@ struct Mock {
     /// A CPU the platform cannot start or stop.
     unpowerable: Option<CpuId>,
     kicks: AtomicU64,
-    traced: AtomicU64,
     queued: Mutex<Vec<fn(&Mock)>>,
     stalls_reported: Mutex<Vec<PlatformOperation>>,
     /// The atomic read side, offered to the engine platform if `readers`.
@@ -118,7 +117,6 @@ impl Mock {
             refuse_gather: false,
             unpowerable: None,
             kicks: AtomicU64::new(0),
-            traced: AtomicU64::new(0),
             queued: Mutex::new(Vec::new()),
             stalls_reported: Mutex::new(Vec::new()),
             read_side: HotplugReadSide::new(8),
@@ -206,10 +204,6 @@ impl Hardware for Mock {
 
     fn report_stall(&self, operation: PlatformOperation, _stall: &Stall) {
         self.stalls_reported.lock().unwrap().push(operation);
-    }
-
-    fn trace_step(&self, _context: &Context) {
-        self.traced.fetch_add(1, Ordering::SeqCst);
     }
 
     fn kick_deferred(&self) {
@@ -423,11 +417,14 @@ fn the_engine_traces_records_and_kicks_through_the_platform() {
         .setup(StepId(0), Callbacks::new().startup(ok).teardown(ok))
         .unwrap();
     let platform = engine.platform().hardware();
-    let traced = platform.traced.load(Ordering::SeqCst);
-    assert!(traced > 0, "registration's call is traced");
+    // A run trace whose CPU 0 is this thread: the engine's own
+    // `cpuhp_callback` events land on it, one per CPU a call covers.
+    let tracing = crate::kernel_trace::tests::started(usize::MAX);
+    let before = crate::kernel_trace::tests::events_named(tracing, "cpuhp_callback");
     platform.control().record_steps(true);
     engine.online(CpuId(2)).unwrap();
-    assert!(platform.traced.load(Ordering::SeqCst) > traced);
+    let after = crate::kernel_trace::tests::events_named(tracing, "cpuhp_callback");
+    assert_eq!(after - before, 1, "the online's one step call is traced");
     let recorded = platform.control().take_steps();
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!(recorded[0].name, "test:prepare");
