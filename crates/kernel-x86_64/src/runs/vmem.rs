@@ -36,6 +36,9 @@ pub use report::VmemReport;
 /// The console line the host waits for before its first resize.
 pub const READY: &str = "hotkern: virtio-mem ready";
 
+/// The console line that says the owners are ready for the next size.
+pub const NEXT: &str = "hotkern: virtio-mem: ready for the next size";
+
 /// How long the kernel waits for the host's next resize.
 const WAIT_NS: u64 = 60_000_000_000;
 
@@ -167,6 +170,8 @@ pub fn run(
             if target < device.plugged_bytes() {
                 fill.fill(device.hot, target / PAGE_SIZE, next as u32 + 1);
             }
+            // `hotkern boot --fill` sends the next size only after this.
+            println!("{NEXT}");
         }
         let requested = device.transport.config64(REQUESTED_SIZE);
         if requested == handled {
