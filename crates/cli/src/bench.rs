@@ -76,12 +76,12 @@ impl Subsystem {
         if options.platform == Platform::Qemu
             && !matches!(
                 self,
-                Subsystem::Cpuhp | Subsystem::Bcache | Subsystem::Trace
+                Subsystem::Cpuhp | Subsystem::Bcache | Subsystem::Trace | Subsystem::Memory
             )
         {
             return Err(format!(
-                "bench {} --platform qemu: only cpuhp, bcache and trace run on the kernel so far \
-                 (physmem follows with virtio-mem)",
+                "bench {} --platform qemu: only cpuhp, bcache, trace and memory run on the kernel \
+                 so far",
                 self.name()
             ));
         }

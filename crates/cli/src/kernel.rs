@@ -43,6 +43,9 @@ const KERNEL_MAX_COMMAND_LINE: usize = 256;
 /// The default scenario's virtio-mem device, in MiB, and its resizes.
 const DEFAULT_HOTPLUG_MIB: u64 = 64;
 const DEFAULT_RESIZES: [u64; 3] = [32, 64, 16];
+/// The default scenario's fill: half of each shrink's size in use, so
+/// that every boot migrates frames out of the blocks it takes back.
+const DEFAULT_FILL: u64 = 50;
 
 /// Why a `"load"` object is not a good load (see [`disk::failed`]).
 pub fn load_failure(load: &serde_json::Value) -> Option<String> {
@@ -148,6 +151,7 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
         resized = BootArgs {
             hotplug: Some(DEFAULT_HOTPLUG_MIB),
             resize: Some(Resizes(DEFAULT_RESIZES.to_vec())),
+            fill: Some(DEFAULT_FILL),
             ..args.clone()
         };
         &resized
@@ -266,6 +270,9 @@ fn command_line(args: &BootArgs) -> String {
     if let Some(sizes) = args.resize.as_ref().filter(|_| args.hotplug.is_some()) {
         let sizes: Vec<String> = sizes.0.iter().map(u64::to_string).collect();
         words.push(format!("vmem={}", sizes.join(",")));
+        if let Some(percent) = args.fill {
+            words.push(format!("vmem_fill={percent}"));
+        }
     }
     // Paths may hold spaces and any UTF-8; the kernel decodes them.
     if let Some(path) = &args.load {
@@ -477,6 +484,12 @@ mod tests {
         assert!(line.contains(" -m 128M,maxmem=384M -smp 4 -object memory-backend-ram,id=vmem0,size=256M -device virtio-mem-pci,id=vm0,"), "{line}");
         assert!(line.contains(" -qmp unix:"), "{line}");
         assert!(line.ends_with("-append vmem=128,256,0"), "{line}");
+        let line = qemu_line(&["--hotplug", "256M", "--resize", "256M,0", "--fill", "75"]).unwrap();
+        assert!(line.ends_with("-append vmem=256,0 vmem_fill=75"), "{line}");
+        assert!(
+            qemu_line(&["--hotplug", "256M", "--resize", "256M,0", "--fill", "101"]).is_err(),
+            "a fill is a percentage"
+        );
         assert!(
             qemu_line(&["--resize", "128M"]).is_err(),
             "--resize needs --hotplug"

@@ -191,7 +191,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     };
     let loaded = load::run(&info, false, &mut checks);
     let walked = load::run(&info, true, &mut checks);
-    let vmem = vmem::run(info.option("vmem"), &mut checks);
+    let vmem = vmem::run(info.option("vmem"), info.option("vmem_fill"), &mut checks);
     let stack_used = boot::stack_high_water();
     println!(
         "hotkern: boot stack: at most {} of {} KiB used",

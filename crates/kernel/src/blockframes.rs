@@ -305,6 +305,39 @@ impl BlockFrames {
     pub fn alloc_as(&self, mobility: Mobility) -> Option<Pfn> {
         let mut region = self.region.lock();
         let block = region.allocatable(mobility)?;
+        Self::take_frame(&mut region, block, mobility)
+    }
+
+    /// A free frame of block `block` for an allocation of `mobility`, if
+    /// the block is handed over, not isolated, takes it and has one: for
+    /// a caller that spreads its frames over the blocks.
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::{BlockFrames, Mobility};
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = BlockFrames::new(Pfn(0), 3, 4)?;
+    /// assert!(frames.add_blocks(0, 2));
+    /// assert_eq!(frames.alloc_in(1, Mobility::Movable), Some(Pfn(4)));
+    /// assert_eq!(frames.alloc_in(2, Mobility::Movable), None, "not handed over");
+    /// assert_eq!(frames.alloc_in(0, Mobility::Unmovable), None, "movable only");
+    /// assert_eq!(frames.isolate(0), Ok(0));
+    /// assert_eq!(frames.alloc_in(0, Mobility::Movable), None, "isolated");
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn alloc_in(&self, block: usize, mobility: Mobility) -> Option<Pfn> {
+        let mut region = self.region.lock();
+        let takes = block < region.blocks
+            && bit(&region.with_free, block)
+            && (mobility == Mobility::Movable || bit(&region.kernel, block));
+        if !takes {
+            return None;
+        }
+        Self::take_frame(&mut region, block, mobility)
+    }
+
+    /// Takes the lowest free frame of `block`, one that may hand it out.
+    fn take_frame(region: &mut Region, block: usize, mobility: Mobility) -> Option<Pfn> {
         let words = region.words;
         let bits = &mut region.free[block * words..(block + 1) * words];
         let (at, bits) = bits.iter_mut().enumerate().find(|(_, w)| **w != 0)?;

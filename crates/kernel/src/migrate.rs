@@ -6,8 +6,10 @@
 //! # Protocol, per block
 //!
 //! 1. *Pick*: wholly free blocks first (virtio-mem's preference: nothing
-//!    to move), then the fewest used frames; never a block holding an
-//!    unmovable frame.
+//!    to move), then the fewest used frames, ties from the top of the
+//!    region down (virtio_mem.c unplugs the highest blocks first, and
+//!    targets come from the lowest: a block that took targets is not
+//!    emptied again); never a block holding an unmovable frame.
 //! 2. *Isolate* ([`BlockFrames::isolate`]): under the allocator's lock,
 //!    refused if an unmovable frame is there; after it no allocation lands
 //!    in the block, so its used frames only go.
@@ -57,6 +59,7 @@
 //! ```
 
 use alloc::vec::Vec;
+use core::cmp::Reverse;
 use core::fmt;
 
 use hotkern_physmem::Pfn;
@@ -276,13 +279,13 @@ pub fn shrink(
         });
     }
     let requested = (size / block_frames) as usize;
-    let mut candidates: Vec<(u64, usize)> = Vec::new();
+    let mut candidates: Vec<(u64, Reverse<usize>)> = Vec::new();
     candidates
         .try_reserve_exact(count)
         .map_err(|_| ShrinkError::OutOfMemory)?;
     candidates.extend((0..count).filter_map(|block| {
         let used = blocks.block_use(block)?;
-        (used.unmovable == 0 && !used.isolated).then_some((used.used, block))
+        (used.unmovable == 0 && !used.isolated).then_some((used.used, Reverse(block)))
     }));
     if requested > candidates.len() {
         return Err(ShrinkError::BelowUnmovable {
@@ -290,7 +293,7 @@ pub fn shrink(
             movable: candidates.len(),
         });
     }
-    // Wholly free first, then the fewest frames to move.
+    // Wholly free first, then the fewest frames to move, ties top-down.
     candidates.sort_unstable();
     let mut report = ShrinkReport {
         requested,
@@ -305,7 +308,7 @@ pub fn shrink(
         .rolled_back
         .try_reserve_exact(count)
         .map_err(|_| ShrinkError::OutOfMemory)?;
-    for (_, block) in candidates {
+    for (_, Reverse(block)) in candidates {
         if report.complete() {
             break;
         }

@@ -97,6 +97,32 @@ pub struct CopyFault;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Slot(u32);
 
+impl Slot {
+    /// The slot's index in the owner table, to publish it in a word
+    /// other CPUs read.
+    ///
+    /// ```
+    /// use hotkern_kernel::movable::{MovableFrames, Slot};
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = MovableFrames::new(Pfn(0), 1, 4)?;
+    /// assert!(frames.blocks().add_blocks(0, 1));
+    /// let slot = frames.alloc().unwrap();
+    /// assert_eq!(Slot::from_index(slot.index()), slot);
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn index(self) -> u32 {
+        self.0
+    }
+
+    /// The slot with index `index`, as [`Slot::index`] gave it. Reading
+    /// through a slot that is not the caller's is safe (it sees that
+    /// owner's data or no frame); an index past the table holds none.
+    pub fn from_index(index: u32) -> Slot {
+        Slot(index)
+    }
+}
+
 /// No frame or no slot, in the table's words.
 const NONE: u64 = u64::MAX;
 
@@ -185,6 +211,34 @@ impl MovableFrames {
         let mut table = self.table.lock();
         let slot = *table.free_slots.last()?;
         let frame = self.blocks.alloc_as(Mobility::Movable)?;
+        table.free_slots.pop();
+        let index = self.index(frame);
+        table.owner[index] = u64::from(slot);
+        self.entries[slot as usize]
+            .frame
+            .store(frame.0, Ordering::Relaxed);
+        Some(Slot(slot))
+    }
+
+    /// A movable frame of block `block` with a new owner slot, or `None`
+    /// if that block is not handed over, is isolated or is full
+    /// ([`BlockFrames::alloc_in`]).
+    ///
+    /// ```
+    /// use hotkern_kernel::movable::MovableFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = MovableFrames::new(Pfn(0), 2, 4)?;
+    /// assert!(frames.blocks().add_blocks(0, 2));
+    /// let slot = frames.alloc_in(1).unwrap();
+    /// assert_eq!(frames.frame_of(slot), Some(Pfn(4)));
+    /// assert_eq!(frames.owner_of(Pfn(4)), Some(slot));
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn alloc_in(&self, block: usize) -> Option<Slot> {
+        let mut table = self.table.lock();
+        let slot = *table.free_slots.last()?;
+        let frame = self.blocks.alloc_in(block, Mobility::Movable)?;
         table.free_slots.pop();
         let index = self.index(frame);
         table.owner[index] = u64::from(slot);

@@ -192,25 +192,25 @@ fn used_blocks_are_emptied_into_others_and_each_copy_equals_its_source() {
     assert!(report.complete(), "{report:?}");
     assert_eq!(
         report.taken,
-        [2, 3, 0],
-        "wholly free first, then fewest used"
+        [3, 2, 1],
+        "wholly free first, then fewest used, ties from the top"
     );
-    assert_eq!(report.migrated, 4, "block 0's four owners moved");
+    assert_eq!(report.migrated, 4, "block 1's four owners moved");
     assert_eq!(report.reached(), 24);
     for (&(_, slot), sum) in slots.iter().zip(&sums) {
         assert_eq!(memory.checksum(frames.frame_of(slot).unwrap()), *sum);
     }
     all_intact(&frames, &memory, &slots, 1);
     assert_eq!(frames.blocks().counts(), (0, 8), "0 pages lost");
-    // Nothing can hold block 1's eight frames: it rolls back.
+    // Nothing can hold block 0's eight frames: it rolls back.
     let report = shrink(&frames, &memory, 8, &NoHooks).unwrap();
     assert!(!report.complete() && report.reached() == 0);
     assert_eq!(
         report.rolled_back,
         [(
-            1,
+            0,
             ShrinkError::NoTarget {
-                block: 1,
+                block: 0,
                 needed: 8,
                 found: 0
             }

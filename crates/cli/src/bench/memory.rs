@@ -3,7 +3,10 @@
 //! quarters is plugged; tasks own a fraction of its frames (0, 50 or 75 %,
 //! spread at random, 4 KiB each); the device asks for a quarter back and
 //! the driver migrates, unplugs and confirms. Each case is the median of a
-//! few shrinks (a fresh machine each), scaled to 128 MiB.
+//! few shrinks (a fresh machine each), scaled to 128 MiB. With
+//! `--platform qemu` the booted kernel runs the same cases ([`qemu`]).
+
+mod qemu;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +15,7 @@ use hotkern_machine::{Machine, MemoryDeviceConfig, ResizeOutcome, TaskStatus};
 use rand::seq::SliceRandom;
 
 use super::measure::input_rng;
-use super::{BenchOptions, Case, Report};
+use super::{BenchOptions, Case, Platform, Report};
 use crate::progress::Progress;
 use crate::statistics::median;
 
@@ -76,6 +79,9 @@ fn shrink_once(quarter_blocks: u64, fill: u64, seed: u64) -> Result<(u64, u64, b
 
 /// `bench memory`: `shrink/used-{0,50,75}`, impl `hotkern`.
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
+    if options.platform == Platform::Qemu {
+        return qemu::run(options, &FILLS, REPETITIONS);
+    }
     // A quarter of 16 MiB in the quick run (bench all's smoke stays
     // short), of 128 MiB with --full.
     let quarter_mib: u64 = if options.full { 128 } else { 16 };

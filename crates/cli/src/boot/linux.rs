@@ -230,7 +230,7 @@ fn watch(
         if line.starts_with(READY) {
             // The same client and timing as for the hotkern kernel; then
             // QEMU is told to quit, as the guest idles forever.
-            resizes = Some(qmp::drive(socket, sizes_mib, RESIZE_WAIT));
+            resizes = Some(qmp::drive(socket, sizes_mib, RESIZE_WAIT, None));
             if let Ok(mut qmp) = Qmp::connect(socket, Duration::from_secs(5)) {
                 let _ = qmp.execute("quit", None);
             }

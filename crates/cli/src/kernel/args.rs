@@ -110,6 +110,13 @@ pub struct BootArgs {
     /// guest has plugged it.
     #[arg(long, requires = "hotplug", value_parser = parse_resizes)]
     pub resize: Option<Resizes>,
+    /// Before each shrink, owners in the kernel hold movable frames —
+    /// this percentage of the size the shrink goes to, spread over every
+    /// plugged block, each frame a pattern of its owner and the resize —
+    /// so that the shrink must migrate them; after every resize each
+    /// owner re-reads its frames (0 to 100).
+    #[arg(long, requires = "resize", value_parser = clap::value_parser!(u64).range(0..=100))]
+    pub fill: Option<u64>,
     /// Boot without the virtio-mem device: by default, without
     /// `--hotplug`, the host plugs 32, 64, then 16 MiB of a 64 MiB device.
     #[arg(long)]
@@ -186,6 +193,7 @@ impl BootArgs {
             cache: "hotkern".into(),
             hotplug: None,
             resize: None,
+            fill: None,
             no_hotplug: true,
             linux: false,
             kernel: None,

@@ -9,6 +9,9 @@ use crate::statistics::median;
 /// The console line the kernel prints when it follows `requested-size`
 /// (crates/kernel-x86_64/src/runs/vmem.rs).
 pub const READY: &str = "hotkern: virtio-mem ready";
+/// The console line the kernel prints when it is ready for the next size
+/// (its owners filled memory for a shrink): `--fill` waits for it.
+pub const NEXT: &str = "hotkern: virtio-mem: ready for the next size";
 
 /// The kernel's virtio-mem figures (its summary's `"vmem"`) as table
 /// rows: the guest's time per 128 MiB moved, by part, and its audit.

@@ -34,6 +34,8 @@ pub(super) fn watch(
         let _ = std::fs::remove_file(&hotplug.qmp_socket);
     }
     let mut resizer = None;
+    let (gate_sender, gate_receiver) = mpsc::channel();
+    let mut gate_receiver = Some(gate_receiver);
     let mut timed_out = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -49,8 +51,18 @@ pub(super) fn watch(
                     if let (Some(hotplug), Some(sizes)) = (&report.config.hotplug, &args.resize) {
                         let (socket, sizes) = (hotplug.qmp_socket.clone(), sizes.0.clone());
                         let wait = Duration::from_secs_f64(args.timeout.min(30.0));
-                        resizer = Some(thread::spawn(move || qmp::drive(&socket, &sizes, wait)));
+                        // With a fill, each size waits for the owners to
+                        // have filled memory for it.
+                        let gate = gate_receiver
+                            .take()
+                            .filter(|_| args.fill.is_some_and(|percent| percent > 0));
+                        resizer = Some(thread::spawn(move || {
+                            qmp::drive(&socket, &sizes, wait, gate.as_ref())
+                        }));
                     }
+                }
+                if line.starts_with(vmem::NEXT) {
+                    let _ = gate_sender.send(());
                 }
                 record(&mut report, line);
             }

@@ -13,6 +13,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -143,12 +144,23 @@ impl Resized {
 /// `qom-get size` until it matches or `wait` passes (then goes on with
 /// the next size: the guest reports why it stopped short). If QEMU goes
 /// away in the middle (the guest gave up and exited), the resize under
-/// way is recorded as not reached and the rest are not made.
-pub fn drive(socket: &Path, sizes_mib: &[u64], wait: Duration) -> Result<Vec<Resized>, String> {
+/// way is recorded as not reached and the rest are not made. With a
+/// `gate`, each size waits (up to `wait`) for the guest's word that it is
+/// ready for it — hotkern's owners fill memory first — so that the time
+/// measured is the resize's alone.
+pub fn drive(
+    socket: &Path,
+    sizes_mib: &[u64],
+    wait: Duration,
+    gate: Option<&Receiver<()>>,
+) -> Result<Vec<Resized>, String> {
     let mut qmp = Qmp::connect(socket, Duration::from_secs(10))?;
     let mut done = Vec::with_capacity(sizes_mib.len());
     let mut plugged = 0;
     for &mib in sizes_mib {
+        if let Some(gate) = gate {
+            let _ = gate.recv_timeout(wait);
+        }
         let started = Instant::now();
         if qmp.request_size(mib * MIB).is_err() {
             done.push(Resized {
@@ -232,7 +244,7 @@ mod tests {
                 writeln!(writer, "{answer}").unwrap();
             }
         });
-        let done = drive(&socket, &[4, 2, 6, 8], Duration::from_millis(50)).unwrap();
+        let done = drive(&socket, &[4, 2, 6, 8], Duration::from_millis(50), None).unwrap();
         let _ = std::fs::remove_file(&socket);
         server.join().unwrap();
         assert_eq!(done.len(), 4, "{done:?}");

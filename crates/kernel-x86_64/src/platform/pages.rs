@@ -6,8 +6,11 @@
 //! allocate through. The `mm:pagecache` hotplug step creates, drains and
 //! frees each CPU's cache.
 
-use hotkern_kernel::blockframes::{BlockFrames, RegionError};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use hotkern_kernel::blockframes::RegionError;
 use hotkern_kernel::frames::FramePool;
+use hotkern_kernel::movable::{CopyFault, FrameMemory, MovableFrames};
 use hotkern_kernel::pagecache::PageCaches;
 use hotkern_physmem::{PageCount, Pfn};
 
@@ -71,24 +74,71 @@ pub fn init() -> Result<(), PagesError> {
     Ok(())
 }
 
-/// The allocator virtio-mem's blocks are handed to, made when the
-/// driver finds its region ([`set_hot`]).
-static HOT: spin::Once<BlockFrames> = spin::Once::new();
+/// The allocator virtio-mem's blocks are handed to, with an owner slot
+/// per frame so that a shrink can move a used frame ([`set_hot`]).
+static HOT: spin::Once<MovableFrames> = spin::Once::new();
 
-/// The hot-plugged frames' allocator, once [`set_hot`] made it.
-pub fn hot() -> Option<&'static BlockFrames> {
+/// The hot-plugged frames' allocator and owner table, once [`set_hot`]
+/// made it.
+pub fn hot() -> Option<&'static MovableFrames> {
     HOT.get()
 }
 
 /// Makes the hot-plugged frames' allocator over `blocks` blocks of
-/// `block_frames` frames from `first`, with all its bitmaps, so that no
-/// resize allocates for it. Only the first call makes one; a later call
-/// returns it.
+/// `block_frames` frames from `first`, with all its bitmaps and its owner
+/// table (a slot and a reverse-map word per frame), so that no resize
+/// allocates for it. Only the first call makes one; a later call returns
+/// it.
 #[hotkern_trace::function]
 pub fn set_hot(
     first: Pfn,
     blocks: usize,
     block_frames: u64,
-) -> Result<&'static BlockFrames, RegionError> {
-    HOT.try_call_once(|| BlockFrames::new(first, blocks, block_frames))
+) -> Result<&'static MovableFrames, RegionError> {
+    HOT.try_call_once(|| MovableFrames::new(first, blocks, block_frames))
+}
+
+/// The hot-plugged frames as [`FrameMemory`]: the kernel's page tables map
+/// every plugged block at its physical address (`memory::map_large`), and
+/// the allocator hands out only plugged frames.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HotMemory;
+
+impl HotMemory {
+    fn word(frame: Pfn, word: usize) -> &'static AtomicU64 {
+        let address = frame.0 * PAGE_SIZE + (word as u64 % WORDS) * 8;
+        // SAFETY: callers pass frames the allocator handed out (plugged,
+        // mapped write-back at their physical address, 8-byte aligned);
+        // a block is unmapped only after a grace period once its frames
+        // are free, so no reader holds one of its words then.
+        unsafe { &*(address as *const AtomicU64) }
+    }
+}
+
+/// 64-bit words in a frame.
+const WORDS: u64 = PAGE_SIZE / 8;
+
+impl FrameMemory for HotMemory {
+    fn words(&self) -> usize {
+        WORDS as usize
+    }
+
+    fn load(&self, frame: Pfn, word: usize) -> u64 {
+        Self::word(frame, word).load(Ordering::Relaxed)
+    }
+
+    fn store(&self, frame: Pfn, word: usize, value: u64) {
+        Self::word(frame, word).store(value, Ordering::Relaxed);
+    }
+
+    fn copy(&self, from: Pfn, to: Pfn) -> Result<(), CopyFault> {
+        // Word by word through the atomics: readers may load the source
+        // at the same time (loads only; the owner's writes wait for the
+        // slot the shrink holds). No machine check is caught here, so a
+        // copy never reports a fault.
+        for word in 0..WORDS as usize {
+            self.store(to, word, self.load(from, word));
+        }
+        Ok(())
+    }
 }

@@ -2,7 +2,9 @@
 //! follows the host's `requested_size` through the sizes `vmem=` lists
 //! (MiB, `vmem=128,256,64`), halting until each change's interrupt
 //! ([`changes`]), while every other CPU runs a reader over the region
-//! ([`readers`]); then the audit ([`audit`]) and the checks. The host's QMP
+//! ([`readers`]); with `vmem_fill=PERCENT`, owners hold movable frames
+//! for each shrink to migrate ([`fill`]); then the audit ([`audit`]) and
+//! the checks. The host's QMP
 //! client waits for the ready line ([`READY`]) before its first resize.
 
 use alloc::string::String;
@@ -22,6 +24,7 @@ use crate::runs::checks::Checks;
 
 mod audit;
 mod changes;
+mod fill;
 mod json;
 mod readers;
 mod report;
@@ -32,6 +35,9 @@ pub use report::VmemReport;
 
 /// The console line the host waits for before its first resize.
 pub const READY: &str = "hotkern: virtio-mem ready";
+
+/// The console line that says the owners are ready for the next size.
+pub const NEXT: &str = "hotkern: virtio-mem: ready for the next size";
 
 /// How long the kernel waits for the host's next resize.
 const WAIT_NS: u64 = 60_000_000_000;
@@ -50,14 +56,28 @@ fn flush_others() {
     }
 }
 
+/// The grace period before a shrink's blocks are unmapped: every reader
+/// acknowledges a flush between its batches, where it holds no frame, so
+/// none still reads a frame that moved out of them.
+fn grace_period() {
+    if !readers::request_flush() {
+        println!("hotkern: virtio-mem: a reader did not reach a quiescent state");
+    }
+}
+
 /// Parses `vmem=`'s sizes in MiB.
 fn targets(option: &str) -> Option<Vec<u64>> {
     option.split(',').map(|s| s.parse().ok()).collect()
 }
 
 /// Finds the device and, if `vmem=` lists sizes, follows the host's
-/// resizes to each of them in turn; `None` without a device or `vmem=`.
-pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
+/// resizes to each of them in turn, with `vmem_fill=`'s share of each
+/// shrink's size used by owned frames; `None` without a device or `vmem=`.
+pub fn run(
+    option: Option<&str>,
+    fill_option: Option<&str>,
+    checks: &mut Checks,
+) -> Option<VmemReport> {
     let wanted = option.map(|o| (o, targets(o)));
     let mut device = match mem::probe(&pages::set_hot) {
         Ok(device) => device,
@@ -100,10 +120,24 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
         return Some(report);
     };
     // Allocated before the first resize, so that none of them waits for
-    // it: the page directories over the region, then the heap room for
-    // its page descriptors.
+    // it: the page directories over the region, the fill's owner list,
+    // then the heap room for its page descriptors (last: the heap is
+    // first-fit, and physmem's slabs are to land in that room).
     if let Err(error) = memory::prepare_map(report.addr, report.addr + report.region) {
         println!("hotkern: virtio-mem: page directories: {error}");
+    }
+    let percent = match fill_option.map(str::parse::<u64>) {
+        None => 0,
+        Some(Ok(percent)) if percent <= 100 => percent,
+        Some(_) => {
+            println!("hotkern: virtio-mem: vmem_fill= expects a percentage, 0 to 100");
+            checks.check("virtio-mem: vmem_fill= is a percentage", false);
+            0
+        }
+    };
+    let mut fill = fill::Fill::new(percent, device.plugged.len() as u64 * device.frames());
+    if percent > 0 && fill.is_none() {
+        checks.check("virtio-mem: the heap holds the fill's owner list", false);
     }
     report.room = room::touch(device.plugged.len() as u64 * device.frames());
     println!(
@@ -124,7 +158,21 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
     let directories = memory::directories_made();
     let mut handled = 0u64;
     let mut since = tsc::nanos();
+    let mut filled_for = None;
     while report.resizes.len() < sizes.len() {
+        // The owners fill before the host's next size comes if it is a
+        // shrink (the sizes are known from vmem=), so that the resize's
+        // figures hold the shrink alone.
+        let next = report.resizes.len();
+        if let Some(fill) = fill.as_mut().filter(|_| filled_for != Some(next)) {
+            filled_for = Some(next);
+            let target = sizes[next] * MIB / device.block * device.block;
+            if target < device.plugged_bytes() {
+                fill.fill(device.hot, target / PAGE_SIZE, next as u32 + 1);
+            }
+            // `hotkern boot --fill` sends the next size only after this.
+            println!("{NEXT}");
+        }
         let requested = device.transport.config64(REQUESTED_SIZE);
         if requested == handled {
             if !changes.wait(&device.transport, since.saturating_add(WAIT_NS)) {
@@ -148,9 +196,15 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
         let outcome = if target >= device.plugged_bytes() {
             device.grow(target, &mut resize)
         } else {
-            device.shrink(target, &mut resize, &flush_others)
+            device.shrink(target, &mut resize, &grace_period, &flush_others)
         };
         readers::resizing(false);
+        if let Some(fill) = fill.as_mut() {
+            let bad = fill.verify(device.hot);
+            if bad > 0 {
+                println!("hotkern: virtio-mem: {bad} filled frames not intact after the resize");
+            }
+        }
         if let Err(error) = outcome {
             resize.refused = Some(alloc::format!("{error}"));
         }
@@ -184,6 +238,30 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
         .filter(|&cpu| smp::is_running(cpu))
         .count();
     report.seen = reader.map(readers::stop);
+    if let Some(mut fill) = fill {
+        fill.release(device.hot);
+        let filled = &fill.report;
+        println!(
+            "hotkern: virtio-mem: fill {}%: up to {} frames owned, {} short; {} re-read after {} resizes, {} not intact; {} ms filling, {} ms re-reading",
+            filled.percent,
+            filled.most,
+            filled.short,
+            filled.frames_read,
+            filled.rounds,
+            filled.bad,
+            filled.fill_ns / 1_000_000,
+            filled.verify_ns / 1_000_000
+        );
+        checks.check(
+            "virtio-mem: every owner re-read all its frames intact after every resize",
+            filled.bad == 0 && filled.rounds == report.resizes.len() as u64,
+        );
+        checks.check(
+            "virtio-mem: the fill owned the share of memory asked for",
+            filled.short == 0,
+        );
+        report.fill = Some(fill.report);
+    }
     if let Some(seen) = &report.seen {
         readers::check(seen, others, checks);
     }
@@ -199,7 +277,7 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
     );
     // A block with a frame in use is not taken back, and a frame freed
     // twice is refused: what a shrink relies on to lose nothing.
-    let hot = device.hot;
+    let hot = device.hot.blocks();
     if let Some(frame) = hot.alloc() {
         let block = ((frame.0 * PAGE_SIZE - device.addr) / device.block) as usize;
         let kept = !hot.take_block(block);
@@ -243,10 +321,13 @@ pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
 fn print_resize(resize: &Resize) {
     let [device, physmem, tables, allocator] = resize.ns.map(|ns| ns / 1000);
     println!(
-        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us{}",
+        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us (of it migrating {} frames, {} retries: {} us){}",
         resize.requested / MIB,
         resize.plugged / MIB,
         resize.blocks,
+        resize.migrated,
+        resize.retries,
+        resize.migrate_ns / 1000,
         match &resize.refused {
             Some(reason) => alloc::format!("; not reached: {reason}"),
             None => String::new(),

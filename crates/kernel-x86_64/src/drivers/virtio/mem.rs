@@ -8,10 +8,12 @@
 //!   tables ([`memory::map_range`]: 1 GiB pages where a whole GiB is
 //!   plugged), `physmem.plug` them, hand their frames
 //!   to the allocator its caller made ([`probe`]: a bitmap per block).
-//! - **Shrink**: take back from the allocator only blocks whose every frame
-//!   is free, from the top of the region down; if too few are, take back
-//!   those and say why the rest stayed. Then `physmem.unplug` (within one
-//!   segment at a time), unmap, flush the other CPUs' TLBs, UNPLUG.
+//! - **Shrink**: take blocks back from the allocator, migrating their used
+//!   movable frames elsewhere through their owners' slots (the shared
+//!   core's `migrate`); if too few can be emptied, take back those and
+//!   name the rest and why. Then a grace period (no reader left on a moved
+//!   frame), `physmem.unplug` (within one segment at a time), unmap, flush
+//!   the other CPUs' TLBs, UNPLUG.
 //!
 //! Configuration changes come as interrupts: the transport routes the
 //! device's configuration-change interrupt (MSI-X, or on QEMU 7.2, which
@@ -24,7 +26,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
-use hotkern_kernel::blockframes::{BlockFrames, RegionError};
+use hotkern_kernel::blockframes::RegionError;
+use hotkern_kernel::migrate::{self, NoHooks, ShrinkError};
+use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
 
 use crate::arch::apic;
@@ -34,6 +38,7 @@ use crate::arch::ranges::PAGE_SIZE;
 use crate::arch::tsc;
 use crate::drivers::pci;
 use crate::drivers::virtio::pci::{self as virtio_pci, IrqTarget, Transport, TransportError};
+use crate::platform::pages::HotMemory;
 
 /// Red Hat's vendor id; virtio device 24 (memory) as a modern PCI device.
 const VENDOR: u16 = 0x1af4;
@@ -66,11 +71,6 @@ const LARGE: u64 = 2 << 20;
 pub const MIB: u64 = 1 << 20;
 /// The most a single PLUG asks for.
 pub const RUN_BYTES: u64 = 128 << 20;
-/// Scans for wholly free blocks before a shrink stops short: the waits
-/// between them double from 100 µs, about 50 ms in all. A reader holds a
-/// frame for a moment, but under TCG the host may preempt its vCPU in
-/// that moment for a time slice of its own (milliseconds).
-const SHRINK_ATTEMPTS: u32 = 10;
 /// Why the driver stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemError {
@@ -95,6 +95,8 @@ pub enum MemError {
     Allocator,
     /// The allocator's bitmaps for the region could not be made.
     Region(RegionError),
+    /// The shrink asked for could not start (nothing changed).
+    Shrink(ShrinkError),
 }
 
 impl fmt::Display for MemError {
@@ -118,6 +120,7 @@ impl fmt::Display for MemError {
             MemError::Physmem(error) => write!(f, "physmem: {error}"),
             MemError::Allocator => f.write_str("the frame allocator could not take a block"),
             MemError::Region(error) => write!(f, "frame allocator: {error}"),
+            MemError::Shrink(error) => write!(f, "shrink: {error}"),
         }
     }
 }
@@ -147,6 +150,13 @@ pub struct Resize {
     pub ns: [u64; 4],
     /// Why the size was not reached, if it was not.
     pub refused: Option<String>,
+    /// Used frames a shrink copied out of the blocks it took back.
+    pub migrated: u64,
+    /// Back-offs on frames whose owner was writing them.
+    pub retries: u64,
+    /// Nanoseconds in the shared core's shrink (pick, isolate, migrate,
+    /// take), part of the allocator's share.
+    pub migrate_ns: u64,
 }
 
 /// The device, its region and which blocks are plugged.
@@ -159,13 +169,14 @@ pub struct Device {
     pub addr: u64,
     /// Which blocks of the region are plugged.
     pub plugged: Vec<bool>,
-    /// The allocator the plugged blocks' frames are handed to.
-    pub hot: &'static BlockFrames,
+    /// The allocator the plugged blocks' frames are handed to, with
+    /// their owners.
+    pub hot: &'static MovableFrames,
 }
 
 /// Makes the allocator for a region of `blocks` blocks of `frames`
 /// frames from `first`: the caller's, which owns the kernel's page pools.
-pub type HotFrames<'a> = &'a dyn Fn(Pfn, usize, u64) -> Result<&'static BlockFrames, RegionError>;
+pub type HotFrames<'a> = &'a dyn Fn(Pfn, usize, u64) -> Result<&'static MovableFrames, RegionError>;
 
 /// Finds the device on PCI bus 0, routes its configuration changes to the
 /// calling CPU, checks its region and has `hot` make the allocator for it.
@@ -269,7 +280,7 @@ impl Device {
             let _ = self.send(REQ_UNPLUG, start, count as u16);
             return Err(error);
         }
-        let added = self.hot.add_blocks(first, count);
+        let added = self.hot.blocks().add_blocks(first, count);
         ns[3] += tsc::nanos() - t3;
         if !added {
             return Err(MemError::Allocator);
@@ -300,57 +311,58 @@ impl Device {
         Ok(())
     }
 
-    /// Unplugs wholly free blocks from the top down until `target` bytes
-    /// are plugged; `flush_others` makes every other running CPU drop
-    /// the unmapped blocks from its TLB before the device takes them.
+    /// Takes blocks back until `target` bytes are plugged, migrating the
+    /// used movable frames out of them (the shared core's
+    /// [`migrate::shrink`]: wholly free blocks first, then the fewest used
+    /// frames). Then, as Linux offlines a memory block before virtio_mem
+    /// unplugs it: `grace_period` waits until no CPU can still be reading
+    /// a frame that moved out of them, the blocks leave physmem and the
+    /// page tables, `flush_others` drops them from every other running
+    /// CPU's TLB, and only then the device takes them (UNPLUG). A block
+    /// that could not be emptied is named in `resize.refused`, and the
+    /// device is told the size reached.
     #[hotkern_trace::function]
     pub fn shrink(
         &mut self,
         target: u64,
         resize: &mut Resize,
+        grace_period: &dyn Fn(),
         flush_others: &dyn Fn(),
     ) -> Result<(), MemError> {
         let wanted = ((self.plugged_bytes() - target) / self.block) as usize;
         let t0 = tsc::nanos();
-        let mut taken = Vec::new();
-        // Blocks plugged and not taken back yet, the ones still to try.
-        let mut left = self.plugged.clone();
-        let mut busy = 0usize;
-        // A frame held for a moment (the reader's) makes its block busy:
-        // look again a few times before stopping short.
-        for attempt in 0..SHRINK_ATTEMPTS {
-            busy = 0;
-            for index in (0..left.len()).rev() {
-                if taken.len() == wanted {
-                    break;
-                }
-                if !left[index] {
-                    continue;
-                }
-                if self.hot.take_block(index) {
-                    taken.push(index);
-                    left[index] = false;
-                } else {
-                    busy += 1;
-                }
-            }
-            if taken.len() == wanted || attempt + 1 == SHRINK_ATTEMPTS {
-                break;
-            }
-            let until = tsc::nanos() + (100_000 << attempt);
-            while tsc::nanos() < until {
-                core::hint::spin_loop();
-            }
-        }
-        resize.ns[3] += tsc::nanos() - t0;
-        if taken.len() < wanted {
+        let shrunk = migrate::shrink(
+            self.hot,
+            &HotMemory,
+            wanted as u64 * self.frames(),
+            &NoHooks,
+        );
+        let elapsed = tsc::nanos() - t0;
+        resize.ns[3] += elapsed;
+        resize.migrate_ns += elapsed;
+        let shrunk = shrunk.map_err(MemError::Shrink)?;
+        resize.migrated += shrunk.migrated;
+        resize.retries += shrunk.retries;
+        if !shrunk.complete() {
             let mut reason = String::new();
             let _ = write!(
                 reason,
-                "{} of {wanted} blocks to take back are not wholly free ({busy} plugged blocks hold allocated frames; pages are not migrated)",
-                wanted - taken.len()
+                "{} of {wanted} blocks could not be emptied",
+                wanted - shrunk.taken.len()
             );
+            for (block, error) in &shrunk.rolled_back {
+                let _ = write!(reason, "; block {block}: {error}");
+            }
             resize.refused = Some(reason);
+        }
+        let mut taken = shrunk.taken;
+        // Readers that loaded a moved frame's number before its slot was
+        // switched may still be reading the old frame: they must be done
+        // before its mapping goes.
+        if !taken.is_empty() {
+            let t = tsc::nanos();
+            grace_period();
+            resize.ns[3] += tsc::nanos() - t;
         }
         taken.sort_unstable();
         // Runs of consecutive blocks, each cut to one physmem segment.
@@ -379,7 +391,7 @@ impl Device {
                     let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
                 }
                 for &index in &taken {
-                    self.hot.add_blocks(index, 1);
+                    self.hot.blocks().add_blocks(index, 1);
                 }
                 resize.ns[1] += tsc::nanos() - t1;
                 return Err(MemError::Physmem(error));

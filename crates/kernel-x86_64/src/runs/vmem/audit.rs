@@ -30,7 +30,7 @@ pub(super) fn audit(device: &mut Device, report: &mut VmemReport) {
         } else {
             Ok(1)
         };
-        let holds = device.hot.holds(Pfn(first));
+        let holds = device.hot.blocks().holds(Pfn(first));
         let agrees = state == Ok(u16::from(!plugged));
         let block = device.block_address(index);
         let mapped = (block..block + device.block)

@@ -38,6 +38,9 @@ impl fmt::Display for VmemJson<'_> {
         )?;
         let mut moved = 0u64;
         let mut total = [0u64; 4];
+        // Shrinks only: bytes taken back, their ns, frames migrated and
+        // the shared core's share of the ns.
+        let mut shrunk = (0u64, 0u64, 0u64, 0u64);
         for (index, resize) in report.resizes.iter().enumerate() {
             if index > 0 {
                 f.write_char(',')?;
@@ -46,13 +49,22 @@ impl fmt::Display for VmemJson<'_> {
             for (sum, ns) in total.iter_mut().zip(resize.ns) {
                 *sum += ns;
             }
+            if resize.blocks < 0 {
+                shrunk.0 += resize.blocks.unsigned_abs() * report.block;
+                shrunk.1 += resize.ns.iter().sum::<u64>();
+                shrunk.2 += resize.migrated;
+                shrunk.3 += resize.migrate_ns;
+            }
             let [device, physmem, tables, allocator] = resize.ns;
             write!(
                 f,
-                "{{\"requested_mib\":{},\"plugged_mib\":{},\"blocks\":{},\"device_ns\":{device},\"physmem_ns\":{physmem},\"tables_ns\":{tables},\"allocator_ns\":{allocator},\"refused\":",
+                "{{\"requested_mib\":{},\"plugged_mib\":{},\"blocks\":{},\"device_ns\":{device},\"physmem_ns\":{physmem},\"tables_ns\":{tables},\"allocator_ns\":{allocator},\"migrated\":{},\"retries\":{},\"migrate_ns\":{},\"refused\":",
                 resize.requested / MIB,
                 resize.plugged / MIB,
-                resize.blocks
+                resize.blocks,
+                resize.migrated,
+                resize.retries,
+                resize.migrate_ns
             )?;
             match &resize.refused {
                 Some(reason) => write!(f, "{}}}", JsonStr(reason))?,
@@ -73,7 +85,7 @@ impl fmt::Display for VmemJson<'_> {
                 let (idle, resizing) = seen.per_lookup();
                 write!(
                     f,
-                    "{{\"idle\":{},\"idle_ns\":{},\"idle_median_ns\":{},\"resizing\":{},\"resizing_ns\":{},\"resizing_median_ns\":{},\"half_plugged\":{},\"blocks_checked\":{},\"frames_used\":{},\"frames_bad\":{},\"cpus\":[",
+                    "{{\"idle\":{},\"idle_ns\":{},\"idle_median_ns\":{},\"resizing\":{},\"resizing_ns\":{},\"resizing_median_ns\":{},\"half_plugged\":{},\"blocks_checked\":{},\"frames_used\":{},\"frames_bad\":{},\"owned_read\":{},\"owned_bad\":{},\"cpus\":[",
                     seen.idle.0,
                     JsonNumber(idle),
                     JsonNumber(seen.median.0),
@@ -83,7 +95,9 @@ impl fmt::Display for VmemJson<'_> {
                     seen.half_plugged,
                     seen.blocks_checked,
                     seen.frames_used,
-                    seen.frames_bad
+                    seen.frames_bad,
+                    seen.owned_read,
+                    seen.owned_bad
                 )?;
                 for (at, (cpu, lookups)) in seen.cpus.iter().enumerate() {
                     let comma = if at == 0 { "" } else { "," };
@@ -91,6 +105,36 @@ impl fmt::Display for VmemJson<'_> {
                 }
                 f.write_str("]}")?;
             }
+            None => f.write_str("null")?,
+        }
+        let per_shrunk = |ns: u64| {
+            (u128::from(ns) * u128::from(RUN_BYTES))
+                .checked_div(u128::from(shrunk.0))
+                .map(|ns| ns as u64)
+        };
+        write!(
+            f,
+            ",\"shrink\":{{\"bytes\":{},\"ns\":{},\"per_128mib_ns\":{},\"migrated\":{},\"migrate_per_128mib_ns\":{}}}",
+            shrunk.0,
+            shrunk.1,
+            JsonNumber(per_shrunk(shrunk.1)),
+            shrunk.2,
+            JsonNumber(per_shrunk(shrunk.3))
+        )?;
+        f.write_str(",\"fill\":")?;
+        match &report.fill {
+            Some(fill) => write!(
+                f,
+                "{{\"percent\":{},\"most\":{},\"short\":{},\"rounds\":{},\"frames_read\":{},\"bad\":{},\"fill_ns\":{},\"verify_ns\":{}}}",
+                fill.percent,
+                fill.most,
+                fill.short,
+                fill.rounds,
+                fill.frames_read,
+                fill.bad,
+                fill.fill_ns,
+                fill.verify_ns
+            )?,
             None => f.write_str("null")?,
         }
         write!(

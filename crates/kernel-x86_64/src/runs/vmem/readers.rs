@@ -4,8 +4,11 @@
 //! and while the boot CPU waits for the host, and checks that no read
 //! section ever sees a block half there (its first frame found and its
 //! last not, or the other way round). Between lookups each also takes a
-//! hot-plugged frame from the allocator, writes and reads it back, and
-//! frees it.
+//! hot-plugged frame from the allocator through an owner slot, writes and
+//! reads it back, and frees it; and reads a filled frame through its
+//! owner's slot ([`fill::read_one`]) while the shrinks move frames.
+//! Between batches a reader holds no frame: acknowledging a flush there
+//! is the quiescent state the driver's grace period waits for.
 //!
 //! The readers run as cross-CPU calls, interrupts off, so a TLB shootdown
 //! cannot reach them as a call: they poll [`request_flush`]'s generation
@@ -22,11 +25,12 @@ use hotkern_physmem::Pfn;
 
 use crate::arch::console::println;
 use crate::arch::memory::{self, PHYSMEM};
-use crate::arch::ranges::PAGE_SIZE;
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::pages;
+use crate::platform::pages::{self, HotMemory};
 use crate::runs::checks::Checks;
+
+use super::fill;
 
 /// The most CPUs that run a reader (CPU 0 resizes).
 pub const MAX_READERS: usize = 63;
@@ -52,8 +56,9 @@ static FIRST: AtomicU64 = AtomicU64::new(0);
 static FRAMES: AtomicU64 = AtomicU64::new(0);
 static BLOCK: AtomicU64 = AtomicU64::new(1);
 /// Lookups and nanoseconds while idle, then while resizing; half-seen
-/// blocks; blocks checked; frames taken and freed; frames that failed.
-static COUNTS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+/// blocks; blocks checked; frames taken and freed; frames that failed;
+/// owners' frames read; of those, not the owner's pattern.
+static COUNTS: [AtomicU64; 10] = [const { AtomicU64::new(0) }; 10];
 /// Lookups per CPU.
 static PER_CPU: [AtomicU64; MAX_READERS + 1] = [const { AtomicU64::new(0) }; MAX_READERS + 1];
 /// Batches by ns per lookup, idle then resizing.
@@ -77,6 +82,10 @@ pub struct Seen {
     /// Of those, frames whose word did not come back or that the
     /// allocator would not take back.
     pub frames_bad: u64,
+    /// Filled frames read through their owners' slots.
+    pub owned_read: u64,
+    /// Of those, frames whose words were not the owner's pattern.
+    pub owned_bad: u64,
     /// (CPU, lookups) for each CPU that ran a reader.
     pub cpus: Vec<(u32, u64)>,
 }
@@ -158,17 +167,19 @@ fn reader(cpu: u64) -> u64 {
         // others (TCG on two host cores).
         batches += 1;
         let hot = pages::hot().filter(|_| batches % 16 == 0);
-        if let Some((hot, frame)) = hot.and_then(|hot| Some((hot, hot.alloc()?))) {
-            let word = (frame.0 * PAGE_SIZE) as *mut u64;
-            // SAFETY: the frame is plugged and mapped (the allocator has
-            // only such frames), and this reader holds it until `free`.
-            let back = unsafe {
-                word.write_volatile(frame.0 ^ cpu);
-                word.read_volatile()
-            };
+        if let Some((hot, slot)) = hot.and_then(|hot| Some((hot, hot.alloc()?))) {
+            let mut back = [0];
+            let written = hot.write(slot, &HotMemory, &[cpu ^ batches])
+                && hot.read(slot, &HotMemory, &mut back);
             COUNTS[6].fetch_add(1, Ordering::Relaxed);
-            if back != frame.0 ^ cpu || !hot.free(frame) {
+            if !written || back[0] != cpu ^ batches || !hot.free(slot) {
                 COUNTS[7].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if let Some(intact) = pages::hot().and_then(|hot| fill::read_one(hot, next())) {
+            COUNTS[8].fetch_add(1, Ordering::Relaxed);
+            if !intact {
+                COUNTS[9].fetch_add(1, Ordering::Relaxed);
             }
         }
         let start = first + next() % (frames / block) * block;
@@ -267,6 +278,8 @@ pub fn stop(readers: Readers) -> Seen {
         blocks_checked: count(5),
         frames_used: count(6),
         frames_bad: count(7),
+        owned_read: count(8),
+        owned_bad: count(9),
         cpus,
     }
 }
@@ -290,6 +303,10 @@ pub fn check(seen: &Seen, others: usize, checks: &mut Checks) {
         seen.frames_used,
         seen.frames_bad
     );
+    println!(
+        "hotkern: virtio-mem: the readers read {} filled frames through their owners' slots, {} not intact",
+        seen.owned_read, seen.owned_bad
+    );
     checks.check(
         "virtio-mem: every CPU but the boot CPU looked pages up during the resizes",
         seen.cpus.len() == others && seen.cpus.iter().all(|&(_, lookups)| lookups > 0),
@@ -301,5 +318,9 @@ pub fn check(seen: &Seen, others: usize, checks: &mut Checks) {
     checks.check(
         "virtio-mem: every hot frame another CPU used kept its word and was freed once",
         seen.frames_bad == 0,
+    );
+    checks.check(
+        "virtio-mem: every filled frame another CPU read through its slot was intact",
+        seen.owned_bad == 0,
     );
 }

@@ -5,6 +5,7 @@
 use alloc::vec::Vec;
 
 use super::changes::Counted;
+use super::fill::FillReport;
 use super::readers::Seen;
 use super::room::Room;
 use crate::drivers::virtio::mem::{MemError, Resize};
@@ -39,4 +40,6 @@ pub struct VmemReport {
     pub seen: Option<Seen>,
     /// How the host's configuration changes reached the driver.
     pub config: Counted,
+    /// What the fill did, with `vmem_fill=`.
+    pub(super) fill: Option<FillReport>,
 }
