@@ -68,6 +68,7 @@ pub mod blockframes;
 pub mod cblist;
 pub mod command_line;
 pub mod cpuset;
+pub mod failures;
 pub mod frames;
 pub mod hotplug;
 pub mod hotplug_read;
