@@ -60,6 +60,11 @@ use crate::steps::differential::{StepRecord, StepRecorder};
 use crate::stop_machine::Rendezvous;
 use crate::sync::{AtomicBool, Ordering};
 
+mod settle;
+mod threads;
+pub use settle::{settle, Unsettled};
+pub use threads::{HotplugThreads, PostedCalls};
+
 /// What the engine's platform keeps, one per kernel: the hotplug lock,
 /// each CPU's slot for posted work, stop-machine's rendezvous and the
 /// recorder of step calls. Its CPUs reach it from their loops: a CPU runs

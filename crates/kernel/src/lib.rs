@@ -77,6 +77,7 @@ pub mod cblist;
 pub mod command_line;
 pub mod cpuset;
 pub mod directmap;
+pub mod failures;
 pub mod frames;
 pub mod hotplug;
 pub mod hotplug_read;

@@ -120,6 +120,7 @@ use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::tick::Hz;
 
 pub mod callbacks;
+pub mod caller_driven;
 mod grace_period;
 mod stall;
 

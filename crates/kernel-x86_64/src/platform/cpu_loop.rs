@@ -162,11 +162,11 @@ impl CpuLoop for KernelLoop {
     }
 
     fn rcu_quiescent(&self, cpu: CpuId) {
-        rcu::quiescent(cpu);
+        rcu::RCU.quiescent(cpu);
     }
 
     fn rcu_tick(&self, cpu: CpuId) {
-        rcu::tick(cpu);
+        rcu::RCU.tick(cpu);
     }
 
     /// As [`KernelLoop::next_timer`]: only with an `rcuc` thread.
@@ -175,11 +175,11 @@ impl CpuLoop for KernelLoop {
     }
 
     fn rcu_enter_idle(&self, cpu: CpuId) {
-        rcu::enter_idle(cpu);
+        rcu::RCU.enter_idle(cpu);
     }
 
     fn rcu_exit_idle(&self, cpu: CpuId) {
-        rcu::exit_idle(cpu);
+        rcu::RCU.exit_idle(cpu);
     }
 
     fn halt(&self, cpu: CpuId, _deadline_ns: Option<u64>, enter: &dyn Fn(), exit: &dyn Fn()) {

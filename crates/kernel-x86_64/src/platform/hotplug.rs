@@ -2,22 +2,15 @@
 //! ([`hotkern_kernel::hotplug`]): CPUs that halt and take IPIs
 //! ([`KernelCpus`]), started by INIT-SIPI-SIPI and parked with interrupts
 //! off ([`crate::arch::smp`]); a stop-machine gathers each member with a
-//! cross-CPU call whose handler joins; grace periods are driven by the
-//! caller with a deadline ([`crate::platform::rcu`]); posted work runs on
-//! each CPU's hotplug thread ([`crate::platform::hotplug_thread`]).
-//! `bolt-nostop` takes a CPU down with no stop-machine: every placement
-//! on this kernel is inside the shared atomic read side (see
-//! [`KernelHardware::hotplug_read_side`]).
+//! cross-CPU call whose handler joins.
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 
 use hotkern_cpuhp::{CpuId, PlatformOperation};
-use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware};
+use hotkern_kernel::hotplug::{Control, EnginePlatform, Hardware, PostedCalls};
 use hotkern_kernel::hotplug_read::HotplugReadSide;
 use hotkern_kernel::power::Lifecycle;
 use hotkern_kernel::rcu::{Kind, Stall};
-use hotkern_kernel::steps::differential::StepRecord;
 use hotkern_kernel::steps::StepKernel;
 
 use crate::arch::console::println;
@@ -33,8 +26,7 @@ use crate::platform::subsystems::{self, Steps};
 static CONTROL: spin::Once<Control> = spin::Once::new();
 
 /// The stop-machine calls posted to each member, until released.
-static CALLS: spin::Mutex<[Option<smp::Posted>; MAX_CPUS]> =
-    spin::Mutex::new([const { None }; MAX_CPUS]);
+static CALLS: PostedCalls<smp::Posted, MAX_CPUS> = PostedCalls::new();
 
 /// Makes the engine's platform state for CPUs `0..cpus`, once the heap
 /// exists; before it, no lock is taken and no work is posted.
@@ -45,20 +37,6 @@ pub fn init(cpus: usize) {
 /// The engine's platform state, once made.
 pub fn control() -> Option<&'static Control> {
     CONTROL.get()
-}
-
-/// Starts or stops recording the engine's step calls.
-pub fn record_steps(on: bool) {
-    if let Some(control) = control() {
-        control.record_steps(on);
-    }
-}
-
-/// The step calls recorded since the last take.
-pub fn take_steps() -> Vec<StepRecord> {
-    control().map_or_else(Vec::new, |control| {
-        instructions::without_interrupts(|| control.take_steps())
-    })
 }
 
 /// The engine's platform on this kernel.
@@ -85,9 +63,7 @@ impl Hardware for KernelHardware {
         &KernelCpus
     }
 
-    /// # Panics
-    ///
-    /// Before [`init`]: the run makes it before the engine.
+    /// Panics before [`init`]: the run makes it before the engine.
     fn control(&self) -> &Control {
         control().expect("the engine's platform state is made before the engine")
     }
@@ -107,33 +83,24 @@ impl Hardware for KernelHardware {
     /// every member has joined nothing else runs anywhere.
     fn gather(&self, cpu: CpuId) -> Result<(), &'static str> {
         let call = smp::post(cpu, member, 0).map_err(|error| error.cause())?;
-        CALLS.lock()[cpu.index()] = Some(call);
-        Ok(())
+        CALLS.record(cpu, call).map_err(|_| "no such CPU")
     }
 
     fn release(&self, cpu: CpuId) -> Result<(), &'static str> {
-        let call = CALLS.lock()[cpu.index()].take();
-        call.map_or(Ok(()), |call| {
-            smp::finish(call).map(|_| ()).map_err(|error| error.cause())
+        CALLS.take(cpu).map_or(Ok(()), |call| {
+            smp::finish(call).map(drop).map_err(|error| error.cause())
         })
     }
 
-    /// Every reader of the online mask that then touches a CPU's state
-    /// enters it: work, timers and RCU callbacks (RCU-deferred frees and
-    /// the hotplug lock's callback too) are placed by the shared core's
-    /// `queue_work`, `arm_timer` and `call_rcu`, which hold a guard from
-    /// the mask's read to the insert. Tasks are placed by the active mask
-    /// into run queues that `sched:active` closed under their locks a
-    /// grace period before the dying steps, so they need no guard. The
-    /// dying steps then run on the dying CPU's hotplug thread, posted to
-    /// its mailbox and woken by IPI, interrupts off, while the other CPUs
-    /// run on.
+    /// Every placement enters it (the shared `queue_work`, `arm_timer`,
+    /// `call_rcu`); tasks go by the active mask into run queues that
+    /// `sched:active` closed a grace period before the dying steps.
     fn hotplug_read_side(&self) -> Option<&HotplugReadSide> {
         Some(&subsystems::subsystems().hotplug_read)
     }
 
     fn synchronize(&self, kind: Kind) -> Result<(), Stall> {
-        rcu::synchronize(kind, rcu::GRACE_TIMEOUT_US)
+        rcu::RCU.synchronize(kind)
     }
 
     fn call_rcu(&self, callback: fn(&Self)) {

@@ -1,36 +1,20 @@
-//! Each CPU's hotplug thread (`cpuhp/N`, as Linux's `cpuhp_thread_fun`):
-//! the engine's platform posts a step's work to the CPU's slot in the
-//! shared [`Control`] and halts until it is done; the CPU's loop runs the
-//! thread first at every turn when work waits for it ([`run_thread`]).
-
-use alloc::sync::Arc;
+//! Each CPU's hotplug thread (`cpuhp/N`): the shared core's
+//! [`HotplugThreads`] over this kernel's [`Kthread`]s.
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::hotplug::Control;
-use hotkern_kernel::kthread::{PerCpuThread, Thread};
+use hotkern_kernel::hotplug::HotplugThreads;
 
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::kthread::Kthread;
 use crate::platform::cpus::KernelCpus;
 use crate::platform::hotplug::control;
 
-/// Each CPU's hotplug thread.
-static HOTPLUG_THREADS: spin::Once<PerCpuThread<Kthread>> = spin::Once::new();
+static HOTPLUG_THREADS: spin::Once<HotplugThreads<Kthread>> = spin::Once::new();
 
-/// Makes the hotplug thread of every CPU of `possible` (Linux registers
-/// them for every possible CPU), each unparked for good: it runs whenever
-/// work is posted to it.
+/// Makes the hotplug thread of every CPU of `possible`.
 pub fn install_threads(possible: CpuSet) {
-    let threads = HOTPLUG_THREADS.call_once(|| PerCpuThread::new(MAX_CPUS));
-    for cpu in possible.iter() {
-        threads.install(cpu.index(), Kthread::new("cpuhp", cpu, hotplug_body));
-        threads.get(cpu.index()).inspect(|thread| thread.unpark());
-    }
-}
-
-/// `cpu`'s hotplug thread, if it has one.
-pub fn thread_of(cpu: CpuId) -> Option<Arc<Kthread>> {
-    HOTPLUG_THREADS.get()?.get(cpu.index())
+    let threads = HOTPLUG_THREADS.call_once(|| HotplugThreads::new(MAX_CPUS));
+    threads.install(possible, |cpu| Kthread::new("cpuhp", cpu, hotplug_body));
 }
 
 /// A hotplug thread's turn: the posted work, if there is new work.
@@ -44,8 +28,7 @@ fn hotplug_body(thread: &Kthread) {
 /// Runs `cpu`'s hotplug thread if work was posted to it. Called by the
 /// CPU's idle loop, interrupts off.
 pub fn run_thread(cpu: CpuId) {
-    let pending = control().is_some_and(|control: &Control| control.has_pending(cpu));
-    if let Some(thread) = thread_of(cpu).filter(|_| pending) {
-        thread.run();
+    if let (Some(threads), Some(control)) = (HOTPLUG_THREADS.get(), control()) {
+        threads.run_if_posted(control, cpu);
     }
 }

@@ -24,6 +24,7 @@ use hotkern_cpuhp::{CpuId, CpuSet};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::ledger::Item;
 use hotkern_kernel::pagecache::PageCaches;
+use hotkern_kernel::rcu::caller_driven::CallerDriven;
 use hotkern_kernel::smpboot::{self, KthreadKernel};
 use hotkern_kernel::steps::{table, StepDef, StepKernel, STEP_COUNT};
 use hotkern_kernel::subsystems::Subsystems;
@@ -34,6 +35,7 @@ use crate::arch::instructions;
 use crate::arch::kthread::{Body, Kthread};
 use crate::arch::smp;
 use crate::arch::tsc;
+use crate::platform::cpus::KernelCpus;
 use crate::platform::pages;
 use crate::platform::rcu;
 use crate::platform::sched;
@@ -87,7 +89,7 @@ impl StepKernel for Steps {
     type Job = Job;
     type Task = Task;
     type Thread = Kthread;
-    type Rcu = rcu::Controller;
+    type Rcu = CallerDriven<KernelCpus>;
 
     fn subsystems(&self) -> &Subsystems<Job, Task, Kthread> {
         subsystems()
@@ -120,8 +122,8 @@ impl StepKernel for Steps {
         }
     }
 
-    fn rcu(&self) -> &rcu::Controller {
-        &rcu::Controller
+    fn rcu(&self) -> &CallerDriven<KernelCpus> {
+        &rcu::RCU
     }
 
     fn is_powered(&self, cpu: CpuId) -> bool {

@@ -77,7 +77,7 @@ pub fn set_hz(hz: &str) {
     {
         Ok(hz) => {
             apic::set_hz(hz);
-            rcu::set_hz(hz);
+            rcu::RCU.set_hz(hz);
         }
         Err(_) => println!("hotkern: hz={hz}: expected 100, 250, 300 or 1000; using 1000"),
     }

@@ -118,7 +118,7 @@ struct HotplugFailures<'a>(&'a [String]);
 
 impl fmt::Display for HotplugFailures<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let outside = failures::FAILURES.lock();
+        let outside = failures::FAILURES.all();
         for (index, failure) in self.0.iter().chain(outside.iter()).enumerate() {
             if index > 0 {
                 f.write_str(",")?;
@@ -180,7 +180,7 @@ impl Run {
             && self.tally.left_under_reader == 0
             && self.tally.outstanding == 0
             && self.failures.holds()
-            && failures::FAILURES.lock().is_empty()
+            && failures::FAILURES.is_empty()
     }
 }
 
@@ -203,7 +203,7 @@ fn operate(
             case.record(&report);
             // A CPU that did not report dead: the operation went on.
             for failure in &report.failures {
-                failures::platform_failed(format_args!("{} {}: {failure}", case.engine, case.name));
+                failures::FAILURES.record(format_args!("{} {}: {failure}", case.engine, case.name));
             }
         }
         Err(error) => {
@@ -296,7 +296,7 @@ fn drain(tsc_hz: u64) -> usize {
     }
     // The domains retired by the last operations wait for one more grace
     // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
-    let _ = rcu::synchronize(rcu::Kind::Normal, rcu::GRACE_TIMEOUT_US);
+    let _ = rcu::RCU.synchronize(rcu::Kind::Normal);
     let rcu_pending = || smp::cpus().map(subsystems::rcu_pending).sum::<usize>();
     let started = tsc::now();
     while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
@@ -398,7 +398,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         "every RCU callback (retired scheduling domains) ran after its grace period",
         rcu_pending == 0,
     );
-    run.grace_periods = rcu::grace_periods();
+    run.grace_periods = rcu::RCU.completed();
     run.switches = kthread::switches();
     run.workers = audit()
         .counts()
@@ -413,7 +413,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     );
     checks.check(
         "after every hotplug operation the masks, queues, kernel threads and per-CPU structures agree with the engine",
-        run.violations == 0 && run.errors.is_empty() && failures::FAILURES.lock().is_empty(),
+        run.violations == 0 && run.errors.is_empty() && failures::FAILURES.is_empty(),
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
     checks.check(
@@ -521,8 +521,7 @@ impl fmt::Display for HotplugJson<'_> {
             f.write_str("]}")?;
         }
         let tally = run.tally;
-        // Counted apart: `HotplugFailures` takes the same lock while it prints.
-        let outside = failures::FAILURES.lock().len();
+        let outside = failures::FAILURES.len();
         write!(
             f,
             "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\

@@ -7,11 +7,13 @@
 
 use alloc::vec::Vec;
 
+use hotkern_kernel::hotplug::Control;
 use hotkern_kernel::ledger::Tally;
 use hotkern_kernel::steps::differential::{self, Log, Scenario, OPERATIONS, TASKS};
 
 use super::{drain, settle_between, start};
 use crate::arch::console::println;
+use crate::arch::instructions;
 use crate::platform::hotplug as platform;
 use crate::platform::subsystems::Steps;
 use crate::runs::checks::Checks;
@@ -23,14 +25,17 @@ use crate::runs::tasks;
 /// cannot run (one CPU, no page pool).
 pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
     let (engine, count) = start(checks)?;
-    platform::record_steps(true);
+    platform::control().inspect(|control| control.record_steps(true));
     tasks::spawn(TASKS);
     let mut settle = || {
         if !settle_between() {
             println!("hotkern: differential: the hotplug lock did not settle");
         }
     };
-    let mut take = platform::take_steps;
+    let mut take = || {
+        let control = platform::control();
+        instructions::without_interrupts(|| control.map(Control::take_steps).unwrap_or_default())
+    };
     let mut log = differential::run(
         &engine,
         &Steps,
@@ -39,7 +44,7 @@ pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
         &mut settle,
         &mut take,
     );
-    platform::record_steps(false);
+    platform::control().inspect(|control| control.record_steps(false));
     let pending = drain(tsc_hz);
     let tally = tasks::tally();
     log.tasks = Some(Tally {

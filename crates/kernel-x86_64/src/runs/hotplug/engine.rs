@@ -12,7 +12,6 @@ use crate::arch::console::println;
 use crate::arch::smp::{self, BOOT_CPU};
 use crate::platform::hotplug::KernelPlatform;
 use crate::platform::hotplug_lock;
-use crate::platform::rcu;
 use crate::platform::sched;
 use crate::platform::subsystems::{self, Steps};
 
@@ -50,5 +49,5 @@ pub fn settle_between() -> bool {
     subsystems::run_rcu_callbacks(BOOT_CPU);
     // Each timed operation is a lone one: the lock's grace period from
     // this one ends before the next begins (see `hotplug_lock`).
-    hotplug_lock::settle(rcu::GRACE_TIMEOUT_US)
+    hotplug_lock::settle()
 }
