@@ -1,6 +1,6 @@
 //! This kernel's hardware under the shared engine platform
 //! ([`hotkern_kernel::hotplug`]): CPUs that halt and take IPIs
-//! ([`KernelCpus`]), started by INIT-SIPI-SIPI and parked with interrupts
+//! ([`Kernel`]), started by INIT-SIPI-SIPI and parked with interrupts
 //! off ([`crate::arch::smp`]); a stop-machine gathers each member with a
 //! cross-CPU call whose handler joins; grace periods are driven by the
 //! caller with a deadline ([`crate::platform::rcu`]); posted work runs on
@@ -24,9 +24,8 @@ use crate::arch::console::println;
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::instructions;
 use crate::arch::smp;
-use crate::platform::cpus::KernelCpus;
 use crate::platform::rcu;
-use crate::platform::subsystems::{self, Steps};
+use crate::platform::Kernel;
 
 /// The engine's platform state: the hotplug lock, each CPU's posted
 /// work, stop-machine's rendezvous, the step recorder.
@@ -70,19 +69,19 @@ pub struct KernelHardware;
 /// What each gathered member runs, from its call handler.
 fn member(_: u64) -> u64 {
     if let Some(control) = control() {
-        control.join_stop(&KernelCpus);
+        control.join_stop(&Kernel::HANDLE);
     }
     0
 }
 
 impl Hardware for KernelHardware {
-    type Cpus = KernelCpus;
+    type Cpus = Kernel;
     /// How long a hotplug thread may take to run a step.
     const CALL_TIMEOUT_NS: u64 = 5_000_000_000;
     const POWER_TIMEOUT_NS: u64 = smp::TIMEOUT_US * 1_000;
 
-    fn cpus(&self) -> &KernelCpus {
-        &KernelCpus
+    fn cpus(&self) -> &Kernel {
+        &Kernel::HANDLE
     }
 
     /// # Panics
@@ -129,7 +128,7 @@ impl Hardware for KernelHardware {
     /// its mailbox and woken by IPI, interrupts off, while the other CPUs
     /// run on.
     fn hotplug_read_side(&self) -> Option<&HotplugReadSide> {
-        Some(&subsystems::subsystems().hotplug_read)
+        Some(&Kernel::mechanisms().hotplug_read)
     }
 
     fn synchronize(&self, kind: Kind) -> Result<(), Stall> {
@@ -137,7 +136,7 @@ impl Hardware for KernelHardware {
     }
 
     fn call_rcu(&self, callback: fn(&Self)) {
-        Steps.defer_free(Box::new(move || callback(&KernelHardware)));
+        Kernel::HANDLE.defer_free(Box::new(move || callback(&KernelHardware)));
     }
 
     fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {

@@ -15,10 +15,9 @@ use hotkern_kernel::hotplug::Control;
 use crate::arch::console::println;
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::cpus::KernelCpus;
 use crate::platform::hotplug::control;
 use crate::platform::rcu;
-use crate::platform::subsystems;
+use crate::platform::Kernel;
 
 /// Drives grace periods and runs their callbacks until readers are back on
 /// their fast path, so that the next operation starts from a quiet lock
@@ -39,7 +38,7 @@ pub fn settle(timeout_us: u64) -> bool {
         }
         // The callback sits on this CPU's list, or on another's whose
         // `rcuc` thread runs it once woken.
-        subsystems::run_rcu_callbacks(
+        Kernel::run_rcu_callbacks(
             crate::arch::cpu::current_id().unwrap_or(hotkern_cpuhp::CpuId(0)),
         );
         for cpu in smp::cpus() {
@@ -57,12 +56,12 @@ pub fn settle(timeout_us: u64) -> bool {
 /// quiescent states of the caller's CPU: what lets its fast path go
 /// without a barrier.
 pub fn try_read() -> bool {
-    control().is_none_or(|control| control.hotplug_lock().try_read(&KernelCpus))
+    control().is_none_or(|control| control.hotplug_lock().try_read(&Kernel::HANDLE))
 }
 
 /// Gives back a read hold, on any CPU.
 pub fn read_unlock() {
     if let Some(control) = control() {
-        control.hotplug_lock().read_unlock(&KernelCpus);
+        control.hotplug_lock().read_unlock(&Kernel::HANDLE);
     }
 }

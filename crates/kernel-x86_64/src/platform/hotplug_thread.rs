@@ -11,8 +11,8 @@ use hotkern_kernel::kthread::{PerCpuThread, Thread};
 
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::kthread::Kthread;
-use crate::platform::cpus::KernelCpus;
 use crate::platform::hotplug::control;
+use crate::platform::Kernel;
 
 /// Each CPU's hotplug thread.
 static HOTPLUG_THREADS: spin::Once<PerCpuThread<Kthread>> = spin::Once::new();
@@ -35,9 +35,9 @@ pub fn thread_of(cpu: CpuId) -> Option<Arc<Kthread>> {
 
 /// A hotplug thread's turn: the posted work, if there is new work.
 #[hotkern_trace::function]
-fn hotplug_body(thread: &Kthread) {
+fn hotplug_body(cpu: CpuId) {
     if let Some(control) = control() {
-        control.run_pending(&KernelCpus, thread.cpu);
+        control.run_pending(&Kernel::HANDLE, cpu);
     }
 }
 

@@ -6,28 +6,19 @@
 //! allocate through. The `mm:pagecache` hotplug step creates, drains and
 //! frees each CPU's cache.
 
-use hotkern_kernel::blockframes::{BlockFrames, RegionError};
 use hotkern_kernel::frames::FramePool;
-use hotkern_kernel::pagecache::PageCaches;
 use hotkern_physmem::{PageCount, Pfn};
 
 use crate::arch::cpu;
-use crate::arch::cpu::MAX_CPUS;
 use crate::arch::memory::PHYSMEM;
 use crate::arch::ranges::PAGE_SIZE;
+use crate::platform::Kernel;
 
 /// Frames the pool takes: 4 MiB.
 pub const POOL_FRAMES: u64 = 1024;
 /// The first frame above the boot identity map: pool frames must be
 /// below it, since tasks write to them.
 const IDENTITY_MAPPED: u64 = (4 << 30) / PAGE_SIZE;
-
-static PAGES: spin::Once<PageCaches> = spin::Once::new();
-
-/// The page caches, once [`init`] made them.
-pub fn get() -> Option<&'static PageCaches> {
-    PAGES.get()
-}
 
 /// Why the pool could not be set up.
 #[derive(Debug)]
@@ -67,28 +58,6 @@ pub fn init() -> Result<(), PagesError> {
         .map_err(PagesError::Physmem)?;
     PHYSMEM.reclaim();
     let pool = FramePool::new(Pfn(first), PageCount(POOL_FRAMES)).map_err(PagesError::Physmem)?;
-    PAGES.call_once(|| PageCaches::new(MAX_CPUS, pool));
+    Kernel::set_pages(pool);
     Ok(())
-}
-
-/// The allocator virtio-mem's blocks are handed to, made when the
-/// driver finds its region ([`set_hot`]).
-static HOT: spin::Once<BlockFrames> = spin::Once::new();
-
-/// The hot-plugged frames' allocator, once [`set_hot`] made it.
-pub fn hot() -> Option<&'static BlockFrames> {
-    HOT.get()
-}
-
-/// Makes the hot-plugged frames' allocator over `blocks` blocks of
-/// `block_frames` frames from `first`, with all its bitmaps, so that no
-/// resize allocates for it. Only the first call makes one; a later call
-/// returns it.
-#[hotkern_trace::function]
-pub fn set_hot(
-    first: Pfn,
-    blocks: usize,
-    block_frames: u64,
-) -> Result<&'static BlockFrames, RegionError> {
-    HOT.try_call_once(|| BlockFrames::new(first, blocks, block_frames))
 }

@@ -5,7 +5,7 @@
 //! (between task slices, which never hold a reference across turns) is a
 //! quiescent state, and its halt the extended one (Linux's dyntick-idle).
 //! The CPU that waits halts, and the report that ends the grace period
-//! wakes it with the wake-up IPI ([`KernelCpus`]).
+//! wakes it with the wake-up IPI ([`Kernel`]).
 //!
 //! Which CPUs are online for RCU is refreshed from [`smp::is_running`] as
 //! each grace period starts: only the hotplug engine waits for grace
@@ -37,44 +37,15 @@ use hotkern_kernel::tick::Hz;
 use crate::arch::cpu;
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::cpus::KernelCpus;
 use crate::platform::failures;
+use crate::platform::Kernel;
 
 /// How long a grace period (or the hotplug lock) may take before the
 /// run reports a stall.
 pub const GRACE_TIMEOUT_US: u64 = 5_000_000;
 
 /// The kernel's grace periods.
-static GRACE_PERIODS: GracePeriods = GracePeriods::new();
-
-// `quiescent`, `enter_idle`, `exit_idle` and `tick` are not
-// `#[hotkern_trace::function]`: every idle-loop turn and every tick (the
-// timer interrupt) runs them, and a function trace would hold little else.
-
-/// CPU `cpu` passed a quiescent state (its idle loop turned).
-pub fn quiescent(cpu: CpuId) {
-    GRACE_PERIODS.quiescent(&KernelCpus, cpu);
-}
-
-/// CPU `cpu` is about to halt: quiescent until [`exit_idle`].
-pub fn enter_idle(cpu: CpuId) {
-    GRACE_PERIODS.enter_idle(&KernelCpus, cpu);
-}
-
-/// CPU `cpu` woke from its halt.
-pub fn exit_idle(cpu: CpuId) {
-    GRACE_PERIODS.exit_idle(cpu);
-}
-
-/// CPU `cpu`'s tick (from the local APIC timer's interrupt). A halted CPU
-/// takes its tick too, but is in its extended quiescent state: it reports
-/// nothing, as a CPU whose tick Linux stopped (dyntick-idle) reports
-/// nothing, and forcing quiescent states finds it.
-pub fn tick(cpu: CpuId) {
-    if !GRACE_PERIODS.is_idle(cpu) {
-        GRACE_PERIODS.tick(&KernelCpus, cpu);
-    }
-}
+pub static GRACE_PERIODS: GracePeriods = GracePeriods::new();
 
 /// Sets the tick rate that times normal grace periods.
 pub fn set_hz(hz: Hz) {
@@ -88,17 +59,17 @@ pub fn set_hz(hz: Hz) {
 #[hotkern_trace::function]
 pub fn synchronize(kind: Kind, timeout_us: u64) -> Result<(), Stall> {
     for cpu in smp::cpus() {
-        GRACE_PERIODS.set_online(&KernelCpus, cpu, smp::is_running(cpu));
+        GRACE_PERIODS.set_online(&Kernel::HANDLE, cpu, smp::is_running(cpu));
     }
     let deadline = tsc::nanos().saturating_add(timeout_us.saturating_mul(1_000));
-    GRACE_PERIODS.synchronize(&KernelCpus, kind, Some(deadline))
+    GRACE_PERIODS.synchronize(&Kernel::HANDLE, kind, Some(deadline))
 }
 
 /// Whether grace periods wait for `cpu` (the `rcu:starting` step; each
 /// grace period also refreshes it from the running CPUs).
 #[hotkern_trace::function]
 pub fn set_online(cpu: CpuId, online: bool) {
-    GRACE_PERIODS.set_online(&KernelCpus, cpu, online);
+    GRACE_PERIODS.set_online(&Kernel::HANDLE, cpu, online);
 }
 
 /// Whether grace periods wait for `cpu`.

@@ -27,9 +27,7 @@ use crate::arch::tsc;
 use crate::platform::hotplug_thread;
 use crate::platform::pages;
 use crate::platform::rcu;
-use crate::platform::sched;
-use crate::platform::steps::STEPS;
-use crate::platform::subsystems::{self, audit, Steps};
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
 use crate::runs::tasks;
@@ -259,13 +257,13 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
         checks.check("a page pool for the tasks, taken from physmem", false);
         return None;
     }
-    sched::boot(online);
+    Kernel::boot_scheduler(online);
     crate::platform::hotplug::init(count as usize);
     // Linux registers its hotplug threads for every possible CPU; every
     // step's startup then runs for the CPUs running now (`register`),
     // which makes their kernel threads, caches, pools and the rest.
     hotplug_thread::install_threads(possible);
-    let engine = match step_table::engine::<_, _, Steps>(
+    let engine = match step_table::engine::<_, _, Kernel>(
         KernelPlatform::new(KernelHardware),
         possible,
         online,
@@ -274,7 +272,7 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
         Ok(engine) => engine,
         Err(error) => panic!("hotplug engine: {error}"),
     };
-    if let Err(error) = step_table::register(&engine, &Arc::new(Steps)) {
+    if let Err(error) = step_table::register(&engine, &Arc::new(Kernel::HANDLE)) {
         panic!("hotplug steps: {error}");
     }
     Some((engine, count))
@@ -290,23 +288,23 @@ fn drain(tsc_hz: u64) -> usize {
     }
     let started = tsc::now();
     while tasks::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        sched::run_slices(BOOT_CPU);
-        sched::balance();
+        Kernel::run_slices(BOOT_CPU);
+        Kernel::balance();
         core::hint::spin_loop();
     }
     // The domains retired by the last operations wait for one more grace
     // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
     let _ = rcu::synchronize(rcu::Kind::Normal, rcu::GRACE_TIMEOUT_US);
-    let rcu_pending = || smp::cpus().map(subsystems::rcu_pending).sum::<usize>();
+    let rcu_pending = || smp::cpus().map(Kernel::rcu_pending).sum::<usize>();
     let started = tsc::now();
     while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        subsystems::run_rcu_callbacks(BOOT_CPU);
+        Kernel::run_rcu_callbacks(BOOT_CPU);
         for cpu in smp::application_processors() {
             smp::wake(cpu);
         }
         core::hint::spin_loop();
     }
-    rcu_pending() + subsystems::rcu_waiting()
+    rcu_pending() + Kernel::rcu_waiting()
 }
 
 /// The name of bolt's cases timed with offline CPUs parked idle.
@@ -400,7 +398,8 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     );
     run.grace_periods = rcu::grace_periods();
     run.switches = kthread::switches();
-    run.workers = audit()
+    run.workers = Kernel::mechanisms()
+        .audit
         .counts()
         .get(&Resource::Kthread(Role::Worker))
         .copied()
@@ -430,8 +429,8 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     );
     // Every frame a task took came back, none twice, and the pool with the
     // caches holds every frame it began with.
-    let (free, cached, held) = pages::get().map_or((0, 0, -1), |pages| pages.accounting());
-    let bad = pages::get().map_or(1, |pages| pages.pool().bad_returns());
+    let (free, cached, held) = Kernel::pages().map_or((0, 0, -1), |pages| pages.accounting());
+    let bad = Kernel::pages().map_or(1, |pages| pages.pool().bad_returns());
     run.frames = (free, cached, held, bad);
     checks.check(
         "every frame went back to the page caches or the pool, none twice, none lost",
@@ -458,7 +457,7 @@ impl fmt::Display for HotplugJson<'_> {
             return f.write_str("null");
         };
         f.write_str("{\"steps\":[")?;
-        for (index, def) in STEPS.iter().enumerate() {
+        for (index, def) in step_table::table::<Kernel>().iter().enumerate() {
             if index > 0 {
                 f.write_str(",")?;
             }

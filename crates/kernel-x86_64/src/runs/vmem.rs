@@ -16,8 +16,8 @@ use crate::arch::tsc;
 use crate::drivers::virtio::mem::{
     self, MemError, Resize, MIB, PLUGGED_SIZE, REQUESTED_SIZE, REQ_UNPLUG_ALL, USABLE_REGION_SIZE,
 };
-use crate::platform::pages;
 use crate::platform::trace::trace_marker;
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 
 mod audit;
@@ -59,7 +59,7 @@ fn targets(option: &str) -> Option<Vec<u64>> {
 /// resizes to each of them in turn; `None` without a device or `vmem=`.
 pub fn run(option: Option<&str>, checks: &mut Checks) -> Option<VmemReport> {
     let wanted = option.map(|o| (o, targets(o)));
-    let mut device = match mem::probe(&pages::set_hot) {
+    let mut device = match mem::probe(&Kernel::set_hot) {
         Ok(device) => device,
         Err(MemError::NotFound) if wanted.is_none() => return None,
         Err(error) => {

@@ -13,7 +13,7 @@ use hotkern_kernel::steps::differential::{self, Log, Scenario, OPERATIONS, TASKS
 use super::{drain, settle_between, start};
 use crate::arch::console::println;
 use crate::platform::hotplug as platform;
-use crate::platform::subsystems::Steps;
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
 use crate::runs::tasks;
@@ -33,7 +33,7 @@ pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
     let mut take = platform::take_steps;
     let mut log = differential::run(
         &engine,
-        &Steps,
+        &Kernel::HANDLE,
         count as usize,
         Scenario::new(seed, OPERATIONS),
         &mut settle,

@@ -25,7 +25,7 @@ use crate::arch::memory::{self, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::pages;
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 
 /// The most CPUs that run a reader (CPU 0 resizes).
@@ -157,7 +157,7 @@ fn reader(cpu: u64) -> u64 {
         // too, and a vCPU the host preempts while holding it stalls the
         // others (TCG on two host cores).
         batches += 1;
-        let hot = pages::hot().filter(|_| batches % 16 == 0);
+        let hot = Kernel::hot().filter(|_| batches % 16 == 0);
         if let Some((hot, frame)) = hot.and_then(|hot| Some((hot, hot.alloc()?))) {
             let word = (frame.0 * PAGE_SIZE) as *mut u64;
             // SAFETY: the frame is plugged and mapped (the allocator has
