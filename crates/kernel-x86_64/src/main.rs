@@ -21,8 +21,8 @@ use core::panic::PanicInfo;
 use arch::console::{emergency, println};
 use arch::qemu::{exit, Exit};
 use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
-use platform::cpu_loop;
 use platform::trace::{trace_marker, TRACING};
+use platform::Kernel;
 use runs::checks::Checks;
 use runs::{cpus, early, hotplug, load, selftest, summary, trace_bench, trace_patch, vmem};
 
@@ -78,7 +78,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     // is off, not their outcome.
     let wait_hz = tsc_hz.unwrap_or(2_000_000_000);
     // What a tick runs is the platform's; set before the first tick.
-    apic::set_tick_handler(cpu_loop::tick);
+    apic::set_tick_handler(Kernel::tick);
     let mut smp_report = cpus::bring_up(info.rsdp, wait_hz, &mut checks);
     println!(
         "hotkern: {} of {} CPUs online; local APIC timer {} MHz, tick {} Hz",

@@ -72,6 +72,8 @@ extern crate std;
 
 pub mod activity;
 pub mod audit;
+#[cfg(not(loom))]
+pub mod baremetal;
 pub mod blockframes;
 pub mod cblist;
 pub mod command_line;

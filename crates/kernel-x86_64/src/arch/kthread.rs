@@ -30,6 +30,7 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hotkern_cpuhp::CpuId;
+use hotkern_kernel::kthread::Thread;
 use hotkern_kernel::rcu::Activity;
 
 use crate::arch::cpu::{self, MAX_CPUS};
@@ -42,7 +43,7 @@ const R12_SLOT: u64 = 3;
 
 /// What a thread does each time it runs: a bounded piece of work, then it
 /// goes back to its CPU's idle loop.
-pub type Body = fn(&Kthread);
+pub type Body = fn(CpuId);
 
 /// One kernel thread.
 pub struct Kthread {
@@ -149,7 +150,7 @@ extern "C" fn kthread_main(thread: *const Kthread) -> ! {
     // is, while it is suspended at a switch and never resumed again.
     let thread = unsafe { &*thread };
     loop {
-        (thread.body)(thread);
+        (thread.body)(thread.cpu);
         thread.yield_to_idle();
     }
 }
@@ -234,5 +235,33 @@ impl Kthread {
         // SAFETY: called on the thread's own CPU, by the thread, with the
         // idle loop's pointer saved by `run`, which switched here.
         unsafe { hotkern_switch(self.saved.get(), *IDLE[self.cpu.index()].0.get()) };
+    }
+}
+
+/// This kernel's threads as the shared core's [`Thread`]: a run is a
+/// switch to the thread's stack, a park a flag its CPU's loop honours.
+impl Thread for Kthread {
+    fn run(&self) -> bool {
+        if self.parked() {
+            return false;
+        }
+        self.switch_to();
+        true
+    }
+
+    /// Takes effect at the CPU's next look. Only the thread's own CPU
+    /// switches to it, one thread at a time, and parks come from hotplug
+    /// steps on that CPU's hotplug thread or while it is offline: the
+    /// thread is never running when this returns.
+    fn park(&self) {
+        self.set_parked(true);
+    }
+
+    fn unpark(&self) {
+        self.set_parked(false);
+    }
+
+    fn is_parked(&self) -> bool {
+        self.parked()
     }
 }

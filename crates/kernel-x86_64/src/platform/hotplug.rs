@@ -1,6 +1,6 @@
 //! This kernel's hardware under the shared engine platform
 //! ([`hotkern_kernel::hotplug`]): CPUs that halt and take IPIs
-//! ([`KernelCpus`]), started by INIT-SIPI-SIPI and parked with interrupts
+//! ([`Kernel`]), started by INIT-SIPI-SIPI and parked with interrupts
 //! off ([`crate::arch::smp`]); a stop-machine gathers each member with a
 //! cross-CPU call whose handler joins.
 
@@ -17,27 +17,10 @@ use crate::arch::console::println;
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::instructions;
 use crate::arch::smp;
-use crate::platform::cpus::KernelCpus;
-use crate::platform::rcu;
-use crate::platform::subsystems::{self, Steps};
-
-/// The engine's platform state: the hotplug lock, each CPU's posted
-/// work, stop-machine's rendezvous, the step recorder.
-static CONTROL: spin::Once<Control> = spin::Once::new();
+use crate::platform::Kernel;
 
 /// The stop-machine calls posted to each member, until released.
 static CALLS: PostedCalls<smp::Posted, MAX_CPUS> = PostedCalls::new();
-
-/// Makes the engine's platform state for CPUs `0..cpus`, once the heap
-/// exists; before it, no lock is taken and no work is posted.
-pub fn init(cpus: usize) {
-    CONTROL.call_once(|| Control::new(cpus));
-}
-
-/// The engine's platform state, once made.
-pub fn control() -> Option<&'static Control> {
-    CONTROL.get()
-}
 
 /// The engine's platform on this kernel.
 pub type KernelPlatform = EnginePlatform<KernelHardware>;
@@ -47,25 +30,25 @@ pub struct KernelHardware;
 
 /// What each gathered member runs, from its call handler.
 fn member(_: u64) -> u64 {
-    if let Some(control) = control() {
-        control.join_stop(&KernelCpus);
+    if let Some(control) = Kernel::control() {
+        control.join_stop(&Kernel::HANDLE);
     }
     0
 }
 
 impl Hardware for KernelHardware {
-    type Cpus = KernelCpus;
+    type Cpus = Kernel;
     /// How long a hotplug thread may take to run a step.
     const CALL_TIMEOUT_NS: u64 = 5_000_000_000;
     const POWER_TIMEOUT_NS: u64 = smp::TIMEOUT_US * 1_000;
 
-    fn cpus(&self) -> &KernelCpus {
-        &KernelCpus
+    fn cpus(&self) -> &Kernel {
+        &Kernel::HANDLE
     }
 
     /// Panics before [`init`]: the run makes it before the engine.
     fn control(&self) -> &Control {
-        control().expect("the engine's platform state is made before the engine")
+        Kernel::control().expect("the engine's platform state is made before the engine")
     }
 
     fn lives(&self) -> &Lifecycle {
@@ -96,15 +79,15 @@ impl Hardware for KernelHardware {
     /// `call_rcu`); tasks go by the active mask into run queues that
     /// `sched:active` closed a grace period before the dying steps.
     fn hotplug_read_side(&self) -> Option<&HotplugReadSide> {
-        Some(&subsystems::subsystems().hotplug_read)
+        Some(&Kernel::mechanisms().hotplug_read)
     }
 
     fn synchronize(&self, kind: Kind) -> Result<(), Stall> {
-        rcu::RCU.synchronize(kind)
+        Kernel::rcu().synchronize(kind)
     }
 
     fn call_rcu(&self, callback: fn(&Self)) {
-        Steps.defer_free(Box::new(move || callback(&KernelHardware)));
+        Kernel::HANDLE.defer_free(Box::new(move || callback(&KernelHardware)));
     }
 
     fn without_interrupts<R>(&self, f: impl FnOnce() -> R) -> R {

@@ -11,26 +11,18 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use hotkern_kernel::blockframes::RegionError;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::movable::{CopyFault, FrameMemory, MovableFrames};
-use hotkern_kernel::pagecache::PageCaches;
 use hotkern_physmem::{PageCount, Pfn};
 
 use crate::arch::cpu;
-use crate::arch::cpu::MAX_CPUS;
 use crate::arch::memory::PHYSMEM;
 use crate::arch::ranges::PAGE_SIZE;
+use crate::platform::Kernel;
 
 /// Frames the pool takes: 4 MiB.
 pub const POOL_FRAMES: u64 = 1024;
 /// The first frame above the boot identity map: pool frames must be
 /// below it, since tasks write to them.
 const IDENTITY_MAPPED: u64 = (4 << 30) / PAGE_SIZE;
-
-static PAGES: spin::Once<PageCaches> = spin::Once::new();
-
-/// The page caches, once [`init`] made them.
-pub fn get() -> Option<&'static PageCaches> {
-    PAGES.get()
-}
 
 /// Why the pool could not be set up.
 #[derive(Debug)]
@@ -70,7 +62,7 @@ pub fn init() -> Result<(), PagesError> {
         .map_err(PagesError::Physmem)?;
     PHYSMEM.reclaim();
     let pool = FramePool::new(Pfn(first), PageCount(POOL_FRAMES)).map_err(PagesError::Physmem)?;
-    PAGES.call_once(|| PageCaches::new(MAX_CPUS, pool));
+    Kernel::set_pages(pool);
     Ok(())
 }
 

@@ -10,16 +10,10 @@
 //! [`Lifecycle`]: hotkern_kernel::power::Lifecycle
 
 use hotkern_cpuhp::{CpuId, CpuSet};
-use hotkern_kernel::power::Power;
 
-use crate::arch::apic;
-use crate::arch::cpu;
-use crate::arch::idt;
 use crate::arch::smp::{self, SmpError};
 use crate::arch::tsc;
-use crate::platform::cpu_loop;
-use crate::platform::cpus::KernelCpus;
-use crate::platform::trace::trace_marker;
+use crate::platform::Kernel;
 
 /// Starts CPU `cpu` (not the boot CPU) and waits until it is online.
 // Not `#[hotkern_trace::function]`, nor `start_many`: the boot starts
@@ -39,7 +33,7 @@ pub fn start_many(cpus: CpuSet) -> Result<(), (CpuId, SmpError)> {
     let set = checked(cpus)?;
     let deadline = tsc::nanos().saturating_add(smp::TIMEOUT_US * 1000);
     smp::LIVES
-        .start_many(&KernelCpus, set, deadline)
+        .start_many(&Kernel::HANDLE, set, deadline)
         .map_err(SmpError::from_power)
 }
 
@@ -58,33 +52,6 @@ fn one(cpu: CpuId) -> CpuSet {
     set
 }
 
-/// This kernel's CPUs as the shared [`hotkern_kernel::power::Lifecycle`]
-/// starts them.
-impl Power for KernelCpus {
-    /// A CPU parked idle is woken; any other gets INIT and SIPI.
-    fn kick(&self, cpu: CpuId) {
-        if smp::is_parked_idle(cpu) {
-            smp::ring(cpu);
-        } else {
-            smp::kick(cpu, ap_entry);
-        }
-    }
-
-    /// The SDM's second SIPI (a CPU already running ignores it), or the
-    /// wake-up again.
-    fn kick_again(&self, cpu: CpuId) {
-        if smp::is_parked_idle(cpu) {
-            smp::ring(cpu);
-        } else {
-            smp::kick_again(cpu);
-        }
-    }
-
-    fn kick_again_after_ns(&self) -> Option<u64> {
-        Some(smp::SECOND_SIPI_US * 1000)
-    }
-}
-
 /// Takes CPU `cpu` offline: it stops its tick and parks with interrupts
 /// off. Returns once it has parked.
 #[hotkern_trace::function]
@@ -101,22 +68,6 @@ pub fn offline_many(cpus: CpuSet) -> Result<(), (CpuId, SmpError)> {
     let set = checked(cpus)?;
     let deadline = tsc::nanos().saturating_add(smp::TIMEOUT_US * 1000);
     smp::LIVES
-        .stop_many(&KernelCpus, set, deadline)
+        .stop_many(&Kernel::HANDLE, set, deadline)
         .map_err(SmpError::from_power)
-}
-
-/// Where an application processor arrives from the trampoline, with its
-/// CPU number.
-extern "C" fn ap_entry(cpu: u64) -> ! {
-    // The trampoline hands over the number `smp::kick` stored for it.
-    let cpu = CpuId(cpu as u32);
-    // SAFETY: this CPU runs with interrupts off (the trampoline cleared
-    // them), `cpu` is its own number (one start at a time), and a CPU that
-    // was online before parked for good before this start.
-    unsafe { cpu::init(cpu) };
-    idt::load();
-    apic::enable();
-    cpu_loop::arrive(cpu);
-    trace_marker!("cpu {} online, APIC id {}", cpu.0, apic::id());
-    cpu_loop::run(cpu)
 }

@@ -9,7 +9,7 @@
 
 use core::fmt;
 
-pub use hotkern_kernel::kernel_trace::events::{cpu_call, sched_migrate_task};
+pub use hotkern_kernel::kernel_trace::events::cpu_call;
 pub use hotkern_kernel::kernel_trace::Shipped;
 use hotkern_kernel::kernel_trace::{TracePlatform, Tracing};
 

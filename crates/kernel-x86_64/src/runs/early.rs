@@ -12,8 +12,8 @@ use crate::arch::idt;
 use crate::arch::instructions;
 use crate::arch::pvh::{self, StartInfo};
 use crate::arch::{cpu, smp, tsc};
-use crate::platform::rcu;
 use crate::platform::trace::{trace_marker, TRACING};
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 
 /// Prints the start info: its version, the command line, the RSDP and
@@ -77,7 +77,7 @@ pub fn set_hz(hz: &str) {
     {
         Ok(hz) => {
             apic::set_hz(hz);
-            rcu::RCU.set_hz(hz);
+            Kernel::rcu().set_hz(hz);
         }
         Err(_) => println!("hotkern: hz={hz}: expected 100, 250, 300 or 1000; using 1000"),
     }

@@ -24,12 +24,8 @@ use hotkern_kernel::steps::{self as step_table};
 use crate::arch::kthread;
 use crate::arch::smp::{self, Park, BOOT_CPU};
 use crate::arch::tsc;
-use crate::platform::hotplug_thread;
 use crate::platform::pages;
-use crate::platform::rcu;
-use crate::platform::sched;
-use crate::platform::steps::STEPS;
-use crate::platform::subsystems::{self, audit, Steps};
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
 use crate::runs::tasks;
@@ -41,7 +37,6 @@ mod failure;
 use engine::{consistent, settle_between, KernelHotplug, KEPT};
 
 use crate::arch::console::println;
-use crate::platform::failures;
 use crate::platform::hotplug::{KernelHardware, KernelPlatform};
 use crate::platform::trace::trace_marker;
 
@@ -118,7 +113,7 @@ struct HotplugFailures<'a>(&'a [String]);
 
 impl fmt::Display for HotplugFailures<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let outside = failures::FAILURES.all();
+        let outside = crate::platform::hardware::FAILURES.all();
         for (index, failure) in self.0.iter().chain(outside.iter()).enumerate() {
             if index > 0 {
                 f.write_str(",")?;
@@ -180,7 +175,7 @@ impl Run {
             && self.tally.left_under_reader == 0
             && self.tally.outstanding == 0
             && self.failures.holds()
-            && failures::FAILURES.is_empty()
+            && crate::platform::hardware::FAILURES.is_empty()
     }
 }
 
@@ -203,7 +198,8 @@ fn operate(
             case.record(&report);
             // A CPU that did not report dead: the operation went on.
             for failure in &report.failures {
-                failures::FAILURES.record(format_args!("{} {}: {failure}", case.engine, case.name));
+                crate::platform::hardware::FAILURES
+                    .record(format_args!("{} {}: {failure}", case.engine, case.name));
             }
         }
         Err(error) => {
@@ -259,13 +255,13 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
         checks.check("a page pool for the tasks, taken from physmem", false);
         return None;
     }
-    sched::boot(online);
-    crate::platform::hotplug::init(count as usize);
+    Kernel::boot_scheduler(online);
+    Kernel::init_control(count as usize);
     // Linux registers its hotplug threads for every possible CPU; every
     // step's startup then runs for the CPUs running now (`register`),
     // which makes their kernel threads, caches, pools and the rest.
-    hotplug_thread::install_threads(possible);
-    let engine = match step_table::engine::<_, _, Steps>(
+    Kernel::install_hotplug_threads(possible);
+    let engine = match step_table::engine::<_, _, Kernel>(
         KernelPlatform::new(KernelHardware),
         possible,
         online,
@@ -274,7 +270,7 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
         Ok(engine) => engine,
         Err(error) => panic!("hotplug engine: {error}"),
     };
-    if let Err(error) = step_table::register(&engine, &Arc::new(Steps)) {
+    if let Err(error) = step_table::register(&engine, &Arc::new(Kernel::HANDLE)) {
         panic!("hotplug steps: {error}");
     }
     Some((engine, count))
@@ -290,23 +286,23 @@ fn drain(tsc_hz: u64) -> usize {
     }
     let started = tsc::now();
     while tasks::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        sched::run_slices(BOOT_CPU);
-        sched::balance();
+        Kernel::run_slices(BOOT_CPU);
+        Kernel::balance();
         core::hint::spin_loop();
     }
     // The domains retired by the last operations wait for one more grace
     // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
-    let _ = rcu::RCU.synchronize(rcu::Kind::Normal);
-    let rcu_pending = || smp::cpus().map(subsystems::rcu_pending).sum::<usize>();
+    let _ = Kernel::rcu().synchronize(hotkern_kernel::rcu::Kind::Normal);
+    let rcu_pending = || smp::cpus().map(Kernel::rcu_pending).sum::<usize>();
     let started = tsc::now();
     while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
-        subsystems::run_rcu_callbacks(BOOT_CPU);
+        Kernel::run_rcu_callbacks(BOOT_CPU);
         for cpu in smp::application_processors() {
             smp::wake(cpu);
         }
         core::hint::spin_loop();
     }
-    rcu_pending() + subsystems::rcu_waiting()
+    rcu_pending() + Kernel::rcu_waiting()
 }
 
 /// The name of bolt's cases timed with offline CPUs parked idle.
@@ -398,9 +394,10 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
         "every RCU callback (retired scheduling domains) ran after its grace period",
         rcu_pending == 0,
     );
-    run.grace_periods = rcu::RCU.completed();
+    run.grace_periods = Kernel::rcu().completed();
     run.switches = kthread::switches();
-    run.workers = audit()
+    run.workers = Kernel::mechanisms()
+        .audit
         .counts()
         .get(&Resource::Kthread(Role::Worker))
         .copied()
@@ -413,7 +410,7 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     );
     checks.check(
         "after every hotplug operation the masks, queues, kernel threads and per-CPU structures agree with the engine",
-        run.violations == 0 && run.errors.is_empty() && failures::FAILURES.is_empty(),
+        run.violations == 0 && run.errors.is_empty() && crate::platform::hardware::FAILURES.is_empty(),
     );
     checks.check("tasks were migrated off dying CPUs", run.tally.migrated > 0);
     checks.check(
@@ -430,8 +427,8 @@ pub fn run(tsc_hz: u64, engines: &[(Engine, &'static str)], checks: &mut Checks)
     );
     // Every frame a task took came back, none twice, and the pool with the
     // caches holds every frame it began with.
-    let (free, cached, held) = pages::get().map_or((0, 0, -1), |pages| pages.accounting());
-    let bad = pages::get().map_or(1, |pages| pages.pool().bad_returns());
+    let (free, cached, held) = Kernel::pages().map_or((0, 0, -1), |pages| pages.accounting());
+    let bad = Kernel::pages().map_or(1, |pages| pages.pool().bad_returns());
     run.frames = (free, cached, held, bad);
     checks.check(
         "every frame went back to the page caches or the pool, none twice, none lost",
@@ -458,7 +455,7 @@ impl fmt::Display for HotplugJson<'_> {
             return f.write_str("null");
         };
         f.write_str("{\"steps\":[")?;
-        for (index, def) in STEPS.iter().enumerate() {
+        for (index, def) in step_table::table::<Kernel>().iter().enumerate() {
             if index > 0 {
                 f.write_str(",")?;
             }
@@ -521,7 +518,7 @@ impl fmt::Display for HotplugJson<'_> {
             f.write_str("]}")?;
         }
         let tally = run.tally;
-        let outside = failures::FAILURES.len();
+        let outside = crate::platform::hardware::FAILURES.len();
         write!(
             f,
             "],\"tasks\":{{\"issued\":{},\"completed\":{},\"twice\":{},\"lost\":{},\"slices\":{},\

@@ -25,8 +25,7 @@ use hotkern_kernel::tasks::TaskStatus;
 
 use crate::arch::ranges::PAGE_SIZE;
 use crate::arch::smp::BOOT_CPU;
-use crate::platform::subsystems::{self, online_mask};
-use crate::platform::{hotplug_lock, pages, sched};
+use crate::platform::Kernel;
 
 /// Rounds of the hash per slice: a few microseconds under TCG.
 const SLICE_ROUNDS: u32 = 512;
@@ -75,7 +74,7 @@ struct Worker {
 /// scheduler's boot).
 pub fn spawn(count: u32) {
     for _ in 0..count {
-        sched::spawn(|id| {
+        Kernel::spawn(|id| {
             let mut worker = Worker {
                 id,
                 state: id | 1,
@@ -89,15 +88,15 @@ pub fn spawn(count: u32) {
 impl Worker {
     /// One slice on `cpu`, interrupts off.
     fn slice(&mut self, cpu: CpuId) -> TaskStatus {
-        if !online_mask().contains(cpu) {
+        if !Kernel::online_mask().contains(cpu) {
             RAN_OFFLINE.fetch_add(1, Ordering::Relaxed);
         }
         // Each slice reads the online mask inside the atomic hotplug read
         // side, as a placement does, and checks it at the end: a CPU it
         // saw online must still be (bolt-nostop drains it before the dying
         // steps; a stop-machine cannot start while it runs, interrupts off).
-        let reader = subsystems::subsystems().hotplug_read.enter(Some(cpu));
-        let seen = reader.online(online_mask());
+        let reader = Kernel::mechanisms().hotplug_read.enter(Some(cpu));
+        let seen = reader.online(Kernel::online_mask());
         for _ in 0..SLICE_ROUNDS {
             // xorshift64: work the optimiser cannot remove (the state is kept).
             self.state ^= self.state << 13;
@@ -109,7 +108,7 @@ impl Worker {
         if !touch(cpu, self.state) {
             PAGE_ERRORS.fetch_add(1, Ordering::Relaxed);
         }
-        let gone = || !seen.difference(&online_mask()).is_empty();
+        let gone = || !seen.difference(&Kernel::online_mask()).is_empty();
         let mut left = gone();
         if cpu != BOOT_CPU && LONG_READERS.load(Ordering::Relaxed) {
             // Every slice on an application processor stays in long enough
@@ -142,17 +141,17 @@ impl Worker {
             None if cpu != BOOT_CPU
                 && !stopping
                 && READERS.load(Ordering::Relaxed)
-                && hotplug_lock::try_read() =>
+                && Kernel::cpus_read_trylock() =>
             {
-                self.hold = Some((online_mask(), READ_HOLD_SLICES));
+                self.hold = Some((Kernel::online_mask(), READ_HOLD_SLICES));
             }
             None => {}
             Some((seen, left)) => {
-                if online_mask() != seen {
+                if Kernel::online_mask() != seen {
                     CHANGED_UNDER_HOLD.fetch_add(1, Ordering::Relaxed);
                 }
                 if left == 0 || stopping {
-                    hotplug_lock::read_unlock();
+                    Kernel::cpus_read_unlock();
                     READ_HOLDS.fetch_add(1, Ordering::Relaxed);
                 } else {
                     self.hold = Some((seen, left - 1));
@@ -166,7 +165,7 @@ impl Worker {
 /// back and frees it; false if the pattern did not come back (or there was
 /// no frame).
 fn touch(cpu: CpuId, pattern: u64) -> bool {
-    let Some(pages) = pages::get() else {
+    let Some(pages) = Kernel::pages() else {
         return false;
     };
     let Some(frame) = pages.alloc(cpu.index()) else {
@@ -234,7 +233,7 @@ pub struct SchedTally {
 
 /// The books now.
 pub fn tally() -> SchedTally {
-    let books = sched::tally();
+    let books = Kernel::tally();
     SchedTally {
         issued: books.issued,
         completed: books.completed,

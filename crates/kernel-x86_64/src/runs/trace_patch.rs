@@ -46,8 +46,8 @@ use crate::arch::cpu::MAX_CPUS;
 use crate::arch::smp;
 use crate::arch::text;
 use crate::arch::tsc;
-use crate::platform::cpu_loop;
 use crate::platform::trace::{self, TRACING};
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 
 /// The 1,000 functions of the cost measurement (`build.rs` writes them).
@@ -400,7 +400,7 @@ fn rounds(tracer: &Tracer, workers: &[CpuId]) -> Option<Vec<[[u64; FUNCTIONS]; M
         workers.iter().fold(0, |bits, cpu| bits | 1 << cpu.index()),
         Ordering::SeqCst,
     );
-    cpu_loop::set_loop_work(Some(worker));
+    Kernel::set_loop_work(Some(worker));
     hotkern_trace::internals::site::between_steps(Some(after_sync));
     let mut recorded = Vec::new();
     let mut ok = true;
@@ -444,7 +444,7 @@ fn rounds(tracer: &Tracer, workers: &[CpuId]) -> Option<Vec<[[u64; FUNCTIONS]; M
     hotkern_trace::internals::site::between_steps(None);
     publish(STOP, workers);
     ok &= wait_for(workers, |cpu| SEEN[cpu].load(Ordering::SeqCst) == STOP);
-    cpu_loop::set_loop_work(None);
+    Kernel::set_loop_work(None);
     recorded.push(drain(tracer));
     (ok && recorded.len() == ROUNDS).then_some(recorded)
 }

@@ -14,8 +14,7 @@ use hotkern_kernel::steps::differential::{self, Log, Scenario, OPERATIONS, TASKS
 use super::{drain, settle_between, start};
 use crate::arch::console::println;
 use crate::arch::instructions;
-use crate::platform::hotplug as platform;
-use crate::platform::subsystems::Steps;
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
 use crate::runs::tasks;
@@ -25,7 +24,7 @@ use crate::runs::tasks;
 /// cannot run (one CPU, no page pool).
 pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
     let (engine, count) = start(checks)?;
-    platform::control().inspect(|control| control.record_steps(true));
+    Kernel::control().inspect(|control| control.record_steps(true));
     tasks::spawn(TASKS);
     let mut settle = || {
         if !settle_between() {
@@ -33,18 +32,18 @@ pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
         }
     };
     let mut take = || {
-        let control = platform::control();
+        let control = Kernel::control();
         instructions::without_interrupts(|| control.map(Control::take_steps).unwrap_or_default())
     };
     let mut log = differential::run(
         &engine,
-        &Steps,
+        &Kernel::HANDLE,
         count as usize,
         Scenario::new(seed, OPERATIONS),
         &mut settle,
         &mut take,
     );
-    platform::control().inspect(|control| control.record_steps(false));
+    Kernel::control().inspect(|control| control.record_steps(false));
     let pending = drain(tsc_hz);
     let tally = tasks::tally();
     log.tasks = Some(Tally {

@@ -11,9 +11,7 @@ use hotkern_kernel::steps::invariants;
 use crate::arch::console::println;
 use crate::arch::smp::{self, BOOT_CPU};
 use crate::platform::hotplug::KernelPlatform;
-use crate::platform::hotplug_lock;
-use crate::platform::sched;
-use crate::platform::subsystems::{self, Steps};
+use crate::platform::Kernel;
 
 /// The engine as this kernel instantiates it.
 pub type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;
@@ -31,7 +29,12 @@ pub static KEPT: AtomicBool = AtomicBool::new(false);
 pub fn consistent(engine: &KernelHotplug, what: fmt::Arguments<'_>) -> u32 {
     let frees_everything = engine.engine() == Engine::Classic && !KEPT.load(Ordering::Relaxed);
     let cpus = smp::cpu_count() as usize;
-    let found = invariants::check(&Steps, engine.online_cpus(), cpus, frees_everything);
+    let found = invariants::check(
+        &Kernel::HANDLE,
+        engine.online_cpus(),
+        cpus,
+        frees_everything,
+    );
     for violation in &found {
         println!("hotkern: hotplug {what}: {violation}");
     }
@@ -43,11 +46,13 @@ pub fn consistent(engine: &KernelHotplug, what: fmt::Arguments<'_>) -> u32 {
 pub fn settle_between() -> bool {
     // The controller is a CPU too: it runs a few of its own slices and
     // hands the rest of its queue to the application processors.
-    sched::run_slices(BOOT_CPU);
-    sched::balance();
+    Kernel::run_slices(BOOT_CPU);
+    Kernel::balance();
     // And it is CPU 0's `rcuc`: its callbacks whose grace period ended.
-    subsystems::run_rcu_callbacks(BOOT_CPU);
+    Kernel::run_rcu_callbacks(BOOT_CPU);
     // Each timed operation is a lone one: the lock's grace period from
     // this one ends before the next begins (see `hotplug_lock`).
-    hotplug_lock::settle()
+    Kernel::settle_hotplug_lock()
+        .inspect_err(|unsettled| crate::arch::console::println!("hotkern: {unsettled}"))
+        .is_ok()
 }

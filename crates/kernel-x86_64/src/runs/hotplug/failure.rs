@@ -32,7 +32,6 @@ use hotkern_cpuhp::{
 use hotkern_kernel::steps::differential::platform_operations;
 
 use super::engine::{consistent, settle_between, KernelHotplug};
-use crate::platform::failures;
 use crate::runs::tasks;
 
 /// The steps made to fail: `threads:create` and `rcu:data` (`Prepare`,
@@ -112,7 +111,7 @@ fn operate(engine: &KernelHotplug, cpus: CpuSet, direction: Direction) -> Result
     };
     engine.flush_deferred();
     if !settle_between() {
-        failures::FAILURES.record(format_args!("the hotplug lock did not settle"));
+        crate::platform::hardware::FAILURES.record(format_args!("the hotplug lock did not settle"));
     }
     result
 }

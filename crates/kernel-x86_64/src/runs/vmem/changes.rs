@@ -7,7 +7,7 @@
 //! (`virtio_mem_config_changed` in drivers/virtio/virtio_mem.c) and reads
 //! `requested_size` afterwards; here the interrupt handler only counts
 //! ([`virtio_pci::config_interrupts`]) and the waiting CPU halts with
-//! [`KernelCpus::wait_until_deadline`] (`sti; hlt` with the check under
+//! [`Kernel`]'s `wait_until_deadline` (`sti; hlt` with the check under
 //! `cli`), so an interrupt that lands after the count was taken ends the
 //! halt instead of being lost. The boot CPU waits here while the other
 //! CPUs run their readers: a spinning vCPU would hold a host core they
@@ -23,7 +23,7 @@ use hotkern_kernel::platform::Cpus;
 use crate::arch::console::println;
 use crate::arch::tsc;
 use crate::drivers::virtio::pci::{self as virtio_pci, Transport};
-use crate::platform::cpus::KernelCpus;
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 
 /// How long an interrupt wait halts before it looks at the generation in
@@ -97,7 +97,7 @@ impl Changes {
                 let before = *seen;
                 let slice = tsc::nanos().saturating_add(SLICE_NS).min(deadline_ns);
                 let counted = || virtio_pci::config_interrupts() != before;
-                let mut woken = KernelCpus.wait_until_deadline(&counted, slice);
+                let mut woken = Kernel::HANDLE.wait_until_deadline(&counted, slice);
                 let now = transport.generation();
                 let moved = now != *generation;
                 *generation = now;
@@ -105,7 +105,7 @@ impl Changes {
                     // An interrupt may have landed after the last check,
                     // with interrupts off: give it a moment to count.
                     let grace = tsc::nanos().saturating_add(GRACE_NS);
-                    woken = KernelCpus.wait_until_deadline(&counted, grace);
+                    woken = Kernel::HANDLE.wait_until_deadline(&counted, grace);
                 }
                 *seen = virtio_pci::config_interrupts();
                 if woken {
@@ -122,7 +122,7 @@ impl Changes {
             How::Poll { generation } => {
                 let before = *generation;
                 let moved = || transport.generation() != before;
-                let changed = KernelCpus.wait_until_deadline(&moved, deadline_ns);
+                let changed = Kernel::HANDLE.wait_until_deadline(&moved, deadline_ns);
                 *generation = transport.generation();
                 changed
             }
@@ -144,7 +144,7 @@ impl Changes {
             How::Interrupt { missed, .. } => {
                 let arrived = || virtio_pci::config_interrupts() - self.start >= resizes;
                 let grace = tsc::nanos().saturating_add(GRACE_NS);
-                KernelCpus.wait_until_deadline(&arrived, grace);
+                Kernel::HANDLE.wait_until_deadline(&arrived, grace);
                 missed
             }
             How::Poll { .. } => 0,

@@ -1,0 +1,183 @@
+//! This kernel's hardware as the shared bare-metal kernel's [`Arch`]
+//! ([`hotkern_kernel::baremetal`], which runs the CPU loop, the step
+//! table, the per-CPU threads and the tasks over it): the CPU number from
+//! the per-CPU block, the wake-up IPI, `sti; hlt`, the TSC and the local
+//! APIC timer's tick, parks with interrupts off, and kernel threads that
+//! are a stack switch away.
+
+use core::arch::asm;
+use core::fmt;
+use core::sync::atomic::Ordering;
+
+use hotkern_cpuhp::CpuId;
+use hotkern_kernel::baremetal::{self, Arch, State};
+use hotkern_kernel::failures::Failures;
+use hotkern_kernel::power::Lifecycle;
+use hotkern_kernel::rcu::Activity;
+use hotkern_kernel::tick::Ticks;
+
+use crate::arch::console::println;
+use crate::arch::idt;
+use crate::arch::kthread::{self, Kthread};
+use crate::arch::{apic, cpu, instructions, smp, tsc};
+use crate::platform::trace::{self, trace_marker};
+
+/// The x86-64 kernel.
+pub struct X86_64;
+
+/// The shared bare-metal kernel on this hardware.
+pub type Kernel = baremetal::Kernel<X86_64>;
+
+/// How long a grace period (or the hotplug lock) may take before the
+/// run reports a stall.
+pub const GRACE_TIMEOUT_US: u64 = 5_000_000;
+
+/// Failures outside the hotplug engine's operations (a grace period that
+/// stalled, the hotplug lock that did not settle), on the console as they
+/// come and counted against the run's checks.
+pub static FAILURES: Failures = Failures::new(|what| println!("hotkern: hotplug platform: {what}"));
+
+static STATE: State<X86_64> = State::new(GRACE_TIMEOUT_US * 1_000, &FAILURES);
+
+impl Arch for X86_64 {
+    type Thread = Kthread;
+    const MAX_CPUS: usize = cpu::MAX_CPUS;
+
+    fn state() -> &'static State<Self> {
+        &STATE
+    }
+
+    /// The bootstrap CPU before its per-CPU area is set up is CPU 0.
+    fn current_cpu() -> CpuId {
+        cpu::current_id().unwrap_or(CpuId(0))
+    }
+
+    fn now_ns() -> u64 {
+        tsc::nanos()
+    }
+
+    fn ticks() -> &'static Ticks {
+        apic::sched_ticks()
+    }
+
+    fn set_tick(running: bool) {
+        if running {
+            apic::start_tick();
+        } else {
+            apic::stop_tick();
+        }
+    }
+
+    fn lives() -> &'static Lifecycle {
+        &smp::LIVES
+    }
+
+    fn ring(cpu: CpuId) {
+        smp::ring(cpu);
+    }
+
+    fn halt_until(condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+        smp::halt_until(condition, deadline_ns)
+    }
+
+    fn halt(cpu: CpuId, enter: &dyn Fn(), exit: &dyn Fn()) {
+        let rung = &smp::RUNG[cpu.index()];
+        // A wake-up since the last halt: turn again at once (checked with
+        // interrupts off, so one sent after this check wakes the halt).
+        if rung.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        enter();
+        // SAFETY: the loop runs with interrupts off, and `sti; hlt` opens
+        // them only for the halt (the `sti` shadow makes the pair atomic):
+        // an IPI sent after the loop's checks wakes the halt instead of
+        // being taken before it; `cli` closes them again for `exit` and
+        // the next turn. The handlers take no lock this CPU holds.
+        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        // Whatever rang is looked at now. A ring after this store sends
+        // an IPI that stays pending while interrupts are off and wakes
+        // the next halt at once.
+        rung.store(false, Ordering::Release);
+        exit();
+    }
+
+    fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+        instructions::without_interrupts(f)
+    }
+
+    fn set_interrupts(on: bool) {
+        if on {
+            smp::enable_interrupts();
+        } else {
+            // SAFETY: masking interrupts on the calling CPU hides nothing
+            // from it: what arrives stays pending until they open.
+            unsafe { asm!("cli", options(nomem, nostack)) };
+        }
+    }
+
+    fn park_here(cpu: CpuId, report_dead: &dyn Fn(), started: &dyn Fn() -> bool) {
+        smp::park_here(cpu, report_dead, started);
+    }
+
+    fn activity(cpu: CpuId) -> Activity {
+        cpu::activity(cpu)
+    }
+
+    fn enter_activity(cpu: CpuId, activity: Activity) -> Activity {
+        cpu::enter_activity(cpu, activity)
+    }
+
+    fn spawn_thread(name: &'static str, cpu: CpuId, body: fn(CpuId)) -> Kthread {
+        Kthread::new(name, cpu, body)
+    }
+
+    fn switches_on(cpu: CpuId) -> u64 {
+        kthread::switches_on(cpu)
+    }
+
+    fn cpu_count() -> usize {
+        smp::cpu_count() as usize
+    }
+
+    fn marker(line: fmt::Arguments<'_>) {
+        trace::TRACING.marker(line);
+    }
+
+    /// A CPU parked idle is woken; any other gets INIT and SIPI into the
+    /// trampoline, which brings it to [`ap_entry`].
+    fn kick(cpu: CpuId) {
+        if smp::is_parked_idle(cpu) {
+            smp::ring(cpu);
+        } else {
+            smp::kick(cpu, ap_entry);
+        }
+    }
+
+    /// The SDM's second SIPI (a CPU already running ignores it), or the
+    /// wake-up again.
+    fn kick_again(cpu: CpuId) {
+        if smp::is_parked_idle(cpu) {
+            smp::ring(cpu);
+        } else {
+            smp::kick_again(cpu);
+        }
+    }
+
+    const KICK_AGAIN_AFTER_NS: Option<u64> = Some(smp::SECOND_SIPI_US * 1000);
+}
+
+/// Where an application processor arrives from the trampoline, with its
+/// CPU number.
+extern "C" fn ap_entry(cpu: u64) -> ! {
+    // The trampoline hands over the number `smp::kick` stored for it.
+    let cpu = CpuId(cpu as u32);
+    // SAFETY: this CPU runs with interrupts off (the trampoline cleared
+    // them), `cpu` is its own number (one start at a time), and a CPU that
+    // was online before parked for good before this start.
+    unsafe { cpu::init(cpu) };
+    idt::load();
+    apic::enable();
+    Kernel::arrive(cpu);
+    trace_marker!("cpu {} online, APIC id {}", cpu.0, apic::id());
+    Kernel::run(cpu)
+}
