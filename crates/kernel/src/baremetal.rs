@@ -14,14 +14,17 @@
 //! make many of), so it implements the same core traits over its own
 //! instance instead.
 //!
-//! ```
-//! use hotkern_kernel::baremetal::State;
+//! What an architecture writes, in outline (the x86-64 kernel's
+//! `platform/hardware.rs` is the whole of one):
 //!
-//! // What an architecture keeps: one `State`, made at compile time, whose
-//! // parts are made once the heap exists.
-//! # struct Arm64;
-//! # impl Arm64 { fn example() {} }
-//! // static STATE: State<Arm64> = State::new();
+//! ```text
+//! pub struct Arm64;
+//! pub type Kernel = hotkern_kernel::baremetal::Kernel<Arm64>;
+//! static FAILURES: Failures = Failures::new(print_line);
+//! static STATE: State<Arm64> = State::new(GRACE_TIMEOUT_NS, &FAILURES);
+//! impl Arch for Arm64 { /* the CPU number, the SGI, wfi, the generic
+//!                          timer, PSCI, a thread's stack switch */ }
+//! // Each CPU, once started: Kernel::arrive(cpu); Kernel::run(cpu)
 //! ```
 //!
 //! [`CpuLoop`]: crate::idle::CpuLoop
