@@ -2,6 +2,11 @@
 //! the `function` and `function_graph` tracers, their filters and task
 //! filters, `max_graph_depth`, and the function profiler.
 //!
+//! A jumping site's slow path ([`traced`]) calls the one tracer that wants
+//! the function directly, or walks the list when several do; which, and
+//! why a switch between them never cuts a call's entry from its exit, is
+//! in `function/dispatch.rs`.
+//!
 //! ```
 //! use hotkern_trace::function::TracerKind;
 //! use hotkern_trace::{TraceConfig, Tracer};
@@ -22,12 +27,15 @@
 //! tracer.uninstall();
 //! ```
 
+pub(crate) mod dispatch;
 pub(crate) mod filter;
 pub(crate) mod pid;
 mod profile;
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::mem::MaybeUninit;
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 pub(crate) use filter::Selection;
 pub use filter::SelectorError;
@@ -35,8 +43,9 @@ pub(crate) use pid::PidList;
 pub(crate) use profile::ProfileEntry;
 pub(crate) use profile::ProfileTable;
 
-use crate::event::UNREGISTERED;
+use crate::event::{MAX_INSTANCES, UNREGISTERED};
 use crate::ring::local::LocalU64;
+use crate::tracer::Tracer;
 
 /// Deepest call nesting tracked per CPU; deeper calls are not recorded.
 pub const MAX_DEPTH: usize = 128;
@@ -54,6 +63,9 @@ pub const MAX_SITES: usize = 8192;
 #[repr(C, align(8))]
 pub struct FunctionSite {
     mask: AtomicU32,
+    /// The one tracer that wants the function, called without walking the
+    /// mask; null when none or several do (`function::dispatch`).
+    direct: AtomicPtr<Tracer>,
     index: AtomicU32,
     module: &'static str,
     name: &'static str,
@@ -72,6 +84,7 @@ impl FunctionSite {
     ) -> Self {
         FunctionSite {
             mask: AtomicU32::new(UNREGISTERED),
+            direct: AtomicPtr::new(ptr::null_mut()),
             index: AtomicU32::new(u32::MAX),
             module,
             name,
@@ -91,6 +104,7 @@ impl FunctionSite {
     ) -> Self {
         FunctionSite {
             mask: AtomicU32::new(0),
+            direct: AtomicPtr::new(ptr::null_mut()),
             index: AtomicU32::new(u32::MAX),
             module,
             name,
@@ -104,6 +118,12 @@ impl FunctionSite {
     /// function (the compiled call site tests it).
     pub(crate) fn enable_word(&self) -> &AtomicU32 {
         &self.mask
+    }
+
+    /// The direct word: the only tracer that wants the function, or null
+    /// (`function::dispatch` decides it).
+    pub(crate) fn direct_word(&self) -> &AtomicPtr<Tracer> {
+        &self.direct
     }
 
     /// Whether a tracer wants the function (or it has not registered):
@@ -172,18 +192,89 @@ impl FunctionSite {
 
 const _: () = assert!(core::mem::offset_of!(FunctionSite, mask) == 0);
 
-/// Returned by [`enter`]; its drop is the function's exit.
-#[doc(hidden)]
-#[must_use]
-pub struct FunctionGuard {
+/// The tracers a call entered, kept (not looked up again) so the exit
+/// pairs with the entry whatever changed in between (`function::dispatch`);
+/// dropping it is the function's exit. Built in place in the frame of
+/// [`traced`]: the list's array is never initialised or moved, only the
+/// entries written.
+struct Exits {
     site: &'static FunctionSite,
-    entered: u32,
+    /// The site's direct tracer, if it was entered.
+    direct: Option<&'static Tracer>,
+    /// How many of `listed` were entered through the list, in slot order.
+    count: usize,
+    listed: [MaybeUninit<&'static Tracer>; MAX_INSTANCES],
 }
 
-impl FunctionGuard {
-    /// The guard of a call no tracer entered (its drop does nothing).
-    const fn idle(site: &'static FunctionSite) -> FunctionGuard {
-        FunctionGuard { site, entered: 0 }
+impl Exits {
+    #[inline(always)]
+    fn new(site: &'static FunctionSite) -> Exits {
+        Exits {
+            site,
+            direct: None,
+            count: 0,
+            listed: [const { MaybeUninit::uninit() }; MAX_INSTANCES],
+        }
+    }
+
+    /// The entry: the direct tracer, or each tracer of the list
+    /// (`ftrace_ops_list_func`), or nobody if the site was disabled since
+    /// it jumped.
+    #[cold]
+    #[inline(never)]
+    fn enter(&mut self) {
+        let site = self.site;
+        let mut mask = site.mask.load(Ordering::Relaxed);
+        if mask == 0 {
+            return;
+        }
+        if mask & UNREGISTERED != 0 {
+            register(site);
+            mask = site.mask.load(Ordering::Acquire);
+        }
+        let direct = site.direct.load(Ordering::Acquire);
+        if !direct.is_null() {
+            // SAFETY: direct words hold installed tracers, which are
+            // leaked: the pointer stays valid after an uninstall too.
+            let tracer: &'static Tracer = unsafe { &*direct };
+            if tracer.function_entry(site) {
+                self.direct = Some(tracer);
+            }
+            return;
+        }
+        let mut bits = mask & !UNREGISTERED;
+        while bits != 0 {
+            let slot = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if let Some(tracer) = crate::tracer::instance(slot) {
+                if tracer.function_entry(site) {
+                    self.listed[self.count].write(tracer);
+                    self.count += 1;
+                }
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn exit(&mut self) {
+        if let Some(tracer) = self.direct {
+            tracer.function_exit(self.site);
+        }
+        // The reverse of the entries, as nested calls unwind.
+        for at in (0..self.count).rev() {
+            // SAFETY: `enter` wrote the first `count` entries.
+            unsafe { self.listed[at].assume_init() }.function_exit(self.site);
+        }
+    }
+}
+
+impl Drop for Exits {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.direct.is_some() || self.count != 0 {
+            self.exit();
+        }
     }
 }
 
@@ -202,21 +293,19 @@ pub fn body<R, F: FnOnce() -> R>(body: F) -> F {
 #[cold]
 #[inline(never)]
 pub fn traced<R>(site: &'static FunctionSite, body: impl FnOnce() -> R) -> R {
-    let _guard = enter_patched(site);
+    let mut exits = Exits::new(site);
+    exits.enter();
     body()
 }
 
-/// The entry hook behind a call site that jumped: the site is patched to
-/// a jump, or compiled and its word was set.
-#[cold]
-#[inline(never)]
-fn enter_patched(site: &'static FunctionSite) -> FunctionGuard {
-    let mask = site.mask.load(Ordering::Relaxed);
-    if mask == 0 {
-        // Disabled since the site jumped: the call is not traced.
-        return FunctionGuard::idle(site);
-    }
-    enter_slow(site, mask)
+/// Returned by [`enter`]; its drop is the function's exit.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+#[must_use]
+pub struct FunctionGuard {
+    /// Boxed: the guard stays a word, as the baseline always was; only
+    /// calls some tracer wants pay for it.
+    _exits: Option<alloc::boxed::Box<Exits>>,
 }
 
 /// The portable entry hook: one load and a branch (what the attribute
@@ -228,51 +317,19 @@ fn enter_patched(site: &'static FunctionSite) -> FunctionGuard {
 pub fn enter(site: &'static FunctionSite) -> FunctionGuard {
     let mask = site.mask.load(Ordering::Relaxed);
     if mask == 0 {
-        return FunctionGuard { site, entered: 0 };
+        return FunctionGuard { _exits: None };
     }
-    enter_slow(site, mask)
+    enter_boxed(site)
 }
 
+#[cfg(feature = "internals")]
 #[cold]
 #[inline(never)]
-fn enter_slow(site: &'static FunctionSite, mut mask: u32) -> FunctionGuard {
-    if mask & UNREGISTERED != 0 {
-        register(site);
-        mask = site.mask.load(Ordering::Acquire);
-    }
-    let mut entered = 0;
-    let mut bits = mask & !UNREGISTERED;
-    while bits != 0 {
-        let slot = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        if let Some(tracer) = crate::tracer::instance(slot) {
-            if tracer.function_entry(site) {
-                entered |= 1 << slot;
-            }
-        }
-    }
-    FunctionGuard { site, entered }
-}
-
-impl Drop for FunctionGuard {
-    #[inline(always)]
-    fn drop(&mut self) {
-        if self.entered != 0 {
-            exit_slow(self.site, self.entered);
-        }
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn exit_slow(site: &'static FunctionSite, entered: u32) {
-    let mut bits = entered;
-    while bits != 0 {
-        let slot = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        if let Some(tracer) = crate::tracer::instance(slot) {
-            tracer.function_exit(site);
-        }
+fn enter_boxed(site: &'static FunctionSite) -> FunctionGuard {
+    let mut exits = alloc::boxed::Box::new(Exits::new(site));
+    exits.enter();
+    FunctionGuard {
+        _exits: Some(exits),
     }
 }
 
@@ -307,6 +364,7 @@ pub(crate) fn register(site: &'static FunctionSite) -> usize {
         });
     }
     site.mask.fetch_and(!UNREGISTERED, Ordering::AcqRel);
+    dispatch::decide(site);
     index
 }
 
@@ -408,13 +466,16 @@ impl TracerKind {
 #[repr(align(128))]
 pub(crate) struct CpuCalls {
     pub(crate) depth: LocalU64,
+    /// Entries running on this CPU: what an uninstall waits for.
+    pub(crate) doorway: dispatch::Doorway,
     pub(crate) frames: [Frame; MAX_DEPTH],
 }
 
 #[derive(Default)]
 pub(crate) struct Frame {
     /// The site's address; bit 0 set if the entry was recorded (depth
-    /// limit, tracing on), so the exit is recorded too.
+    /// limit, tracing on), bit 1 if it was a `funcgraph_entry`, so the exit
+    /// writes its `funcgraph_exit` even if `current_tracer` changed since.
     pub(crate) ip: LocalU64,
     pub(crate) calltime: LocalU64,
 }
@@ -423,6 +484,7 @@ impl CpuCalls {
     pub(crate) fn new() -> Self {
         CpuCalls {
             depth: LocalU64::new(0),
+            doorway: dispatch::Doorway::new(),
             frames: core::array::from_fn(|_| Frame::default()),
         }
     }

@@ -120,6 +120,8 @@ pub struct Tracer {
     profile_on: AtomicBool,
     profiles: AtomicPtr<Vec<ProfileTable>>,
     calls: Box<[CpuCalls]>,
+    /// Open while installed; closed and waited for by `uninstall`.
+    gate: function::dispatch::Gate,
     slot: AtomicU32,
     #[cfg(feature = "std")]
     hwlat: crate::hwlat::Detector,
@@ -211,6 +213,7 @@ impl Tracer {
             profile_on: AtomicBool::new(false),
             profiles: AtomicPtr::new(ptr::null_mut()),
             calls: (0..cpus).map(|_| CpuCalls::new()).collect(),
+            gate: function::dispatch::Gate::new(),
             slot: AtomicU32::new(NOT_INSTALLED),
             #[cfg(feature = "std")]
             hwlat: crate::hwlat::Detector::default(),
@@ -250,6 +253,7 @@ impl Tracer {
                 .is_ok()
             {
                 tracer.slot.store(slot as u32, Ordering::Release);
+                tracer.gate.open();
                 INSTALLED.fetch_or(1 << slot, Ordering::AcqRel);
                 let patched = tracer
                     .refresh_event_masks()
@@ -268,6 +272,10 @@ impl Tracer {
     /// Its data stays readable. Sites only it wanted become NOPs again; if
     /// the text cannot be written any more they keep jumping, to slow paths
     /// that find no tracer and return.
+    ///
+    /// When it returns no function entry into this tracer runs or will
+    /// run; calls entered before still end through it (their exits are
+    /// recorded), so no pair is cut. Not from a function entry hook.
     pub fn uninstall(&'static self) {
         let Some(slot) = self.slot() else {
             return;
@@ -282,8 +290,20 @@ impl Tracer {
             site.set_instance(slot, false);
         }
         INSTANCES[slot].store(ptr::null_mut(), Ordering::Release);
-        self.slot.store(NOT_INSTALLED, Ordering::Release);
+        function::dispatch::decide_all();
         let _ = crate::site::apply();
+        // Callers that read a direct word or the slot before the stores
+        // above may still be on their way in: close and wait for them.
+        self.gate
+            .close(self.calls.iter().map(|calls| &calls.doorway));
+        self.slot.store(NOT_INSTALLED, Ordering::Release);
+    }
+
+    /// Calls entered and not yet exited, over every CPU (tests check that
+    /// every entry got its exit).
+    #[doc(hidden)]
+    pub fn open_calls(&self) -> u64 {
+        self.calls.iter().map(|calls| calls.depth.load()).sum()
     }
 
     /// The instance slot, if installed.

@@ -10,6 +10,10 @@
 //!   (hotkern's `#[function]` under `function_graph`; for `tracing`, a span
 //!   created, entered, exited and closed, which is what `#[instrument]`
 //!   does; for uftrace, a `-pg` call recorded, less the untraced call);
+//! * `function/enabled` — one instrumented call under the `function`
+//!   tracer: `hotkern`, the site calling its only tracer directly, and
+//!   `hotkern-list`, the same call forced through the walk over every
+//!   tracer that shared sites take (`function::dispatch`);
 //! * `printk` — a debug message with two integer arguments stored unformatted
 //!   (hotkern's `trace_printk!`; for `tracing`, `info!(a, b, "message")`);
 //! * `function/disabled`, `event/disabled-cold`, `overhead/all-sites-off`
@@ -74,6 +78,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use hotkern_trace::function::TracerKind;
+use hotkern_trace::internals::dispatch::set_list_only;
 use hotkern_trace::platform::{Clock, ThreadCpus, TscClock};
 use hotkern_trace::ring::Mode;
 use hotkern_trace::{TraceConfig, Tracer};
@@ -120,6 +125,9 @@ fn throughput(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
 /// Runs per throughput case; the best counts (see [`REPEATS`]).
 const THROUGHPUT_REPEATS: usize = 3;
 
+/// `function/enabled` through the list walk (hotkern, direct calls off).
+const LIST: &str = "hotkern-list";
+
 fn throughput_once(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
     let (elapsed, writers) = wall_time(|| {
         std::thread::scope(|s| {
@@ -151,7 +159,7 @@ fn write_events(events: u64) -> Result<f64, ClockError> {
 }
 
 /// The cases in the order the table shows them, each with all its peers.
-const CASE_ORDER: [&str; 10] = [
+const CASE_ORDER: [&str; 11] = [
     "clock/read",
     "function/disabled",
     "event/disabled",
@@ -159,6 +167,7 @@ const CASE_ORDER: [&str; 10] = [
     "overhead/all-sites-off",
     "event/enabled",
     "function_graph/pair",
+    "function/enabled",
     "printk",
     "throughput/1",
     "throughput/2",
@@ -204,7 +213,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         return qemu::run();
     }
     let scale: u64 = if options.full { 10 } else { 1 };
-    let progress = Progress::steps("trace", 15 + sites::STEPS);
+    let progress = Progress::steps("trace", 17 + sites::STEPS);
     let mut report = Report::new("trace");
     // event/disabled-cold's stream and timing, the same for LTTng-UST.
     let stream = sites::Stream::new();
@@ -388,6 +397,27 @@ fn run_in_process(
     })?;
     measure(report, "function_graph/pair", bare::NAME, ops, ns);
     progress.advance();
+
+    // function/enabled: one call under the `function` tracer, its site
+    // watched by this tracer alone: called directly, and forced through
+    // the list walk shared sites take.
+    progress.start("function/enabled");
+    tracer
+        .set_current_tracer(TracerKind::Function)
+        .map_err(|e| e.to_string())?;
+    let ops = 2_000_000 * scale;
+    for (implementation, list_only) in [("hotkern", false), (LIST, true)] {
+        set_list_only(list_only);
+        let ns = timed(ops, |i| {
+            black_box(traced::traced_call(black_box(i)));
+        });
+        set_list_only(false);
+        measure(report, "function/enabled", implementation, ops, ns?);
+        progress.advance();
+    }
+    tracer
+        .set_current_tracer(TracerKind::Nop)
+        .map_err(|e| e.to_string())?;
 
     // printk
     progress.start("printk");

@@ -34,6 +34,9 @@ impl FunctionFilters {
     }
 }
 
+/// The flag bits of a frame's `ip`.
+const FRAME_FLAGS: u64 = 3;
+
 impl Tracer {
     /// `current_tracer`.
     #[inline]
@@ -229,11 +232,14 @@ impl Tracer {
                 site.set_instance(slot, self.function_wants(site));
             }
         }
+        function::dispatch::decide_all();
         crate::site::apply().map_err(TraceError::Text)
     }
 
     /// Entry hook: pushes the call; records `function` or `funcgraph_entry`.
     /// Returns whether the call was entered (then `function_exit` follows).
+    /// Never enters once `uninstall` returned: the gate
+    /// ([`function::dispatch`]).
     #[inline]
     pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
         // The clock first, as in `record_event`: the checks overlap it.
@@ -241,11 +247,13 @@ impl Tracer {
         let Some(current) = self.current() else {
             return false;
         };
-        let cpu = current.0;
+        let calls = &self.calls[current.0];
+        let Some(_passage) = self.gate.pass(&calls.doorway) else {
+            return false;
+        };
         if self.ftrace_pids.is_active() && !self.ftrace_pids.contains(current.1) {
             return false;
         }
-        let calls = &self.calls[cpu];
         let depth = calls.depth.load() as usize;
         if depth >= MAX_DEPTH {
             return false;
@@ -256,15 +264,20 @@ impl Tracer {
         let address = site.raw_address();
         let max = self.max_depth.load(Ordering::Relaxed) as usize;
         let record = self.tracing_on() && (max == 0 || depth < max);
-        // Site addresses are aligned, so bit 0 carries "recorded".
+        let kind = self.current_tracer();
+        let graph = record && kind == TracerKind::FunctionGraph;
+        // Site addresses are aligned to 8, so bits 0 and 1 carry
+        // "recorded" and "recorded as a graph entry".
         let frame = &calls.frames[depth];
-        frame.ip.store(address | u64::from(record));
+        frame
+            .ip
+            .store(address | u64::from(record) | u64::from(graph) << 1);
         frame.calltime.store(now);
         if record {
-            match self.current_tracer() {
+            match kind {
                 TracerKind::Function => {
                     let parent = if depth > 0 {
-                        calls.frames[depth - 1].ip.load() & !1
+                        calls.frames[depth - 1].ip.load() & !FRAME_FLAGS
                     } else {
                         0
                     };
@@ -301,7 +314,9 @@ impl Tracer {
         }
         let frame = &calls.frames[depth - 1];
         let calltime = frame.calltime.load();
-        if frame.ip.load() & 1 != 0 && self.current_tracer() == TracerKind::FunctionGraph {
+        // The entry's mode, not the current one: a switch between them
+        // must not leave an exit without its entry (or the reverse).
+        if frame.ip.load() & 2 != 0 {
             let address = site.raw_address();
             self.write_at(current, now, format::FUNCGRAPH_EXIT_ID, 40, |p| {
                 p[8..16].copy_from_slice(&address.to_ne_bytes());

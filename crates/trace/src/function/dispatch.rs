@@ -1,0 +1,235 @@
+//! Who a patched function site calls: one tracer directly, or the list.
+//!
+//! ftrace 4.0 gave a function watched by a single `ftrace_ops` a trampoline
+//! of its own that calls that ops' handler (arch/x86/kernel/ftrace.c,
+//! `arch_ftrace_update_trampoline`); only functions several ops watch go
+//! through `ftrace_ops_list_func`, which walks every ops and asks each. Here
+//! the same choice is made per site, when the sites are re-patched:
+//!
+//! ```text
+//!  mask (tracers wanting it)   direct word          the site's slow path
+//!  0                           null                 not reached: the site is a NOP
+//!  one bit                     that tracer          tracer.function_entry, no walk
+//!  two or more bits            null                 walk the mask, ask each tracer
+//! ```
+//!
+//! The direct word is a `FunctionSite`'s second word (`AtomicPtr<Tracer>`),
+//! written only by [`decide_all`] and `decide` under `DECIDING`, from the
+//! enable word, after every change of it: a tracer installed or
+//! uninstalled, `current_tracer`, `set_ftrace_filter`/`notrace`, the
+//! profiler, a site registering. Whoever decides last has seen every mask
+//! change made before its lock, so two controllers racing cannot leave a
+//! direct word naming one tracer while two want the site.
+//!
+//! A caller may read a direct word (or a mask) just before it changes and
+//! call the old choice: that call goes to a tracer that wanted the site a
+//! moment ago, as a caller that read the mask a moment ago always could.
+//! Two things must hold however the switch and the call interleave:
+//!
+//! * **The exit goes through the handler the entry went through.** The
+//!   guard (`Exits`) keeps the tracers it entered (not slots, not the
+//!   word), so a switch, an uninstall or a slot reused by a new tracer while
+//!   the body runs cannot send the exit elsewhere or lose it. Tracers are
+//!   never freed, so the pointers stay valid.
+//! * **No entry into a tracer after its `uninstall` returned.** Each
+//!   tracer has a [`Gate`], each of its CPUs a [`Doorway`]: an entry counts
+//!   itself in the doorway, then checks the gate is open (both
+//!   sequentially consistent: the Dekker pattern); uninstall closes the
+//!   gate, then waits until every doorway is empty. An entry either saw the
+//!   gate closed, or was counted before the close and is waited for: this
+//!   is the grace period Linux gets from `synchronize_rcu_tasks` before it
+//!   frees a trampoline. The exits of calls entered before stay allowed:
+//!   they end pairs.
+//!
+//! `tests/dispatch_loom.rs` models the gate against a caller; the planted
+//! [`plant_unwaited_close`] makes it fail.
+
+use core::ptr;
+use core::sync::atomic::Ordering;
+
+use super::FunctionSite;
+use crate::event::UNREGISTERED;
+use crate::ring::local::{AtomicBool, AtomicU32};
+use crate::tracer::Tracer;
+
+/// Serialises deciding direct words, so the last decision of a site saw
+/// its latest mask.
+static DECIDING: spin::Mutex<()> = spin::Mutex::new(());
+
+/// Test and benchmark switch: every site goes through the list.
+static LIST_ONLY: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The planted bug of the gate's loom model: close without waiting.
+static UNWAITED_CLOSE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Sets a site's direct word from its enable word (caller holds `DECIDING`).
+fn decide_locked(site: &FunctionSite) {
+    let mask = site.enable_word().load(Ordering::Acquire) & !UNREGISTERED;
+    let direct = if mask.count_ones() == 1 && !LIST_ONLY.load(Ordering::Relaxed) {
+        crate::tracer::instance(mask.trailing_zeros() as usize)
+            .map_or(ptr::null_mut(), |t| t as *const Tracer as *mut Tracer)
+    } else {
+        ptr::null_mut()
+    };
+    site.direct_word().store(direct, Ordering::Release);
+}
+
+/// Re-decides one site (after it registered and got its bits).
+pub(crate) fn decide(site: &FunctionSite) {
+    let _deciding = DECIDING.lock();
+    decide_locked(site);
+}
+
+/// Re-decides every registered site: call after changing enable words.
+pub(crate) fn decide_all() {
+    // Listed before the lock: listing may register sites, which decides.
+    let sites = super::sites();
+    let _deciding = DECIDING.lock();
+    for site in sites {
+        decide_locked(site);
+    }
+}
+
+/// Sends every site through the list (`true`) or lets sites one tracer
+/// watches call it directly (`false`, the default); re-decides every site.
+/// What `bench trace` measures as `hotkern-list`, and what the tests
+/// compare direct calls with.
+///
+/// ```
+/// hotkern_trace::internals::dispatch::set_list_only(true);
+/// hotkern_trace::internals::dispatch::set_list_only(false);
+/// ```
+#[cfg(feature = "internals")]
+pub fn set_list_only(on: bool) {
+    LIST_ONLY.store(on, Ordering::Relaxed);
+    decide_all();
+}
+
+/// Whether the function `name` calls one tracer directly now (tests).
+///
+/// ```
+/// assert!(!hotkern_trace::internals::dispatch::is_direct("no_such_function"));
+/// ```
+#[cfg(feature = "internals")]
+pub fn is_direct(name: &str) -> bool {
+    super::sites()
+        .iter()
+        .any(|site| site.name() == name && !site.direct_word().load(Ordering::Acquire).is_null())
+}
+
+/// Test-only: the planted bug the gate's loom model must catch — closing
+/// a gate does not wait for entries counted in its doorways.
+///
+/// ```
+/// hotkern_trace::internals::dispatch::plant_unwaited_close(false);
+/// ```
+#[cfg(feature = "internals")]
+pub fn plant_unwaited_close(on: bool) {
+    UNWAITED_CLOSE.store(on, Ordering::Relaxed);
+}
+
+/// A tracer's gate: open while it is installed.
+///
+/// ```
+/// use hotkern_trace::internals::dispatch::{Doorway, Gate};
+/// let (gate, doorway) = (Gate::new(), Doorway::new());
+/// gate.open();
+/// assert!(gate.pass(&doorway).is_some());
+/// gate.close(core::iter::once(&doorway));
+/// assert!(gate.pass(&doorway).is_none());
+/// ```
+#[derive(Debug)]
+pub struct Gate {
+    open: AtomicBool,
+}
+
+/// One CPU's count of entries between their check of the gate and their
+/// end (nested entries, from handlers interrupting one, count twice).
+#[derive(Debug)]
+pub struct Doorway {
+    inside: AtomicU32,
+}
+
+/// An entry counted in a doorway; dropping it ends the entry.
+#[must_use]
+#[derive(Debug)]
+pub struct Passage<'a> {
+    doorway: &'a Doorway,
+}
+
+impl Gate {
+    /// A closed gate.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Gate {
+        Gate {
+            open: AtomicBool::new(false),
+        }
+    }
+
+    /// Opens the gate (the tracer was installed).
+    pub fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+
+    /// Enters through `doorway` if the gate is open.
+    #[inline(always)]
+    pub fn pass<'a>(&self, doorway: &'a Doorway) -> Option<Passage<'a>> {
+        // Counted before the check, both sequentially consistent: `close`
+        // stores then loads in the other order, so one of the two sees the
+        // other (a locked `xadd` on x86, no separate fence).
+        doorway.inside.fetch_add(1, Ordering::SeqCst);
+        seq_cst_fence_for_loom();
+        if self.open.load(Ordering::SeqCst) {
+            Some(Passage { doorway })
+        } else {
+            doorway.inside.fetch_sub(1, Ordering::Release);
+            None
+        }
+    }
+
+    /// Closes the gate, then waits until no entry that may have seen it
+    /// open is still running. Must not run on a CPU inside one of the
+    /// doorways (it would wait for itself).
+    pub fn close<'a>(&self, doorways: impl IntoIterator<Item = &'a Doorway>) {
+        self.open.store(false, Ordering::SeqCst);
+        seq_cst_fence_for_loom();
+        if UNWAITED_CLOSE.load(Ordering::Relaxed) {
+            return;
+        }
+        for doorway in doorways {
+            while doorway.inside.load(Ordering::SeqCst) != 0 {
+                #[cfg(loom)]
+                loom::thread::yield_now();
+                #[cfg(not(loom))]
+                core::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// Loom models sequentially consistent loads and stores as acquire and
+/// release only (its documented limitation), which would let both sides of
+/// the gate miss each other; a `SeqCst` fence, which it does model, gives
+/// it the C++ guarantee the code relies on. Nothing outside loom.
+#[inline(always)]
+fn seq_cst_fence_for_loom() {
+    #[cfg(loom)]
+    crate::ring::local::fence(Ordering::SeqCst);
+}
+
+impl Doorway {
+    /// An empty doorway.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Doorway {
+        Doorway {
+            inside: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Drop for Passage<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.doorway.inside.fetch_sub(1, Ordering::Release);
+    }
+}
