@@ -7,9 +7,7 @@
 //! platform does not know which run is on.
 
 pub mod hardware;
-pub mod hotplug;
 pub mod pages;
-pub mod power;
 pub mod trace;
 
-pub use hardware::Kernel;
+pub use hardware::{Kernel, KernelPlatform};

@@ -32,6 +32,7 @@
 //! [`KthreadKernel`]: crate::smpboot::KthreadKernel
 
 mod cpu_loop;
+mod engine;
 mod hotplug;
 mod sched;
 mod steps;
@@ -42,8 +43,9 @@ use core::marker::PhantomData;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 
+use crate::cpuset::MAX_CPUS;
 use crate::failures::Failures;
-use crate::hotplug::{Control, HotplugThreads};
+use crate::hotplug::{Control, HotplugThreads, PostedCalls};
 use crate::kthread::{Role, Thread};
 use crate::pagecache::PageCaches;
 use crate::platform::Cpus;
@@ -56,6 +58,7 @@ use crate::tasks::{Interrupts, TaskStatus};
 use crate::tick::Ticks;
 
 pub use cpu_loop::LoopWork;
+pub use engine::BareMetalPlatform;
 
 /// What a work item, timer or RCU callback runs on a bare-metal kernel.
 pub type Job = Box<dyn FnOnce() + Send>;
@@ -137,6 +140,26 @@ pub trait Arch: Sized + Send + Sync + 'static {
     }
     /// How long a start waits before it kicks again, if it does.
     const KICK_AGAIN_AFTER_NS: Option<u64> = None;
+    /// How long a CPU may take to arrive or leave.
+    const POWER_TIMEOUT_NS: u64;
+    /// Whether `cpu` is one the architecture starts and stops; why not.
+    /// The default: every CPU there is but the boot CPU.
+    fn check_power(cpu: CpuId) -> Result<(), &'static str> {
+        if cpu == Self::BOOT_CPU || cpu.index() >= Self::cpu_count() {
+            Err("no such CPU")
+        } else {
+            Ok(())
+        }
+    }
+    /// A cross-CPU call in flight, posted by [`Arch::post_call`].
+    type Call: Send;
+    /// Makes running CPU `cpu` run `function(0)` from its call
+    /// interrupt's handler, interrupts off; does not wait for it.
+    fn post_call(cpu: CpuId, function: fn(u64) -> u64) -> Result<Self::Call, &'static str>;
+    /// Waits for a posted call to finish.
+    fn finish_call(call: Self::Call) -> Result<(), &'static str>;
+    /// A line on the console.
+    fn console(line: fmt::Arguments<'_>);
 }
 
 /// The shared mechanisms' one instance on a bare-metal kernel: made at
@@ -148,6 +171,8 @@ pub struct State<A: Arch> {
     control: spin::Once<Control>,
     hotplug_threads: spin::Once<HotplugThreads<A::Thread>>,
     rcu: CallerDriven<Kernel<A>>,
+    /// The stop-machine calls posted to each member, until released.
+    calls: PostedCalls<A::Call, MAX_CPUS>,
     /// CPUs whose trace buffer is in use (the rings are made at boot for
     /// every CPU; the step marks which are in use).
     trace_buffers: Mutex<CpuSet>,
@@ -172,6 +197,7 @@ impl<A: Arch> State<A> {
             control: spin::Once::new(),
             hotplug_threads: spin::Once::new(),
             rcu: CallerDriven::new(Kernel::HANDLE, rcu_timeout_ns, failures),
+            calls: PostedCalls::new(),
             trace_buffers: Mutex::new(CpuSet::EMPTY),
             sysfs: Mutex::new(CpuSet::EMPTY),
             next: AtomicUsize::new(0),

@@ -30,7 +30,7 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::CpuId;
-use hotkern_kernel::power::{Lifecycle, PowerError};
+use hotkern_kernel::power::Lifecycle;
 use hotkern_kernel::rcu::Activity;
 
 use crate::arch::apic;
@@ -182,10 +182,6 @@ pub enum SmpError {
     WrongState(CpuId),
     /// The CPU did not answer within the timeout.
     Timeout(CpuId),
-    /// A refusal of the shared power handshake that none of the above
-    /// names: `PowerError` is `#[non_exhaustive]`, so a later
-    /// hotkern-kernel may add one, and it is kept as it came.
-    Power(PowerError),
 }
 
 impl core::fmt::Display for SmpError {
@@ -240,20 +236,11 @@ pub fn apic_id(cpu: CpuId) -> u32 {
     APIC_IDS[cpu.index()].load(Ordering::Relaxed)
 }
 
-/// `cpu` as an index, if it is an application processor.
-pub fn check_cpu(cpu: CpuId) -> Result<usize, SmpError> {
-    if cpu.0 == 0 || cpu.0 >= cpu_count() {
-        return Err(SmpError::NoCpu(cpu));
-    }
-    Ok(cpu.index())
-}
-
 impl SmpError {
     /// The CPU it names.
     pub fn cpu(&self) -> CpuId {
         match *self {
             SmpError::NoCpu(cpu) | SmpError::WrongState(cpu) | SmpError::Timeout(cpu) => cpu,
-            SmpError::Power(error) => error.cpu(),
         }
     }
 
@@ -263,17 +250,6 @@ impl SmpError {
             SmpError::NoCpu(_) => "no such CPU",
             SmpError::WrongState(_) => "in the wrong state",
             SmpError::Timeout(_) => "did not answer in time",
-            SmpError::Power(_) => "was refused by the power handshake",
-        }
-    }
-
-    /// The shared handshake's error as this module's, with its CPU.
-    pub fn from_power(error: PowerError) -> (CpuId, SmpError) {
-        match error {
-            PowerError::NoSuchCpu(cpu) => (cpu, SmpError::NoCpu(cpu)),
-            PowerError::WrongState(cpu, _) => (cpu, SmpError::WrongState(cpu)),
-            PowerError::Timeout(cpu) => (cpu, SmpError::Timeout(cpu)),
-            other => (other.cpu(), SmpError::Power(other)),
         }
     }
 }

@@ -28,6 +28,9 @@ pub struct X86_64;
 /// The shared bare-metal kernel on this hardware.
 pub type Kernel = baremetal::Kernel<X86_64>;
 
+/// The hotplug engine's platform on this hardware.
+pub type KernelPlatform = baremetal::BareMetalPlatform<X86_64>;
+
 /// How long a grace period (or the hotplug lock) may take before the
 /// run reports a stall.
 pub const GRACE_TIMEOUT_US: u64 = 5_000_000;
@@ -164,6 +167,22 @@ impl Arch for X86_64 {
     }
 
     const KICK_AGAIN_AFTER_NS: Option<u64> = Some(smp::SECOND_SIPI_US * 1000);
+    const POWER_TIMEOUT_NS: u64 = smp::TIMEOUT_US * 1_000;
+
+    /// A call in the CPU's mailbox, run by its call IPI's handler.
+    type Call = smp::Posted;
+
+    fn post_call(cpu: CpuId, function: fn(u64) -> u64) -> Result<smp::Posted, &'static str> {
+        smp::post(cpu, function, 0).map_err(|error| error.cause())
+    }
+
+    fn finish_call(call: smp::Posted) -> Result<(), &'static str> {
+        smp::finish(call).map(drop).map_err(|error| error.cause())
+    }
+
+    fn console(line: fmt::Arguments<'_>) {
+        println!("{line}");
+    }
 }
 
 /// Where an application processor arrives from the trampoline, with its

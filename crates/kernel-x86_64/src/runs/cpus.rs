@@ -5,7 +5,7 @@
 
 use core::fmt;
 
-use hotkern_cpuhp::CpuId;
+use hotkern_cpuhp::{CpuId, CpuSet};
 
 use crate::arch::acpi;
 use crate::arch::apic;
@@ -13,8 +13,8 @@ use crate::arch::console::println;
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::smp;
 use crate::arch::tsc;
-use crate::platform::power;
 use crate::platform::trace::trace_marker;
+use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 
 /// Calls per CPU for the round-trip figure.
@@ -79,7 +79,7 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
     }
     for cpu in smp::application_processors() {
         let started = tsc::now();
-        match power::start(cpu) {
+        match Kernel::start_cpus(CpuSet::single(cpu)) {
             Ok(()) => report.start_us[cpu.index()] = tsc::micros_since(started).unwrap_or(0),
             Err(error) => println!("hotkern: cpu {} did not start: {error}", cpu.0),
         }
@@ -137,7 +137,7 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
     let mut cycled = true;
     for cpu in smp::application_processors() {
         let started = tsc::now();
-        if let Err(error) = power::offline(cpu) {
+        if let Err(error) = Kernel::stop_cpus(CpuSet::single(cpu)) {
             println!("hotkern: cpu {} did not go offline: {error}", cpu.0);
             cycled = false;
             continue;
@@ -150,7 +150,7 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
         );
         let offline_count = smp::online();
         let started = tsc::now();
-        if let Err(error) = power::start(cpu) {
+        if let Err(error) = Kernel::start_cpus(CpuSet::single(cpu)) {
             println!("hotkern: cpu {} did not come back: {error}", cpu.0);
             cycled = false;
             continue;

@@ -37,8 +37,8 @@ mod failure;
 use engine::{consistent, settle_between, KernelHotplug, KEPT};
 
 use crate::arch::console::println;
-use crate::platform::hotplug::{KernelHardware, KernelPlatform};
 use crate::platform::trace::trace_marker;
+use crate::platform::KernelPlatform;
 
 /// Tasks started before the operations; they run until all are done.
 const TASKS: u32 = 48;
@@ -262,7 +262,7 @@ fn start(checks: &mut Checks) -> Option<(KernelHotplug, u32)> {
     // which makes their kernel threads, caches, pools and the rest.
     Kernel::install_hotplug_threads(possible);
     let engine = match step_table::engine::<_, _, Kernel>(
-        KernelPlatform::new(KernelHardware),
+        KernelPlatform::new(Kernel::HANDLE),
         possible,
         online,
         Engine::Classic,

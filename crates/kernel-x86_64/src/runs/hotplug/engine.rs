@@ -10,8 +10,8 @@ use hotkern_kernel::steps::invariants;
 
 use crate::arch::console::println;
 use crate::arch::smp::{self, BOOT_CPU};
-use crate::platform::hotplug::KernelPlatform;
 use crate::platform::Kernel;
+use crate::platform::KernelPlatform;
 
 /// The engine as this kernel instantiates it.
 pub type KernelHotplug = Hotplug<hotkern_kernel::sync::RawSpinlock, KernelPlatform>;
