@@ -85,11 +85,18 @@ impl Subsystem {
                 self.name()
             ));
         }
-        if options.linux && self != Subsystem::Cpuhp {
+        if options.linux && !matches!(self, Subsystem::Cpuhp | Subsystem::Memory) {
             return Err(format!(
-                "bench {} --linux: only cpuhp has a Linux anchor",
+                "bench {} --linux: only cpuhp and memory have a Linux anchor",
                 self.name()
             ));
+        }
+        if options.linux && self == Subsystem::Memory && options.platform != Platform::Qemu {
+            return Err(
+                "bench memory --linux: Linux runs under QEMU, beside the booted kernel: add \
+                 --platform qemu"
+                    .into(),
+            );
         }
         match self {
             Subsystem::Physmem => physmem::run(options),
@@ -128,4 +135,21 @@ pub fn run(subsystem: Subsystem, options: &BenchOptions) -> Result<Vec<serde_jso
         }
     }
     Ok(documents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_anchors_only_cpuhp_and_memory_under_qemu() {
+        let linux = BenchOptions {
+            linux: true,
+            ..BenchOptions::default()
+        };
+        let error = Subsystem::Bcache.measure(&linux).unwrap_err();
+        assert!(error.contains("only cpuhp and memory"), "{error}");
+        let error = Subsystem::Memory.measure(&linux).unwrap_err();
+        assert!(error.contains("add --platform qemu"), "{error}");
+    }
 }

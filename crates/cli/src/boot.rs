@@ -2,7 +2,7 @@
 //! and prints how the run ended, as a table or as JSON; with `--linux`,
 //! Debian's Linux kernel then makes the same memory resizes beside it.
 
-mod linux;
+pub(crate) mod linux;
 
 use crate::kernel::{self, BootArgs};
 use crate::qemu::{self, QEMU};
@@ -11,7 +11,7 @@ use crate::qemu::{self, QEMU};
 pub fn run(args: &BootArgs) -> Result<(), String> {
     // Missing packages are said before anything boots.
     let anchor = if args.linux {
-        Some(linux::find()?)
+        Some(linux::find("hotkern boot --linux")?)
     } else {
         None
     };

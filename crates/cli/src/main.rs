@@ -57,10 +57,11 @@ enum Command {
         /// kernel booted under QEMU (cpuhp, bcache, and trace beside Linux's ftrace).
         #[arg(long, value_enum, default_value_t = bench::Platform::User)]
         platform: bench::Platform,
-        /// Boot Debian's Linux kernel under QEMU and time its CPU offline
-        /// and online as the anchor (cpuhp only; with `--platform qemu`
-        /// beside the hotkern kernel's engines). Needs the packages
-        /// linux-image-amd64 and busybox-static.
+        /// Boot Debian's Linux kernel under QEMU as the anchor: cpuhp times
+        /// its CPU offline and online (with `--platform qemu` beside the
+        /// hotkern kernel's engines); memory, with `--platform qemu`, its
+        /// virtio-mem shrinks of used memory. Needs the packages
+        /// linux-image-amd64 and busybox-static (memory: gcc and libc6-dev too).
         #[arg(long)]
         linux: bool,
         /// The scheduler tick's rate on the user-mode machine (cpuhp):

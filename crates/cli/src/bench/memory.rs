@@ -4,8 +4,10 @@
 //! spread at random, 4 KiB each); the device asks for a quarter back and
 //! the driver migrates, unplugs and confirms. Each case is the median of a
 //! few shrinks (a fresh machine each), scaled to 128 MiB. With
-//! `--platform qemu` the booted kernel runs the same cases ([`qemu`]).
+//! `--platform qemu` the booted kernel runs the same cases ([`qemu`]), and
+//! with `--linux` Debian's Linux as well ([`linux`]).
 
+mod linux;
 mod qemu;
 
 use std::sync::{Arc, Mutex};
@@ -77,7 +79,8 @@ fn shrink_once(quarter_blocks: u64, fill: u64, seed: u64) -> Result<(u64, u64, b
     Ok((report.nanos, report.migrated, clean))
 }
 
-/// `bench memory`: `shrink/used-{0,50,75}`, impl `hotkern`.
+/// `bench memory`: `shrink/used-{0,50,75}`, impl `hotkern` (and `linux`
+/// with `--platform qemu --linux`).
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     if options.platform == Platform::Qemu {
         return qemu::run(options, &FILLS, REPETITIONS);

@@ -12,7 +12,8 @@ pub struct BenchOptions {
     pub json: bool,
     /// Where the mechanisms run.
     pub platform: Platform,
-    /// Measure Debian's Linux kernel under QEMU as the anchor (cpuhp only).
+    /// Measure Debian's Linux kernel under QEMU as the anchor (cpuhp, and
+    /// memory with `--platform qemu`).
     pub linux: bool,
     /// The user-mode machine's tick rate (cpuhp only).
     pub hz: u32,

@@ -69,7 +69,7 @@ mod lttng;
 mod qemu;
 mod sites;
 mod subscribers;
-mod tools;
+pub(super) mod tools;
 mod uftrace;
 mod verdict;
 mod workload;

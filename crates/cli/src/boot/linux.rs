@@ -79,9 +79,10 @@ impl LinuxRun {
 }
 
 /// Finds Debian's kernel, a static busybox and the kernel's virtio
-/// modules, or says which packages to install.
-pub fn find() -> Result<(Guest, Vec<PathBuf>), String> {
-    let guest = Guest::find().map_err(|error| format!("hotkern boot --linux: {error}"))?;
+/// modules, or says which packages to install; errors start with
+/// `command`, the command that needed them (`hotkern boot --linux`).
+pub fn find(command: &str) -> Result<(Guest, Vec<PathBuf>), String> {
+    let guest = Guest::find().map_err(|error| format!("{command}: {error}"))?;
     let release = release_of(&guest.kernel)
         .ok_or_else(|| format!("{}: not named vmlinuz-RELEASE", guest.kernel.display()))?;
     let dir = Path::new("/lib/modules").join(&release);
@@ -134,6 +135,25 @@ fn init_script(modules: &[String]) -> String {
         "#!/bin/sh\n/bin/busybox --install -s /bin\nexport PATH=/bin\n\
          mount -t proc proc /proc\nmount -t sysfs sysfs /sys\n",
     );
+    script.push_str(&load_modules(modules));
+    script.push_str(&format!(
+        "echo \"{PREFIX} up $(nproc) $(uname -r)\"\n\
+         if {BOUND}; then\n\
+         \x20   echo \"{READY}\"\nelse\n\
+         \x20   echo \"{PREFIX} error no device bound to virtio_mem\"\nfi\n\
+         while :; do sleep 1; done\n"
+    ));
+    script
+}
+
+/// A shell condition: a device is bound to the `virtio_mem` driver.
+pub const BOUND: &str = "[ -d /sys/bus/virtio/drivers/virtio_mem ] && \
+    ls /sys/bus/virtio/drivers/virtio_mem | grep -q virtio";
+
+/// Shell lines that load `modules` (file names under /lib, in order),
+/// each failure said on the console.
+pub fn load_modules(modules: &[String]) -> String {
+    let mut script = String::new();
     for module in modules {
         let file = module.rsplit('/').next().unwrap_or(module);
         let load = match file.strip_suffix(".xz") {
@@ -144,14 +164,24 @@ fn init_script(modules: &[String]) -> String {
             "{load} || echo \"{PREFIX} error insmod {file}\"\n"
         ));
     }
-    script.push_str(&format!(
-        "echo \"{PREFIX} up $(nproc) $(uname -r)\"\n\
-         if [ -d /sys/bus/virtio/drivers/virtio_mem ] && ls /sys/bus/virtio/drivers/virtio_mem | grep -q virtio; then\n\
-         \x20   echo \"{READY}\"\nelse\n\
-         \x20   echo \"{PREFIX} error no device bound to virtio_mem\"\nfi\n\
-         while :; do sleep 1; done\n"
-    ));
     script
+}
+
+/// Reads the modules at `paths`: their file names and bytes, for the
+/// initramfs's /lib.
+pub fn module_files(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    paths
+        .iter()
+        .map(|path| {
+            let bytes =
+                std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("module.ko");
+            Ok((name.to_owned(), bytes))
+        })
+        .collect()
 }
 
 /// Boots Linux with `config`'s CPUs, memory and device and makes the
@@ -164,15 +194,7 @@ pub fn run(
     sizes_mib: &[u64],
     verbose: bool,
 ) -> Result<LinuxRun, String> {
-    let mut files = Vec::new();
-    for path in modules {
-        let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("module.ko");
-        files.push((name.to_owned(), bytes));
-    }
+    let files = module_files(modules)?;
     let names: Vec<String> = files.iter().map(|(name, _)| name.clone()).collect();
     let initramfs = guest.initramfs(&init_script(&names), &files);
     let socket = qemu::qmp_socket();

@@ -3,10 +3,14 @@
 //! fill the given share of the size a shrink goes to (spread over every
 //! plugged block, `hotkern boot --fill`), and the host asks for a quarter
 //! of the region back; the figure is the kernel's own time for the shrink
-//! (its summary's `vmem.shrink`), scaled to 128 MiB.
+//! (its summary's `vmem.shrink`), scaled to 128 MiB, and the host's time
+//! from the QMP request until the device's `size` reached it. With
+//! `--linux`, Debian's Linux makes the same shrinks ([`super::linux`]),
+//! timed on the host the same way.
 
 use serde_json::Value;
 
+use super::linux;
 use crate::bench::{BenchOptions, Case, Report};
 use crate::kernel::{self, BootArgs, Resizes};
 use crate::progress::Progress;
@@ -15,9 +19,19 @@ use crate::statistics::median;
 /// vCPUs of each boot: the driver's CPU and three readers.
 const CPUS: u32 = 4;
 
-/// One boot: the shrink's ns per 128 MiB, frames migrated, and whether
-/// the kernel's checks (frames intact, none lost) all passed.
-fn shrink_once(region_mib: u64, quarter_mib: u64, fill: u64) -> Result<(u64, u64, bool), String> {
+/// What one boot of the hotkern kernel measured.
+struct Shrink {
+    /// The kernel's time for the shrink, per 128 MiB.
+    guest_ns: u64,
+    /// The host's, from the QMP request to `size` reaching it, in ms.
+    host_ms: Option<f64>,
+    migrated: u64,
+    /// The kernel's checks (frames intact, none lost) all passed.
+    clean: bool,
+}
+
+/// One boot of the hotkern kernel.
+fn shrink_once(region_mib: u64, quarter_mib: u64, fill: u64) -> Result<Shrink, String> {
     let args = BootArgs {
         hotplug: Some(region_mib),
         resize: Some(Resizes(vec![region_mib, region_mib - quarter_mib])),
@@ -39,45 +53,102 @@ fn shrink_once(region_mib: u64, quarter_mib: u64, fill: u64) -> Result<(u64, u64
     let clean = json["guest"]["checks"]["failed"] == 0
         && vmem["pages_lost"] == 0
         && vmem["followed"] == Value::Bool(true);
-    Ok((per, shrink["migrated"].as_u64().unwrap_or(0), clean))
+    Ok(Shrink {
+        guest_ns: per,
+        host_ms: json["resizes"][1]["latency_ms"].as_f64(),
+        migrated: shrink["migrated"].as_u64().unwrap_or(0),
+        clean,
+    })
 }
 
 /// `bench memory --platform qemu`: `shrink/used-<fill>` for each of
-/// `fills`, impl `hotkern`, each the median of `repetitions` boots.
+/// `fills`, impl `hotkern` (and `linux` with `--linux`), each the median
+/// of `repetitions` boots.
 pub fn run(options: &BenchOptions, fills: &[u64], repetitions: usize) -> Result<Report, String> {
-    let (region_mib, quarter_mib) = if options.full { (512, 128) } else { (64, 16) };
+    // Linux hotplugs memory in 128 MiB memory blocks (x86-64 under 64 GiB
+    // of RAM) and uses no block its device covers only in part: with
+    // --linux the quick run's region holds two of them.
+    let (region_mib, quarter_mib) = match (options.full, options.linux) {
+        (true, _) => (512, 128),
+        (false, true) => (256, 64),
+        (false, false) => (64, 16),
+    };
+    // Missing packages are said before anything boots.
+    let anchor = if options.linux {
+        Some(linux::prepare()?)
+    } else {
+        None
+    };
+    let impls = if anchor.is_some() { 2 } else { 1 };
+    let mut linux_release = None;
     let mut report = Report::new("memory");
-    report.table_figures = vec!["ms_per_128mib", "migrated", "invariants_ok"];
-    let progress = Progress::steps("memory (qemu)", (fills.len() * repetitions) as u64);
+    report.table_figures = vec![
+        "ms_per_128mib",
+        "host_ms_per_128mib",
+        "migrated",
+        "reached",
+        "invariants_ok",
+    ];
+    let progress = Progress::steps("memory (qemu)", (fills.len() * repetitions * impls) as u64);
     for &fill in fills {
         let name = format!("shrink/used-{fill}");
         progress.start(&name);
-        let mut per = Vec::new();
-        let (mut migrated, mut clean) = (0, true);
+        let mut shrinks = Vec::new();
         for _ in 0..repetitions {
-            let (ns, moved, ok) = shrink_once(region_mib, quarter_mib, fill)?;
-            per.push(ns);
-            migrated = moved;
-            clean &= ok;
+            shrinks.push(shrink_once(region_mib, quarter_mib, fill)?);
             progress.advance();
         }
-        let ns = median(&per);
+        let guest = median(&shrinks.iter().map(|s| s.guest_ns).collect::<Vec<_>>());
+        // The host's time, in µs for the median (a run without it, as
+        // QEMU gone mid-resize, is left out).
+        let host: Vec<u64> = shrinks
+            .iter()
+            .filter_map(|s| s.host_ms)
+            .map(|ms| (ms * 1e3 * 128.0 / quarter_mib as f64) as u64)
+            .collect();
         let frames = 128 << 8;
+        let mut case = Case::new(&name, "hotkern", frames)
+            .ns_per_op(guest / frames as f64)
+            .with("ms_per_128mib", (guest / 1e5).round() / 10.0);
+        if !host.is_empty() {
+            case = case.with("host_ms_per_128mib", (median(&host) / 1e2).round() / 10.0);
+        }
         report.cases.push(
-            Case::new(&name, "hotkern", frames)
-                .ns_per_op(ns / frames as f64)
-                .with("ms_per_128mib", (ns / 1e5).round() / 10.0)
-                .with("shrunk_mib", quarter_mib)
-                .with("migrated", migrated)
-                .with("invariants_ok", clean),
+            case.with("shrunk_mib", quarter_mib)
+                .with("migrated", shrinks.last().map_or(0, |s| s.migrated))
+                .with("invariants_ok", shrinks.iter().all(|s| s.clean)),
         );
+        if let Some(prepared) = &anchor {
+            progress.start(&format!("{name} (linux)"));
+            let mut theirs = Vec::new();
+            for repetition in 0..repetitions {
+                let seed = 0x6d65_6d00 + repetition as u64;
+                theirs.push(linux::shrink_once(
+                    prepared,
+                    region_mib,
+                    quarter_mib,
+                    fill,
+                    seed,
+                )?);
+                progress.advance();
+            }
+            linux::add_case(&mut report, &name, quarter_mib, &theirs);
+            linux_release = theirs.pop().map(|shrink| shrink.release);
+            let key = format!("{}/linux_over_hotkern", name.replace('/', "-"));
+            report.ratio(&key, &name, "host_ms_per_128mib", "linux", "hotkern");
+        }
     }
     progress.finish();
     report.notes.push(format!(
         "the booted kernel under QEMU (TCG, {CPUS} vCPUs): a quarter ({quarter_mib} MiB) of a \
          {region_mib} MiB virtio-mem region taken back, owners holding the fill's share of the \
-         size it goes to in every block; the kernel's time for the shrink (migration, grace \
-         period, physmem, page tables, device), median of {repetitions}, scaled to 128 MiB"
+         size it goes to in every block; ms_per_128mib: the kernel's time for the shrink \
+         (migration, grace period, physmem, page tables, device); host_ms_per_128mib: from the \
+         QMP request until the device's size reached it; medians of {repetitions}, scaled to \
+         128 MiB"
     ));
+    if let Some(release) = linux_release {
+        report.notes.push(linux::note(&release));
+    }
     Ok(report)
 }
