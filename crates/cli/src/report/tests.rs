@@ -110,6 +110,10 @@ fn trace() -> Value {
         case("event/disabled", "lttng-ust", json!({"ns_per_op": 0.18})),
         case("event/enabled", "hotkern", json!({"ns_per_op": 14.0})),
         case("event/enabled", "tracing-fmt", json!({"ns_per_op": 780.0})),
+        case("overhead/all-sites-off", "hotkern", json!({"ns_per_op": 7.8})),
+        case("overhead/all-sites-off", "none", json!({"ns_per_op": 7.7})),
+        case("function/enabled", "hotkern", json!({"ns_per_op": 27.0})),
+        case("function/enabled", "hotkern-list", json!({"ns_per_op": 28.0})),
     ], "notes": []})
 }
 
@@ -155,9 +159,7 @@ fn figures(html: &str) -> (Vec<(String, usize)>, Vec<String>) {
 
 /// The distinct palette colours painted in figure `id`'s SVG.
 fn colours(html: &str, id: &str) -> usize {
-    let start = html.find(&format!("id=\"{id}\"")).unwrap();
-    let svg = &html[start..];
-    let svg = &svg[svg.find("<svg").unwrap()..svg.find("</svg>").unwrap()];
+    let svg = svg_of(html, id);
     (0..PALETTE.len())
         .filter(|&i| {
             let colour = hex(i);
@@ -184,7 +186,9 @@ fn every_figure_of_bench_all_is_drawn_with_each_series_of_its_data() {
         ("cpuhp-cdf", 4),
         ("cpuhp-bulk", 4),
         ("cpuhp-mechanisms", 2),
-        ("trace-costs", 3),
+        // hotkern, lttng-ust, tracing-fmt, and the baselines none and
+        // hotkern-list of overhead/all-sites-off and function/enabled.
+        ("trace-costs", 5),
         ("tracedat-report", 2),
     ];
     let expected: Vec<(String, usize)> = expected
@@ -199,6 +203,30 @@ fn every_figure_of_bench_all_is_drawn_with_each_series_of_its_data() {
     assert_eq!(empty, ["bcache-qemu", "vmem-resize", "vmem-parts"]);
     assert!(html.contains("Targets: 2 met, 1 missed"));
     assert!(html.contains("uvm_hotplug paper: rbtree 5.6 % slower than static"));
+}
+
+/// The text of figure `id`'s SVG.
+fn svg_of<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html.find(&format!("id=\"{id}\"")).unwrap();
+    let svg = &html[start..];
+    &svg[svg.find("<svg").unwrap()..svg.find("</svg>").unwrap()]
+}
+
+#[test]
+fn the_trace_figure_labels_the_sites_off_workload_and_the_function_tracer() {
+    let inputs = Inputs::from_documents([(Source::BenchAll, all())]);
+    let html = render(&inputs, &Header::default());
+    let svg = svg_of(&html, "trace-costs");
+    // Categories are drawn as "group\ncase", one text element a line.
+    let line = |text: &str| format!(">\n{text}\n<");
+    for label in ["overhead", "all-sites-off", "function"] {
+        assert!(
+            svg.contains(&line(label)),
+            "{label} missing from trace-costs"
+        );
+    }
+    // A case no document measured (event/disabled-cold here) is left out.
+    assert!(!svg.contains(&line("disabled-cold")));
 }
 
 #[test]

@@ -6,11 +6,17 @@ use super::chart::{Axis, Chart, Marks};
 use super::figure::{bars_by_impl, target, Figure};
 use super::inputs::{Bench, Inputs, Problem, Source};
 
-/// The cases every peer is compared on, in the order of the figure.
-const CASES: [&str; 4] = [
+/// The cases every peer is compared on, in the order of the figure (as
+/// `bench trace` orders its table): besides the peers' cases, a cold
+/// disabled event, a whole workload with every site off and one call
+/// under the `function` tracer, each with hotkern's own baselines.
+const CASES: [&str; 7] = [
     "event/disabled",
+    "event/disabled-cold",
+    "overhead/all-sites-off",
     "event/enabled",
     "function_graph/pair",
+    "function/enabled",
     "printk",
 ];
 
@@ -26,10 +32,14 @@ pub fn figures(inputs: &Inputs) -> Vec<Figure> {
             Source::BenchAll,
             format!(
                 "Nanoseconds of the recording thread's CPU time per event, per \
-                 function_graph entry + exit pair and per disabled call site (log y), \
-                 for hotkern and each peer that has the case; the note gives one clock \
-                 read, the unit of the clock-read targets.{}{}{}",
+                 function_graph entry + exit pair, per disabled call site (cold: after \
+                 the caches were flushed), per lookup of a workload whose every function \
+                 has a site, all off (none: built without sites), and per call under the \
+                 function tracer (hotkern-list: through the walk shared sites take) (log y), \
+                 for hotkern and each peer or baseline that has the case; the note gives \
+                 one clock read, the unit of the clock-read targets.{}{}{}{}",
                 target(&bench, "disabled"),
+                target(&bench, "all-sites-off"),
                 target(&bench, "event/enabled"),
                 target(&bench, "faster than")
             ),
@@ -79,7 +89,7 @@ fn costs(bench: &Bench<'_>) -> Result<Chart, Problem> {
         });
     Ok(Chart {
         x: Axis::linear(""),
-        y: Axis::log("ns per event, pair or site"),
+        y: Axis::log("ns per event, pair, site or call"),
         marks: Marks::Grouped {
             categories: cases.iter().map(|c| c.replacen('/', "\n", 1)).collect(),
             series,
