@@ -17,11 +17,10 @@
 //! // A grow that plugs the last 128 MiB of the GiB at 4 GiB.
 //! let span = spans(0x1_3800_0000, 0x1_4000_0000).unwrap().next().unwrap();
 //! assert_eq!((span.gib, span.pages.clone()), (4, 448..512));
-//! let mut before = GibMap::EMPTY;
-//! before.set(0..448);
-//! let mut after = before;
-//! after.set(span.pages);
-//! assert_eq!(plan(false, &before, &after), Change::Promote);
+//! let mut map = GibMap::EMPTY;
+//! map.set(0..448);
+//! let changed = map.set(span.pages);
+//! assert_eq!(plan(false, changed, &map), Change::Promote);
 //! ```
 
 use core::fmt;
@@ -86,18 +85,37 @@ impl GibMap {
         words: [u64::MAX; LARGE_PER_HUGE / 64],
     };
 
-    /// Marks `pages` (indexes below 512) mapped.
-    pub fn set(&mut self, pages: Range<usize>) {
-        for page in pages.take_while(|&p| p < LARGE_PER_HUGE) {
-            self.words[page / 64] |= 1 << (page % 64);
-        }
+    /// Marks `pages` (indexes below 512) mapped; whether any was not.
+    pub fn set(&mut self, pages: Range<usize>) -> bool {
+        self.update(pages, true)
     }
 
-    /// Marks `pages` (indexes below 512) not mapped.
-    pub fn clear(&mut self, pages: Range<usize>) {
-        for page in pages.take_while(|&p| p < LARGE_PER_HUGE) {
-            self.words[page / 64] &= !(1 << (page % 64));
+    /// Marks `pages` (indexes below 512) not mapped; whether any was.
+    pub fn clear(&mut self, pages: Range<usize>) -> bool {
+        self.update(pages, false)
+    }
+
+    /// Sets or clears `pages` in place a word at a time, saying whether a
+    /// bit changed: a 128 MiB plug is one mask, with no copy of the map
+    /// and no comparison of two maps. Little code on purpose: under
+    /// QEMU's TCG the kernel's first plug pays for the translation of
+    /// every instruction it runs for the first time.
+    fn update(&mut self, pages: Range<usize>, set: bool) -> bool {
+        let end = pages.end.min(LARGE_PER_HUGE);
+        let mut page = pages.start;
+        let mut changed = 0;
+        while page < end {
+            let word = page / 64;
+            let stop = end.min((word + 1) * 64);
+            // 1 to 64 bits from `page % 64`.
+            let mask = (u64::MAX >> (64 - (stop - page))) << (page % 64);
+            let before = self.words[word];
+            let after = if set { before | mask } else { before & !mask };
+            changed |= before ^ after;
+            self.words[word] = after;
+            page = stop;
         }
+        changed != 0
     }
 
     /// Whether the 2 MiB page `page` is mapped.
@@ -107,12 +125,12 @@ impl GibMap {
 
     /// Whether the whole GiB is mapped: a 1 GiB page can map it.
     pub fn is_full(&self) -> bool {
-        *self == GibMap::FULL
+        self.words.iter().fold(u64::MAX, |all, word| all & word) == u64::MAX
     }
 
     /// Whether nothing in the GiB is mapped.
     pub fn is_empty(&self) -> bool {
-        *self == GibMap::EMPTY
+        self.words.iter().fold(0, |any, word| any | word) == 0
     }
 }
 
@@ -187,24 +205,28 @@ impl Change {
     }
 }
 
-/// The change for one GiB: `huge` says whether its PDPT entry is a 1 GiB
-/// page now (then `before` must be full).
+/// The change for one GiB after [`GibMap::set`] or [`GibMap::clear`]:
+/// `huge` says whether its PDPT entry is a 1 GiB page now (then its map
+/// was full), `changed` is what the update returned, `after` the map it
+/// left.
 ///
 /// ```
 /// use hotkern_kernel::directmap::{plan, Change, GibMap};
 ///
-/// let mut after = GibMap::FULL;
-/// after.clear(0..1);
-/// assert_eq!(plan(true, &GibMap::FULL, &after), Change::Split);
-/// assert_eq!(plan(false, &GibMap::EMPTY, &after), Change::Entries);
+/// let mut map = GibMap::FULL;
+/// let changed = map.clear(0..1);
+/// assert_eq!(plan(true, changed, &map), Change::Split);
+/// let mut map = GibMap::EMPTY;
+/// let changed = map.set(0..1);
+/// assert_eq!(plan(false, changed, &map), Change::Entries);
 /// ```
-pub fn plan(huge: bool, before: &GibMap, after: &GibMap) -> Change {
+pub fn plan(huge: bool, changed: bool, after: &GibMap) -> Change {
     match (huge, after.is_full()) {
         (true, true) => Change::Nothing,
         // Also a GiB already full through its directory.
         (false, true) => Change::Promote,
         (true, false) => Change::Split,
-        (false, false) if before == after => Change::Nothing,
+        (false, false) if !changed => Change::Nothing,
         (false, false) => Change::Entries,
     }
 }
@@ -221,6 +243,12 @@ mod tests {
         let mut map = GibMap::EMPTY;
         map.set(pages);
         map
+    }
+
+    /// The plan for going from `before` to `after` as the kernel makes
+    /// it: the update's word says whether anything changed.
+    fn planned(huge: bool, before: &GibMap, after: &GibMap) -> Change {
+        plan(huge, before != after, after)
     }
 
     #[test]
@@ -277,33 +305,90 @@ mod tests {
 
     #[test]
     fn a_partly_plugged_gib_uses_directory_entries() {
-        assert_eq!(plan(false, &GibMap::EMPTY, &map(0..64)), Change::Entries);
-        assert_eq!(plan(false, &map(0..64), &map(0..128)), Change::Entries);
-        assert_eq!(plan(false, &map(0..128), &map(0..64)), Change::Entries);
-        assert_eq!(plan(false, &map(0..64), &GibMap::EMPTY), Change::Entries);
+        assert_eq!(planned(false, &GibMap::EMPTY, &map(0..64)), Change::Entries);
+        assert_eq!(planned(false, &map(0..64), &map(0..128)), Change::Entries);
+        assert_eq!(planned(false, &map(0..128), &map(0..64)), Change::Entries);
+        assert_eq!(planned(false, &map(0..64), &GibMap::EMPTY), Change::Entries);
     }
 
     #[test]
     fn the_last_2_mib_of_a_gib_makes_it_one_huge_page() {
-        assert_eq!(plan(false, &map(0..511), &GibMap::FULL), Change::Promote);
-        assert_eq!(plan(false, &GibMap::EMPTY, &GibMap::FULL), Change::Promote);
+        assert_eq!(planned(false, &map(0..511), &GibMap::FULL), Change::Promote);
+        assert_eq!(
+            planned(false, &GibMap::EMPTY, &GibMap::FULL),
+            Change::Promote
+        );
         // A GiB already full through its directory is promoted too.
-        assert_eq!(plan(false, &GibMap::FULL, &GibMap::FULL), Change::Promote);
+        assert_eq!(
+            planned(false, &GibMap::FULL, &GibMap::FULL),
+            Change::Promote
+        );
     }
 
     #[test]
     fn a_huge_page_splits_only_when_part_of_it_goes() {
-        assert_eq!(plan(true, &GibMap::FULL, &GibMap::FULL), Change::Nothing);
-        assert_eq!(plan(true, &GibMap::FULL, &map(0..511)), Change::Split);
-        assert_eq!(plan(true, &GibMap::FULL, &GibMap::EMPTY), Change::Split);
+        assert_eq!(planned(true, &GibMap::FULL, &GibMap::FULL), Change::Nothing);
+        assert_eq!(planned(true, &GibMap::FULL, &map(0..511)), Change::Split);
+        assert_eq!(planned(true, &GibMap::FULL, &GibMap::EMPTY), Change::Split);
         assert!(Change::Split.needs_directory() && Change::Entries.needs_directory());
         assert!(!Change::Promote.needs_directory() && !Change::Nothing.needs_directory());
     }
 
     #[test]
     fn an_unchanged_partial_gib_writes_nothing() {
-        assert_eq!(plan(false, &map(3..9), &map(3..9)), Change::Nothing);
-        assert_eq!(plan(false, &GibMap::EMPTY, &GibMap::EMPTY), Change::Nothing);
+        assert_eq!(planned(false, &map(3..9), &map(3..9)), Change::Nothing);
+        assert_eq!(
+            planned(false, &GibMap::EMPTY, &GibMap::EMPTY),
+            Change::Nothing
+        );
+    }
+
+    #[test]
+    fn word_wide_updates_match_page_by_page_ones() {
+        let ranges = [
+            0..1,
+            0..64,
+            63..65,
+            1..63,
+            60..130,
+            64..128,
+            0..512,
+            511..512,
+            200..600,
+        ];
+        for first in ranges.clone() {
+            for second in ranges.clone() {
+                let mut words = GibMap::EMPTY;
+                words.set(first.clone());
+                let before = words;
+                let changed = words.clear(second.clone());
+                let mut pages = GibMap::EMPTY;
+                for page in first.clone().filter(|&p| p < LARGE_PER_HUGE) {
+                    pages.words[page / 64] |= 1 << (page % 64);
+                }
+                for page in second.clone().filter(|&p| p < LARGE_PER_HUGE) {
+                    pages.words[page / 64] &= !(1 << (page % 64));
+                }
+                assert_eq!(words, pages, "set {first:?}, clear {second:?}");
+                assert_eq!(
+                    changed,
+                    words != before,
+                    "clear {second:?} after set {first:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn updates_say_whether_they_changed_a_page() {
+        let mut gib = map(0..64);
+        assert!(!gib.set(0..64) && !gib.set(10..20) && !gib.clear(64..128));
+        assert!(gib.set(63..65) && !gib.set(64..65));
+        assert!(gib.clear(64..600) && !gib.clear(64..600));
+        assert_eq!(gib, map(0..64));
+        // What the kernel plans from an update that changed nothing.
+        assert_eq!(plan(false, gib.set(0..1), &gib), Change::Nothing);
+        assert_eq!(plan(false, gib.set(500..512), &gib), Change::Entries);
     }
 
     #[test]
@@ -314,6 +399,13 @@ mod tests {
         assert!(gib.contains(62) && !gib.contains(63) && !gib.contains(64) && gib.contains(65));
         gib.clear(0..512);
         assert!(gib.is_empty() && !gib.contains(600));
+        // Fullness and emptiness see every word, the last and the first.
+        let mut last = GibMap::FULL;
+        last.clear(511..512);
+        assert!(!last.is_full() && last != GibMap::FULL);
+        let mut first = GibMap::EMPTY;
+        first.set(0..1);
+        assert!(!first.is_empty() && first != GibMap::EMPTY);
         gib.set(500..600);
         assert_eq!(gib, map(500..512));
     }

@@ -273,21 +273,32 @@ const PML4_SPAN: u64 = 512 << 30;
 /// PDPT slots, one per GiB of the boot PML4 entry.
 const SLOTS: usize = 512;
 
-/// The direct map above 4 GiB as the page tables hold it, per PDPT slot:
-/// which 2 MiB pages are mapped, whether the slot is one 1 GiB page, and
-/// its page directory, kept while the slot is a 1 GiB page so that a
-/// split never allocates.
+/// One PDPT slot of the direct map above 4 GiB as the page tables hold
+/// it: which 2 MiB pages are mapped, whether as one 1 GiB page, and its
+/// page directory, kept while the slot is a 1 GiB page so that a split
+/// never allocates. One record per slot, so that a change reads and
+/// writes one place rather than three arrays.
+#[derive(Clone, Copy)]
+struct Slot {
+    mapped: GibMap,
+    directory: u64,
+    huge: bool,
+}
+
+/// The direct map above 4 GiB, one [`Slot`] per GiB of the boot PML4
+/// entry. Every slot with a page mapped has its directory (made before
+/// its first map), which is why an unmap never allocates.
 struct DirectMap {
-    mapped: [GibMap; SLOTS],
-    huge: [bool; SLOTS],
-    directories: [u64; SLOTS],
+    slots: [Slot; SLOTS],
 }
 
 /// Serialises changes to the page tables above 4 GiB.
 static DIRECT_MAP: spin::Mutex<DirectMap> = spin::Mutex::new(DirectMap {
-    mapped: [GibMap::EMPTY; SLOTS],
-    huge: [false; SLOTS],
-    directories: [0; SLOTS],
+    slots: [Slot {
+        mapped: GibMap::EMPTY,
+        directory: 0,
+        huge: false,
+    }; SLOTS],
 });
 /// Page directories made above 4 GiB so far.
 static DIRECTORIES: AtomicU64 = AtomicU64::new(0);
@@ -299,7 +310,12 @@ pub fn directories_made() -> u64 {
 
 /// How many GiB above 4 GiB are mapped by one 1 GiB page now.
 pub fn huge_pages() -> usize {
-    DIRECT_MAP.lock().huge.iter().filter(|&&huge| huge).count()
+    DIRECT_MAP
+        .lock()
+        .slots
+        .iter()
+        .filter(|slot| slot.huge)
+        .count()
 }
 
 /// The boot PDPT, found through CR3 (every CPU runs on the boot tables).
@@ -315,6 +331,8 @@ fn pdpt() -> *mut u64 {
 
 /// A zeroed page directory from the heap (identity-mapped: its address is
 /// its physical address), kept for the rest of the run.
+#[cold]
+#[inline(never)]
 fn new_directory() -> Result<u64, MapError> {
     let layout =
         alloc::alloc::Layout::from_size_align(4096, 4096).map_err(|_| MapError::NoMemory)?;
@@ -336,52 +354,72 @@ fn spans(start: u64, end: u64) -> Result<impl Iterator<Item = GibSpan>, MapError
     directmap::spans(start, end).map_err(|_| MapError::Outside(start))
 }
 
-/// Maps (`map`) or unmaps `[start, end)` as [`hotkern_kernel::directmap`]
-/// plans it: 1 GiB pages where a whole GiB is mapped, 2 MiB entries
-/// elsewhere. Every directory the plan needs is made before any entry is
-/// written, so a failure changes no mapping.
-fn change(start: u64, end: u64, map: bool) -> Result<(), MapError> {
-    let mut state = DIRECT_MAP.lock();
-    let state = &mut *state;
-    let after = |now: &GibMap, span: &GibSpan| {
-        let mut after = *now;
-        if map {
-            after.set(span.pages.clone());
-        } else {
-            after.clear(span.pages.clone());
-        }
-        after
-    };
-    for span in spans(start, end)? {
-        let slot = span.gib as usize;
-        let next = after(&state.mapped[slot], &span);
-        let change = directmap::plan(state.huge[slot], &state.mapped[slot], &next);
-        if change.needs_directory() && state.directories[slot] == 0 {
-            state.directories[slot] = new_directory()?;
+/// Gives every GiB that `[start, end)` touches its page directory, if it
+/// has none yet: all of them before anything is mapped, so that a failure
+/// changes nothing, and a GiB that becomes a 1 GiB page keeps one for its
+/// split. The range is already checked (below 512 GiB).
+fn make_directories(state: &mut DirectMap, start: u64, end: u64) -> Result<(), MapError> {
+    let first = (start / HUGE_PAGE_BYTES) as usize;
+    let last = end.div_ceil(HUGE_PAGE_BYTES) as usize;
+    for slot in &mut state.slots[first..last] {
+        if slot.directory == 0 {
+            slot.directory = new_directory()?;
         }
     }
+    Ok(())
+}
+
+/// Maps (`map`) or unmaps `[start, end)` as [`hotkern_kernel::directmap`]
+/// plans it: 1 GiB pages where a whole GiB is mapped, 2 MiB entries
+/// elsewhere. A map makes the directories first ([`make_directories`]);
+/// an unmap needs none it does not have (see [`DirectMap`]).
+///
+/// Kept short on purpose: QEMU's TCG translates each block of guest code
+/// the first time it runs, at one to two microseconds per instruction on
+/// the shared test host, and the first grow after boot runs this path for
+/// the first time inside its timed page-table share. So the plan is made
+/// once per GiB (not again in an allocation pass), from one slot record
+/// updated in place a word at a time ([`GibMap::set`] says whether it
+/// changed anything), with no copy or comparison of whole maps.
+fn change(start: u64, end: u64, map: bool) -> Result<(), MapError> {
+    let spans = spans(start, end)?;
+    let mut state = DIRECT_MAP.lock();
+    if map {
+        make_directories(&mut state, start, end)?;
+    }
+    let pdpt = pdpt();
     let mut reload = false;
-    for span in spans(start, end)? {
-        let slot = span.gib as usize;
-        let next = after(&state.mapped[slot], &span);
-        let change = directmap::plan(state.huge[slot], &state.mapped[slot], &next);
+    for span in spans {
+        let slot = &mut state.slots[span.gib as usize];
+        let changed = if map {
+            slot.mapped.set(span.pages.clone())
+        } else {
+            slot.mapped.clear(span.pages.clone())
+        };
+        let change = directmap::plan(slot.huge, changed, &slot.mapped);
         let gib = span.gib * HUGE_PAGE_BYTES;
-        let directory = state.directories[slot] as *mut u64;
-        // SAFETY: slot < 512: inside the PDPT page; DIRECT_MAP is held.
-        let entry = unsafe { pdpt().add(slot) };
+        let directory = slot.directory as *mut u64;
+        // SAFETY: the slot is below 512 (the range ends below 512 GiB):
+        // inside the PDPT page; DIRECT_MAP is held.
+        let entry = unsafe { pdpt.add(span.gib as usize) };
         let page = |index: usize| gib + index as u64 * LARGE_PAGE_BYTES;
         match change {
             Change::Nothing => {}
             Change::Entries => {
                 for index in span.pages.clone() {
                     let value = if map { page(index) | LARGE_PAGE } else { 0 };
-                    // SAFETY: index < 512, inside the directory; only this
-                    // range's pages change, and nothing uses an unmapped
-                    // one. A not-present entry is never cached, so only
-                    // an unmap invalidates.
-                    unsafe {
-                        directory.add(index).write_volatile(value);
-                        if !map {
+                    // SAFETY: index < 512, inside the directory, which
+                    // exists (made by a map before its first page); only
+                    // this range's pages change, and nothing uses an
+                    // unmapped one.
+                    unsafe { directory.add(index).write_volatile(value) };
+                }
+                if !map {
+                    // A not-present entry is never cached, so only an
+                    // unmap invalidates.
+                    for index in span.pages.clone() {
+                        // SAFETY: drops a translation; changes no mapping.
+                        unsafe {
                             core::arch::asm!("invlpg [{}]", in(reg) page(index), options(nostack));
                         }
                     }
@@ -398,13 +436,14 @@ fn change(start: u64, end: u64, map: bool) -> Result<(), MapError> {
             }
             Change::Split => {
                 for index in 0..LARGE_PER_HUGE {
-                    let value = if next.contains(index) {
+                    let value = if slot.mapped.contains(index) {
                         page(index) | LARGE_PAGE
                     } else {
                         0
                     };
-                    // SAFETY: index < 512; the directory is not in use
-                    // while the slot is a 1 GiB page.
+                    // SAFETY: index < 512; the directory (made before the
+                    // slot's first map) is not in use while the slot is a
+                    // 1 GiB page.
                     unsafe { directory.add(index).write_volatile(value) };
                 }
                 // SAFETY: the directory now maps what stays plugged; the
@@ -413,9 +452,7 @@ fn change(start: u64, end: u64, map: bool) -> Result<(), MapError> {
                 reload = true;
             }
         }
-        state.mapped[slot] = next;
-        state.huge[slot] =
-            matches!(change, Change::Promote) || (state.huge[slot] && change == Change::Nothing);
+        slot.huge = matches!(change, Change::Promote) || (slot.huge && change == Change::Nothing);
     }
     if reload {
         flush_tlb(0);
@@ -444,24 +481,17 @@ pub fn unmap_large(address: u64) -> Result<(), MapError> {
     unmap_range(address, address.saturating_add(LARGE_PAGE_BYTES))
 }
 
-/// Makes the page directories that mapping `[start, end)` in 2 MiB pages
-/// needs, mapping nothing: a driver calls it before its first plug, so
-/// that a resize allocates no directory (allocate before changing
-/// anything).
+/// Makes the page directories of every GiB `[start, end)` touches,
+/// mapping nothing: a driver calls it when it probes, before its first
+/// plug, so that a resize allocates no directory (allocate before
+/// changing anything).
 #[hotkern_trace::function]
 pub fn prepare_map(start: u64, end: u64) -> Result<(), MapError> {
     let first = start & !(HUGE_PAGE_BYTES - 1);
     let last = end.next_multiple_of(HUGE_PAGE_BYTES);
     // Only to check the range.
     drop(spans(first, last)?);
-    let mut state = DIRECT_MAP.lock();
-    for gib in (first..last).step_by(HUGE_PAGE_BYTES as usize) {
-        let slot = (gib / HUGE_PAGE_BYTES) as usize;
-        if state.directories[slot] == 0 {
-            state.directories[slot] = new_directory()?;
-        }
-    }
-    Ok(())
+    make_directories(&mut DIRECT_MAP.lock(), first, last)
 }
 
 /// Whether the page tables map `address` (above 4 GiB), read from the
