@@ -139,6 +139,13 @@ pub fn run(
         checks.check("virtio-mem: the heap holds the fill's owner list", false);
     }
     report.descriptor_frames = device.descriptor_frames();
+    if !device.descriptors_on_block {
+        let bytes = descriptors::touch_heap_room(device.plugged.len() as u64 * device.frames());
+        println!(
+            "hotkern: virtio-mem: descriptors on the heap, {} KiB of it touched",
+            bytes >> 10
+        );
+    }
     report.heap = descriptors::start();
     // Watching starts before the host may send its first size (it waits
     // for the ready line), so every change's interrupt is counted and no
@@ -204,7 +211,7 @@ pub fn run(
             resize.refused = Some(alloc::format!("{error}"));
         }
         resize.plugged = device.plugged_bytes();
-        if resize.blocks > 0 {
+        if resize.blocks > 0 && device.descriptors_on_block {
             let frames = device.frames();
             let blocks = (0..device.plugged.len()).filter(|&i| device.plugged[i]);
             report.descriptors_off_block += descriptors::off_block(

@@ -74,7 +74,7 @@ pub const MIB: u64 = 1 << 20;
 pub const RUN_BYTES: u64 = 128 << 20;
 /// Heap a grow leaves free: physmem's unplugs rebuild the index sections
 /// they touch, so the shrink back needs room even after the largest grow.
-const HEAP_RESERVE: usize = 2 << 20;
+const HEAP_RESERVE: usize = 4 << 20;
 /// Why the driver stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemError {
@@ -183,6 +183,11 @@ pub struct Device {
     /// The allocator the plugged blocks' frames are handed to, with
     /// their owners.
     pub hot: &'static MovableFrames,
+    /// Whether each block is plugged with its descriptors on its own
+    /// first frames (a region whose descriptors would take more than a
+    /// quarter of the free heap) or, cheaper per plug (no first touch of
+    /// the block), a run at a time with descriptors on the heap.
+    pub descriptors_on_block: bool,
 }
 
 /// Makes the allocator for a region of `blocks` blocks of `frames`
@@ -215,6 +220,9 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
         return Err(MemError::BadConfig("region outside 4 GiB to 512 GiB"));
     }
     let blocks = (region / block) as usize;
+    let (size, used, _) = crate::arch::heap::usage();
+    let descriptors = region / PAGE_SIZE * core::mem::size_of::<KernelPage>() as u64;
+    let descriptors_on_block = descriptors > (size.saturating_sub(used) / 4) as u64;
     let hot = hot(Pfn(addr / PAGE_SIZE), blocks, block / PAGE_SIZE).map_err(MemError::Region)?;
     Ok(Device {
         transport,
@@ -222,6 +230,7 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
         addr,
         plugged: alloc::vec![false; blocks],
         hot,
+        descriptors_on_block,
     })
 }
 
@@ -269,6 +278,9 @@ impl Device {
     /// descriptors (physmem's `plug_on_memory`, Linux's
     /// `memmap_on_memory`): the allocator never hands them out.
     pub fn descriptor_frames(&self) -> u64 {
+        if !self.descriptors_on_block {
+            return 0;
+        }
         hotkern_physmem::Physmem::<KernelPage>::descriptor_frames(PageCount(self.frames())).0
     }
 
@@ -321,7 +333,14 @@ impl Device {
         let t2 = tsc::nanos();
         ns[2] += t2 - t1;
         let mut plugged = 0;
+        let on_block = self.descriptors_on_block;
         let result = mapped.map_err(MemError::Map).and_then(|()| {
+            if !on_block {
+                return PHYSMEM
+                    .plug(Pfn(start / PAGE_SIZE), PageCount(bytes / PAGE_SIZE))
+                    .map(|_| ())
+                    .map_err(MemError::Physmem);
+            }
             for index in first..first + count {
                 let address = self.block_address(index);
                 // SAFETY: the block was just plugged and mapped at its
@@ -475,14 +494,21 @@ impl Device {
         }
         let t1 = tsc::nanos();
         for (done, &(pfn, frames)) in pieces.iter().enumerate() {
+            // Each unplug publishes a new index and retires the old one's
+            // tables: free them as soon as no reader holds them, or
+            // thousands of one-block segments run the heap out.
+            PHYSMEM.reclaim();
             if let Err(error) = PHYSMEM.unplug(Pfn(pfn), PageCount(frames)) {
                 // Put back what this shrink took, so that nothing is lost:
                 // the pieces unplugged so far, and every block's frames.
                 // Each piece is a block's own segment, its descriptors on
                 // its first frames: made again there once physmem let go.
+                for &(pfn, frames) in pieces[..done].iter().filter(|_| !self.descriptors_on_block) {
+                    let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
+                }
                 let back = pieces[..done].iter().map(|&(pfn, _)| pfn * PAGE_SIZE);
                 let released = self.release_descriptors(back.clone());
-                for address in back.filter(|_| released.is_ok()) {
+                for address in back.filter(|_| released.is_ok() && self.descriptors_on_block) {
                     // SAFETY: as in `plug_run`; physmem let the memory go.
                     let _ = unsafe {
                         PHYSMEM.plug_on_memory(

@@ -48,6 +48,27 @@ impl HeapUse {
     }
 }
 
+/// For a region whose descriptors go on the heap (small enough that the
+/// driver keeps them there): allocates room for `frames` frames'
+/// descriptors and a quarter more, writes one word in each page of it
+/// and frees it again, so that the host populates those heap pages now
+/// rather than during the resizes (the heap is first-fit: physmem's slabs
+/// land there). Returns the bytes touched.
+pub fn touch_heap_room(frames: u64) -> u64 {
+    let descriptors = frames.saturating_mul(size_of::<KernelPage>() as u64);
+    let bytes = descriptors.saturating_add(descriptors / 4) as usize;
+    let mut room: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
+    if room.try_reserve_exact(bytes / 8).is_err() {
+        return 0;
+    }
+    let base = room.as_mut_ptr();
+    for word in (0..bytes / 8).step_by((PAGE_SIZE / 8) as usize) {
+        // SAFETY: within the capacity just reserved; nothing reads it.
+        unsafe { base.add(word).write_volatile(0) };
+    }
+    bytes as u64
+}
+
 /// Of the `blocks` given as frame ranges, those whose first or last frame
 /// has its descriptor outside the block's first `descriptor_frames`
 /// frames.
