@@ -39,8 +39,11 @@ pub const READY: &str = "hotkern: virtio-mem ready";
 /// The console line that says the owners are ready for the next size.
 pub const NEXT: &str = "hotkern: virtio-mem: ready for the next size";
 
-/// How long the kernel waits for the host's next resize.
-const WAIT_NS: u64 = 60_000_000_000;
+/// How long the kernel waits for the host's next resize: the host waits
+/// up to 30 s plus 10 s per GiB for a size it asked for before it sends
+/// the next, so after a many-GiB grow that stopped short the next size
+/// may take minutes.
+const WAIT_NS: u64 = 240_000_000_000;
 
 /// Drops the unmapped blocks from every other running CPU's TLB: the
 /// readers reload CR3 all at once through their polled generation, the
