@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn hotplug_and_resizes_reach_qemu_and_the_kernel() {
         let line = qemu_line(&["--hotplug", "256M", "--resize", "128M,256M,0"]).unwrap();
-        assert!(line.contains(" -m 128M,maxmem=384M -smp 4 -object memory-backend-ram,id=vmem0,size=256M -device virtio-mem-pci,id=vm0,"), "{line}");
+        assert!(line.contains(" -m 128M,maxmem=384M -smp 4 -object memory-backend-ram,id=vmem0,size=256M,reserve=off,prealloc=off -device virtio-mem-pci,id=vm0,"), "{line}");
         assert!(line.contains(" -qmp unix:"), "{line}");
         assert!(line.ends_with("-append vmem=128,256,0"), "{line}");
         let line = qemu_line(&["--hotplug", "256M", "--resize", "256M,0", "--fill", "75"]).unwrap();

@@ -156,7 +156,15 @@ impl QemuConfig {
         if let Some(hotplug) = &self.hotplug {
             push(&[
                 "-object",
-                &format!("memory-backend-ram,id=vmem0,size={}M", hotplug.size_mib),
+                // No reservation and no preallocation: memory the guest
+                // never touches costs the host nothing, so a region far
+                // larger than the host's RAM (a 64 GiB grow on a 23 GiB
+                // host, which writes only each block's descriptor frame)
+                // can be mapped under heuristic overcommit.
+                &format!(
+                    "memory-backend-ram,id=vmem0,size={}M,reserve=off,prealloc=off",
+                    hotplug.size_mib
+                ),
                 "-device",
                 &format!(
                     "virtio-mem-pci,id={},memdev=vmem0,requested-size=0,block-size=2M",
@@ -418,7 +426,7 @@ mod tests {
             qmp_socket: PathBuf::from("/tmp/q.sock"),
         });
         assert!(joined(&config).contains(
-            "-m 256M,maxmem=512M -smp 2 -object memory-backend-ram,id=vmem0,size=256M \
+            "-m 256M,maxmem=512M -smp 2 -object memory-backend-ram,id=vmem0,size=256M,reserve=off,prealloc=off \
              -device virtio-mem-pci,id=vm0,memdev=vmem0,requested-size=0,block-size=2M \
              -qmp unix:/tmp/q.sock,server=on,wait=off -bios"
         ));

@@ -143,6 +143,10 @@ struct Region {
     unmovable: Vec<u64>,
     /// Unmovable frames per block.
     unmovable_count: Vec<u64>,
+    /// Frames at the front of each handed-over block that are never
+    /// handed out: the block's own page descriptors (Linux's
+    /// `memmap_on_memory`), 0 for a block without them.
+    reserved: Vec<u32>,
     /// Frames free and frames handed over, over all blocks.
     free_total: u64,
     total: u64,
@@ -172,28 +176,49 @@ impl Region {
         Pfn(self.first + block as u64 * self.block_frames + 64 * word as u64 + u64::from(offset))
     }
 
-    /// The first block an allocation of `mobility` may take from.
-    fn allocatable(&self, mobility: Mobility) -> Option<usize> {
+    /// The first block below `end` an allocation of `mobility` may take
+    /// from.
+    fn allocatable(&self, mobility: Mobility, end: usize) -> Option<usize> {
         self.with_free
             .iter()
             .zip(&self.kernel)
             .enumerate()
+            .take(end.div_ceil(64))
             .find_map(|(index, (&free, &kernel))| {
                 let word = match mobility {
                     Mobility::Movable => free,
                     Mobility::Unmovable => free & kernel,
                 };
-                (word != 0).then(|| index * 64 + word.trailing_zeros() as usize)
+                let block = index * 64 + word.trailing_zeros() as usize;
+                (word != 0 && block < end).then_some(block)
             })
     }
 
-    fn fill(&mut self, block: usize) {
+    /// Marks every frame of `block` free but its first `reserved`.
+    fn fill(&mut self, block: usize, reserved: u64) {
         let words = &mut self.free[block * self.words..(block + 1) * self.words];
         let whole = (self.block_frames / 64) as usize;
         words[..whole].fill(u64::MAX);
         if let Some(tail) = words.get_mut(whole) {
             *tail = (1 << (self.block_frames % 64)) - 1;
         }
+        for word in &mut words[..(reserved / 64) as usize] {
+            *word = 0;
+        }
+        if reserved % 64 != 0 {
+            words[(reserved / 64) as usize] &= !((1 << (reserved % 64)) - 1);
+        }
+    }
+
+    /// Frames of `block` that can be handed out: all but its reserved
+    /// prefix.
+    fn usable(&self, block: usize) -> u64 {
+        self.block_frames - u64::from(self.reserved[block])
+    }
+
+    /// Whether frame `index` of `block` is in the block's reserved prefix.
+    fn is_reserved(&self, block: usize, index: u64) -> bool {
+        index < u64::from(self.reserved[block])
     }
 }
 
@@ -237,6 +262,14 @@ impl BlockFrames {
                 kernel: zeroed(map_words)?,
                 unmovable: zeroed(blocks.checked_mul(words).ok_or(RegionError::TooLarge)?)?,
                 unmovable_count: zeroed(blocks)?,
+                reserved: {
+                    let mut reserved = Vec::new();
+                    reserved
+                        .try_reserve_exact(blocks)
+                        .map_err(|_| RegionError::OutOfMemory)?;
+                    reserved.resize(blocks, 0);
+                    reserved
+                },
                 free_total: 0,
                 total: 0,
             }),
@@ -253,21 +286,55 @@ impl BlockFrames {
     /// [`BlockFrames::add_blocks`], saying which allocations the blocks
     /// take.
     pub fn add_blocks_as(&self, first: usize, count: usize, online: Online) -> bool {
+        self.add_blocks_reserving(first, count, online, 0)
+    }
+
+    /// [`BlockFrames::add_blocks_as`], keeping the first `reserved` frames
+    /// of each block back for good: they hold the block's own page
+    /// descriptors (physmem's `plug_on_memory`), so they are never handed
+    /// out, freed, reported used or moved by a shrink, and the block is
+    /// wholly free when every other frame is. Refused (false), changing
+    /// nothing, if `reserved` leaves no frame to hand out.
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::{BlockFrames, Online};
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = BlockFrames::new(Pfn(0), 2, 8)?;
+    /// assert!(!frames.add_blocks_reserving(0, 1, Online::Movable, 8), "nothing left");
+    /// assert!(frames.add_blocks_reserving(0, 2, Online::Movable, 1));
+    /// assert_eq!(frames.alloc(), Some(Pfn(1)), "frame 0 holds descriptors");
+    /// assert!(!frames.free(Pfn(8)), "never handed out, never freed");
+    /// assert_eq!(frames.counts(), (13, 14));
+    /// assert_eq!(frames.reserved(1), Some(1));
+    /// assert!(frames.take_block(1), "wholly free but its descriptors");
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn add_blocks_reserving(
+        &self,
+        first: usize,
+        count: usize,
+        online: Online,
+        reserved: u64,
+    ) -> bool {
         let mut region = self.region.lock();
         let Some(end) = first.checked_add(count).filter(|&end| end <= region.blocks) else {
             return false;
         };
-        if (first..end).any(|block| bit(&region.present, block)) {
+        if reserved >= region.block_frames || (first..end).any(|block| bit(&region.present, block))
+        {
             return false;
         }
         for block in first..end {
-            region.fill(block);
-            region.free_count[block] = region.block_frames;
+            region.fill(block, reserved);
+            // Below `block_frames`, which a block's frame index fits in.
+            region.reserved[block] = reserved as u32;
+            region.free_count[block] = region.block_frames - reserved;
             set(&mut region.present, block, true);
             set(&mut region.with_free, block, true);
             set(&mut region.kernel, block, online == Online::Kernel);
         }
-        let frames = count as u64 * region.block_frames;
+        let frames = count as u64 * (region.block_frames - reserved);
         region.free_total += frames;
         region.total += frames;
         true
@@ -279,17 +346,19 @@ impl BlockFrames {
         let mut region = self.region.lock();
         if block >= region.blocks
             || !bit(&region.present, block)
-            || region.free_count[block] != region.block_frames
+            || region.free_count[block] != region.usable(block)
         {
             return false;
         }
+        let usable = region.usable(block);
         region.free_count[block] = 0;
+        region.reserved[block] = 0;
         set(&mut region.present, block, false);
         set(&mut region.with_free, block, false);
         set(&mut region.isolated, block, false);
         set(&mut region.kernel, block, false);
-        region.free_total -= region.block_frames;
-        region.total -= region.block_frames;
+        region.free_total -= usable;
+        region.total -= usable;
         true
     }
 
@@ -303,8 +372,25 @@ impl BlockFrames {
     /// A free frame for an allocation of `mobility`, from a block that is
     /// not isolated and takes it.
     pub fn alloc_as(&self, mobility: Mobility) -> Option<Pfn> {
+        self.alloc_below(mobility, usize::MAX)
+    }
+
+    /// [`BlockFrames::alloc_as`] from the blocks below `end` only: for an
+    /// owner table that covers the front of the region.
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::{BlockFrames, Mobility};
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = BlockFrames::new(Pfn(0), 2, 1)?;
+    /// assert!(frames.add_blocks(0, 2));
+    /// assert_eq!(frames.alloc_below(Mobility::Movable, 1), Some(Pfn(0)));
+    /// assert_eq!(frames.alloc_below(Mobility::Movable, 1), None, "block 1 is past the end");
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn alloc_below(&self, mobility: Mobility, end: usize) -> Option<Pfn> {
         let mut region = self.region.lock();
-        let block = region.allocatable(mobility)?;
+        let block = region.allocatable(mobility, end)?;
         Self::take_frame(&mut region, block, mobility)
     }
 
@@ -362,7 +448,7 @@ impl BlockFrames {
         let Some((block, index)) = region.locate(frame) else {
             return false;
         };
-        if !bit(&region.present, block) {
+        if !bit(&region.present, block) || region.is_reserved(block, index) {
             return false;
         }
         let word = block * region.words + (index / 64) as usize;
@@ -411,7 +497,7 @@ impl BlockFrames {
         }
         set(&mut region.isolated, block, true);
         set(&mut region.with_free, block, false);
-        Ok(region.block_frames - region.free_count[block])
+        Ok(region.usable(block) - region.free_count[block])
     }
 
     /// Ends a block's isolation; false if it was not isolated.
@@ -434,12 +520,21 @@ impl BlockFrames {
             return;
         }
         let words = region.words;
+        let reserved = u64::from(region.reserved[block]);
         for (at, &free) in region.free[block * words..(block + 1) * words]
             .iter()
             .enumerate()
         {
             let in_block = (region.block_frames - 64 * at as u64).min(64);
             let mut used = !free & (u64::MAX >> (64 - in_block));
+            // The descriptor frames are neither free nor used: a shrink
+            // must never pick one as a frame to move.
+            let below = reserved.saturating_sub(64 * at as u64).min(64);
+            used &= !match below {
+                0 => 0,
+                64 => u64::MAX,
+                below => (1 << below) - 1,
+            };
             while used != 0 {
                 let offset = used.trailing_zeros();
                 used &= used - 1;
@@ -452,7 +547,7 @@ impl BlockFrames {
     pub fn block_use(&self, block: usize) -> Option<BlockUse> {
         let region = self.region.lock();
         (block < region.blocks && bit(&region.present, block)).then(|| BlockUse {
-            used: region.block_frames - region.free_count[block],
+            used: region.usable(block) - region.free_count[block],
             unmovable: region.unmovable_count[block],
             isolated: bit(&region.isolated, block),
         })
@@ -463,8 +558,19 @@ impl BlockFrames {
         let region = self.region.lock();
         region.locate(frame).is_some_and(|(block, index)| {
             let word = block * region.words + (index / 64) as usize;
-            bit(&region.present, block) && region.free[word] & (1 << (index % 64)) == 0
+            bit(&region.present, block)
+                && !region.is_reserved(block, index)
+                && region.free[word] & (1 << (index % 64)) == 0
         })
+    }
+
+    /// The frames a handed-over block keeps back at its front
+    /// ([`BlockFrames::add_blocks_reserving`]); `None` for a block not
+    /// handed over.
+    pub fn reserved(&self, block: usize) -> Option<u64> {
+        let region = self.region.lock();
+        (block < region.blocks && bit(&region.present, block))
+            .then(|| u64::from(region.reserved[block]))
     }
 
     /// Whether `frame` is handed out unmovable.

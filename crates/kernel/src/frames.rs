@@ -8,6 +8,7 @@
 
 use alloc::vec::Vec;
 use core::fmt;
+use core::ptr::NonNull;
 
 use hotkern_physmem::{Page, PageCount, Pfn, PhysAddr, Physmem, PhysmemError};
 
@@ -125,6 +126,46 @@ impl FramePool {
     /// ```
     pub fn plug_unpooled(&self, first: Pfn, frames: PageCount) -> Result<(), PhysmemError> {
         self.memory.plug(first, frames).map(|_| ())
+    }
+
+    /// Frames at the front of a block of `frames` that its own
+    /// descriptors fill ([`FramePool::plug_unpooled_on_memory`]).
+    ///
+    /// ```
+    /// use hotkern_kernel::frames::FramePool;
+    /// use hotkern_physmem::PageCount;
+    ///
+    /// assert!(FramePool::descriptor_frames(PageCount(512)).0 >= 1);
+    /// ```
+    pub fn descriptor_frames(frames: PageCount) -> PageCount {
+        Physmem::<FramePage>::descriptor_frames(frames)
+    }
+
+    /// [`FramePool::plug_unpooled`] with the frames' descriptors in
+    /// `memory`, the block's own first frames (physmem's
+    /// `plug_on_memory`, Linux's `memmap_on_memory`): the plug takes no
+    /// heap for them. One segment, unplugged whole.
+    ///
+    /// # Safety
+    ///
+    /// As physmem's `plug_on_memory`: `memory` is valid for writes of
+    /// [`FramePool::descriptor_frames`] frames and used by nothing else
+    /// until [`FramePool::released`] says the pool let it go.
+    pub unsafe fn plug_unpooled_on_memory(
+        &self,
+        first: Pfn,
+        frames: PageCount,
+        memory: NonNull<u8>,
+    ) -> Result<(), PhysmemError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.memory.plug_on_memory(first, frames, memory) }.map(|_| ())
+    }
+
+    /// Reclaims what no reader holds any more, then whether `memory`
+    /// (given to [`FramePool::plug_unpooled_on_memory`]) is free to reuse.
+    pub fn released(&self, memory: NonNull<u8>) -> bool {
+        self.memory.reclaim();
+        !self.memory.holds_memory(memory)
     }
 
     /// Unplugs what [`FramePool::plug_unpooled`] plugged (or part of it,

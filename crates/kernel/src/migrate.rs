@@ -64,7 +64,7 @@ use core::fmt;
 
 use hotkern_physmem::Pfn;
 
-use crate::blockframes::{BlockFrames, IsolateError, Mobility};
+use crate::blockframes::{BlockFrames, IsolateError};
 use crate::movable::{FrameMemory, MovableFrames, Move};
 use crate::sync::spin_wait;
 
@@ -360,7 +360,7 @@ pub fn shrink_block(
     for index in 0..used.len() {
         let target = hooks
             .allow_target(index)
-            .then(|| blocks.alloc_as(Mobility::Movable))
+            .then(|| frames.alloc_target())
             .flatten();
         match target {
             Some(target) => targets.push(target),

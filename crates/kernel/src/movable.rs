@@ -159,6 +159,9 @@ pub(crate) enum Move {
 pub struct MovableFrames {
     blocks: BlockFrames,
     first: u64,
+    /// Blocks the owner table covers, from the region's first: owned
+    /// frames come only from these.
+    owned_blocks: usize,
     entries: Vec<Entry>,
     table: Mutex<Table>,
 }
@@ -167,8 +170,36 @@ impl MovableFrames {
     /// Over `blocks` blocks of `block_frames` frames from `first`, with
     /// one slot and one reverse-map word per frame allocated now.
     pub fn new(first: Pfn, blocks: usize, block_frames: u64) -> Result<Self, RegionError> {
+        Self::with_owned_blocks(first, blocks, block_frames, blocks)
+    }
+
+    /// [`MovableFrames::new`] with an owner table (28 bytes a frame) over
+    /// only the region's first `owned_blocks` blocks: a region of tens of
+    /// GiB needs no table the heap cannot hold. Owned frames come from
+    /// those blocks alone; the others are handed out through
+    /// [`MovableFrames::blocks`] or not at all, and a shrink takes them
+    /// back when they are free (a used one has no owner to move it).
+    ///
+    /// ```
+    /// use hotkern_kernel::movable::MovableFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = MovableFrames::with_owned_blocks(Pfn(0), 4, 2, 1)?;
+    /// assert!(frames.blocks().add_blocks(0, 4));
+    /// assert!(frames.alloc().is_some() && frames.alloc().is_some());
+    /// assert_eq!(frames.alloc(), None, "the owned block is full");
+    /// assert_eq!(frames.alloc_in(2), None, "block 2 has no owner table");
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn with_owned_blocks(
+        first: Pfn,
+        blocks: usize,
+        block_frames: u64,
+        owned_blocks: usize,
+    ) -> Result<Self, RegionError> {
         let inner = BlockFrames::new(first, blocks, block_frames)?;
-        let frames = (blocks as u64)
+        let owned_blocks = owned_blocks.min(blocks);
+        let frames = (owned_blocks as u64)
             .checked_mul(block_frames)
             .filter(|&frames| frames < u64::from(u32::MAX))
             .ok_or(RegionError::TooLarge)? as usize;
@@ -190,6 +221,7 @@ impl MovableFrames {
         Ok(MovableFrames {
             blocks: inner,
             first: first.0,
+            owned_blocks,
             entries,
             table: Mutex::new(Table { owner, free_slots }),
         })
@@ -210,7 +242,7 @@ impl MovableFrames {
     pub fn alloc(&self) -> Option<Slot> {
         let mut table = self.table.lock();
         let slot = *table.free_slots.last()?;
-        let frame = self.blocks.alloc_as(Mobility::Movable)?;
+        let frame = self.alloc_target()?;
         table.free_slots.pop();
         let index = self.index(frame);
         table.owner[index] = u64::from(slot);
@@ -238,6 +270,9 @@ impl MovableFrames {
     pub fn alloc_in(&self, block: usize) -> Option<Slot> {
         let mut table = self.table.lock();
         let slot = *table.free_slots.last()?;
+        if block >= self.owned_blocks {
+            return None;
+        }
         let frame = self.blocks.alloc_in(block, Mobility::Movable)?;
         table.free_slots.pop();
         let index = self.index(frame);
@@ -358,13 +393,21 @@ impl MovableFrames {
         }
     }
 
+    /// A free movable frame the owner table covers: where an owned frame
+    /// may go.
+    pub(crate) fn alloc_target(&self) -> Option<Pfn> {
+        self.blocks
+            .alloc_below(Mobility::Movable, self.owned_blocks)
+    }
+
     /// Moves `frame`'s contents to `target` and switches its owner's slot
     /// (see the module's protocol); frees `frame` on success. `target`
     /// must be a movable frame the caller allocated and owns.
     pub(crate) fn try_move(&self, frame: Pfn, target: Pfn, memory: &impl FrameMemory) -> Move {
         let slot = {
             let table = self.table.lock();
-            let slot = table.owner[self.index(frame)];
+            // A frame past the owner table has no owner either.
+            let slot = table.owner.get(self.index(frame)).copied().unwrap_or(NONE);
             if slot == NONE {
                 // Freed since the shrink listed it (its block is isolated,
                 // so it stays free), or handed out without an owner.

@@ -456,3 +456,86 @@ fn owners_read_and_write_their_frames_intact_while_shrinks_move_them() {
         "every frame back, none twice"
     );
 }
+
+#[test]
+fn a_shrink_never_moves_into_or_out_of_a_blocks_descriptor_frames() {
+    // Four blocks of 64 frames, each with 8 descriptor frames in front.
+    let (frames, memory) = setup(4, 64);
+    assert!(frames
+        .blocks()
+        .add_blocks_reserving(0, 4, Online::Movable, 8));
+    let descriptor = |frame: Pfn| (frame.0 - FIRST) % 64 < 8;
+    // Owners in every block, so that each shrink must migrate.
+    let slots: Vec<(u64, Slot)> = (0..4)
+        .flat_map(|block| (0..20).map(move |i| (block * 20 + i, block as usize)))
+        .map(|(owner, block)| {
+            let slot = frames.alloc_in(block).expect("room in the block");
+            assert!(!descriptor(frames.frame_of(slot).unwrap()));
+            assert!(frames.write(slot, &memory, &frame_of(owner, 1)));
+            (owner, slot)
+        })
+        .collect();
+    // What the descriptor frames hold: a shrink writing there corrupts it.
+    let descriptors =
+        || (0..4u64).flat_map(|block| (0..8).map(move |i| Pfn(FIRST + block * 64 + i)));
+    for frame in descriptors() {
+        memory.store(frame, 0, 0xdead_0000 + frame.0);
+    }
+    let report = shrink(&frames, &memory, 2 * 64, &NoHooks).unwrap();
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(report.migrated, 40);
+    all_intact(&frames, &memory, &slots, 1);
+    for &(_, slot) in &slots {
+        let frame = frames.frame_of(slot).unwrap();
+        assert!(
+            !descriptor(frame),
+            "an owner moved onto descriptors at {frame:?}"
+        );
+    }
+    for frame in descriptors().filter(|&frame| frames.blocks().holds(frame)) {
+        assert_eq!(
+            memory.load(frame, 0),
+            0xdead_0000 + frame.0,
+            "{frame:?} written"
+        );
+    }
+    // The two blocks left hold 40 + 40 owners of their 112 usable frames.
+    assert_eq!(frames.blocks().counts(), (32, 112));
+}
+
+#[test]
+fn owners_stay_in_the_owned_blocks_and_a_shrink_takes_free_blocks_past_them() {
+    // Eight blocks of 16 frames, an owner table over the first two.
+    let frames = MovableFrames::with_owned_blocks(Pfn(FIRST), 8, 16, 2).unwrap();
+    let memory = Arena::new(Pfn(FIRST), 8 * 16, WORDS);
+    assert!(frames.blocks().add_blocks(0, 8));
+    let slots = owners(&frames, &memory, 20);
+    for &(_, slot) in &slots {
+        assert!(
+            frames.frame_of(slot).unwrap().0 < FIRST + 32,
+            "owned past the table"
+        );
+    }
+    assert_eq!(frames.alloc_in(5), None);
+    // Six blocks back: the free ones past the table, no owner moved there.
+    let report = shrink(&frames, &memory, 6 * 16, &NoHooks).unwrap();
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(report.migrated, 0);
+    all_intact(&frames, &memory, &slots, 1);
+    // A frame past the table handed out without an owner cannot move.
+    assert!(frames.blocks().add_blocks(7, 1));
+    let stray = frames.blocks().alloc_in(7, Mobility::Movable).unwrap();
+    let report = shrink(&frames, &memory, 16, &NoHooks).unwrap();
+    assert_eq!(
+        report.rolled_back.first(),
+        Some(&(
+            7,
+            ShrinkError::Unmovable {
+                block: 7,
+                pfn: stray
+            }
+        ))
+    );
+    assert!(frames.blocks().is_used(stray));
+    all_intact(&frames, &memory, &slots, 1);
+}

@@ -318,3 +318,59 @@ fn readers_never_see_a_frame_of_a_block_taken_away() {
     let report = machine.shutdown();
     assert!(report.is_clean(), "{report:?}");
 }
+
+/// Every frame a task can own, each written at generation 1; every other
+/// one freed again. Returns how many it got and the ones it kept.
+fn own_all(machine: &Machine, first_owner: u64) -> (u64, Vec<Slot>) {
+    let got = Arc::new(Mutex::new((0, Vec::new())));
+    let theirs = Arc::clone(&got);
+    machine.submit(move |ctx| {
+        let mut slots = Vec::new();
+        while let Some(slot) = ctx.alloc_movable(first_owner + slots.len() as u64) {
+            assert!(ctx.write_movable(slot, 1));
+            slots.push(slot);
+        }
+        let mut got = theirs.lock().unwrap();
+        got.0 = slots.len() as u64;
+        for (index, slot) in slots.into_iter().enumerate() {
+            if index % 2 == 0 {
+                got.1.push(slot);
+            } else {
+                assert!(ctx.free_movable(slot));
+            }
+        }
+        TaskStatus::Done
+    });
+    common::drain(machine);
+    let got = got.lock().unwrap();
+    (got.0, got.1.clone())
+}
+
+#[test]
+fn descriptors_on_each_block_are_never_handed_out_and_a_shrink_and_regrow_keep_them() {
+    let machine = machine(MemoryDeviceConfig {
+        blocks: 8,
+        plugged_blocks: 8,
+        descriptors_on_block: true,
+        ..Default::default()
+    });
+    // 32 frames' descriptors fill the first of each block's frames.
+    let usable = 8 * (BLOCK - 1);
+    let (count, kept) = own_all(&machine, 0);
+    assert_eq!(count, usable, "a descriptor frame was handed out");
+    assert_eq!(machine.check_memory(), vec![]);
+    let report = machine.resize_memory(5 * BLOCK).unwrap();
+    assert_eq!(report.outcome, ResizeOutcome::Completed, "{report:?}");
+    assert!(report.migrated > 0, "every block held used frames");
+    assert_eq!(machine.check_memory(), vec![]);
+    // The blocks come back with their descriptors on them again (physmem
+    // let the old ones go), and again only their other frames are owned.
+    assert_eq!(machine.resize_memory(8 * BLOCK).unwrap().reached, 8 * BLOCK);
+    let (more, _) = own_all(&machine, 1_000);
+    assert_eq!(
+        kept.len() as u64 + more,
+        usable,
+        "a descriptor frame was handed out"
+    );
+    assert_eq!(machine.check_memory(), vec![]);
+}

@@ -50,7 +50,13 @@ pub(super) fn watch(
                 if line.starts_with(vmem::READY) && resizer.is_none() {
                     if let (Some(hotplug), Some(sizes)) = (&report.config.hotplug, &args.resize) {
                         let (socket, sizes) = (hotplug.qmp_socket.clone(), sizes.0.clone());
-                        let wait = Duration::from_secs_f64(args.timeout.min(30.0));
+                        // 30 s, and 10 s more per GiB of the largest
+                        // size: a many-GiB grow under TCG plugs each
+                        // 2 MiB block's descriptor frame for the first
+                        // time, which the host pays a page fault for.
+                        let largest_gib = sizes.iter().max().copied().unwrap_or(0) as f64 / 1024.0;
+                        let wait =
+                            Duration::from_secs_f64(args.timeout.min(30.0 + 10.0 * largest_gib));
                         // With a fill, each size waits for the owners to
                         // have filled memory for it.
                         let gate = gate_receiver

@@ -64,6 +64,15 @@ pub fn usage() -> (usize, usize, usize) {
     (heap.size(), heap.used(), HEAP.peak.load(Ordering::Relaxed))
 }
 
+/// Restarts the high-water mark from what is in use now, and returns
+/// that: for a caller that measures what a phase of the run allocates.
+pub fn reset_peak() -> usize {
+    let heap = HEAP.heap.lock();
+    let used = heap.used();
+    HEAP.peak.store(used, Ordering::Relaxed);
+    used
+}
+
 impl KernelHeap {
     /// The free list: waits for it as long as it takes, except in crash
     /// mode, where it gives up after [`CRASH_LOCK_TRIES`].

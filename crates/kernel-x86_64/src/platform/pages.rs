@@ -76,10 +76,17 @@ pub fn hot() -> Option<&'static MovableFrames> {
     HOT.get()
 }
 
+/// Bytes of owner table per frame: a slot (16), a reverse-map word (8)
+/// and a free-slot index (4).
+const OWNER_BYTES_PER_FRAME: u64 = 28;
+
 /// Makes the hot-plugged frames' allocator over `blocks` blocks of
 /// `block_frames` frames from `first`, with all its bitmaps and its owner
 /// table (a slot and a reverse-map word per frame), so that no resize
-/// allocates for it. Only the first call makes one; a later call returns
+/// allocates for it. The owner table covers the region's front, as many
+/// blocks as a quarter of the free heap holds (all of them unless the
+/// region is tens of GiB on a small guest): a 16 GiB region's whole table
+/// would be 117 MiB. Only the first call makes one; a later call returns
 /// it.
 #[hotkern_trace::function]
 pub fn set_hot(
@@ -87,7 +94,11 @@ pub fn set_hot(
     blocks: usize,
     block_frames: u64,
 ) -> Result<&'static MovableFrames, RegionError> {
-    HOT.try_call_once(|| MovableFrames::new(first, blocks, block_frames))
+    let (size, used, _) = crate::arch::heap::usage();
+    let budget = (size.saturating_sub(used) / 4) as u64;
+    let owned = budget / OWNER_BYTES_PER_FRAME / block_frames.max(1);
+    let owned = usize::try_from(owned).unwrap_or(usize::MAX).min(blocks);
+    HOT.try_call_once(|| MovableFrames::with_owned_blocks(first, blocks, block_frames, owned))
 }
 
 /// The hot-plugged frames as [`FrameMemory`]: the kernel's page tables map

@@ -24,11 +24,11 @@ use crate::runs::checks::Checks;
 
 mod audit;
 mod changes;
+mod descriptors;
 mod fill;
 mod json;
 mod readers;
 mod report;
-mod room;
 
 pub use json::VmemJson;
 pub use report::VmemReport;
@@ -39,8 +39,11 @@ pub const READY: &str = "hotkern: virtio-mem ready";
 /// The console line that says the owners are ready for the next size.
 pub const NEXT: &str = "hotkern: virtio-mem: ready for the next size";
 
-/// How long the kernel waits for the host's next resize.
-const WAIT_NS: u64 = 60_000_000_000;
+/// How long the kernel waits for the host's next resize: the host waits
+/// up to 30 s plus 10 s per GiB for a size it asked for before it sends
+/// the next, so after a many-GiB grow that stopped short the next size
+/// may take minutes.
+const WAIT_NS: u64 = 240_000_000_000;
 
 /// Drops the unmapped blocks from every other running CPU's TLB: the
 /// readers reload CR3 all at once through their polled generation, the
@@ -120,9 +123,8 @@ pub fn run(
         return Some(report);
     };
     // Allocated before the first resize, so that none of them waits for
-    // it: the page directories over the region, the fill's owner list,
-    // then the heap room for its page descriptors (last: the heap is
-    // first-fit, and physmem's slabs are to land in that room).
+    // it: the page directories over the region and the fill's owner list.
+    // The page descriptors need no heap: each block holds its own.
     if let Err(error) = memory::prepare_map(report.addr, report.addr + report.region) {
         println!("hotkern: virtio-mem: page directories: {error}");
     }
@@ -139,12 +141,15 @@ pub fn run(
     if percent > 0 && fill.is_none() {
         checks.check("virtio-mem: the heap holds the fill's owner list", false);
     }
-    report.room = room::touch(device.plugged.len() as u64 * device.frames());
-    println!(
-        "hotkern: virtio-mem: {} KiB of heap for the region's page descriptors touched in {} us",
-        (report.room.range.end - report.room.range.start) >> 10,
-        report.room.ns / 1000
-    );
+    report.descriptor_frames = device.descriptor_frames();
+    if !device.descriptors_on_block {
+        let bytes = descriptors::touch_heap_room(device.plugged.len() as u64 * device.frames());
+        println!(
+            "hotkern: virtio-mem: descriptors on the heap, {} KiB of it touched",
+            bytes >> 10
+        );
+    }
+    report.heap = descriptors::start();
     // Watching starts before the host may send its first size (it waits
     // for the ready line), so every change's interrupt is counted and no
     // change falls between the first read and the first wait.
@@ -209,15 +214,15 @@ pub fn run(
             resize.refused = Some(alloc::format!("{error}"));
         }
         resize.plugged = device.plugged_bytes();
-        if resize.blocks > 0 {
+        if resize.blocks > 0 && device.descriptors_on_block {
             let frames = device.frames();
             let blocks = (0..device.plugged.len()).filter(|&i| device.plugged[i]);
-            report.outside_room += room::outside(
-                &report.room.range,
+            report.descriptors_off_block += descriptors::off_block(
                 blocks.map(|i| {
                     let first = device.block_address(i) / PAGE_SIZE;
                     first..first + frames
                 }),
+                report.descriptor_frames,
             );
         }
         print_resize(&resize);
@@ -233,6 +238,18 @@ pub fn run(
         report.resizes.push(resize);
         since = tsc::nanos();
     }
+    report.heap.finish();
+    println!(
+        "hotkern: virtio-mem: heap {} KiB before the resizes, at most {} KiB more during them, {} KiB more after; descriptors on each block's first {} frames",
+        report.heap.before >> 10,
+        report.heap.peak_rise >> 10,
+        report.heap.after_rise >> 10,
+        report.descriptor_frames
+    );
+    checks.check(
+        "virtio-mem: every plugged block's descriptors are on its own first frames",
+        report.descriptors_off_block == 0,
+    );
     report.config = changes.finish(&device.transport, report.resizes.len() as u64, checks);
     let others = smp::application_processors()
         .filter(|&cpu| smp::is_running(cpu))

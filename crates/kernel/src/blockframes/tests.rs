@@ -266,3 +266,53 @@ fn each_region_error_says_what_is_wrong() {
     assert!(messages[1].contains("overflow"));
     assert!(messages[2].contains("heap"));
 }
+
+#[test]
+fn a_reserved_prefix_is_never_handed_out_freed_or_reported_used() {
+    // 100 frames a block, 70 reserved: the prefix crosses a bitmap word.
+    let frames = BlockFrames::new(Pfn(FIRST), 3, 100).unwrap();
+    assert!(!frames.add_blocks_reserving(0, 1, Online::Movable, 100));
+    assert_eq!(frames.counts(), (0, 0), "a refused prefix changes nothing");
+    assert!(frames.add_blocks_reserving(0, 2, Online::Movable, 70));
+    assert!(frames.add_blocks(2, 1));
+    assert_eq!(frames.reserved(0), Some(70));
+    assert_eq!(frames.reserved(2), Some(0));
+    assert_eq!(frames.counts(), (160, 160));
+    let mut got = BTreeSet::new();
+    while let Some(frame) = frames.alloc() {
+        assert!(got.insert(frame.0), "{frame:?} handed out twice");
+    }
+    assert_eq!(got.len(), 160);
+    for block in 0..2 {
+        for index in 0..70 {
+            let frame = Pfn(FIRST + block * 100 + index);
+            assert!(
+                !got.contains(&frame.0),
+                "descriptor frame {frame:?} handed out"
+            );
+            assert!(!frames.is_used(frame));
+            assert!(!frames.free(frame), "descriptor frame {frame:?} freed");
+        }
+        let mut used = 0;
+        frames.each_used(block as usize, |frame| {
+            assert!(
+                frame.0 >= FIRST + block * 100 + 70,
+                "{frame:?} offered to a shrink"
+            );
+            used += 1;
+        });
+        assert_eq!(used, 30);
+        assert_eq!(frames.block_use(block as usize).unwrap().used, 30);
+        assert_eq!(frames.isolate(block as usize), Ok(30));
+    }
+    for frame in got.iter().filter(|&&frame| frame < FIRST + 100) {
+        assert!(frames.free(Pfn(*frame)));
+    }
+    assert!(frames.take_block(0), "free but for its descriptors");
+    assert_eq!(frames.reserved(0), None);
+    assert_eq!(frames.counts(), (0, 130));
+    // Handed over again without descriptors, the whole block is free.
+    assert!(frames.add_blocks(0, 1));
+    assert_eq!(frames.counts(), (100, 230));
+    assert_eq!(frames.alloc(), Some(Pfn(FIRST)));
+}

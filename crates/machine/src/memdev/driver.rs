@@ -11,7 +11,7 @@ use hotkern_kernel::blockframes::Online;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::migrate::{self, ShrinkError, ShrinkHooks};
 use hotkern_kernel::movable::FrameMemory;
-use hotkern_physmem::{PageCount, Pfn};
+use hotkern_physmem::{PageCount, Pfn, PhysmemError};
 
 use super::device::{Answer, DeviceRequest};
 use super::system::{
@@ -73,8 +73,14 @@ fn run(pool: &FramePool, system: &MemorySystem) {
     }
 }
 
+/// Frames of the blocks handed over, their descriptor frames too: what
+/// the device counts.
 fn plugged_frames(system: &MemorySystem) -> u64 {
-    system.frames.blocks().counts().1
+    let (blocks, block_frames) = system.frames.blocks().shape();
+    let handed_over = (0..blocks)
+        .filter(|&block| system.frames.blocks().reserved(block).is_some())
+        .count() as u64;
+    handed_over * block_frames
 }
 
 fn untouched(system: &MemorySystem, generation: u64) -> ResizeReport {
@@ -143,13 +149,36 @@ fn hand_over(
     first: usize,
     count: usize,
 ) -> Result<(), MemoryError> {
-    let frames = PageCount(count as u64 * system.config.block_frames);
-    pool.plug_unpooled(system.block_start(first), frames)
-        .map_err(MemoryError::Physmem)?;
-    let added = system
-        .frames
-        .blocks()
-        .add_blocks_as(first, count, online_of(system, first));
+    let block_frames = PageCount(system.config.block_frames);
+    if !system.config.descriptors_on_block {
+        let frames = PageCount(count as u64 * block_frames.0);
+        pool.plug_unpooled(system.block_start(first), frames)
+            .map_err(MemoryError::Physmem)?;
+    }
+    for block in (first..first + count).filter(|_| system.config.descriptors_on_block) {
+        let Some(memory) = system.descriptor_memory(block) else {
+            return Err(MemoryError::Physmem(PhysmemError::BlockTooSmall {
+                npages: block_frames,
+                descriptor_frames: PageCount(system.descriptor_frames()),
+            }));
+        };
+        // A block unplugged a moment ago: physmem lets its descriptors go
+        // once no reader can still reach them.
+        while !pool.released(memory) {
+            std::thread::yield_now();
+        }
+        // SAFETY: the block's descriptor memory lives as long as the
+        // system, and physmem let it go (just above): nothing else uses
+        // it until the block is unplugged and released again.
+        unsafe { pool.plug_unpooled_on_memory(system.block_start(block), block_frames, memory) }
+            .map_err(MemoryError::Physmem)?;
+    }
+    let added = system.frames.blocks().add_blocks_reserving(
+        first,
+        count,
+        online_of(system, first),
+        system.descriptor_frames(),
+    );
     debug_assert!(added, "blocks the device plugged are new to the allocator");
     Ok(())
 }
@@ -280,10 +309,12 @@ fn shrink(
         };
         let start = system.block_start(block);
         if let Err(error) = pool.unplug_unpooled(start, PageCount(block_frames)) {
-            system
-                .frames
-                .blocks()
-                .add_blocks_as(block, 1, online_of(system, block));
+            system.frames.blocks().add_blocks_reserving(
+                block,
+                1,
+                online_of(system, block),
+                system.descriptor_frames(),
+            );
             return Err(MemoryError::Physmem(error));
         }
         // Only now, with nothing of the block in use or in physmem, is it

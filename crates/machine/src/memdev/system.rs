@@ -5,13 +5,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::migrate::ShrinkError;
 use hotkern_kernel::movable::{Arena, MovableFrames, Slot};
-use hotkern_physmem::{Pfn, PhysmemError};
+use hotkern_physmem::{PageCount, Pfn, PhysmemError, PAGE_SIZE};
 use parking_lot::{Condvar, Mutex};
 
 use super::device::*;
@@ -45,6 +47,11 @@ pub struct MemoryDeviceConfig {
     /// (default 10 s: long enough for a loaded host to schedule the
     /// device thread).
     pub confirm_timeout: Duration,
+    /// Each plugged block's page descriptors on its own first frames
+    /// (Linux's `memmap_on_memory`, the x86 driver's way), which the
+    /// allocator then never hands out; otherwise physmem takes them from
+    /// the heap and every frame is handed out (default false).
+    pub descriptors_on_block: bool,
 }
 
 impl Default for MemoryDeviceConfig {
@@ -56,6 +63,7 @@ impl Default for MemoryDeviceConfig {
             kernel_blocks: 0,
             frame_words: 16,
             confirm_timeout: Duration::from_secs(10),
+            descriptors_on_block: false,
         }
     }
 }
@@ -238,6 +246,10 @@ pub(crate) struct MemorySystem {
     pub(crate) device: std::sync::Arc<MemoryDevice>,
     pub(crate) frames: MovableFrames,
     pub(crate) memory: Arena,
+    /// Stands in for each block's first frames when the descriptors live
+    /// there: the arena's frames are smaller than the 4 KiB physmem
+    /// counts descriptor frames in. Empty otherwise.
+    descriptor_memory: Box<[AtomicU64]>,
     /// Owned frames: slot → (owner, generation written).
     pub(super) owners: Mutex<BTreeMap<Slot, (u64, u64)>>,
     /// Unmovable frames handed out.
@@ -259,7 +271,17 @@ impl MemorySystem {
         let frames = MovableFrames::new(first, config.blocks, config.block_frames)
             .map_err(|_| "the memory device's region is too large")?;
         let region = config.blocks * config.block_frames as usize;
+        let words = if config.descriptors_on_block {
+            let frames = FramePool::descriptor_frames(PageCount(config.block_frames)).0;
+            if frames >= config.block_frames {
+                return Err("a block's descriptors would fill it");
+            }
+            config.blocks * (frames * PAGE_SIZE / 8) as usize
+        } else {
+            0
+        };
         Ok(MemorySystem {
+            descriptor_memory: (0..words).map(|_| AtomicU64::new(0)).collect(),
             config,
             device: std::sync::Arc::new(MemoryDevice::new(
                 first,
@@ -281,6 +303,24 @@ impl MemorySystem {
     }
 
     /// The block's first frame.
+    /// Frames at the front of each block that hold its descriptors: 0
+    /// unless [`MemoryDeviceConfig::descriptors_on_block`].
+    pub(crate) fn descriptor_frames(&self) -> u64 {
+        if self.config.descriptors_on_block {
+            FramePool::descriptor_frames(PageCount(self.config.block_frames)).0
+        } else {
+            0
+        }
+    }
+
+    /// The memory block `block`'s descriptors live in, if they live on
+    /// the block.
+    pub(crate) fn descriptor_memory(&self, block: usize) -> Option<NonNull<u8>> {
+        let words = self.descriptor_memory.len() / self.config.blocks;
+        let base = self.descriptor_memory.get(block * words)?;
+        NonNull::new(base.as_ptr().cast::<u8>())
+    }
+
     pub(crate) fn block_start(&self, block: usize) -> Pfn {
         Pfn(self.device.first().0 + block as u64 * self.config.block_frames)
     }

@@ -25,15 +25,16 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
+use core::ptr::NonNull;
 
-use hotkern_kernel::blockframes::RegionError;
+use hotkern_kernel::blockframes::{Online, RegionError};
 use hotkern_kernel::migrate::{self, NoHooks, ShrinkError};
 use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
 
 use crate::arch::apic;
 use crate::arch::boot::IDENTITY_MAP_END;
-use crate::arch::memory::{self, MapError, PHYSMEM};
+use crate::arch::memory::{self, KernelPage, MapError, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
 use crate::arch::tsc;
 use crate::drivers::pci;
@@ -71,6 +72,9 @@ const LARGE: u64 = 2 << 20;
 pub const MIB: u64 = 1 << 20;
 /// The most a single PLUG asks for.
 pub const RUN_BYTES: u64 = 128 << 20;
+/// Heap a grow leaves free: physmem's unplugs rebuild the index sections
+/// they touch, so the shrink back needs room even after the largest grow.
+const HEAP_RESERVE: usize = 4 << 20;
 /// Why the driver stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemError {
@@ -97,6 +101,9 @@ pub enum MemError {
     Region(RegionError),
     /// The shrink asked for could not start (nothing changed).
     Shrink(ShrinkError),
+    /// A reader of physmem still held the descriptors on an unplugged
+    /// block, so the block stays mapped and plugged in the device.
+    DescriptorsHeld(u64),
 }
 
 impl fmt::Display for MemError {
@@ -121,6 +128,10 @@ impl fmt::Display for MemError {
             MemError::Allocator => f.write_str("the frame allocator could not take a block"),
             MemError::Region(error) => write!(f, "frame allocator: {error}"),
             MemError::Shrink(error) => write!(f, "shrink: {error}"),
+            MemError::DescriptorsHeld(address) => write!(
+                f,
+                "a physmem reader still holds the descriptors on the block at {address:#x}"
+            ),
         }
     }
 }
@@ -172,6 +183,11 @@ pub struct Device {
     /// The allocator the plugged blocks' frames are handed to, with
     /// their owners.
     pub hot: &'static MovableFrames,
+    /// Whether each block is plugged with its descriptors on its own
+    /// first frames (a region whose descriptors would take more than a
+    /// quarter of the free heap) or, cheaper per plug (no first touch of
+    /// the block), a run at a time with descriptors on the heap.
+    pub descriptors_on_block: bool,
 }
 
 /// Makes the allocator for a region of `blocks` blocks of `frames`
@@ -204,6 +220,9 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
         return Err(MemError::BadConfig("region outside 4 GiB to 512 GiB"));
     }
     let blocks = (region / block) as usize;
+    let (size, used, _) = crate::arch::heap::usage();
+    let descriptors = region / PAGE_SIZE * core::mem::size_of::<KernelPage>() as u64;
+    let descriptors_on_block = descriptors > (size.saturating_sub(used) / 4) as u64;
     let hot = hot(Pfn(addr / PAGE_SIZE), blocks, block / PAGE_SIZE).map_err(MemError::Region)?;
     Ok(Device {
         transport,
@@ -211,6 +230,7 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
         addr,
         plugged: alloc::vec![false; blocks],
         hot,
+        descriptors_on_block,
     })
 }
 
@@ -254,8 +274,54 @@ impl Device {
         self.plugged.iter().filter(|&&p| p).count() as u64 * self.block
     }
 
+    /// Frames at the front of each block that hold its own page
+    /// descriptors (physmem's `plug_on_memory`, Linux's
+    /// `memmap_on_memory`): the allocator never hands them out.
+    pub fn descriptor_frames(&self) -> u64 {
+        if !self.descriptors_on_block {
+            return 0;
+        }
+        hotkern_physmem::Physmem::<KernelPage>::descriptor_frames(PageCount(self.frames())).0
+    }
+
+    /// The block at `address` as the memory its descriptors are written
+    /// to: `map_range` maps plugged blocks at their physical address.
+    fn descriptor_memory(address: u64) -> NonNull<u8> {
+        NonNull::new(address as *mut u8).unwrap_or(NonNull::dangling())
+    }
+
+    /// Waits until physmem let go of the descriptors on the blocks at
+    /// `addresses` (unplugged already): no reader may still find them
+    /// when their frames are unmapped. Readers hold physmem for a lookup,
+    /// so this is short; a reader that never leaves is an error.
+    fn release_descriptors(
+        &self,
+        addresses: impl Iterator<Item = u64> + Clone,
+    ) -> Result<(), MemError> {
+        for _ in 0..1u32 << 20 {
+            PHYSMEM.reclaim();
+            let held = addresses
+                .clone()
+                .find(|&address| PHYSMEM.holds_memory(Self::descriptor_memory(address)));
+            match held {
+                None => return Ok(()),
+                Some(_) => core::hint::spin_loop(),
+            }
+        }
+        match addresses
+            .clone()
+            .find(|&address| PHYSMEM.holds_memory(Self::descriptor_memory(address)))
+        {
+            Some(address) => Err(MemError::DescriptorsHeld(address)),
+            None => Ok(()),
+        }
+    }
+
     /// Plugs up to `count` blocks from `first`, all unplugged: device,
-    /// page tables, physmem, allocator, each timed into `ns`.
+    /// page tables, physmem (each block a segment with its descriptors on
+    /// its own first frames, so a grow takes no heap for them, and a
+    /// shrink can take any block back whole), allocator, each timed into
+    /// `ns`.
     fn plug_run(&mut self, first: usize, count: usize, ns: &mut [u64; 4]) -> Result<(), MemError> {
         let start = self.block_address(first);
         let bytes = count as u64 * self.block;
@@ -266,21 +332,53 @@ impl Device {
         let mapped = memory::map_range(start, start + bytes);
         let t2 = tsc::nanos();
         ns[2] += t2 - t1;
-        let pfn = Pfn(start / PAGE_SIZE);
+        let mut plugged = 0;
+        let on_block = self.descriptors_on_block;
         let result = mapped.map_err(MemError::Map).and_then(|()| {
-            PHYSMEM
-                .plug(pfn, PageCount(bytes / PAGE_SIZE))
-                .map_err(MemError::Physmem)
+            if !on_block {
+                return PHYSMEM
+                    .plug(Pfn(start / PAGE_SIZE), PageCount(bytes / PAGE_SIZE))
+                    .map(|_| ())
+                    .map_err(MemError::Physmem);
+            }
+            for index in first..first + count {
+                let address = self.block_address(index);
+                // SAFETY: the block was just plugged and mapped at its
+                // physical address, write-back; nothing else uses its
+                // first frames (the allocator is told to keep them), and
+                // the shrink unmaps it only after `release_descriptors`.
+                unsafe {
+                    PHYSMEM.plug_on_memory(
+                        Pfn(address / PAGE_SIZE),
+                        PageCount(self.frames()),
+                        Self::descriptor_memory(address),
+                    )
+                }
+                .map_err(MemError::Physmem)?;
+                plugged += 1;
+            }
+            Ok(())
         });
         let t3 = tsc::nanos();
         ns[1] += t3 - t2;
         if let Err(error) = result {
-            // Give the memory back as it came: unmapped, then unplugged.
+            // Give the memory back as it came: out of physmem, unmapped,
+            // then unplugged.
+            let done = (first..first + plugged).map(|index| self.block_address(index));
+            for address in done.clone() {
+                let _ = PHYSMEM.unplug(Pfn(address / PAGE_SIZE), PageCount(self.frames()));
+            }
+            self.release_descriptors(done)?;
             let _ = memory::unmap_range(start, start + bytes);
             let _ = self.send(REQ_UNPLUG, start, count as u16);
             return Err(error);
         }
-        let added = self.hot.blocks().add_blocks(first, count);
+        let added = self.hot.blocks().add_blocks_reserving(
+            first,
+            count,
+            Online::Movable,
+            self.descriptor_frames(),
+        );
         ns[3] += tsc::nanos() - t3;
         if !added {
             return Err(MemError::Allocator);
@@ -305,6 +403,18 @@ impl Device {
                 .take_while(|&i| !self.plugged[i])
                 .take(wanted.min(per_run))
                 .count();
+            // Each block is a physmem segment, whose record and index
+            // entries (about 600 bytes) are on the heap: stop while the
+            // shrink back still has room, rather than fail it.
+            let (size, used, _) = crate::arch::heap::usage();
+            if size.saturating_sub(used) < HEAP_RESERVE {
+                resize.refused = Some(alloc::format!(
+                    "the heap keeps {} KiB for the shrink back ({} KiB free)",
+                    HEAP_RESERVE >> 10,
+                    size.saturating_sub(used) >> 10
+                ));
+                return Ok(());
+            }
             self.plug_run(first, count, &mut resize.ns)?;
             resize.blocks += count as i64;
         }
@@ -384,22 +494,47 @@ impl Device {
         }
         let t1 = tsc::nanos();
         for (done, &(pfn, frames)) in pieces.iter().enumerate() {
+            // Each unplug publishes a new index and retires the old one's
+            // tables: free them as soon as no reader holds them, or
+            // thousands of one-block segments run the heap out.
+            PHYSMEM.reclaim();
             if let Err(error) = PHYSMEM.unplug(Pfn(pfn), PageCount(frames)) {
                 // Put back what this shrink took, so that nothing is lost:
                 // the pieces unplugged so far, and every block's frames.
-                for &(pfn, frames) in &pieces[..done] {
+                // Each piece is a block's own segment, its descriptors on
+                // its first frames: made again there once physmem let go.
+                for &(pfn, frames) in pieces[..done].iter().filter(|_| !self.descriptors_on_block) {
                     let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
                 }
+                let back = pieces[..done].iter().map(|&(pfn, _)| pfn * PAGE_SIZE);
+                let released = self.release_descriptors(back.clone());
+                for address in back.filter(|_| released.is_ok() && self.descriptors_on_block) {
+                    // SAFETY: as in `plug_run`; physmem let the memory go.
+                    let _ = unsafe {
+                        PHYSMEM.plug_on_memory(
+                            Pfn(address / PAGE_SIZE),
+                            PageCount(self.frames()),
+                            Self::descriptor_memory(address),
+                        )
+                    };
+                }
                 for &index in &taken {
-                    self.hot.blocks().add_blocks(index, 1);
+                    self.hot.blocks().add_blocks_reserving(
+                        index,
+                        1,
+                        Online::Movable,
+                        self.descriptor_frames(),
+                    );
                 }
                 resize.ns[1] += tsc::nanos() - t1;
                 return Err(MemError::Physmem(error));
             }
         }
-        PHYSMEM.reclaim();
+        let released =
+            self.release_descriptors(taken.iter().map(|&index| self.block_address(index)));
         let t2 = tsc::nanos();
         resize.ns[1] += t2 - t1;
+        released?;
         for &index in &taken {
             let start = self.block_address(index);
             for address in (start..start + self.block).step_by(LARGE as usize) {

@@ -22,7 +22,7 @@ impl fmt::Display for VmemJson<'_> {
         }
         write!(
             f,
-            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"config_changes\":{{\"route\":\"{}\",\"interrupts\":{},\"missed\":{}}},\"descriptor_room\":{{\"bytes\":{},\"ns\":{},\"blocks_outside\":{}}},\"resizes\":[",
+            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"config_changes\":{{\"route\":\"{}\",\"interrupts\":{},\"missed\":{}}},\"descriptors\":{{\"frames_per_block\":{},\"blocks_off_block\":{}}},\"heap\":{{\"before\":{},\"peak_rise\":{},\"after_rise\":{}}},\"resizes\":[",
             report.block,
             report.addr,
             report.region,
@@ -32,9 +32,11 @@ impl fmt::Display for VmemJson<'_> {
             report.config.route,
             report.config.interrupts,
             report.config.missed,
-            report.room.range.end - report.room.range.start,
-            report.room.ns,
-            report.outside_room
+            report.descriptor_frames,
+            report.descriptors_off_block,
+            report.heap.before,
+            report.heap.peak_rise,
+            report.heap.after_rise
         )?;
         let mut moved = 0u64;
         let mut total = [0u64; 4];

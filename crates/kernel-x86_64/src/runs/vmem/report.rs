@@ -5,9 +5,9 @@
 use alloc::vec::Vec;
 
 use super::changes::Counted;
+use super::descriptors::HeapUse;
 use super::fill::FillReport;
 use super::readers::Seen;
-use super::room::Room;
 use crate::drivers::virtio::mem::{MemError, Resize};
 
 /// What the driver did, for the summary.
@@ -30,12 +30,13 @@ pub struct VmemReport {
     pub stale: u64,
     /// Whether the host's sizes all came and were followed.
     pub followed: bool,
-    /// The heap room touched for the region's descriptors before the
-    /// first resize.
-    pub room: Room,
-    /// Plugged blocks, counted after each grow, whose descriptors physmem
-    /// kept outside that room.
-    pub outside_room: u64,
+    /// The heap before, during and after the resizes.
+    pub heap: HeapUse,
+    /// Frames at the front of each block holding its descriptors.
+    pub descriptor_frames: u64,
+    /// Plugged blocks, counted after each grow, whose descriptors are not
+    /// on the block's own first frames.
+    pub descriptors_off_block: u64,
     /// What the readers on the other CPUs saw, if any ran.
     pub seen: Option<Seen>,
     /// How the host's configuration changes reached the driver.
