@@ -26,6 +26,7 @@ use hotkern_kernel::directmap::{
 use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END, MMIO_START};
+use crate::arch::cpu::MAX_CPUS;
 use crate::arch::heap;
 use crate::arch::pvh::{StartInfo, E820_RAM};
 use crate::arch::ranges::{FrameRanges, PAGE_SIZE};
@@ -38,9 +39,11 @@ pub const FREELIST_DEFAULT: FreeList = FreeList::DEFAULT;
 pub const FREELIST_FIRST4G: FreeList = FreeList(1);
 
 /// Heap bytes beyond the descriptors: physmem's index and records, room
-/// for the run-time plugs of the self test, the trace rings, and a disk
-/// load (its cache's 4 MiB and the file).
-const HEAP_SLACK: u64 = 12 << 20;
+/// for the run-time plugs of the self test, a disk load (its cache's 4 MiB
+/// and the file), and for each CPU the room its trace ring takes twice
+/// more when the trace goes out at the end (the drained pages and the
+/// trace.dat built from them): a 16-CPU boot ran out of it there.
+const HEAP_SLACK: u64 = (12 << 20) + MAX_CPUS as u64 * (256 << 10);
 /// From this much RAM on, half of it goes to the heap instead, so that a
 /// boot loader's large file (`bench bcache --platform qemu --full` loads
 /// 270 MB) fits beside the cache.
