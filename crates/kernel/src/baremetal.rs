@@ -34,6 +34,7 @@
 mod cpu_loop;
 mod engine;
 mod hotplug;
+mod pool;
 mod sched;
 mod steps;
 
@@ -59,6 +60,7 @@ use crate::tick::Ticks;
 
 pub use cpu_loop::LoopWork;
 pub use engine::BareMetalPlatform;
+pub use pool::PoolError;
 
 /// What a work item, timer or RCU callback runs on a bare-metal kernel.
 pub type Job = Box<dyn FnOnce() + Send>;
