@@ -64,12 +64,15 @@ fn only_the_functions_the_filter_selects_are_traced() {
     if qemu_missing() {
         return;
     }
-    // The RCU platform module's functions, by module as ftrace's
+    // The caller-driven grace periods' functions, by module as ftrace's
     // `:mod:` selects them; the hotplug run calls both of them.
-    let (ok, run, stderr) = boot("*:mod:*::rcu", "");
+    let (ok, run, stderr) = boot("*:mod:*::caller_driven", "");
     assert!(ok, "hotkern boot failed: {stderr}\n{run}");
     let trace = &run["guest"]["trace"];
-    assert_eq!(trace["function_filter"], "*:mod:*::rcu", "{trace}");
+    assert_eq!(
+        trace["function_filter"], "*:mod:*::caller_driven",
+        "{trace}"
+    );
     assert_eq!(trace["function_filter_error"], Value::Null, "{trace}");
     assert!(
         trace["function_sites_patched"]

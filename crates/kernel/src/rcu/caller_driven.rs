@@ -140,6 +140,7 @@ impl<C: RunningCpus> CallerDriven<C> {
     ///
     /// A [`Stall`] naming the CPUs that held it up past the deadline, and
     /// what each ran.
+    #[cfg_attr(not(loom), hotkern_trace::function)]
     pub fn synchronize(&self, kind: Kind) -> Result<(), Stall> {
         for cpu in (0..self.cpus.cpu_count()).map(cpu_id) {
             let running = self.cpus.is_running(cpu);
@@ -152,6 +153,7 @@ impl<C: RunningCpus> CallerDriven<C> {
 
     /// Whether grace periods wait for `cpu` (the `rcu:starting` step; each
     /// grace period also refreshes it from the running CPUs).
+    #[cfg_attr(not(loom), hotkern_trace::function)]
     pub fn set_online(&self, cpu: CpuId, online: bool) {
         self.grace_periods.set_online(&self.cpus, cpu, online);
     }
