@@ -34,37 +34,47 @@
 //! outside the timing; the C peers time themselves with the same rules
 //! (`c/timing.h`). Throughput is wall-clock.
 
-/// ns per call of `$call`, written with `$i` (the loop counter) and `$k`
-/// (0 to 3): four calls a loop turn, each with its own `$k`. A one-site
-/// loop is a handful of instructions whose speed (one or two cycles a
-/// turn) hangs on where the linker happened to place it, not on the site.
+/// Defines `$name(first, turns)`: loop turns `first..first + turns` of
+/// four calls of `$call`, written with `$i` (the loop counter) and `$k` (0
+/// to 3), each with its own `$k`; [`workload::timed_turns`] times it. A
+/// one-site loop is a handful of instructions whose speed (one or two
+/// cycles a turn) hangs on where the linker happened to place it, not on
+/// the site: hence four calls a turn, and a function of its own for every
+/// compared loop, in the link section `aligned.ld` starts on a 64-byte
+/// boundary, so each loop is placed by its own code alone.
 macro_rules! four_a_turn {
-    ($ops:expr, |$i:ident, $k:ident| $call:expr) => {
-        timed($ops / 4, |$i| {
-            {
-                let $k = 0;
-                $call;
+    ($(#[$doc:meta])* $name:ident, |$i:ident, $k:ident| $call:expr) => {
+        $(#[$doc])*
+        #[link_section = concat!(".text.hotkern_bench_aligned.loop.", stringify!($name))]
+        #[inline(never)]
+        pub fn $name(first: u64, turns: u64) {
+            for $i in first..first + turns {
+                {
+                    let $k = 0;
+                    $call;
+                }
+                {
+                    let $k = 1;
+                    $call;
+                }
+                {
+                    let $k = 2;
+                    $call;
+                }
+                {
+                    let $k = 3;
+                    $call;
+                }
             }
-            {
-                let $k = 1;
-                $call;
-            }
-            {
-                let $k = 2;
-                $call;
-            }
-            {
-                let $k = 3;
-                $call;
-            }
-        })
-        .map(|ns| ns / 4.0)
+        }
     };
 }
 
 mod bare;
+mod compared;
 mod guests;
 mod linux_guest;
+mod loops;
 mod lttng;
 mod qemu;
 mod sites;
@@ -87,7 +97,7 @@ use super::measure::{host_cpus, wall_and_cpu_time, wall_time, ClockError};
 use super::{BenchOptions, Case, Report};
 use crate::progress::Progress;
 use tools::NotMeasured;
-use workload::{bench_quiet, measure, timed, REPEATS};
+use workload::{bench_quiet, measure, timed, timed_turns, REPEATS};
 
 hotkern_trace::define_event! {
     /// The benchmark's event: three integer fields.
@@ -347,15 +357,11 @@ fn run_in_process(
     // event/disabled
     progress.start("event/disabled");
     let ops = 50_000_000 * scale;
-    // Both sides get the loop counter as it is: `tracing`'s macro evaluates
-    // its arguments only once the event is wanted, so a `black_box` around
-    // one would cost hotkern's call (arguments evaluated first, as for a
-    // kernel tracepoint) a stack round trip that `tracing` never pays.
-    // Four call sites per loop turn on both sides (`four_a_turn!`).
-    let ns = four_a_turn!(ops, |i, k| bench_quiet::trace(i, i + k, i as u32))?;
+    // Four call sites per loop turn on both sides (`loops`).
+    let ns = timed_turns(ops / 4, loops::event_disabled_hotkern)? / 4.0;
     measure(report, "event/disabled", "hotkern", ops, ns);
     progress.advance();
-    let ns = four_a_turn!(ops, |i, k| tracing::trace!(a = i, b = i + k, c = i as u32))?;
+    let ns = timed_turns(ops / 4, loops::event_disabled_tracing)? / 4.0;
     measure(report, "event/disabled", bare::NAME, ops, ns);
     progress.advance();
     sites::run(report, progress, scale, stream, cold)?;

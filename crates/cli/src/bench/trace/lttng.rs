@@ -80,6 +80,7 @@ pub fn measure(counts: Counts) -> Result<[(&'static str, f64); 3], NotMeasured> 
     drop(session);
     let stdout = String::from_utf8_lossy(&output.stdout);
     check_enabled(&stdout)?;
+    check_loop_aligned(&stdout)?;
     Ok([
         ("event/disabled", tools::figure(&stdout, "event/disabled")?),
         ("event/enabled", tools::figure(&stdout, "event/enabled")?),
@@ -103,6 +104,21 @@ fn check_enabled(stdout: &str) -> Result<(), String> {
         None => Err(format!(
             "the lttng-ust peer printed no `enabled` line: {stdout:?}"
         )),
+    }
+}
+
+/// The program's own word (`disabled-loop-offset 0`) that its
+/// `event/disabled` loop starts a cache line, as hotkern's do (`loops.rs`):
+/// a figure from a loop elsewhere would not be compared fairly.
+fn check_loop_aligned(stdout: &str) -> Result<(), String> {
+    let offset = tools::figure(stdout, "disabled-loop-offset")?;
+    if offset == 0.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "the lttng-ust peer's event/disabled loop starts {offset} bytes into a \
+             cache line, not at its start"
+        ))
     }
 }
 
@@ -253,6 +269,14 @@ mod tests {
         assert!(err.contains("enabled 0 0"), "{err}");
         assert!(check_enabled("enabled 1 1\n").is_err());
         assert!(check_enabled("event/enabled 90\n").is_err());
+    }
+
+    #[test]
+    fn a_disabled_loop_off_a_line_start_is_refused() {
+        assert!(check_loop_aligned("disabled-loop-offset 0\nevent/disabled 0.2\n").is_ok());
+        let err = check_loop_aligned("disabled-loop-offset 16\n").unwrap_err();
+        assert!(err.contains("starts 16 bytes into"), "{err}");
+        assert!(check_loop_aligned("event/disabled 0.2\n").is_err());
     }
 
     #[test]

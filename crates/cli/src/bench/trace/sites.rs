@@ -22,8 +22,8 @@
 //!   sites.
 //!
 //! Every compared function starts on a 64-byte boundary, whatever its
-//! site (`site_fn!`, `aligned.ld`), so no copy gains or loses by where
-//! the linker put it.
+//! site (`site_fn!`, `aligned.ld`), and so does every hot case's timing
+//! loop (`loops.rs`), so no copy gains or loses by where the linker put it.
 
 use std::hint::black_box;
 
@@ -32,157 +32,16 @@ use rand::Rng;
 
 use super::super::measure::input_rng;
 use super::super::{Case, Report};
+use super::compared::Tables;
+use super::loops;
 use super::verdict;
-use super::workload::{bench_quiet, measure, timed};
+use super::workload::{bench_quiet, measure, timed_turns};
 use crate::progress::Progress;
 
 /// The load-and-branch site's implementation name.
 pub const BRANCH: &str = "hotkern-branch";
 /// No site.
 pub const NONE: &str = "none";
-
-/// A function with hotkern's patched site, the load-and-branch site, or
-/// none; the body is the same. Each is in a link section of its own, which
-/// `aligned.ld` (linked by the crate's build script) starts on a 64-byte
-/// boundary: the copies are compared on the same alignment, where the
-/// linker's 16 put the copies' functions at different offsets in a cache
-/// line, and `overhead/all-sites-off`'s gap fell from +13.6% to +4.4% (5-run
-/// medians) once they started at the same one.
-macro_rules! site_fn {
-    (hotkern, fn $name:ident($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
-        #[link_section = concat!(".text.hotkern_bench_aligned.hotkern.", stringify!($name))]
-        #[hotkern_trace::function]
-        #[inline(never)]
-        pub fn $name($($a: $t),*) -> $r $body
-    };
-    (branch, fn $name:ident($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
-        #[link_section = concat!(".text.hotkern_bench_aligned.branch.", stringify!($name))]
-        #[inline(never)]
-        pub fn $name($($a: $t),*) -> $r {
-            // What `#[hotkern_trace::function]` expanded to before sites
-            // were patched.
-            static SITE: hotkern_trace::function::FunctionSite =
-                hotkern_trace::function::FunctionSite::new(
-                    module_path!(), stringify!($name), file!(), line!());
-            let _guard = hotkern_trace::function::enter(&SITE);
-            $body
-        }
-    };
-    (none, fn $name:ident($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
-        #[link_section = concat!(".text.hotkern_bench_aligned.none.", stringify!($name))]
-        #[inline(never)]
-        pub fn $name($($a: $t),*) -> $r $body
-    };
-}
-
-mod calls {
-    use std::hint::black_box;
-    site_fn!(
-        hotkern,
-        fn patched_call(x: u64) -> u64 {
-            black_box(x).wrapping_mul(3)
-        }
-    );
-    site_fn!(
-        branch,
-        fn branch_call(x: u64) -> u64 {
-            black_box(x).wrapping_mul(3)
-        }
-    );
-    site_fn!(
-        none,
-        fn plain_call(x: u64) -> u64 {
-            black_box(x).wrapping_mul(3)
-        }
-    );
-}
-
-/// The workload of `overhead/all-sites-off`, once per kind of site.
-macro_rules! workload {
-    ($module:ident, $kind:ident) => {
-        pub mod $module {
-            use super::Tables;
-            site_fn!(
-                $kind,
-                fn section_of(t: &Tables, pfn: u64) -> usize {
-                    (pfn >> 6) as usize % t.sections.len()
-                }
-            );
-            site_fn!(
-                $kind,
-                fn segment_of(t: &Tables, section: usize) -> usize {
-                    t.sections[section] as usize
-                }
-            );
-            site_fn!(
-                $kind,
-                fn frame_at(t: &Tables, segment: usize, pfn: u64) -> u64 {
-                    t.frames[(segment * 64 + (pfn & 63) as usize) % t.frames.len()]
-                }
-            );
-            site_fn!(
-                $kind,
-                fn lookup(t: &Tables, pfn: u64) -> u64 {
-                    frame_at(t, segment_of(t, section_of(t, pfn)), pfn)
-                }
-            );
-            site_fn!(
-                $kind,
-                fn bucket_of(t: &Tables, block: u64) -> usize {
-                    (block.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % t.buckets.len()
-                }
-            );
-            site_fn!(
-                $kind,
-                fn probe(t: &Tables, bucket: usize, block: u64) -> bool {
-                    t.buckets[bucket] == block
-                }
-            );
-            site_fn!(
-                $kind,
-                fn fill(t: &mut Tables, bucket: usize, block: u64) -> () {
-                    t.buckets[bucket] = block;
-                }
-            );
-            site_fn!(
-                $kind,
-                fn read_block(t: &mut Tables, block: u64) -> u64 {
-                    let bucket = bucket_of(t, block);
-                    if !probe(t, bucket, block) {
-                        fill(t, bucket, block);
-                    }
-                    lookup(t, block)
-                }
-            );
-        }
-    };
-}
-
-/// The workload's tables: a section index, frames, cache buckets (small
-/// enough for L2: the calls, not memory, are measured).
-pub struct Tables {
-    sections: Vec<u32>,
-    frames: Vec<u64>,
-    buckets: Vec<u64>,
-}
-
-impl Tables {
-    fn new() -> Tables {
-        let mut rng = input_rng(26);
-        Tables {
-            sections: (0..1024).map(|_| rng.random_range(0..256)).collect(),
-            frames: (0..16_384).map(|_| rng.random()).collect(),
-            buckets: vec![u64::MAX; 4096],
-        }
-    }
-}
-
-mod workloads {
-    use super::Tables;
-    workload!(patched, hotkern);
-    workload!(branch, branch);
-    workload!(plain, none);
-}
 
 /// `event/disabled-cold`'s three call sites, each in its own function.
 #[inline(never)]
@@ -318,24 +177,27 @@ pub fn run(
 ) -> Result<(), String> {
     progress.start("function/disabled");
     let ops = 20_000_000 * scale;
-    let ns = four_a_turn!(ops, |i, k| black_box(calls::patched_call(i + k)))?;
-    measure(report, "function/disabled", "hotkern", ops, ns);
-    let ns = four_a_turn!(ops, |i, k| black_box(calls::branch_call(i + k)))?;
-    measure(report, "function/disabled", BRANCH, ops, ns);
-    let ns = four_a_turn!(ops, |i, k| black_box(calls::plain_call(i + k)))?;
-    measure(report, "function/disabled", NONE, ops, ns);
+    for (implementation, run) in [
+        ("hotkern", loops::function_disabled_hotkern as fn(u64, u64)),
+        (BRANCH, loops::function_disabled_branch),
+        (NONE, loops::function_disabled_none),
+    ] {
+        let ns = timed_turns(ops / 4, run)? / 4.0;
+        measure(report, "function/disabled", implementation, ops, ns);
+    }
     progress.advance();
 
     // event/disabled: the loop of the parent module's hotkern case, with
     // the portable site, and with no site (the loop's floor).
     progress.start("event/disabled");
     let ops = 50_000_000 * scale;
-    let ns = four_a_turn!(ops, |i, k| bench_quiet::trace_branch(i, i + k, i as u32))?;
-    measure(report, "event/disabled", BRANCH, ops, ns);
-    let ns = timed(ops / 4, |i| {
-        black_box(i);
-    })? / 4.0;
-    measure(report, "event/disabled", NONE, ops, ns);
+    for (implementation, run) in [
+        (BRANCH, loops::event_disabled_branch as fn(u64, u64)),
+        (NONE, loops::event_disabled_none),
+    ] {
+        let ns = timed_turns(ops / 4, run)? / 4.0;
+        measure(report, "event/disabled", implementation, ops, ns);
+    }
     progress.advance();
 
     progress.start("event/disabled-cold");
@@ -361,23 +223,25 @@ pub fn run(
     let ops = 2_000_000 * scale;
     let mut rng = input_rng(2026);
     let blocks: Vec<u64> = (0..ops).map(|_| rng.random_range(0..1 << 20)).collect();
-    let blocks = &blocks;
-    // One lookup through each build of the same functions, on fresh tables.
-    macro_rules! through {
-        ($workload:ident, $implementation:expr) => {
-            let mut tables = Tables::new();
-            let ns = timed(ops, |i| {
-                black_box(workloads::$workload::read_block(
-                    &mut tables,
-                    blocks[i as usize],
-                ));
-            })?;
-            measure(report, "overhead/all-sites-off", $implementation, ops, ns);
-        };
+    // One lookup a turn through each build of the same functions, on
+    // fresh tables.
+    for (implementation, run) in [
+        (
+            "hotkern",
+            loops::all_sites_off_hotkern as fn(&mut Tables, &[u64]),
+        ),
+        (BRANCH, loops::all_sites_off_branch),
+        (NONE, loops::all_sites_off_none),
+    ] {
+        let mut tables = Tables::new();
+        let ns = timed_turns(ops, |first, turns| {
+            run(
+                &mut tables,
+                &blocks[first as usize..(first + turns) as usize],
+            )
+        })?;
+        measure(report, "overhead/all-sites-off", implementation, ops, ns);
     }
-    through!(patched, "hotkern");
-    through!(branch, BRANCH);
-    through!(plain, NONE);
     progress.advance();
     Ok(())
 }
@@ -424,6 +288,7 @@ pub fn notes(report: &Report) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::compared::{calls, workloads};
     use super::*;
 
     fn report(cases: &[(&str, &str, f64)]) -> Report {

@@ -46,6 +46,27 @@ static inline double hotkern_thread_ns(void)
         }                                                                     \
     } while (0)
 
+/* The fastest run's ns per loop turn of RUN_TURNS(first, count), a loop
+ * in a function of its own (as hotkern's `four_a_turn!` loops): `turns`
+ * turns split into `runs` equal runs, after a warm-up outside the timing. */
+static inline double hotkern_fastest_turns(uint64_t turns, uint64_t runs,
+                                           void (*run_turns)(uint64_t, uint64_t))
+{
+    uint64_t per = turns / (runs ? runs : 1);
+    double best = 1e300;
+    if (per == 0)
+        per = 1;
+    run_turns(0, turns < 10000 ? turns : 10000);
+    for (uint64_t run = 0; run < (runs ? runs : 1); run++) {
+        double start = hotkern_thread_ns();
+        run_turns(run * per, per);
+        double ns = (hotkern_thread_ns() - start) / per;
+        if (ns < best)
+            best = ns;
+    }
+    return best;
+}
+
 /* The count argument number `n` of the command line (counts are chosen by
  * the Rust side, which knows the run's scale). */
 static inline uint64_t hotkern_arg(int argc, char **argv, int n)
