@@ -240,9 +240,16 @@ impl MovableFrames {
     /// A movable frame with a new owner slot, or `None` if no block that
     /// is handed over and not isolated has a free frame.
     pub fn alloc(&self) -> Option<Slot> {
+        self.alloc_with(|| self.alloc_target())
+    }
+
+    /// A new owner slot for the frame `pick` takes, with the table locked
+    /// and a free slot known to exist first, so that no frame is taken
+    /// that no slot could own.
+    fn alloc_with(&self, pick: impl FnOnce() -> Option<Pfn>) -> Option<Slot> {
         let mut table = self.table.lock();
         let slot = *table.free_slots.last()?;
-        let frame = self.alloc_target()?;
+        let frame = pick()?;
         table.free_slots.pop();
         let index = self.index(frame);
         table.owner[index] = u64::from(slot);
@@ -268,19 +275,10 @@ impl MovableFrames {
     /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
     /// ```
     pub fn alloc_in(&self, block: usize) -> Option<Slot> {
-        let mut table = self.table.lock();
-        let slot = *table.free_slots.last()?;
         if block >= self.owned_blocks {
             return None;
         }
-        let frame = self.blocks.alloc_in(block, Mobility::Movable)?;
-        table.free_slots.pop();
-        let index = self.index(frame);
-        table.owner[index] = u64::from(slot);
-        self.entries[slot as usize]
-            .frame
-            .store(frame.0, Ordering::Relaxed);
-        Some(Slot(slot))
+        self.alloc_with(|| self.blocks.alloc_in(block, Mobility::Movable))
     }
 
     /// Frees the slot's frame and the slot; false if the slot holds none.
