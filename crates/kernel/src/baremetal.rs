@@ -275,6 +275,14 @@ impl<A: Arch> Kernel<A> {
         crate::smpboot::run_rcu_callbacks(&Self::HANDLE, cpu)
     }
 
+    /// Rings `cpu` if it is alive: a wake-up for a CPU that is not
+    /// running has nothing to wake (its start or its loop looks anyway).
+    pub fn wake(cpu: CpuId) {
+        if A::lives().is_alive(cpu.index()) {
+            A::ring(cpu);
+        }
+    }
+
     /// Makes the per-CPU page caches over `pool`'s frames (once).
     pub fn set_pages(pool: crate::frames::FramePool) -> &'static PageCaches {
         A::state()

@@ -89,8 +89,8 @@ impl<A: Arch> Kernel<A> {
         if work.is_some() {
             let me = A::current_cpu();
             for cpu in (0..A::MAX_CPUS).map(crate::cpuset::cpu_id) {
-                if cpu != me && A::lives().is_alive(cpu.index()) {
-                    A::ring(cpu);
+                if cpu != me {
+                    Self::wake(cpu);
                 }
             }
         }

@@ -91,9 +91,7 @@ impl<A: Arch> Kernel<A> {
         let candidates = spread.union(&CpuSet::single(A::BOOT_CPU));
         let limbo = &Self::mechanisms().limbo;
         if let Some(cpu) = scheduler.place(preferred.index(), candidates, task, limbo) {
-            if A::lives().is_alive(cpu.index()) {
-                A::ring(cpu);
-            }
+            Self::wake(cpu);
         }
     }
 

@@ -105,8 +105,8 @@ impl<A: Arch> StepKernel for Kernel<A> {
     /// The boot CPU runs the controller, which never halts while it
     /// operates.
     fn wake_cpu(&self, cpu: CpuId) {
-        if cpu != A::BOOT_CPU && A::lives().is_alive(cpu.index()) {
-            A::ring(cpu);
+        if cpu != A::BOOT_CPU {
+            Self::wake(cpu);
         }
     }
 
