@@ -1,5 +1,5 @@
 //! The hotkern kernel under QEMU: builds the bare-metal kernel
-//! (crates/kernel-x86_64), boots it, watches its console and reports how
+//! (crates/baremetal), boots it, watches its console and reports how
 //! the run ended, for `hotkern boot` to print and for `bench --platform
 //! qemu` and the tour to measure.
 //!
@@ -31,13 +31,13 @@ pub use args::{BootArgs, EngineChoice, Resizes};
 pub use report::RunReport;
 
 /// The kernel crate's directory, where this binary was built from.
-const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernel-x86_64");
+const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../baremetal");
 /// The kernel's target: no operating system, soft float.
 const KERNEL_TARGET: &str = "x86_64-unknown-none";
 /// The kernel binary's name.
 const KERNEL_BIN: &str = "hotkern-kernel";
 /// The longest command line the kernel reads (`MAX_CMDLINE` in
-/// crates/kernel-x86_64/src/arch/pvh.rs); it would cut a longer one.
+/// crates/baremetal/src/arch/pvh.rs); it would cut a longer one.
 const KERNEL_MAX_COMMAND_LINE: usize = 256;
 
 /// The default scenario's virtio-mem device, in MiB, and its resizes.

@@ -1,6 +1,6 @@
 //! The kernel mechanisms hotkern's two platforms share, written once: the
 //! user-mode machine (`hotkern-machine`, whose vCPUs are OS threads) and
-//! the bare-metal x86-64 kernel (`crates/kernel-x86_64`).
+//! the bare-metal x86-64 kernel (`crates/baremetal`).
 //!
 //! `#![no_std]` + `alloc`. [`sync`] is the one place that picks locks and
 //! atomics: `loom`'s under `--cfg loom`, `parking_lot`'s with the

@@ -128,7 +128,7 @@ pub struct BootArgs {
     /// hotkern's.
     #[arg(long, requires = "resize")]
     pub linux: bool,
-    /// Boot this kernel ELF instead of building crates/kernel-x86_64.
+    /// Boot this kernel ELF instead of building crates/baremetal.
     #[arg(long)]
     pub kernel: Option<PathBuf>,
     /// Where to write the kernel's trace.dat (read it with `trace-cmd

@@ -1,6 +1,6 @@
 //! The kernel's crash dump (its `ftrace_dump_on_oops`): on a panic or a
 //! fatal exception the kernel sends its trace rings on COM2 as a trace.dat,
-//! framed by two console lines (crates/kernel-x86_64/src/platform/crash.rs):
+//! framed by two console lines (crates/baremetal/src/platform/crash.rs):
 //!
 //! ```text
 //! hotkern: crash dump begins: 12288 bytes on COM2

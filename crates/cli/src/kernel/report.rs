@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::qemu::{Outcome, QemuConfig};
 
-/// The prefix of the kernel's summary line (crates/kernel-x86_64/src/runs/summary.rs).
+/// The prefix of the kernel's summary line (crates/baremetal/src/runs/summary.rs).
 pub const SUMMARY_PREFIX: &str = "hotkern: summary ";
 /// Prefixes of the lines the kernel prints when it stops on a fault.
 const FAULT_PREFIXES: [&str; 2] = ["hotkern: exception ", "hotkern: panic"];

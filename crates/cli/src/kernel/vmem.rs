@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::statistics::median;
 
 /// The console line the kernel prints when it follows `requested-size`
-/// (crates/kernel-x86_64/src/runs/vmem.rs).
+/// (crates/baremetal/src/runs/vmem.rs).
 pub const READY: &str = "hotkern: virtio-mem ready";
 /// The console line the kernel prints when it is ready for the next size
 /// (its owners filled memory for a shrink): `--fill` waits for it.

@@ -199,7 +199,7 @@ fn pages_reused_while_peeking_are_skipped() {
 
 #[test]
 fn a_writer_cut_off_mid_record_leaves_only_the_committed_events() {
-    // A crash dump (crates/kernel-x86_64/src/platform/crash.rs) reads the
+    // A crash dump (crates/baremetal/src/platform/crash.rs) reads the
     // rings of CPUs that stopped anywhere, mid-record included: it must get
     // the events before the cut, and nothing half-written.
     let ring = RingBuffer::new(1, 4, Mode::Overwrite).unwrap();

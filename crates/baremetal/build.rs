@@ -16,7 +16,7 @@ fn main() {
     if target != "x86_64-unknown-none" {
         panic!(
             "hotkern-kernel builds only for x86_64-unknown-none (not {target}); \
-             run cargo inside crates/kernel-x86_64, whose .cargo/config.toml selects it"
+             run cargo inside crates/baremetal, whose .cargo/config.toml selects it"
         );
     }
     // A position-independent image would carry relocations nobody applies.
@@ -27,7 +27,7 @@ fn main() {
     {
         panic!(
             "hotkern-kernel needs -C relocation-model=static: run cargo inside \
-             crates/kernel-x86_64 (its .cargo/config.toml sets it) with RUSTFLAGS unset"
+             crates/baremetal (its .cargo/config.toml sets it) with RUSTFLAGS unset"
         );
     }
     write_patch_sites();
