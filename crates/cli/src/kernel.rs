@@ -37,7 +37,7 @@ const KERNEL_TARGET: &str = "x86_64-unknown-none";
 /// The kernel binary's name.
 const KERNEL_BIN: &str = "hotkern-kernel";
 /// The longest command line the kernel reads (`MAX_CMDLINE` in
-/// crates/baremetal/src/arch/pvh.rs); it would cut a longer one.
+/// crates/baremetal/src/arch/x86_64/pvh.rs); it would cut a longer one.
 const KERNEL_MAX_COMMAND_LINE: usize = 256;
 
 /// The default scenario's virtio-mem device, in MiB, and its resizes.

@@ -17,7 +17,7 @@ pub const QEMU_PACKAGE: &str = "qemu-system-x86";
 /// where SeaBIOS takes seconds under KVM.
 pub const QBOOT: &str = "/usr/share/qemu/qboot.rom";
 /// The `isa-debug-exit` port; the kernel writes its status there
-/// (crates/baremetal/src/arch/qemu.rs).
+/// (crates/baremetal/src/arch/x86_64/qemu.rs).
 pub const DEBUG_EXIT_PORT: u16 = 0xf4;
 
 /// The smallest guest memory that holds the kernel, its heap and room to
