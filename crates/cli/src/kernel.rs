@@ -26,14 +26,12 @@ use std::time::Instant;
 use hotkern_kernel::command_line::encode_value;
 
 use crate::progress::Progress;
-use crate::qemu::{self, QemuConfig, QEMU, QEMU_PACKAGE};
+use crate::qemu::{self, Architecture, QemuConfig};
 pub use args::{BootArgs, EngineChoice, Resizes};
 pub use report::RunReport;
 
 /// The kernel crate's directory, where this binary was built from.
 const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../baremetal");
-/// The kernel's target: no operating system, soft float.
-const KERNEL_TARGET: &str = "x86_64-unknown-none";
 /// The kernel binary's name.
 const KERNEL_BIN: &str = "hotkern-kernel";
 /// The longest command line the kernel reads (`MAX_CMDLINE` in
@@ -85,10 +83,17 @@ pub fn run_quietly(args: &BootArgs) -> Result<RunReport, String> {
             ));
         }
     }
-    let qemu = qemu::find_in_path(QEMU, std::env::var_os("PATH")).ok_or_else(|| {
+    if args.kvm && args.arch != Architecture::X86_64 {
+        return Err(format!(
+            "--kvm: this host runs x86-64 guests only; boot --arch {} under TCG",
+            args.arch
+        ));
+    }
+    let (program, package) = (args.arch.qemu(), args.arch.package());
+    let qemu = qemu::find_in_path(program, std::env::var_os("PATH")).ok_or_else(|| {
         format!(
-            "{QEMU} not found on PATH: install the Debian package {QEMU_PACKAGE} \
-             (apt-get install {QEMU_PACKAGE}; scripts/setup does it)"
+            "{program} not found on PATH: install the Debian package {package} \
+             (apt-get install {package}; scripts/setup does it)"
         )
     })?;
     if args.kvm {
@@ -111,11 +116,15 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     let (kernel, build) = match &args.kernel {
         Some(kernel) => (kernel.clone(), None),
         None => {
-            progress.step("building the kernel (cargo build --release, x86_64-unknown-none)");
+            let target = args.arch.kernel_target();
+            progress.step(&format!(
+                "building the kernel (cargo build --release, {target})"
+            ));
             let started = Instant::now();
             // Canonical, so cargo sees the same package path whoever calls it.
             let dir = Path::new(KERNEL_DIR);
-            let kernel = build_kernel(&dir.canonicalize().unwrap_or_else(|_| dir.to_owned()))?;
+            let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+            let kernel = build_kernel(&dir, target)?;
             (kernel, Some(started.elapsed()))
         }
     };
@@ -183,7 +192,8 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
         .as_ref()
         .zip(args.walk.as_ref())
         .map(|(image, path)| disk::expected_walk_sha256(image, path));
-    let mut config = qemu_config(args, kernel, qemu::firmware());
+    let firmware = qemu::firmware().filter(|_| args.arch.has_firmware());
+    let mut config = qemu_config(args, kernel, firmware);
     if config.append.len() > KERNEL_MAX_COMMAND_LINE {
         return Err(format!(
             "the kernel command line would be {} bytes, more than the {KERNEL_MAX_COMMAND_LINE} \
@@ -221,6 +231,7 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
 /// How QEMU runs the kernel, from the options.
 fn qemu_config(args: &BootArgs, kernel: PathBuf, firmware: Option<PathBuf>) -> QemuConfig {
     QemuConfig {
+        arch: args.arch,
         kernel,
         firmware,
         cpus: args.cpus,
@@ -293,7 +304,7 @@ fn command_line(args: &BootArgs) -> String {
 /// Builds the kernel with its own workspace and configuration: cargo runs
 /// inside the crate so that its `.cargo/config.toml` (static relocation
 /// model) applies, with the caller's RUSTFLAGS removed for the same reason.
-fn build_kernel(dir: &Path) -> Result<PathBuf, String> {
+fn build_kernel(dir: &Path, target: &str) -> Result<PathBuf, String> {
     let manifest = dir.join("Cargo.toml");
     if !manifest.is_file() {
         return Err(format!(
@@ -305,13 +316,7 @@ fn build_kernel(dir: &Path) -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(&cargo)
         .current_dir(dir)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            KERNEL_TARGET,
-            "--manifest-path",
-        ])
+        .args(["build", "--release", "--target", target, "--manifest-path"])
         .arg(&manifest)
         .arg("--target-dir")
         .arg(&target_dir)
@@ -327,10 +332,7 @@ fn build_kernel(dir: &Path) -> Result<PathBuf, String> {
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         return Err(format!("building the kernel failed:\n{}", tail.join("\n")));
     }
-    Ok(target_dir
-        .join(KERNEL_TARGET)
-        .join("release")
-        .join(KERNEL_BIN))
+    Ok(target_dir.join(target).join("release").join(KERNEL_BIN))
 }
 
 #[cfg(test)]
@@ -496,6 +498,28 @@ mod tests {
         );
         assert!(qemu_line(&["--hotplug", "1G", "--no-hotplug"]).is_err());
         assert!(qemu_line(&["--hotplug", "1G", "--resize", "3M"]).is_err());
+    }
+
+    #[test]
+    fn arch_picks_the_board_and_kvm_is_x86_only() {
+        let line = qemu_line(&["--arch", "aarch64", "--cpus", "2"]).unwrap();
+        assert!(
+            line.starts_with("-M virt,gic-version=3 -cpu cortex-a72 -accel tcg "),
+            "{line}"
+        );
+        assert!(line.contains("-semihosting-config enable=on,target=native"));
+        assert!(!line.contains("isa-debug-exit"), "{line}");
+        assert_eq!(
+            qemu_line(&["--arch", "arm64"]).unwrap(),
+            qemu_line(&["--arch", "aarch64"]).unwrap()
+        );
+        assert!(qemu_line(&["--arch", "riscv64"]).is_err());
+        let line = Line::try_parse_from(["boot", "--arch", "aarch64", "--kvm"]).unwrap();
+        let refused = run_quietly(&line.args).unwrap_err();
+        assert!(
+            refused.contains("--kvm") && refused.contains("aarch64"),
+            "{refused}"
+        );
     }
 
     #[test]

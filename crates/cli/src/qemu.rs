@@ -2,23 +2,23 @@
 //! console ([`console`]), its QMP socket ([`qmp`]), and what its exit
 //! status says about the hotkern kernel's run.
 
+mod arch;
 pub mod console;
 pub mod qmp;
+
+pub use arch::Architecture;
 
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The QEMU binary `hotkern boot` runs.
-pub const QEMU: &str = "qemu-system-x86_64";
+/// The x86-64 QEMU binary, which the Linux guests run on too.
+pub const QEMU: &str = Architecture::X86_64.qemu();
 /// The Debian package that has it (and the qboot firmware).
-pub const QEMU_PACKAGE: &str = "qemu-system-x86";
+pub const QEMU_PACKAGE: &str = Architecture::X86_64.package();
 /// qboot: a minimal firmware that starts a PVH kernel in ~50 ms under TCG,
 /// where SeaBIOS takes seconds under KVM.
 pub const QBOOT: &str = "/usr/share/qemu/qboot.rom";
-/// The `isa-debug-exit` port; the kernel writes its status there
-/// (crates/baremetal/src/arch/x86_64/qemu.rs).
-pub const DEBUG_EXIT_PORT: u16 = 0xf4;
 
 /// The smallest guest memory that holds the kernel, its heap and room to
 /// exercise physmem.
@@ -31,7 +31,10 @@ pub const MAX_CPUS: u32 = 16;
 /// How QEMU is to run the kernel.
 #[derive(Debug, Clone)]
 pub struct QemuConfig {
-    /// The kernel ELF (a PVH image).
+    /// The architecture QEMU emulates.
+    pub arch: Architecture,
+    /// The kernel ELF (a PVH image on x86-64; on aarch64 one `virt`
+    /// starts at its entry).
     pub kernel: PathBuf,
     /// The firmware (`-bios`), or QEMU's default.
     pub firmware: Option<PathBuf>,
@@ -80,6 +83,7 @@ impl QemuConfig {
     /// caller sets what its run needs.
     pub fn new(kernel: PathBuf, cpus: u32, memory_mib: u64) -> QemuConfig {
         QemuConfig {
+            arch: Architecture::X86_64,
             kernel,
             firmware: None,
             cpus,
@@ -99,6 +103,7 @@ impl QemuConfig {
     pub fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+        push(self.arch.machine_args());
         if self.kvm {
             // Plain `-cpu host` makes QEMU 7.2 abort on the nested KVM of
             // the machines hotkern is developed on (it cannot set
@@ -128,18 +133,21 @@ impl QemuConfig {
             "stdio",
         ]);
         // The second -serial is COM2: raw bytes, no console translation.
-        if let Some(trace) = &self.trace_file {
+        // `virt` has one UART for the normal world, so no second line.
+        if let Some(trace) = self
+            .trace_file
+            .as_ref()
+            .filter(|_| self.arch == Architecture::X86_64)
+        {
             let mut file = OsString::from("file:");
             file.push(trace);
             args.push("-serial".into());
             args.push(file);
         }
         let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+        push(&["-monitor", "none"]);
+        push(self.arch.exit_args());
         push(&[
-            "-monitor",
-            "none",
-            "-device",
-            &format!("isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=0x04"),
             "-m",
             &match &self.hotplug {
                 // maxmem bounds boot RAM plus every memory device.
@@ -416,6 +424,21 @@ mod tests {
         config.trace_file = Some(PathBuf::from("/out/trace.dat"));
         assert!(joined(&config)
             .contains("-serial stdio -serial file:/out/trace.dat -monitor none -device"));
+    }
+
+    #[test]
+    fn aarch64_boots_virt_with_semihosting_exit_and_no_firmware_or_com2() {
+        let mut config = QemuConfig {
+            arch: Architecture::Aarch64,
+            ..QemuConfig::new(PathBuf::from("/k/hotkern-kernel"), 4, 512)
+        };
+        config.trace_file = Some(PathBuf::from("/out/trace.dat"));
+        assert_eq!(
+            joined(&config),
+            "-M virt,gic-version=3 -cpu cortex-a72 -accel tcg -nodefaults -nic none -display none \
+             -vga none -no-reboot -serial stdio -monitor none \
+             -semihosting-config enable=on,target=native -m 512M -smp 4 -kernel /k/hotkern-kernel"
+        );
     }
 
     #[test]

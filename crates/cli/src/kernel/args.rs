@@ -4,13 +4,17 @@
 use std::path::{Path, PathBuf};
 
 use super::vmem;
-use crate::qemu::{self, MAX_CPUS};
+use crate::qemu::{self, Architecture, MAX_CPUS};
 
 /// How the kernel is to run: `hotkern boot`'s options, and what
 /// `bench --platform qemu` and the tour set.
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("read").multiple(true)))]
 pub struct BootArgs {
+    /// The architecture to build the kernel for and boot: x86_64 (QEMU's
+    /// PC through PVH) or aarch64 (QEMU's `virt` board, GICv3, PSCI).
+    #[arg(long, value_enum, default_value_t = Architecture::X86_64)]
+    pub arch: Architecture,
     /// vCPUs to give QEMU; with more than one, the kernel takes them
     /// offline and online with each hotplug engine while tasks run.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CPUS)))]
@@ -18,7 +22,7 @@ pub struct BootArgs {
     /// Guest memory, as QEMU's -m takes it: 128M, 1G, ...
     #[arg(long, default_value = "128M", value_parser = qemu::parse_memory)]
     pub memory: u64,
-    /// Run under KVM (needs /dev/kvm) instead of TCG.
+    /// Run under KVM (needs /dev/kvm; x86_64 only) instead of TCG.
     #[arg(long)]
     pub kvm: bool,
     /// Run under TCG's instruction-counting mode (QEMU's `-icount
@@ -172,6 +176,7 @@ impl BootArgs {
     /// qemu`, the tour).
     pub fn scenario(cpus: u32) -> BootArgs {
         BootArgs {
+            arch: Architecture::X86_64,
             cpus,
             memory: 128,
             kvm: false,
