@@ -23,13 +23,19 @@ use crate::eventlog::Trace;
 use crate::invariants::{self, MachineState};
 use crate::kernel::Kernel;
 use crate::memdev::driver;
-use crate::memdev::system::MemoryDeviceConfig;
 use crate::platform::{DeferredWorker, MachineHardware, MachineHotplug, WorkerBell};
 use crate::steplog::{self, StepCall};
 use crate::steps::STEPS;
 use crate::sysfs::SysfsError;
 use crate::task::{Context, Task, TaskStatus};
 use hotkern_kernel::vmstat::Totals;
+
+mod builder;
+mod shutdown;
+
+pub use builder::MachineBuilder;
+use shutdown::release_everything;
+pub use shutdown::ShutdownReport;
 
 fn spawn_error(error: std::io::Error) -> MachineError {
     MachineError::Spawn(error.to_string())
@@ -48,88 +54,7 @@ pub struct StepInfo {
     pub reason: &'static str,
 }
 
-/// What [`Machine::shutdown`] found.
-#[derive(Debug, Clone)]
-pub struct ShutdownReport {
-    /// Tasks, work items, timers and RCU callbacks: issued, completed, lost.
-    pub tallies: Vec<(Item, Tally)>,
-    /// Every broken invariant, including resources leaked at the end.
-    pub violations: Vec<Violation>,
-    /// Creations and destructions per kind of per-CPU resource.
-    pub counts: BTreeMap<Resource, Counts>,
-}
-
-impl ShutdownReport {
-    /// Whether everything completed exactly once and nothing broke.
-    pub fn is_clean(&self) -> bool {
-        self.violations.is_empty()
-            && self
-                .tallies
-                .iter()
-                .all(|(_, t)| t.outstanding == 0 && t.completed_twice == 0)
-    }
-}
-
-/// Configures a [`Machine`].
-#[derive(Debug, Clone)]
-pub struct MachineBuilder {
-    cpus: usize,
-    online: Option<usize>,
-    engine: Engine,
-    frames: PageCount,
-    hz: Hz,
-    record_step_calls: bool,
-    memory_device: Option<MemoryDeviceConfig>,
-}
-
 impl MachineBuilder {
-    /// Number of vCPUs (1 to 64; default 4).
-    pub fn cpus(mut self, cpus: usize) -> Self {
-        self.cpus = cpus;
-        self
-    }
-
-    /// How many vCPUs (the first ones) are online at start; default all.
-    pub fn online(mut self, online: usize) -> Self {
-        self.online = Some(online);
-        self
-    }
-
-    /// The hotplug engine (default [`Engine::Classic`]).
-    pub fn engine(mut self, engine: Engine) -> Self {
-        self.engine = engine;
-        self
-    }
-
-    /// The scheduler tick's rate (default 1000, as Linux's `CONFIG_HZ`):
-    /// it times normal grace periods and timers.
-    pub fn hz(mut self, hz: Hz) -> Self {
-        self.hz = hz;
-        self
-    }
-
-    /// Page frames of memory plugged at start (default 16384, 64 MiB).
-    pub fn memory_frames(mut self, frames: PageCount) -> Self {
-        self.frames = frames;
-        self
-    }
-
-    /// Gives the machine a memory device (see [`MemoryDevice`](crate::MemoryDevice)): its
-    /// region lies above the boot memory, its driver follows the size the
-    /// host requests.
-    pub fn memory_device(mut self, config: MemoryDeviceConfig) -> Self {
-        self.memory_device = Some(config);
-        self
-    }
-
-    /// Keeps a log of every step callback the engine makes, for
-    /// [`Machine::take_step_calls`] (tests of rollback order).
-    #[doc(hidden)]
-    pub fn record_step_calls(mut self) -> Self {
-        self.record_step_calls = true;
-        self
-    }
-
     /// Starts the machine: vCPU threads, the grace-period thread, the
     /// deferred worker, and every subsystem's steps on the online vCPUs.
     pub fn build(self) -> Result<Machine, MachineError> {
@@ -522,7 +447,27 @@ impl Machine {
         );
         found
     }
+}
 
+impl Machine {
+    /// Waits until readers of the hotplug lock are back on their fast path:
+    /// the grace period the last hotplug operation queued has ended, so the
+    /// next operation starts from a quiet machine and its first wait is a
+    /// whole grace period (as a lone `echo 1 > online` pays in Linux).
+    /// Returns false if that took longer than `timeout`.
+    pub fn wait_hotplug_lock_quiet(&self, timeout: std::time::Duration) -> bool {
+        let start = std::time::Instant::now();
+        while self.kernel.control.hotplug_lock().writer_near() {
+            if start.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
+    }
+}
+
+impl Machine {
     /// Stops the machine: waits for deferred work, stops and joins the
     /// worker, every vCPU thread, every kernel thread and the grace-period
     /// thread, frees every per-CPU resource, and reports what it found.
@@ -560,76 +505,9 @@ impl Machine {
     }
 }
 
-/// Frees whatever per-CPU resource is left once every vCPU has stopped:
-/// an online CPU's full set, and what Bolt kept for offline ones.
-fn release_everything(k: &Kernel) {
-    // No vCPU runs: grace periods must not wait for any.
-    for cpu in 0..k.cpus {
-        k.rcu.set_tracked(cpu, false);
-    }
-    // Every thread is told first, then each is joined as it is removed:
-    // they exit in parallel.
-    let mut threads = Vec::new();
-    for cpu in 0..k.cpus {
-        for role in Role::ALL {
-            if k.kthreads().request_stop(cpu, role) {
-                threads.push((cpu, role));
-            }
-        }
-    }
-    for (cpu, role) in threads {
-        if k.kthreads().remove(cpu, role) {
-            k.audit().destroyed(Resource::Kthread(role), cpu);
-        }
-    }
-    let all = CpuSet::range(0, k.cpus as u32);
-    for cpu in 0..k.cpus {
-        if k.pages.free(cpu) {
-            k.audit().destroyed(Resource::PageCache, cpu);
-        }
-        if k.events.retire(cpu, false) {
-            k.audit().destroyed(Resource::EventLog, cpu);
-        }
-        if k.workqueue().free(cpu).is_some() {
-            k.audit().destroyed(Resource::WorkerPool, cpu);
-        }
-        if k.timers().free(cpu).is_some() {
-            k.audit().destroyed(Resource::TimerBase, cpu);
-        }
-        // Callbacks left are counted as outstanding by the ledger.
-        if k.rcu_callbacks().take_all(cpu).is_some() {
-            k.audit().destroyed(Resource::RcuData, cpu);
-        }
-    }
-    for cpu in k.sysfs.remove(all).iter() {
-        k.audit().destroyed(Resource::SysfsNodes, cpu.index());
-    }
-    for cpu in k.vmstat().retire(all, || k.rcu.synchronize()).iter() {
-        k.audit().destroyed(Resource::Vmstat, cpu.index());
-    }
-}
-
 impl Drop for Machine {
     fn drop(&mut self) {
         // Never leak a thread, even when the owner forgot to shut down.
         let _ = self.stop();
-    }
-}
-
-impl Machine {
-    /// Waits until readers of the hotplug lock are back on their fast path:
-    /// the grace period the last hotplug operation queued has ended, so the
-    /// next operation starts from a quiet machine and its first wait is a
-    /// whole grace period (as a lone `echo 1 > online` pays in Linux).
-    /// Returns false if that took longer than `timeout`.
-    pub fn wait_hotplug_lock_quiet(&self, timeout: std::time::Duration) -> bool {
-        let start = std::time::Instant::now();
-        while self.kernel.control.hotplug_lock().writer_near() {
-            if start.elapsed() > timeout {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        true
     }
 }
