@@ -22,6 +22,8 @@ mod trace;
 mod tracedat;
 
 pub use options::{BenchOptions, Platform};
+
+use crate::qemu::Architecture;
 pub use report::{Case, Report};
 
 /// The subsystems that have a benchmark.
@@ -83,6 +85,16 @@ impl Subsystem {
                 "bench {} --platform qemu: only cpuhp, bcache, trace and memory run on the kernel \
                  so far",
                 self.name()
+            ));
+        }
+        if options.arch != Architecture::X86_64
+            && (options.platform != Platform::Qemu || self != Subsystem::Cpuhp || options.linux)
+        {
+            return Err(format!(
+                "bench {} --arch {}: only cpuhp runs on that kernel so far, with --platform qemu \
+                 and without --linux",
+                self.name(),
+                options.arch
             ));
         }
         if options.linux && !matches!(self, Subsystem::Cpuhp | Subsystem::Memory) {
@@ -151,5 +163,34 @@ mod tests {
         assert!(error.contains("only cpuhp and memory"), "{error}");
         let error = Subsystem::Memory.measure(&linux).unwrap_err();
         assert!(error.contains("add --platform qemu"), "{error}");
+    }
+
+    #[test]
+    fn another_arch_runs_only_cpuhp_on_qemu() {
+        let arm = BenchOptions {
+            arch: Architecture::Aarch64,
+            ..BenchOptions::default()
+        };
+        for (subsystem, options) in [
+            (Subsystem::Cpuhp, arm),
+            (
+                Subsystem::Bcache,
+                BenchOptions {
+                    platform: Platform::Qemu,
+                    ..arm
+                },
+            ),
+            (
+                Subsystem::Cpuhp,
+                BenchOptions {
+                    platform: Platform::Qemu,
+                    linux: true,
+                    ..arm
+                },
+            ),
+        ] {
+            let error = subsystem.measure(&options).unwrap_err();
+            assert!(error.contains("--arch aarch64"), "{error}");
+        }
     }
 }

@@ -57,6 +57,10 @@ enum Command {
         /// kernel booted under QEMU (cpuhp, bcache, and trace beside Linux's ftrace).
         #[arg(long, value_enum, default_value_t = bench::Platform::User)]
         platform: bench::Platform,
+        /// With `--platform qemu`: the architecture the kernel is built for
+        /// and booted as (aarch64: QEMU's `virt` board; cpuhp only).
+        #[arg(long, value_enum, default_value_t = qemu::Architecture::X86_64)]
+        arch: qemu::Architecture,
         /// Boot Debian's Linux kernel under QEMU as the anchor: cpuhp times
         /// its CPU offline and online (with `--platform qemu` beside the
         /// hotkern kernel's engines); memory, with `--platform qemu`, its
@@ -82,7 +86,8 @@ enum Command {
         #[command(subcommand)]
         command: trace_cmd::TraceCommand,
     },
-    /// Boot the bare-metal x86-64 kernel under QEMU and report how it ran.
+    /// Boot the bare-metal kernel (x86-64, or aarch64 with --arch) under
+    /// QEMU and report how it ran.
     Boot(Box<kernel::BootArgs>),
     /// Write the benchmarks' results as one self-contained HTML page of
     /// figures (runs the quick benchmarks first, unless --from DIR).
@@ -120,6 +125,7 @@ fn main() -> ExitCode {
             full,
             json,
             platform,
+            arch,
             linux,
             hz,
             size,
@@ -129,6 +135,7 @@ fn main() -> ExitCode {
                 full,
                 json,
                 platform,
+                arch,
                 linux,
                 hz,
                 size_mb: size,

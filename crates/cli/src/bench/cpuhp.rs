@@ -230,7 +230,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         return linux::run(options.platform == Platform::Qemu, options.hz);
     }
     if options.platform == Platform::Qemu {
-        return qemu::run(options.hz);
+        return qemu::run(options.hz, options.arch);
     }
     let hz = Hz::new(options.hz).map_err(|error| error.to_string())?;
     let reps_single = if options.full { 400 } else { 100 };

@@ -1,6 +1,8 @@
 //! What every benchmark is told: the options of `hotkern bench`, apart
 //! from the subsystem, which picks the benchmark.
 
+use crate::qemu::Architecture;
+
 /// Options every benchmark takes.
 #[derive(Debug, Clone, Copy)]
 pub struct BenchOptions {
@@ -12,6 +14,8 @@ pub struct BenchOptions {
     pub json: bool,
     /// Where the mechanisms run.
     pub platform: Platform,
+    /// The kernel's architecture, with [`Platform::Qemu`].
+    pub arch: Architecture,
     /// Measure Debian's Linux kernel under QEMU as the anchor (cpuhp, and
     /// memory with `--platform qemu`).
     pub linux: bool,
@@ -28,6 +32,7 @@ impl Default for BenchOptions {
             full: false,
             json: false,
             platform: Platform::User,
+            arch: Architecture::X86_64,
             linux: false,
             hz: 1000,
             size_mb: None,
@@ -41,6 +46,6 @@ pub enum Platform {
     /// The user-mode machine: vCPUs are threads of this process.
     #[default]
     User,
-    /// The x86-64 kernel under QEMU (TCG): real (virtual) CPUs.
+    /// The bare-metal kernel under QEMU (TCG): real (virtual) CPUs.
     Qemu,
 }

@@ -35,7 +35,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// is built with HZ=250), and reports both, with ratios.
 pub fn run(with_kernel: bool, hz: u32) -> Result<Report, String> {
     let mut report = if with_kernel {
-        super::qemu::run(hz)?
+        super::qemu::run(hz, crate::qemu::Architecture::X86_64)?
     } else {
         let mut report = Report::new("cpuhp");
         report.table_figures = vec!["latency_us"];

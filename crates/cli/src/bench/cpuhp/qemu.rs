@@ -9,14 +9,19 @@ use serde_json::Value;
 use super::super::{Case, Report};
 use super::accounting;
 use crate::kernel::{self, BootArgs};
+use crate::qemu::Architecture;
 
 /// vCPUs of the measured guest: one boot CPU and three to take down.
 const CPUS: u32 = 4;
 
-/// Boots the kernel with its tick at `hz` and turns its hotplug run into
-/// a report.
-pub fn run(hz: u32) -> Result<Report, String> {
-    let run = kernel::run_quietly(&BootArgs::scenario(CPUS).with_hz(hz))?;
+/// Boots the kernel built for `arch` with its tick at `hz` and turns its
+/// hotplug run into a report.
+pub fn run(hz: u32, arch: Architecture) -> Result<Report, String> {
+    let args = BootArgs {
+        arch,
+        ..BootArgs::scenario(CPUS).with_hz(hz)
+    };
+    let run = kernel::run_quietly(&args)?;
     if !run.outcome.is_success() {
         return Err(format!(
             "the kernel did not finish: {}",
@@ -27,6 +32,7 @@ pub fn run(hz: u32) -> Result<Report, String> {
     let mut report = from_document(&document)?;
     for case in &mut report.cases {
         case.extra.push(("hz".to_owned(), u64::from(hz).into()));
+        case.extra.push(("arch".to_owned(), arch.name().into()));
     }
     Ok(report)
 }
