@@ -35,6 +35,7 @@ use hotkern_kernel::rcu::Activity;
 
 use crate::arch::apic;
 use crate::arch::cpu::{self, MAX_CPUS};
+pub use crate::arch::cpu_states::{Park, SmpError};
 use crate::arch::instructions;
 use crate::arch::trampoline;
 use crate::arch::tsc;
@@ -51,14 +52,9 @@ pub const SECOND_SIPI_US: u64 = 200;
 /// two-core host can keep a vCPU away for a long time).
 pub const TIMEOUT_US: u64 = 5_000_000;
 
-/// How an offline CPU waits to be started again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Park {
-    /// `cli; hlt`: only INIT-SIPI-SIPI brings it back (a cold start).
-    PowerOff,
-    /// `sti; hlt` with its tick stopped: the wake-up IPI brings it back.
-    Idle,
-}
+/// When a start not yet answered gets its second signal (the contract's
+/// name for the SDM's second SIPI).
+pub const KICK_AGAIN_AFTER_US: Option<u64> = Some(SECOND_SIPI_US);
 
 /// How CPUs that go offline from now on park (`true`: [`Park::Idle`]).
 static PARK_IDLE: AtomicBool = AtomicBool::new(false);
@@ -173,25 +169,6 @@ static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
     }
 }; MAX_CPUS];
 
-/// Why an operation on another CPU failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SmpError {
-    /// No such CPU.
-    NoCpu(CpuId),
-    /// The CPU is not in the state the operation needs.
-    WrongState(CpuId),
-    /// The CPU did not answer within the timeout.
-    Timeout(CpuId),
-}
-
-impl core::fmt::Display for SmpError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "cpu {} {}", self.cpu().0, self.cause())
-    }
-}
-
-impl core::error::Error for SmpError {}
-
 /// Records the CPUs: the boot CPU (the caller) as CPU 0, then every other
 /// APIC id of `apic_ids`. Returns how many CPUs there are.
 pub fn register(apic_ids: &[u32]) -> u32 {
@@ -234,24 +211,6 @@ pub fn online() -> u32 {
 /// CPU `cpu`'s APIC id.
 pub fn apic_id(cpu: CpuId) -> u32 {
     APIC_IDS[cpu.index()].load(Ordering::Relaxed)
-}
-
-impl SmpError {
-    /// The CPU it names.
-    pub fn cpu(&self) -> CpuId {
-        match *self {
-            SmpError::NoCpu(cpu) | SmpError::WrongState(cpu) | SmpError::Timeout(cpu) => cpu,
-        }
-    }
-
-    /// Why, in a few words, for the hotplug engine's errors.
-    pub fn cause(&self) -> &'static str {
-        match self {
-            SmpError::NoCpu(_) => "no such CPU",
-            SmpError::WrongState(_) => "in the wrong state",
-            SmpError::Timeout(_) => "did not answer in time",
-        }
-    }
 }
 
 /// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the
@@ -427,4 +386,45 @@ pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
 /// The SDM's second SIPI (a CPU already running ignores it).
 pub fn kick_again(cpu: CpuId) {
     apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
+}
+
+/// Why the firmware's list of CPUs could not be read.
+pub type DiscoveryError = crate::arch::acpi::AcpiError;
+
+/// The firmware tables' self check: the check's name and whether the
+/// parser refuses a bad table with a typed error.
+pub fn firmware_check(info: &crate::arch::boot::BootInfo) -> Option<(&'static str, bool)> {
+    Some((
+        "the ACPI parser refuses a bad RSDP with a typed error",
+        crate::arch::acpi::refuses_bad_tables(info.firmware_tables),
+    ))
+}
+
+/// Finds the CPUs in the firmware's tables (the MADT) and registers
+/// them; the count found. Without the tables only the boot CPU is
+/// registered, and the error says why.
+pub fn discover(info: &crate::arch::boot::BootInfo) -> Result<u32, DiscoveryError> {
+    match crate::arch::acpi::cpus(info.firmware_tables) {
+        Ok(cpus) => {
+            crate::arch::console::println!("hotkern: MADT lists APIC ids {:?}", cpus.apic_ids());
+            register(cpus.apic_ids());
+            Ok(cpus.apic_ids().len() as u32)
+        }
+        Err(error) => {
+            crate::arch::console::println!("hotkern: no CPUs from ACPI: {error}");
+            register(&[]);
+            Err(error)
+        }
+    }
+}
+
+/// The hardware's own number for `cpu` (its APIC id).
+pub fn hardware_id(cpu: CpuId) -> u64 {
+    u64::from(apic_id(cpu))
+}
+
+/// The calling CPU's hardware number, read from the hardware (its local
+/// APIC's id register), not from the per-CPU block.
+pub fn own_hardware_id() -> u64 {
+    u64::from(apic::id())
 }

@@ -17,9 +17,9 @@
 //!
 //! Configuration changes come as interrupts: the transport routes the
 //! device's configuration-change interrupt (MSI-X, or on QEMU 7.2, which
-//! gives virtio-mem-pci no MSI-X, the legacy pin through the I/O APIC) to
-//! the boot CPU's [`apic::VIRTIO_CONFIG_VECTOR`], whose handler counts
-//! it. Following the host's sizes, and what runs beside the resizes, is
+//! gives virtio-mem-pci no MSI-X, the legacy pin as the arch routes it)
+//! to the boot CPU ([`device_target`](crate::arch::interrupts::device_target)),
+//! whose handler counts it. Following the host's sizes, and what runs beside the resizes, is
 //! the experiment's (`crate::runs::vmem`).
 
 use alloc::string::String;
@@ -32,13 +32,12 @@ use hotkern_kernel::migrate::{self, NoHooks, ShrinkError};
 use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
 
-use crate::arch::apic;
 use crate::arch::boot::IDENTITY_MAP_END;
+use crate::arch::clock;
 use crate::arch::memory::{self, KernelPage, MapError, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
-use crate::arch::tsc;
 use crate::drivers::pci;
-use crate::drivers::virtio::pci::{self as virtio_pci, IrqTarget, Transport, TransportError};
+use crate::drivers::virtio::pci::{self as virtio_pci, Transport, TransportError};
 use crate::platform::pages::HotMemory;
 
 /// Red Hat's vendor id; virtio device 24 (memory) as a modern PCI device.
@@ -199,10 +198,7 @@ pub type HotFrames<'a> = &'a dyn Fn(Pfn, usize, u64) -> Result<&'static MovableF
 pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
     let function = pci::find(VENDOR, DEVICE_MEM).ok_or(MemError::NotFound)?;
     // Configuration changes to this CPU, the one that follows them.
-    let target = IrqTarget {
-        vector: apic::VIRTIO_CONFIG_VECTOR,
-        apic_id: apic::id(),
-    };
+    let target = crate::arch::interrupts::device_target();
     let (transport, _) = virtio_pci::probe(function, F_UNPLUGGED_INACCESSIBLE, Some(target))
         .map_err(MemError::Transport)?;
     let block = transport.config64(BLOCK_SIZE);
@@ -325,12 +321,12 @@ impl Device {
     fn plug_run(&mut self, first: usize, count: usize, ns: &mut [u64; 4]) -> Result<(), MemError> {
         let start = self.block_address(first);
         let bytes = count as u64 * self.block;
-        let t0 = tsc::nanos();
+        let t0 = clock::nanos();
         self.send(REQ_PLUG, start, count as u16)?;
-        let t1 = tsc::nanos();
+        let t1 = clock::nanos();
         ns[0] += t1 - t0;
         let mapped = memory::map_range(start, start + bytes);
-        let t2 = tsc::nanos();
+        let t2 = clock::nanos();
         ns[2] += t2 - t1;
         let mut plugged = 0;
         let on_block = self.descriptors_on_block;
@@ -359,7 +355,7 @@ impl Device {
             }
             Ok(())
         });
-        let t3 = tsc::nanos();
+        let t3 = clock::nanos();
         ns[1] += t3 - t2;
         if let Err(error) = result {
             // Give the memory back as it came: out of physmem, unmapped,
@@ -379,7 +375,7 @@ impl Device {
             Online::Movable,
             self.descriptor_frames(),
         );
-        ns[3] += tsc::nanos() - t3;
+        ns[3] += clock::nanos() - t3;
         if !added {
             return Err(MemError::Allocator);
         }
@@ -440,14 +436,14 @@ impl Device {
         flush_others: &dyn Fn(),
     ) -> Result<(), MemError> {
         let wanted = ((self.plugged_bytes() - target) / self.block) as usize;
-        let t0 = tsc::nanos();
+        let t0 = clock::nanos();
         let shrunk = migrate::shrink(
             self.hot,
             &HotMemory,
             wanted as u64 * self.frames(),
             &NoHooks,
         );
-        let elapsed = tsc::nanos() - t0;
+        let elapsed = clock::nanos() - t0;
         resize.ns[3] += elapsed;
         resize.migrate_ns += elapsed;
         let shrunk = shrunk.map_err(MemError::Shrink)?;
@@ -470,9 +466,9 @@ impl Device {
         // switched may still be reading the old frame: they must be done
         // before its mapping goes.
         if !taken.is_empty() {
-            let t = tsc::nanos();
+            let t = clock::nanos();
             grace_period();
-            resize.ns[3] += tsc::nanos() - t;
+            resize.ns[3] += clock::nanos() - t;
         }
         taken.sort_unstable();
         // Runs of consecutive blocks, each cut to one physmem segment.
@@ -492,7 +488,7 @@ impl Device {
                 at = stop;
             }
         }
-        let t1 = tsc::nanos();
+        let t1 = clock::nanos();
         for (done, &(pfn, frames)) in pieces.iter().enumerate() {
             // Each unplug publishes a new index and retires the old one's
             // tables: free them as soon as no reader holds them, or
@@ -526,13 +522,13 @@ impl Device {
                         self.descriptor_frames(),
                     );
                 }
-                resize.ns[1] += tsc::nanos() - t1;
+                resize.ns[1] += clock::nanos() - t1;
                 return Err(MemError::Physmem(error));
             }
         }
         let released =
             self.release_descriptors(taken.iter().map(|&index| self.block_address(index)));
-        let t2 = tsc::nanos();
+        let t2 = clock::nanos();
         resize.ns[1] += t2 - t1;
         released?;
         for &index in &taken {
@@ -542,7 +538,7 @@ impl Device {
             }
         }
         flush_others();
-        let t3 = tsc::nanos();
+        let t3 = clock::nanos();
         resize.ns[2] += t3 - t2;
         for &(first, count) in &runs {
             self.send(REQ_UNPLUG, self.block_address(first), count as u16)?;
@@ -551,7 +547,7 @@ impl Device {
             }
             resize.blocks -= count as i64;
         }
-        resize.ns[0] += tsc::nanos() - t3;
+        resize.ns[0] += clock::nanos() - t3;
         Ok(())
     }
 }
