@@ -12,18 +12,31 @@
 extern crate alloc;
 
 mod arch;
+// Until the layers above arch are architecture-neutral, arm64 runs its own
+// bring-up (`arch::aarch64::bringup`) and builds none of them.
+#[cfg(target_arch = "x86_64")]
 mod drivers;
+#[cfg(target_arch = "x86_64")]
 mod platform;
+#[cfg(target_arch = "x86_64")]
 mod runs;
 
+#[cfg(target_arch = "x86_64")]
 use core::panic::PanicInfo;
 
+#[cfg(target_arch = "x86_64")]
 use arch::console::{emergency, println};
+#[cfg(target_arch = "x86_64")]
 use arch::qemu::{exit, Exit};
+#[cfg(target_arch = "x86_64")]
 use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
+#[cfg(target_arch = "x86_64")]
 use platform::trace::{trace_marker, TRACING};
+#[cfg(target_arch = "x86_64")]
 use platform::Kernel;
+#[cfg(target_arch = "x86_64")]
 use runs::checks::Checks;
+#[cfg(target_arch = "x86_64")]
 use runs::{cpus, early, hotplug, load, selftest, summary, trace_bench, trace_patch, vmem};
 
 // The shared kernel's locks must spin here: nothing can sleep before the
@@ -39,6 +52,7 @@ const _: () = assert!(
 
 /// The first Rust code: called by the entry code in [`boot`] on the boot
 /// stack, with the physical address of the PVH start info.
+#[cfg(target_arch = "x86_64")]
 #[no_mangle]
 extern "C" fn kernel_main(start_info: u32) -> ! {
     console::init();
@@ -235,6 +249,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
 /// Prints the panic's message and where it came from, writes the trace's
 /// crash dump (`TRACING.on_crash()`), then ends the QEMU run with
 /// [`Exit::Panic`].
+#[cfg(target_arch = "x86_64")]
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
     let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));

@@ -1,0 +1,126 @@
+//! The arm64 boot until the layers above arch run on it: the entry's
+//! first Rust code, what it brings up and checks, and the panic handler.
+
+use core::panic::PanicInfo;
+
+use hotkern_cpuhp::CpuId;
+
+use crate::arch::console::{self, emergency, println};
+use crate::arch::devicetree::Machine;
+use crate::arch::fdt::Fdt;
+use crate::arch::qemu::{exit, Exit};
+use crate::arch::{boot, cpu, exceptions, psci, timer};
+
+/// Where `-M virt` puts the device tree of an ELF `-kernel` (QEMU's
+/// `hw/arm/boot.c`: at the start of RAM, when the image leaves room).
+pub const VIRT_TREE: u64 = 0x4000_0000;
+
+/// The device tree: at `x0` if the loader passed one there, else at the
+/// start of RAM.
+fn find_tree(x0: u64) -> Result<(u64, Fdt<'static>), crate::arch::fdt::FdtError> {
+    let candidates = [x0, VIRT_TREE];
+    let mut last = Err(crate::arch::fdt::FdtError::BadMagic(0));
+    for address in candidates.into_iter().filter(|&address| address != 0) {
+        // SAFETY: both candidates lie in the boot map's RAM window (x0 only
+        // if the loader put a tree there; QEMU's RAM starts at 1 GiB), which
+        // nothing writes before the tree is read.
+        let in_window = (boot::RAM_WINDOW_START..boot::IDENTITY_MAP_END).contains(&address);
+        if !in_window {
+            continue;
+        }
+        // SAFETY: as above.
+        match unsafe { Fdt::at(address) } {
+            Ok(tree) => return Ok((address, tree)),
+            Err(error) => last = Err(error),
+        }
+    }
+    last
+}
+
+/// The first Rust code: called by the entry code in [`boot`] on the boot
+/// stack, with the loader's `x0` and the counter at the first instruction.
+#[no_mangle]
+extern "C" fn kernel_main(x0: u64, first_count: u64) -> ! {
+    console::init(crate::arch::pl011::VIRT_UART);
+    println!("hotkern: arm64 kernel booting, x0 {x0:#x}");
+    // SAFETY: the boot CPU, once, IRQs masked (the entry masked them).
+    unsafe { cpu::init(CpuId(0)) };
+    exceptions::load();
+    let (address, tree) = match find_tree(x0) {
+        Ok(found) => found,
+        Err(error) => panic!("no device tree at x0 {x0:#x} or {VIRT_TREE:#x}: {error}"),
+    };
+    let machine = match Machine::read(address, &tree) {
+        Ok(machine) => machine,
+        Err(error) => panic!("{error}"),
+    };
+    if let Some(uart) = machine
+        .uart
+        .filter(|&uart| uart != crate::arch::pl011::VIRT_UART)
+    {
+        console::init(uart);
+    }
+    if let Some(conduit) = machine.psci {
+        psci::set_conduit(conduit);
+    }
+    print_machine(&machine);
+    // `crash=exception`: the crash report's own check.
+    if machine.option("crash") == Some("exception") {
+        // SAFETY: not safe at all on purpose: an undefined instruction,
+        // which the vector table reports before QEMU exits.
+        unsafe { core::arch::asm!("udf #0") };
+    }
+    println!(
+        "hotkern: generic timer {} MHz, {} us since the first instruction",
+        timer::frequency() / 1_000_000,
+        timer::micros_since(first_count).unwrap_or(0)
+    );
+    exit(Exit::Success)
+}
+
+/// The machine as the device tree told it, on the console.
+fn print_machine(machine: &Machine) {
+    println!(
+        "hotkern: device tree at {:#x} ({} bytes), bootargs \"{}\"",
+        machine.tree.0, machine.tree.1, machine.bootargs
+    );
+    for &(start, end) in machine.ram() {
+        println!(
+            "hotkern: RAM [{start:#x}, {end:#x}) {} MiB",
+            (end - start) >> 20
+        );
+    }
+    let hex = |value: Option<u64>| value.unwrap_or(0);
+    let (redistributors, redistributor_bytes) = machine.redistributors.unwrap_or((0, 0));
+    let (ecam, ecam_bytes) = machine.pcie_ecam.unwrap_or((0, 0));
+    println!(
+        "hotkern: {} CPUs (affinities {:x?}), GICv3 distributor {:#x}, redistributors {redistributors:#x} ({redistributor_bytes:#x} bytes), PL011 {:#x}, PSCI {:?}, {} virtio-mmio, PCIe ECAM {ecam:#x} ({ecam_bytes:#x} bytes)",
+        machine.cpu_count,
+        machine.cpus(),
+        hex(machine.distributor),
+        hex(machine.uart),
+        machine.psci,
+        machine.virtio_mmio,
+    );
+}
+
+/// Prints the panic's message and where it came from, then ends the QEMU
+/// run with [`Exit::Panic`].
+#[panic_handler]
+fn panic(info: &PanicInfo<'_>) -> ! {
+    let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));
+    match info.location() {
+        Some(location) => emergency(format_args!(
+            "\nhotkern: panic on cpu {cpu} at {}:{}:{}: {}\n",
+            location.file(),
+            location.line(),
+            location.column(),
+            info.message()
+        )),
+        None => emergency(format_args!(
+            "\nhotkern: panic on cpu {cpu}: {}\n",
+            info.message()
+        )),
+    }
+    exit(Exit::Panic)
+}
