@@ -13,12 +13,16 @@ pub mod bringup;
 pub mod console;
 pub mod cpu;
 pub mod devicetree;
+pub mod direct;
 pub mod exceptions;
 pub mod fdt;
+pub mod memory;
 // The heap and the frame-range sets know nothing of the CPU: x86-64's, shared.
 #[path = "x86_64/heap.rs"]
 pub mod heap;
 pub mod pl011;
 pub mod psci;
 pub mod qemu;
+#[path = "x86_64/ranges.rs"]
+pub mod ranges;
 pub mod timer;

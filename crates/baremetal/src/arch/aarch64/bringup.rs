@@ -9,7 +9,7 @@ use crate::arch::console::{self, emergency, println};
 use crate::arch::devicetree::Machine;
 use crate::arch::fdt::Fdt;
 use crate::arch::qemu::{exit, Exit};
-use crate::arch::{boot, cpu, exceptions, psci, timer};
+use crate::arch::{boot, cpu, direct, exceptions, heap, memory, psci, ranges, timer};
 
 /// Where `-M virt` puts the device tree of an ELF `-kernel` (QEMU's
 /// `hw/arm/boot.c`: at the start of RAM, when the image leaves room).
@@ -70,12 +70,102 @@ extern "C" fn kernel_main(x0: u64, first_count: u64) -> ! {
         // which the vector table reports before QEMU exits.
         unsafe { core::arch::asm!("udf #0") };
     }
+    let layout = match memory::bring_up(&machine) {
+        Ok(layout) => layout,
+        Err(error) => panic!("memory bring-up: {error}"),
+    };
+    let (heap_size, heap_used, _) = heap::usage();
+    println!(
+        "hotkern: physmem: {} segments, {} frames ({} MiB); heap {} KiB at frame {:#x}, {} KiB used by page descriptors and index",
+        layout.managed.len(),
+        layout.managed.frames(),
+        (layout.managed.frames() * ranges::PAGE_SIZE) >> 20,
+        heap_size >> 10,
+        layout.heap.0,
+        heap_used >> 10
+    );
+    let mut checks = Checks::default();
+    check_memory(&layout, &mut checks);
     println!(
         "hotkern: generic timer {} MHz, {} us since the first instruction",
         timer::frequency() / 1_000_000,
         timer::micros_since(first_count).unwrap_or(0)
     );
-    exit(Exit::Success)
+    println!(
+        "hotkern: arm64 bring-up: {} checks passed, {} failed",
+        checks.passed, checks.failed
+    );
+    exit(if checks.failed == 0 {
+        Exit::Success
+    } else {
+        Exit::ChecksFailed
+    })
+}
+
+/// The bring-up's checks, counted (the runs' `Checks` lives above arch).
+#[derive(Default)]
+struct Checks {
+    passed: u32,
+    failed: u32,
+}
+
+impl Checks {
+    fn check(&mut self, what: &str, ok: bool) {
+        if ok {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+            println!("hotkern: CHECK FAILED: {what}");
+        }
+    }
+}
+
+/// The heap works, physmem holds what the tree gave less the heap, and the
+/// direct map's layering reaches the MMU: a whole GiB above the boot map
+/// becomes one block, an unmap splits it, and the hardware's own
+/// translation (`AT`) agrees at each step.
+fn check_memory(layout: &memory::Layout, checks: &mut Checks) {
+    let boxed = alloc::boxed::Box::new([0x5au8; 4096]);
+    checks.check(
+        "heap: a 4 KiB allocation reads back",
+        boxed.iter().all(|&byte| byte == 0x5a),
+    );
+    checks.check(
+        "physmem: the managed frames are the loaded ones less the heap",
+        layout.managed.frames() + (layout.heap.1 - layout.heap.0) == layout.loaded.frames(),
+    );
+    checks.check(
+        "boot map: RAM and the kernel translate, the PL011 too",
+        direct::translates(layout.heap.0 * ranges::PAGE_SIZE)
+            && direct::translates(kernel_main as *const () as u64)
+            && direct::translates(crate::arch::pl011::VIRT_UART),
+    );
+    let gib = boot::IDENTITY_MAP_END.next_multiple_of(1 << 30);
+    let middle = gib + (256 << 20);
+    let mapped = direct::map_range(gib, gib + (1 << 30)).is_ok();
+    checks.check(
+        "direct map: a whole GiB maps as one block the MMU translates",
+        mapped && direct::huge_pages() == 1 && direct::translates(middle),
+    );
+    let split = direct::unmap_large(middle).is_ok();
+    checks.check(
+        "direct map: unmapping 2 MiB of it splits the block; only that 2 MiB stops translating",
+        split
+            && direct::huge_pages() == 0
+            && !direct::translates(middle)
+            && !direct::is_mapped(middle)
+            && direct::translates(middle + (2 << 20))
+            && direct::is_mapped(gib),
+    );
+    let cleared = direct::unmap_range(gib, gib + (1 << 30)).is_ok();
+    checks.check(
+        "direct map: unmapping the rest leaves nothing translated",
+        cleared && !direct::translates(gib) && !direct::is_mapped(gib + (1 << 29)),
+    );
+    checks.check(
+        "direct map: a range inside the boot map is refused",
+        direct::map_range(0x4000_0000, 0x4020_0000) == Err(direct::MapError::Outside(0x4000_0000)),
+    );
 }
 
 /// The machine as the device tree told it, on the console.
