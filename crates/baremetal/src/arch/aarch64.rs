@@ -16,6 +16,7 @@ pub mod devicetree;
 pub mod direct;
 pub mod exceptions;
 pub mod fdt;
+pub mod gic;
 pub mod memory;
 // The heap and the frame-range sets know nothing of the CPU: x86-64's, shared.
 #[path = "x86_64/heap.rs"]
@@ -25,4 +26,5 @@ pub mod psci;
 pub mod qemu;
 #[path = "x86_64/ranges.rs"]
 pub mod ranges;
+pub mod tick;
 pub mod timer;
