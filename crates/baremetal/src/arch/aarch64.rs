@@ -17,6 +17,8 @@ pub mod direct;
 pub mod exceptions;
 pub mod fdt;
 pub mod gic;
+pub mod hardware;
+pub mod kthread;
 pub mod memory;
 // The heap and the frame-range sets know nothing of the CPU: x86-64's, shared.
 #[path = "x86_64/heap.rs"]
@@ -26,5 +28,6 @@ pub mod psci;
 pub mod qemu;
 #[path = "x86_64/ranges.rs"]
 pub mod ranges;
+pub mod smp;
 pub mod tick;
 pub mod timer;
