@@ -202,8 +202,10 @@ fn check_cpus(checks: &mut Checks) {
         let started = timer::now();
         let stopped = Kernel::stop_cpus(CpuSet::single(last));
         let off_us = timer::micros_since(started).unwrap_or(0);
-        let state = (0..1000)
-            .map(|_| psci::affinity_info(smp::affinity(last)))
+        // The CPU reported dead before its CPU_OFF: give it a moment.
+        let asked = timer::nanos();
+        let state = core::iter::repeat_with(|| psci::affinity_info(smp::affinity(last)))
+            .take_while(|_| timer::nanos() - asked < 50_000_000)
             .find(|state| *state != Ok(psci::AffinityState::On));
         let powered_off = state == Some(Ok(psci::AffinityState::Off));
         let started = timer::now();
