@@ -1,11 +1,56 @@
 //! The arch layer: everything only one kind of CPU and its QEMU machine
-//! do. Each architecture is a module of its own, and the layers above
-//! (drivers, platform, runs) reach it only through this one, so that the
-//! build for a target compiles that target's module and no other.
+//! do, behind one contract. Each architecture is a module of its own
+//! (`x86_64`, `aarch64`), selected by `cfg(target_arch)`, and the layers
+//! above (drivers, platform, runs, `main.rs`) name only the contract
+//! below, so that a second architecture costs its own module and nothing
+//! above it.
 //!
 //! It uses nothing above it: where it must call up — the tick, a
 //! device's interrupt, a secondary CPU's first Rust code — the layer
-//! above hands it a function at boot.
+//! above hands it a function at boot. The one call the other way, the
+//! entry into the shared `kernel_main(BootInfo)` in `main.rs`, goes by
+//! symbol (`extern "Rust"`), not by path.
+//!
+//! # Shared by every architecture (here, one definition)
+//!
+//! | name | what it is |
+//! |---|---|
+//! | [`boot_info`]`::{BootInfo, Region, RegionKind}` | what the loader says: command line (`option`, `cmdline`), memory map, `firmware_tables` |
+//! | [`console`]`::{init, print, println!, emergency, send_trace}` | the locked console over the arch's UART, the fault path's unlocked write, the trace's raw channel |
+//! | [`heap`] | the kernel heap over frames taken from physmem |
+//! | [`ranges`]`::{FrameRanges, PAGE_SIZE}` | page-frame range sets |
+//! | [`exit_code`]`::Exit` | why the kernel stops (QEMU's exit status) |
+//! | [`capabilities`]`::Capabilities` | what an architecture can do yet |
+//!
+//! # What each architecture provides (the contract)
+//!
+//! | name | what it does | x86-64 | aarch64 (expected) |
+//! |---|---|---|---|
+//! | `NAME`, `CAPABILITIES` | the arch's name; which optional runs it supports | `"x86-64"`, all | `"aarch64"`, none at first |
+//! | entry → `kernel_main(BootInfo) -> !` | first code: console, boot CPU's per-CPU block and exception table, `BootInfo`, then the shared boot | PVH 32-bit entry, long mode, `pvh_main` | `_start` at EL1, MMU on, FDT parsed |
+//! | `boot::{BootInfo, BOOT_STACK_BYTES, stack_high_water, stack_overflowed, started_at, MMIO_START, IDENTITY_MAP_END}` | the boot stack's use; the clock at the first instruction; the device window and the end of the direct map | TSC at entry; 3–4 GiB uncached | CNTVCT at entry; virt's device window |
+//! | `clock::{calibrate, now, nanos, micros_since, NAME, REFERENCE, TRACE_CLOCK}` | the free-running counter: raw units, ns, µs; its rate | TSC against the PIT | CNTVCT, rate from CNTFRQ |
+//! | `tick::{start_on_boot_cpu, start, stop, set_tick_handler, hz, set_hz, sched_ticks, ticks, TIMER_NAME}` | the periodic tick per CPU; what it runs is the platform's handler | local APIC timer | generic timer (CNTV) PPI |
+//! | `cpu::{MAX_CPUS, init_secondary, current, current_id, activity, enter_activity, hypervisor}` | the per-CPU block and the running CPU's number | `%gs` block, GDT, TSS | TPIDR_EL1 block |
+//! | `interrupts::{init, enable, disable, without_interrupts, wait_for_interrupt, halt, halt_forever, set_crash_handler, breakpoint, breakpoints, set_device_handler, end_of_interrupt, DEVICE_VECTOR}` | exception table, masking, waiting, the crash hook, the breakpoint check, one device interrupt | IDT, `sti; hlt; cli`, `int3`, LAPIC EOI | VBAR_EL1, `msr daifclr; wfi`, `brk`, GICv3 |
+//! | `smp::{BOOT_CPU, discover, firmware_check, DiscoveryError, register, cpu_count, cpus, application_processors, online, hardware_id, own_hardware_id, kick, kick_again, SECOND_SIPI_US, TIMEOUT_US, park_here, is_parked_idle, set_park, park, Park, starts, LIVES, RUNG, ring, wake, is_running, halt_until, enable_interrupts, call, post, finish, Posted}` | CPUs from the firmware, start/stop one CPU, parking, wake-ups, cross-CPU calls through mailboxes | MADT, INIT-SIPI-SIPI into a trampoline, IPIs | FDT `/cpus`, PSCI CPU_ON / CPU_OFF, SGIs |
+//! | `kthread::{Kthread, switches, switches_on}` | kernel threads: spawn and switch | callee-saved registers and `%rsp` | x19–x30 and `sp` |
+//! | `memory::{bring_up, PHYSMEM, KernelPage, Layout, MapError, map_range, unmap_range, unmap_large, prepare_map, is_mapped, huge_pages, directories_made, flush_tlb}` | boot memory → physmem, heap, direct map | 4-level page tables, 2 MiB pages | translation tables, 2 MiB blocks |
+//! | `serial::{ConsoleUart, console, console_programmed, send_trace}` | the console UART and the trace channel | COM1 / COM2 16550 | PL011 |
+//! | `qemu::{exit, Exit}` | ends the QEMU run with a status | `isa-debug-exit` port | semihosting `SYS_EXIT` or PSCI SYSTEM_OFF |
+//! | `pci::{config_read, config_write, io_read16, io_read32, io_write8, io_write16, io_write32}` | bus 0 configuration space, PCI I/O space | ports 0xCF8/0xCFC, `in`/`out` | ECAM from the FDT, the I/O window |
+//! | `text::{install, set_breakpoints_work, syncs, check_range}` | rewriting the kernel's call sites | `int3`-then-bytes with a sync per CPU | none at first: `install` does nothing, `check_range` refuses, and `CAPABILITIES.text_patching` is false so the runs skip |
+//!
+//! A run the architecture cannot do yet is skipped because
+//! [`Capabilities`](capabilities::Capabilities) says so, and the summary
+//! names it (`"skipped_runs"`), never silently.
+
+pub mod boot_info;
+pub mod capabilities;
+pub mod console;
+pub mod exit_code;
+pub mod heap;
+pub mod ranges;
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;

@@ -1,42 +1,33 @@
-//! hotkern on bare metal: an x86-64 kernel that QEMU boots directly (PVH)
+//! hotkern on bare metal: a kernel that QEMU boots directly (x86-64: PVH)
 //! and that runs hotkern's subsystems on real page frames.
 //!
 //! Four layers, each using only those below it: [`arch`] (what only the
-//! CPU and QEMU's PC do), [`drivers`] (PCI and virtio), [`platform`] (this
+//! CPU and its QEMU machine do, behind one contract for every
+//! architecture), [`drivers`] (PCI and virtio), [`platform`] (this
 //! kernel as the shared core's platform) and [`runs`] (what a boot does
-//! and reports). This file is the entry, the panic handler and the order
-//! of the runs; QEMU exits with the status in [`arch::qemu`].
+//! and reports). This file is the shared boot sequence every
+//! architecture's entry calls ([`kernel_main`]), the order of the runs
+//! and the panic handler; QEMU exits with an [`arch::exit_code::Exit`].
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
 mod arch;
-// Until the layers above arch are architecture-neutral, arm64 runs its own
-// bring-up (`arch::aarch64::bringup`) and builds none of them.
-#[cfg(target_arch = "x86_64")]
 mod drivers;
-#[cfg(target_arch = "x86_64")]
 mod platform;
-#[cfg(target_arch = "x86_64")]
 mod runs;
 
-#[cfg(target_arch = "x86_64")]
 use core::panic::PanicInfo;
 
-#[cfg(target_arch = "x86_64")]
+use arch::boot::BootInfo;
 use arch::console::{emergency, println};
-#[cfg(target_arch = "x86_64")]
 use arch::qemu::{exit, Exit};
-#[cfg(target_arch = "x86_64")]
-use arch::{apic, boot, console, cpu, heap, idt, instructions, memory, pvh, ranges, smp, tsc};
-#[cfg(target_arch = "x86_64")]
+use arch::{boot, clock, cpu, heap, interrupts, memory, ranges, smp, tick};
 use platform::trace::{trace_marker, TRACING};
-#[cfg(target_arch = "x86_64")]
 use platform::Kernel;
-#[cfg(target_arch = "x86_64")]
 use runs::checks::Checks;
-#[cfg(target_arch = "x86_64")]
+use runs::skipped::{Run, SkippedRuns};
 use runs::{cpus, early, hotplug, load, selftest, summary, trace_bench, trace_patch, vmem};
 
 // The shared kernel's locks must spin here: nothing can sleep before the
@@ -50,56 +41,55 @@ const _: () = assert!(
     "hotkern-kernel must use spinlocks in the bare-metal kernel"
 );
 
-/// The first Rust code: called by the entry code in [`boot`] on the boot
-/// stack, with the physical address of the PVH start info.
-#[cfg(target_arch = "x86_64")]
+/// The shared boot sequence: called once by the architecture's entry
+/// (x86-64's `pvh_main`), on the boot CPU with its per-CPU block and
+/// exception table set up and interrupts off, with what the loader said.
 #[no_mangle]
-extern "C" fn kernel_main(start_info: u32) -> ! {
-    console::init();
-    println!("hotkern: x86-64 kernel booting, PVH start info at {start_info:#x}");
-    // SAFETY: the boot CPU, once, interrupts off (the PVH entry state).
-    unsafe { cpu::init(smp::BOOT_CPU) };
-    idt::init();
-    idt::load();
+fn kernel_main(info: BootInfo) -> ! {
     // A fatal exception writes the trace's crash dump before QEMU exits.
-    idt::set_crash_handler(|| TRACING.on_crash());
-    instructions::mask_legacy_pic();
-    // SAFETY: the address came from %ebx at the PVH entry, and nothing has
-    // allocated memory yet.
-    let info = match unsafe { pvh::StartInfo::read(u64::from(start_info)) } {
-        Ok(info) => info,
-        Err(error) => panic!("PVH start info: {error}"),
-    };
-    early::print_start_info(&info);
-    let tsc_hz = tsc::calibrate();
-    match tsc_hz {
-        Some(hz) => println!("hotkern: TSC {} MHz (against the PIT)", hz / 1_000_000),
-        None => println!("hotkern: TSC not calibrated (the PIT did not answer)"),
+    interrupts::set_crash_handler(|| TRACING.on_crash());
+    let clock_hz = clock::calibrate();
+    match clock_hz {
+        Some(hz) => println!(
+            "hotkern: {} {} MHz (against {})",
+            clock::NAME,
+            hz / 1_000_000,
+            clock::REFERENCE
+        ),
+        None => println!(
+            "hotkern: {} not calibrated ({} did not answer)",
+            clock::NAME,
+            clock::REFERENCE
+        ),
     }
     let crash = info.option("crash");
 
-    let hypervisor = instructions::hypervisor();
+    let hypervisor = cpu::hypervisor();
     let hypervisor_name = early::hypervisor_name(&hypervisor);
     println!("hotkern: hypervisor {}", hypervisor_name.unwrap_or("none"));
 
+    // What this architecture cannot do yet is said once, here, and in
+    // the summary.
+    let skipped = SkippedRuns::of(arch::CAPABILITIES);
     let mut checks = Checks::new();
     early::check_breakpoint(hypervisor_name, &mut checks);
     // The tick's rate times grace periods and timers, as Linux's CONFIG_HZ.
     if let Some(hz) = info.option("hz") {
         early::set_hz(hz);
     }
-    // Without a calibrated TSC the waits assume 2 GHz: only their length
-    // is off, not their outcome.
-    let wait_hz = tsc_hz.unwrap_or(2_000_000_000);
+    // Without a calibrated clock the waits assume 2 GHz: only their
+    // length is off, not their outcome.
+    let wait_hz = clock_hz.unwrap_or(2_000_000_000);
     // What a tick runs is the platform's; set before the first tick.
-    apic::set_tick_handler(Kernel::tick);
-    let mut smp_report = cpus::bring_up(info.rsdp, wait_hz, &mut checks);
+    tick::set_tick_handler(Kernel::tick);
+    let mut smp_report = cpus::bring_up(&info, wait_hz, &mut checks);
     println!(
-        "hotkern: {} of {} CPUs online; local APIC timer {} MHz, tick {} Hz",
+        "hotkern: {} of {} CPUs online; {} {} MHz, tick {} Hz",
         smp::online(),
         smp_report.found,
+        tick::TIMER_NAME,
         smp_report.apic_timer_hz / 1_000_000,
-        apic::hz()
+        tick::hz()
     );
     let layout = match memory::bring_up(&info) {
         Ok(layout) => layout,
@@ -108,7 +98,9 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     // Before the first tracer: its install rewrites every call site of
     // `#[hotkern_trace::function]` and the events to a NOP.
     arch::text::set_breakpoints_work(hypervisor_name != Some("KVMKVMKVM"));
-    arch::text::install();
+    if !skipped.contains(Run::TracePatch) {
+        arch::text::install();
+    }
     let traced = match TRACING.start() {
         Ok(_) => {
             println!("hotkern: trace: {}", hotkern_trace::site::status());
@@ -161,20 +153,20 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         layout.heap.0,
         heap_used >> 10
     );
-    let started = tsc::now();
+    let started = clock::now();
     checks.restart_clock();
     selftest::run(&layout, &mut checks);
     if crash == Some("check") {
         checks.check("a check that fails on request (crash=check)", false);
     }
-    let checks_us = tsc::micros_since(started);
+    let checks_us = clock::micros_since(started);
     trace_marker!("checks took {} us", checks_us.unwrap_or(0));
     cpus::exercise(&mut smp_report, wait_hz, &mut checks);
     cpus::check_ticks(wait_hz, &mut checks);
     // Every CPU online: the sites are patched while all of them run.
-    let patch = trace_patch::run(&mut checks);
+    let patch = skipped.unless(Run::TracePatch, || trace_patch::run(&mut checks));
     // tracebench=N: a traced function's cost per call, off and on.
-    let tracebench = trace_bench::run(info.option("tracebench"), tsc_hz, &mut checks);
+    let tracebench = trace_bench::run(info.option("tracebench"), clock_hz, &mut checks);
     // engine=none skips the hotplug run (a disk benchmark boots many
     // times and measures only the load).
     // differential=SEED runs the shared differential scenario instead of
@@ -203,9 +195,11 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         TRACING.function_tracing(false);
         run
     };
-    let loaded = load::run(&info, false, &mut checks);
-    let walked = load::run(&info, true, &mut checks);
-    let vmem = vmem::run(info.option("vmem"), info.option("vmem_fill"), &mut checks);
+    let loaded = skipped.unless(Run::Load, || load::run(&info, false, &mut checks));
+    let walked = skipped.unless(Run::Load, || load::run(&info, true, &mut checks));
+    let vmem = skipped.unless(Run::Vmem, || {
+        vmem::run(info.option("vmem"), info.option("vmem_fill"), &mut checks)
+    });
     let stack_used = boot::stack_high_water();
     println!(
         "hotkern: boot stack: at most {} of {} KiB used",
@@ -226,8 +220,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             cpus: smp::online(),
             smp: &smp_report,
             hypervisor: hypervisor_name,
-            tsc_hz,
-            boot_tsc: boot::boot_tsc(),
+            tsc_hz: clock_hz,
+            boot_tsc: boot::started_at(),
             checks_us,
             trace,
             patch,
@@ -237,6 +231,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             load: loaded.as_ref(),
             walk: walked.as_ref(),
             vmem: vmem.as_ref(),
+            skipped: &skipped,
         },
     );
     exit(if checks.failed() == 0 {
@@ -249,7 +244,6 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
 /// Prints the panic's message and where it came from, writes the trace's
 /// crash dump (`TRACING.on_crash()`), then ends the QEMU run with
 /// [`Exit::Panic`].
-#[cfg(target_arch = "x86_64")]
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
     let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));

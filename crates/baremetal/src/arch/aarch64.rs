@@ -4,30 +4,46 @@
 //! PSCI, the per-CPU block in `TPIDR_EL1`, the context switch, and
 //! semihosting's exit.
 //!
-//! It uses nothing above it (drivers, platform, runs): where it must call
-//! up — the tick, a secondary CPU's first Rust code — the layer above hands
-//! it a function at boot.
+//! The `pub` modules are this architecture's side of the contract in
+//! [`crate::arch`]; the rest are visible only inside the arch layer. It
+//! uses nothing above it: where it must call up — the tick, a secondary
+//! CPU's first Rust code — the layer above hands it a function at boot.
+
+use crate::arch::capabilities::Capabilities;
 
 pub mod boot;
-pub mod bringup;
-pub mod console;
+pub mod clock;
 pub mod cpu;
-pub mod devicetree;
-pub mod direct;
-pub mod exceptions;
-pub mod fdt;
-pub mod gic;
-pub mod hardware;
+pub mod interrupts;
 pub mod kthread;
 pub mod memory;
-// The heap and the frame-range sets know nothing of the CPU: x86-64's, shared.
-#[path = "x86_64/heap.rs"]
-pub mod heap;
-pub mod pl011;
-pub mod psci;
+pub mod pci;
 pub mod qemu;
-#[path = "x86_64/ranges.rs"]
-pub mod ranges;
+pub mod serial;
 pub mod smp;
+pub mod text;
 pub mod tick;
-pub mod timer;
+
+pub(super) mod bringup;
+pub(super) mod devicetree;
+pub(super) mod direct;
+pub(super) mod exceptions;
+pub(super) mod fdt;
+pub(super) mod gic;
+pub(super) mod pl011;
+pub(super) mod psci;
+pub(super) mod selfcheck;
+pub(super) mod timer;
+
+/// The architecture's name on the console.
+pub const NAME: &str = "aarch64";
+
+/// What arm64 cannot do yet: patch its own call sites (the function
+/// tracer's NOPs stay NOPs), and the PCI devices (virtio-blk's disk,
+/// virtio-mem), whose drivers reach them through x86's I/O ports and MSI-X
+/// to the local APIC.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    text_patching: false,
+    virtio_mem: false,
+    disk: false,
+};

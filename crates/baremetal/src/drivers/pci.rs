@@ -1,11 +1,9 @@
-//! PCI configuration space through the legacy ports 0xCF8/0xCFC
-//! (mechanism #1): enough to find a device on bus 0 and give it the I/O
-//! ports the firmware may not have (qboot assigns no BARs).
+//! PCI configuration space, through the arch's access to it (x86-64:
+//! ports 0xCF8/0xCFC; aarch64: ECAM): enough to find a device on bus 0
+//! and give it the I/O ports the firmware may not have (qboot assigns no
+//! BARs).
 
-use crate::arch::instructions::{inl, outl};
-
-const ADDRESS: u16 = 0xcf8;
-const DATA: u16 = 0xcfc;
+use crate::arch::pci;
 
 /// A function on bus 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,36 +15,17 @@ pub struct Function {
 }
 
 impl Function {
-    /// Mechanism #1's address of the configuration dword at `offset`:
-    /// enable bit, bus 0, device, function, register.
-    fn address(self, offset: u8) -> u32 {
-        0x8000_0000
-            | u32::from(self.device) << 11
-            | u32::from(self.function) << 8
-            | u32::from(offset & 0xfc)
-    }
-
-    /// Reads the configuration dword at `offset` (a multiple of 4).
+    /// Reads the configuration dword at `offset` (a multiple of 4),
+    /// through the arch's configuration access.
     pub fn read(self, offset: u8) -> u32 {
-        let address = self.address(offset);
-        // SAFETY: mechanism #1's ports select and read a configuration
-        // dword; nothing else in the kernel uses them, and only the boot CPU
-        // touches PCI.
-        unsafe {
-            outl(ADDRESS, address);
-            inl(DATA)
-        }
+        pci::config_read(self.device, self.function, offset)
     }
 
-    /// Writes the configuration dword at `offset` (a multiple of 4).
+    /// Writes the configuration dword at `offset` (a multiple of 4); the
+    /// caller writes a register it owns (the command register or a BAR of
+    /// the device it drives).
     pub fn write(self, offset: u8, value: u32) {
-        let address = self.address(offset);
-        // SAFETY: as `read`; the caller writes a register it owns (the
-        // command register of the device it drives).
-        unsafe {
-            outl(ADDRESS, address);
-            outl(DATA, value);
-        }
+        pci::config_write(self.device, self.function, offset, value);
     }
 
     /// Vendor and device ids.

@@ -1,11 +1,11 @@
 //! This kernel's hardware as the shared bare-metal kernel's [`Arch`]
 //! ([`hotkern_kernel::baremetal`], which runs the CPU loop, the step
-//! table, the per-CPU threads and the tasks over it): the CPU number from
-//! the per-CPU block, the wake-up IPI, `sti; hlt`, the TSC and the local
-//! APIC timer's tick, parks with interrupts off, and kernel threads that
-//! are a stack switch away.
+//! table, the per-CPU threads and the tasks over it), through the arch
+//! contract only ([`crate::arch`]): the CPU number from the per-CPU
+//! block, the wake-up, the wait for an interrupt, the clock and the
+//! tick, parks with interrupts off, and kernel threads that are a stack
+//! switch away. The same impl serves every architecture.
 
-use core::arch::asm;
 use core::fmt;
 use core::sync::atomic::Ordering;
 
@@ -17,19 +17,18 @@ use hotkern_kernel::rcu::Activity;
 use hotkern_kernel::tick::Ticks;
 
 use crate::arch::console::println;
-use crate::arch::idt;
 use crate::arch::kthread::{self, Kthread};
-use crate::arch::{apic, cpu, instructions, smp, tsc};
+use crate::arch::{clock, cpu, interrupts, smp, tick};
 use crate::platform::trace::{self, trace_marker};
 
-/// The x86-64 kernel.
-pub struct X86_64;
+/// This kernel's hardware, whichever architecture it was built for.
+pub struct Hardware;
 
 /// The shared bare-metal kernel on this hardware.
-pub type Kernel = baremetal::Kernel<X86_64>;
+pub type Kernel = baremetal::Kernel<Hardware>;
 
 /// The hotplug engine's platform on this hardware.
-pub type KernelPlatform = baremetal::BareMetalPlatform<X86_64>;
+pub type KernelPlatform = baremetal::BareMetalPlatform<Hardware>;
 
 /// How long a grace period (or the hotplug lock) may take before the
 /// run reports a stall.
@@ -40,9 +39,9 @@ pub const GRACE_TIMEOUT_US: u64 = 5_000_000;
 /// come and counted against the run's checks.
 pub static FAILURES: Failures = Failures::new(|what| println!("hotkern: hotplug platform: {what}"));
 
-static STATE: State<X86_64> = State::new(GRACE_TIMEOUT_US * 1_000, &FAILURES);
+static STATE: State<Hardware> = State::new(GRACE_TIMEOUT_US * 1_000, &FAILURES);
 
-impl Arch for X86_64 {
+impl Arch for Hardware {
     type Thread = Kthread;
     const MAX_CPUS: usize = cpu::MAX_CPUS;
 
@@ -56,18 +55,18 @@ impl Arch for X86_64 {
     }
 
     fn now_ns() -> u64 {
-        tsc::nanos()
+        clock::nanos()
     }
 
     fn ticks() -> &'static Ticks {
-        apic::sched_ticks()
+        tick::sched_ticks()
     }
 
     fn set_tick(running: bool) {
         if running {
-            apic::start_tick();
+            tick::start();
         } else {
-            apic::stop_tick();
+            tick::stop();
         }
     }
 
@@ -91,12 +90,12 @@ impl Arch for X86_64 {
             return;
         }
         enter();
-        // SAFETY: the loop runs with interrupts off, and `sti; hlt` opens
-        // them only for the halt (the `sti` shadow makes the pair atomic):
-        // an IPI sent after the loop's checks wakes the halt instead of
-        // being taken before it; `cli` closes them again for `exit` and
-        // the next turn. The handlers take no lock this CPU holds.
-        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+        // The loop runs with interrupts off, and the wait opens them only
+        // for itself, atomically: a wake-up sent after the loop's checks
+        // ends the wait instead of being taken before it; they are closed
+        // again for `exit` and the next turn. The handlers take no lock
+        // this CPU holds.
+        interrupts::wait_for_interrupt();
         // Whatever rang is looked at now. A ring after this store sends
         // an IPI that stays pending while interrupts are off and wakes
         // the next halt at once.
@@ -105,16 +104,14 @@ impl Arch for X86_64 {
     }
 
     fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
-        instructions::without_interrupts(f)
+        interrupts::without_interrupts(f)
     }
 
     fn set_interrupts(on: bool) {
         if on {
-            smp::enable_interrupts();
+            interrupts::enable();
         } else {
-            // SAFETY: masking interrupts on the calling CPU hides nothing
-            // from it: what arrives stays pending until they open.
-            unsafe { asm!("cli", options(nomem, nostack)) };
+            interrupts::disable();
         }
     }
 
@@ -146,8 +143,9 @@ impl Arch for X86_64 {
         trace::TRACING.marker(line);
     }
 
-    /// A CPU parked idle is woken; any other gets INIT and SIPI into the
-    /// trampoline, which brings it to [`ap_entry`].
+    /// A CPU parked idle is woken; any other is started by the arch
+    /// (x86-64: INIT and SIPI into the trampoline), which brings it to
+    /// [`ap_entry`].
     fn kick(cpu: CpuId) {
         if smp::is_parked_idle(cpu) {
             smp::ring(cpu);
@@ -156,8 +154,8 @@ impl Arch for X86_64 {
         }
     }
 
-    /// The SDM's second SIPI (a CPU already running ignores it), or the
-    /// wake-up again.
+    /// The arch's second start signal (x86-64: the SDM's second SIPI,
+    /// which a CPU already running ignores), or the wake-up again.
     fn kick_again(cpu: CpuId) {
         if smp::is_parked_idle(cpu) {
             smp::ring(cpu);
@@ -185,18 +183,16 @@ impl Arch for X86_64 {
     }
 }
 
-/// Where an application processor arrives from the trampoline, with its
-/// CPU number.
+/// Where an application processor arrives from the arch's start code,
+/// with its CPU number.
 extern "C" fn ap_entry(cpu: u64) -> ! {
-    // The trampoline hands over the number `smp::kick` stored for it.
+    // The start code hands over the number `smp::kick` stored for it.
     let cpu = CpuId(cpu as u32);
-    // SAFETY: this CPU runs with interrupts off (the trampoline cleared
+    // SAFETY: this CPU runs with interrupts off (the start code cleared
     // them), `cpu` is its own number (one start at a time), and a CPU that
     // was online before parked for good before this start.
-    unsafe { cpu::init(cpu) };
-    idt::load();
-    apic::enable();
+    unsafe { cpu::init_secondary(cpu) };
     Kernel::arrive(cpu);
-    trace_marker!("cpu {} online, APIC id {}", cpu.0, apic::id());
+    trace_marker!("cpu {} online, APIC id {}", cpu.0, smp::own_hardware_id());
     Kernel::run(cpu)
 }

@@ -13,23 +13,23 @@ pub use hotkern_kernel::kernel_trace::events::cpu_call;
 pub use hotkern_kernel::kernel_trace::Shipped;
 use hotkern_kernel::kernel_trace::{TracePlatform, Tracing};
 
-use crate::arch::{console, cpu, heap, serial, smp, tsc};
+use crate::arch::{clock, console, cpu, heap, smp};
 
 /// Ring bytes per CPU: a boot writes a few thousand events (most of them
 /// hotplug callbacks and task migrations), well under this.
 const BUFFER_KB: usize = 64;
 
 /// This kernel as the run trace's platform.
-pub struct X86Trace;
+pub struct KernelTrace;
 
 // SAFETY: `current_cpu` is the running CPU's own number from its `%gs`
 // block, so each ring is written only by code on its CPU.
-unsafe impl TracePlatform for X86Trace {
+unsafe impl TracePlatform for KernelTrace {
     fn now_ns(&self) -> u64 {
-        tsc::nanos()
+        clock::nanos()
     }
     fn clock_name(&self) -> &'static str {
-        "x86-tsc"
+        clock::TRACE_CLOCK
     }
     fn current_cpu(&self) -> Option<usize> {
         cpu::current_id().map(hotkern_cpuhp::CpuId::index)
@@ -38,7 +38,7 @@ unsafe impl TracePlatform for X86Trace {
         smp::cpu_count() as usize
     }
     fn send_trace(&self, bytes: &[u8]) {
-        serial::send_on_com2(bytes);
+        console::send_trace(bytes);
     }
     fn console_line(&self, line: fmt::Arguments<'_>) {
         console::emergency(line);
@@ -49,7 +49,7 @@ unsafe impl TracePlatform for X86Trace {
 }
 
 /// The run's trace; `TRACING.start()` once the heap is up.
-pub static TRACING: Tracing<X86Trace> = Tracing::new(X86Trace, BUFFER_KB);
+pub static TRACING: Tracing<KernelTrace> = Tracing::new(KernelTrace, BUFFER_KB);
 
 /// Writes a marker line on the running CPU's ring.
 macro_rules! trace_marker {

@@ -3,8 +3,8 @@
 
 use core::fmt;
 
+use crate::arch::clock;
 use crate::arch::console::println;
-use crate::arch::tsc;
 
 /// Names of failed checks kept for the summary.
 const KEPT_FAILURES: usize = 8;
@@ -39,19 +39,19 @@ impl Checks {
             failed: 0,
             skipped: 0,
             failures: [""; KEPT_FAILURES],
-            last: tsc::now(),
+            last: clock::now(),
         }
     }
 
     /// Starts the next check's time now (after work that is not a check).
     pub fn restart_clock(&mut self) {
-        self.last = tsc::now();
+        self.last = clock::now();
     }
 
     /// Microseconds since the last check, restarting the count.
     fn lap(&mut self) -> Option<u64> {
-        let took = tsc::micros_since(self.last);
-        self.last = tsc::now();
+        let took = clock::micros_since(self.last);
+        self.last = clock::now();
         took
     }
 

@@ -1,18 +1,17 @@
-//! Bringing up the CPUs at boot and exercising them: the MADT's CPUs
+//! Bringing up the CPUs at boot and exercising them: the firmware's CPUs
 //! started, a cross-CPU call to each, one offline/online cycle of each
-//! application processor, timed with the TSC; the figures go into the
+//! application processor, timed with the clock; the figures go into the
 //! summary (`"smp"`).
 
 use core::fmt;
 
 use hotkern_cpuhp::{CpuId, CpuSet};
 
-use crate::arch::acpi;
-use crate::arch::apic;
+use crate::arch::boot::BootInfo;
+use crate::arch::clock;
 use crate::arch::console::println;
 use crate::arch::cpu::MAX_CPUS;
-use crate::arch::smp;
-use crate::arch::tsc;
+use crate::arch::{interrupts, smp, tick};
 use crate::platform::trace::trace_marker;
 use crate::platform::Kernel;
 use crate::runs::checks::Checks;
@@ -22,11 +21,11 @@ const CALLS: usize = 20;
 
 /// What the summary reports about the CPUs.
 pub struct SmpReport {
-    /// CPUs the MADT listed (1 if it could not be read).
+    /// CPUs the firmware's tables listed (1 if they could not be read).
     pub found: u32,
-    /// Why the MADT could not be read, if so.
-    pub acpi_error: Option<acpi::AcpiError>,
-    /// The local APIC timer's rate.
+    /// Why the firmware's tables could not be read, if so.
+    pub acpi_error: Option<smp::DiscoveryError>,
+    /// The tick timer's rate.
     pub apic_timer_hz: u64,
     /// Microseconds from INIT to online, per application processor.
     pub start_us: [u64; MAX_CPUS],
@@ -40,17 +39,15 @@ pub struct SmpReport {
     pub call_min_ns: Option<u64>,
 }
 
-fn nanos(ticks: u64, tsc_hz: u64) -> u64 {
-    (u128::from(ticks) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
+fn nanos(ticks: u64, clock_hz: u64) -> u64 {
+    (u128::from(ticks) * 1_000_000_000 / u128::from(clock_hz.max(1))) as u64
 }
 
-/// Enables the boot CPU's local APIC and tick and interrupts, finds the
-/// CPUs in the MADT behind `rsdp` and starts the others.
-pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
-    apic::enable();
-    let apic_timer_hz = apic::calibrate(tsc_hz);
-    apic::start_tick();
-    smp::enable_interrupts();
+/// Starts the boot CPU's tick and opens interrupts, finds the CPUs in
+/// the firmware's tables and starts the others.
+pub fn bring_up(info: &BootInfo, clock_hz: u64, checks: &mut Checks) -> SmpReport {
+    let apic_timer_hz = tick::start_on_boot_cpu(clock_hz);
+    interrupts::enable();
     let mut report = SmpReport {
         found: 1,
         acpi_error: None,
@@ -61,26 +58,17 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
         call_ns: None,
         call_min_ns: None,
     };
-    checks.check(
-        "the ACPI parser refuses a bad RSDP with a typed error",
-        acpi::refuses_bad_tables(rsdp),
-    );
-    match acpi::cpus(rsdp) {
-        Ok(cpus) => {
-            report.found = cpus.apic_ids().len() as u32;
-            println!("hotkern: MADT lists APIC ids {:?}", cpus.apic_ids());
-            smp::register(cpus.apic_ids());
-        }
-        Err(error) => {
-            println!("hotkern: no CPUs from ACPI: {error}");
-            report.acpi_error = Some(error);
-            smp::register(&[]);
-        }
+    if let Some((name, refused)) = smp::firmware_check(info) {
+        checks.check(name, refused);
+    }
+    match smp::discover(info) {
+        Ok(found) => report.found = found,
+        Err(error) => report.acpi_error = Some(error),
     }
     for cpu in smp::application_processors() {
-        let started = tsc::now();
+        let started = clock::now();
         match Kernel::start_cpus(CpuSet::single(cpu)) {
-            Ok(()) => report.start_us[cpu.index()] = tsc::micros_since(started).unwrap_or(0),
+            Ok(()) => report.start_us[cpu.index()] = clock::micros_since(started).unwrap_or(0),
             Err(error) => println!("hotkern: cpu {} did not start: {error}", cpu.0),
         }
     }
@@ -91,25 +79,26 @@ pub fn bring_up(rsdp: u64, tsc_hz: u64, checks: &mut Checks) -> SmpReport {
     report
 }
 
-/// The cross-CPU call the check sends: the answering CPU's APIC id.
+/// The cross-CPU call the check sends: the answering CPU's hardware id
+/// (its APIC id on x86-64), read from the hardware.
 fn own_apic_id(_: u64) -> u64 {
-    let id = apic::id();
+    let id = smp::own_hardware_id();
     let cpu = crate::arch::cpu::current_id().unwrap_or(CpuId(0));
-    crate::platform::trace::cpu_call::trace(cpu.0, id);
-    u64::from(id)
+    crate::platform::trace::cpu_call::trace(cpu.0, id as u32);
+    id
 }
 
 /// Calls each application processor, then takes each offline and back.
-pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
+pub fn exercise(report: &mut SmpReport, clock_hz: u64, checks: &mut Checks) {
     let mut answered = true;
     let mut samples = [0u64; CALLS * MAX_CPUS];
     let mut calls = 0;
     for cpu in smp::application_processors() {
         for _ in 0..CALLS {
-            let started = tsc::now();
+            let started = clock::now();
             let answer = smp::call(cpu, own_apic_id, 0);
-            let ticks = tsc::now() - started;
-            if answer != Ok(u64::from(smp::apic_id(cpu))) {
+            let ticks = clock::now() - started;
+            if answer != Ok(smp::hardware_id(cpu)) {
                 match answer {
                     Ok(id) => println!("hotkern: cpu {} answered APIC id {id}", cpu.0),
                     Err(error) => println!("hotkern: cpu {} did not answer: {error}", cpu.0),
@@ -126,8 +115,8 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
     let samples = &mut samples[..calls];
     samples.sort_unstable();
     if let (Some(&fastest), Some(&median)) = (samples.first(), samples.get(calls / 2)) {
-        report.call_ns = Some(nanos(median, tsc_hz));
-        report.call_min_ns = Some(nanos(fastest, tsc_hz));
+        report.call_ns = Some(nanos(median, clock_hz));
+        report.call_min_ns = Some(nanos(fastest, clock_hz));
     }
     checks.check(
         "each application processor answers a cross-CPU call with its APIC id",
@@ -136,32 +125,32 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
 
     let mut cycled = true;
     for cpu in smp::application_processors() {
-        let started = tsc::now();
+        let started = clock::now();
         if let Err(error) = Kernel::stop_cpus(CpuSet::single(cpu)) {
             println!("hotkern: cpu {} did not go offline: {error}", cpu.0);
             cycled = false;
             continue;
         }
-        report.offline_us[cpu.index()] = tsc::micros_since(started).unwrap_or(0);
+        report.offline_us[cpu.index()] = clock::micros_since(started).unwrap_or(0);
         trace_marker!(
             "cpu {} offline in {} us",
             cpu.0,
             report.offline_us[cpu.index()]
         );
         let offline_count = smp::online();
-        let started = tsc::now();
+        let started = clock::now();
         if let Err(error) = Kernel::start_cpus(CpuSet::single(cpu)) {
             println!("hotkern: cpu {} did not come back: {error}", cpu.0);
             cycled = false;
             continue;
         }
-        report.online_us[cpu.index()] = tsc::micros_since(started).unwrap_or(0);
+        report.online_us[cpu.index()] = clock::micros_since(started).unwrap_or(0);
         trace_marker!(
             "cpu {} online in {} us",
             cpu.0,
             report.online_us[cpu.index()]
         );
-        let back = smp::call(cpu, own_apic_id, 0) == Ok(u64::from(smp::apic_id(cpu)));
+        let back = smp::call(cpu, own_apic_id, 0) == Ok(smp::hardware_id(cpu));
         cycled &= back && offline_count + 1 == smp::online();
     }
     checks.check(
@@ -171,11 +160,11 @@ pub fn exercise(report: &mut SmpReport, tsc_hz: u64, checks: &mut Checks) {
 }
 
 /// Waits (up to a second) until every online CPU has taken a tick.
-pub fn check_ticks(tsc_hz: u64, checks: &mut Checks) {
-    let limit = tsc_hz;
-    let started = tsc::now();
-    let all_ticked = || smp::cpus().all(|cpu| apic::ticks(cpu) > 0);
-    while !all_ticked() && tsc::now() - started < limit {
+pub fn check_ticks(clock_hz: u64, checks: &mut Checks) {
+    let limit = clock_hz;
+    let started = clock::now();
+    let all_ticked = || smp::cpus().all(|cpu| tick::ticks(cpu) > 0);
+    while !all_ticked() && clock::now() - started < limit {
         core::hint::spin_loop();
     }
     checks.check("every CPU's local APIC timer ticks", all_ticked());
@@ -213,8 +202,8 @@ impl fmt::Display for SmpJson<'_> {
         let mut ids = [0; MAX_CPUS];
         let mut ticks = [0; MAX_CPUS];
         for cpu in smp::cpus() {
-            ids[cpu.index()] = u64::from(smp::apic_id(cpu));
-            ticks[cpu.index()] = apic::ticks(cpu);
+            ids[cpu.index()] = smp::hardware_id(cpu);
+            ticks[cpu.index()] = tick::ticks(cpu);
         }
         let aps = 1..count.max(1);
         write!(
@@ -226,7 +215,7 @@ impl fmt::Display for SmpJson<'_> {
             smp::online(),
             List(&ids[..count]),
             List(&ticks[..count]),
-            apic::hz(),
+            tick::hz(),
             report.apic_timer_hz,
             List(&report.start_us[aps.clone()]),
             List(&report.offline_us[aps.clone()]),

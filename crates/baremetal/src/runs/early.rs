@@ -1,48 +1,18 @@
-//! What the boot does early: the start info on the console, the failures
-//! `crash=` asks for (once tracing is on), the hypervisor's name, the
-//! IDT's breakpoint check and the tick rate `hz=` sets.
+//! What the boot does early: the failures `crash=` asks for (once
+//! tracing is on), the hypervisor's name, the exception table's
+//! breakpoint check and the tick rate `hz=` sets.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use hotkern_kernel::tick::Hz;
 
-use crate::arch::apic;
 use crate::arch::console::println;
-use crate::arch::idt;
-use crate::arch::instructions;
-use crate::arch::pvh::{self, StartInfo};
-use crate::arch::{cpu, smp, tsc};
+use crate::arch::{clock, cpu, interrupts, smp, tick};
 use crate::platform::trace::{trace_marker, TRACING};
 use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 
-/// Prints the start info: its version, the command line, the RSDP and
-/// the memory map.
-pub fn print_start_info(info: &StartInfo) {
-    println!(
-        "hotkern: start info v{}, command line {:?}, ACPI RSDP at {:#x}, {} memory map entries",
-        info.version,
-        info.cmdline(),
-        info.rsdp,
-        info.regions().len()
-    );
-    for region in info.regions() {
-        println!(
-            "hotkern:   [{:#014x}, {:#014x}) {}",
-            region.start,
-            region.end,
-            match region.kind {
-                pvh::E820_RAM => "RAM",
-                2 => "reserved",
-                3 => "ACPI",
-                4 => "ACPI NVS",
-                _ => "other",
-            }
-        );
-    }
-}
-
-/// The hypervisor's CPUID signature (`instructions::hypervisor`) as text:
+/// The hypervisor's CPUID signature (`arch::cpu::hypervisor`) as text:
 /// `KVMKVMKVM`, `TCGTCGTCGTCG`.
 pub fn hypervisor_name(signature: &Option<[u8; 12]>) -> Option<&str> {
     signature
@@ -51,18 +21,18 @@ pub fn hypervisor_name(signature: &Option<[u8; 12]>) -> Option<&str> {
         .map(|name| name.trim_end_matches('\0'))
 }
 
-/// Checks that a breakpoint goes through the IDT and returns, unless
-/// under KVM.
+/// Checks that a breakpoint goes through the exception table and
+/// returns, unless under KVM.
 pub fn check_breakpoint(hypervisor: Option<&str>, checks: &mut Checks) {
     // The nested KVM of the machines hotkern is developed on (PVM) cannot
     // deliver a guest's own int3 (an "emulation failure" stops QEMU).
     if hypervisor == Some("KVMKVMKVM") {
         checks.skip("a breakpoint goes through the IDT and returns", "under KVM");
     } else {
-        instructions::breakpoint();
+        interrupts::breakpoint();
         checks.check(
             "a breakpoint goes through the IDT and returns",
-            idt::breakpoints() == 1,
+            interrupts::breakpoints() == 1,
         );
     }
 }
@@ -76,7 +46,7 @@ pub fn set_hz(hz: &str) {
         .and_then(|hz| Hz::new(hz).map_err(|e| e.0))
     {
         Ok(hz) => {
-            apic::set_hz(hz);
+            tick::set_hz(hz);
             Kernel::rcu().set_hz(hz);
         }
         Err(_) => println!("hotkern: hz={hz}: expected 100, 250, 300 or 1000; using 1000"),
@@ -112,7 +82,7 @@ pub fn crash_on_request(kind: &str) {
         }
         "hang" => {
             println!("hotkern: hanging on request");
-            instructions::halt_forever()
+            interrupts::halt_forever()
         }
         "check" => {}
         other => println!("hotkern: unknown crash kind {other:?}, ignored"),
@@ -136,8 +106,8 @@ fn panic_on_every_cpu() -> ! {
         // mailbox is not used again.
         let _posted = smp::post(processor, panic_here, 0);
     }
-    let deadline = tsc::nanos().saturating_add(PANIC_ALL_WAIT_NS);
-    while READY_TO_PANIC.load(Ordering::Acquire) < processors && tsc::nanos() < deadline {
+    let deadline = clock::nanos().saturating_add(PANIC_ALL_WAIT_NS);
+    while READY_TO_PANIC.load(Ordering::Acquire) < processors && clock::nanos() < deadline {
         core::hint::spin_loop();
     }
     PANIC_NOW.store(true, Ordering::Release);
@@ -149,8 +119,8 @@ fn panic_here(_: u64) -> u64 {
     let me = cpu::current_id().map_or(u32::MAX, |cpu| cpu.0);
     trace_marker!("crash requested: panic-all on cpu {me}");
     READY_TO_PANIC.fetch_add(1, Ordering::AcqRel);
-    let deadline = tsc::nanos().saturating_add(PANIC_ALL_WAIT_NS);
-    while !PANIC_NOW.load(Ordering::Acquire) && tsc::nanos() < deadline {
+    let deadline = clock::nanos().saturating_add(PANIC_ALL_WAIT_NS);
+    while !PANIC_NOW.load(Ordering::Acquire) && clock::nanos() < deadline {
         core::hint::spin_loop();
     }
     panic!("crash requested on the command line, on every CPU at once")

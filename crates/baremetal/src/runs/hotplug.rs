@@ -21,9 +21,9 @@ use hotkern_kernel::audit::{Counts, Resource};
 use hotkern_kernel::kthread::Role;
 use hotkern_kernel::steps::{self as step_table};
 
+use crate::arch::clock;
 use crate::arch::kthread;
 use crate::arch::smp::{self, Park, BOOT_CPU};
-use crate::arch::tsc;
 use crate::platform::pages;
 use crate::platform::Kernel;
 use crate::runs::checks::Checks;
@@ -284,8 +284,8 @@ fn drain(tsc_hz: u64) -> usize {
     for cpu in smp::application_processors() {
         smp::wake(cpu);
     }
-    let started = tsc::now();
-    while tasks::tally().outstanding > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+    let started = clock::now();
+    while tasks::tally().outstanding > 0 && clock::now() - started < DRAIN_SECONDS * tsc_hz {
         Kernel::run_slices(BOOT_CPU);
         Kernel::balance();
         core::hint::spin_loop();
@@ -294,8 +294,8 @@ fn drain(tsc_hz: u64) -> usize {
     // period; then every CPU's `rcuc` (CPU 0's here) runs what is ready.
     let _ = Kernel::rcu().synchronize(hotkern_kernel::rcu::Kind::Normal);
     let rcu_pending = || smp::cpus().map(Kernel::rcu_pending).sum::<usize>();
-    let started = tsc::now();
-    while rcu_pending() > 0 && tsc::now() - started < DRAIN_SECONDS * tsc_hz {
+    let started = clock::now();
+    while rcu_pending() > 0 && clock::now() - started < DRAIN_SECONDS * tsc_hz {
         Kernel::run_rcu_callbacks(BOOT_CPU);
         for cpu in smp::application_processors() {
             smp::wake(cpu);

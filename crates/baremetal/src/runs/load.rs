@@ -12,9 +12,9 @@ use hotkern_bcache::{BlockDevice, CacheKind, CacheStats, FatError, FatVolume};
 use hotkern_kernel::command_line::{decode_value, CommandLineError};
 use sha2::{Digest, Sha256};
 
+use crate::arch::boot::BootInfo;
+use crate::arch::clock;
 use crate::arch::console::println;
-use crate::arch::pvh::StartInfo;
-use crate::arch::tsc;
 use crate::drivers::virtio::blk::{VirtioBlock, VirtioError};
 use crate::runs::checks::Checks;
 use crate::runs::json::{JsonNumber, JsonStr};
@@ -106,7 +106,7 @@ impl core::error::Error for LoadError {
 /// `tree`, `walk=PATH` (every file under a directory), through `cache=`
 /// with transfers of at most `max_transfer=` bytes; said on the console
 /// and checked. `None` without the option.
-pub fn run(info: &StartInfo, tree: bool, checks: &mut Checks) -> Option<Result<Loaded, LoadError>> {
+pub fn run(info: &BootInfo, tree: bool, checks: &mut Checks) -> Option<Result<Loaded, LoadError>> {
     let (key, check) = if tree {
         ("walk", "the tree named by walk= came off the disk")
     } else {
@@ -161,7 +161,7 @@ fn read(
         // Built before the clock starts, as a loader sets its cache up
         // once at start-up (and as `hotkern load` times it).
         let mut cache = kind.build(&mut device, BUDGET);
-        let started = tsc::nanos();
+        let started = clock::nanos();
         let mut volume = FatVolume::mount(&mut *cache).map_err(LoadError::Fat)?;
         // Each branch stops the clock where reading ends: the hashing
         // (and the file's copy floor) are not timed.
@@ -170,9 +170,9 @@ fn read(
             let mut hashing = 0;
             let summary = volume
                 .walk(path, REQUEST, |_, data| {
-                    let before = tsc::nanos();
+                    let before = clock::nanos();
                     hasher.update(data);
-                    hashing += tsc::nanos() - before;
+                    hashing += clock::nanos() - before;
                 })
                 .map_err(LoadError::Fat)?;
             let got = Got {
@@ -181,7 +181,7 @@ fn read(
                 sha256: hasher.finalize().into(),
                 copy_floor_micros: None,
             };
-            (got, tsc::nanos() - started - hashing)
+            (got, clock::nanos() - started - hashing)
         } else {
             let entry = volume.lookup(path).map_err(LoadError::Fat)?;
             let mut data = Vec::new();
@@ -190,7 +190,7 @@ fn read(
             volume
                 .read_entry(&entry, REQUEST, &mut data)
                 .map_err(LoadError::Fat)?;
-            let read_ns = tsc::nanos() - started;
+            let read_ns = clock::nanos() - started;
             let got = Got {
                 bytes: data.len() as u64,
                 files: None,
@@ -231,12 +231,12 @@ struct Got {
 /// time, as `read_entry` hands each request's bytes over; microseconds.
 fn copy_floor_micros(data: &[u8]) -> u64 {
     let mut scratch = [0u8; REQUEST];
-    let started = tsc::nanos();
+    let started = clock::nanos();
     for chunk in data.chunks(REQUEST) {
         scratch[..chunk.len()].copy_from_slice(core::hint::black_box(chunk));
         core::hint::black_box(&mut scratch);
     }
-    (tsc::nanos() - started) / 1000
+    (clock::nanos() - started) / 1000
 }
 
 /// Microseconds as JSON seconds (`null` for none).

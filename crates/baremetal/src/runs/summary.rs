@@ -3,12 +3,12 @@
 
 use core::fmt::{self, Write};
 
+use crate::arch::clock;
 use crate::arch::console::println;
 use crate::arch::heap;
-use crate::arch::idt;
+use crate::arch::interrupts;
 use crate::arch::memory::{KernelPage, Layout, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
-use crate::arch::tsc;
 use crate::runs::checks::Checks;
 use crate::runs::json::{JsonNumber, JsonStr};
 
@@ -23,11 +23,11 @@ pub struct Figures<'a> {
     pub cpus: u32,
     /// The CPUs' figures.
     pub smp: &'a crate::runs::cpus::SmpReport,
-    /// The hypervisor's CPUID signature, if any.
+    /// The hypervisor's signature, if any.
     pub hypervisor: Option<&'a str>,
-    /// The TSC frequency, if calibrated.
+    /// The clock's frequency, if calibrated.
     pub tsc_hz: Option<u64>,
-    /// The TSC at the kernel's first instruction.
+    /// The clock at the kernel's first instruction.
     pub boot_tsc: u64,
     /// Microseconds spent in the self checks.
     pub checks_us: Option<u64>,
@@ -47,6 +47,8 @@ pub struct Figures<'a> {
     pub walk: Option<&'a Result<crate::runs::load::Loaded, crate::runs::load::LoadError>>,
     /// The virtio-mem resizes, if a device was there.
     pub vmem: Option<&'a crate::runs::vmem::VmemReport>,
+    /// The runs this architecture cannot do yet.
+    pub skipped: &'a crate::runs::skipped::SkippedRuns,
 }
 
 /// A JSON string or `null`.
@@ -82,7 +84,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
     let (heap_size, heap_used, heap_peak) = heap::usage();
     let frames = layout.managed.frames();
     let [physload_us, heap_us, init_us] = layout.micros;
-    let boot_us = tsc::micros_since(figures.boot_tsc);
+    let boot_us = clock::micros_since(figures.boot_tsc);
     println!(
         "{PREFIX}{{\"kernel\":{},\"cpus\":{},\"hypervisor\":{},\"cmdline\":{},\
          \"memory\":{{\"ram_bytes\":{},\"segments\":{},\"frames\":{},\"managed_bytes\":{},\
@@ -90,7 +92,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
          \"checks\":{{\"passed\":{},\"failed\":{},\"skipped\":{},\"failures\":{}}},\
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
-         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"tracebench\":{},\"hotplug\":{},\"differential\":{},\"load\":{},\"walk\":{},\"vmem\":{}}}",
+         \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"tracebench\":{},\"hotplug\":{},\"differential\":{},\"load\":{},\"walk\":{},\"vmem\":{},\"skipped_runs\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
         figures.cpus,
         MaybeStr(figures.hypervisor),
@@ -109,7 +111,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         checks.failed(),
         checks.skipped(),
         FailedChecks(checks),
-        idt::breakpoints(),
+        interrupts::breakpoints(),
         JsonNumber(figures.tsc_hz.map(|hz| hz / 1_000_000)),
         JsonNumber(boot_us),
         JsonNumber(physload_us),
@@ -124,5 +126,6 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
         crate::runs::load::LoadJson(figures.load),
         crate::runs::load::LoadJson(figures.walk),
         crate::runs::vmem::VmemJson(figures.vmem),
+        crate::runs::skipped::SkippedJson(figures.skipped),
     );
 }

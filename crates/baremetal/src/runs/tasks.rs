@@ -113,8 +113,8 @@ impl Worker {
         if cpu != BOOT_CPU && LONG_READERS.load(Ordering::Relaxed) {
             // Every slice on an application processor stays in long enough
             // to span a take-down.
-            let until = crate::arch::tsc::nanos().saturating_add(READ_SIDE_HOLD_NS);
-            while !left && crate::arch::tsc::nanos() < until {
+            let until = crate::arch::clock::nanos().saturating_add(READ_SIDE_HOLD_NS);
+            while !left && crate::arch::clock::nanos() < until {
                 core::hint::spin_loop();
                 left = gone();
             }

@@ -25,9 +25,9 @@ use hotkern_trace::function::TracerKind;
 use hotkern_trace::ring::Mode;
 use hotkern_trace::site::{self, SiteStatus};
 
+use crate::arch::clock;
 use crate::arch::console::println;
 use crate::arch::smp;
-use crate::arch::tsc;
 use crate::platform::trace::TRACING;
 use crate::runs::checks::Checks;
 
@@ -90,12 +90,12 @@ pub struct BenchReport {
 
 /// Nanoseconds per call of `calls` calls of `function`, timed by the TSC.
 fn per_call(calls: u64, function: fn(&Task) -> u32, hz: u64) -> f64 {
-    let started = tsc::now();
+    let started = clock::now();
     let mut sum = 0u32;
     for _ in 0..calls {
         sum = sum.wrapping_add(function(&CURRENT_TASK));
     }
-    let ticks = tsc::now().saturating_sub(started);
+    let ticks = clock::now().saturating_sub(started);
     core::hint::black_box(sum);
     ticks as f64 * 1e9 / hz as f64 / calls as f64
 }

@@ -42,10 +42,10 @@ use hotkern_trace::platform::TextError;
 use hotkern_trace::site::{self, Form, SiteStatus};
 use hotkern_trace::{TraceError, Tracer};
 
+use crate::arch::clock;
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::smp;
 use crate::arch::text;
-use crate::arch::tsc;
 use crate::platform::trace::{self, TRACING};
 use crate::platform::Kernel;
 use crate::runs::checks::Checks;
@@ -170,9 +170,9 @@ fn worker(cpu: CpuId) {
         {
             // No calls in this phase, or enough: wait for the next (the
             // patcher wakes the workers; so do the tick and sync calls).
-            // SAFETY: interrupts are on (the loop's work runs so), so a
-            // halt ends at the next interrupt.
-            unsafe { core::arch::asm!("hlt", options(nomem, nostack)) };
+            // Interrupts are on (the loop's work runs so), so the halt
+            // ends at the next interrupt.
+            crate::arch::interrupts::halt();
             continue;
         }
         for (function, count) in CHECK_FUNCTIONS.iter().zip(counts) {
@@ -216,7 +216,7 @@ pub struct PatchReport {
 
 /// Halts until `condition` holds for every worker, or the wait times out.
 fn wait_for(workers: &[CpuId], condition: impl Fn(usize) -> bool) -> bool {
-    let deadline = tsc::nanos().saturating_add(WAIT_US * 1000);
+    let deadline = clock::nanos().saturating_add(WAIT_US * 1000);
     smp::halt_until(
         &|| workers.iter().all(|cpu| condition(cpu.index())),
         deadline,
@@ -372,7 +372,7 @@ fn after_sync() {
         smp::wake(CpuId(cpu as u32));
         true
     });
-    let deadline = tsc::nanos().saturating_add(STEP_WAIT_US * 1000);
+    let deadline = clock::nanos().saturating_add(STEP_WAIT_US * 1000);
     // A worker that does not come in time only makes the check weaker
     // (fewer calls into the breakpoints), not wrong.
     smp::halt_until(
@@ -508,19 +508,19 @@ fn measure_1000(tracer: &Tracer, report: &mut PatchReport, checks: &mut Checks) 
     // The check's functions first: a few sites, as one `set_ftrace_filter`
     // of a handful of functions costs.
     let mut ok = tracer.set_ftrace_filter(&NAMES.join(" "), false).is_ok();
-    let started = tsc::now();
+    let started = clock::now();
     ok &= tracer.set_current_tracer(TracerKind::Function).is_ok();
-    report.patch_us = tsc::micros_since(started);
+    report.patch_us = clock::micros_since(started);
     report.patch_sites = NAMES.len();
     ok &= tracer.set_current_tracer(TracerKind::Nop).is_ok();
     ok &= tracer.set_ftrace_filter("patch_site_*", false).is_ok();
-    let started = tsc::now();
+    let started = clock::now();
     ok &= tracer.set_current_tracer(TracerKind::Function).is_ok();
-    report.patch_1000_sites_us = tsc::micros_since(started);
+    report.patch_1000_sites_us = clock::micros_since(started);
     ok &= generated(Form::Jump) == sites::PATCH_SITES.len();
-    let started = tsc::now();
+    let started = clock::now();
     ok &= tracer.set_current_tracer(TracerKind::Nop).is_ok();
-    report.unpatch_1000_sites_us = tsc::micros_since(started);
+    report.unpatch_1000_sites_us = clock::micros_since(started);
     ok &= generated(Form::Nop) == sites::PATCH_SITES.len();
     checks.check(
         "trace: set_ftrace_filter patches 8 sites in and out, and 1,000 generated sites in (jumps) and out (NOPs)",

@@ -10,11 +10,11 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use crate::arch::clock;
 use crate::arch::console::println;
 use crate::arch::memory;
 use crate::arch::ranges::PAGE_SIZE;
 use crate::arch::smp;
-use crate::arch::tsc;
 use crate::drivers::virtio::mem::{
     self, MemError, Resize, MIB, PLUGGED_SIZE, REQUESTED_SIZE, REQ_UNPLUG_ALL, USABLE_REGION_SIZE,
 };
@@ -162,7 +162,7 @@ pub fn run(
     );
     let directories = memory::directories_made();
     let mut handled = 0u64;
-    let mut since = tsc::nanos();
+    let mut since = clock::nanos();
     let mut filled_for = None;
     while report.resizes.len() < sizes.len() {
         // The owners fill before the host's next size comes if it is a
@@ -236,7 +236,7 @@ pub fn run(
             resize.ns[3]
         );
         report.resizes.push(resize);
-        since = tsc::nanos();
+        since = clock::nanos();
     }
     report.heap.finish();
     println!(

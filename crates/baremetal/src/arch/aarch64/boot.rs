@@ -19,14 +19,61 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+pub use crate::arch::boot_info::BootInfo;
+
 /// Bytes of the boot CPU's stack, which runs the whole boot.
 pub const BOOT_STACK_BYTES: usize = 128 * 1024;
+
+/// Bytes below the boot stack that nothing writes: x86-64's guard band,
+/// which [`stack_overflowed`] looks at (the boot map's 1 GiB blocks leave
+/// no room for an unmapped guard page).
+const BOOT_STACK_GUARD_BYTES: usize = 4096;
+
+extern "C" {
+    static boot_stack_guard: [u64; BOOT_STACK_GUARD_BYTES / 8];
+    static boot_stack: [u64; BOOT_STACK_BYTES / 8];
+}
+
+/// Whether the boot stack ever grew past its bottom into the guard band.
+pub fn stack_overflowed() -> bool {
+    // SAFETY: the guard is a `.bss` symbol of that many bytes; volatile
+    // reads, since the compiler cannot see the stack's writes into it.
+    (0..BOOT_STACK_GUARD_BYTES / 8).any(|i| unsafe {
+        core::ptr::addr_of!(boot_stack_guard)
+            .cast::<u64>()
+            .add(i)
+            .read_volatile()
+            != 0
+    })
+}
+
+/// The most of the boot stack ever used, in bytes (from the top down to
+/// the lowest word that is not zero, as x86-64 measures it).
+pub fn stack_high_water() -> usize {
+    // SAFETY: as in `stack_overflowed`, over the boot stack's words.
+    let untouched = (0..BOOT_STACK_BYTES / 8)
+        .take_while(|&i| unsafe {
+            core::ptr::addr_of!(boot_stack)
+                .cast::<u64>()
+                .add(i)
+                .read_volatile()
+                == 0
+        })
+        .count();
+    BOOT_STACK_BYTES - untouched * 8
+}
+
+/// Where `-M virt`'s PCIe MMIO window starts (QEMU's `hw/arm/virt.c`,
+/// `VIRT_PCIE_MMIO`), inside the boot map's Device GiB: the contract's
+/// device window, `[MMIO_START, RAM_WINDOW_START)`.
+pub const MMIO_START: u64 = 0x1000_0000;
 
 /// GiB of RAM the boot map covers, from 1 GiB (where `-M virt`'s RAM
 /// starts) up: the memory bring-up maps RAM beyond it from the device tree.
 pub const BOOT_RAM_GIB: u64 = 3;
 
-/// Where the boot identity map's Device-memory GiB ends and RAM begins.
+/// Where the boot identity map's Device-memory GiB ends and RAM begins
+/// (`-M virt`'s RAM starts here).
 pub const RAM_WINDOW_START: u64 = 1 << 30;
 
 /// The end of the boot identity map.
@@ -52,7 +99,7 @@ pub const TCR: u64 = 16 | (1 << 8) | (1 << 10) | (0b11 << 12) | (1 << 23) | (0b1
 static BOOT_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// What `CNTVCT_EL0` read before the kernel did anything else.
-pub fn boot_counter() -> u64 {
+pub fn started_at() -> u64 {
     BOOT_COUNTER.load(Ordering::Relaxed)
 }
 
@@ -102,7 +149,10 @@ boot_level0:
     .global boot_level1
 boot_level1:
     .skip 4096
-    .balign 16
+    .global boot_stack_guard
+boot_stack_guard:
+    .skip {guard}
+    .global boot_stack
 boot_stack:
     .skip {stack}
 boot_stack_top:
@@ -152,7 +202,7 @@ arm64_entry:
     mov x30, xzr
     mov x0, x20
     mov x1, x19
-    bl kernel_main
+    bl arm64_main
 4:
     wfi
     b 4b
@@ -202,6 +252,7 @@ arm64_mmu_on:
     .ltorg
     "#,
     stack = const BOOT_STACK_BYTES,
+    guard = const BOOT_STACK_GUARD_BYTES,
     device = const DEVICE_BLOCK,
     normal = const NORMAL_BLOCK,
     ram_end_gib = const 1 + BOOT_RAM_GIB,

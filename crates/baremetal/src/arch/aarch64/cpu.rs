@@ -24,6 +24,13 @@ pub struct PerCpu {
     id: u32,
 }
 
+impl PerCpu {
+    /// The CPU's number, 0 for the boot CPU.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
 static CPUS: [PerCpu; MAX_CPUS] = {
     let mut cpus = [const { PerCpu { id: 0 } }; MAX_CPUS];
     let mut index = 0;
@@ -43,6 +50,31 @@ pub unsafe fn init(id: CpuId) {
     // SAFETY: TPIDR_EL1 is this CPU's own scratch register; the block is a
     // static that lives for the whole run.
     unsafe { asm!("msr tpidr_el1, {}", in(reg) block, options(nomem, nostack)) };
+}
+
+/// Sets up a CPU that PSCI started: its block, the vector table and its
+/// part of the GIC.
+///
+/// # Safety
+/// As [`init`]; IRQs masked.
+pub unsafe fn init_secondary(id: CpuId) {
+    // SAFETY: the caller's promise.
+    unsafe { init(id) };
+    crate::arch::exceptions::load();
+    if let Err(error) = crate::arch::gic::init_cpu() {
+        panic!("cpu {}: {error}", id.0);
+    }
+}
+
+/// The running CPU's block (CPU 0's before [`init`]).
+pub fn current() -> &'static PerCpu {
+    &CPUS[current_id().map_or(0, |cpu| cpu.index())]
+}
+
+/// The hypervisor's signature: arm64 has no CPUID leaf for one (QEMU's
+/// TCG runs the guest without a hypervisor interface the guest can ask).
+pub fn hypervisor() -> Option<[u8; 12]> {
+    None
 }
 
 /// The running CPU's number, or `None` before [`init`] ran on it (the

@@ -11,6 +11,19 @@ use core::fmt;
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::fdt::{Fdt, FdtError};
 
+/// The machine as read at boot ([`set_machine`]).
+static MACHINE: spin::Once<Machine> = spin::Once::new();
+
+/// Keeps the machine the boot read, for the CPUs' discovery later.
+pub fn set_machine(machine: Machine) -> &'static Machine {
+    MACHINE.call_once(|| machine)
+}
+
+/// The machine the boot read.
+pub fn machine() -> Result<&'static Machine, MachineError> {
+    MACHINE.get().ok_or(MachineError::NoCpu)
+}
+
 /// RAM ranges kept; more are counted in [`Machine::dropped_ram`].
 pub const MAX_RAM_RANGES: usize = 8;
 

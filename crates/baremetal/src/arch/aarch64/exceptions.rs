@@ -12,7 +12,7 @@
 //! stack and calls [`hotkern_exception`]; no FP/SIMD state is saved, since
 //! the kernel is built soft-float and never touches those registers.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::arch::console::emergency;
 use crate::arch::cpu;
@@ -36,6 +36,18 @@ const _: () = assert!(FRAME_BYTES % 16 == 0);
 
 /// The vector table's IRQ entry for this EL on `SP_EL1`.
 const IRQ_HERE: u64 = 5;
+/// Its synchronous entry.
+const SYNCHRONOUS_HERE: u64 = 4;
+/// `ESR_EL1`'s exception class of a `BRK` instruction.
+const BRK_CLASS: u64 = 0x3c;
+
+/// `BRK`s taken and stepped over ([`crate::arch::interrupts::breakpoint`]).
+static BREAKPOINTS: AtomicU64 = AtomicU64::new(0);
+
+/// Breakpoints taken so far.
+pub fn breakpoints() -> u64 {
+    BREAKPOINTS.load(Ordering::Relaxed)
+}
 
 /// What an IRQ runs (the GIC's dispatcher), set at boot: 0 before.
 static IRQ_HANDLER: AtomicUsize = AtomicUsize::new(0);
@@ -111,6 +123,12 @@ extern "C" fn hotkern_exception(entry: u64, frame: &mut Frame) {
         core::arch::asm!("mrs {}, far_el1", out(reg) far, options(nomem, nostack));
     }
     let class = esr >> 26;
+    if entry == SYNCHRONOUS_HERE && class == BRK_CLASS {
+        // ELR points at the BRK itself (unlike x86-64's `int3`): step over.
+        BREAKPOINTS.fetch_add(1, Ordering::Relaxed);
+        frame.return_address += 4;
+        return;
+    }
     let cpu = cpu::current_id().map_or(-1, |cpu| i64::from(cpu.0));
     let kind = ["synchronous", "IRQ", "FIQ", "SError"][(entry % 4) as usize];
     emergency(format_args!(

@@ -320,3 +320,44 @@ impl<'a> Fdt<'a> {
         }
     }
 }
+
+/// Whether [`Fdt::parse`] refuses each kind of bad blob with its own
+/// error: the boot's check of the reader (on the target, where the tree
+/// is read), from a small good tree made here and broken one way at a time.
+pub fn refuses_bad_trees() -> bool {
+    // A header (40 bytes), an empty reservation block (16), a structure
+    // block with one root node and END (16), no strings.
+    let mut good = [0u8; 72];
+    let words: [(usize, u32); 10] = [
+        (0, MAGIC),
+        (4, 72),
+        (8, 56),
+        (12, 72),
+        (16, 40),
+        (20, 17),
+        (24, 16),
+        (28, 0),
+        (32, 0),
+        (36, 16),
+    ];
+    for (at, value) in words {
+        good[at..at + 4].copy_from_slice(&value.to_be_bytes());
+    }
+    good[56..60].copy_from_slice(&BEGIN_NODE.to_be_bytes());
+    good[64..68].copy_from_slice(&END_NODE.to_be_bytes());
+    good[68..72].copy_from_slice(&END.to_be_bytes());
+    let walks = |blob: &[u8]| Fdt::parse(blob).and_then(|tree| tree.walk(|_| {}));
+    let broken = |at: usize, value: u32| {
+        let mut blob = good;
+        blob[at..at + 4].copy_from_slice(&value.to_be_bytes());
+        walks(&blob)
+    };
+    walks(&good).is_ok()
+        && broken(0, 0xfeed_d00d) == Err(FdtError::BadMagic(0xfeed_d00d))
+        && broken(4, 8) == Err(FdtError::BadSize(8))
+        && broken(24, 18) == Err(FdtError::Version(18))
+        && broken(8, 70) == Err(FdtError::Truncated(70))
+        && broken(64, 7) == Err(FdtError::BadToken(8, 7))
+        && broken(64, END) == Err(FdtError::Unbalanced)
+        && walks(&good[..60]) == Err(FdtError::Truncated(60))
+}

@@ -53,8 +53,6 @@ const MAX_POLLS: u32 = 1 << 20;
 static DISTRIBUTOR: AtomicU64 = AtomicU64::new(0);
 static REDISTRIBUTORS: AtomicU64 = AtomicU64::new(0);
 static REDISTRIBUTOR_BYTES: AtomicU64 = AtomicU64::new(0);
-/// Each CPU's affinity, packed as `ICC_SGI1R_EL1` and GICR_TYPER want it.
-static AFFINITIES: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
 /// Why this CPU's part of the GIC could not be set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,15 +107,12 @@ fn packed(affinity: u64) -> u64 {
     (affinity & 0xff_ffff) | ((affinity >> 32) & 0xff) << 24
 }
 
-/// Records where the GIC is and each CPU's affinity, and turns the
-/// distributor on: once, on the boot CPU, before [`init_cpu`].
-pub fn init(distributor: u64, redistributors: (u64, u64), affinities: &[u64]) {
+/// Records where the GIC is and turns the distributor on: once, on the
+/// boot CPU, before [`init_cpu`].
+pub fn init(distributor: u64, redistributors: (u64, u64)) {
     DISTRIBUTOR.store(distributor, Ordering::Relaxed);
     REDISTRIBUTORS.store(redistributors.0, Ordering::Relaxed);
     REDISTRIBUTOR_BYTES.store(redistributors.1, Ordering::Relaxed);
-    for (slot, &affinity) in AFFINITIES.iter().zip(affinities) {
-        slot.store(affinity, Ordering::Relaxed);
-    }
     write32(distributor, 0);
     wait_write(distributor);
     write32(distributor, DISTRIBUTOR_ENABLE);
@@ -195,10 +190,10 @@ pub fn init_cpu() -> Result<(), GicError> {
 /// and its bit in the Aff0 target list, with the range selector for Aff0
 /// above 15).
 pub fn send_sgi(cpu: CpuId, intid: u32) {
-    let Some(slot) = AFFINITIES.get(cpu.index()) else {
+    if cpu.0 >= crate::arch::smp::cpu_count() {
         return;
-    };
-    let affinity = slot.load(Ordering::Relaxed);
+    }
+    let affinity = crate::arch::smp::affinity(cpu);
     let aff0 = affinity & 0xff;
     let value = (1 << (aff0 % 16))
         | (((affinity >> 8) & 0xff) << 16)

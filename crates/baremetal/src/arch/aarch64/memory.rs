@@ -22,7 +22,7 @@ use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, Physmem
 
 use crate::arch::boot::{self, IDENTITY_MAP_END};
 use crate::arch::cpu::MAX_CPUS;
-use crate::arch::devicetree::Machine;
+use crate::arch::boot_info::{BootInfo, RegionKind};
 use crate::arch::heap;
 use crate::arch::ranges::{FrameRanges, PAGE_SIZE};
 use crate::arch::timer;
@@ -132,24 +132,25 @@ impl fmt::Display for MemoryError {
 
 impl core::error::Error for MemoryError {}
 
-/// The frames the tree says are RAM, less what it reserves.
-fn ram_frames(machine: &Machine) -> FrameRanges {
+/// The frames the boot information says are RAM: the tree's `/memory`,
+/// less what it reserves and the tree itself (x86-64's rule: where the map
+/// overlaps itself, reserved wins).
+fn ram_frames(info: &BootInfo) -> FrameRanges {
     let mut ram = FrameRanges::new();
-    for &(start, end) in machine.ram() {
-        ram.add_bytes(start, end);
+    for region in info.regions().iter().filter(|r| r.kind == RegionKind::Ram) {
+        ram.add_bytes(region.start, region.end);
     }
     ram.remove_bytes(FRAME_LIMIT * PAGE_SIZE, u64::MAX);
     ram
 }
 
 /// Runs the three steps of the module documentation.
-pub fn bring_up(machine: &Machine) -> Result<Layout, MemoryError> {
-    let ram = ram_frames(machine);
+pub fn bring_up(info: &BootInfo) -> Result<Layout, MemoryError> {
+    let ram = ram_frames(info);
     let (kernel_start, kernel_end) = boot::kernel_image();
     let mut loaded = ram.clone();
-    loaded.remove_bytes(machine.tree.0, machine.tree.0 + machine.tree.1);
-    for &(start, end) in &machine.reserved[..machine.reserved_ranges] {
-        loaded.remove_bytes(start, end);
+    for region in info.regions().iter().filter(|r| r.kind != RegionKind::Ram) {
+        loaded.remove_bytes(region.start, region.end);
     }
     loaded.remove_bytes(kernel_start, kernel_end);
     loaded.split_at(IDENTITY_MAP_END / PAGE_SIZE);

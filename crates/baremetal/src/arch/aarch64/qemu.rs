@@ -13,19 +13,7 @@ const SYS_EXIT_EXTENDED: u64 = 0x20;
 /// The reason that asks for an exit with a status.
 const ADP_STOPPED_APPLICATION_EXIT: u64 = 0x2_0026;
 
-/// Why the kernel stops: the same values as x86-64's `Exit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Exit {
-    /// Booted, ran every check, all passed: QEMU exits with 33.
-    Success = 0x10,
-    /// Booted and ran, but a check failed: QEMU exits with 35.
-    ChecksFailed = 0x11,
-    /// A CPU exception the kernel does not handle: QEMU exits with 37.
-    Exception = 0x12,
-    /// A Rust panic: QEMU exits with 39.
-    Panic = 0x13,
-}
+pub use crate::arch::exit_code::Exit;
 
 /// The exit status QEMU's process ends with for `status`.
 pub const fn process_status(status: Exit) -> u64 {

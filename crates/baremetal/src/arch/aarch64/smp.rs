@@ -34,6 +34,48 @@ const STACK_BYTES: usize = 32 * 1024;
 /// A start, a call or an offline gives up after this long (x86-64's).
 pub const TIMEOUT_US: u64 = 5_000_000;
 
+/// How long a start waits before [`kick_again`]: x86-64's second SIPI
+/// wait. PSCI needs no second signal, so `kick_again` does nothing; the
+/// name is the contract's.
+pub const SECOND_SIPI_US: u64 = 200;
+
+/// Why the CPUs could not be read from the firmware.
+pub type DiscoveryError = crate::arch::devicetree::MachineError;
+
+/// Records the CPUs the device tree lists (the boot CPU first); how many
+/// it lists.
+pub fn discover(_info: &crate::arch::boot::BootInfo) -> Result<u32, DiscoveryError> {
+    let machine = crate::arch::devicetree::machine()?;
+    crate::arch::console::println!(
+        "hotkern: the device tree lists CPU affinities {:x?}",
+        machine.cpus()
+    );
+    register(machine.cpus());
+    Ok(machine.cpu_count as u32)
+}
+
+/// The firmware reader's own check: the device tree reader refuses bad
+/// blobs with typed errors.
+pub fn firmware_check(_info: &crate::arch::boot::BootInfo) -> Option<(&'static str, bool)> {
+    Some((
+        "the device tree reader refuses a bad blob with a typed error",
+        crate::arch::fdt::refuses_bad_trees(),
+    ))
+}
+
+/// CPU `cpu`'s hardware name: its affinity.
+pub fn hardware_id(cpu: CpuId) -> u64 {
+    affinity(cpu)
+}
+
+/// The calling CPU's affinity.
+pub fn own_hardware_id() -> u64 {
+    cpu::affinity()
+}
+
+/// Nothing: a `CPU_ON` the firmware accepted needs no second signal.
+pub fn kick_again(_cpu: CpuId) {}
+
 /// How an offline CPU waits to be started again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Park {
@@ -348,7 +390,15 @@ pub fn halt_until(condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
 /// its own stack with the MMU on. A CPU that reported dead may not be off
 /// yet (its `CPU_OFF` comes after the report): `AFFINITY_INFO` is asked
 /// until it says off, as Linux's `psci_cpu_kill` does.
-pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) -> Result<(), SmpError> {
+/// A start that fails is said on the console; the start's timeout then
+/// reports the CPU missing.
+pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
+    if let Err(error) = power_on(cpu, entry) {
+        crate::arch::console::println!("hotkern: {error}");
+    }
+}
+
+fn power_on(cpu: CpuId, entry: extern "C" fn(u64) -> !) -> Result<(), SmpError> {
     let index = cpu.index();
     if index == 0 || index >= cpu_count() as usize {
         return Err(SmpError::NoCpu(cpu));

@@ -11,6 +11,16 @@ use hotkern_kernel::tick::{Hz, Ticks};
 use crate::arch::cpu::{self, MAX_CPUS};
 use crate::arch::timer;
 
+/// The timer's name on the console.
+pub const TIMER_NAME: &str = "generic timer";
+
+/// Starts the tick on the boot CPU; the timer's rate in Hz (the counter's,
+/// which needs no measuring).
+pub fn start_on_boot_cpu(_clock_hz: u64) -> u64 {
+    start();
+    timer::frequency()
+}
+
 /// Ticks per second (Linux's `CONFIG_HZ`), from `hz=` ([`set_hz`]).
 static TICK_HZ: AtomicU64 = AtomicU64::new(Hz::DEFAULT.get() as u64);
 /// Each CPU's scheduler tick as the shared loop keeps it.
@@ -47,7 +57,7 @@ fn current() -> CpuId {
 }
 
 /// Starts the calling CPU's tick.
-pub fn start_tick() {
+pub fn start() {
     let cpu = current();
     SCHED_TICKS.start(cpu.index(), timer::nanos());
     RUNNING[cpu.index()].store(1, Ordering::Relaxed);
@@ -55,7 +65,7 @@ pub fn start_tick() {
 }
 
 /// Stops the calling CPU's tick.
-pub fn stop_tick() {
+pub fn stop() {
     let cpu = current();
     SCHED_TICKS.stop(cpu.index());
     RUNNING[cpu.index()].store(0, Ordering::Relaxed);

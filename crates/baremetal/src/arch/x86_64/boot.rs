@@ -15,12 +15,50 @@
 //!    3 GiB and uncached above (the PCI hole, the I/O APIC, the local APIC);
 //! 4. turns on PAE, long mode (EFER.LME) and paging, loads a boot GDT with a
 //!    64-bit code segment and far-jumps into it;
-//! 5. sets the boot stack and calls `kernel_main(start_info_phys)`.
+//! 5. sets the boot stack and calls [`pvh_main`] with the start info's
+//!    physical address, which sets up the boot CPU, copies the start info
+//!    into the contract's `BootInfo` and calls the shared `kernel_main`.
 //!
 //! Rust replaces the boot GDT with the CPU's own (with its TSS) in
 //! [`crate::arch::cpu`].
 
 use core::sync::atomic::{AtomicU64, Ordering};
+
+pub use crate::arch::boot_info::BootInfo;
+use crate::arch::console::{self, println};
+use crate::arch::{cpu, instructions, interrupts, pvh, smp};
+
+/// The x86-64 side of the boot: COM1, the boot CPU's per-CPU block and
+/// IDT, the legacy PICs masked, the start info copied out; then the
+/// shared boot sequence, `kernel_main` in `main.rs`, which every
+/// architecture's entry calls with its [`BootInfo`].
+#[no_mangle]
+extern "C" fn pvh_main(start_info: u32) -> ! {
+    extern "Rust" {
+        // The shared boot sequence (`main.rs`). Named by symbol, not by
+        // path, so that the arch layer does not use the crate's root.
+        fn kernel_main(info: BootInfo) -> !;
+    }
+    console::init();
+    println!(
+        "hotkern: {} kernel booting, PVH start info at {start_info:#x}",
+        crate::arch::NAME
+    );
+    // SAFETY: the boot CPU, once, interrupts off (the PVH entry state).
+    unsafe { cpu::init(smp::BOOT_CPU) };
+    interrupts::init();
+    instructions::mask_legacy_pic();
+    // SAFETY: the address came from %ebx at the PVH entry, and nothing has
+    // allocated memory yet.
+    let info = match unsafe { pvh::read(u64::from(start_info)) } {
+        Ok(info) => info,
+        Err(error) => panic!("PVH start info: {error}"),
+    };
+    info.print("ACPI RSDP");
+    // SAFETY: `kernel_main` is defined once, in main.rs, with this
+    // signature, and is entered once, on the boot CPU.
+    unsafe { kernel_main(info) }
+}
 
 /// Bytes of the boot CPU's stack, which runs the whole boot and every
 /// run after it: a boot with the trace on has used 52 KiB of it.
@@ -90,6 +128,11 @@ static BOOT_TSC: AtomicU64 = AtomicU64::new(0);
 /// The TSC value the entry code read before doing anything else.
 pub fn boot_tsc() -> u64 {
     BOOT_TSC.load(Ordering::Relaxed)
+}
+
+/// The clock (`arch::clock::now`) at the kernel's first instruction.
+pub fn started_at() -> u64 {
+    boot_tsc()
 }
 
 /// The kernel image's physical bounds, from the linker script.
@@ -220,7 +263,7 @@ long_mode_entry:
     mov $boot_stack_top, %rsp
     xor %ebp, %ebp
     mov %ebx, %edi
-    call kernel_main
+    call pvh_main
 3:
     cli
     hlt

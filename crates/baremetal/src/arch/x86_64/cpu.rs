@@ -212,3 +212,20 @@ pub fn enter_activity(cpu: CpuId, activity: Activity) -> Activity {
 pub fn activity(cpu: CpuId) -> Activity {
     ACTIVITIES.get(cpu.index())
 }
+
+/// Sets up an application processor that the trampoline brought to its
+/// first Rust code: its per-CPU block, the IDT, its local APIC.
+///
+/// # Safety
+/// As [`init`]: on that CPU, interrupts off, `id` its own number.
+pub unsafe fn init_secondary(id: CpuId) {
+    // SAFETY: the caller's contract is `init`'s.
+    unsafe { init(id) };
+    crate::arch::idt::load();
+    crate::arch::apic::enable();
+}
+
+/// The hypervisor's CPUID signature (`KVMKVMKVM`, `TCGTCGTCGTCG`), if any.
+pub fn hypervisor() -> Option<[u8; 12]> {
+    crate::arch::instructions::hypervisor()
+}

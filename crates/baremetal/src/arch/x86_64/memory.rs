@@ -26,9 +26,9 @@ use hotkern_kernel::directmap::{
 use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END, MMIO_START};
+use crate::arch::boot_info::{BootInfo, RegionKind};
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::heap;
-use crate::arch::pvh::{StartInfo, E820_RAM};
 use crate::arch::ranges::{FrameRanges, PAGE_SIZE};
 use crate::arch::tsc;
 
@@ -142,13 +142,13 @@ impl fmt::Display for MemoryError {
 impl core::error::Error for MemoryError {}
 
 /// The frames the loader's map says are usable RAM.
-fn ram_frames(info: &StartInfo) -> FrameRanges {
+fn ram_frames(info: &BootInfo) -> FrameRanges {
     let mut ram = FrameRanges::new();
-    for region in info.regions().iter().filter(|r| r.kind == E820_RAM) {
+    for region in info.regions().iter().filter(|r| r.kind == RegionKind::Ram) {
         ram.add_bytes(region.start, region.end);
     }
     // Where the map overlaps itself, reserved wins.
-    for region in info.regions().iter().filter(|r| r.kind != E820_RAM) {
+    for region in info.regions().iter().filter(|r| r.kind != RegionKind::Ram) {
         ram.remove_bytes(region.start, region.end);
     }
     // A page descriptor names its frame in 32 bits.
@@ -157,7 +157,7 @@ fn ram_frames(info: &StartInfo) -> FrameRanges {
 }
 
 /// Runs the three steps of the module documentation.
-pub fn bring_up(info: &StartInfo) -> Result<Layout, MemoryError> {
+pub fn bring_up(info: &BootInfo) -> Result<Layout, MemoryError> {
     let ram = ram_frames(info);
     let (kernel_start, kernel_end) = boot::kernel_image();
     let mut loaded = ram.clone();

@@ -10,18 +10,21 @@
 use core::fmt;
 use core::ptr;
 
+use crate::arch::boot_info::{BootInfo, Region, RegionKind, MAX_REGIONS};
+
 /// `hvm_start_info.magic`: "xEn3" with the top bit of "E" set.
 pub const MAGIC: u32 = 0x336e_c578;
 
-/// Memory-map entries kept; the rest are counted in
-/// [`StartInfo::regions_dropped`].
-pub const MAX_REGIONS: usize = 64;
-
-/// Command-line bytes kept.
-pub const MAX_CMDLINE: usize = 256;
-
-/// E820 type of usable RAM.
-pub const E820_RAM: u32 = 1;
+/// The neutral kind of an E820 type (ACPI's "Address Range Types").
+fn kind(e820: u32) -> RegionKind {
+    match e820 {
+        1 => RegionKind::Ram,
+        2 => RegionKind::Reserved,
+        3 => RegionKind::FirmwareTables,
+        4 => RegionKind::FirmwareStorage,
+        _ => RegionKind::Other,
+    }
+}
 
 /// The `hvm_start_info` fields, as Xen lays them out.
 #[repr(C)]
@@ -47,39 +50,6 @@ struct RawRegion {
     size: u64,
     kind: u32,
     reserved: u32,
-}
-
-/// A physical memory region from the loader's map.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// First byte.
-    pub start: u64,
-    /// One past the last byte.
-    pub end: u64,
-    /// E820 type ([`E820_RAM`] is usable RAM).
-    pub kind: u32,
-}
-
-impl Region {
-    const EMPTY: Region = Region {
-        start: 0,
-        end: 0,
-        kind: 0,
-    };
-}
-
-/// What the kernel keeps of the start info.
-pub struct StartInfo {
-    /// The structure's version (1 carries the memory map).
-    pub version: u32,
-    /// The ACPI RSDP's physical address (0 if none): for the MADT, later.
-    pub rsdp: u64,
-    regions: [Region; MAX_REGIONS],
-    region_count: usize,
-    /// Map entries beyond [`MAX_REGIONS`], ignored.
-    pub regions_dropped: usize,
-    cmdline: [u8; MAX_CMDLINE],
-    cmdline_len: usize,
 }
 
 /// Why the start info cannot be used.
@@ -122,94 +92,62 @@ fn readable(addr: u64, len: u64) -> bool {
             .is_some_and(|end| end <= crate::arch::boot::IDENTITY_MAP_END)
 }
 
-impl StartInfo {
-    /// Copies the start info at physical address `addr` out of the loader's
-    /// memory.
-    ///
-    /// # Safety
-    /// `addr` is what the PVH entry found in `%ebx`, and the loader's memory
-    /// (the start info, the map, the command line) has not been reused yet.
-    pub unsafe fn read(addr: u64) -> Result<StartInfo, PvhError> {
-        if !readable(addr, size_of_val::<RawStartInfo>()) {
-            return Err(PvhError::BadAddress(addr));
-        }
-        // SAFETY: the loader wrote the structure there (contract) and the
-        // address is identity-mapped (checked); unaligned reads make no
-        // assumption about where the loader put it.
-        let raw = unsafe { ptr::read_unaligned(addr as *const RawStartInfo) };
-        if raw.magic != MAGIC {
-            return Err(PvhError::BadMagic(raw.magic));
-        }
-        if raw.version < 1 || raw.memmap_entries == 0 {
-            return Err(PvhError::NoMemoryMap {
-                version: raw.version,
-            });
-        }
-        let mut info = StartInfo {
+/// Copies the start info at physical address `addr` out of the loader's
+/// memory, into the contract's [`BootInfo`] (the RSDP as its firmware
+/// tables).
+///
+/// # Safety
+/// `addr` is what the PVH entry found in `%ebx`, and the loader's memory
+/// (the start info, the map, the command line) has not been reused yet.
+pub unsafe fn read(addr: u64) -> Result<BootInfo, PvhError> {
+    if !readable(addr, size_of_val::<RawStartInfo>()) {
+        return Err(PvhError::BadAddress(addr));
+    }
+    // SAFETY: the loader wrote the structure there (contract) and the
+    // address is identity-mapped (checked); unaligned reads make no
+    // assumption about where the loader put it.
+    let raw = unsafe { ptr::read_unaligned(addr as *const RawStartInfo) };
+    if raw.magic != MAGIC {
+        return Err(PvhError::BadMagic(raw.magic));
+    }
+    if raw.version < 1 || raw.memmap_entries == 0 {
+        return Err(PvhError::NoMemoryMap {
             version: raw.version,
-            rsdp: raw.rsdp_paddr,
-            regions: [Region::EMPTY; MAX_REGIONS],
-            region_count: 0,
-            regions_dropped: 0,
-            cmdline: [0; MAX_CMDLINE],
-            cmdline_len: 0,
-        };
-        let entries = raw.memmap_entries as usize;
-        let kept = entries.min(MAX_REGIONS);
-        let entry_size = size_of_val::<RawRegion>();
-        if !readable(raw.memmap_paddr, (kept as u64) * entry_size) {
-            return Err(PvhError::BadAddress(raw.memmap_paddr));
-        }
-        for index in 0..kept {
-            let at = raw.memmap_paddr + index as u64 * entry_size;
-            // SAFETY: inside the map the loader wrote (contract), checked to
-            // be identity-mapped above.
-            let entry = unsafe { ptr::read_unaligned(at as *const RawRegion) };
-            info.regions[index] = Region {
-                start: entry.addr,
-                end: entry.addr.saturating_add(entry.size),
-                kind: entry.kind,
-            };
-        }
-        info.region_count = kept;
-        info.regions_dropped = entries - kept;
-        if readable(raw.cmdline_paddr, 1) {
-            while info.cmdline_len < MAX_CMDLINE
-                && readable(raw.cmdline_paddr, info.cmdline_len as u64 + 1)
-            {
-                let at = raw.cmdline_paddr + info.cmdline_len as u64;
-                // SAFETY: the command line is a NUL-terminated string the
-                // loader wrote (contract); each byte read is checked to be
-                // identity-mapped and the loop stops at the NUL.
-                let byte = unsafe { ptr::read(at as *const u8) };
-                if byte == 0 {
-                    break;
-                }
-                info.cmdline[info.cmdline_len] = byte;
-                info.cmdline_len += 1;
+        });
+    }
+    let mut info = BootInfo::new("start info", raw.version, raw.rsdp_paddr);
+    let entries = raw.memmap_entries as usize;
+    let kept = entries.min(MAX_REGIONS);
+    let entry_size = size_of_val::<RawRegion>();
+    if !readable(raw.memmap_paddr, (kept as u64) * entry_size) {
+        return Err(PvhError::BadAddress(raw.memmap_paddr));
+    }
+    for index in 0..kept {
+        let at = raw.memmap_paddr + index as u64 * entry_size;
+        // SAFETY: inside the map the loader wrote (contract), checked to
+        // be identity-mapped above.
+        let entry = unsafe { ptr::read_unaligned(at as *const RawRegion) };
+        info.push_region(Region {
+            start: entry.addr,
+            end: entry.addr.saturating_add(entry.size),
+            kind: kind(entry.kind),
+        });
+    }
+    info.regions_dropped = entries - kept;
+    if readable(raw.cmdline_paddr, 1) {
+        let mut length = 0;
+        while readable(raw.cmdline_paddr, length + 1) {
+            // SAFETY: the command line is a NUL-terminated string the
+            // loader wrote (contract); each byte read is checked to be
+            // identity-mapped and the loop stops at the NUL.
+            let byte = unsafe { ptr::read((raw.cmdline_paddr + length) as *const u8) };
+            if byte == 0 || !info.push_command_line_byte(byte) {
+                break;
             }
+            length += 1;
         }
-        Ok(info)
     }
-
-    /// The memory map, in the loader's order.
-    pub fn regions(&self) -> &[Region] {
-        &self.regions[..self.region_count]
-    }
-
-    /// The kernel command line (QEMU's `-append`), cut at [`MAX_CMDLINE`]
-    /// bytes; empty if it is not UTF-8.
-    pub fn cmdline(&self) -> &str {
-        core::str::from_utf8(&self.cmdline[..self.cmdline_len]).unwrap_or("")
-    }
-
-    /// The value of `key=value` on the command line.
-    pub fn option(&self, key: &str) -> Option<&str> {
-        self.cmdline().split_ascii_whitespace().find_map(|word| {
-            word.strip_prefix(key)
-                .and_then(|rest| rest.strip_prefix('='))
-        })
-    }
+    Ok(info)
 }
 
 /// The size of `T` as a `u64`.

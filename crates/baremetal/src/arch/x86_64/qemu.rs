@@ -1,28 +1,13 @@
 //! Leaving QEMU with a status: the `isa-debug-exit` device.
 //!
 //! `-device isa-debug-exit,iobase=0xf4,iosize=0x04` makes a write of `v` to
-//! port 0xf4 end QEMU with exit status `(v << 1) | 1`. `hotkern boot`
-//! (crates/cli/src/boot.rs) maps the statuses back to these names; keep the
-//! two lists the same.
+//! port 0xf4 end QEMU with exit status `(v << 1) | 1`.
 
+pub use crate::arch::exit_code::Exit;
 use crate::arch::instructions::{halt_forever, outl};
 
 /// The port of QEMU's `isa-debug-exit` device.
 pub const DEBUG_EXIT_PORT: u16 = 0xf4;
-
-/// Why the kernel stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Exit {
-    /// Booted, ran every check, all passed: QEMU exits with 33.
-    Success = 0x10,
-    /// Booted and ran, but a check failed: QEMU exits with 35.
-    ChecksFailed = 0x11,
-    /// A CPU exception the kernel does not handle: QEMU exits with 37.
-    Exception = 0x12,
-    /// A Rust panic: QEMU exits with 39.
-    Panic = 0x13,
-}
 
 /// Ends the QEMU run with `status`. Without the exit device (another
 /// machine, another hypervisor) the CPU halts instead.

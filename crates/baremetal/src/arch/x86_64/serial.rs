@@ -122,3 +122,22 @@ pub fn send_on_com2(bytes: &[u8]) {
         uart.write_byte(byte);
     }
 }
+
+/// The console's UART, as the arch contract names it: COM1.
+pub type ConsoleUart = Uart;
+
+/// The console's UART, not yet programmed (`console::init` programs it).
+pub const fn console() -> ConsoleUart {
+    Uart::new(COM1)
+}
+
+/// A second handle on the console's UART once programmed, for the fault
+/// paths that cannot wait for the console's lock.
+pub const fn console_programmed() -> ConsoleUart {
+    Uart::programmed(COM1)
+}
+
+/// The run trace's channel: COM2, apart from the console.
+pub fn send_trace(bytes: &[u8]) {
+    send_on_com2(bytes);
+}

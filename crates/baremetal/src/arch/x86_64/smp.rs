@@ -428,3 +428,44 @@ pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
 pub fn kick_again(cpu: CpuId) {
     apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
 }
+
+/// Why the firmware's list of CPUs could not be read.
+pub type DiscoveryError = crate::arch::acpi::AcpiError;
+
+/// The firmware tables' self check: the check's name and whether the
+/// parser refuses a bad table with a typed error.
+pub fn firmware_check(info: &crate::arch::boot::BootInfo) -> Option<(&'static str, bool)> {
+    Some((
+        "the ACPI parser refuses a bad RSDP with a typed error",
+        crate::arch::acpi::refuses_bad_tables(info.firmware_tables),
+    ))
+}
+
+/// Finds the CPUs in the firmware's tables (the MADT) and registers
+/// them; the count found. Without the tables only the boot CPU is
+/// registered, and the error says why.
+pub fn discover(info: &crate::arch::boot::BootInfo) -> Result<u32, DiscoveryError> {
+    match crate::arch::acpi::cpus(info.firmware_tables) {
+        Ok(cpus) => {
+            crate::arch::console::println!("hotkern: MADT lists APIC ids {:?}", cpus.apic_ids());
+            register(cpus.apic_ids());
+            Ok(cpus.apic_ids().len() as u32)
+        }
+        Err(error) => {
+            crate::arch::console::println!("hotkern: no CPUs from ACPI: {error}");
+            register(&[]);
+            Err(error)
+        }
+    }
+}
+
+/// The hardware's own number for `cpu` (its APIC id).
+pub fn hardware_id(cpu: CpuId) -> u64 {
+    u64::from(apic_id(cpu))
+}
+
+/// The calling CPU's hardware number, read from the hardware (its local
+/// APIC's id register), not from the per-CPU block.
+pub fn own_hardware_id() -> u64 {
+    u64::from(apic::id())
+}

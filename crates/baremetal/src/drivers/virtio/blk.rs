@@ -15,8 +15,8 @@ use core::ptr::read_volatile;
 
 use hotkern_bcache::{check_transfer, BlockDevice, IoError};
 
-use crate::arch::instructions::{inl, inw, outb, outl, outw};
-use crate::arch::tsc;
+use crate::arch::clock;
+use crate::arch::pci::{io_read16, io_read32, io_write16, io_write32, io_write8};
 use crate::drivers::pci;
 use crate::drivers::virtio::queue::{
     Descriptor, RingLayout, SplitQueue, DESCRIPTOR_NEXT, DESCRIPTOR_WRITE,
@@ -96,27 +96,27 @@ impl Registers {
         // SAFETY: the port is one of the device's own legacy registers (its
         // BAR0 plus an offset the legacy interface defines); reading it has
         // no side effect but the register's.
-        unsafe { inw(self.0 + offset) }
+        unsafe { io_read16(self.0 + offset) }
     }
 
     fn read32(self, offset: u16) -> u32 {
         // SAFETY: as `read16`.
-        unsafe { inl(self.0 + offset) }
+        unsafe { io_read32(self.0 + offset) }
     }
 
     fn write8(self, offset: u16, value: u8) {
         // SAFETY: as `read16`; the driver owns the device.
-        unsafe { outb(self.0 + offset, value) }
+        unsafe { io_write8(self.0 + offset, value) }
     }
 
     fn write16(self, offset: u16, value: u16) {
         // SAFETY: as `write8`.
-        unsafe { outw(self.0 + offset, value) }
+        unsafe { io_write16(self.0 + offset, value) }
     }
 
     fn write32(self, offset: u16, value: u32) {
         // SAFETY: as `write8`.
-        unsafe { outl(self.0 + offset, value) }
+        unsafe { io_write32(self.0 + offset, value) }
     }
 }
 
@@ -258,13 +258,13 @@ impl VirtioBlock {
         }
         chain(&mut status as *mut u8 as u64, 1, DESCRIPTOR_WRITE, true);
         self.queue.publish();
-        let started = tsc::nanos();
+        let started = clock::nanos();
         Registers(self.port).write16(QUEUE_NOTIFY, 0);
         if self.queue.wait_used(started + TIMEOUT_US * 1000).is_none() {
             return Err(IoError::Medium { block: first });
         }
         self.requests += 1;
-        self.device_ns += tsc::nanos() - started;
+        self.device_ns += clock::nanos() - started;
         // SAFETY: the device wrote the status before the used index, which
         // `wait_used` read (acquire).
         if unsafe { read_volatile(&status) } != 0 {

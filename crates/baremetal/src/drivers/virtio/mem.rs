@@ -18,7 +18,7 @@
 //! Configuration changes come as interrupts: the transport routes the
 //! device's configuration-change interrupt (MSI-X, or on QEMU 7.2, which
 //! gives virtio-mem-pci no MSI-X, the legacy pin through the I/O APIC) to
-//! the boot CPU's [`apic::VIRTIO_CONFIG_VECTOR`], whose handler counts
+//! the boot CPU's [`DEVICE_VECTOR`](crate::arch::interrupts::DEVICE_VECTOR), whose handler counts
 //! it. Following the host's sizes, and what runs beside the resizes, is
 //! the experiment's (`crate::runs::vmem`).
 
@@ -32,11 +32,10 @@ use hotkern_kernel::migrate::{self, NoHooks, ShrinkError};
 use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
 
-use crate::arch::apic;
 use crate::arch::boot::IDENTITY_MAP_END;
+use crate::arch::clock;
 use crate::arch::memory::{self, KernelPage, MapError, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
-use crate::arch::tsc;
 use crate::drivers::pci;
 use crate::drivers::virtio::pci::{self as virtio_pci, IrqTarget, Transport, TransportError};
 use crate::platform::pages::HotMemory;
@@ -200,8 +199,8 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
     let function = pci::find(VENDOR, DEVICE_MEM).ok_or(MemError::NotFound)?;
     // Configuration changes to this CPU, the one that follows them.
     let target = IrqTarget {
-        vector: apic::VIRTIO_CONFIG_VECTOR,
-        apic_id: apic::id(),
+        vector: crate::arch::interrupts::DEVICE_VECTOR,
+        apic_id: crate::arch::smp::own_hardware_id() as u32,
     };
     let (transport, _) = virtio_pci::probe(function, F_UNPLUGGED_INACCESSIBLE, Some(target))
         .map_err(MemError::Transport)?;
@@ -325,12 +324,12 @@ impl Device {
     fn plug_run(&mut self, first: usize, count: usize, ns: &mut [u64; 4]) -> Result<(), MemError> {
         let start = self.block_address(first);
         let bytes = count as u64 * self.block;
-        let t0 = tsc::nanos();
+        let t0 = clock::nanos();
         self.send(REQ_PLUG, start, count as u16)?;
-        let t1 = tsc::nanos();
+        let t1 = clock::nanos();
         ns[0] += t1 - t0;
         let mapped = memory::map_range(start, start + bytes);
-        let t2 = tsc::nanos();
+        let t2 = clock::nanos();
         ns[2] += t2 - t1;
         let mut plugged = 0;
         let on_block = self.descriptors_on_block;
@@ -359,7 +358,7 @@ impl Device {
             }
             Ok(())
         });
-        let t3 = tsc::nanos();
+        let t3 = clock::nanos();
         ns[1] += t3 - t2;
         if let Err(error) = result {
             // Give the memory back as it came: out of physmem, unmapped,
@@ -379,7 +378,7 @@ impl Device {
             Online::Movable,
             self.descriptor_frames(),
         );
-        ns[3] += tsc::nanos() - t3;
+        ns[3] += clock::nanos() - t3;
         if !added {
             return Err(MemError::Allocator);
         }
@@ -440,14 +439,14 @@ impl Device {
         flush_others: &dyn Fn(),
     ) -> Result<(), MemError> {
         let wanted = ((self.plugged_bytes() - target) / self.block) as usize;
-        let t0 = tsc::nanos();
+        let t0 = clock::nanos();
         let shrunk = migrate::shrink(
             self.hot,
             &HotMemory,
             wanted as u64 * self.frames(),
             &NoHooks,
         );
-        let elapsed = tsc::nanos() - t0;
+        let elapsed = clock::nanos() - t0;
         resize.ns[3] += elapsed;
         resize.migrate_ns += elapsed;
         let shrunk = shrunk.map_err(MemError::Shrink)?;
@@ -470,9 +469,9 @@ impl Device {
         // switched may still be reading the old frame: they must be done
         // before its mapping goes.
         if !taken.is_empty() {
-            let t = tsc::nanos();
+            let t = clock::nanos();
             grace_period();
-            resize.ns[3] += tsc::nanos() - t;
+            resize.ns[3] += clock::nanos() - t;
         }
         taken.sort_unstable();
         // Runs of consecutive blocks, each cut to one physmem segment.
@@ -492,7 +491,7 @@ impl Device {
                 at = stop;
             }
         }
-        let t1 = tsc::nanos();
+        let t1 = clock::nanos();
         for (done, &(pfn, frames)) in pieces.iter().enumerate() {
             // Each unplug publishes a new index and retires the old one's
             // tables: free them as soon as no reader holds them, or
@@ -526,13 +525,13 @@ impl Device {
                         self.descriptor_frames(),
                     );
                 }
-                resize.ns[1] += tsc::nanos() - t1;
+                resize.ns[1] += clock::nanos() - t1;
                 return Err(MemError::Physmem(error));
             }
         }
         let released =
             self.release_descriptors(taken.iter().map(|&index| self.block_address(index)));
-        let t2 = tsc::nanos();
+        let t2 = clock::nanos();
         resize.ns[1] += t2 - t1;
         released?;
         for &index in &taken {
@@ -542,7 +541,7 @@ impl Device {
             }
         }
         flush_others();
-        let t3 = tsc::nanos();
+        let t3 = clock::nanos();
         resize.ns[2] += t3 - t2;
         for &(first, count) in &runs {
             self.send(REQ_UNPLUG, self.block_address(first), count as u16)?;
@@ -551,7 +550,7 @@ impl Device {
             }
             resize.blocks -= count as i64;
         }
-        resize.ns[0] += tsc::nanos() - t3;
+        resize.ns[0] += clock::nanos() - t3;
         Ok(())
     }
 }

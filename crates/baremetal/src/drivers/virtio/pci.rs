@@ -28,7 +28,7 @@ use core::mem::ManuallyDrop;
 use core::ptr::write_volatile;
 
 use crate::arch::boot::{IDENTITY_MAP_END, MMIO_START};
-use crate::arch::tsc;
+use crate::arch::clock;
 use crate::drivers::pci::Function;
 use crate::drivers::virtio::queue::{
     Descriptor, RingLayout, SplitQueue, DESCRIPTOR_NEXT, DESCRIPTOR_WRITE,
@@ -326,9 +326,9 @@ pub fn probe(
 /// [`TIMEOUT_NS`]) until it reads 0, which says the reset is complete.
 fn reset(common: Mmio) -> bool {
     common.write8(DEVICE_STATUS, 0);
-    let limit = tsc::nanos() + TIMEOUT_NS;
+    let limit = clock::nanos() + TIMEOUT_NS;
     while common.read8(DEVICE_STATUS) != 0 {
-        if tsc::nanos() > limit {
+        if clock::nanos() > limit {
             return false;
         }
         core::hint::spin_loop();
@@ -412,7 +412,7 @@ impl Transport {
         unsafe { write_volatile(self.notify as *mut u16, 0) };
         let written = self
             .queue
-            .wait_used(tsc::nanos() + TIMEOUT_NS)
+            .wait_used(clock::nanos() + TIMEOUT_NS)
             .ok_or(TransportError::Timeout)?;
         self.requests += 1;
         let written = (written as usize).min(response_len);

@@ -20,7 +20,7 @@ use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
 
-use crate::arch::tsc;
+use crate::arch::clock;
 
 /// A descriptor's flags (virtio 1.2, 2.7.5).
 pub const DESCRIPTOR_NEXT: u16 = 1;
@@ -176,7 +176,7 @@ impl SplitQueue {
         // allocation; the device writes them, the driver only reads.
         unsafe {
             while read_volatile((base + 2) as *const u16) == self.last_used {
-                if tsc::nanos() > deadline_ns {
+                if clock::nanos() > deadline_ns {
                     return None;
                 }
                 core::hint::spin_loop();

@@ -13,7 +13,7 @@ use hotkern_kernel::steps::differential::{self, Log, Scenario, OPERATIONS, TASKS
 
 use super::{drain, settle_between, start};
 use crate::arch::console::println;
-use crate::arch::instructions;
+use crate::arch::interrupts;
 use crate::platform::Kernel;
 use crate::runs::checks::Checks;
 use crate::runs::json::JsonStr;
@@ -33,7 +33,7 @@ pub fn run(seed: u64, tsc_hz: u64, checks: &mut Checks) -> Option<Log> {
     };
     let mut take = || {
         let control = Kernel::control();
-        instructions::without_interrupts(|| control.map(Control::take_steps).unwrap_or_default())
+        interrupts::without_interrupts(|| control.map(Control::take_steps).unwrap_or_default())
     };
     let mut log = differential::run(
         &engine,

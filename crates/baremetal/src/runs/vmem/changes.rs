@@ -20,8 +20,8 @@
 
 use hotkern_kernel::platform::Cpus;
 
+use crate::arch::clock;
 use crate::arch::console::println;
-use crate::arch::tsc;
 use crate::drivers::virtio::pci::{self as virtio_pci, Transport};
 use crate::platform::Kernel;
 use crate::runs::checks::Checks;
@@ -95,7 +95,7 @@ impl Changes {
                 missed,
             } => loop {
                 let before = *seen;
-                let slice = tsc::nanos().saturating_add(SLICE_NS).min(deadline_ns);
+                let slice = clock::nanos().saturating_add(SLICE_NS).min(deadline_ns);
                 let counted = || virtio_pci::config_interrupts() != before;
                 let mut woken = Kernel::HANDLE.wait_until_deadline(&counted, slice);
                 let now = transport.generation();
@@ -104,7 +104,7 @@ impl Changes {
                 if moved && !woken {
                     // An interrupt may have landed after the last check,
                     // with interrupts off: give it a moment to count.
-                    let grace = tsc::nanos().saturating_add(GRACE_NS);
+                    let grace = clock::nanos().saturating_add(GRACE_NS);
                     woken = Kernel::HANDLE.wait_until_deadline(&counted, grace);
                 }
                 *seen = virtio_pci::config_interrupts();
@@ -115,7 +115,7 @@ impl Changes {
                     *missed += 1;
                     return true;
                 }
-                if tsc::nanos() >= deadline_ns {
+                if clock::nanos() >= deadline_ns {
                     return false;
                 }
             },
@@ -143,7 +143,7 @@ impl Changes {
         let missed = match self.how {
             How::Interrupt { missed, .. } => {
                 let arrived = || virtio_pci::config_interrupts() - self.start >= resizes;
-                let grace = tsc::nanos().saturating_add(GRACE_NS);
+                let grace = clock::nanos().saturating_add(GRACE_NS);
                 Kernel::HANDLE.wait_until_deadline(&arrived, grace);
                 missed
             }

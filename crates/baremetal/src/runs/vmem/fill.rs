@@ -17,7 +17,7 @@ use core::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_kernel::movable::{MovableFrames, Slot};
 
-use crate::arch::tsc;
+use crate::arch::clock;
 use crate::platform::pages::HotMemory;
 
 /// Words of a frame the readers check (the owner's re-read checks all).
@@ -90,7 +90,7 @@ impl Fill {
     /// each block (the remainder in the lowest), writing the pattern of
     /// `generation` into each new one.
     pub(super) fn fill(&mut self, hot: &MovableFrames, target_frames: u64, generation: u32) {
-        let started = tsc::nanos();
+        let started = clock::nanos();
         let wanted = (target_frames * self.report.percent / 100) as usize;
         SEQUENCE.fetch_add(1, Ordering::AcqRel);
         fence(Ordering::Release);
@@ -106,7 +106,7 @@ impl Fill {
         self.report.most = self.report.most.max(self.owners.len() as u64);
         self.publish();
         SEQUENCE.fetch_add(1, Ordering::Release);
-        self.report.fill_ns += tsc::nanos() - started;
+        self.report.fill_ns += clock::nanos() - started;
     }
 
     /// Takes `needed` more frames spread over the blocks: an equal share
@@ -141,7 +141,7 @@ impl Fill {
     /// Re-reads every owned frame whole through its slot; returns the
     /// frames that were not intact.
     pub(super) fn verify(&mut self, hot: &MovableFrames) -> u64 {
-        let started = tsc::nanos();
+        let started = clock::nanos();
         let mut words = [0u64; 512];
         let mut bad = 0;
         for &(slot, generation) in &self.owners {
@@ -155,7 +155,7 @@ impl Fill {
         self.report.rounds += 1;
         self.report.frames_read += self.owners.len() as u64;
         self.report.bad += bad;
-        self.report.verify_ns += tsc::nanos() - started;
+        self.report.verify_ns += clock::nanos() - started;
         bad
     }
 

@@ -23,10 +23,10 @@ use alloc::vec::Vec;
 use hotkern_cpuhp::CpuId;
 use hotkern_physmem::Pfn;
 
+use crate::arch::clock;
 use crate::arch::console::println;
 use crate::arch::memory::{self, PHYSMEM};
 use crate::arch::smp;
-use crate::arch::tsc;
 use crate::platform::pages::{self, HotMemory};
 use crate::runs::checks::Checks;
 
@@ -140,13 +140,13 @@ fn reader(cpu: u64) -> u64 {
             FLUSHED[cpu as usize].store(flush, Ordering::Release);
         }
         let busy = RESIZING.load(Ordering::Acquire);
-        let started = tsc::nanos();
+        let started = clock::nanos();
         let mut found = 0u64;
         for _ in 0..BATCH {
             let guard = PHYSMEM.read_on(cpu as usize);
             found += u64::from(guard.page(Pfn(first + next() % frames)).is_some());
         }
-        let took = tsc::nanos() - started;
+        let took = clock::nanos() - started;
         core::hint::black_box(found);
         // Still resizing at the end: the whole batch ran during it.
         let slot = if busy && RESIZING.load(Ordering::Acquire) {
@@ -237,14 +237,14 @@ pub fn runs_on(cpu: CpuId) -> bool {
 /// timeout.
 pub fn request_flush() -> bool {
     let wanted = FLUSH.fetch_add(1, Ordering::AcqRel) + 1;
-    let limit = tsc::nanos() + ACK_TIMEOUT_NS;
+    let limit = clock::nanos() + ACK_TIMEOUT_NS;
     let running = RUNNING.load(Ordering::Acquire);
     for (cpu, flushed) in FLUSHED.iter().enumerate() {
         if running & (1 << cpu) == 0 {
             continue;
         }
         while flushed.load(Ordering::Acquire) != wanted {
-            if tsc::nanos() > limit {
+            if clock::nanos() > limit {
                 return false;
             }
             core::hint::spin_loop();

@@ -16,8 +16,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use super::intx::{self, IntxError};
 use super::msix::{IrqTarget, Msix, MsixError};
 use super::regs::{capability_list, Mmio, MSIX_CONFIG};
-use crate::arch::apic;
-use crate::arch::idt;
+use crate::arch::interrupts;
 use crate::drivers::pci::Function;
 
 /// VIRTIO_MSI_NO_VECTOR: no MSI-X entry (the device's answer when it
@@ -63,7 +62,7 @@ pub fn config_interrupt() {
             UNCLAIMED.store(0, Ordering::Relaxed);
         }
     }
-    apic::eoi();
+    interrupts::end_of_interrupt();
 }
 
 /// Configuration-change interrupts taken so far.
@@ -132,7 +131,7 @@ pub(super) fn route_config(
     target: IrqTarget,
 ) -> Result<ConfigRoute, NoRoute> {
     // The vector's handler is in place before either route can fire it.
-    idt::set_config_handler(config_interrupt);
+    interrupts::set_device_handler(config_interrupt);
     let msix = Msix::find(function, capability_list(function), bars).and_then(|msix| {
         msix.program(0, target)?;
         msix.enable();

@@ -1,4 +1,7 @@
-//! The kernel console: COM1 behind a lock, and the `println!` macro.
+//! The kernel console, shared by every architecture: the arch's console
+//! UART ([`serial::ConsoleUart`](crate::arch::serial::ConsoleUart): COM1 on
+//! x86-64, the PL011 on aarch64) behind a lock, the `println!` macro, and
+//! the run trace's raw channel ([`send_trace`]).
 //!
 //! The fault paths (exceptions, panics) write through [`emergency`], which
 //! waits only a bounded time for the lock: the CPU that faulted may hold
@@ -8,9 +11,9 @@ use core::fmt::{self, Write};
 
 use spin::Mutex;
 
-use crate::arch::serial::{Uart, COM1};
+use crate::arch::serial::{self, ConsoleUart};
 
-static CONSOLE: Mutex<Uart> = Mutex::new(Uart::new(COM1));
+static CONSOLE: Mutex<ConsoleUart> = Mutex::new(serial::console());
 
 /// Tries of the console lock before [`emergency`] writes without it.
 const EMERGENCY_LOCK_TRIES: u32 = 1 << 20;
@@ -42,7 +45,13 @@ pub fn emergency(args: fmt::Arguments<'_>) {
     // The lock is held, maybe by the code that faulted: a second handle on
     // the UART. Its registers keep no per-writer state, so interleaving with
     // the holder can only mix characters, never wedge the line.
-    let _ = Uart::programmed(COM1).write_fmt(args);
+    let _ = serial::console_programmed().write_fmt(args);
+}
+
+/// Sends raw bytes on the run trace's channel to the host (COM2 on
+/// x86-64), apart from the console's text.
+pub fn send_trace(bytes: &[u8]) {
+    serial::send_trace(bytes);
 }
 
 /// Prints to the console, with a newline.
