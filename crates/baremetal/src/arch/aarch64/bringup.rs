@@ -110,7 +110,11 @@ extern "C" fn arm64_main(x0: u64, _first_count: u64) -> ! {
         // vector table reports before QEMU exits with `Exit::Exception`.
         unsafe { core::arch::asm!("udf #0") };
     }
-    if info.cmdline().split_ascii_whitespace().any(|word| word == "archcheck") {
+    if info
+        .cmdline()
+        .split_ascii_whitespace()
+        .any(|word| word == "archcheck")
+    {
         selfcheck::run(&info);
     }
     // SAFETY: `kernel_main` is the shared boot in `main.rs`, with this

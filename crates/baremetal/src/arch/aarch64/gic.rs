@@ -6,7 +6,8 @@
 //!
 //! Only private interrupts are used — SGIs and the virtual timer's PPI —
 //! so the distributor needs only affinity routing and group 1 enabled;
-//! every interrupt is group 1 at one priority, so none preempts another.
+//! every interrupt is group 1, the wake-up above the others so that it
+//! reaches a CPU inside a call handler.
 //! Linux's `drivers/irqchip/irq-gic-v3.c` does the same steps.
 
 use core::arch::asm;
@@ -45,8 +46,15 @@ const PROCESSOR_SLEEP: u32 = 1 << 1;
 const CHILDREN_ASLEEP: u32 = 1 << 2;
 /// GICR_TYPER: this is the last redistributor of the region.
 const LAST: u64 = 1 << 4;
-/// The priority of every interrupt: the middle, below the mask's 0xff.
+/// The priority of the tick and the call: the middle, below the mask's
+/// 0xff.
 const PRIORITY: u8 = 0x80;
+/// The wake-up's, higher (a lower number): a CPU inside a call handler
+/// (the call SGI active, its running priority 0x80) waits for the
+/// stop-machine's other members with `WFI`, and the GIC signals it only an
+/// interrupt of higher priority than the one it runs — x86-64 gives its
+/// wake-up vector the highest class for the same reason.
+const WAKE_PRIORITY: u8 = 0x40;
 /// Polls of a register that waits on the GIC before giving up.
 const MAX_POLLS: u32 = 1 << 20;
 
@@ -157,11 +165,14 @@ pub fn init_cpu() -> Result<(), GicError> {
     }
     let enabled = (1 << WAKE_SGI) | (1 << CALL_SGI) | (1 << VIRTUAL_TIMER_INTID);
     write32(frame + GICR_IGROUPR0, u32::MAX);
-    for intid in [WAKE_SGI, CALL_SGI, VIRTUAL_TIMER_INTID] {
+    for (intid, priority) in [
+        (WAKE_SGI, WAKE_PRIORITY),
+        (CALL_SGI, PRIORITY),
+        (VIRTUAL_TIMER_INTID, PRIORITY),
+    ] {
+        let register = (frame + GICR_IPRIORITYR + u64::from(intid)) as *mut u8;
         // SAFETY: GICR_IPRIORITYR is byte-accessible, one byte per INTID.
-        unsafe {
-            ((frame + GICR_IPRIORITYR + u64::from(intid)) as *mut u8).write_volatile(PRIORITY)
-        };
+        unsafe { register.write_volatile(priority) };
     }
     write32(frame + GICR_ISENABLER0, enabled);
     // SAFETY: ICC_SRE_EL1.SRE on (system-register access to the CPU

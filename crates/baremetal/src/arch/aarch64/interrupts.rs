@@ -4,8 +4,8 @@
 
 use core::arch::asm;
 
-pub use super::cpu::{halt_forever, wait_for_interrupt, without_interrupts};
 pub use super::cpu::{disable_interrupts as disable, enable_interrupts as enable};
+pub use super::cpu::{halt_forever, wait_for_interrupt, without_interrupts};
 pub use super::exceptions::{breakpoints, set_crash_handler};
 
 /// The device interrupt's number: none is routed on arm64 yet (no

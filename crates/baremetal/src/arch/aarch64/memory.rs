@@ -21,8 +21,8 @@ use core::sync::atomic::AtomicU32;
 use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END};
-use crate::arch::cpu::MAX_CPUS;
 use crate::arch::boot_info::{BootInfo, RegionKind};
+use crate::arch::cpu::MAX_CPUS;
 use crate::arch::heap;
 use crate::arch::ranges::{FrameRanges, PAGE_SIZE};
 use crate::arch::timer;

@@ -174,4 +174,3 @@ fn check_memory(layout: &memory::Layout, checks: &mut Checks) {
         direct::map_range(0x4000_0000, 0x4020_0000) == Err(direct::MapError::Outside(0x4000_0000)),
     );
 }
-
