@@ -20,6 +20,8 @@
 //! | [`heap`] | the kernel heap over frames taken from physmem |
 //! | [`ranges`]`::{FrameRanges, PAGE_SIZE}` | page-frame range sets |
 //! | [`exit_code`]`::Exit` | why the kernel stops (QEMU's exit status) |
+//! | [`frames`]`::{KernelPage, PHYSMEM, Layout, FRAME_LIMIT}` | physmem's page descriptor and instance, what `memory::bring_up` reports |
+//! | [`cpu_states`]`::{Park, SmpError}` | how an offline CPU parks; why an operation on another CPU failed |
 //! | [`capabilities`]`::Capabilities` | what an architecture can do yet |
 //!
 //! # What each architecture provides (the contract)
@@ -32,14 +34,19 @@
 //! | `clock::{calibrate, now, nanos, micros_since, NAME, REFERENCE, TRACE_CLOCK}` | the free-running counter: raw units, ns, µs; its rate | TSC against the PIT | CNTVCT, rate from CNTFRQ |
 //! | `tick::{start_on_boot_cpu, start, stop, set_tick_handler, hz, set_hz, sched_ticks, ticks, TIMER_NAME}` | the periodic tick per CPU; what it runs is the platform's handler | local APIC timer | generic timer (CNTV) PPI |
 //! | `cpu::{MAX_CPUS, init_secondary, current, current_id, activity, enter_activity, hypervisor}` | the per-CPU block and the running CPU's number | `%gs` block, GDT, TSS | TPIDR_EL1 block |
-//! | `interrupts::{init, enable, disable, without_interrupts, wait_for_interrupt, halt, halt_forever, set_crash_handler, breakpoint, breakpoints, set_device_handler, end_of_interrupt, DEVICE_VECTOR}` | exception table, masking, waiting, the crash hook, the breakpoint check, one device interrupt | IDT, `sti; hlt; cli`, `int3`, LAPIC EOI | VBAR_EL1, `msr daifclr; wfi`, `brk`, GICv3 |
-//! | `smp::{BOOT_CPU, discover, firmware_check, DiscoveryError, register, cpu_count, cpus, application_processors, online, hardware_id, own_hardware_id, kick, kick_again, SECOND_SIPI_US, TIMEOUT_US, park_here, is_parked_idle, set_park, park, Park, starts, LIVES, RUNG, ring, wake, is_running, halt_until, enable_interrupts, call, post, finish, Posted}` | CPUs from the firmware, start/stop one CPU, parking, wake-ups, cross-CPU calls through mailboxes | MADT, INIT-SIPI-SIPI into a trampoline, IPIs | FDT `/cpus`, PSCI CPU_ON / CPU_OFF, SGIs |
+//! | `interrupts::{init, enable, disable, without_interrupts, wait_for_interrupt, halt, halt_forever, set_crash_handler, breakpoint, breakpoints, set_device_handler, end_of_interrupt, DeviceTarget, device_target, route_pin, mask_pin, unmask_pin, PinRoute, PinError}` | exception table, masking, waiting, the crash hook, the breakpoint check; one device interrupt to the calling CPU, as an MSI message (`DeviceTarget::message`) or the device's legacy pin (`route_pin`, then `PinRoute::number` to mask and unmask) | IDT, `sti; hlt; cli`, `int3`, LAPIC EOI, MSI to 0xFEE0_0000, PIIX3 and I/O APIC | VBAR_EL1, `msr daifclr; wfi`, `brk`, GICv3 (ITS or none for MSI; the FDT's `interrupt-map` to an SPI for the pin) |
+//! | `smp::{BOOT_CPU, discover, firmware_check, DiscoveryError, cpu_count, cpus, application_processors, online, hardware_id, own_hardware_id, kick, kick_again, KICK_AGAIN_AFTER_US, TIMEOUT_US, park_here, is_parked_idle, set_park, park, Park, SmpError, starts, LIVES, RUNG, ring, wake, is_running, halt_until, enable_interrupts, call, post, finish, Posted}` | CPUs from the firmware, start/stop one CPU, parking, wake-ups, cross-CPU calls through mailboxes | MADT, INIT-SIPI-SIPI into a trampoline, IPIs | FDT `/cpus`, PSCI CPU_ON / CPU_OFF, SGIs |
 //! | `kthread::{Kthread, switches, switches_on}` | kernel threads: spawn and switch | callee-saved registers and `%rsp` | x19–x30 and `sp` |
-//! | `memory::{bring_up, PHYSMEM, KernelPage, Layout, MapError, map_range, unmap_range, unmap_large, prepare_map, is_mapped, huge_pages, directories_made, flush_tlb}` | boot memory → physmem, heap, direct map | 4-level page tables, 2 MiB pages | translation tables, 2 MiB blocks |
+//! | `memory::{bring_up, MemoryError, MapError, PHYSMEM, KernelPage, Layout, map_range, unmap_range, unmap_large, prepare_map, is_mapped, huge_pages, directories_made, flush_tlb}` | boot memory → physmem, heap, direct map | 4-level page tables, 2 MiB pages | translation tables, 2 MiB blocks |
 //! | `serial::{ConsoleUart, console, console_programmed, send_trace}` | the console UART and the trace channel | COM1 / COM2 16550 | PL011 |
 //! | `qemu::{exit, Exit}` | ends the QEMU run with a status | `isa-debug-exit` port | semihosting `SYS_EXIT` or PSCI SYSTEM_OFF |
 //! | `pci::{config_read, config_write, io_read16, io_read32, io_write8, io_write16, io_write32}` | bus 0 configuration space, PCI I/O space | ports 0xCF8/0xCFC, `in`/`out` | ECAM from the FDT, the I/O window |
 //! | `text::{install, set_breakpoints_work, syncs, check_range}` | rewriting the kernel's call sites | `int3`-then-bytes with a sync per CPU | none at first: `install` does nothing, `check_range` refuses, and `CAPABILITIES.text_patching` is false so the runs skip |
+//!
+//! The signatures are x86-64's (`arch/x86_64/*.rs`); the layers above
+//! use nothing else, which a build for aarch64 against a module of the
+//! names above with empty bodies showed. `kernel_main` is defined in
+//! `main.rs` with `#[no_mangle]`.
 //!
 //! A run the architecture cannot do yet is skipped because
 //! [`Capabilities`](capabilities::Capabilities) says so, and the summary
@@ -48,7 +55,9 @@
 pub mod boot_info;
 pub mod capabilities;
 pub mod console;
+pub mod cpu_states;
 pub mod exit_code;
+pub mod frames;
 pub mod heap;
 pub mod ranges;
 

@@ -1,5 +1,5 @@
 //! The kernel console, shared by every architecture: the arch's console
-//! UART ([`serial::ConsoleUart`](crate::arch::serial::ConsoleUart): COM1 on
+//! UART ([`serial::ConsoleUart`]: COM1 on
 //! x86-64, the PL011 on aarch64) behind a lock, the `println!` macro, and
 //! the run trace's raw channel ([`send_trace`]).
 //!

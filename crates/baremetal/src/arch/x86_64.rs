@@ -31,6 +31,7 @@ pub(super) mod acpi;
 pub(super) mod apic;
 pub(super) mod idt;
 pub(super) mod instructions;
+pub(super) mod intx;
 pub(super) mod pvh;
 pub(super) mod trampoline;
 pub(super) mod tsc;

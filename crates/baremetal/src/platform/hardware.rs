@@ -164,7 +164,10 @@ impl Arch for Hardware {
         }
     }
 
-    const KICK_AGAIN_AFTER_NS: Option<u64> = Some(smp::SECOND_SIPI_US * 1000);
+    const KICK_AGAIN_AFTER_NS: Option<u64> = match smp::KICK_AGAIN_AFTER_US {
+        Some(us) => Some(us * 1000),
+        None => None,
+    };
     const POWER_TIMEOUT_NS: u64 = smp::TIMEOUT_US * 1_000;
 
     /// A call in the CPU's mailbox, run by its call IPI's handler.

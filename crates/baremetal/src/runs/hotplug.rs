@@ -1,10 +1,10 @@
 //! CPU hotplug on real CPUs: hotkern-cpuhp's engines (classic, bolt and
-//! bolt-nostop, which stops no other CPU to take one down) over this kernel, with the shared core's step table ([`crate::platform::steps`]:
+//! bolt-nostop, which stops no other CPU to take one down) over this kernel, with the shared core's step table (`hotkern_kernel::baremetal`:
 //! the same sixteen steps the user-mode machine runs), while tasks run on
 //! every CPU; the books, masks and per-CPU structures are checked after
 //! every operation.
 //!
-//! The platform is [`crate::platform::hotplug`]; Bolt's deferred callbacks run on the
+//! The platform is [`crate::platform::KernelPlatform`]; Bolt's deferred callbacks run on the
 //! controlling CPU after each operation's latency is taken, off the
 //! critical path as Bolt's master thread runs them. Operations that fail
 //! (made to, in [`failure`], or not) are listed by name in the summary.

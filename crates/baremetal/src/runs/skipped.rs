@@ -37,8 +37,8 @@ impl Run {
     fn needs(self) -> &'static str {
         match self {
             Run::TracePatch => "text patching",
-            Run::Load => "the virtio-blk disk",
-            Run::Vmem => "the virtio-mem interrupt",
+            Run::Load => "virtio-blk disk",
+            Run::Vmem => "virtio-mem interrupt",
         }
     }
 

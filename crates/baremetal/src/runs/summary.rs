@@ -86,7 +86,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
     let [physload_us, heap_us, init_us] = layout.micros;
     let boot_us = clock::micros_since(figures.boot_tsc);
     println!(
-        "{PREFIX}{{\"kernel\":{},\"cpus\":{},\"hypervisor\":{},\"cmdline\":{},\
+        "{PREFIX}{{\"kernel\":{},\"arch\":{},\"cpus\":{},\"hypervisor\":{},\"cmdline\":{},\
          \"memory\":{{\"ram_bytes\":{},\"segments\":{},\"frames\":{},\"managed_bytes\":{},\
          \"kernel_bytes\":{},\"heap_bytes\":{},\"heap_used_bytes\":{},\"heap_peak_bytes\":{},\
          \"page_descriptor_bytes\":{},\"segments_now\":{}}},\
@@ -94,6 +94,7 @@ pub fn print(layout: &Layout, checks: &Checks, figures: &Figures<'_>) {
          \"breakpoints\":{},\"tsc_mhz\":{},\"boot_us\":{},\
          \"phases_us\":{{\"physload\":{},\"heap\":{},\"init_pages\":{},\"checks\":{}}},\"smp\":{},\"trace\":{},\"tracebench\":{},\"hotplug\":{},\"differential\":{},\"load\":{},\"walk\":{},\"vmem\":{},\"skipped_runs\":{}}}",
         JsonStr(concat!("hotkern-kernel ", env!("CARGO_PKG_VERSION"))),
+        JsonStr(crate::arch::NAME),
         figures.cpus,
         MaybeStr(figures.hypervisor),
         JsonStr(figures.cmdline),

@@ -1,7 +1,7 @@
 //! The boot scenario's tasks: what their slices do while CPUs come and
 //! go, and the counters that say whether a slice saw an invariant broken.
 //! The scheduler that runs them is the platform's over the shared core's
-//! ([`crate::platform::sched`]); each task carries its body, made here.
+//! (`hotkern_kernel::baremetal`); each task carries its body, made here.
 //!
 //! A task is slices of real work (a hash over its own state and a page
 //! touched through its CPU's page cache), run until the controller

@@ -225,3 +225,33 @@ pub fn send_startup(apic_id: u32, page: u8) {
 pub fn send_fixed(apic_id: u32, vector: u8) {
     send(apic_id, 0x0000_4000 | u32::from(vector));
 }
+
+/// The local APIC's MSI window (Intel SDM vol. 3, "Message Address
+/// Register Format").
+const MSI_ADDRESS: u64 = 0xfee0_0000;
+
+/// Where a device's interrupt goes: a vector on one local APIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTarget {
+    /// The IDT vector, 0x20 or above.
+    pub vector: u8,
+    /// The destination's local APIC id (xAPIC: 0 to 254).
+    pub apic_id: u32,
+}
+
+impl DeviceTarget {
+    /// The MSI message address and data that deliver [`Self::vector`] to
+    /// [`Self::apic_id`], fixed and edge-triggered (the SDM's "Message
+    /// Signalled Interrupts": destination in address bits 12–19, data the
+    /// vector); `None` for an xAPIC destination above 254 or a vector
+    /// below 0x20, which no message reaches.
+    pub fn message(self) -> Option<(u64, u32)> {
+        if self.apic_id > 254 || self.vector < 0x20 {
+            return None;
+        }
+        Some((
+            MSI_ADDRESS | u64::from(self.apic_id) << 12,
+            u32::from(self.vector),
+        ))
+    }
+}

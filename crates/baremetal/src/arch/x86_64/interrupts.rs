@@ -1,17 +1,31 @@
-//! The contract's interrupts on x86-64: the IDT and the local APIC's
-//! end of interrupt (see [`crate::arch::idt`] and [`crate::arch::apic`]).
+//! The contract's interrupts on x86-64: the IDT, the local APIC's end of
+//! interrupt, and a device's interrupt to one CPU — an MSI message for a
+//! local APIC, or the legacy pin through the PIIX3 and the I/O APIC (see
+//! [`crate::arch::idt`], [`crate::arch::apic`], [`crate::arch::intx`]).
 
 use core::arch::asm;
 
-pub use super::apic::VIRTIO_CONFIG_VECTOR as DEVICE_VECTOR;
+pub use super::apic::{DeviceTarget, VIRTIO_CONFIG_VECTOR as DEVICE_VECTOR};
 pub use super::idt::{breakpoints, set_config_handler as set_device_handler, set_crash_handler};
 pub use super::instructions::{breakpoint, halt_forever, without_interrupts};
+pub use super::intx::{
+    mask as mask_pin, route as route_pin, unmask as unmask_pin, PinError, PinRoute,
+};
 pub use super::smp::enable_interrupts as enable;
 
 /// Builds the IDT and loads it on the boot CPU.
 pub fn init() {
     super::idt::init();
     super::idt::load();
+}
+
+/// The calling CPU as a device interrupt's target, at [`DEVICE_VECTOR`]:
+/// the handler `set_device_handler` installed runs there.
+pub fn device_target() -> DeviceTarget {
+    DeviceTarget {
+        vector: DEVICE_VECTOR,
+        apic_id: super::apic::id(),
+    }
 }
 
 /// Signals the end of the device interrupt being handled.

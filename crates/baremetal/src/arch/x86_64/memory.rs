@@ -7,23 +7,25 @@
 //!
 //! 1. every whole frame of usable RAM in the PVH memory map, less the first
 //!    MiB (firmware, the start info, the legacy holes) and the kernel image,
-//!    goes to [`Physmem::physload`] as one boot segment per range, split at
+//!    goes to [`Physmem::physload`](hotkern_physmem::Physmem::physload) as one boot segment per range, split at
 //!    4 GiB (free list [`FREELIST_FIRST4G`] below, [`FREELIST_DEFAULT`]
 //!    above); no heap is needed yet;
 //! 2. the heap's frames are taken from the front of the largest segment
 //!    below 3 GiB (identity-mapped, write-back) with
-//!    [`Physmem::physunload`], one frame at a time, as NetBSD steals them;
-//! 3. [`Physmem::init_pages`] allocates the descriptors of every segment
+//!    [`Physmem::physunload`](hotkern_physmem::Physmem::physunload), one frame at a time, as NetBSD steals them;
+//! 3. [`Physmem::init_pages`](hotkern_physmem::Physmem::init_pages) allocates the descriptors of every segment
 //!    from that heap and publishes the segments to lock-free readers.
 
 use core::fmt;
 use core::mem::size_of;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use hotkern_kernel::directmap::{
     self, Change, GibMap, GibSpan, HUGE_PAGE_BYTES, LARGE_PAGE_BYTES, LARGE_PER_HUGE,
 };
-use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
+use hotkern_physmem::{BootRange, FreeList, Pfn, PhysmemError};
+
+pub use crate::arch::frames::{KernelPage, Layout, FRAME_LIMIT, PHYSMEM};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END, MMIO_START};
 use crate::arch::boot_info::{BootInfo, RegionKind};
@@ -48,58 +50,6 @@ const HEAP_SLACK: u64 = (12 << 20) + MAX_CPUS as u64 * (256 << 10);
 /// boot loader's large file (`bench bcache --platform qemu --full` loads
 /// 270 MB) fits beside the cache.
 const LARGE_RAM: u64 = 512 << 20;
-
-/// The kernel's page descriptor (NetBSD's `struct vm_page`): physmem makes
-/// one per frame, in the heap. Eight bytes: its frame number in 32 bits
-/// (the kernel takes no RAM at or above [`FRAME_LIMIT`]) beside its flags.
-/// Half of a 64-bit address's sixteen, it halves what a plug's deferred
-/// descriptor making writes, which under TCG is most of what a lookup
-/// that reaches a fresh chunk pays.
-pub struct KernelPage {
-    frame: u32,
-    /// Per-page state; the self test marks the frames it touched.
-    pub flags: AtomicU32,
-}
-
-/// The first frame a [`KernelPage`] cannot name: 16 TiB.
-pub const FRAME_LIMIT: u64 = 1 << 32;
-
-impl KernelPage {
-    /// The frame's physical address.
-    pub fn phys_addr(&self) -> PhysAddr {
-        Pfn(u64::from(self.frame)).phys_addr()
-    }
-}
-
-impl Page for KernelPage {
-    fn new(phys_addr: PhysAddr) -> Self {
-        KernelPage {
-            // Below FRAME_LIMIT: `ram_frames` leaves RAM above it out, and
-            // virtio-mem's region must end below 512 GiB.
-            frame: (phys_addr.0 / PAGE_SIZE) as u32,
-            flags: AtomicU32::new(0),
-        }
-    }
-}
-
-/// Every page frame the kernel manages.
-pub static PHYSMEM: Physmem<KernelPage> = Physmem::new();
-
-/// What the bring-up did, for the checks and the summary.
-pub struct Layout {
-    /// Every whole frame of RAM in the loader's map.
-    pub ram: FrameRanges,
-    /// What went to `physload`: RAM less the first MiB and the kernel.
-    pub loaded: FrameRanges,
-    /// What physmem holds after the heap was taken: `loaded` less the heap.
-    pub managed: FrameRanges,
-    /// The kernel image, in frames.
-    pub kernel: (u64, u64),
-    /// The heap, in frames.
-    pub heap: (u64, u64),
-    /// Microseconds spent in `physload`, stealing the heap, `init_pages`.
-    pub micros: [Option<u64>; 3],
-}
 
 /// Why memory could not be brought up.
 #[derive(Debug, Clone, Copy)]

@@ -35,6 +35,7 @@ use hotkern_kernel::rcu::Activity;
 
 use crate::arch::apic;
 use crate::arch::cpu::{self, MAX_CPUS};
+pub use crate::arch::cpu_states::{Park, SmpError};
 use crate::arch::instructions;
 use crate::arch::trampoline;
 use crate::arch::tsc;
@@ -51,14 +52,9 @@ pub const SECOND_SIPI_US: u64 = 200;
 /// two-core host can keep a vCPU away for a long time).
 pub const TIMEOUT_US: u64 = 5_000_000;
 
-/// How an offline CPU waits to be started again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Park {
-    /// `cli; hlt`: only INIT-SIPI-SIPI brings it back (a cold start).
-    PowerOff,
-    /// `sti; hlt` with its tick stopped: the wake-up IPI brings it back.
-    Idle,
-}
+/// When a start not yet answered gets its second signal (the contract's
+/// name for the SDM's second SIPI).
+pub const KICK_AGAIN_AFTER_US: Option<u64> = Some(SECOND_SIPI_US);
 
 /// How CPUs that go offline from now on park (`true`: [`Park::Idle`]).
 static PARK_IDLE: AtomicBool = AtomicBool::new(false);
@@ -173,25 +169,6 @@ static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
     }
 }; MAX_CPUS];
 
-/// Why an operation on another CPU failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SmpError {
-    /// No such CPU.
-    NoCpu(CpuId),
-    /// The CPU is not in the state the operation needs.
-    WrongState(CpuId),
-    /// The CPU did not answer within the timeout.
-    Timeout(CpuId),
-}
-
-impl core::fmt::Display for SmpError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "cpu {} {}", self.cpu().0, self.cause())
-    }
-}
-
-impl core::error::Error for SmpError {}
-
 /// Records the CPUs: the boot CPU (the caller) as CPU 0, then every other
 /// APIC id of `apic_ids`. Returns how many CPUs there are.
 pub fn register(apic_ids: &[u32]) -> u32 {
@@ -234,24 +211,6 @@ pub fn online() -> u32 {
 /// CPU `cpu`'s APIC id.
 pub fn apic_id(cpu: CpuId) -> u32 {
     APIC_IDS[cpu.index()].load(Ordering::Relaxed)
-}
-
-impl SmpError {
-    /// The CPU it names.
-    pub fn cpu(&self) -> CpuId {
-        match *self {
-            SmpError::NoCpu(cpu) | SmpError::WrongState(cpu) | SmpError::Timeout(cpu) => cpu,
-        }
-    }
-
-    /// Why, in a few words, for the hotplug engine's errors.
-    pub fn cause(&self) -> &'static str {
-        match self {
-            SmpError::NoCpu(_) => "no such CPU",
-            SmpError::WrongState(_) => "in the wrong state",
-            SmpError::Timeout(_) => "did not answer in time",
-        }
-    }
 }
 
 /// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the

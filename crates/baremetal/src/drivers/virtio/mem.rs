@@ -17,9 +17,9 @@
 //!
 //! Configuration changes come as interrupts: the transport routes the
 //! device's configuration-change interrupt (MSI-X, or on QEMU 7.2, which
-//! gives virtio-mem-pci no MSI-X, the legacy pin through the I/O APIC) to
-//! the boot CPU's [`DEVICE_VECTOR`](crate::arch::interrupts::DEVICE_VECTOR), whose handler counts
-//! it. Following the host's sizes, and what runs beside the resizes, is
+//! gives virtio-mem-pci no MSI-X, the legacy pin as the arch routes it)
+//! to the boot CPU ([`device_target`](crate::arch::interrupts::device_target)),
+//! whose handler counts it. Following the host's sizes, and what runs beside the resizes, is
 //! the experiment's (`crate::runs::vmem`).
 
 use alloc::string::String;
@@ -37,7 +37,7 @@ use crate::arch::clock;
 use crate::arch::memory::{self, KernelPage, MapError, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
 use crate::drivers::pci;
-use crate::drivers::virtio::pci::{self as virtio_pci, IrqTarget, Transport, TransportError};
+use crate::drivers::virtio::pci::{self as virtio_pci, Transport, TransportError};
 use crate::platform::pages::HotMemory;
 
 /// Red Hat's vendor id; virtio device 24 (memory) as a modern PCI device.
@@ -198,10 +198,7 @@ pub type HotFrames<'a> = &'a dyn Fn(Pfn, usize, u64) -> Result<&'static MovableF
 pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
     let function = pci::find(VENDOR, DEVICE_MEM).ok_or(MemError::NotFound)?;
     // Configuration changes to this CPU, the one that follows them.
-    let target = IrqTarget {
-        vector: crate::arch::interrupts::DEVICE_VECTOR,
-        apic_id: crate::arch::smp::own_hardware_id() as u32,
-    };
+    let target = crate::arch::interrupts::device_target();
     let (transport, _) = virtio_pci::probe(function, F_UNPLUGGED_INACCESSIBLE, Some(target))
         .map_err(MemError::Transport)?;
     let block = transport.config64(BLOCK_SIZE);

@@ -12,12 +12,13 @@
 //! Completion is by polling the used ring, one request at a time, as the
 //! legacy virtio-blk driver does (the driver asks for no queue
 //! interrupts: VIRTQ_AVAIL_F_NO_INTERRUPT). Configuration changes come as
-//! an interrupt when the caller names a target ([`IrqTarget`]), as Linux's
+//! an interrupt when the caller names a target ([`DeviceTarget`]), as Linux's
 //! `vp_find_vqs` (drivers/virtio/virtio_pci_common.c) sets them up before
 //! DRIVER_OK: MSI-X if the device has it ([`msix`]: table entry 0 aimed
 //! at the target, named in `config_msix_vector`, the queue left at
-//! VIRTIO_MSI_NO_VECTOR), else the legacy pin through the I/O APIC
-//! ([`intx`]), whose handler reads the ISR status to lower it. The handler
+//! VIRTIO_MSI_NO_VECTOR), else the legacy pin as the arch routes it
+//! (`interrupts::route_pin`), whose handler reads the ISR status to
+//! lower it. The handler
 //! ([`interrupt::config_interrupt`]) counts changes and nothing else: the driver
 //! compares [`config_interrupts`] before and after a halt. With neither
 //! the transport says why ([`Transport::config_route`]) and the caller
@@ -35,13 +36,12 @@ use crate::drivers::virtio::queue::{
 };
 
 mod interrupt;
-mod intx;
 mod msix;
 mod regs;
 
+pub use crate::arch::interrupts::DeviceTarget;
 use interrupt::route_config;
 pub use interrupt::{config_interrupts, ConfigRoute, NoRoute};
-pub use msix::IrqTarget;
 use regs::{capability_list, Mmio};
 
 /// Where [`probe`] places the BARs the firmware left unassigned: inside
@@ -233,7 +233,7 @@ fn place_bars(function: Function, next: &mut u64) -> Result<[u64; 6], TransportE
 pub fn probe(
     function: Function,
     wanted: u64,
-    config: Option<IrqTarget>,
+    config: Option<DeviceTarget>,
 ) -> Result<(Transport, u64), TransportError> {
     let mut next = BAR_WINDOW;
     let bars = place_bars(function, &mut next)?;
@@ -427,7 +427,7 @@ impl Drop for Transport {
     fn drop(&mut self) {
         // No more interrupts from a device about to be reset.
         if let Some(Ok(ConfigRoute::Intx(intx))) = self.route {
-            intx::mask(intx.irq);
+            crate::arch::interrupts::mask_pin(intx.number());
         }
         // A reset stops the device using the ring before it is freed.
         if !reset(self.common) {

@@ -5,7 +5,7 @@
 //! names a table entry in `config_msix_vector` and the read-back says
 //! whether the device took it, as Linux's `vp_modern_config_vector` in
 //! drivers/virtio/virtio_pci_modern_dev.c checks), then the legacy pin
-//! ([`super::intx`]). [`config_interrupt`] serves both: with the pin it
+//! (the arch's `interrupts::route_pin`). [`config_interrupt`] serves both: with the pin it
 //! reads the ISR status first, which clears it and lowers the pin (virtio
 //! 1.2, 4.1.4.5), as Linux's `vp_interrupt` does, then acknowledges.
 
@@ -13,10 +13,9 @@ use core::fmt;
 use core::ptr::read_volatile;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use super::intx::{self, IntxError};
-use super::msix::{IrqTarget, Msix, MsixError};
+use super::msix::{Msix, MsixError};
 use super::regs::{capability_list, Mmio, MSIX_CONFIG};
-use crate::arch::interrupts;
+use crate::arch::interrupts::{self, DeviceTarget, PinError, PinRoute};
 use crate::drivers::pci::Function;
 
 /// VIRTIO_MSI_NO_VECTOR: no MSI-X entry (the device's answer when it
@@ -33,7 +32,8 @@ const UNCLAIMED_LIMIT: u64 = 10_000;
 /// kernel drives one).
 static CONFIG_INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 /// The ISR status byte's address when the interrupt is the legacy pin
-/// (0 for MSI-X, which needs no read), and the pin's I/O APIC input.
+/// (0 for MSI-X, which needs no read), and the pin's interrupt
+/// controller input (`PinRoute::number`).
 static INTX_ISR: AtomicU64 = AtomicU64::new(0);
 static INTX_IRQ: AtomicU64 = AtomicU64::new(0);
 static UNCLAIMED: AtomicU64 = AtomicU64::new(0);
@@ -56,7 +56,7 @@ pub fn config_interrupt() {
         }
         if status == 0 {
             if UNCLAIMED.fetch_add(1, Ordering::Relaxed) + 1 == UNCLAIMED_LIMIT {
-                intx::mask(INTX_IRQ.load(Ordering::Relaxed) as u8);
+                interrupts::mask_pin(INTX_IRQ.load(Ordering::Relaxed));
             }
         } else {
             UNCLAIMED.store(0, Ordering::Relaxed);
@@ -75,8 +75,9 @@ pub fn config_interrupts() -> u64 {
 pub enum ConfigRoute {
     /// MSI-X table entry 0.
     Msix,
-    /// The legacy pin, through the PIIX3 and the I/O APIC.
-    Intx(intx::Intx),
+    /// The legacy pin, as the arch routed it (x86-64: through the PIIX3
+    /// and the I/O APIC).
+    Intx(PinRoute),
 }
 
 impl ConfigRoute {
@@ -93,12 +94,7 @@ impl fmt::Display for ConfigRoute {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigRoute::Msix => f.write_str("MSI-X entry 0"),
-            ConfigRoute::Intx(intx) => write!(
-                f,
-                "INTx on PIRQ {}, ISA interrupt {} through the I/O APIC",
-                char::from(b'A' + intx.pirq),
-                intx.irq
-            ),
+            ConfigRoute::Intx(route) => route.fmt(f),
         }
     }
 }
@@ -109,7 +105,7 @@ pub struct NoRoute {
     /// Why not MSI-X.
     pub msix: MsixError,
     /// Why not the pin.
-    pub intx: IntxError,
+    pub intx: PinError,
 }
 
 impl fmt::Display for NoRoute {
@@ -128,7 +124,7 @@ pub(super) fn route_config(
     bars: &[u64; 6],
     common: Mmio,
     isr: u64,
-    target: IrqTarget,
+    target: DeviceTarget,
 ) -> Result<ConfigRoute, NoRoute> {
     // The vector's handler is in place before either route can fire it.
     interrupts::set_device_handler(config_interrupt);
@@ -149,14 +145,15 @@ pub(super) fn route_config(
         }
         Err(why) => why,
     };
-    let intx = intx::route(function, target).map_err(|intx| NoRoute { msix, intx })?;
+    let intx = interrupts::route_pin(function.device, function.function, target)
+        .map_err(|intx| NoRoute { msix, intx })?;
     // The command register's INTx disable bit (10) cleared.
     let command = function.read(0x04) & 0xffff;
     function.write(0x04, command & !(1 << 10));
-    INTX_IRQ.store(u64::from(intx.irq), Ordering::Relaxed);
+    INTX_IRQ.store(intx.number(), Ordering::Relaxed);
     INTX_ISR.store(isr, Ordering::Release);
     // A status left from before the reset would hold the pin high.
     let _ = Mmio(isr).read8(0);
-    intx::unmask(intx);
+    interrupts::unmask_pin(intx.number());
     Ok(ConfigRoute::Intx(intx))
 }

@@ -1,5 +1,6 @@
 //! MSI-X for the modern transport: the capability in PCI configuration
-//! space, its table in a memory BAR, and one entry aimed at a local APIC.
+//! space, its table in a memory BAR, and one entry aimed at a CPU (the
+//! message, address and data, is the arch's: `DeviceTarget::message`).
 //!
 //! The PCI Local Bus Specification 3.0, section 6.8.2: capability id
 //! 0x11; its message control word (above the id and next pointer) holds
@@ -7,10 +8,6 @@
 //! the enable bit (bit 15); the next dword names the table's BAR (bits
 //! 0–2) and its offset in it. Each table entry is 16 bytes: message
 //! address low and high, message data, vector control (bit 0 masks).
-//! The message itself is the Intel SDM's (vol. 3, "Message Signalled
-//! Interrupts"): address 0xFEE0_0000 with the destination APIC id in bits
-//! 12–19 (physical destination, no redirection hint), data the vector
-//! with fixed delivery and edge trigger (all other bits zero).
 //!
 //! Virtio 1.2, section 4.1.5.1.2: with MSI-X on, the driver names a table
 //! entry in `config_msix_vector` and reads it back; the device answers
@@ -22,6 +19,7 @@ use core::fmt;
 use core::ptr::{read_volatile, write_volatile};
 
 use crate::arch::boot::{IDENTITY_MAP_END, MMIO_START};
+use crate::arch::interrupts::DeviceTarget;
 use crate::drivers::pci::Function;
 
 /// The MSI-X capability id.
@@ -32,30 +30,6 @@ const CONTROL_FUNCTION_MASK: u32 = 1 << 30;
 /// A table entry's size and its vector control's mask bit.
 const ENTRY_BYTES: u64 = 16;
 const ENTRY_MASKED: u32 = 1;
-/// The local APIC's MSI window (Intel SDM vol. 3, "Message Address
-/// Register Format").
-const MSI_ADDRESS: u32 = 0xfee0_0000;
-
-/// Where a device's interrupt goes: a vector on one local APIC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IrqTarget {
-    /// The IDT vector, 0x20 or above.
-    pub vector: u8,
-    /// The destination's local APIC id (xAPIC: 0 to 254).
-    pub apic_id: u32,
-}
-
-impl IrqTarget {
-    /// The message address and data that deliver [`Self::vector`] to
-    /// [`Self::apic_id`], fixed and edge-triggered.
-    pub fn message(self) -> (u32, u32) {
-        (
-            MSI_ADDRESS | (self.apic_id & 0xff) << 12,
-            u32::from(self.vector),
-        )
-    }
-}
-
 /// Why configuration changes cannot come as interrupts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MsixError {
@@ -63,7 +37,8 @@ pub enum MsixError {
     NoCapability,
     /// The table's BAR is not placed in the uncached identity map.
     TableBar(u8),
-    /// An xAPIC destination above 254, or a vector below 0x20.
+    /// No MSI message reaches the target (x86-64: an xAPIC destination
+    /// above 254, or a vector below 0x20).
     BadTarget,
     /// The device read back VIRTIO_MSI_NO_VECTOR for the entry.
     Refused,
@@ -76,7 +51,7 @@ impl fmt::Display for MsixError {
             MsixError::TableBar(bar) => {
                 write!(f, "the MSI-X table's BAR {bar} is not mapped uncached")
             }
-            MsixError::BadTarget => f.write_str("no MSI message reaches that APIC id or vector"),
+            MsixError::BadTarget => f.write_str("no MSI message reaches that CPU or vector"),
             MsixError::Refused => {
                 f.write_str("the device answered VIRTIO_MSI_NO_VECTOR for the configuration vector")
             }
@@ -132,11 +107,8 @@ impl Msix {
     /// Points `entry` (below [`Self::entries`]) at `target` and unmasks
     /// it; masked while its address and data change, so that no message
     /// goes out half written.
-    pub(super) fn program(&self, entry: u16, target: IrqTarget) -> Result<(), MsixError> {
-        if target.apic_id > 254 || target.vector < 0x20 {
-            return Err(MsixError::BadTarget);
-        }
-        let (address, data) = target.message();
+    pub(super) fn program(&self, entry: u16, target: DeviceTarget) -> Result<(), MsixError> {
+        let (address, data) = target.message().ok_or(MsixError::BadTarget)?;
         let entry = entry.min(self.entries - 1);
         // SAFETY: `find` checked that the whole table lies in a BAR placed
         // in the uncached identity map, and memory decoding is on; the
@@ -144,8 +116,8 @@ impl Msix {
         unsafe {
             let control = self.entry_word(entry, 3);
             write_volatile(control, read_volatile(control) | ENTRY_MASKED);
-            write_volatile(self.entry_word(entry, 0), address);
-            write_volatile(self.entry_word(entry, 1), 0);
+            write_volatile(self.entry_word(entry, 0), address as u32);
+            write_volatile(self.entry_word(entry, 1), (address >> 32) as u32);
             write_volatile(self.entry_word(entry, 2), data);
             write_volatile(control, read_volatile(control) & !ENTRY_MASKED);
         }

@@ -1,5 +1,5 @@
 //! The legacy interrupt pin (INTx) for devices without MSI-X, on QEMU's
-//! i440fx machine: the PIIX3 routes the pin to an ISA interrupt, which the
+//! i440fx machine (the contract's `interrupts::route_pin`): the PIIX3 routes the pin to an ISA interrupt, which the
 //! I/O APIC delivers to a local APIC.
 //!
 //! QEMU 7.2's virtio-mem-pci has no MSI-X table (it gained a `vectors`
@@ -27,8 +27,8 @@
 use core::fmt;
 use core::ptr::{read_volatile, write_volatile};
 
-use super::msix::IrqTarget;
-use crate::drivers::pci::{self, Function};
+use super::apic::DeviceTarget;
+use super::pci::{config_read, config_write};
 
 /// The I/O APIC of QEMU's PC machines (the MADT's only one, GSI base 0).
 const IOAPIC: u64 = 0xfec0_0000;
@@ -47,7 +47,7 @@ const PCI_IRQS: [u8; 3] = [11, 10, 5];
 
 /// Why the pin cannot carry the device's interrupts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IntxError {
+pub enum PinError {
     /// The function has no interrupt pin.
     Pin,
     /// No PIIX3 on bus 0 (not QEMU's i440fx machine).
@@ -58,26 +58,45 @@ pub enum IntxError {
     IoApic,
 }
 
-impl fmt::Display for IntxError {
+impl fmt::Display for PinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            IntxError::Pin => "the device has no interrupt pin",
-            IntxError::Router => "no PIIX3 interrupt router on bus 0",
-            IntxError::AllTaken => "ISA interrupts 11, 10 and 5 are all taken by other PIRQs",
-            IntxError::IoApic => "no I/O APIC at 0xfec00000",
+            PinError::Pin => "the device has no interrupt pin",
+            PinError::Router => "no PIIX3 interrupt router on bus 0",
+            PinError::AllTaken => "ISA interrupts 11, 10 and 5 are all taken by other PIRQs",
+            PinError::IoApic => "no I/O APIC at 0xfec00000",
         })
     }
 }
 
-impl core::error::Error for IntxError {}
+impl core::error::Error for PinError {}
 
 /// Where the pin goes once routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Intx {
+pub struct PinRoute {
     /// The PIRQ line, 0 (A) to 3 (D).
     pub pirq: u8,
     /// The ISA interrupt, also the I/O APIC pin.
     pub irq: u8,
+}
+
+impl PinRoute {
+    /// The interrupt controller's input the pin reaches (the I/O APIC
+    /// pin), for [`mask`] and [`unmask`].
+    pub fn number(self) -> u64 {
+        u64::from(self.irq)
+    }
+}
+
+impl fmt::Display for PinRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "INTx on PIRQ {}, ISA interrupt {} through the I/O APIC",
+            char::from(b'A' + self.pirq),
+            self.irq
+        )
+    }
 }
 
 fn ioapic_read(register: u32) -> u32 {
@@ -98,22 +117,26 @@ fn ioapic_write(register: u32, value: u32) {
     }
 }
 
-/// The PIRQ route bytes 0x60–0x63 of the router.
-fn routes(router: Function) -> [u8; 4] {
-    router.read(PIRQ_ROUTE).to_le_bytes()
+/// The PIIX3 on bus 0: its device and function numbers.
+fn find_router() -> Option<(u8, u8)> {
+    let ids = u32::from(PIIX3.0) | u32::from(PIIX3.1) << 16;
+    (0..32u8)
+        .flat_map(|device| (0..8u8).map(move |function| (device, function)))
+        .find(|&(device, function)| config_read(device, function, 0) == ids)
 }
 
-/// Routes `function`'s pin through the PIIX3 and the I/O APIC to
-/// `target`, masked; [`unmask`] lets it through once the handler can
-/// find the device's ISR.
-pub(super) fn route(function: Function, target: IrqTarget) -> Result<Intx, IntxError> {
-    let pin = (function.read(0x3c) >> 8) as u8;
+/// Routes the pin of bus 0's `device`/`function` through the PIIX3 and
+/// the I/O APIC to `target`, masked; [`unmask`] lets it through once the
+/// handler can find the device's ISR.
+pub fn route(device: u8, function: u8, target: DeviceTarget) -> Result<PinRoute, PinError> {
+    let pin = (config_read(device, function, 0x3c) >> 8) as u8;
     if !(1..=4).contains(&pin) {
-        return Err(IntxError::Pin);
+        return Err(PinError::Pin);
     }
-    let router = pci::find(PIIX3.0, PIIX3.1).ok_or(IntxError::Router)?;
-    let pirq = (pin - 1 + function.device.wrapping_sub(1)) & 3;
-    let mut bytes = routes(router);
+    let router = find_router().ok_or(PinError::Router)?;
+    let pirq = (pin - 1 + device.wrapping_sub(1)) & 3;
+    // The PIRQ route bytes 0x60–0x63 of the router.
+    let mut bytes = config_read(router.0, router.1, PIRQ_ROUTE).to_le_bytes();
     let taken = |irq: u8, bytes: &[u8; 4]| {
         (0..4).any(|other| {
             other != pirq && bytes[usize::from(other)] & PIRQ_DISABLED == 0 && {
@@ -131,11 +154,11 @@ pub(super) fn route(function: Function, target: IrqTarget) -> Result<Intx, IntxE
         *PCI_IRQS
             .iter()
             .find(|&&irq| !taken(irq, &bytes))
-            .ok_or(IntxError::AllTaken)?
+            .ok_or(PinError::AllTaken)?
     };
     let pins = (ioapic_read(IOAPIC_VERSION) >> 16 & 0xff) + 1;
     if ioapic_read(IOAPIC_VERSION) == u32::MAX || u32::from(irq) >= pins {
-        return Err(IntxError::IoApic);
+        return Err(PinError::IoApic);
     }
     let entry = IOAPIC_REDIRECTION + 2 * u32::from(irq);
     // Masked while it changes; fixed delivery, physical destination,
@@ -144,22 +167,32 @@ pub(super) fn route(function: Function, target: IrqTarget) -> Result<Intx, IntxE
     ioapic_write(entry + 1, (target.apic_id & 0xff) << 24);
     ioapic_write(entry, ENTRY_MASKED | ENTRY_LEVEL | u32::from(target.vector));
     bytes[usize::from(pirq)] = irq;
-    router.write(PIRQ_ROUTE, u32::from_le_bytes(bytes));
+    config_write(router.0, router.1, PIRQ_ROUTE, u32::from_le_bytes(bytes));
     // The interrupt line register, for whoever reads it (Linux does).
-    let line = function.read(0x3c);
-    function.write(0x3c, (line & !0xff) | u32::from(irq));
-    Ok(Intx { pirq, irq })
+    let line = config_read(device, function, 0x3c);
+    config_write(device, function, 0x3c, (line & !0xff) | u32::from(irq));
+    Ok(PinRoute { pirq, irq })
 }
 
-/// Lets the pin's interrupts through.
-pub(super) fn unmask(intx: Intx) {
-    let entry = IOAPIC_REDIRECTION + 2 * u32::from(intx.irq);
-    ioapic_write(entry, ioapic_read(entry) & !ENTRY_MASKED);
+/// The redirection entry of I/O APIC pin `number`, if the pin exists.
+fn entry(number: u64) -> Option<u32> {
+    u8::try_from(number)
+        .ok()
+        .map(|irq| IOAPIC_REDIRECTION + 2 * u32::from(irq))
 }
 
-/// Stops the pin's interrupts (a line that stays high with nothing for
-/// the driver in the ISR would interrupt forever).
-pub(super) fn mask(irq: u8) {
-    let entry = IOAPIC_REDIRECTION + 2 * u32::from(irq);
-    ioapic_write(entry, ioapic_read(entry) | ENTRY_MASKED);
+/// Lets the interrupts of the pin routed to input `number` through.
+pub fn unmask(number: u64) {
+    if let Some(entry) = entry(number) {
+        ioapic_write(entry, ioapic_read(entry) & !ENTRY_MASKED);
+    }
+}
+
+/// Stops the interrupts of the pin routed to input `number` (a line
+/// that stays high with nothing for the driver in the ISR would
+/// interrupt forever).
+pub fn mask(number: u64) {
+    if let Some(entry) = entry(number) {
+        ioapic_write(entry, ioapic_read(entry) | ENTRY_MASKED);
+    }
 }
