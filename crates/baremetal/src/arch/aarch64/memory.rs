@@ -16,9 +16,10 @@
 
 use core::fmt;
 use core::mem::size_of;
-use core::sync::atomic::AtomicU32;
 
-use hotkern_physmem::{BootRange, FreeList, Page, Pfn, PhysAddr, Physmem, PhysmemError};
+use hotkern_physmem::{BootRange, FreeList, Pfn, PhysmemError};
+
+pub use crate::arch::frames::{KernelPage, Layout, FRAME_LIMIT, PHYSMEM};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END};
 use crate::arch::boot_info::{BootInfo, RegionKind};
@@ -44,53 +45,6 @@ pub const FREELIST_FIRST4G: FreeList = FreeList(1);
 const HEAP_SLACK: u64 = (12 << 20) + MAX_CPUS as u64 * (256 << 10);
 /// From this much RAM on, half of it goes to the heap instead.
 const LARGE_RAM: u64 = 512 << 20;
-
-/// The kernel's page descriptor, as x86-64's: its frame in 32 bits beside
-/// its flags.
-pub struct KernelPage {
-    frame: u32,
-    /// Per-page state; the self test marks the frames it touched.
-    pub flags: AtomicU32,
-}
-
-/// The first frame a [`KernelPage`] cannot name: 16 TiB.
-pub const FRAME_LIMIT: u64 = 1 << 32;
-
-impl KernelPage {
-    /// The frame's physical address.
-    pub fn phys_addr(&self) -> PhysAddr {
-        Pfn(u64::from(self.frame)).phys_addr()
-    }
-}
-
-impl Page for KernelPage {
-    fn new(phys_addr: PhysAddr) -> Self {
-        KernelPage {
-            // Below FRAME_LIMIT: `ram_frames` leaves RAM above it out.
-            frame: (phys_addr.0 / PAGE_SIZE) as u32,
-            flags: AtomicU32::new(0),
-        }
-    }
-}
-
-/// Every page frame the kernel manages.
-pub static PHYSMEM: Physmem<KernelPage> = Physmem::new();
-
-/// What the bring-up did, for the checks and the summary.
-pub struct Layout {
-    /// Every whole frame of RAM in the device tree.
-    pub ram: FrameRanges,
-    /// What went to `physload`: RAM less the tree, reservations, kernel.
-    pub loaded: FrameRanges,
-    /// What physmem holds after the heap was taken: `loaded` less the heap.
-    pub managed: FrameRanges,
-    /// The kernel image, in frames.
-    pub kernel: (u64, u64),
-    /// The heap, in frames.
-    pub heap: (u64, u64),
-    /// Microseconds spent in `physload`, stealing the heap, `init_pages`.
-    pub micros: [Option<u64>; 3],
-}
 
 /// Why memory could not be brought up.
 #[derive(Debug, Clone, Copy)]

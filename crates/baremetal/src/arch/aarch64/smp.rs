@@ -34,10 +34,9 @@ const STACK_BYTES: usize = 32 * 1024;
 /// A start, a call or an offline gives up after this long (x86-64's).
 pub const TIMEOUT_US: u64 = 5_000_000;
 
-/// How long a start waits before [`kick_again`]: x86-64's second SIPI
-/// wait. PSCI needs no second signal, so `kick_again` does nothing; the
-/// name is the contract's.
-pub const SECOND_SIPI_US: u64 = 200;
+/// How long a start waits before [`kick_again`]: never, as PSCI needs no
+/// second signal (x86-64 sends its second SIPI after 200 µs).
+pub const KICK_AGAIN_AFTER_US: Option<u64> = None;
 
 /// Why the CPUs could not be read from the firmware.
 pub type DiscoveryError = crate::arch::devicetree::MachineError;
@@ -76,14 +75,7 @@ pub fn own_hardware_id() -> u64 {
 /// Nothing: a `CPU_ON` the firmware accepted needs no second signal.
 pub fn kick_again(_cpu: CpuId) {}
 
-/// How an offline CPU waits to be started again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Park {
-    /// PSCI `CPU_OFF`: only a new `CPU_ON` brings it back (a cold start).
-    PowerOff,
-    /// `WFI` with its tick stopped: the wake-up SGI brings it back.
-    Idle,
-}
+pub use crate::arch::cpu_states::{Park, SmpError};
 
 static PARK_IDLE: AtomicBool = AtomicBool::new(false);
 static COLD_STARTS: AtomicU64 = AtomicU64::new(0);
@@ -203,52 +195,6 @@ pub fn online() -> u32 {
 pub fn affinity(cpu: CpuId) -> u64 {
     AFFINITIES[cpu.index()].load(Ordering::Relaxed)
 }
-
-/// Why an operation on another CPU failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SmpError {
-    /// No such CPU.
-    NoCpu(CpuId),
-    /// The CPU is not in the state the operation needs.
-    WrongState(CpuId),
-    /// The CPU did not answer within the timeout.
-    Timeout(CpuId),
-    /// PSCI refused to start it.
-    Firmware(CpuId, psci::PsciError),
-}
-
-impl SmpError {
-    /// The CPU it names.
-    pub fn cpu(&self) -> CpuId {
-        match *self {
-            SmpError::NoCpu(cpu)
-            | SmpError::WrongState(cpu)
-            | SmpError::Timeout(cpu)
-            | SmpError::Firmware(cpu, _) => cpu,
-        }
-    }
-
-    /// Why, in a few words.
-    pub fn cause(&self) -> &'static str {
-        match self {
-            SmpError::NoCpu(_) => "no such CPU",
-            SmpError::WrongState(_) => "in the wrong state",
-            SmpError::Timeout(_) => "did not answer in time",
-            SmpError::Firmware(..) => "refused by PSCI",
-        }
-    }
-}
-
-impl core::fmt::Display for SmpError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            SmpError::Firmware(cpu, error) => write!(f, "cpu {} {error}", cpu.0),
-            _ => write!(f, "cpu {} {}", self.cpu().0, self.cause()),
-        }
-    }
-}
-
-impl core::error::Error for SmpError {}
 
 /// One CPU's mailbox (x86-64's): the function, its argument and result,
 /// the numbers of the last call asked for and done, and the caller.
@@ -390,6 +336,12 @@ pub fn halt_until(condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
 /// its own stack with the MMU on. A CPU that reported dead may not be off
 /// yet (its `CPU_OFF` comes after the report): `AFFINITY_INFO` is asked
 /// until it says off, as Linux's `psci_cpu_kill` does.
+/// A PSCI refusal, said on the console, as the contract's error.
+fn refused(cpu: CpuId, error: psci::PsciError) -> SmpError {
+    crate::arch::console::println!("hotkern: cpu {}: {error}", cpu.0);
+    SmpError::WrongState(cpu)
+}
+
 /// A start that fails is said on the console; the start's timeout then
 /// reports the CPU missing.
 pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
@@ -410,7 +362,7 @@ fn power_on(cpu: CpuId, entry: extern "C" fn(u64) -> !) -> Result<(), SmpError> 
             Ok(AffinityState::Off) => break,
             Ok(_) if timer::nanos() < deadline => core::hint::spin_loop(),
             Ok(_) => return Err(SmpError::WrongState(cpu)),
-            Err(error) => return Err(SmpError::Firmware(cpu, error)),
+            Err(error) => return Err(refused(cpu, error)),
         }
     }
     let top = STACKS[index].0.get() as u64 + STACK_BYTES as u64;
@@ -421,8 +373,7 @@ fn power_on(cpu: CpuId, entry: extern "C" fn(u64) -> !) -> Result<(), SmpError> 
     // SAFETY: a barrier only.
     unsafe { core::arch::asm!("dsb sy", options(nostack)) };
     let start = boot::arm64_secondary_entry as *const () as u64;
-    psci::cpu_on(target, start, u64::from(cpu.0))
-        .map_err(|error| SmpError::Firmware(cpu, error))?;
+    psci::cpu_on(target, start, u64::from(cpu.0)).map_err(|error| refused(cpu, error))?;
     COLD_STARTS.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
