@@ -66,9 +66,7 @@ mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::*;
 
-// Built stage by stage: pieces the later stages use are not called yet.
 #[cfg(target_arch = "aarch64")]
-#[allow(dead_code)]
 mod aarch64;
 #[cfg(target_arch = "aarch64")]
 pub use self::aarch64::*;

@@ -200,13 +200,4 @@ impl Machine {
     pub fn cpus(&self) -> &[u64] {
         &self.cpus[..self.cpu_count]
     }
-
-    /// The value of `key=value` on the command line, or `Some("")` for a
-    /// bare `key`.
-    pub fn option(&self, key: &str) -> Option<&'static str> {
-        self.bootargs.split_ascii_whitespace().find_map(|word| {
-            let (name, value) = word.split_once('=').unwrap_or((word, ""));
-            (name == key).then_some(value)
-        })
-    }
 }

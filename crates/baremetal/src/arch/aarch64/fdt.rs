@@ -88,8 +88,6 @@ pub struct Node<'a> {
     pub name: &'a str,
     /// The parent's name.
     pub parent: &'a str,
-    /// 0 for the root.
-    pub depth: usize,
     /// Cells of an address in `reg` (the parent's `#address-cells`).
     pub address_cells: u32,
     /// Cells of a size in `reg` (the parent's `#size-cells`).
@@ -267,7 +265,6 @@ impl<'a> Fdt<'a> {
                     stack[depth] = Node {
                         name,
                         parent,
-                        depth,
                         address_cells,
                         size_cells,
                         children_cells: (2, 1),

@@ -35,11 +35,6 @@ impl Uart {
         Uart { base }
     }
 
-    /// Where its registers are.
-    pub fn base(&self) -> u64 {
-        self.base
-    }
-
     /// Turns the UART and its transmitter on (firmware may have left it
     /// off; QEMU's starts on).
     pub fn init(&mut self) {

@@ -30,6 +30,11 @@ pub fn run(info: &BootInfo) -> ! {
         heap_size >> 10,
         heap_used >> 10
     );
+    if let Some(hz) = info.option("hz").and_then(|hz| hz.parse().ok()) {
+        if let Ok(hz) = hotkern_kernel::tick::Hz::new(hz) {
+            tick::set_hz(hz);
+        }
+    }
     let mut checks = Checks::default();
     checks.check(
         "the device tree reader refuses a bad blob with a typed error",

@@ -163,11 +163,6 @@ pub fn register(affinities: &[u64]) -> u32 {
     count as u32
 }
 
-/// The affinities in the kernel's CPU order, for the GIC.
-pub fn affinities() -> [u64; MAX_CPUS] {
-    core::array::from_fn(|index| AFFINITIES[index].load(Ordering::Relaxed))
-}
-
 /// CPUs known (online or not).
 pub fn cpu_count() -> u32 {
     CPU_COUNT.load(Ordering::Acquire)
@@ -313,6 +308,7 @@ pub fn is_running(cpu: CpuId) -> bool {
 }
 
 /// Unmasks IRQs on the calling CPU.
+#[allow(dead_code)] // The contract's name; nothing above calls it yet.
 pub fn enable_interrupts() {
     cpu::enable_interrupts();
 }
