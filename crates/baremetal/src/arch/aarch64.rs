@@ -33,6 +33,7 @@ pub(super) mod gic;
 pub(super) mod pl011;
 pub(super) mod psci;
 pub(super) mod selfcheck;
+pub(super) mod semihosting;
 pub(super) mod timer;
 
 /// The architecture's name on the console.
