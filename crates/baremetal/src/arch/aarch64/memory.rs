@@ -6,13 +6,13 @@
 //!
 //! 1. every whole frame of RAM the tree names, less the tree itself, its
 //!    `/memreserve/` entries and the kernel image, goes to
-//!    [`Physmem::physload`] as one boot segment per range, split at 4 GiB
+//!    [`Physmem::physload`](hotkern_physmem::Physmem::physload) as one boot segment per range, split at 4 GiB
 //!    ([`FREELIST_FIRST4G`] below, [`FREELIST_DEFAULT`] above); as on
 //!    x86-64, RAM beyond the boot map is tracked but not mapped until a
 //!    plug maps it ([`map_range`]);
 //! 2. the heap's frames are stolen from the front of the largest segment
-//!    the boot map covers, one at a time, with [`Physmem::physunload`];
-//! 3. [`Physmem::init_pages`] makes the descriptors in that heap.
+//!    the boot map covers, one at a time, with [`Physmem::physunload`](hotkern_physmem::Physmem::physunload);
+//! 3. [`Physmem::init_pages`](hotkern_physmem::Physmem::init_pages) makes the descriptors in that heap.
 
 use core::fmt;
 use core::mem::size_of;
