@@ -7,6 +7,7 @@
 //! on one CPU compare with another's, as x86-64's invariant TSC does.
 
 use core::arch::asm;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// The virtual timer's interrupt at the GIC: PPI 11, that is INTID 27
 /// (the device tree's `/timer` node lists it third).
@@ -33,10 +34,21 @@ pub fn now() -> u64 {
     count
 }
 
+/// Nanoseconds per tick of the counter in 32.32 fixed point, worked out at
+/// the first conversion: every clock reading then costs a multiply, not a
+/// 128-bit division, which under TCG is a library call (Linux's
+/// clocksource keeps the same `mult`/`shift` pair).
+static NANOS_PER_TICK: AtomicU64 = AtomicU64::new(0);
+
 /// Nanoseconds of `count` ticks of the counter.
 pub fn ticks_to_nanos(count: u64) -> u64 {
-    let hz = frequency().max(1);
-    (u128::from(count) * 1_000_000_000 / u128::from(hz)) as u64
+    let mut scale = NANOS_PER_TICK.load(Ordering::Relaxed);
+    if scale == 0 {
+        let hz = frequency().max(1);
+        scale = ((1_000_000_000u128 << 32) / u128::from(hz)) as u64;
+        NANOS_PER_TICK.store(scale, Ordering::Relaxed);
+    }
+    ((u128::from(count) * u128::from(scale)) >> 32) as u64
 }
 
 /// The clock, in nanoseconds since the counter started.
