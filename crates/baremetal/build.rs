@@ -1,6 +1,8 @@
-//! Links the kernel with `linker.ld`, and refuses a build that would not
-//! boot: the image is loaded at a fixed physical address by QEMU's PVH
-//! loader, which applies no relocations.
+//! Links the kernel with its target's linker script (`linker.ld` for
+//! x86-64, `linker-aarch64.ld` for arm64), and refuses a build that would
+//! not boot: the image is loaded at a fixed physical address by QEMU (the
+//! PVH loader on x86-64, the ELF loader of `-M virt` on arm64), which
+//! applies no relocations.
 
 use std::env;
 use std::path::PathBuf;
@@ -8,17 +10,18 @@ use std::path::PathBuf;
 fn main() {
     let dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let script = dir.join("linker.ld");
+    let target = env::var("TARGET").unwrap_or_default();
+    let script = match target.as_str() {
+        "x86_64-unknown-none" => dir.join("linker.ld"),
+        "aarch64-unknown-none-softfloat" => dir.join("linker-aarch64.ld"),
+        _ => panic!(
+            "hotkern-kernel builds only for x86_64-unknown-none or \
+             aarch64-unknown-none-softfloat (not {target}); run cargo inside \
+             crates/baremetal, whose .cargo/config.toml sets their flags"
+        ),
+    };
     println!("cargo:rerun-if-changed={}", script.display());
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
-
-    let target = env::var("TARGET").unwrap_or_default();
-    if target != "x86_64-unknown-none" {
-        panic!(
-            "hotkern-kernel builds only for x86_64-unknown-none (not {target}); \
-             run cargo inside crates/baremetal, whose .cargo/config.toml selects it"
-        );
-    }
     // A position-independent image would carry relocations nobody applies.
     let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     if !flags

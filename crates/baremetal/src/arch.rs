@@ -65,3 +65,8 @@ pub mod ranges;
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub use self::x86_64::*;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(target_arch = "aarch64")]
+pub use self::aarch64::*;

@@ -22,7 +22,8 @@ pub enum RegionKind {
     Reserved,
     /// The firmware's tables (ACPI tables, a device tree blob).
     FirmwareTables,
-    /// Memory the firmware keeps across sleep (ACPI NVS).
+    /// Memory the firmware keeps across sleep (ACPI NVS; x86-64 only).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     FirmwareStorage,
     /// Anything else the map names.
     Other,
