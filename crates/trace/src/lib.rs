@@ -120,7 +120,7 @@ pub mod internals {
     /// an uninstall closes, and its planted bug.
     pub mod dispatch {
         pub use crate::function::dispatch::{
-            is_direct, plant_unwaited_close, set_list_only, Doorway, Gate, Passage,
+            direct_handler, is_direct, plant_unwaited_close, set_list_only, Doorway, Gate, Passage,
         };
     }
     /// The glob matcher behind `set_event`, `set_ftrace_filter` and filters.

@@ -90,6 +90,9 @@ impl TraceOption {
 }
 
 /// A trace instance. See the [crate documentation](crate).
+// Aligned to 8 so a direct word carries the handler in the address's low
+// bits (`function::dispatch`).
+#[repr(align(8))]
 pub struct Tracer {
     clock: Arc<dyn Clock>,
     context: &'static dyn CpuContext,

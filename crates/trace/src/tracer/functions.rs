@@ -10,6 +10,7 @@ use core::sync::atomic::Ordering;
 
 use super::{TraceError, TraceOption, Tracer};
 use crate::event::format;
+use crate::function::dispatch::FunctionHandler;
 use crate::function::filter::Selector;
 use crate::function::{
     self, FunctionSite, PidList, ProfileEntry, ProfileTable, Selection, TracerKind, MAX_DEPTH,
@@ -242,6 +243,46 @@ impl Tracer {
     /// ([`function::dispatch`]).
     #[inline]
     pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
+        self.function_entry_as(site, self.current_tracer())
+    }
+
+    /// The entry of a direct call: `handler`'s mode, decided with the
+    /// direct word, is not looked up again.
+    #[inline]
+    pub(crate) fn direct_function_entry(
+        &self,
+        site: &'static FunctionSite,
+        handler: FunctionHandler,
+    ) -> bool {
+        // One arm per mode, each the entry with its mode a constant.
+        match handler.kind() {
+            TracerKind::Function => self.function_entry_as(site, TracerKind::Function),
+            TracerKind::FunctionGraph => self.function_entry_as(site, TracerKind::FunctionGraph),
+            _ => self.function_entry_as(site, TracerKind::Nop),
+        }
+    }
+
+    /// The exit of a direct call entered through `handler`: a `function`
+    /// entry never wrote a graph entry, and the profiler is fed if the
+    /// entry's mode had it (so a call is profiled whole or not at all).
+    #[inline]
+    pub(crate) fn direct_function_exit(
+        &self,
+        site: &'static FunctionSite,
+        handler: FunctionHandler,
+    ) {
+        match handler {
+            FunctionHandler::Function => self.function_exit_as(site, false, false),
+            FunctionHandler::FunctionProfiled => self.function_exit_as(site, false, true),
+            FunctionHandler::Graph => self.function_exit_as(site, true, false),
+            FunctionHandler::GraphProfiled => self.function_exit_as(site, true, true),
+            FunctionHandler::Profile => self.function_exit_as(site, false, true),
+        }
+    }
+
+    /// The entry as tracer `kind`.
+    #[inline(always)]
+    fn function_entry_as(&self, site: &'static FunctionSite, kind: TracerKind) -> bool {
         // The clock first, as in `record_event`: the checks overlap it.
         let now = self.clock_now();
         let Some(current) = self.current() else {
@@ -264,7 +305,6 @@ impl Tracer {
         let address = site.raw_address();
         let max = self.max_depth.load(Ordering::Relaxed) as usize;
         let record = self.tracing_on() && (max == 0 || depth < max);
-        let kind = self.current_tracer();
         let graph = record && kind == TracerKind::FunctionGraph;
         // Site addresses are aligned to 8, so bits 0 and 1 carry
         // "recorded" and "recorded as a graph entry".
@@ -302,6 +342,13 @@ impl Tracer {
     /// Exit hook: pops the call; records `funcgraph_exit`; profiles.
     #[inline]
     pub(crate) fn function_exit(&self, site: &'static FunctionSite) {
+        self.function_exit_as(site, true, self.profile_on.load(Ordering::Relaxed));
+    }
+
+    /// The exit; `graph`: the entry may have written a graph entry (its
+    /// frame says whether it did); `profile`: feed the profiler.
+    #[inline(always)]
+    fn function_exit_as(&self, site: &'static FunctionSite, graph: bool, profile: bool) {
         let now = self.clock_now();
         let Some(current) = self.current() else {
             return;
@@ -316,7 +363,7 @@ impl Tracer {
         let calltime = frame.calltime.load();
         // The entry's mode, not the current one: a switch between them
         // must not leave an exit without its entry (or the reverse).
-        if frame.ip.load() & 2 != 0 {
+        if graph && frame.ip.load() & 2 != 0 {
             let address = site.raw_address();
             self.write_at(current, now, format::FUNCGRAPH_EXIT_ID, 40, |p| {
                 p[8..16].copy_from_slice(&address.to_ne_bytes());
@@ -326,7 +373,7 @@ impl Tracer {
                 p[32..40].copy_from_slice(&now.to_ne_bytes());
             });
         }
-        if self.profile_on.load(Ordering::Relaxed) {
+        if profile {
             let tables = self.profiles.load(Ordering::Acquire);
             if !tables.is_null() {
                 // SAFETY: profile tables live until the tracer drops.
