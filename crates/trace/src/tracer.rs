@@ -32,6 +32,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use buffers::{pages_for, Buffers};
 pub use error::TraceError;
 pub use events::EventHook;
+pub(crate) use events::{ENABLED, HOOKED};
 use functions::FunctionFilters;
 pub use record::Record;
 
@@ -294,6 +295,7 @@ impl Tracer {
         }
         INSTANCES[slot].store(ptr::null_mut(), Ordering::Release);
         function::dispatch::decide_all();
+        event::direct::decide_all();
         let _ = crate::site::apply();
         // Callers that read a direct word or the slot before the stores
         // above may still be on their way in: close and wait for them.

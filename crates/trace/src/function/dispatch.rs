@@ -122,6 +122,7 @@ impl FunctionHandler {
     }
 
     /// The name tests see (`direct_handler`).
+    #[cfg(feature = "internals")]
     fn name(self) -> &'static str {
         match self {
             FunctionHandler::Function => "function",
@@ -144,23 +145,36 @@ impl FunctionHandler {
     }
 }
 
-/// The direct word naming `tracer` and its `handler`.
-fn encode(tracer: &'static Tracer, handler: FunctionHandler) -> *mut Tracer {
+/// The direct word naming `tracer` and `handler` (a handler's number,
+/// 1 to 7): the address with the number in its low bits. Event sites'
+/// direct words use it too (`event::direct`).
+pub(crate) fn tag(tracer: &'static Tracer, handler: usize) -> *mut Tracer {
+    debug_assert!(handler != 0 && handler <= HANDLER_BITS);
     let pointer = tracer as *const Tracer as *mut Tracer;
-    pointer.map_addr(|address| address | handler as usize)
+    pointer.map_addr(|address| address | handler)
 }
 
-/// The tracer and handler a direct word names, if it names one.
+/// The tracer and handler number a direct word names, if it names one.
 #[inline(always)]
-pub(crate) fn decode(word: *mut Tracer) -> Option<(&'static Tracer, FunctionHandler)> {
+pub(crate) fn untag(word: *mut Tracer) -> Option<(&'static Tracer, usize)> {
     if word.is_null() {
         return None;
     }
-    let handler = FunctionHandler::from_bits(word.addr() & HANDLER_BITS);
     let tracer = word.map_addr(|address| address & !HANDLER_BITS);
-    // SAFETY: direct words hold installed tracers (`encode`), which are
+    // SAFETY: direct words hold installed tracers (`tag`), which are
     // leaked: the pointer stays valid after an uninstall too.
-    Some((unsafe { &*tracer }, handler))
+    Some((unsafe { &*tracer }, word.addr() & HANDLER_BITS))
+}
+
+/// The tracer and function handler a direct word names, if it names one.
+#[inline(always)]
+pub(crate) fn decode(word: *mut Tracer) -> Option<(&'static Tracer, FunctionHandler)> {
+    untag(word).map(|(tracer, bits)| (tracer, FunctionHandler::from_bits(bits)))
+}
+
+/// Whether every site goes through the list (`set_list_only`).
+pub(crate) fn list_only() -> bool {
+    LIST_ONLY.load(Ordering::Relaxed)
 }
 
 /// Sets a site's direct word from its enable word and the mode of the
@@ -169,7 +183,7 @@ fn decide_locked(site: &FunctionSite) {
     let mask = site.enable_word().load(Ordering::Acquire) & !UNREGISTERED;
     let direct = if mask.count_ones() == 1 && !LIST_ONLY.load(Ordering::Relaxed) {
         crate::tracer::instance(mask.trailing_zeros() as usize)
-            .and_then(|tracer| Some(encode(tracer, FunctionHandler::of(tracer)?)))
+            .and_then(|tracer| Some(tag(tracer, FunctionHandler::of(tracer)? as usize)))
             .unwrap_or(ptr::null_mut())
     } else {
         ptr::null_mut()
@@ -193,8 +207,9 @@ pub(crate) fn decide_all() {
     }
 }
 
-/// Sends every site through the list (`true`) or lets sites one tracer
-/// watches call it directly (`false`, the default); re-decides every site.
+/// Sends every site, function and event, through the list (`true`) or
+/// lets sites one tracer watches call it directly (`false`, the default);
+/// re-decides every site.
 /// What `bench trace` measures as `hotkern-list`, and what the tests
 /// compare direct calls with.
 ///
@@ -206,6 +221,7 @@ pub(crate) fn decide_all() {
 pub fn set_list_only(on: bool) {
     LIST_ONLY.store(on, Ordering::Relaxed);
     decide_all();
+    crate::event::direct::decide_all();
 }
 
 /// Whether the function `name` calls one tracer directly now (tests).
