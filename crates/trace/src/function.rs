@@ -30,6 +30,7 @@
 pub(crate) mod dispatch;
 pub(crate) mod filter;
 pub(crate) mod pid;
+pub mod probe;
 mod profile;
 
 use alloc::vec::Vec;
@@ -133,6 +134,13 @@ impl FunctionSite {
     #[inline(always)]
     pub fn is_hot(&self) -> bool {
         self.mask.load(Ordering::Relaxed) != 0
+    }
+
+    /// Index in the site registry, if registered (no registering).
+    #[inline(always)]
+    pub(crate) fn registered_index(&self) -> Option<usize> {
+        let index = self.index.load(Ordering::Relaxed);
+        (index != u32::MAX).then_some(index as usize)
     }
 
     /// Whether this is an instrumented function (else only a symbol).

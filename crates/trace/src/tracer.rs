@@ -21,6 +21,7 @@ mod events;
 mod functions;
 #[cfg(feature = "std")]
 mod hwlat;
+mod probes;
 pub mod record;
 
 use alloc::boxed::Box;
@@ -34,6 +35,7 @@ pub use error::TraceError;
 pub use events::EventHook;
 pub(crate) use events::{ENABLED, HOOKED};
 use functions::FunctionFilters;
+pub(crate) use probes::{PROBED, TRACED};
 pub use record::Record;
 
 use crate::event::{self, format, MAX_EVENT_IDS, MAX_INSTANCES};
@@ -117,6 +119,11 @@ pub struct Tracer {
     #[allow(clippy::vec_box)]
     hook_store: Mutex<Vec<Box<events::HookBox>>>,
     function_filters: Mutex<FunctionFilters>,
+    /// Function probes (`set_ftrace_filter` commands).
+    probes: Mutex<Vec<function::probe::Probe>>,
+    /// Per function (by site index): [`TRACED`] | [`PROBED`], what this
+    /// tracer's watch of it is made of (`function::dispatch` reads it).
+    site_flags: Box<[AtomicU8]>,
     ftrace_pids: PidList,
     event_pids: PidList,
     options: AtomicU32,
@@ -210,6 +217,8 @@ impl Tracer {
                 .collect(),
             hook_store: Mutex::new(Vec::new()),
             function_filters: Mutex::new(FunctionFilters::default()),
+            probes: Mutex::new(Vec::new()),
+            site_flags: (0..function::MAX_SITES).map(|_| AtomicU8::new(0)).collect(),
             ftrace_pids: PidList::new(),
             event_pids: PidList::new(),
             options: AtomicU32::new(0),

@@ -94,6 +94,9 @@ pub(crate) enum FunctionHandler {
     GraphProfiled = 4,
     /// The profiler alone (`current_tracer` is `nop` or `hwlat`).
     Profile = 5,
+    /// The tracer's function probes alone (`function::probe`): fired at
+    /// the entry, no exit.
+    Probe = 6,
 }
 
 impl FunctionHandler {
@@ -111,13 +114,25 @@ impl FunctionHandler {
         })
     }
 
+    /// The handler of `tracer` for `site`: its mode's if only the mode
+    /// watches the function, the probes' if only probes do, `None` (the
+    /// list) if both or neither.
+    fn for_site(tracer: &Tracer, site: &FunctionSite) -> Option<FunctionHandler> {
+        use crate::tracer::{PROBED, TRACED};
+        match tracer.site_flags(site) {
+            TRACED => FunctionHandler::of(tracer),
+            PROBED => Some(FunctionHandler::Probe),
+            _ => None,
+        }
+    }
+
     /// What the entry records: the tracer it runs as.
     #[inline(always)]
     pub(crate) fn kind(self) -> TracerKind {
         match self {
             FunctionHandler::Function | FunctionHandler::FunctionProfiled => TracerKind::Function,
             FunctionHandler::Graph | FunctionHandler::GraphProfiled => TracerKind::FunctionGraph,
-            FunctionHandler::Profile => TracerKind::Nop,
+            FunctionHandler::Profile | FunctionHandler::Probe => TracerKind::Nop,
         }
     }
 
@@ -130,6 +145,7 @@ impl FunctionHandler {
             FunctionHandler::Graph => "function_graph",
             FunctionHandler::GraphProfiled => "function_graph+profile",
             FunctionHandler::Profile => "profile",
+            FunctionHandler::Probe => "probe",
         }
     }
 
@@ -140,6 +156,7 @@ impl FunctionHandler {
             2 => FunctionHandler::FunctionProfiled,
             3 => FunctionHandler::Graph,
             4 => FunctionHandler::GraphProfiled,
+            6 => FunctionHandler::Probe,
             _ => FunctionHandler::Profile,
         }
     }
@@ -183,7 +200,12 @@ fn decide_locked(site: &FunctionSite) {
     let mask = site.enable_word().load(Ordering::Acquire) & !UNREGISTERED;
     let direct = if mask.count_ones() == 1 && !LIST_ONLY.load(Ordering::Relaxed) {
         crate::tracer::instance(mask.trailing_zeros() as usize)
-            .and_then(|tracer| Some(tag(tracer, FunctionHandler::of(tracer)? as usize)))
+            .and_then(|tracer| {
+                Some(tag(
+                    tracer,
+                    FunctionHandler::for_site(tracer, site)? as usize,
+                ))
+            })
             .unwrap_or(ptr::null_mut())
     } else {
         ptr::null_mut()

@@ -8,7 +8,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use super::{TraceError, TraceOption, Tracer};
+use super::{TraceError, TraceOption, Tracer, PROBED, TRACED};
 use crate::event::format;
 use crate::function::dispatch::FunctionHandler;
 use crate::function::filter::Selector;
@@ -66,9 +66,21 @@ impl Tracer {
     /// call sites are patched in while a function tracer runs. A selector
     /// that adds no function is refused, as ftrace refuses it (`EINVAL`).
     /// Errors change nothing.
+    ///
+    /// Probe commands (`glob:traceoff[:count]`..., [`crate::function::probe`])
+    /// among the selectors install (or with `!` remove) probes; a write of
+    /// probe commands alone leaves the filter as it was.
     pub fn set_ftrace_filter(&self, text: &str, append: bool) -> Result<(), TraceError> {
-        let parsed = self.matching_selectors(text)?;
-        self.function_filters.lock().filter.extend(parsed, append);
+        let (selectors, probes) = self.split_probes(text)?;
+        let parsed = if probes.is_empty() || !selectors.trim().is_empty() {
+            Some(self.matching_selectors(&selectors)?)
+        } else {
+            None
+        };
+        if let Some(parsed) = parsed {
+            self.function_filters.lock().filter.extend(parsed, append);
+        }
+        self.apply_probes(probes);
         self.refresh_function_masks()
     }
 
@@ -217,12 +229,21 @@ impl Tracer {
             .map_or_else(Vec::new, |t| t.entries(&function::sites()))
     }
 
-    /// Whether this tracer wants `site`'s entry hook at all.
+    /// Whether this tracer wants `site`'s entry hook at all: its mode
+    /// traces it, or a probe fires on it (kept as the site's flags).
     pub(crate) fn function_wants(&self, site: &FunctionSite) -> bool {
         let kind = self.current_tracer();
         let active = matches!(kind, TracerKind::Function | TracerKind::FunctionGraph)
             || self.function_profile_enabled();
-        active && self.function_selected(site)
+        let traced = active && self.function_selected(site);
+        let flags = if traced { TRACED } else { 0 }
+            | if self.probes_function(site) {
+                PROBED
+            } else {
+                0
+            };
+        self.set_site_flags(site, flags);
+        flags != 0
     }
 
     /// Sets this tracer's bit in every function's enable word to whether
@@ -243,6 +264,13 @@ impl Tracer {
     /// ([`function::dispatch`]).
     #[inline]
     pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
+        let flags = self.site_flags(site);
+        if flags & PROBED != 0 {
+            self.fire_probes(site);
+            if flags & TRACED == 0 {
+                return false;
+            }
+        }
         self.function_entry_as(site, self.current_tracer())
     }
 
@@ -254,6 +282,11 @@ impl Tracer {
         site: &'static FunctionSite,
         handler: FunctionHandler,
     ) -> bool {
+        if handler == FunctionHandler::Probe {
+            // Probes act at the entry only: no exit follows.
+            self.fire_probes(site);
+            return false;
+        }
         // One arm per mode, each the entry with its mode a constant.
         match handler.kind() {
             TracerKind::Function => self.function_entry_as(site, TracerKind::Function),
@@ -277,6 +310,8 @@ impl Tracer {
             FunctionHandler::Graph => self.function_exit_as(site, true, false),
             FunctionHandler::GraphProfiled => self.function_exit_as(site, true, true),
             FunctionHandler::Profile => self.function_exit_as(site, false, true),
+            // Never entered (`direct_function_entry`).
+            FunctionHandler::Probe => {}
         }
     }
 
