@@ -24,7 +24,7 @@
 //! `DECIDING`, from the enable word and the tracer's mode
 //! (`current_tracer`, the profiler), after every change of either: a
 //! tracer installed or uninstalled, `current_tracer`,
-//! `set_ftrace_filter`/`notrace`, the profiler switched, a site
+//! `set_ftrace_filter`/`notrace` and its probes, the profiler switched, a site
 //! registering. Whoever decides last has seen every change made before its
 //! lock, so two controllers racing cannot leave a direct word naming one
 //! tracer while two want the site, nor a handler of a mode left.
