@@ -26,7 +26,7 @@
 mod error;
 mod events;
 mod files;
-mod hook;
+pub(crate) mod hook;
 pub mod view;
 
 use alloc::collections::BTreeMap;

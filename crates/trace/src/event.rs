@@ -24,10 +24,12 @@
 //! assert!(format.to_format_file().contains(" block;\toffset:16;\tsize:8;"));
 //! ```
 
+pub(crate) mod direct;
 pub(crate) mod format;
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, Ordering};
 
 pub(crate) use format::Field;
 pub use format::{
@@ -217,6 +219,10 @@ pub const fn payload_size(fields: &[FieldDef]) -> usize {
 #[repr(C)]
 pub struct Event {
     mask: AtomicU32,
+    /// The one consumer of the event, called without walking the mask or
+    /// testing the tracer's state of it; null when none or several
+    /// (`event::direct`).
+    direct: AtomicPtr<crate::Tracer>,
     id: AtomicU16,
     system: &'static str,
     name: &'static str,
@@ -237,6 +243,7 @@ impl Event {
     ) -> Self {
         Event {
             mask: AtomicU32::new(UNREGISTERED),
+            direct: AtomicPtr::new(ptr::null_mut()),
             id: AtomicU16::new(0),
             system,
             name,
@@ -257,6 +264,12 @@ impl Event {
     /// The enable word the call sites test.
     pub(crate) fn enable_word(&self) -> &AtomicU32 {
         &self.mask
+    }
+
+    /// The direct word: the event's only consumer, or null
+    /// (`event::direct` decides it).
+    pub(crate) fn direct_word(&self) -> &AtomicPtr<crate::Tracer> {
+        &self.direct
     }
 
     /// The event's id, registering it first if needed.
@@ -342,27 +355,37 @@ impl Event {
             mask = self.mask.load(Ordering::Acquire);
         }
         let id = self.id.load(Ordering::Acquire);
-        let bits = mask & !UNREGISTERED;
-        if bits & bits.wrapping_sub(1) == 0 {
-            // One tracer wants the event (or, after a race, none): the
-            // common case gets a straight call. Recording inside a loop
-            // over tracers kept the loop's state in saved registers and
-            // cost ~2 ns per event.
-            if bits != 0 {
-                if let Some(tracer) = crate::tracer::instance(bits.trailing_zeros() as usize) {
+        // One consumer (the common case) gets a straight call to its
+        // handler (`event::direct`). Recording inside a loop over tracers
+        // kept the loop's state in saved registers and cost ~2 ns per
+        // event.
+        match direct::decode(self.direct.load(Ordering::Acquire)) {
+            Some((tracer, direct::EventHandler::Record)) => {
+                tracer.record_event_direct(id, size, fill);
+            }
+            Some((tracer, direct::EventHandler::Hook)) => tracer.hook_event_direct(id, size, &fill),
+            None => {
+                let bits = mask & !UNREGISTERED;
+                if bits & bits.wrapping_sub(1) != 0 {
+                    emit_each(bits, id, size, &fill);
+                } else if let Some(tracer) = crate::tracer::instance(bits.trailing_zeros() as usize)
+                {
+                    // One tracer with two consumers (enabled and hooked),
+                    // or direct calls off: its state says what to do. Not
+                    // through `emit_each`, so a hook finds the same frames
+                    // above it (a `stacktrace` trigger cuts the tracer's
+                    // own frames from the trace by where its payload is).
                     tracer.record_event(id, size, &fill);
                 }
             }
-            return;
         }
-        emit_each(bits, id, size, &fill);
     }
 }
 
 const _: () = assert!(core::mem::offset_of!(Event, mask) == 0);
 
-/// Records an event for every tracer in `bits` (several tracer instances
-/// want it).
+/// Records an event for every tracer in `bits`, each testing its state
+/// of it: the list, for events with several consumers.
 #[cold]
 #[inline(never)]
 fn emit_each(mut bits: u32, id: u16, size: usize, fill: &dyn Fn(&mut [u8])) {

@@ -30,6 +30,7 @@
 pub(crate) mod dispatch;
 pub(crate) mod filter;
 pub(crate) mod pid;
+pub mod probe;
 mod profile;
 
 use alloc::vec::Vec;
@@ -63,8 +64,9 @@ pub const MAX_SITES: usize = 8192;
 #[repr(C, align(8))]
 pub struct FunctionSite {
     mask: AtomicU32,
-    /// The one tracer that wants the function, called without walking the
-    /// mask; null when none or several do (`function::dispatch`).
+    /// The one tracer that wants the function and the handler of its
+    /// mode, called without walking the mask or testing the mode; null
+    /// when none or several do (`function::dispatch`).
     direct: AtomicPtr<Tracer>,
     index: AtomicU32,
     module: &'static str,
@@ -120,8 +122,8 @@ impl FunctionSite {
         &self.mask
     }
 
-    /// The direct word: the only tracer that wants the function, or null
-    /// (`function::dispatch` decides it).
+    /// The direct word: the only tracer that wants the function with its
+    /// handler, or null (`function::dispatch` decides it).
     pub(crate) fn direct_word(&self) -> &AtomicPtr<Tracer> {
         &self.direct
     }
@@ -132,6 +134,13 @@ impl FunctionSite {
     #[inline(always)]
     pub fn is_hot(&self) -> bool {
         self.mask.load(Ordering::Relaxed) != 0
+    }
+
+    /// Index in the site registry, if registered (no registering).
+    #[inline(always)]
+    pub(crate) fn registered_index(&self) -> Option<usize> {
+        let index = self.index.load(Ordering::Relaxed);
+        (index != u32::MAX).then_some(index as usize)
     }
 
     /// Whether this is an instrumented function (else only a symbol).
@@ -199,8 +208,8 @@ const _: () = assert!(core::mem::offset_of!(FunctionSite, mask) == 0);
 /// entries written.
 struct Exits {
     site: &'static FunctionSite,
-    /// The site's direct tracer, if it was entered.
-    direct: Option<&'static Tracer>,
+    /// The site's direct tracer and the handler it was entered through.
+    direct: Option<(&'static Tracer, dispatch::FunctionHandler)>,
     /// How many of `listed` were entered through the list, in slot order.
     count: usize,
     listed: [MaybeUninit<&'static Tracer>; MAX_INSTANCES],
@@ -232,13 +241,9 @@ impl Exits {
             register(site);
             mask = site.mask.load(Ordering::Acquire);
         }
-        let direct = site.direct.load(Ordering::Acquire);
-        if !direct.is_null() {
-            // SAFETY: direct words hold installed tracers, which are
-            // leaked: the pointer stays valid after an uninstall too.
-            let tracer: &'static Tracer = unsafe { &*direct };
-            if tracer.function_entry(site) {
-                self.direct = Some(tracer);
+        if let Some((tracer, handler)) = dispatch::decode(site.direct.load(Ordering::Acquire)) {
+            if tracer.direct_function_entry(site, handler) {
+                self.direct = Some((tracer, handler));
             }
             return;
         }
@@ -258,8 +263,8 @@ impl Exits {
     #[cold]
     #[inline(never)]
     fn exit(&mut self) {
-        if let Some(tracer) = self.direct {
-            tracer.function_exit(self.site);
+        if let Some((tracer, handler)) = self.direct {
+            tracer.direct_function_exit(self.site, handler);
         }
         // The reverse of the entries, as nested calls unwind.
         for at in (0..self.count).rev() {

@@ -116,11 +116,13 @@ pub mod internals {
     pub mod site {
         pub use crate::site::{between_steps, plant_torn_patching, traps};
     }
-    /// Who a patched function site calls: the list-only switch, the gate
-    /// an uninstall closes, and its planted bug.
+    /// Who a patched function or event site calls: the list-only switch,
+    /// the direct handlers, the gate an uninstall closes, and its planted
+    /// bug.
     pub mod dispatch {
+        pub use crate::event::direct::event_handler;
         pub use crate::function::dispatch::{
-            is_direct, plant_unwaited_close, set_list_only, Doorway, Gate, Passage,
+            direct_handler, is_direct, plant_unwaited_close, set_list_only, Doorway, Gate, Passage,
         };
     }
     /// The glob matcher behind `set_event`, `set_ftrace_filter` and filters.

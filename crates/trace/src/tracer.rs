@@ -21,6 +21,7 @@ mod events;
 mod functions;
 #[cfg(feature = "std")]
 mod hwlat;
+mod probes;
 pub mod record;
 
 use alloc::boxed::Box;
@@ -32,7 +33,9 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use buffers::{pages_for, Buffers};
 pub use error::TraceError;
 pub use events::EventHook;
+pub(crate) use events::{ENABLED, HOOKED};
 use functions::FunctionFilters;
+pub(crate) use probes::{PROBED, TRACED};
 pub use record::Record;
 
 use crate::event::{self, format, MAX_EVENT_IDS, MAX_INSTANCES};
@@ -90,6 +93,9 @@ impl TraceOption {
 }
 
 /// A trace instance. See the [crate documentation](crate).
+// Aligned to 8 so a direct word carries the handler in the address's low
+// bits (`function::dispatch`).
+#[repr(align(8))]
 pub struct Tracer {
     clock: Arc<dyn Clock>,
     context: &'static dyn CpuContext,
@@ -113,6 +119,11 @@ pub struct Tracer {
     #[allow(clippy::vec_box)]
     hook_store: Mutex<Vec<Box<events::HookBox>>>,
     function_filters: Mutex<FunctionFilters>,
+    /// Function probes (`set_ftrace_filter` commands).
+    probes: Mutex<Vec<function::probe::Probe>>,
+    /// Per function (by site index): [`TRACED`] | [`PROBED`], what this
+    /// tracer's watch of it is made of (`function::dispatch` reads it).
+    site_flags: Box<[AtomicU8]>,
     ftrace_pids: PidList,
     event_pids: PidList,
     options: AtomicU32,
@@ -206,6 +217,8 @@ impl Tracer {
                 .collect(),
             hook_store: Mutex::new(Vec::new()),
             function_filters: Mutex::new(FunctionFilters::default()),
+            probes: Mutex::new(Vec::new()),
+            site_flags: (0..function::MAX_SITES).map(|_| AtomicU8::new(0)).collect(),
             ftrace_pids: PidList::new(),
             event_pids: PidList::new(),
             options: AtomicU32::new(0),
@@ -291,6 +304,7 @@ impl Tracer {
         }
         INSTANCES[slot].store(ptr::null_mut(), Ordering::Release);
         function::dispatch::decide_all();
+        event::direct::decide_all();
         let _ = crate::site::apply();
         // Callers that read a direct word or the slot before the stores
         // above may still be on their way in: close and wait for them.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use hotkern_trace::control::Control;
 use hotkern_trace::function::TracerKind;
-use hotkern_trace::internals::dispatch::{is_direct, set_list_only};
+use hotkern_trace::internals::dispatch::{direct_handler, is_direct, set_list_only};
 use hotkern_trace::platform::{MonotonicClock, ThreadCpus};
 use hotkern_trace::{Record, TraceConfig, Tracer};
 
@@ -42,6 +42,29 @@ enum Mode {
     Function,
     Graph,
     Profile,
+    FunctionProfiled,
+    GraphProfiled,
+}
+
+impl Mode {
+    const ALL: [Mode; 5] = [
+        Mode::Function,
+        Mode::Graph,
+        Mode::Profile,
+        Mode::FunctionProfiled,
+        Mode::GraphProfiled,
+    ];
+
+    /// The direct handler a site watched by one tracer in this mode calls.
+    fn handler(self) -> &'static str {
+        match self {
+            Mode::Function => "function",
+            Mode::Graph => "function_graph",
+            Mode::Profile => "profile",
+            Mode::FunctionProfiled => "function+profile",
+            Mode::GraphProfiled => "function_graph+profile",
+        }
+    }
 }
 
 /// One CPU model for every tracer, as a kernel has one set of CPUs: a
@@ -65,14 +88,19 @@ fn installed(kind: TracerKind, filter: &str, kb: usize) -> &'static Tracer {
 }
 
 fn start(tracer: &'static Tracer, mode: Mode) {
-    match mode {
-        Mode::Function => tracer.set_current_tracer(TracerKind::Function).unwrap(),
-        Mode::Graph => tracer
-            .set_current_tracer(TracerKind::FunctionGraph)
-            .unwrap(),
-        Mode::Profile => Control::new(tracer)
+    let kind = match mode {
+        Mode::Function | Mode::FunctionProfiled => TracerKind::Function,
+        Mode::Graph | Mode::GraphProfiled => TracerKind::FunctionGraph,
+        Mode::Profile => TracerKind::Nop,
+    };
+    tracer.set_current_tracer(kind).unwrap();
+    if matches!(
+        mode,
+        Mode::Profile | Mode::FunctionProfiled | Mode::GraphProfiled
+    ) {
+        Control::new(tracer)
             .write("function_profile_enabled", "1")
-            .unwrap(),
+            .unwrap();
     }
 }
 
@@ -124,6 +152,11 @@ fn recorded(mode: Mode, shared: bool, list_only: bool) -> (Vec<Shape>, Vec<(Stri
         !shared && !list_only,
         "{mode:?} shared {shared} list {list_only}"
     );
+    assert_eq!(
+        direct_handler("direct_outer"),
+        direct.then(|| mode.handler()),
+        "{mode:?}: the handler of its mode"
+    );
     for i in 0..50 {
         assert_eq!(direct_outer(i), 6 * i + 3);
     }
@@ -148,15 +181,15 @@ fn recorded(mode: Mode, shared: bool, list_only: bool) -> (Vec<Shape>, Vec<(Stri
 #[test]
 fn direct_shared_and_list_calls_record_the_same() {
     let _turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
-    for mode in [Mode::Function, Mode::Graph, Mode::Profile] {
+    for mode in Mode::ALL {
         let direct = recorded(mode, false, false);
         let expected = match mode {
-            Mode::Function => 50 * 3,
-            Mode::Graph => 50 * 3 * 2,
+            Mode::Function | Mode::FunctionProfiled => 50 * 3,
+            Mode::Graph | Mode::GraphProfiled => 50 * 3 * 2,
             Mode::Profile => 0,
         };
         assert_eq!(direct.0.len(), expected, "{mode:?}");
-        if let Mode::Profile = mode {
+        if let Mode::Profile | Mode::FunctionProfiled | Mode::GraphProfiled = mode {
             assert_eq!(
                 direct.1,
                 [
@@ -194,6 +227,54 @@ fn one_watcher_is_called_directly_and_two_go_through_the_list() {
     set_list_only(false);
     first.uninstall();
     assert!(!is_direct("direct_outer"));
+}
+
+#[test]
+fn a_mode_change_re_decides_the_direct_handler() {
+    let _turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    let tracer = installed(TracerKind::Function, "direct_outer", 64);
+    let control = Control::new(tracer);
+    let steps: [(&str, &str, Option<&str>); 6] = [
+        ("current_tracer", "function_graph", Some("function_graph")),
+        (
+            "function_profile_enabled",
+            "1",
+            Some("function_graph+profile"),
+        ),
+        ("current_tracer", "function", Some("function+profile")),
+        ("current_tracer", "nop", Some("profile")),
+        ("function_profile_enabled", "0", None),
+        ("current_tracer", "function", Some("function")),
+    ];
+    assert_eq!(direct_handler("direct_outer"), Some("function"));
+    for (file, value, handler) in steps {
+        control.write(file, value).unwrap();
+        assert_eq!(
+            direct_handler("direct_outer"),
+            handler,
+            "after {file} = {value}"
+        );
+        // The direct call records what the mode records.
+        tracer.drain_records();
+        direct_outer(1);
+        let records = tracer.drain_records();
+        let graph = tracer.current_tracer() == TracerKind::FunctionGraph;
+        let function = tracer.current_tracer() == TracerKind::Function;
+        let entry = tracer.event_id("ftrace", "funcgraph_entry");
+        let function_id = tracer.event_id("ftrace", "function");
+        let expected: Vec<Option<u16>> = if graph {
+            vec![entry, tracer.event_id("ftrace", "funcgraph_exit")]
+        } else if function {
+            vec![function_id]
+        } else {
+            vec![]
+        };
+        let ids: Vec<Option<u16>> = records.iter().map(|r| Some(r.event_id)).collect();
+        assert_eq!(ids, expected, "after {file} = {value}");
+    }
+    assert_eq!(tracer.open_calls(), 0);
+    tracer.uninstall();
+    assert_eq!(direct_handler("direct_outer"), None);
 }
 
 /// Replays one CPU's graph records: every exit closes the innermost open

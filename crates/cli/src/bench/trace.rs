@@ -5,7 +5,10 @@
 //! Cases (plus `clock/read`, one read of hotkern's TSC clock, for
 //! reference):
 //! * `event/disabled` — a call site whose event nobody wants;
-//! * `event/enabled` — an event with three integer fields, recorded;
+//! * `event/enabled` — an event with three integer fields, recorded:
+//!   `hotkern`, the event calling its only consumer directly, and
+//!   `hotkern-list`, forced through the walk over every tracer
+//!   (`event::direct`);
 //! * `function_graph/pair` — one instrumented call: entry + exit records
 //!   (hotkern's `#[function]` under `function_graph`; for `tracing`, a span
 //!   created, entered, exited and closed, which is what `#[instrument]`
@@ -135,7 +138,8 @@ fn throughput(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
 /// Runs per throughput case; the best counts (see [`REPEATS`]).
 const THROUGHPUT_REPEATS: usize = 3;
 
-/// `function/enabled` through the list walk (hotkern, direct calls off).
+/// `function/enabled` and `event/enabled` through the list walk (hotkern,
+/// direct calls off).
 const LIST: &str = "hotkern-list";
 
 fn throughput_once(threads: usize, per_thread: u64) -> Result<(f64, f64), String> {
@@ -223,7 +227,7 @@ pub fn run(options: &BenchOptions) -> Result<Report, String> {
         return qemu::run();
     }
     let scale: u64 = if options.full { 10 } else { 1 };
-    let progress = Progress::steps("trace", 17 + sites::STEPS);
+    let progress = Progress::steps("trace", 18 + sites::STEPS);
     let mut report = Report::new("trace");
     // event/disabled-cold's stream and timing, the same for LTTng-UST.
     let stream = sites::Stream::new();
@@ -372,11 +376,16 @@ fn run_in_process(
         .set_event_enabled(sample_id, true)
         .map_err(|e| e.to_string())?;
     let ops = 3_000_000 * scale;
-    let ns = timed(ops, |i| {
-        bench_sample::trace(black_box(i), i ^ 0x55, i as u32)
-    })?;
-    measure(report, "event/enabled", "hotkern", ops, ns);
-    progress.advance();
+    // Its only consumer called directly, and forced through the list.
+    for (implementation, list_only) in [("hotkern", false), (LIST, true)] {
+        set_list_only(list_only);
+        let ns = timed(ops, |i| {
+            bench_sample::trace(black_box(i), i ^ 0x55, i as u32)
+        });
+        set_list_only(false);
+        measure(report, "event/enabled", implementation, ops, ns?);
+        progress.advance();
+    }
     let ns = timed(ops, tracing_event)?;
     measure(report, "event/enabled", bare::NAME, ops, ns);
     progress.advance();

@@ -67,14 +67,17 @@ impl Control<'_> {
             ["snapshot"] => self.read_snapshot(),
             ["trace_marker"] => return Err(ControlError::WriteOnly(path.to_string())),
             ["set_ftrace_filter"] => {
-                if t.ftrace_filter_text().is_empty() {
+                let mut text = if t.ftrace_filter_text().is_empty() {
                     String::from("#### all functions enabled ####\n")
                 } else {
                     let mut names: Vec<&str> =
                         t.selected_functions().iter().map(|s| s.name()).collect();
                     names.sort_unstable();
                     names.iter().map(|n| alloc::format!("{n}\n")).collect()
-                }
+                };
+                // The probes after the functions, as ftrace lists them.
+                text.push_str(&t.function_probes_text());
+                text
             }
             ["set_ftrace_notrace"] => t.ftrace_notrace_text(),
             ["set_ftrace_pid"] => pid_text(t.ftrace_pids(), "no pid\n"),

@@ -73,7 +73,9 @@ impl Selector {
             Some(at) => {
                 let rest = &body[at + 1..];
                 let Some(module) = rest.strip_prefix("mod:") else {
-                    return Err(error("unknown command (only :mod: is supported)"));
+                    // Other commands are probes (`function::probe`),
+                    // taken out before selectors are parsed.
+                    return Err(error("unknown command"));
                 };
                 let (negated, module) = match module.strip_prefix('!') {
                     Some(m) => (true, m),

@@ -5,6 +5,7 @@ use core::fmt;
 use crate::event::MAX_INSTANCES;
 use alloc::string::String;
 
+use crate::function::probe::ProbeError;
 use crate::function::{SelectorError, MAX_DEPTH};
 use crate::platform::TextError;
 use crate::ring::RingError;
@@ -41,6 +42,9 @@ pub enum TraceError {
     /// A `set_ftrace_filter` / `set_ftrace_notrace` selector that matches
     /// no function (the selector, as written).
     NoMatch(String),
+    /// A malformed `set_ftrace_filter` probe command, or one naming no
+    /// function or no event.
+    Probe(ProbeError),
     /// The call sites could not be patched to what was set: the setting
     /// is in place, but sites it enables stay NOPs.
     Text(TextError),
@@ -64,6 +68,7 @@ impl fmt::Display for TraceError {
             TraceError::TooLarge(n) => write!(f, "{n} bytes do not fit in one event"),
             TraceError::BadDepth(d) => write!(f, "max_graph_depth {d} exceeds {}", MAX_DEPTH),
             TraceError::NoMatch(selector) => write!(f, "no function matches '{selector}'"),
+            TraceError::Probe(e) => write!(f, "{e}"),
             TraceError::Text(e) => write!(f, "call sites not patched: {e}"),
         }
     }

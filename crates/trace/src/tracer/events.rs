@@ -113,9 +113,14 @@ impl Tracer {
 
     fn set_event_bit(&self, event: &'static event::Event) {
         if let Some(slot) = self.slot() {
-            let state = self.event_state[usize::from(event.id())].load(Ordering::Acquire);
-            event.set_instance(slot, state != 0);
+            event.set_instance(slot, self.event_state_of(event) != 0);
         }
+        event::direct::decide(event);
+    }
+
+    /// This tracer's [`ENABLED`] | [`HOOKED`] bits for `event`.
+    pub(crate) fn event_state_of(&self, event: &'static event::Event) -> u8 {
+        self.event_state[usize::from(event.id())].load(Ordering::Acquire)
     }
 
     /// [`Tracer::refresh_event_mask`] for every event, one patch batch.
@@ -124,6 +129,40 @@ impl Tracer {
             self.set_event_bit(event);
         }
         crate::site::apply().map_err(TraceError::Text)
+    }
+
+    /// The direct handler of an event this tracer only records (enabled,
+    /// no hook, no other tracer): what [`Tracer::record_event`] does once
+    /// it found that state, without looking it up.
+    #[inline(always)]
+    pub(crate) fn record_event_direct(&self, id: u16, size: usize, fill: impl Fn(&mut [u8])) {
+        // The clock first, as in `record_event`.
+        let now = self.clock_now();
+        let Some(current) = self.current() else {
+            return;
+        };
+        if self.event_pids.is_active() && !self.event_pids.contains(current.1) {
+            return;
+        }
+        if self.tracing_on() {
+            self.write_at(current, now, id, size, fill);
+        }
+    }
+
+    /// The direct handler of an event whose only consumer is this
+    /// tracer's hook (triggers on an event that is not enabled). Inlined,
+    /// so the hook runs one frame below the event's `emit`, as it does
+    /// through [`Tracer::record_event`] (what a `stacktrace` trigger
+    /// relies on to leave the tracer's frames out).
+    #[inline(always)]
+    pub(crate) fn hook_event_direct(&self, id: u16, size: usize, fill: &dyn Fn(&mut [u8])) {
+        let Some(current) = self.current() else {
+            return;
+        };
+        if self.event_pids.is_active() && !self.event_pids.contains(current.1) {
+            return;
+        }
+        self.record_hooked(id, size, current, HOOKED, fill);
     }
 
     /// Records event `id` (called by `Event::emit` for installed tracers).
@@ -166,11 +205,10 @@ impl Tracer {
         fill: &dyn Fn(&mut [u8]),
     ) {
         let hook = self.hooks[usize::from(id)].load(Ordering::Acquire);
-        if hook.is_null() {
-            return;
-        }
         // SAFETY: hooks are kept alive in `hook_store` for the tracer's life.
-        let hook = unsafe { &(*hook).0 };
+        // Null when the hook was removed since `state` was read: the event
+        // is then recorded as one without a hook, not dropped.
+        let hook = (!hook.is_null()).then(|| unsafe { &(*hook).0 });
         let mut stack = [0u8; STACK_PAYLOAD];
         let mut heap = alloc::vec::Vec::new();
         let payload: &mut [u8] = if size <= STACK_PAYLOAD {
@@ -183,8 +221,10 @@ impl Tracer {
         payload[4..8].copy_from_slice(&pid.to_ne_bytes());
         fill(payload);
         let enabled = state & ENABLED != 0;
-        let accept = hook.before(self, cpu, payload, enabled);
+        let accept = hook.is_none_or(|hook| hook.before(self, cpu, payload, enabled));
         let recorded = enabled && accept && self.write_payload(payload);
-        hook.after(self, cpu, payload, recorded);
+        if let Some(hook) = hook {
+            hook.after(self, cpu, payload, recorded);
+        }
     }
 }

@@ -8,8 +8,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use super::{TraceError, TraceOption, Tracer};
+use super::{TraceError, TraceOption, Tracer, PROBED, TRACED};
 use crate::event::format;
+use crate::function::dispatch::FunctionHandler;
 use crate::function::filter::Selector;
 use crate::function::{
     self, FunctionSite, PidList, ProfileEntry, ProfileTable, Selection, TracerKind, MAX_DEPTH,
@@ -65,9 +66,21 @@ impl Tracer {
     /// call sites are patched in while a function tracer runs. A selector
     /// that adds no function is refused, as ftrace refuses it (`EINVAL`).
     /// Errors change nothing.
+    ///
+    /// Probe commands (`glob:traceoff[:count]`..., [`crate::function::probe`])
+    /// among the selectors install (or with `!` remove) probes; a write of
+    /// probe commands alone leaves the filter as it was.
     pub fn set_ftrace_filter(&self, text: &str, append: bool) -> Result<(), TraceError> {
-        let parsed = self.matching_selectors(text)?;
-        self.function_filters.lock().filter.extend(parsed, append);
+        let (selectors, probes) = self.split_probes(text)?;
+        let parsed = if probes.is_empty() || !selectors.trim().is_empty() {
+            Some(self.matching_selectors(&selectors)?)
+        } else {
+            None
+        };
+        if let Some(parsed) = parsed {
+            self.function_filters.lock().filter.extend(parsed, append);
+        }
+        self.apply_probes(probes);
         self.refresh_function_masks()
     }
 
@@ -216,12 +229,21 @@ impl Tracer {
             .map_or_else(Vec::new, |t| t.entries(&function::sites()))
     }
 
-    /// Whether this tracer wants `site`'s entry hook at all.
+    /// Whether this tracer wants `site`'s entry hook at all: its mode
+    /// traces it, or a probe fires on it (kept as the site's flags).
     pub(crate) fn function_wants(&self, site: &FunctionSite) -> bool {
         let kind = self.current_tracer();
         let active = matches!(kind, TracerKind::Function | TracerKind::FunctionGraph)
             || self.function_profile_enabled();
-        active && self.function_selected(site)
+        let traced = active && self.function_selected(site);
+        let flags = if traced { TRACED } else { 0 }
+            | if self.probes_function(site) {
+                PROBED
+            } else {
+                0
+            };
+        self.set_site_flags(site, flags);
+        flags != 0
     }
 
     /// Sets this tracer's bit in every function's enable word to whether
@@ -242,6 +264,60 @@ impl Tracer {
     /// ([`function::dispatch`]).
     #[inline]
     pub(crate) fn function_entry(&self, site: &'static FunctionSite) -> bool {
+        let flags = self.site_flags(site);
+        if flags & PROBED != 0 {
+            self.fire_probes(site);
+            if flags & TRACED == 0 {
+                return false;
+            }
+        }
+        self.function_entry_as(site, self.current_tracer())
+    }
+
+    /// The entry of a direct call: `handler`'s mode, decided with the
+    /// direct word, is not looked up again.
+    #[inline]
+    pub(crate) fn direct_function_entry(
+        &self,
+        site: &'static FunctionSite,
+        handler: FunctionHandler,
+    ) -> bool {
+        if handler == FunctionHandler::Probe {
+            // Probes act at the entry only: no exit follows.
+            self.fire_probes(site);
+            return false;
+        }
+        // One arm per mode, each the entry with its mode a constant.
+        match handler.kind() {
+            TracerKind::Function => self.function_entry_as(site, TracerKind::Function),
+            TracerKind::FunctionGraph => self.function_entry_as(site, TracerKind::FunctionGraph),
+            _ => self.function_entry_as(site, TracerKind::Nop),
+        }
+    }
+
+    /// The exit of a direct call entered through `handler`: a `function`
+    /// entry never wrote a graph entry, and the profiler is fed if the
+    /// entry's mode had it (so a call is profiled whole or not at all).
+    #[inline]
+    pub(crate) fn direct_function_exit(
+        &self,
+        site: &'static FunctionSite,
+        handler: FunctionHandler,
+    ) {
+        match handler {
+            FunctionHandler::Function => self.function_exit_as(site, false, false),
+            FunctionHandler::FunctionProfiled => self.function_exit_as(site, false, true),
+            FunctionHandler::Graph => self.function_exit_as(site, true, false),
+            FunctionHandler::GraphProfiled => self.function_exit_as(site, true, true),
+            FunctionHandler::Profile => self.function_exit_as(site, false, true),
+            // Never entered (`direct_function_entry`).
+            FunctionHandler::Probe => {}
+        }
+    }
+
+    /// The entry as tracer `kind`.
+    #[inline(always)]
+    fn function_entry_as(&self, site: &'static FunctionSite, kind: TracerKind) -> bool {
         // The clock first, as in `record_event`: the checks overlap it.
         let now = self.clock_now();
         let Some(current) = self.current() else {
@@ -264,7 +340,6 @@ impl Tracer {
         let address = site.raw_address();
         let max = self.max_depth.load(Ordering::Relaxed) as usize;
         let record = self.tracing_on() && (max == 0 || depth < max);
-        let kind = self.current_tracer();
         let graph = record && kind == TracerKind::FunctionGraph;
         // Site addresses are aligned to 8, so bits 0 and 1 carry
         // "recorded" and "recorded as a graph entry".
@@ -302,6 +377,13 @@ impl Tracer {
     /// Exit hook: pops the call; records `funcgraph_exit`; profiles.
     #[inline]
     pub(crate) fn function_exit(&self, site: &'static FunctionSite) {
+        self.function_exit_as(site, true, self.profile_on.load(Ordering::Relaxed));
+    }
+
+    /// The exit; `graph`: the entry may have written a graph entry (its
+    /// frame says whether it did); `profile`: feed the profiler.
+    #[inline(always)]
+    fn function_exit_as(&self, site: &'static FunctionSite, graph: bool, profile: bool) {
         let now = self.clock_now();
         let Some(current) = self.current() else {
             return;
@@ -316,7 +398,7 @@ impl Tracer {
         let calltime = frame.calltime.load();
         // The entry's mode, not the current one: a switch between them
         // must not leave an exit without its entry (or the reverse).
-        if frame.ip.load() & 2 != 0 {
+        if graph && frame.ip.load() & 2 != 0 {
             let address = site.raw_address();
             self.write_at(current, now, format::FUNCGRAPH_EXIT_ID, 40, |p| {
                 p[8..16].copy_from_slice(&address.to_ne_bytes());
@@ -326,7 +408,7 @@ impl Tracer {
                 p[32..40].copy_from_slice(&now.to_ne_bytes());
             });
         }
-        if self.profile_on.load(Ordering::Relaxed) {
+        if profile {
             let tables = self.profiles.load(Ordering::Acquire);
             if !tables.is_null() {
                 // SAFETY: profile tables live until the tracer drops.

@@ -204,9 +204,13 @@ fn function_filters_globs_modules_and_notrace() {
         .unwrap();
     tracer.set_ftrace_notrace("write*", true).unwrap();
     assert_eq!(called_functions(tracer), vec!["read_block"]);
-    // A bad write changes nothing.
+    // A bad write changes nothing: an unknown probe command, a bad selector.
     assert!(matches!(
         tracer.set_ftrace_filter("ok bad:cmd", false),
+        Err(TraceError::Probe(ref e)) if e.kind == crate::function::probe::ProbeErrorKind::UnknownCommand
+    ));
+    assert!(matches!(
+        tracer.set_ftrace_filter("ok x:mod:", false),
         Err(TraceError::Selector(_))
     ));
     assert_eq!(tracer.ftrace_filter_text(), "*_block:mod:*::filter_funcs\n");
