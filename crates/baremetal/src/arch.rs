@@ -28,7 +28,7 @@
 //!
 //! | name | what it does | x86-64 | aarch64 (expected) |
 //! |---|---|---|---|
-//! | `NAME`, `CAPABILITIES` | the arch's name; which optional runs it supports | `"x86-64"`, all | `"aarch64"`, none at first |
+//! | `NAME`, `CAPABILITIES` | the arch's name; which optional runs it supports | `"x86_64"`, all | `"aarch64"`, none at first |
 //! | entry → `kernel_main(BootInfo) -> !` | first code: console, boot CPU's per-CPU block and exception table, `BootInfo`, then the shared boot | PVH 32-bit entry, long mode, `pvh_main` | `_start` at EL1, MMU on, FDT parsed |
 //! | `boot::{BootInfo, BOOT_STACK_BYTES, stack_high_water, stack_overflowed, started_at, MMIO_START, IDENTITY_MAP_END}` | the boot stack's use; the clock at the first instruction; the device window and the end of the direct map | TSC at entry; 3–4 GiB uncached | CNTVCT at entry; virt's device window |
 //! | `clock::{calibrate, now, nanos, micros_since, NAME, REFERENCE, TRACE_CLOCK}` | the free-running counter: raw units, ns, µs; its rate | TSC against the PIT | CNTVCT, rate from CNTFRQ |

@@ -51,7 +51,8 @@ pub struct QemuConfig {
     pub icount: bool,
     /// The kernel command line.
     pub append: String,
-    /// Where the second serial port (COM2, the kernel's trace.dat) goes.
+    /// Where the kernel's trace.dat goes: the second serial port (COM2)
+    /// on x86-64, a host file written through semihosting on aarch64.
     pub trace_file: Option<PathBuf>,
     /// A raw disk image given to the guest as a read-only virtio-blk
     /// device (legacy-capable, as QEMU's `virtio-blk-pci` is by default).
@@ -226,11 +227,30 @@ impl QemuConfig {
         }
         args.push("-kernel".into());
         args.push(self.kernel.as_os_str().to_owned());
-        if !self.append.is_empty() {
+        let command_line = self.command_line();
+        if !command_line.is_empty() {
             args.push("-append".into());
-            args.push(self.append.as_str().into());
+            args.push(command_line.into());
         }
         args
+    }
+
+    /// The kernel's command line as QEMU passes it: [`Self::append`],
+    /// and on aarch64, where `virt` has no second UART for the trace, the
+    /// `trace_file=` word naming the host file the kernel writes its
+    /// trace.dat to through semihosting.
+    pub fn command_line(&self) -> String {
+        match (&self.trace_file, self.arch) {
+            (Some(trace), Architecture::Aarch64) => {
+                let word = format!("trace_file={}", trace.display());
+                if self.append.is_empty() {
+                    word
+                } else {
+                    format!("{} {word}", self.append)
+                }
+            }
+            _ => self.append.clone(),
+        }
     }
 }
 
@@ -437,8 +457,11 @@ mod tests {
             joined(&config),
             "-M virt,gic-version=3 -cpu cortex-a72 -accel tcg -nodefaults -nic none -display none \
              -vga none -no-reboot -serial stdio -monitor none \
-             -semihosting-config enable=on,target=native -m 512M -smp 4 -kernel /k/hotkern-kernel"
+             -semihosting-config enable=on,target=native -m 512M -smp 4 -kernel /k/hotkern-kernel \
+             -append trace_file=/out/trace.dat"
         );
+        config.append = "engine=bolt".into();
+        assert!(joined(&config).ends_with("-append engine=bolt trace_file=/out/trace.dat"));
     }
 
     #[test]

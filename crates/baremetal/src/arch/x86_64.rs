@@ -37,7 +37,7 @@ pub(super) mod trampoline;
 pub(super) mod tsc;
 
 /// The architecture's name on the console.
-pub const NAME: &str = "x86-64";
+pub const NAME: &str = "x86_64";
 
 /// Everything runs on x86-64: it is the architecture the runs were
 /// written on.

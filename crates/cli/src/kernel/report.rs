@@ -122,6 +122,7 @@ impl RunReport {
             "outcome": self.outcome.name(),
             "message": self.outcome.to_string(),
             "qemu_status": self.status,
+            "arch": self.config.arch.name(),
             "accel": if self.config.kvm { "kvm" } else { "tcg" },
             "icount": self.config.icount,
             "cpus": self.config.cpus,

@@ -85,6 +85,7 @@ fn json_document_carries_outcome_host_and_guest() {
     assert_eq!(document["outcome"], "success");
     assert_eq!(document["qemu_status"], 33);
     assert_eq!(document["accel"], "tcg");
+    assert_eq!(document["arch"], "x86_64");
     assert_eq!(document["host"]["first_line_s"], 0.052);
     assert_eq!(document["guest"]["checks"]["failed"], 0);
     assert!(document["host"]["build_s"].is_null());
