@@ -141,7 +141,8 @@ pub fn run(
     if percent > 0 && fill.is_none() {
         checks.check("virtio-mem: the heap holds the fill's owner list", false);
     }
-    report.descriptor_frames = device.descriptor_frames();
+    report.descriptor_frames = device.run_descriptor_frames();
+    report.run_blocks = device.run_blocks();
     if !device.descriptors_on_block {
         let bytes = descriptors::touch_heap_room(device.plugged.len() as u64 * device.frames());
         println!(
@@ -217,13 +218,15 @@ pub fn run(
         if resize.blocks > 0 && device.descriptors_on_block {
             let frames = device.frames();
             let blocks = (0..device.plugged.len()).filter(|&i| device.plugged[i]);
-            report.descriptors_off_block += descriptors::off_block(
-                blocks.map(|i| {
-                    let first = device.block_address(i) / PAGE_SIZE;
-                    first..first + frames
-                }),
-                report.descriptor_frames,
-            );
+            report.descriptors_off_block += descriptors::off_block(blocks.map(|i| {
+                let first = device.block_address(i) / PAGE_SIZE;
+                let holder = device.holder[i] as usize;
+                let home = device.holder.get(holder).map_or(0..0, |_| {
+                    let start = device.block_address(holder) / PAGE_SIZE;
+                    start..start + u64::from(device.held_frames[holder])
+                });
+                (first..first + frames, home)
+            }));
         }
         print_resize(&resize);
         trace_marker!(
@@ -240,14 +243,14 @@ pub fn run(
     }
     report.heap.finish();
     println!(
-        "hotkern: virtio-mem: heap {} KiB before the resizes, at most {} KiB more during them, {} KiB more after; descriptors on each block's first {} frames",
+        "hotkern: virtio-mem: heap {} KiB before the resizes, at most {} KiB more during them, {} KiB more after; descriptors on each run's first {} frames",
         report.heap.before >> 10,
         report.heap.peak_rise >> 10,
         report.heap.after_rise >> 10,
         report.descriptor_frames
     );
     checks.check(
-        "virtio-mem: every plugged block's descriptors are on its own first frames",
+        "virtio-mem: every plugged block's descriptors are on its run's first frames",
         report.descriptors_off_block == 0,
     );
     report.config = changes.finish(&device.transport, report.resizes.len() as u64, checks);

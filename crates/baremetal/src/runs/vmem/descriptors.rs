@@ -1,12 +1,12 @@
 //! Where the plugged blocks' page descriptors are, and what the resizes
 //! cost the heap.
 //!
-//! The driver plugs each block with its descriptors on its own first
-//! frames (physmem's `plug_on_memory`, Linux's `memmap_on_memory`), so a
-//! grow takes no heap for them: before that, a 256 MiB guest's 12.6 MiB
-//! heap ran out of descriptor room at 4352 MiB plugged. The check here
-//! reads physmem back: every plugged block's first and last descriptor
-//! lie in the block's own first frames. The heap figures say what the
+//! The driver plugs each run of blocks with its descriptors on the run's
+//! own first frames (physmem's `plug_on_memory`, Linux's
+//! `memmap_on_memory`), so a grow takes no heap for them: before that, a
+//! 256 MiB guest's 12.6 MiB heap ran out of descriptor room at 4352 MiB
+//! plugged. The check here reads physmem back: every plugged block's
+//! first and last descriptor lie in its run's first frames. The heap figures say what the
 //! resizes still take (physmem's index sections and segment records).
 
 use core::mem::size_of;
@@ -69,13 +69,13 @@ pub fn touch_heap_room(frames: u64) -> u64 {
     bytes as u64
 }
 
-/// Of the `blocks` given as frame ranges, those whose first or last frame
-/// has its descriptor outside the block's first `descriptor_frames`
-/// frames.
-pub fn off_block(blocks: impl Iterator<Item = Range<u64>>, descriptor_frames: u64) -> u64 {
+/// Of the `blocks` given as (frame range, home frame range), those whose
+/// first or last frame has its descriptor outside its home: the first
+/// frames of the block that holds its run's descriptors.
+pub fn off_block(blocks: impl Iterator<Item = (Range<u64>, Range<u64>)>) -> u64 {
     let guard = PHYSMEM.read();
-    let on_block = |frames: &Range<u64>, pfn: u64| {
-        let home = frames.start * PAGE_SIZE..(frames.start + descriptor_frames) * PAGE_SIZE;
+    let at_home = |home: &Range<u64>, pfn: u64| {
+        let home = home.start * PAGE_SIZE..home.end * PAGE_SIZE;
         guard.page(Pfn(pfn)).is_some_and(|page| {
             let address = page as *const KernelPage as u64;
             home.contains(&address)
@@ -83,7 +83,7 @@ pub fn off_block(blocks: impl Iterator<Item = Range<u64>>, descriptor_frames: u6
         })
     };
     blocks
-        .filter(|frames| !frames.is_empty())
-        .filter(|frames| !on_block(frames, frames.start) || !on_block(frames, frames.end - 1))
+        .filter(|(frames, _)| !frames.is_empty())
+        .filter(|(frames, home)| !at_home(home, frames.start) || !at_home(home, frames.end - 1))
         .count() as u64
 }

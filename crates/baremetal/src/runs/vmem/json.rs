@@ -22,7 +22,7 @@ impl fmt::Display for VmemJson<'_> {
         }
         write!(
             f,
-            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"config_changes\":{{\"route\":\"{}\",\"interrupts\":{},\"missed\":{}}},\"descriptors\":{{\"frames_per_block\":{},\"blocks_off_block\":{}}},\"heap\":{{\"before\":{},\"peak_rise\":{},\"after_rise\":{}}},\"resizes\":[",
+            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"config_changes\":{{\"route\":\"{}\",\"interrupts\":{},\"missed\":{}}},\"descriptors\":{{\"frames_per_run\":{},\"blocks_per_run\":{},\"blocks_off_block\":{}}},\"heap\":{{\"before\":{},\"peak_rise\":{},\"after_rise\":{}}},\"resizes\":[",
             report.block,
             report.addr,
             report.region,
@@ -33,6 +33,7 @@ impl fmt::Display for VmemJson<'_> {
             report.config.interrupts,
             report.config.missed,
             report.descriptor_frames,
+            report.run_blocks,
             report.descriptors_off_block,
             report.heap.before,
             report.heap.peak_rise,
