@@ -606,6 +606,37 @@ impl BlockFrames {
             .is_some_and(|(block, _)| bit(&region.present, block))
     }
 
+    /// Heap bytes the bitmaps and per-block counts hold: made for the
+    /// whole region when the allocator is, so a resize never allocates
+    /// for them.
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::BlockFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// // 64 blocks of 512 frames: two bits a frame, 21 bytes a block.
+    /// let frames = BlockFrames::new(Pfn(0), 64, 512)?;
+    /// assert_eq!(frames.heap_bytes(), 64 * 512 / 4 + 64 * 20 + 4 * 8);
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn heap_bytes(&self) -> u64 {
+        let region = self.region.lock();
+        let words = [
+            &region.free,
+            &region.free_count,
+            &region.present,
+            &region.with_free,
+            &region.isolated,
+            &region.kernel,
+            &region.unmovable,
+            &region.unmovable_count,
+        ]
+        .iter()
+        .map(|map| map.capacity() as u64)
+        .sum::<u64>();
+        words * 8 + region.reserved.capacity() as u64 * 4
+    }
+
     /// `(free, handed over)` frames.
     pub fn counts(&self) -> (u64, u64) {
         let region = self.region.lock();

@@ -227,6 +227,25 @@ impl MovableFrames {
         })
     }
 
+    /// Heap bytes the owner table holds: a slot, a reverse-map word and
+    /// a free-slot index for each frame of the owned blocks, 28 bytes a
+    /// frame (the bitmaps are [`BlockFrames::heap_bytes`]).
+    ///
+    /// ```
+    /// use hotkern_kernel::movable::MovableFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = MovableFrames::with_owned_blocks(Pfn(0), 4, 512, 1)?;
+    /// assert_eq!(frames.owner_table_bytes(), 512 * 28);
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn owner_table_bytes(&self) -> u64 {
+        let table = self.table.lock();
+        (self.entries.capacity() * core::mem::size_of::<Entry>()
+            + table.owner.capacity() * 8
+            + table.free_slots.capacity() * 4) as u64
+    }
+
     /// The block allocator underneath: hand blocks over, allocate
     /// unmovable frames, read counts.
     pub fn blocks(&self) -> &BlockFrames {

@@ -150,7 +150,7 @@ pub fn run(
             bytes >> 10
         );
     }
-    report.heap = descriptors::start();
+    report.heap = descriptors::start(device.hot);
     // Watching starts before the host may send its first size (it waits
     // for the ready line), so every change's interrupt is counted and no
     // change falls between the first read and the first wait.
@@ -199,12 +199,14 @@ pub fn run(
         };
         let target = requested / device.block * device.block;
         readers::resizing(true);
+        let heap_start = report.heap.resize_start();
         let outcome = if target >= device.plugged_bytes() {
             device.grow(target, &mut resize)
         } else {
             device.shrink(target, &mut resize, &grace_period, &flush_others)
         };
         readers::resizing(false);
+        resize.heap_peak_rise = report.heap.resize_peak(heap_start);
         if let Some(fill) = fill.as_mut() {
             let bad = fill.verify(device.hot);
             if bad > 0 {
@@ -243,8 +245,10 @@ pub fn run(
     }
     report.heap.finish();
     println!(
-        "hotkern: virtio-mem: heap {} KiB before the resizes, at most {} KiB more during them, {} KiB more after; descriptors on each run's first {} frames",
+        "hotkern: virtio-mem: heap {} KiB before the resizes ({} KiB bitmaps, {} KiB owner table), at most {} KiB more during them, {} KiB more after; descriptors on each run's first {} frames",
         report.heap.before >> 10,
+        report.heap.bitmaps >> 10,
+        report.heap.owner_table >> 10,
         report.heap.peak_rise >> 10,
         report.heap.after_rise >> 10,
         report.descriptor_frames
@@ -341,13 +345,14 @@ pub fn run(
 fn print_resize(resize: &Resize) {
     let [device, physmem, tables, allocator] = resize.ns.map(|ns| ns / 1000);
     println!(
-        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us (of it migrating {} frames, {} retries: {} us){}",
+        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us (of it migrating {} frames, {} retries: {} us), heap peak +{} KiB{}",
         resize.requested / MIB,
         resize.plugged / MIB,
         resize.blocks,
         resize.migrated,
         resize.retries,
         resize.migrate_ns / 1000,
+        resize.heap_peak_rise >> 10,
         match &resize.refused {
             Some(reason) => alloc::format!("; not reached: {reason}"),
             None => String::new(),

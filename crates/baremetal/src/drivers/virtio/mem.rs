@@ -174,6 +174,9 @@ pub struct Resize {
     /// Nanoseconds in the shared core's shrink (pick, isolate, migrate,
     /// take), part of the allocator's share.
     pub migrate_ns: u64,
+    /// The most heap in use during the resize, above what was in use
+    /// before it.
+    pub heap_peak_rise: u64,
 }
 
 /// The device, its region and which blocks are plugged.
@@ -423,6 +426,8 @@ impl Device {
                 ));
                 return Ok(());
             }
+            // As in the shrink: the last plug's retired index goes first.
+            settle();
             self.plug_run(first, count, &mut resize.ns)?;
             resize.blocks += count as i64;
         }
@@ -471,6 +476,9 @@ impl Device {
             for (block, error) in &shrunk.rolled_back {
                 let _ = write!(reason, "; block {block}: {error}");
             }
+            if shrunk.rolled_back_unnamed > 0 {
+                let _ = write!(reason, "; {} more", shrunk.rolled_back_unnamed);
+            }
             resize.refused = Some(reason);
         }
         let mut taken = shrunk.taken;
@@ -514,8 +522,8 @@ impl Device {
         let t1 = tsc::nanos();
         for (done, &(pfn, frames)) in pieces.iter().enumerate() {
             // Each unplug publishes a new index and retires the old one's
-            // tables: free them as soon as no reader holds them.
-            PHYSMEM.reclaim();
+            // tables: free them before the next is made.
+            settle();
             if let Err(error) = PHYSMEM.unplug(Pfn(pfn), PageCount(frames)) {
                 // Put back what this shrink took, so that nothing is lost:
                 // the pieces unplugged so far, and every block's frames.
@@ -560,6 +568,22 @@ impl Device {
         }
         resize.ns[0] += tsc::nanos() - t3;
         Ok(())
+    }
+}
+
+/// Frees what physmem's last write retired, waiting a little for readers
+/// that still hold it: each write publishes a new index, and a resize
+/// that left the old ones to pile up while a reader on another CPU kept
+/// an epoch open would need several times the heap of one (3.5 MB above
+/// the 0.7 MB a 64 GiB grow needs). A reader's section is a lookup, so
+/// the wait is short; one that never ends only leaves the heap as it was.
+fn settle() {
+    for _ in 0..1u32 << 12 {
+        PHYSMEM.reclaim();
+        if PHYSMEM.pending_reclaim() == 0 {
+            return;
+        }
+        core::hint::spin_loop();
     }
 }
 

@@ -12,6 +12,7 @@
 use core::mem::size_of;
 use core::ops::Range;
 
+use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::Pfn;
 
 use crate::arch::heap;
@@ -28,22 +29,50 @@ pub struct HeapUse {
     pub peak_rise: u64,
     /// Bytes in use after the last resize, above `before`.
     pub after_rise: u64,
+    /// Of `before`, the allocator's bitmaps and per-block counts.
+    pub bitmaps: u64,
+    /// Of `before`, the owner table (28 bytes a frame of the owned
+    /// blocks).
+    pub owner_table: u64,
 }
 
 /// Starts counting: the heap's high-water mark restarts from what is in
 /// use now.
-pub fn start() -> HeapUse {
+pub fn start(hot: &MovableFrames) -> HeapUse {
     HeapUse {
         before: heap::reset_peak() as u64,
+        bitmaps: hot.blocks().heap_bytes(),
+        owner_table: hot.owner_table_bytes(),
         ..HeapUse::default()
     }
 }
 
 impl HeapUse {
+    /// Starts one resize's count: the high-water mark so far is kept in
+    /// `peak_rise` and restarts from what is in use, which is returned.
+    pub fn resize_start(&mut self) -> u64 {
+        self.fold();
+        heap::reset_peak() as u64
+    }
+
+    /// The most in use since [`resize_start`](Self::resize_start)
+    /// returned `start`, above it.
+    pub fn resize_peak(&self, start: u64) -> u64 {
+        let (_, _, peak) = heap::usage();
+        (peak as u64).saturating_sub(start)
+    }
+
+    fn fold(&mut self) {
+        let (_, _, peak) = heap::usage();
+        self.peak_rise = self
+            .peak_rise
+            .max((peak as u64).saturating_sub(self.before));
+    }
+
     /// Reads the high-water mark since [`start`].
     pub fn finish(&mut self) {
-        let (_, used, peak) = heap::usage();
-        self.peak_rise = (peak as u64).saturating_sub(self.before);
+        self.fold();
+        let (_, used, _) = heap::usage();
         self.after_rise = (used as u64).saturating_sub(self.before);
     }
 }
