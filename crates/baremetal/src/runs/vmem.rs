@@ -124,7 +124,7 @@ pub fn run(
     };
     // Allocated before the first resize, so that none of them waits for
     // it: the page directories over the region and the fill's owner list.
-    // The page descriptors need no heap: each block holds its own.
+    // The page descriptors need no heap: each run holds its own.
     if let Err(error) = memory::prepare_map(report.addr, report.addr + report.region) {
         println!("hotkern: virtio-mem: page directories: {error}");
     }
