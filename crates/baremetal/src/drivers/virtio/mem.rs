@@ -429,7 +429,7 @@ impl Device {
                 return Ok(());
             }
             // As in the shrink: the last plug's retired index goes first.
-            settle();
+            self.settle();
             self.plug_run(first, count, &mut resize.ns)?;
             resize.blocks += count as i64;
         }
@@ -525,7 +525,7 @@ impl Device {
         for (done, &(pfn, frames)) in pieces.iter().enumerate() {
             // Each unplug publishes a new index and retires the old one's
             // tables: free them before the next is made.
-            settle();
+            self.settle();
             if let Err(error) = PHYSMEM.unplug(Pfn(pfn), PageCount(frames)) {
                 // Put back what this shrink took, so that nothing is lost:
                 // the pieces unplugged so far, and every block's frames.
@@ -570,22 +570,6 @@ impl Device {
         }
         resize.ns[0] += tsc::nanos() - t3;
         Ok(())
-    }
-}
-
-/// Frees what physmem's last write retired, waiting a little for readers
-/// that still hold it: each write publishes a new index, and a resize
-/// that left the old ones to pile up while a reader on another CPU kept
-/// an epoch open would need several times the heap of one (3.5 MB above
-/// the 0.7 MB a 64 GiB grow needs). A reader's section is a lookup, so
-/// the wait is short; one that never ends only leaves the heap as it was.
-fn settle() {
-    for _ in 0..1u32 << 12 {
-        PHYSMEM.reclaim();
-        if PHYSMEM.pending_reclaim() == 0 {
-            return;
-        }
-        core::hint::spin_loop();
     }
 }
 

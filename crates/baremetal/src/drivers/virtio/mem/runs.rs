@@ -17,6 +17,30 @@ use crate::arch::memory::{KernelPage, PHYSMEM};
 use crate::arch::ranges::PAGE_SIZE;
 
 impl Device {
+    /// Frees what physmem's last write retired. For a region with its
+    /// descriptors on its runs (one too large for the heap), waits a
+    /// little for readers that still hold it: each write publishes a new
+    /// index, and a resize that left the old ones to pile up while a
+    /// reader on another CPU kept an epoch open could need several times
+    /// the heap of one. A reader's section is a lookup, so the wait is
+    /// short; one that never ends only leaves the heap as it was. A
+    /// region small enough for heap descriptors does not wait: its
+    /// indexes are small, and the default boot's shrink would pay for
+    /// the wait (a vCPU the host preempts mid-lookup) in its physmem time.
+    pub(super) fn settle(&self) {
+        if !self.descriptors_on_block {
+            PHYSMEM.reclaim();
+            return;
+        }
+        for _ in 0..1u32 << 12 {
+            PHYSMEM.reclaim();
+            if PHYSMEM.pending_reclaim() == 0 {
+                return;
+            }
+            core::hint::spin_loop();
+        }
+    }
+
     /// Hands the run of `count` blocks from `first` to the allocator, its
     /// first block keeping `held` frames back for the run's descriptors,
     /// and records the run's holder; false if the allocator refused.
