@@ -197,7 +197,26 @@ impl MovableFrames {
         block_frames: u64,
         owned_blocks: usize,
     ) -> Result<Self, RegionError> {
-        let inner = BlockFrames::new(first, blocks, block_frames)?;
+        Self::over(BlockFrames::new(first, blocks, block_frames)?, owned_blocks)
+    }
+
+    /// [`MovableFrames::with_owned_blocks`] over a block allocator the
+    /// caller made, e.g. one whose bitmaps come with each block
+    /// ([`BlockFrames::with_maps_on_blocks`]).
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::BlockFrames;
+    /// use hotkern_kernel::movable::MovableFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let blocks = BlockFrames::with_maps_on_blocks(Pfn(0), 64, 512)?;
+    /// let frames = MovableFrames::over(blocks, 1)?;
+    /// assert_eq!(frames.owner_table_bytes(), 512 * 28);
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn over(inner: BlockFrames, owned_blocks: usize) -> Result<Self, RegionError> {
+        let (blocks, block_frames) = inner.shape();
+        let first = inner.first();
         let owned_blocks = owned_blocks.min(blocks);
         let frames = (owned_blocks as u64)
             .checked_mul(block_frames)

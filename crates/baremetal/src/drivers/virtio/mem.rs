@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::ptr::NonNull;
 
-use hotkern_kernel::blockframes::{Online, RegionError};
+use hotkern_kernel::blockframes::RegionError;
 use hotkern_kernel::migrate::{self, NoHooks, ShrinkError};
 use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
@@ -203,13 +203,18 @@ pub struct Device {
     /// that holds them (its run's first); [`NO_HOLDER`] otherwise.
     pub holder: Vec<u32>,
     /// Frames each holder block keeps at its front for its run's
-    /// descriptors (0 for the others).
+    /// descriptors (0 for the others); the run's allocator bitmaps
+    /// follow them.
     pub held_frames: Vec<u16>,
 }
 
 /// Makes the allocator for a region of `blocks` blocks of `frames`
 /// frames from `first`: the caller's, which owns the kernel's page pools.
-pub type HotFrames<'a> = &'a dyn Fn(Pfn, usize, u64) -> Result<&'static MovableFrames, RegionError>;
+/// The last argument says whether each block's bitmaps are to come
+/// with it (`BlockFrames::with_maps_on_blocks`): for a region whose
+/// descriptors go on its runs.
+pub type HotFrames<'a> =
+    &'a dyn Fn(Pfn, usize, u64, bool) -> Result<&'static MovableFrames, RegionError>;
 
 /// Finds the device on PCI bus 0, routes its configuration changes to the
 /// calling CPU, checks its region and has `hot` make the allocator for it.
@@ -240,7 +245,13 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
     let (size, used, _) = crate::arch::heap::usage();
     let descriptors = region / PAGE_SIZE * core::mem::size_of::<KernelPage>() as u64;
     let descriptors_on_block = descriptors > (size.saturating_sub(used) / 4) as u64;
-    let hot = hot(Pfn(addr / PAGE_SIZE), blocks, block / PAGE_SIZE).map_err(MemError::Region)?;
+    let hot = hot(
+        Pfn(addr / PAGE_SIZE),
+        blocks,
+        block / PAGE_SIZE,
+        descriptors_on_block,
+    )
+    .map_err(MemError::Region)?;
     Ok(Device {
         transport,
         block,
@@ -531,12 +542,7 @@ impl Device {
                 // the pieces unplugged so far, and every block's frames.
                 self.replug(&pieces[..done]);
                 for &index in &taken {
-                    self.hot.blocks().add_blocks_reserving(
-                        index,
-                        1,
-                        Online::Movable,
-                        u64::from(self.held_frames[index]),
-                    );
+                    self.hand_over(index);
                 }
                 resize.ns[1] += tsc::nanos() - t1;
                 return Err(MemError::Physmem(error));

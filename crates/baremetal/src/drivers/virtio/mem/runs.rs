@@ -8,8 +8,9 @@
 //! after the pages they describe.
 
 use alloc::vec::Vec;
+use core::ptr::NonNull;
 
-use hotkern_kernel::blockframes::Online;
+use hotkern_kernel::blockframes::{BlockFrames, Online};
 use hotkern_physmem::{PageCount, Pfn, Physmem};
 
 use super::{Device, NO_HOLDER};
@@ -45,14 +46,52 @@ impl Device {
     /// first block keeping `held` frames back for the run's descriptors,
     /// and records the run's holder; false if the allocator refused.
     pub(super) fn add_run(&mut self, first: usize, count: usize, held: u64) -> bool {
-        let blocks = self.hot.blocks();
-        let added = blocks.add_blocks_reserving(first, 1, Online::Movable, held)
-            && (count == 1
-                || blocks.add_blocks_reserving(first + 1, count - 1, Online::Movable, 0));
         let holder = if held == 0 { NO_HOLDER } else { first as u32 };
         self.holder[first..first + count].fill(holder);
         self.held_frames[first] = held as u16;
-        added
+        (first..first + count).all(|block| self.hand_over(block))
+    }
+
+    /// Frames a holder keeps after its descriptors for its run's
+    /// allocator bitmaps (`BlockFrames::with_maps_on_blocks`): 128 bytes
+    /// a 2 MiB block, two frames for a run of 64.
+    fn map_frames(&self) -> u64 {
+        let words = BlockFrames::map_words(self.frames()) as u64;
+        (self.run_blocks() * words * 8).div_ceil(PAGE_SIZE)
+    }
+
+    /// Hands `block` (plugged, in physmem) to the allocator. For a region
+    /// with its descriptors on its runs, the block's bitmaps go on its
+    /// holder, after the run's descriptors, and the holder keeps both
+    /// back; a block plugged on its own (after a failed shrink put it
+    /// back with heap descriptors) keeps its bitmaps in its first frame.
+    pub(super) fn hand_over(&self, block: usize) -> bool {
+        let blocks = self.hot.blocks();
+        if !self.descriptors_on_block {
+            return blocks.add_blocks_reserving(block, 1, Online::Movable, 0);
+        }
+        let words = BlockFrames::map_words(self.frames()) as u64;
+        let (at, reserved) = match self.holder[block] {
+            NO_HOLDER => (self.block_address(block), 1),
+            holder => {
+                let holder = holder as usize;
+                let held = u64::from(self.held_frames[holder]);
+                let maps = self.block_address(holder)
+                    + held * PAGE_SIZE
+                    + (block - holder) as u64 * words * 8;
+                let reserved = if holder == block {
+                    held + self.map_frames()
+                } else {
+                    0
+                };
+                (maps, reserved)
+            }
+        };
+        let maps = NonNull::new(at as *mut u64).unwrap_or(NonNull::dangling());
+        // SAFETY: the holder's (or the block's own) reserved frames, mapped
+        // while the holder is plugged, which a shrink unplugs only after
+        // every block of its run was taken back; nothing else uses them.
+        unsafe { blocks.add_blocks_with_maps(block, 1, Online::Movable, reserved, maps) }
     }
 
     /// Whether the frame `pfn` starts a block that holds its run's
@@ -83,10 +122,7 @@ impl Device {
             .filter(|&index| holder[index] == index as u32 && staying(index, taken))
             .collect();
         for &index in &keep {
-            let held = u64::from(self.held_frames[index]);
-            self.hot
-                .blocks()
-                .add_blocks_reserving(index, 1, Online::Movable, held);
+            self.hand_over(index);
         }
         taken.retain(|index| keep.binary_search(index).is_err());
         before - taken.len()
