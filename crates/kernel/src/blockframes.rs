@@ -16,7 +16,9 @@
 //! Everything is allocated when the allocator is made
 //! ([`BlockFrames::new`], before the device's first resize): handing a run of blocks over or
 //! taking one back only writes bits, with no heap and no search, so a
-//! resize's allocator share is the bitmaps' writing. A second bitmap, one
+//! resize's allocator share is the bitmaps' writing. For a region too
+//! large for its bitmaps on the heap, [`BlockFrames::with_maps_on_blocks`]
+//! takes each block's bitmaps with the block, in memory it brings. A second bitmap, one
 //! bit per block, marks the blocks that are handed over and have a free
 //! frame, so an allocation finds its block in a word scan.
 //!
@@ -41,6 +43,11 @@ use core::fmt;
 use hotkern_physmem::Pfn;
 
 use crate::sync::Mutex;
+
+mod hand_over;
+mod maps;
+
+use maps::Maps;
 
 /// Whether a frame can be moved: Linux's migrate types, reduced to the two
 /// a shrink cares about.
@@ -126,8 +133,8 @@ struct Region {
     block_frames: u64,
     /// Bitmap words per block.
     words: usize,
-    /// Every block's frames, `words` words each; set = free.
-    free: Vec<u64>,
+    /// Every block's bitmaps of free and of unmovable frames.
+    maps: Maps,
     /// Free frames per block (0 for a block not handed over).
     free_count: Vec<u64>,
     /// A bit per block: handed over.
@@ -139,8 +146,6 @@ struct Region {
     isolated: Vec<u64>,
     /// A bit per block: handed over [`Online::Kernel`].
     kernel: Vec<u64>,
-    /// Every block's frames, as `free`; set = handed out unmovable.
-    unmovable: Vec<u64>,
     /// Unmovable frames per block.
     unmovable_count: Vec<u64>,
     /// Frames at the front of each handed-over block that are never
@@ -196,11 +201,12 @@ impl Region {
 
     /// Marks every frame of `block` free but its first `reserved`.
     fn fill(&mut self, block: usize, reserved: u64) {
-        let words = &mut self.free[block * self.words..(block + 1) * self.words];
-        let whole = (self.block_frames / 64) as usize;
+        let block_frames = self.block_frames;
+        let words = self.maps.free_mut(block, self.words);
+        let whole = (block_frames / 64) as usize;
         words[..whole].fill(u64::MAX);
         if let Some(tail) = words.get_mut(whole) {
-            *tail = (1 << (self.block_frames % 64)) - 1;
+            *tail = (1 << (block_frames % 64)) - 1;
         }
         for word in &mut words[..(reserved / 64) as usize] {
             *word = 0;
@@ -229,139 +235,6 @@ pub struct BlockFrames {
 }
 
 impl BlockFrames {
-    /// An allocator over `blocks` blocks of `block_frames` frames from
-    /// `first`, none handed over yet, with every bitmap allocated now.
-    pub fn new(first: Pfn, blocks: usize, block_frames: u64) -> Result<Self, RegionError> {
-        if blocks == 0 || block_frames == 0 {
-            return Err(RegionError::Empty);
-        }
-        (blocks as u64)
-            .checked_mul(block_frames)
-            .and_then(|frames| first.0.checked_add(frames))
-            .ok_or(RegionError::TooLarge)?;
-        let words = block_frames.div_ceil(64) as usize;
-        let map_words = blocks.div_ceil(64);
-        let zeroed = |len: usize| -> Result<Vec<u64>, RegionError> {
-            let mut v = Vec::new();
-            v.try_reserve_exact(len)
-                .map_err(|_| RegionError::OutOfMemory)?;
-            v.resize(len, 0);
-            Ok(v)
-        };
-        Ok(BlockFrames {
-            region: Mutex::new(Region {
-                first: first.0,
-                blocks,
-                block_frames,
-                words,
-                free: zeroed(blocks.checked_mul(words).ok_or(RegionError::TooLarge)?)?,
-                free_count: zeroed(blocks)?,
-                present: zeroed(map_words)?,
-                with_free: zeroed(map_words)?,
-                isolated: zeroed(map_words)?,
-                kernel: zeroed(map_words)?,
-                unmovable: zeroed(blocks.checked_mul(words).ok_or(RegionError::TooLarge)?)?,
-                unmovable_count: zeroed(blocks)?,
-                reserved: {
-                    let mut reserved = Vec::new();
-                    reserved
-                        .try_reserve_exact(blocks)
-                        .map_err(|_| RegionError::OutOfMemory)?;
-                    reserved.resize(blocks, 0);
-                    reserved
-                },
-                free_total: 0,
-                total: 0,
-            }),
-        })
-    }
-
-    /// Hands blocks `first..first + count` over [`Online::Movable`], all
-    /// their frames free. Refused (false), changing nothing, if one is
-    /// outside the region or handed over already.
-    pub fn add_blocks(&self, first: usize, count: usize) -> bool {
-        self.add_blocks_as(first, count, Online::Movable)
-    }
-
-    /// [`BlockFrames::add_blocks`], saying which allocations the blocks
-    /// take.
-    pub fn add_blocks_as(&self, first: usize, count: usize, online: Online) -> bool {
-        self.add_blocks_reserving(first, count, online, 0)
-    }
-
-    /// [`BlockFrames::add_blocks_as`], keeping the first `reserved` frames
-    /// of each block back for good: they hold the block's own page
-    /// descriptors (physmem's `plug_on_memory`), so they are never handed
-    /// out, freed, reported used or moved by a shrink, and the block is
-    /// wholly free when every other frame is. Refused (false), changing
-    /// nothing, if `reserved` leaves no frame to hand out.
-    ///
-    /// ```
-    /// use hotkern_kernel::blockframes::{BlockFrames, Online};
-    /// use hotkern_physmem::Pfn;
-    ///
-    /// let frames = BlockFrames::new(Pfn(0), 2, 8)?;
-    /// assert!(!frames.add_blocks_reserving(0, 1, Online::Movable, 8), "nothing left");
-    /// assert!(frames.add_blocks_reserving(0, 2, Online::Movable, 1));
-    /// assert_eq!(frames.alloc(), Some(Pfn(1)), "frame 0 holds descriptors");
-    /// assert!(!frames.free(Pfn(8)), "never handed out, never freed");
-    /// assert_eq!(frames.counts(), (13, 14));
-    /// assert_eq!(frames.reserved(1), Some(1));
-    /// assert!(frames.take_block(1), "wholly free but its descriptors");
-    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
-    /// ```
-    pub fn add_blocks_reserving(
-        &self,
-        first: usize,
-        count: usize,
-        online: Online,
-        reserved: u64,
-    ) -> bool {
-        let mut region = self.region.lock();
-        let Some(end) = first.checked_add(count).filter(|&end| end <= region.blocks) else {
-            return false;
-        };
-        if reserved >= region.block_frames || (first..end).any(|block| bit(&region.present, block))
-        {
-            return false;
-        }
-        for block in first..end {
-            region.fill(block, reserved);
-            // Below `block_frames`, which a block's frame index fits in.
-            region.reserved[block] = reserved as u32;
-            region.free_count[block] = region.block_frames - reserved;
-            set(&mut region.present, block, true);
-            set(&mut region.with_free, block, true);
-            set(&mut region.kernel, block, online == Online::Kernel);
-        }
-        let frames = count as u64 * (region.block_frames - reserved);
-        region.free_total += frames;
-        region.total += frames;
-        true
-    }
-
-    /// Takes block `block` back if every frame of it is free; false (the
-    /// block stays) otherwise. An isolated block's isolation ends with it.
-    pub fn take_block(&self, block: usize) -> bool {
-        let mut region = self.region.lock();
-        if block >= region.blocks
-            || !bit(&region.present, block)
-            || region.free_count[block] != region.usable(block)
-        {
-            return false;
-        }
-        let usable = region.usable(block);
-        region.free_count[block] = 0;
-        region.reserved[block] = 0;
-        set(&mut region.present, block, false);
-        set(&mut region.with_free, block, false);
-        set(&mut region.isolated, block, false);
-        set(&mut region.kernel, block, false);
-        region.free_total -= usable;
-        region.total -= usable;
-        true
-    }
-
     /// A free movable frame, if a block has one (low blocks first, low
     /// frames first within a block): [`BlockFrames::alloc_as`] with
     /// [`Mobility::Movable`].
@@ -425,7 +298,7 @@ impl BlockFrames {
     /// Takes the lowest free frame of `block`, one that may hand it out.
     fn take_frame(region: &mut Region, block: usize, mobility: Mobility) -> Option<Pfn> {
         let words = region.words;
-        let bits = &mut region.free[block * words..(block + 1) * words];
+        let bits = region.maps.free_mut(block, words);
         let (at, bits) = bits.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
         let offset = bits.trailing_zeros();
         *bits &= !(1 << offset);
@@ -435,7 +308,7 @@ impl BlockFrames {
             set(&mut region.with_free, block, false);
         }
         if mobility == Mobility::Unmovable {
-            region.unmovable[block * words + at] |= 1 << offset;
+            region.maps.unmovable_mut(block, words)[at] |= 1 << offset;
             region.unmovable_count[block] += 1;
         }
         Some(region.frame(block, at, offset))
@@ -451,16 +324,18 @@ impl BlockFrames {
         if !bit(&region.present, block) || region.is_reserved(block, index) {
             return false;
         }
-        let word = block * region.words + (index / 64) as usize;
+        let (words, at) = (region.words, (index / 64) as usize);
         let mask = 1 << (index % 64);
-        if region.free[word] & mask != 0 {
+        let free = &mut region.maps.free_mut(block, words)[at];
+        if *free & mask != 0 {
             return false;
         }
-        region.free[word] |= mask;
+        *free |= mask;
         region.free_count[block] += 1;
         region.free_total += 1;
-        if region.unmovable[word] & mask != 0 {
-            region.unmovable[word] &= !mask;
+        let unmovable = &mut region.maps.unmovable_mut(block, words)[at];
+        if *unmovable & mask != 0 {
+            *unmovable &= !mask;
             region.unmovable_count[block] -= 1;
         }
         // A frame freed into an isolated block stays there: the shrink
@@ -484,7 +359,9 @@ impl BlockFrames {
         }
         if region.unmovable_count[block] != 0 {
             let words = region.words;
-            let (at, word) = region.unmovable[block * words..(block + 1) * words]
+            let (at, word) = region
+                .maps
+                .unmovable(block, words)
                 .iter()
                 .enumerate()
                 .find(|(_, w)| **w != 0)
@@ -521,10 +398,7 @@ impl BlockFrames {
         }
         let words = region.words;
         let reserved = u64::from(region.reserved[block]);
-        for (at, &free) in region.free[block * words..(block + 1) * words]
-            .iter()
-            .enumerate()
-        {
+        for (at, &free) in region.maps.free(block, words).iter().enumerate() {
             let in_block = (region.block_frames - 64 * at as u64).min(64);
             let mut used = !free & (u64::MAX >> (64 - in_block));
             // The descriptor frames are neither free nor used: a shrink
@@ -557,10 +431,10 @@ impl BlockFrames {
     pub fn is_used(&self, frame: Pfn) -> bool {
         let region = self.region.lock();
         region.locate(frame).is_some_and(|(block, index)| {
-            let word = block * region.words + (index / 64) as usize;
+            let at = (index / 64) as usize;
             bit(&region.present, block)
                 && !region.is_reserved(block, index)
-                && region.free[word] & (1 << (index % 64)) == 0
+                && region.maps.free(block, region.words)[at] & (1 << (index % 64)) == 0
         })
     }
 
@@ -577,8 +451,11 @@ impl BlockFrames {
     pub fn is_unmovable(&self, frame: Pfn) -> bool {
         let region = self.region.lock();
         region.locate(frame).is_some_and(|(block, index)| {
-            let word = block * region.words + (index / 64) as usize;
-            region.unmovable[word] & (1 << (index % 64)) != 0
+            // A block not handed over has no unmovable frame (and, with
+            // its bitmaps on it, no bitmaps to read).
+            let at = (index / 64) as usize;
+            bit(&region.present, block)
+                && region.maps.unmovable(block, region.words)[at] & (1 << (index % 64)) != 0
         })
     }
 
@@ -606,6 +483,35 @@ impl BlockFrames {
             .is_some_and(|(block, _)| bit(&region.present, block))
     }
 
+    /// Heap bytes the bitmaps and per-block counts hold: made for the
+    /// whole region when the allocator is, so a resize never allocates
+    /// for them.
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::BlockFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// // 64 blocks of 512 frames: two bits a frame, 21 bytes a block.
+    /// let frames = BlockFrames::new(Pfn(0), 64, 512)?;
+    /// assert_eq!(frames.heap_bytes(), 64 * 512 / 4 + 64 * 20 + 4 * 8);
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn heap_bytes(&self) -> u64 {
+        let region = self.region.lock();
+        let words = [
+            &region.free_count,
+            &region.present,
+            &region.with_free,
+            &region.isolated,
+            &region.kernel,
+            &region.unmovable_count,
+        ]
+        .iter()
+        .map(|map| map.capacity() as u64)
+        .sum::<u64>();
+        words * 8 + region.reserved.capacity() as u64 * 4 + region.maps.heap_bytes()
+    }
+
     /// `(free, handed over)` frames.
     pub fn counts(&self) -> (u64, u64) {
         let region = self.region.lock();
@@ -615,3 +521,6 @@ impl BlockFrames {
 
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+#[cfg(all(test, not(loom)))]
+mod maps_tests;

@@ -231,6 +231,12 @@ pub struct BlockReport {
     pub retries: u64,
 }
 
+/// Rolled-back blocks a [`ShrinkReport`] names with their errors. The
+/// room for them is taken before any block changes, so it must not scale
+/// with the region: one entry per block was 1.3 MB of heap for a 64 GiB
+/// region, more than the rest of the shrink back needed.
+pub const ROLLED_BACK_KEPT: usize = 32;
+
 /// What a shrink reached.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ShrinkReport {
@@ -242,8 +248,12 @@ pub struct ShrinkReport {
     pub migrated: u64,
     /// Back-offs over all blocks.
     pub retries: u64,
-    /// Blocks tried and rolled back (isolation undone), with why.
+    /// Blocks tried and rolled back (isolation undone), with why: the
+    /// first [`ROLLED_BACK_KEPT`]; the others are only counted, in
+    /// `rolled_back_unnamed`.
     pub rolled_back: Vec<(usize, ShrinkError)>,
+    /// Blocks rolled back past the first [`ROLLED_BACK_KEPT`].
+    pub rolled_back_unnamed: usize,
     /// Frames in a block.
     pub block_frames: u64,
 }
@@ -279,13 +289,18 @@ pub fn shrink(
         });
     }
     let requested = (size / block_frames) as usize;
-    let mut candidates: Vec<(u64, Reverse<usize>)> = Vec::new();
+    // Eight bytes a block, 256 KiB for a 64 GiB region of 2 MiB blocks:
+    // the frames in use and the block. A region past 2^32 blocks (8 PiB of
+    // 2 MiB blocks) offers only its first 2^32.
+    let mut candidates: Vec<(u32, Reverse<u32>)> = Vec::new();
     candidates
         .try_reserve_exact(count)
         .map_err(|_| ShrinkError::OutOfMemory)?;
     candidates.extend((0..count).filter_map(|block| {
         let used = blocks.block_use(block)?;
-        (used.unmovable == 0 && !used.isolated).then_some((used.used, Reverse(block)))
+        let used_frames = u32::try_from(used.used).unwrap_or(u32::MAX);
+        let index = u32::try_from(block).ok()?;
+        (used.unmovable == 0 && !used.isolated).then_some((used_frames, Reverse(index)))
     }));
     if requested > candidates.len() {
         return Err(ShrinkError::BelowUnmovable {
@@ -306,9 +321,10 @@ pub fn shrink(
         .map_err(|_| ShrinkError::OutOfMemory)?;
     report
         .rolled_back
-        .try_reserve_exact(count)
+        .try_reserve_exact(ROLLED_BACK_KEPT.min(count))
         .map_err(|_| ShrinkError::OutOfMemory)?;
     for (_, Reverse(block)) in candidates {
+        let block = block as usize;
         if report.complete() {
             break;
         }
@@ -321,7 +337,11 @@ pub fn shrink(
             Err((error, done)) => {
                 report.migrated += done.migrated;
                 report.retries += done.retries;
-                report.rolled_back.push((block, error));
+                if report.rolled_back.len() < ROLLED_BACK_KEPT {
+                    report.rolled_back.push((block, error));
+                } else {
+                    report.rolled_back_unnamed += 1;
+                }
                 // Other blocks need targets too: no point going on.
                 if let ShrinkError::NoTarget { .. } | ShrinkError::OutOfMemory = error {
                     break;

@@ -197,7 +197,26 @@ impl MovableFrames {
         block_frames: u64,
         owned_blocks: usize,
     ) -> Result<Self, RegionError> {
-        let inner = BlockFrames::new(first, blocks, block_frames)?;
+        Self::over(BlockFrames::new(first, blocks, block_frames)?, owned_blocks)
+    }
+
+    /// [`MovableFrames::with_owned_blocks`] over a block allocator the
+    /// caller made, e.g. one whose bitmaps come with each block
+    /// ([`BlockFrames::with_maps_on_blocks`]).
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::BlockFrames;
+    /// use hotkern_kernel::movable::MovableFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let blocks = BlockFrames::with_maps_on_blocks(Pfn(0), 64, 512)?;
+    /// let frames = MovableFrames::over(blocks, 1)?;
+    /// assert_eq!(frames.owner_table_bytes(), 512 * 28);
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn over(inner: BlockFrames, owned_blocks: usize) -> Result<Self, RegionError> {
+        let (blocks, block_frames) = inner.shape();
+        let first = inner.first();
         let owned_blocks = owned_blocks.min(blocks);
         let frames = (owned_blocks as u64)
             .checked_mul(block_frames)
@@ -225,6 +244,25 @@ impl MovableFrames {
             entries,
             table: Mutex::new(Table { owner, free_slots }),
         })
+    }
+
+    /// Heap bytes the owner table holds: a slot, a reverse-map word and
+    /// a free-slot index for each frame of the owned blocks, 28 bytes a
+    /// frame (the bitmaps are [`BlockFrames::heap_bytes`]).
+    ///
+    /// ```
+    /// use hotkern_kernel::movable::MovableFrames;
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = MovableFrames::with_owned_blocks(Pfn(0), 4, 512, 1)?;
+    /// assert_eq!(frames.owner_table_bytes(), 512 * 28);
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn owner_table_bytes(&self) -> u64 {
+        let table = self.table.lock();
+        (self.entries.capacity() * core::mem::size_of::<Entry>()
+            + table.owner.capacity() * 8
+            + table.free_slots.capacity() * 4) as u64
     }
 
     /// The block allocator underneath: hand blocks over, allocate

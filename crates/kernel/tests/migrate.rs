@@ -539,3 +539,23 @@ fn owners_stay_in_the_owned_blocks_and_a_shrink_takes_free_blocks_past_them() {
     assert!(frames.blocks().is_used(stray));
     all_intact(&frames, &memory, &slots, 1);
 }
+
+#[test]
+fn a_shrink_names_a_bounded_number_of_rolled_back_blocks_and_counts_the_rest() {
+    use hotkern_kernel::migrate::ROLLED_BACK_KEPT;
+    let blocks = ROLLED_BACK_KEPT + 8;
+    let (frames, memory) = setup(blocks, 2);
+    assert!(frames.blocks().add_blocks(0, blocks));
+    // A frame in every block handed out with no owner: none can move.
+    for block in 0..blocks {
+        frames.blocks().alloc_in(block, Mobility::Movable).unwrap();
+    }
+    let report = shrink(&frames, &memory, 2 * blocks as u64, &NoHooks).unwrap();
+    assert_eq!(report.reached(), 0);
+    assert_eq!(report.rolled_back.len(), ROLLED_BACK_KEPT);
+    assert_eq!(report.rolled_back_unnamed, blocks - ROLLED_BACK_KEPT);
+    assert!(
+        report.rolled_back.capacity() <= ROLLED_BACK_KEPT,
+        "room for a name per block"
+    );
+}

@@ -67,8 +67,9 @@ pub enum PhysmemError {
     },
     /// The memory given for descriptors is not aligned for them.
     MisalignedDescriptors,
-    /// Part of a segment whose descriptors live in its own first frames:
-    /// such a segment is unplugged whole.
+    /// The first frames of a [`plug_on_memory`](crate::Physmem::plug_on_memory)
+    /// plug, which hold its descriptors, while other frames of that plug
+    /// are still plugged: they go last, with its last segment, whole.
     DescriptorsOnMemory {
         /// The segment's first frame.
         start: Pfn,
@@ -123,7 +124,7 @@ impl fmt::Display for PhysmemError {
             }
             PhysmemError::DescriptorsOnMemory { start, end } => write!(
                 f,
-                "the segment [{}, {}) holds its own descriptors and is unplugged whole",
+                "the segment [{}, {}) holds descriptors still in use and goes last, whole",
                 start.0, end.0
             ),
         }

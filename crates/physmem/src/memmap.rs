@@ -7,11 +7,14 @@
 //! The frames that hold the descriptors stay in the segment (a lookup of
 //! them finds their descriptors, as Linux's vmemmap pages have struct
 //! pages) but outside its avail range, so no page allocator hands them
-//! out. Their slab is the segment's alone: no other plug carves
-//! descriptors from it (those would vanish with this block), and the
-//! segment is unplugged whole or not at all
-//! ([`PhysmemError::DescriptorsOnMemory`]), as Linux offlines such a
-//! block whole.
+//! out. Their slab is the plug's alone: no other plug carves
+//! descriptors from it (those would vanish with this block). One plug may
+//! span many blocks (a 128 MiB run keeps all its descriptors in its first
+//! 64 frames, and takes one segment's heap, not 64): any part of it may be
+//! unplugged first, its descriptors staying in the slab, but the part with
+//! the descriptor frames goes last, whole, with the plug's last segment
+//! ([`PhysmemError::DescriptorsOnMemory`]), as Linux removes a
+//! memmap_on_memory block's vmemmap pages after its other pages.
 
 use core::mem::{align_of, size_of};
 use core::ptr::{self, NonNull};
@@ -180,7 +183,40 @@ mod tests {
     }
 
     #[test]
-    fn unplugging_the_block_gives_the_memory_back_and_a_part_is_refused() {
+    fn the_descriptor_frames_go_last_and_whole() {
+        let npages = PageCount(1024);
+        let mut buffer = frames(Physmem::<BasicPage>::descriptor_frames(npages).0);
+        let memory = at(&mut buffer);
+        let mem: Physmem<BasicPage> = Physmem::initialized();
+        mem.plug(Pfn(0x100), PageCount(8)).unwrap();
+        // SAFETY: the buffer outlives `mem`'s use of it.
+        unsafe { mem.plug_on_memory(Pfn(0x2000), npages, memory) }.unwrap();
+        // A middle part and the back go first: the descriptor frames (the
+        // first two) stay, and with them the other pieces' descriptors.
+        mem.unplug(Pfn(0x2000 + 256), PageCount(256)).unwrap();
+        mem.unplug(Pfn(0x2000 + 768), PageCount(256)).unwrap();
+        mem.reclaim();
+        assert!(mem.holds_memory(memory));
+        assert!(mem.read().page(Pfn(0x2000 + 767)).is_some());
+        // The front piece, holding the descriptors of the piece at 512, is
+        // refused while that piece is plugged, whole or in part.
+        let refused = Err(PhysmemError::DescriptorsOnMemory {
+            start: Pfn(0x2000),
+            end: Pfn(0x2000 + 256),
+        });
+        assert_eq!(mem.unplug(Pfn(0x2000), PageCount(256)), refused);
+        assert_eq!(mem.unplug(Pfn(0x2000 + 1), PageCount(1)), refused);
+        assert!(mem.read().page(Pfn(0x2000 + 1)).is_some());
+        // Past the descriptor frames, the front piece may be cut.
+        mem.unplug(Pfn(0x2000 + 2), PageCount(254)).unwrap();
+        mem.unplug(Pfn(0x2000 + 512), PageCount(256)).unwrap();
+        mem.unplug(Pfn(0x2000), PageCount(2)).unwrap();
+        mem.reclaim();
+        assert!(!mem.holds_memory(memory));
+    }
+
+    #[test]
+    fn unplugging_the_block_gives_the_memory_back() {
         let npages = PageCount(1024);
         let mut buffer = frames(Physmem::<BasicPage>::descriptor_frames(npages).0);
         let memory = at(&mut buffer);
@@ -190,14 +226,6 @@ mod tests {
         // SAFETY: as above.
         unsafe { mem.plug_on_memory(Pfn(0x2000), npages, memory) }.unwrap();
         assert!(mem.holds_memory(memory));
-        let part = mem.unplug(Pfn(0x2000 + 512), PageCount(512));
-        assert_eq!(
-            part,
-            Err(PhysmemError::DescriptorsOnMemory {
-                start: Pfn(0x2000),
-                end: Pfn(0x2000 + 1024)
-            })
-        );
         assert!(mem.read().page(Pfn(0x2000 + 1023)).is_some());
         // A reader still inside keeps the descriptors until it leaves.
         let guard = mem.read();

@@ -462,13 +462,21 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         }
         let (start, stop) = (pfn.0, end);
         let whole = start == record.start && stop == record.end;
-        if writer.initialized && !whole && writer.slabs.on_memory(record.slab) {
-            // Its descriptors live in its own first frames: it goes whole
-            // or not at all, as Linux offlines a memmap_on_memory block.
-            return Err(PhysmemError::DescriptorsOnMemory {
-                start: Pfn(record.start),
-                end: Pfn(record.end),
-            });
+        let on_memory = writer.initialized && writer.slabs.on_memory(record.slab);
+        if on_memory {
+            // The plug's descriptors live in its own first frames: those
+            // frames go last, with the plug's last piece, as Linux offlines
+            // a memmap_on_memory block's vmemmap pages last. Any other part
+            // may go first; its descriptors stay in the slab until then.
+            let slab = writer.slabs.get(record.slab);
+            let plug_start = record.start - record.first;
+            let holding_end = plug_start + Self::descriptor_frames(PageCount(slab.capacity())).0;
+            if start < holding_end && !(whole && slab.pieces == 1) {
+                return Err(PhysmemError::DescriptorsOnMemory {
+                    start: Pfn(record.start),
+                    end: Pfn(record.end),
+                });
+            }
         }
         let frames = record.frames();
         let change = match (start == record.start, stop == record.end) {
@@ -496,6 +504,14 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
         writer.slabs.reserve_free(record.slab)?;
         let index = self.prepare(writer, &change, 1)?;
         change.apply(&mut writer.table);
+        if on_memory {
+            let pieces = match (start == record.start, stop == record.end) {
+                (true, true) => -1,
+                (false, false) => 1,
+                _ => 0,
+            };
+            writer.slabs.add_pieces(record.slab, pieces);
+        }
         // SAFETY: a live record's states, alive while any piece of its
         // plug is; the writer lock is held.
         let garbage = match unsafe { record.deferred.as_ref() } {

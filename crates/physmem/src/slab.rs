@@ -19,6 +19,9 @@ pub(crate) struct Slab<P> {
     /// Whether the heap holds the descriptors (else the caller's memory,
     /// Linux's `memmap_on_memory`: never freed here, never shared).
     pub(crate) owned: bool,
+    /// Live segments whose descriptors are here, for a slab in the
+    /// caller's memory: the frames holding them may go only with the last.
+    pub(crate) pieces: u64,
 }
 
 // SAFETY: a slab owns its descriptors as a `Box<[P]>` would: moving it
@@ -46,6 +49,7 @@ impl<P: Page> Slab<P> {
             capacity,
             extent: Extent::new(capacity),
             owned: true,
+            pieces: 0,
         })
     }
 
@@ -56,7 +60,13 @@ impl<P: Page> Slab<P> {
             capacity,
             extent: Extent::new(capacity),
             owned: false,
+            pieces: 1,
         }
+    }
+
+    /// Descriptors the slab holds room for.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity
     }
 
     /// Pointer to descriptor `index`. Computing it is safe whatever the
@@ -130,6 +140,14 @@ impl<P: Page> Slabs<P> {
     /// Whether slab `id` is in the caller's memory.
     pub(crate) fn on_memory(&self, id: u32) -> bool {
         matches!(self.slabs.get(id as usize), Some(Some(slab)) if !slab.owned)
+    }
+
+    /// Counts `delta` more live segments on slab `id` (a cut of one of its
+    /// segments, or one's removal).
+    pub(crate) fn add_pieces(&mut self, id: u32, delta: i64) {
+        if let Some(Some(slab)) = self.slabs.get_mut(id as usize) {
+            slab.pieces = slab.pieces.saturating_add_signed(delta);
+        }
     }
 
     pub(crate) fn get(&self, id: u32) -> &Slab<P> {

@@ -521,3 +521,26 @@ fn split_changing_both_slot_chunks_reserves_room_for_both() {
         assert_eq!(guard.len(), 515);
     });
 }
+
+#[test]
+fn cutting_a_plug_on_its_own_memory_out_of_memory_changes_nothing() {
+    // The plug's first two frames, for its 1,024 descriptors; made before
+    // counting, and outliving the `Physmem`.
+    let mut memory = vec![0u64; 1024];
+    let base = std::ptr::NonNull::new(memory.as_mut_ptr().cast::<u8>()).unwrap();
+    without_leaks(|| {
+        let (mem, mut handles) = running();
+        // SAFETY: the buffer is this plug's alone and outlives `mem`.
+        let handle = unsafe { mem.plug_on_memory(Pfn(0x3000), PageCount(1024), base) };
+        handles.push(handle.unwrap());
+        refused_until_memory(&mem, &handles, 0x3400, || {
+            mem.unplug(Pfn(0x3100), PageCount(0x100))
+        });
+        // Had a refused cut counted a piece, the front, which holds the
+        // descriptors, would be refused after the back goes.
+        mem.unplug(Pfn(0x3200), PageCount(0x200)).unwrap();
+        mem.unplug(Pfn(0x3000), PageCount(0x100)).unwrap();
+        mem.reclaim();
+        assert!(!mem.holds_memory(base));
+    });
+}

@@ -6,7 +6,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use hotkern_kernel::baremetal::PoolError;
-use hotkern_kernel::blockframes::RegionError;
+use hotkern_kernel::blockframes::{BlockFrames, RegionError};
 use hotkern_kernel::movable::{CopyFault, FrameMemory, MovableFrames};
 use hotkern_physmem::Pfn;
 
@@ -41,9 +41,10 @@ pub fn hot() -> Option<&'static MovableFrames> {
 const OWNER_BYTES_PER_FRAME: u64 = 28;
 
 /// Makes the hot-plugged frames' allocator over `blocks` blocks of
-/// `block_frames` frames from `first`, with all its bitmaps and its owner
-/// table (a slot and a reverse-map word per frame), so that no resize
-/// allocates for it. The owner table covers the region's front, as many
+/// `block_frames` frames from `first`, with all its bitmaps (or, with
+/// `maps_on_blocks`, a pointer per block to bitmaps each block brings,
+/// `BlockFrames::with_maps_on_blocks`) and its owner table (a slot and a
+/// reverse-map word per frame), so that no resize allocates for it. The owner table covers the region's front, as many
 /// blocks as a quarter of the free heap holds (all of them unless the
 /// region is tens of GiB on a small guest): a 16 GiB region's whole table
 /// would be 117 MiB. Only the first call makes one; a later call returns
@@ -53,12 +54,20 @@ pub fn set_hot(
     first: Pfn,
     blocks: usize,
     block_frames: u64,
+    maps_on_blocks: bool,
 ) -> Result<&'static MovableFrames, RegionError> {
     let (size, used, _) = crate::arch::heap::usage();
     let budget = (size.saturating_sub(used) / 4) as u64;
     let owned = budget / OWNER_BYTES_PER_FRAME / block_frames.max(1);
     let owned = usize::try_from(owned).unwrap_or(usize::MAX).min(blocks);
-    HOT.try_call_once(|| MovableFrames::with_owned_blocks(first, blocks, block_frames, owned))
+    HOT.try_call_once(|| {
+        let region = if maps_on_blocks {
+            BlockFrames::with_maps_on_blocks(first, blocks, block_frames)?
+        } else {
+            BlockFrames::new(first, blocks, block_frames)?
+        };
+        MovableFrames::over(region, owned)
+    })
 }
 
 /// The hot-plugged frames as [`FrameMemory`]: the kernel's page tables map

@@ -124,7 +124,7 @@ pub fn run(
     };
     // Allocated before the first resize, so that none of them waits for
     // it: the page directories over the region and the fill's owner list.
-    // The page descriptors need no heap: each block holds its own.
+    // The page descriptors need no heap: each run holds its own.
     if let Err(error) = memory::prepare_map(report.addr, report.addr + report.region) {
         println!("hotkern: virtio-mem: page directories: {error}");
     }
@@ -141,7 +141,8 @@ pub fn run(
     if percent > 0 && fill.is_none() {
         checks.check("virtio-mem: the heap holds the fill's owner list", false);
     }
-    report.descriptor_frames = device.descriptor_frames();
+    report.descriptor_frames = device.run_descriptor_frames();
+    report.run_blocks = device.run_blocks();
     if !device.descriptors_on_block {
         let bytes = descriptors::touch_heap_room(device.plugged.len() as u64 * device.frames());
         println!(
@@ -149,7 +150,7 @@ pub fn run(
             bytes >> 10
         );
     }
-    report.heap = descriptors::start();
+    report.heap = descriptors::start(device.hot);
     // Watching starts before the host may send its first size (it waits
     // for the ready line), so every change's interrupt is counted and no
     // change falls between the first read and the first wait.
@@ -198,12 +199,14 @@ pub fn run(
         };
         let target = requested / device.block * device.block;
         readers::resizing(true);
+        let heap_start = report.heap.resize_start();
         let outcome = if target >= device.plugged_bytes() {
             device.grow(target, &mut resize)
         } else {
             device.shrink(target, &mut resize, &grace_period, &flush_others)
         };
         readers::resizing(false);
+        resize.heap_peak_rise = report.heap.resize_peak(heap_start);
         if let Some(fill) = fill.as_mut() {
             let bad = fill.verify(device.hot);
             if bad > 0 {
@@ -217,13 +220,15 @@ pub fn run(
         if resize.blocks > 0 && device.descriptors_on_block {
             let frames = device.frames();
             let blocks = (0..device.plugged.len()).filter(|&i| device.plugged[i]);
-            report.descriptors_off_block += descriptors::off_block(
-                blocks.map(|i| {
-                    let first = device.block_address(i) / PAGE_SIZE;
-                    first..first + frames
-                }),
-                report.descriptor_frames,
-            );
+            report.descriptors_off_block += descriptors::off_block(blocks.map(|i| {
+                let first = device.block_address(i) / PAGE_SIZE;
+                let holder = device.holder[i] as usize;
+                let home = device.holder.get(holder).map_or(0..0, |_| {
+                    let start = device.block_address(holder) / PAGE_SIZE;
+                    start..start + u64::from(device.held_frames[holder])
+                });
+                (first..first + frames, home)
+            }));
         }
         print_resize(&resize);
         trace_marker!(
@@ -240,14 +245,16 @@ pub fn run(
     }
     report.heap.finish();
     println!(
-        "hotkern: virtio-mem: heap {} KiB before the resizes, at most {} KiB more during them, {} KiB more after; descriptors on each block's first {} frames",
+        "hotkern: virtio-mem: heap {} KiB before the resizes ({} KiB bitmaps, {} KiB owner table), at most {} KiB more during them, {} KiB more after; descriptors on each run's first {} frames",
         report.heap.before >> 10,
+        report.heap.bitmaps >> 10,
+        report.heap.owner_table >> 10,
         report.heap.peak_rise >> 10,
         report.heap.after_rise >> 10,
         report.descriptor_frames
     );
     checks.check(
-        "virtio-mem: every plugged block's descriptors are on its own first frames",
+        "virtio-mem: every plugged block's descriptors are on its run's first frames",
         report.descriptors_off_block == 0,
     );
     report.config = changes.finish(&device.transport, report.resizes.len() as u64, checks);
@@ -338,13 +345,14 @@ pub fn run(
 fn print_resize(resize: &Resize) {
     let [device, physmem, tables, allocator] = resize.ns.map(|ns| ns / 1000);
     println!(
-        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us (of it migrating {} frames, {} retries: {} us){}",
+        "hotkern: virtio-mem resize to {} MiB: plugged {} MiB ({:+} blocks): device {device} us, physmem {physmem} us, page tables {tables} us, allocator {allocator} us (of it migrating {} frames, {} retries: {} us), heap peak +{} KiB{}",
         resize.requested / MIB,
         resize.plugged / MIB,
         resize.blocks,
         resize.migrated,
         resize.retries,
         resize.migrate_ns / 1000,
+        resize.heap_peak_rise >> 10,
         match &resize.refused {
             Some(reason) => alloc::format!("; not reached: {reason}"),
             None => String::new(),

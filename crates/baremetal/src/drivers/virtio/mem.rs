@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::ptr::NonNull;
 
-use hotkern_kernel::blockframes::{Online, RegionError};
+use hotkern_kernel::blockframes::RegionError;
 use hotkern_kernel::migrate::{self, NoHooks, ShrinkError};
 use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
@@ -39,6 +39,12 @@ use crate::arch::ranges::PAGE_SIZE;
 use crate::drivers::pci;
 use crate::drivers::virtio::pci::{self as virtio_pci, Transport, TransportError};
 use crate::platform::pages::HotMemory;
+
+mod runs;
+
+/// A block whose descriptors are not on a block of the region (not
+/// plugged, or on the heap).
+pub const NO_HOLDER: u32 = u32::MAX;
 
 /// Red Hat's vendor id; virtio device 24 (memory) as a modern PCI device.
 const VENDOR: u16 = 0x1af4;
@@ -72,8 +78,10 @@ pub const MIB: u64 = 1 << 20;
 /// The most a single PLUG asks for.
 pub const RUN_BYTES: u64 = 128 << 20;
 /// Heap a grow leaves free: physmem's unplugs rebuild the index sections
-/// they touch, so the shrink back needs room even after the largest grow.
-const HEAP_RESERVE: usize = 4 << 20;
+/// they touch, and the shared core's shrink lists the region's blocks, so
+/// the shrink back needs room even after the largest grow. Measured: 1.6
+/// MiB at most for 64 GiB back to 256 MiB.
+const HEAP_RESERVE: usize = 2 << 20;
 /// Why the driver stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemError {
@@ -167,6 +175,9 @@ pub struct Resize {
     /// Nanoseconds in the shared core's shrink (pick, isolate, migrate,
     /// take), part of the allocator's share.
     pub migrate_ns: u64,
+    /// The most heap in use during the resize, above what was in use
+    /// before it.
+    pub heap_peak_rise: u64,
 }
 
 /// The device, its region and which blocks are plugged.
@@ -182,16 +193,27 @@ pub struct Device {
     /// The allocator the plugged blocks' frames are handed to, with
     /// their owners.
     pub hot: &'static MovableFrames,
-    /// Whether each block is plugged with its descriptors on its own
-    /// first frames (a region whose descriptors would take more than a
-    /// quarter of the free heap) or, cheaper per plug (no first touch of
-    /// the block), a run at a time with descriptors on the heap.
+    /// Whether each run of blocks is plugged with its descriptors on its
+    /// own first frames (a region whose descriptors would take more than
+    /// a quarter of the free heap) or, cheaper per plug (no first touch of
+    /// the block), with descriptors on the heap.
     pub descriptors_on_block: bool,
+    /// For each block plugged with its descriptors on memory, the block
+    /// that holds them (its run's first); [`NO_HOLDER`] otherwise.
+    pub holder: Vec<u32>,
+    /// Frames each holder block keeps at its front for its run's
+    /// descriptors (0 for the others); the run's allocator bitmaps
+    /// follow them.
+    pub held_frames: Vec<u16>,
 }
 
 /// Makes the allocator for a region of `blocks` blocks of `frames`
 /// frames from `first`: the caller's, which owns the kernel's page pools.
-pub type HotFrames<'a> = &'a dyn Fn(Pfn, usize, u64) -> Result<&'static MovableFrames, RegionError>;
+/// The last argument says whether each block's bitmaps are to come
+/// with it (`BlockFrames::with_maps_on_blocks`): for a region whose
+/// descriptors go on its runs.
+pub type HotFrames<'a> =
+    &'a dyn Fn(Pfn, usize, u64, bool) -> Result<&'static MovableFrames, RegionError>;
 
 /// Finds the device on PCI bus 0, routes its configuration changes to the
 /// calling CPU, checks its region and has `hot` make the allocator for it.
@@ -219,7 +241,13 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
     let (size, used, _) = crate::arch::heap::usage();
     let descriptors = region / PAGE_SIZE * core::mem::size_of::<KernelPage>() as u64;
     let descriptors_on_block = descriptors > (size.saturating_sub(used) / 4) as u64;
-    let hot = hot(Pfn(addr / PAGE_SIZE), blocks, block / PAGE_SIZE).map_err(MemError::Region)?;
+    let hot = hot(
+        Pfn(addr / PAGE_SIZE),
+        blocks,
+        block / PAGE_SIZE,
+        descriptors_on_block,
+    )
+    .map_err(MemError::Region)?;
     Ok(Device {
         transport,
         block,
@@ -227,6 +255,8 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
         plugged: alloc::vec![false; blocks],
         hot,
         descriptors_on_block,
+        holder: alloc::vec![NO_HOLDER; blocks],
+        held_frames: alloc::vec![0; blocks],
     })
 }
 
@@ -270,14 +300,22 @@ impl Device {
         self.plugged.iter().filter(|&&p| p).count() as u64 * self.block
     }
 
-    /// Frames at the front of each block that hold its own page
-    /// descriptors (physmem's `plug_on_memory`, Linux's
-    /// `memmap_on_memory`): the allocator never hands them out.
-    pub fn descriptor_frames(&self) -> u64 {
+    /// Frames at the front of a whole run ([`RUN_BYTES`]) that hold the
+    /// run's page descriptors (physmem's `plug_on_memory`, Linux's
+    /// `memmap_on_memory`): the allocator never hands them out. 0 when
+    /// descriptors are on the heap.
+    pub fn run_descriptor_frames(&self) -> u64 {
         if !self.descriptors_on_block {
             return 0;
         }
-        hotkern_physmem::Physmem::<KernelPage>::descriptor_frames(PageCount(self.frames())).0
+        let blocks = (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX));
+        hotkern_physmem::Physmem::<KernelPage>::descriptor_frames(PageCount(blocks * self.frames()))
+            .0
+    }
+
+    /// Blocks per whole run.
+    pub fn run_blocks(&self) -> u64 {
+        (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX))
     }
 
     /// The block at `address` as the memory its descriptors are written
@@ -314,10 +352,10 @@ impl Device {
     }
 
     /// Plugs up to `count` blocks from `first`, all unplugged: device,
-    /// page tables, physmem (each block a segment with its descriptors on
-    /// its own first frames, so a grow takes no heap for them, and a
-    /// shrink can take any block back whole), allocator, each timed into
-    /// `ns`.
+    /// page tables, physmem (one segment with its descriptors on the
+    /// run's own first frames, so a grow takes no heap for them and
+    /// physmem's heap is one segment's, not one per block; a shrink can
+    /// take any other block back first), allocator, each timed into `ns`.
     fn plug_run(&mut self, first: usize, count: usize, ns: &mut [u64; 4]) -> Result<(), MemError> {
         let start = self.block_address(first);
         let bytes = count as u64 * self.block;
@@ -328,53 +366,39 @@ impl Device {
         let mapped = memory::map_range(start, start + bytes);
         let t2 = clock::nanos();
         ns[2] += t2 - t1;
-        let mut plugged = 0;
-        let on_block = self.descriptors_on_block;
-        let result = mapped.map_err(MemError::Map).and_then(|()| {
-            if !on_block {
-                return PHYSMEM
-                    .plug(Pfn(start / PAGE_SIZE), PageCount(bytes / PAGE_SIZE))
-                    .map(|_| ())
-                    .map_err(MemError::Physmem);
+        let frames = bytes / PAGE_SIZE;
+        let held = if self.descriptors_on_block {
+            hotkern_physmem::Physmem::<KernelPage>::descriptor_frames(PageCount(frames)).0
+        } else {
+            0
+        };
+        let pfn = Pfn(start / PAGE_SIZE);
+        let result = match mapped {
+            Err(error) => Err(MemError::Map(error)),
+            Ok(()) if held == 0 => PHYSMEM
+                .plug(pfn, PageCount(frames))
+                .map(|_| ())
+                .map_err(MemError::Physmem),
+            // SAFETY: the run was just plugged and mapped at its physical
+            // address, write-back; nothing else uses its first frames (the
+            // allocator is told to keep them), and the shrink unmaps them
+            // only after `release_descriptors`.
+            Ok(()) => unsafe {
+                PHYSMEM.plug_on_memory(pfn, PageCount(frames), Self::descriptor_memory(start))
             }
-            for index in first..first + count {
-                let address = self.block_address(index);
-                // SAFETY: the block was just plugged and mapped at its
-                // physical address, write-back; nothing else uses its
-                // first frames (the allocator is told to keep them), and
-                // the shrink unmaps it only after `release_descriptors`.
-                unsafe {
-                    PHYSMEM.plug_on_memory(
-                        Pfn(address / PAGE_SIZE),
-                        PageCount(self.frames()),
-                        Self::descriptor_memory(address),
-                    )
-                }
-                .map_err(MemError::Physmem)?;
-                plugged += 1;
-            }
-            Ok(())
-        });
+            .map(|_| ())
+            .map_err(MemError::Physmem),
+        };
         let t3 = clock::nanos();
         ns[1] += t3 - t2;
         if let Err(error) = result {
-            // Give the memory back as it came: out of physmem, unmapped,
-            // then unplugged.
-            let done = (first..first + plugged).map(|index| self.block_address(index));
-            for address in done.clone() {
-                let _ = PHYSMEM.unplug(Pfn(address / PAGE_SIZE), PageCount(self.frames()));
-            }
-            self.release_descriptors(done)?;
+            // Give the memory back as it came: unmapped, then unplugged
+            // (physmem took nothing: its plug is one write).
             let _ = memory::unmap_range(start, start + bytes);
             let _ = self.send(REQ_UNPLUG, start, count as u16);
             return Err(error);
         }
-        let added = self.hot.blocks().add_blocks_reserving(
-            first,
-            count,
-            Online::Movable,
-            self.descriptor_frames(),
-        );
+        let added = self.add_run(first, count, held);
         ns[3] += clock::nanos() - t3;
         if !added {
             return Err(MemError::Allocator);
@@ -399,8 +423,8 @@ impl Device {
                 .take_while(|&i| !self.plugged[i])
                 .take(wanted.min(per_run))
                 .count();
-            // Each block is a physmem segment, whose record and index
-            // entries (about 600 bytes) are on the heap: stop while the
+            // Each run is a physmem segment, whose record and index
+            // entries (about 1 KiB) are on the heap: stop while the
             // shrink back still has room, rather than fail it.
             let (size, used, _) = crate::arch::heap::usage();
             if size.saturating_sub(used) < HEAP_RESERVE {
@@ -411,6 +435,8 @@ impl Device {
                 ));
                 return Ok(());
             }
+            // As in the shrink: the last plug's retired index goes first.
+            self.settle();
             self.plug_run(first, count, &mut resize.ns)?;
             resize.blocks += count as i64;
         }
@@ -459,6 +485,9 @@ impl Device {
             for (block, error) in &shrunk.rolled_back {
                 let _ = write!(reason, "; block {block}: {error}");
             }
+            if shrunk.rolled_back_unnamed > 0 {
+                let _ = write!(reason, "; {} more", shrunk.rolled_back_unnamed);
+            }
             resize.refused = Some(reason);
         }
         let mut taken = shrunk.taken;
@@ -471,6 +500,14 @@ impl Device {
             resize.ns[3] += clock::nanos() - t;
         }
         taken.sort_unstable();
+        // A block holding the descriptors of blocks that stay plugged
+        // stays too: physmem takes those frames only with their run's last.
+        let kept = self.keep_holders(&mut taken);
+        if kept > 0 && resize.refused.is_none() {
+            resize.refused = Some(alloc::format!(
+                "{kept} blocks hold the descriptors of blocks that stay"
+            ));
+        }
         // Runs of consecutive blocks, each cut to one physmem segment.
         let runs = runs_of(&taken);
         let mut pieces: Vec<(u64, u64)> = Vec::new();
@@ -488,46 +525,30 @@ impl Device {
                 at = stop;
             }
         }
+        // The pieces holding descriptors last (a stable sort keeps the
+        // rest in order): by then the other pieces of their runs are gone.
+        pieces.sort_by_key(|&(pfn, _)| self.holds_descriptors(pfn));
         let t1 = clock::nanos();
         for (done, &(pfn, frames)) in pieces.iter().enumerate() {
             // Each unplug publishes a new index and retires the old one's
-            // tables: free them as soon as no reader holds them, or
-            // thousands of one-block segments run the heap out.
-            PHYSMEM.reclaim();
+            // tables: free them before the next is made.
+            self.settle();
             if let Err(error) = PHYSMEM.unplug(Pfn(pfn), PageCount(frames)) {
                 // Put back what this shrink took, so that nothing is lost:
                 // the pieces unplugged so far, and every block's frames.
-                // Each piece is a block's own segment, its descriptors on
-                // its first frames: made again there once physmem let go.
-                for &(pfn, frames) in pieces[..done].iter().filter(|_| !self.descriptors_on_block) {
-                    let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
-                }
-                let back = pieces[..done].iter().map(|&(pfn, _)| pfn * PAGE_SIZE);
-                let released = self.release_descriptors(back.clone());
-                for address in back.filter(|_| released.is_ok() && self.descriptors_on_block) {
-                    // SAFETY: as in `plug_run`; physmem let the memory go.
-                    let _ = unsafe {
-                        PHYSMEM.plug_on_memory(
-                            Pfn(address / PAGE_SIZE),
-                            PageCount(self.frames()),
-                            Self::descriptor_memory(address),
-                        )
-                    };
-                }
+                self.replug(&pieces[..done]);
                 for &index in &taken {
-                    self.hot.blocks().add_blocks_reserving(
-                        index,
-                        1,
-                        Online::Movable,
-                        self.descriptor_frames(),
-                    );
+                    self.hand_over(index);
                 }
                 resize.ns[1] += clock::nanos() - t1;
                 return Err(MemError::Physmem(error));
             }
         }
-        let released =
-            self.release_descriptors(taken.iter().map(|&index| self.block_address(index)));
+        let holders = pieces
+            .iter()
+            .filter(|&&(pfn, _)| self.holds_descriptors(pfn))
+            .map(|&(pfn, _)| pfn * PAGE_SIZE);
+        let released = self.release_descriptors(holders);
         let t2 = clock::nanos();
         resize.ns[1] += t2 - t1;
         released?;
@@ -544,6 +565,8 @@ impl Device {
             self.send(REQ_UNPLUG, self.block_address(first), count as u16)?;
             for index in first..first + count {
                 self.plugged[index] = false;
+                self.holder[index] = NO_HOLDER;
+                self.held_frames[index] = 0;
             }
             resize.blocks -= count as i64;
         }

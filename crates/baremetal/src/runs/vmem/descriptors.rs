@@ -1,17 +1,18 @@
 //! Where the plugged blocks' page descriptors are, and what the resizes
 //! cost the heap.
 //!
-//! The driver plugs each block with its descriptors on its own first
-//! frames (physmem's `plug_on_memory`, Linux's `memmap_on_memory`), so a
-//! grow takes no heap for them: before that, a 256 MiB guest's 12.6 MiB
-//! heap ran out of descriptor room at 4352 MiB plugged. The check here
-//! reads physmem back: every plugged block's first and last descriptor
-//! lie in the block's own first frames. The heap figures say what the
+//! The driver plugs each run of blocks with its descriptors on the run's
+//! own first frames (physmem's `plug_on_memory`, Linux's
+//! `memmap_on_memory`), so a grow takes no heap for them: before that, a
+//! 256 MiB guest's 12.6 MiB heap ran out of descriptor room at 4352 MiB
+//! plugged. The check here reads physmem back: every plugged block's
+//! first and last descriptor lie in its run's first frames. The heap figures say what the
 //! resizes still take (physmem's index sections and segment records).
 
 use core::mem::size_of;
 use core::ops::Range;
 
+use hotkern_kernel::movable::MovableFrames;
 use hotkern_physmem::Pfn;
 
 use crate::arch::heap;
@@ -28,22 +29,50 @@ pub struct HeapUse {
     pub peak_rise: u64,
     /// Bytes in use after the last resize, above `before`.
     pub after_rise: u64,
+    /// Of `before`, the allocator's bitmaps and per-block counts.
+    pub bitmaps: u64,
+    /// Of `before`, the owner table (28 bytes a frame of the owned
+    /// blocks).
+    pub owner_table: u64,
 }
 
 /// Starts counting: the heap's high-water mark restarts from what is in
 /// use now.
-pub fn start() -> HeapUse {
+pub fn start(hot: &MovableFrames) -> HeapUse {
     HeapUse {
         before: heap::reset_peak() as u64,
+        bitmaps: hot.blocks().heap_bytes(),
+        owner_table: hot.owner_table_bytes(),
         ..HeapUse::default()
     }
 }
 
 impl HeapUse {
+    /// Starts one resize's count: the high-water mark so far is kept in
+    /// `peak_rise` and restarts from what is in use, which is returned.
+    pub fn resize_start(&mut self) -> u64 {
+        self.fold();
+        heap::reset_peak() as u64
+    }
+
+    /// The most in use since [`resize_start`](Self::resize_start)
+    /// returned `start`, above it.
+    pub fn resize_peak(&self, start: u64) -> u64 {
+        let (_, _, peak) = heap::usage();
+        (peak as u64).saturating_sub(start)
+    }
+
+    fn fold(&mut self) {
+        let (_, _, peak) = heap::usage();
+        self.peak_rise = self
+            .peak_rise
+            .max((peak as u64).saturating_sub(self.before));
+    }
+
     /// Reads the high-water mark since [`start`].
     pub fn finish(&mut self) {
-        let (_, used, peak) = heap::usage();
-        self.peak_rise = (peak as u64).saturating_sub(self.before);
+        self.fold();
+        let (_, used, _) = heap::usage();
         self.after_rise = (used as u64).saturating_sub(self.before);
     }
 }
@@ -69,13 +98,13 @@ pub fn touch_heap_room(frames: u64) -> u64 {
     bytes as u64
 }
 
-/// Of the `blocks` given as frame ranges, those whose first or last frame
-/// has its descriptor outside the block's first `descriptor_frames`
-/// frames.
-pub fn off_block(blocks: impl Iterator<Item = Range<u64>>, descriptor_frames: u64) -> u64 {
+/// Of the `blocks` given as (frame range, home frame range), those whose
+/// first or last frame has its descriptor outside its home: the first
+/// frames of the block that holds its run's descriptors.
+pub fn off_block(blocks: impl Iterator<Item = (Range<u64>, Range<u64>)>) -> u64 {
     let guard = PHYSMEM.read();
-    let on_block = |frames: &Range<u64>, pfn: u64| {
-        let home = frames.start * PAGE_SIZE..(frames.start + descriptor_frames) * PAGE_SIZE;
+    let at_home = |home: &Range<u64>, pfn: u64| {
+        let home = home.start * PAGE_SIZE..home.end * PAGE_SIZE;
         guard.page(Pfn(pfn)).is_some_and(|page| {
             let address = page as *const KernelPage as u64;
             home.contains(&address)
@@ -83,7 +112,7 @@ pub fn off_block(blocks: impl Iterator<Item = Range<u64>>, descriptor_frames: u6
         })
     };
     blocks
-        .filter(|frames| !frames.is_empty())
-        .filter(|frames| !on_block(frames, frames.start) || !on_block(frames, frames.end - 1))
+        .filter(|(frames, _)| !frames.is_empty())
+        .filter(|(frames, home)| !at_home(home, frames.start) || !at_home(home, frames.end - 1))
         .count() as u64
 }

@@ -22,7 +22,7 @@ impl fmt::Display for VmemJson<'_> {
         }
         write!(
             f,
-            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"config_changes\":{{\"route\":\"{}\",\"interrupts\":{},\"missed\":{}}},\"descriptors\":{{\"frames_per_block\":{},\"blocks_off_block\":{}}},\"heap\":{{\"before\":{},\"peak_rise\":{},\"after_rise\":{}}},\"resizes\":[",
+            "{{\"block_bytes\":{},\"addr\":{},\"region_bytes\":{},\"pages_lost\":{},\"stale\":{},\"followed\":{},\"config_changes\":{{\"route\":\"{}\",\"interrupts\":{},\"missed\":{}}},\"descriptors\":{{\"frames_per_run\":{},\"blocks_per_run\":{},\"blocks_off_block\":{}}},\"heap\":{{\"before\":{},\"bitmaps\":{},\"owner_table\":{},\"peak_rise\":{},\"after_rise\":{}}},\"resizes\":[",
             report.block,
             report.addr,
             report.region,
@@ -33,8 +33,11 @@ impl fmt::Display for VmemJson<'_> {
             report.config.interrupts,
             report.config.missed,
             report.descriptor_frames,
+            report.run_blocks,
             report.descriptors_off_block,
             report.heap.before,
+            report.heap.bitmaps,
+            report.heap.owner_table,
             report.heap.peak_rise,
             report.heap.after_rise
         )?;
@@ -60,13 +63,14 @@ impl fmt::Display for VmemJson<'_> {
             let [device, physmem, tables, allocator] = resize.ns;
             write!(
                 f,
-                "{{\"requested_mib\":{},\"plugged_mib\":{},\"blocks\":{},\"device_ns\":{device},\"physmem_ns\":{physmem},\"tables_ns\":{tables},\"allocator_ns\":{allocator},\"migrated\":{},\"retries\":{},\"migrate_ns\":{},\"refused\":",
+                "{{\"requested_mib\":{},\"plugged_mib\":{},\"blocks\":{},\"device_ns\":{device},\"physmem_ns\":{physmem},\"tables_ns\":{tables},\"allocator_ns\":{allocator},\"migrated\":{},\"retries\":{},\"migrate_ns\":{},\"heap_peak_rise\":{},\"refused\":",
                 resize.requested / MIB,
                 resize.plugged / MIB,
                 resize.blocks,
                 resize.migrated,
                 resize.retries,
-                resize.migrate_ns
+                resize.migrate_ns,
+                resize.heap_peak_rise
             )?;
             match &resize.refused {
                 Some(reason) => write!(f, "{}}}", JsonStr(reason))?,

@@ -32,10 +32,12 @@ pub struct VmemReport {
     pub followed: bool,
     /// The heap before, during and after the resizes.
     pub heap: HeapUse,
-    /// Frames at the front of each block holding its descriptors.
+    /// Frames at the front of a whole run holding its descriptors.
     pub descriptor_frames: u64,
+    /// Blocks in a whole run (one physmem segment).
+    pub run_blocks: u64,
     /// Plugged blocks, counted after each grow, whose descriptors are not
-    /// on the block's own first frames.
+    /// on their run's first frames.
     pub descriptors_off_block: u64,
     /// What the readers on the other CPUs saw, if any ran.
     pub seen: Option<Seen>,
