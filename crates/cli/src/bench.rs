@@ -88,11 +88,11 @@ impl Subsystem {
             ));
         }
         if options.arch != Architecture::X86_64
-            && (options.platform != Platform::Qemu || self != Subsystem::Cpuhp || options.linux)
+            && (options.platform != Platform::Qemu || self != Subsystem::Cpuhp)
         {
             return Err(format!(
                 "bench {} --arch {}: only cpuhp runs on that kernel so far, with --platform qemu \
-                 and without --linux",
+                 (and --linux for Debian's kernel beside it)",
                 self.name(),
                 options.arch
             ));
@@ -181,16 +181,41 @@ mod tests {
                 },
             ),
             (
-                Subsystem::Cpuhp,
+                Subsystem::Memory,
                 BenchOptions {
                     platform: Platform::Qemu,
                     linux: true,
                     ..arm
                 },
             ),
+            (Subsystem::Cpuhp, BenchOptions { linux: true, ..arm }),
         ] {
             let error = subsystem.measure(&options).unwrap_err();
             assert!(error.contains("--arch aarch64"), "{error}");
         }
+    }
+
+    #[test]
+    fn linux_on_arm64_without_its_packages_names_them_before_any_boot() {
+        // An empty cache: nothing is booted, the packages are named.
+        let cache = std::env::temp_dir().join(format!("hotkern-no-arm64-{}", std::process::id()));
+        std::env::set_var("XDG_CACHE_HOME", &cache);
+        let options = BenchOptions {
+            arch: Architecture::Aarch64,
+            platform: Platform::Qemu,
+            linux: true,
+            ..BenchOptions::default()
+        };
+        let error = Subsystem::Cpuhp.measure(&options).unwrap_err();
+        assert!(
+            error.starts_with("bench cpuhp --linux: the comparison with Linux on aarch64"),
+            "{error}"
+        );
+        assert!(
+            error.contains("package linux-image-arm64 and package busybox-static:arm64"),
+            "{error}"
+        );
+        assert!(error.contains("scripts/setup-linux-arm64"), "{error}");
+        assert!(!cache.exists(), "looking created nothing");
     }
 }

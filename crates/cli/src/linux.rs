@@ -3,54 +3,83 @@
 //! ([`cpio`]) of a static busybox and a script as /init. What the script
 //! does and what the host reads from the console is each caller's: CPU
 //! hotplug for `bench cpuhp --linux`, virtio-mem resizes for `boot
-//! --linux`.
+//! --linux`. Where the kernel and busybox come from, per architecture, is
+//! [`packages`]'.
 
 pub mod cpio;
+pub mod packages;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub use packages::MissingPackages;
+
 use crate::qemu::console::Console;
-use crate::qemu::QemuConfig;
+use crate::qemu::{self, Architecture, QemuConfig};
 
 /// What the guest's script starts its own console lines with.
 pub const PREFIX: &str = "hotkern-linux:";
-/// The Debian package of the kernel booted.
-const LINUX_PACKAGE: &str = "linux-image-amd64";
-/// The Debian package of the busybox in the initramfs: a static one, as
-/// the initramfs has no C library.
-const BUSYBOX_PACKAGE: &str = "busybox-static";
-/// Where both busybox packages install it.
-const BUSYBOX: &str = "/bin/busybox";
-/// Where Debian installs its kernels (`vmlinuz-<release>`).
-const BOOT_DIR: &str = "/boot";
-
 /// What the guest is made of, found on this machine.
 pub struct Guest {
+    /// The architecture the kernel and busybox are built for.
+    pub arch: Architecture,
+    /// Debian's kernel image, `vmlinuz-RELEASE`.
     pub kernel: PathBuf,
+    /// A static busybox: the initramfs has no C library.
     pub busybox: Vec<u8>,
 }
 
 impl Guest {
-    /// Finds the kernel and a static busybox, or names the packages that
-    /// would provide them.
-    pub fn find() -> Result<Guest, String> {
-        let kernel = newest_kernel(Path::new(BOOT_DIR));
-        let busybox = std::fs::read(BUSYBOX)
-            .ok()
-            .filter(|bytes| is_static_elf(bytes));
-        let mut missing = Vec::new();
-        if kernel.is_none() {
-            missing.push(LINUX_PACKAGE);
-        }
-        if busybox.is_none() {
-            missing.push(BUSYBOX_PACKAGE);
-        }
-        match (kernel, busybox) {
-            (Some(kernel), Some(busybox)) => Ok(Guest { kernel, busybox }),
-            _ => Err(missing_message(&missing)),
+    /// Finds Debian's kernel and a static busybox for `arch` where
+    /// [`packages::root`] says, or names the packages that would provide
+    /// them and the command that gets them.
+    ///
+    /// ```ignore
+    /// let guest = Guest::find(Architecture::Aarch64)?; // after scripts/setup-linux-arm64
+    /// assert!(guest.kernel.ends_with("boot/vmlinuz-6.1.0-56-arm64"));
+    /// ```
+    pub fn find(arch: Architecture) -> Result<Guest, MissingPackages> {
+        // No cache directory at all: look in one that cannot exist, so the
+        // message names the packages all the same.
+        let root = packages::root(arch).unwrap_or_else(|| {
+            PathBuf::from(format!("$HOME/.cache/hotkern/linux-{}", arch.debian_name()))
+        });
+        let found = packages::find_in(arch, &root)?;
+        Ok(Guest {
+            arch,
+            kernel: found.kernel,
+            busybox: found.busybox,
+        })
+    }
+
+    /// The QEMU binary for this guest's architecture, from PATH.
+    pub fn qemu(&self) -> Result<PathBuf, String> {
+        let name = self.arch.qemu();
+        qemu::find_in_path(name, std::env::var_os("PATH")).ok_or_else(|| {
+            format!(
+                "{name} not found on PATH: apt-get install {} (scripts/setup does it)",
+                self.arch.package()
+            )
+        })
+    }
+
+    /// The QEMU configuration this guest boots with on `cpus` vCPUs and
+    /// `memory_mib` MiB: its architecture's machine, qboot where that
+    /// architecture has firmware and it is installed, and the kernel's
+    /// console on the serial port QEMU prints.
+    ///
+    /// ```ignore
+    /// let config = guest.qemu_config(4, 128);
+    /// assert_eq!(config.append, "console=ttyAMA0"); // on aarch64
+    /// ```
+    pub fn qemu_config(&self, cpus: u32, memory_mib: u64) -> QemuConfig {
+        QemuConfig {
+            arch: self.arch,
+            firmware: qemu::firmware().filter(|_| self.arch.has_firmware()),
+            append: format!("console={}", self.arch.linux_console()),
+            ..QemuConfig::new(self.kernel.clone(), cpus, memory_mib)
         }
     }
 
@@ -104,6 +133,7 @@ impl Guest {
             .map_err(|error| format!("{}: {error}", initrd.display()))
             .and_then(|()| {
                 config.kernel = self.kernel.clone();
+                config.arch = self.arch;
                 config.trace_file = None;
                 config.disk = None;
                 config.disk_profile = None;
@@ -181,82 +211,6 @@ pub(crate) fn follow_script(
     Ok(())
 }
 
-/// The message for missing packages, naming them and the command that
-/// installs them.
-fn missing_message(packages: &[&str]) -> String {
-    let list = packages.join(" ");
-    format!(
-        "the comparison with Linux boots Debian's Linux kernel with a static busybox as \
-         its userspace, and this machine lacks {}: apt-get install -y {list} \
-         (scripts/setup leaves them out; they are only for this comparison)",
-        packages
-            .iter()
-            .map(|p| format!("package {p}"))
-            .collect::<Vec<_>>()
-            .join(" and ")
-    )
-}
-
-/// The `vmlinuz-*` of the highest release in `dir`.
-fn newest_kernel(dir: &Path) -> Option<PathBuf> {
-    let names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter(|name| name.starts_with("vmlinuz-"))
-        .collect();
-    let newest = names.into_iter().max_by_key(|name| release_key(name))?;
-    Some(dir.join(newest))
-}
-
-/// The numbers of a release (`6.1.0-56-amd64` is 6, 1, 0, 56), so that
-/// 6.10 sorts after 6.9.
-fn release_key(name: &str) -> Vec<u64> {
-    name.split(|c: char| !c.is_ascii_digit())
-        .filter_map(|part| part.parse().ok())
-        .collect()
-}
-
-/// Whether `bytes` is an x86-64 ELF executable with no program
-/// interpreter: the dynamic busybox package installs the same path, and
-/// would not start in an initramfs without its C library.
-fn is_static_elf(bytes: &[u8]) -> bool {
-    const PT_INTERP: u32 = 3;
-    let u16_at = |at: usize| {
-        bytes
-            .get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u32_at = |at: usize| {
-        bytes
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let u64_at = |at: usize| {
-        bytes
-            .get(at..at + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(u64::from_le_bytes)
-    };
-    // 64-bit, little-endian.
-    if bytes.get(..6) != Some(b"\x7fELF\x02\x01") {
-        return false;
-    }
-    let (Some(phoff), Some(entry_size), Some(count)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
-    else {
-        return false;
-    };
-    let entry_size = usize::from(entry_size);
-    if entry_size < 4 {
-        return false;
-    }
-    (0..usize::from(count)).all(|index| {
-        let at = (phoff as usize).saturating_add(index * entry_size);
-        // The whole entry must be there: a cut-off file is no executable.
-        bytes.get(at..at.saturating_add(entry_size)).is_some()
-            && u32_at(at).is_some_and(|kind| kind != PT_INTERP)
-    })
-}
-
 /// How every guest script starts, as PID 1 from the initramfs: busybox's
 /// applets on PATH, proc, sysfs and tracefs mounted (`$T` names tracefs),
 /// the "up" line the host waits for, and the shell pinned to CPU 0.
@@ -281,48 +235,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn missing_packages_are_named_with_the_command_that_installs_them() {
-        let both = missing_message(&[LINUX_PACKAGE, BUSYBOX_PACKAGE]);
+    fn an_arm64_guest_boots_on_the_virt_board_with_its_console_on_the_pl011() {
+        let guest = Guest {
+            arch: Architecture::Aarch64,
+            kernel: PathBuf::from("/cache/boot/vmlinuz-6.1.0-56-arm64"),
+            busybox: Vec::new(),
+        };
+        let args: Vec<String> = guest
+            .qemu_config(4, 128)
+            .args()
+            .iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
         assert!(
-            both.contains("package linux-image-amd64 and package busybox-static"),
-            "{both}"
+            line.starts_with("-M virt,gic-version=3 -cpu cortex-a72 -accel tcg"),
+            "{line}"
         );
-        assert!(both.contains("apt-get install -y linux-image-amd64 busybox-static"));
-        let one = missing_message(&[BUSYBOX_PACKAGE]);
-        assert!(one.contains("apt-get install -y busybox-static"), "{one}");
-        assert!(!one.contains(LINUX_PACKAGE));
-    }
-
-    #[test]
-    fn releases_sort_by_their_numbers() {
-        let mut names = ["vmlinuz-6.9.0-1-amd64", "vmlinuz-6.10.0-1-amd64"];
-        names.sort_by_key(|name| release_key(name));
-        assert_eq!(names[1], "vmlinuz-6.10.0-1-amd64");
-        assert_eq!(release_key("vmlinuz-6.1.0-56-amd64"), [6, 1, 0, 56, 64]);
-    }
-
-    /// An ELF64 header with one program header of type `kind`.
-    fn elf(kind: u32) -> Vec<u8> {
-        let mut bytes = vec![0u8; 0x40 + 0x38];
-        bytes[..6].copy_from_slice(b"\x7fELF\x02\x01");
-        bytes[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes());
-        bytes[0x36..0x38].copy_from_slice(&0x38u16.to_le_bytes());
-        bytes[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
-        bytes[0x40..0x44].copy_from_slice(&kind.to_le_bytes());
-        bytes
-    }
-
-    #[test]
-    fn only_a_static_elf_will_do_for_busybox() {
-        assert!(is_static_elf(&elf(1)));
-        assert!(!is_static_elf(&elf(3)), "PT_INTERP: dynamically linked");
-        assert!(!is_static_elf(b"#!/bin/sh\n"));
-        assert!(!is_static_elf(&elf(1)[..0x50]), "truncated");
+        assert!(
+            line.ends_with("-kernel /cache/boot/vmlinuz-6.1.0-56-arm64 -append console=ttyAMA0")
+        );
+        assert!(!line.contains("-bios"), "virt has no firmware: {line}");
+        assert!(line.contains("-m 128M -smp 4"), "{line}");
+        let x86 = Guest {
+            arch: Architecture::X86_64,
+            ..guest
+        };
+        let config = x86.qemu_config(4, 128);
+        assert_eq!(
+            (config.arch, config.append.as_str()),
+            (Architecture::X86_64, "console=ttyS0")
+        );
     }
 
     #[test]
     fn the_initramfs_holds_busybox_the_modules_and_the_script() {
         let guest = Guest {
+            arch: Architecture::X86_64,
             kernel: PathBuf::from("/boot/vmlinuz-6.1.0-56-amd64"),
             busybox: b"busybox bytes".to_vec(),
         };

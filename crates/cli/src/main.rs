@@ -65,7 +65,9 @@ enum Command {
         /// its CPU offline and online (with `--platform qemu` beside the
         /// hotkern kernel's engines); memory, with `--platform qemu`, its
         /// virtio-mem shrinks of used memory. Needs the packages
-        /// linux-image-amd64 and busybox-static (memory: gcc and libc6-dev too).
+        /// linux-image-amd64 and busybox-static (memory: gcc and libc6-dev too);
+        /// cpuhp with `--arch aarch64`: Debian's arm64 kernel and busybox,
+        /// which scripts/setup-linux-arm64 downloads and unpacks.
         #[arg(long)]
         linux: bool,
         /// The scheduler tick's rate on the user-mode machine (cpuhp):

@@ -227,7 +227,7 @@ fn breakdown(title: &str, classic: &Samples, bolt: &Samples) -> Vec<String> {
 
 pub fn run(options: &BenchOptions) -> Result<Report, String> {
     if options.linux {
-        return linux::run(options.platform == Platform::Qemu, options.hz);
+        return linux::run(options.platform == Platform::Qemu, options.hz, options.arch);
     }
     if options.platform == Platform::Qemu {
         return qemu::run(options.hz, options.arch);

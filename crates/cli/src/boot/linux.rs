@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::linux::{Guest, PREFIX};
 use crate::qemu::console::Console;
 use crate::qemu::qmp::{self, Qmp, Resized};
-use crate::qemu::{self, HotplugMemory, QemuConfig};
+use crate::qemu::{self, Architecture, HotplugMemory, QemuConfig};
 
 /// What the guest's script prints once its driver is bound.
 const READY: &str = "hotkern-linux: virtio-mem ready";
@@ -82,7 +82,7 @@ impl LinuxRun {
 /// modules, or says which packages to install; errors start with
 /// `command`, the command that needed them (`hotkern boot --linux`).
 pub fn find(command: &str) -> Result<(Guest, Vec<PathBuf>), String> {
-    let guest = Guest::find().map_err(|error| format!("{command}: {error}"))?;
+    let guest = Guest::find(Architecture::X86_64).map_err(|error| format!("{command}: {error}"))?;
     let release = release_of(&guest.kernel)
         .ok_or_else(|| format!("{}: not named vmlinuz-RELEASE", guest.kernel.display()))?;
     let dir = Path::new("/lib/modules").join(&release);

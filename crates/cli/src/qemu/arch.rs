@@ -79,6 +79,38 @@ impl Architecture {
         matches!(self, Architecture::X86_64)
     }
 
+    /// Debian's name for it, as in `linux-image-arm64` and `apt-get
+    /// download busybox-static:arm64`.
+    ///
+    /// ```ignore
+    /// assert_eq!(Architecture::Aarch64.debian_name(), "arm64");
+    /// ```
+    pub const fn debian_name(self) -> &'static str {
+        match self {
+            Architecture::X86_64 => "amd64",
+            Architecture::Aarch64 => "arm64",
+        }
+    }
+
+    /// The ELF header's `e_machine` of its executables (`EM_X86_64`,
+    /// `EM_AARCH64` in the System V ABI's list), so that a busybox built
+    /// for another architecture is not put into its initramfs.
+    pub const fn elf_machine(self) -> u16 {
+        match self {
+            Architecture::X86_64 => 62,
+            Architecture::Aarch64 => 183,
+        }
+    }
+
+    /// The device Linux names the serial port QEMU's `-serial stdio` is
+    /// wired to: the PC's 16550 COM1, `virt`'s PL011 UART.
+    pub const fn linux_console(self) -> &'static str {
+        match self {
+            Architecture::X86_64 => "ttyS0",
+            Architecture::Aarch64 => "ttyAMA0",
+        }
+    }
+
     /// The name `--arch` takes.
     pub const fn name(self) -> &'static str {
         match self {

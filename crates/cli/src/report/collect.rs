@@ -39,7 +39,9 @@ pub fn collect(size: RunSize, qemu: bool, dir: &Path) -> Result<Inputs, String> 
     if !qemu {
         return Ok(inputs);
     }
-    let linux = crate::linux::Guest::find().map(|_| ());
+    let linux = crate::linux::Guest::find(crate::qemu::Architecture::X86_64)
+        .map(|_| ())
+        .map_err(|missing| missing.to_string());
     for source in [
         Source::CpuhpQemu,
         Source::BcacheQemu,

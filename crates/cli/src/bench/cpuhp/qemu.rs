@@ -213,11 +213,21 @@ fn from_document(document: &Value) -> Result<Report, String> {
     let deferrable = guest["hotplug"]["steps"].as_array().map_or(0, |steps| {
         steps.iter().filter(|s| s["class"] == "Deferrable").count()
     });
+    // The kernel's document says which architecture ran; the clock and the
+    // power mechanism are that architecture's.
+    let (clock, power, wake_up) = match document["arch"].as_str() {
+        Some("aarch64") => (
+            "generic timer",
+            "a PSCI CPU_ON per CPU (CPU_OFF to take it down)",
+            "SGI",
+        ),
+        _ => ("TSC", "an INIT-SIPI-SIPI per AP", "IPI"),
+    };
     report.notes.push(format!(
-        "platform qemu: {CPUS} vCPUs under {}, timed by the kernel's own TSC ({} MHz); {steps} \
-         kernel steps, {deferrable} of them deferrable (the machine has 16); power is an \
-         INIT-SIPI-SIPI per AP, sent to a bulk operation's APs all at once (bolt-parked: bolt with \
-         offline CPUs parked idle, started by a wake-up IPI)",
+        "platform qemu: {CPUS} vCPUs under {}, timed by the kernel's own {clock} ({} MHz); \
+         {steps} kernel steps, {deferrable} of them deferrable (the machine has 16); power is \
+         {power}, sent to a bulk operation's CPUs all at once (bolt-parked: bolt with offline \
+         CPUs parked idle, started by a wake-up {wake_up})",
         document["accel"].as_str().unwrap_or("?").to_uppercase(),
         guest["tsc_mhz"],
     ));
@@ -269,6 +279,7 @@ mod tests {
         );
         let notes = report.notes.join("\n");
         assert!(notes.contains("4 vCPUs under TCG"), "{notes}");
+        assert!(notes.contains("own TSC (2596 MHz)") && notes.contains("INIT-SIPI-SIPI"));
         assert!(notes.contains("4 kernel steps, 1 of them deferrable"));
         assert!(
             notes.contains("target bolt offline faster than classic: 2.00x (goal >= 20x) missed")
@@ -277,6 +288,18 @@ mod tests {
         // 300 µs for three CPUs against 225 for one.
         assert!(notes
             .contains("target bolt offline/bulk-3-load vs offline/1-load: 1.33x (goal <= 2x) met"));
+    }
+
+    #[test]
+    fn an_arm64_run_names_its_own_clock_and_power_mechanism() {
+        let mut arm = document(true, 0);
+        arm["arch"] = "aarch64".into();
+        arm["guest"]["tsc_mhz"] = 62.into();
+        let notes = from_document(&arm).unwrap().notes.join("\n");
+        assert!(notes.contains("own generic timer (62 MHz)"), "{notes}");
+        assert!(notes.contains("a PSCI CPU_ON per CPU"), "{notes}");
+        assert!(notes.contains("wake-up SGI"), "{notes}");
+        assert!(!notes.contains("TSC") && !notes.contains("SIPI"), "{notes}");
     }
 
     #[test]

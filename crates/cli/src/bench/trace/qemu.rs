@@ -18,7 +18,7 @@ use super::guests::{Loops, CPUS, MEMORY_MIB};
 use super::linux_guest;
 use crate::kernel::{self, BootArgs};
 use crate::linux::Guest;
-use crate::qemu::{self, QEMU, QEMU_PACKAGE};
+use crate::qemu::{self, Architecture, QEMU, QEMU_PACKAGE};
 
 /// Rounds of the three loops on each side (the kernel's own constant).
 const REPETITIONS: usize = 5;
@@ -33,7 +33,8 @@ pub fn run() -> Result<Report, String> {
         format!("{QEMU} not found on PATH: apt-get install {QEMU_PACKAGE} (scripts/setup does it)")
     })?;
     // Before the first boot: a missing package is said at once.
-    let guest = Guest::find().map_err(|error| format!("bench trace --platform qemu: {error}"))?;
+    let guest = Guest::find(Architecture::X86_64)
+        .map_err(|error| format!("bench trace --platform qemu: {error}"))?;
     let hotkern = measure_kernel(KERNEL_CALLS)?;
     let linux = linux_guest::measure(&qemu, &guest, REPETITIONS, LINUX_CALLS)?;
     let mut report = Report::new("trace");

@@ -34,9 +34,9 @@ pub fn init_script(reps: u32, cpus: &[u32]) -> String {
 /// Runs as PID 1 from the initramfs, with busybox as its only program.
 /// The shell is pinned to CPU 0 (which it never takes down), as the
 /// hotkern kernel drives hotplug from its boot CPU. The trace clock is
-/// `mono` (the clocksource, HPET under QEMU, which follows the host's
-/// clock): Linux finds the vCPUs' TSCs unsynchronised under TCG and
-/// marks them unstable. The buffer is enlarged because until something
+/// `mono` (the clocksource: HPET under QEMU's PC, which follows the
+/// host's clock, as Linux finds the vCPUs' TSCs unsynchronised under TCG
+/// and marks them unstable; the Arm generic timer on `virt`). The buffer is enlarged because until something
 /// resizes it, the boot-time buffer holds a few dozen markers and
 /// overwrites the first ones. The console log level
 /// drops to 1 while timing, so that hotplug's own printk lines do not
