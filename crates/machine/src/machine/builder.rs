@@ -7,7 +7,7 @@ use hotkern_physmem::PageCount;
 
 use crate::memdev::system::MemoryDeviceConfig;
 
-/// Configures a [`Machine`].
+/// Configures a [`Machine`](crate::Machine).
 #[derive(Debug, Clone)]
 pub struct MachineBuilder {
     pub(super) cpus: usize,

@@ -11,7 +11,7 @@ use hotkern_kernel::steps::StepKernel;
 
 use crate::kernel::Kernel;
 
-/// What [`Machine::shutdown`] found.
+/// What [`Machine::shutdown`](crate::Machine::shutdown) found.
 #[derive(Debug, Clone)]
 pub struct ShutdownReport {
     /// Tasks, work items, timers and RCU callbacks: issued, completed, lost.
