@@ -83,13 +83,6 @@ pub fn run_quietly(args: &BootArgs) -> Result<RunReport, String> {
             ));
         }
     }
-    if args.arch != Architecture::X86_64 && (args.disk.is_some() || args.hotplug.is_some()) {
-        return Err(format!(
-            "--disk and --hotplug: the {} kernel has no virtio devices yet (its PCI is not \
-             ported); boot without them",
-            args.arch
-        ));
-    }
     if args.kvm && args.arch != Architecture::X86_64 {
         return Err(format!(
             "--kvm: this host runs x86-64 guests only; boot --arch {} under TCG",
@@ -145,10 +138,7 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     std::fs::create_dir_all(&output).map_err(|error| format!("{}: {error}", output.display()))?;
     // The default scenario loads a file too: from a scratch image.
     let scratch;
-    // The aarch64 kernel has no PCI devices yet: no default disk or
-    // memory device there (asking for one is refused in `run_quietly`).
-    let x86 = args.arch == Architecture::X86_64;
-    let args = if x86 && args.disk.is_none() && !args.no_disk {
+    let args = if args.disk.is_none() && !args.no_disk {
         let image = output.join(disk::SCRATCH_IMAGE);
         disk::write_scratch_image(&image)?;
         scratch = BootArgs {
@@ -166,7 +156,7 @@ fn boot(args: &BootArgs, qemu: &Path, progress: &Progress) -> Result<RunReport, 
     };
     // And a small memory resize: grow, grow, shrink.
     let resized;
-    let args = if x86 && args.hotplug.is_none() && !args.no_hotplug {
+    let args = if args.hotplug.is_none() && !args.no_hotplug {
         resized = BootArgs {
             hotplug: Some(DEFAULT_HOTPLUG_MIB),
             resize: Some(Resizes(DEFAULT_RESIZES.to_vec())),
@@ -540,9 +530,12 @@ mod tests {
             refused.contains("--kvm") && refused.contains("aarch64"),
             "{refused}"
         );
-        let line = Line::try_parse_from(["boot", "--arch", "aarch64", "--hotplug", "64M"]).unwrap();
-        let refused = run_quietly(&line.args).unwrap_err();
-        assert!(refused.contains("no virtio devices"), "{refused}");
+        // virt takes the same virtio devices as the PC.
+        let line = qemu_line(&["--arch", "aarch64", "--hotplug", "64M"]).unwrap();
+        assert!(
+            line.contains("-m 128M,maxmem=192M") && line.contains("-device virtio-mem-pci,"),
+            "{line}"
+        );
     }
 
     #[test]

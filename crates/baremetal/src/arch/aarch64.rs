@@ -30,6 +30,7 @@ pub(super) mod direct;
 pub(super) mod exceptions;
 pub(super) mod fdt;
 pub(super) mod gic;
+pub(super) mod pci_host;
 pub(super) mod pl011;
 pub(super) mod psci;
 pub(super) mod selfcheck;
@@ -40,11 +41,11 @@ pub(super) mod timer;
 pub const NAME: &str = "aarch64";
 
 /// What arm64 cannot do yet: patch its own call sites (the function
-/// tracer's NOPs stay NOPs), and the PCI devices (virtio-blk's disk,
-/// virtio-mem), whose drivers reach them through x86's I/O ports and MSI-X
-/// to the local APIC.
+/// tracer's NOPs stay NOPs). The PCI devices work: virtio-blk's disk
+/// through the host bridge's I/O window, virtio-mem's configuration
+/// changes through its pin to a GIC SPI ([`pci`], [`interrupts`]).
 pub const CAPABILITIES: Capabilities = Capabilities {
     text_patching: false,
-    virtio_mem: false,
-    disk: false,
+    virtio_mem: true,
+    disk: true,
 };

@@ -10,15 +10,16 @@ use hotkern_kernel::blockframes::{BlockFrames, RegionError};
 use hotkern_kernel::movable::{CopyFault, FrameMemory, MovableFrames};
 use hotkern_physmem::Pfn;
 
+use crate::arch::boot::IDENTITY_MAP_END;
 use crate::arch::memory::PHYSMEM;
 use crate::arch::ranges::PAGE_SIZE;
 use crate::platform::Kernel;
 
 /// Frames the pool takes: 4 MiB.
 pub const POOL_FRAMES: u64 = 1024;
-/// The first frame above the boot identity map: pool frames must be
-/// below it, since tasks write to them.
-const IDENTITY_MAPPED: u64 = (4 << 30) / PAGE_SIZE;
+/// The first frame above the boot identity map (4 GiB on x86-64, 2 GiB
+/// on arm64): pool frames must be below it, since tasks write to them.
+const IDENTITY_MAPPED: u64 = IDENTITY_MAP_END / PAGE_SIZE;
 
 /// Takes the task pool's [`POOL_FRAMES`] frames out of the kernel's
 /// physmem, from below the boot identity map ([`Kernel::take_task_pool`]).

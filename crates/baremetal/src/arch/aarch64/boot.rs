@@ -69,8 +69,12 @@ pub fn stack_high_water() -> usize {
 pub const MMIO_START: u64 = 0x1000_0000;
 
 /// GiB of RAM the boot map covers, from 1 GiB (where `-M virt`'s RAM
-/// starts) up: the memory bring-up maps RAM beyond it from the device tree.
-pub const BOOT_RAM_GIB: u64 = 3;
+/// starts) up; RAM beyond it is mapped only when plugged, as x86-64's
+/// above 4 GiB. One, because `virt` puts its memory devices (virtio-mem's
+/// region) at the first GiB boundary after boot RAM — 2 GiB for up to
+/// 1 GiB of RAM — and the direct map, which maps their plugged blocks,
+/// starts where the boot map ends.
+pub const BOOT_RAM_GIB: u64 = 1;
 
 /// Where the boot identity map's Device-memory GiB ends and RAM begins
 /// (`-M virt`'s RAM starts here).

@@ -10,7 +10,7 @@ use crate::arch::boot_info::{Region, RegionKind};
 use crate::arch::console::{self, println};
 use crate::arch::devicetree::{self, Machine};
 use crate::arch::fdt::{Fdt, FdtError};
-use crate::arch::{boot, cpu, gic, interrupts, psci, selfcheck};
+use crate::arch::{boot, cpu, gic, interrupts, pci, psci, selfcheck};
 
 /// Where `-M virt` puts the device tree of an ELF `-kernel` (QEMU's
 /// `hw/arm/boot.c`: at the start of RAM, when the image leaves room; `x0`
@@ -97,6 +97,15 @@ extern "C" fn arm64_main(x0: u64, _first_count: u64) -> ! {
         panic!("no GICv3 in the device tree");
     };
     gic::init(distributor, redistributors);
+    // The PCI devices' bus: its ECAM mapped before the drivers probe; a
+    // machine without one boots on, its bus reading as empty.
+    match pci::init(machine) {
+        Ok(host) => println!(
+            "hotkern: PCIe ECAM {:#x}, 32-bit memory window {:#x} ({:#x} bytes), I/O window {:x?}",
+            host.ecam.0, host.memory.cpu, host.memory.size, host.io
+        ),
+        Err(error) => println!("hotkern: no PCI devices: {error}"),
+    }
     crate::arch::smp::register(machine.cpus());
     if let Err(error) = gic::init_cpu() {
         panic!("{error}");

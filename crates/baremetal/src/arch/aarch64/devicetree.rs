@@ -73,6 +73,41 @@ pub struct Machine {
     pub timer: bool,
     /// The PCIe host bridge's configuration space (ECAM): `(start, bytes)`.
     pub pcie_ecam: Option<(u64, u64)>,
+    /// The PCIe host bridge's node (`pci-host-ecam-generic`), for its
+    /// windows and interrupt routing ([`super::pci_host`] decodes it).
+    pub pcie: Option<HostBridgeNode>,
+    /// The GICv3 as an `interrupt-map` names it.
+    pub gic_node: Option<InterruptParent>,
+}
+
+/// The PCIe host bridge's node as the tree gives it: properties kept raw
+/// (borrowed from the tree, which stays where QEMU put it) and decoded
+/// once every node is read, since the map names the GIC by a phandle.
+#[derive(Clone, Copy, Debug)]
+pub struct HostBridgeNode {
+    /// `ranges`: PCI windows as `(child address, parent address, size)`.
+    pub ranges: &'static [u8],
+    /// `interrupt-map`.
+    pub interrupt_map: &'static [u8],
+    /// `interrupt-map-mask`.
+    pub interrupt_map_mask: &'static [u8],
+    /// Its own `#address-cells` (3 for PCI), `#size-cells` and
+    /// `#interrupt-cells` (1: the pin).
+    pub cells: (u32, u32, u32),
+    /// Its parent's `#address-cells`: how `ranges` writes a CPU address.
+    pub parent_address_cells: u32,
+}
+
+/// An interrupt controller an `interrupt-map` entry names: its phandle
+/// and the cells of its unit address and of its interrupt specifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InterruptParent {
+    /// Its `phandle`.
+    pub phandle: u32,
+    /// Its `#address-cells`.
+    pub address_cells: u32,
+    /// Its `#interrupt-cells` (3 for a GIC: kind, number, flags).
+    pub interrupt_cells: u32,
 }
 
 /// Why the tree cannot start this kernel.
@@ -124,6 +159,8 @@ impl Machine {
             virtio_mmio: 0,
             timer: false,
             pcie_ecam: None,
+            pcie: None,
+            gic_node: None,
         };
         for (start, size) in tree.reservations() {
             if machine.reserved_ranges < MAX_RAM_RANGES {
@@ -157,6 +194,11 @@ impl Machine {
                 let mut reg = node.reg();
                 machine.distributor = reg.next().map(|(start, _)| start);
                 machine.redistributors = reg.next();
+                machine.gic_node = node.phandle.map(|phandle| InterruptParent {
+                    phandle,
+                    address_cells: node.cells_for_children().0,
+                    interrupt_cells: node.interrupt_cells,
+                });
             } else if node.is_compatible("arm,pl011") && machine.uart.is_none() {
                 machine.uart = node.reg().next().map(|(start, _)| start);
             } else if node.name == "psci" || node.is_compatible("arm,psci-0.2") {
@@ -173,6 +215,14 @@ impl Machine {
                 machine.timer = true;
             } else if node.is_compatible("pci-host-ecam-generic") {
                 machine.pcie_ecam = node.reg().next();
+                let (address_cells, size_cells) = node.cells_for_children();
+                machine.pcie = Some(HostBridgeNode {
+                    ranges: node.ranges,
+                    interrupt_map: node.interrupt_map,
+                    interrupt_map_mask: node.interrupt_map_mask,
+                    cells: (address_cells, size_cells, node.interrupt_cells),
+                    parent_address_cells: node.address_cells,
+                });
             }
         })
         .map_err(MachineError::Tree)?;

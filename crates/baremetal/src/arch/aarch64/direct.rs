@@ -61,6 +61,8 @@ struct Slot {
     mapped: GibMap,
     table: u64,
     huge: bool,
+    /// Holds a device's registers ([`map_device`]): never RAM's.
+    device: bool,
 }
 
 struct DirectMap {
@@ -73,6 +75,7 @@ static DIRECT_MAP: spin::Mutex<DirectMap> = spin::Mutex::new(DirectMap {
         mapped: GibMap::EMPTY,
         table: 0,
         huge: false,
+        device: false,
     }; SLOTS],
 });
 static TABLES: AtomicU64 = AtomicU64::new(0);
@@ -116,6 +119,9 @@ fn spans(start: u64, end: u64) -> Result<impl Iterator<Item = GibSpan>, MapError
 fn make_tables(state: &mut DirectMap, start: u64, end: u64) -> Result<(), MapError> {
     let first = (start / HUGE_PAGE_BYTES) as usize;
     let last = end.div_ceil(HUGE_PAGE_BYTES) as usize;
+    if state.slots[first..last].iter().any(|slot| slot.device) {
+        return Err(MapError::Outside(start));
+    }
     for slot in &mut state.slots[first..last] {
         if slot.table == 0 {
             slot.table = new_table()?;
@@ -159,6 +165,12 @@ fn change(start: u64, end: u64, map: bool) -> Result<(), MapError> {
     let mut state = DIRECT_MAP.lock();
     if map {
         make_tables(&mut state, start, end)?;
+    } else if state.slots
+        [(start / HUGE_PAGE_BYTES) as usize..end.div_ceil(HUGE_PAGE_BYTES) as usize]
+        .iter()
+        .any(|slot| slot.device)
+    {
+        return Err(MapError::Outside(start));
     }
     let level1 = boot::boot_level1();
     for span in spans {
@@ -249,6 +261,56 @@ pub fn prepare_map(start: u64, end: u64) -> Result<(), MapError> {
     let last = end.next_multiple_of(HUGE_PAGE_BYTES);
     drop(spans(first, last)?);
     make_tables(&mut DIRECT_MAP.lock(), first, last)
+}
+
+/// The level-2 table of the one device GiB ([`map_device`]): static, so
+/// that the PCIe host bridge's registers are mapped before there is a heap.
+#[repr(align(4096))]
+struct DeviceTable([u64; 512]);
+static mut DEVICE_TABLE: DeviceTable = DeviceTable([0; 512]);
+
+/// Maps the 2 MiB at `address` (rounded down) Device-nGnRE, identity,
+/// for registers above the boot map (`-M virt`'s high PCIe ECAM, at
+/// 256.25 GiB): once, on the boot CPU, before the heap. Its GiB is taken
+/// from the direct map for good, so RAM is never mapped beside it;
+/// [`MapError::Outside`] if that GiB is outside the direct map's reach,
+/// already holds RAM, or a device was mapped before.
+///
+/// ```ignore
+/// direct::map_device(0x40_1000_0000)?; // bus 0 of virt's high ECAM
+/// ```
+pub fn map_device(address: u64) -> Result<(), MapError> {
+    let block = address & !(LARGE_PAGE_BYTES - 1);
+    if !(IDENTITY_MAP_END..LEVEL0_SPAN).contains(&block) {
+        return Err(MapError::Outside(address));
+    }
+    let mut state = DIRECT_MAP.lock();
+    if state.slots.iter().any(|slot| slot.device) {
+        return Err(MapError::Outside(address));
+    }
+    let gib = (block / HUGE_PAGE_BYTES) as usize;
+    let slot = &mut state.slots[gib];
+    if slot.table != 0 || slot.huge || slot.mapped != GibMap::EMPTY {
+        return Err(MapError::Outside(address));
+    }
+    // SAFETY: only a raw pointer is taken; the table is written only here,
+    // once (checked above under the lock), while its GiB's level-1 entry
+    // is still invalid.
+    let table = unsafe { (&raw mut DEVICE_TABLE.0).cast::<u64>() };
+    let index = ((block % HUGE_PAGE_BYTES) / LARGE_PAGE_BYTES) as usize;
+    // SAFETY: index < 512; the entries are plain words nothing else reads
+    // until the level-1 entry below points at them.
+    unsafe { table.add(index).write_volatile(block | boot::DEVICE_BLOCK) };
+    slot.device = true;
+    slot.table = table as u64;
+    // SAFETY: the GiB's level-1 entry, invalid until now (no RAM there).
+    unsafe {
+        boot::boot_level1()
+            .add(gib)
+            .write_volatile(table as u64 | TABLE)
+    };
+    publish();
+    Ok(())
 }
 
 /// Whether the tables map `address` (above the boot map), read from the

@@ -106,6 +106,17 @@ pub struct Node<'a> {
     pub bootargs: Option<&'a str>,
     /// `status`: a node with `"disabled"` is not there.
     pub status: Option<&'a str>,
+    /// `phandle`: how other nodes name it (an `interrupt-map`'s parent).
+    pub phandle: Option<u32>,
+    /// `ranges`, raw: a bus's windows into its parent's address space.
+    pub ranges: &'a [u8],
+    /// `interrupt-map`, raw: a bus's child interrupts to its parent
+    /// controller's.
+    pub interrupt_map: &'a [u8],
+    /// `interrupt-map-mask`, raw: the child bits the map matches on.
+    pub interrupt_map_mask: &'a [u8],
+    /// Its own `#interrupt-cells` (0 when it has none).
+    pub interrupt_cells: u32,
 }
 
 impl<'a> Node<'a> {
@@ -114,6 +125,12 @@ impl<'a> Node<'a> {
         self.compatible
             .split(|&byte| byte == 0)
             .any(|name| name == what.as_bytes())
+    }
+
+    /// Its own `#address-cells` and `#size-cells` (what its children's
+    /// `reg` and its own `ranges` child addresses are written in).
+    pub fn cells_for_children(&self) -> (u32, u32) {
+        self.children_cells
     }
 
     /// Whether the node is enabled (no `status`, or `"okay"`/`"ok"`).
@@ -297,6 +314,11 @@ impl<'a> Fdt<'a> {
                         "method" => node.method = value_string(value),
                         "bootargs" => node.bootargs = value_string(value),
                         "status" => node.status = value_string(value),
+                        "phandle" => node.phandle = cells(),
+                        "ranges" => node.ranges = value,
+                        "interrupt-map" => node.interrupt_map = value,
+                        "interrupt-map-mask" => node.interrupt_map_mask = value,
+                        "#interrupt-cells" => node.interrupt_cells = cells().unwrap_or(0).min(4),
                         "#address-cells" => {
                             node.children_cells.0 = cells().unwrap_or(2).min(4);
                         }

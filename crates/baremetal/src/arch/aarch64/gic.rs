@@ -4,10 +4,11 @@
 //! the kernel sends between CPUs (SGIs: the wake-up and the call), and the
 //! one IRQ entry that acknowledges, dispatches and ends each interrupt.
 //!
-//! Only private interrupts are used — SGIs and the virtual timer's PPI —
-//! so the distributor needs only affinity routing and group 1 enabled;
-//! every interrupt is group 1, the wake-up above the others so that it
-//! reaches a CPU inside a call handler.
+//! The private interrupts — SGIs and the virtual timer's PPI — are set
+//! up in each CPU's redistributor; the one shared interrupt, a PCI
+//! device's legacy pin (an SPI, [`route_spi`]), in the distributor, routed
+//! to one CPU by affinity. Every interrupt is group 1, the wake-up above
+//! the others so that it reaches a CPU inside a call handler.
 //! Linux's `drivers/irqchip/irq-gic-v3.c` does the same steps.
 
 use core::arch::asm;
@@ -35,6 +36,17 @@ const WRITE_PENDING: u32 = 1 << 31;
 const REDISTRIBUTOR_STRIDE: u64 = 0x2_0000;
 /// The SGI_base frame, after the RD_base frame.
 const SGI_FRAME: u64 = 0x1_0000;
+/// The distributor's registers for SPIs (one bit, two bits, a byte or a
+/// 64-bit word per INTID).
+const GICD_IGROUPR: u64 = 0x80;
+const GICD_ISENABLER: u64 = 0x100;
+const GICD_ICENABLER: u64 = 0x180;
+const GICD_ICPENDR: u64 = 0x280;
+const GICD_IPRIORITYR: u64 = 0x400;
+const GICD_ICFGR: u64 = 0xc00;
+const GICD_IROUTER: u64 = 0x6000;
+/// GICD_TYPER: ITLinesNumber, bits 4:0 (32 × (N + 1) INTIDs).
+const GICD_TYPER: u64 = 0x04;
 const GICR_WAKER: u64 = 0x14;
 const GICR_TYPER: u64 = 0x08;
 const GICR_IGROUPR0: u64 = SGI_FRAME + 0x80;
@@ -217,8 +229,83 @@ pub fn send_sgi(cpu: CpuId, intid: u32) {
     unsafe { asm!("dsb ishst", "msr S3_0_C12_C11_5, {}", "isb", in(reg) value, options(nostack)) };
 }
 
-/// What each interrupt runs, set at boot: `[tick, call]`.
-static HANDLERS: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+/// Why an SPI could not be routed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoSuchSpi(pub u32);
+
+/// Routes SPI `intid` to the CPU of affinity `affinity`, level-sensitive
+/// or edge-triggered, group 1 at the device priority, and leaves it
+/// disabled (masked) with nothing pending; [`enable_spi`] lets it through.
+/// Linux's `gic_set_type` and `gic_set_affinity` write the same registers.
+///
+/// ```ignore
+/// gic::route_spi(36, true, cpu::affinity())?; // masked until:
+/// gic::enable_spi(36, true);
+/// ```
+pub fn route_spi(intid: u32, level: bool, affinity: u64) -> Result<(), NoSuchSpi> {
+    let distributor = DISTRIBUTOR.load(Ordering::Relaxed);
+    let lines = 32 * ((read32(distributor + GICD_TYPER) & 0x1f) + 1);
+    if distributor == 0 || !(32..lines.min(SPURIOUS - 3)).contains(&intid) {
+        return Err(NoSuchSpi(intid));
+    }
+    let word = u64::from(intid / 32) * 4;
+    let bit = 1 << (intid % 32);
+    write32(distributor + GICD_ICENABLER + word, bit);
+    wait_write(distributor);
+    write32(
+        distributor + GICD_IGROUPR + word,
+        read32(distributor + GICD_IGROUPR + word) | bit,
+    );
+    // SAFETY: GICD_IPRIORITYR is byte-accessible, one byte per INTID.
+    unsafe {
+        ((distributor + GICD_IPRIORITYR + u64::from(intid)) as *mut u8).write_volatile(PRIORITY)
+    };
+    // Two bits per INTID; the upper one set means edge-triggered.
+    let config = distributor + GICD_ICFGR + u64::from(intid / 16) * 4;
+    let edge = 2 << (2 * (intid % 16));
+    let value = read32(config) & !edge;
+    write32(config, if level { value } else { value | edge });
+    // SAFETY: GICD_IROUTER<n> is a 64-bit register; Interrupt_Routing_Mode
+    // (bit 31) clear: to the one CPU the affinity fields name.
+    unsafe {
+        ((distributor + GICD_IROUTER + 8 * u64::from(intid)) as *mut u64)
+            .write_volatile(packed_route(affinity))
+    };
+    write32(distributor + GICD_ICPENDR + word, bit);
+    Ok(())
+}
+
+/// `MPIDR_EL1`'s affinity as GICD_IROUTER takes it: Aff2..0 in bits
+/// 23:0, Aff3 in 39:32, nothing else.
+fn packed_route(affinity: u64) -> u64 {
+    affinity & 0xff_00ff_ffff
+}
+
+/// Lets SPI `intid` through ([`route_spi`] set it up) or stops it.
+pub fn enable_spi(intid: u32, enabled: bool) {
+    let distributor = DISTRIBUTOR.load(Ordering::Relaxed);
+    if distributor == 0 || !(32..SPURIOUS).contains(&intid) {
+        return;
+    }
+    let register = if enabled {
+        GICD_ISENABLER
+    } else {
+        GICD_ICENABLER
+    };
+    write32(
+        distributor + register + u64::from(intid / 32) * 4,
+        1 << (intid % 32),
+    );
+    wait_write(distributor);
+}
+
+/// What each interrupt runs, set at boot: `[tick, call, device]`.
+static HANDLERS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+
+/// Sets what a routed SPI runs (a PCI device's pin, see [`route_spi`]).
+pub fn set_device_handler(handler: fn()) {
+    HANDLERS[2].store(handler as usize, Ordering::Release);
+}
 
 /// Sets what the virtual timer's PPI runs (with the CPU's number).
 pub fn set_timer_handler(handler: fn(CpuId)) {
@@ -270,6 +357,16 @@ pub fn interrupt() {
         CALL_SGI => {
             if let Some(call) = handler(&HANDLERS[1]) {
                 call(cpu);
+            }
+        }
+        32.. => {
+            let address = HANDLERS[2].load(Ordering::Acquire);
+            if address != 0 {
+                // SAFETY: only `set_device_handler` stores there, a `fn()`.
+                let device = unsafe { core::mem::transmute::<usize, fn()>(address) };
+                // The handler reads the device's status (which lowers a
+                // level-sensitive line) before the end of interrupt below.
+                device();
             }
         }
         _ => {

@@ -6,8 +6,9 @@
 //!
 //! 1. every whole frame of RAM the tree names, less the tree itself, its
 //!    `/memreserve/` entries and the kernel image, goes to
-//!    [`Physmem::physload`](hotkern_physmem::Physmem::physload) as one boot segment per range, split at 4 GiB
-//!    ([`FREELIST_FIRST4G`] below, [`FREELIST_DEFAULT`] above); as on
+//!    [`Physmem::physload`](hotkern_physmem::Physmem::physload) as one boot segment per range
+//!    ([`FREELIST_FIRST4G`] below, [`FREELIST_DEFAULT`] above, split
+//!    where the boot map ends); as on
 //!    x86-64, RAM beyond the boot map is tracked but not mapped until a
 //!    plug maps it ([`map_range`]);
 //! 2. the heap's frames are stolen from the front of the largest segment
@@ -37,7 +38,8 @@ pub use crate::arch::direct::{
 
 /// Frames above 4 GiB (x86-64's and NetBSD's `VM_FREELIST_DEFAULT`).
 pub const FREELIST_DEFAULT: FreeList = FreeList::DEFAULT;
-/// Frames below 4 GiB: what the boot identity map covers.
+/// Frames the boot identity map covers (below 2 GiB here; the name is
+/// x86-64's, where the map ends at 4 GiB).
 pub const FREELIST_FIRST4G: FreeList = FreeList(1);
 
 /// Heap bytes beyond the descriptors: x86-64's figure (physmem's index,
@@ -115,7 +117,9 @@ pub fn bring_up(info: &BootInfo) -> Result<Layout, MemoryError> {
     let mut heap_home = None;
     let mut largest = 0;
     for (start, end) in loaded.iter() {
-        let list = if end <= (4 << 30) / PAGE_SIZE {
+        // The boot map's frames apart (x86-64 splits at its own end,
+        // 4 GiB): allocations that must be written come from them.
+        let list = if end <= IDENTITY_MAP_END / PAGE_SIZE {
             FREELIST_FIRST4G
         } else {
             FREELIST_DEFAULT
@@ -142,8 +146,10 @@ pub fn bring_up(info: &BootInfo) -> Result<Layout, MemoryError> {
     let frames = loaded.frames();
     let descriptors = frames * size_of::<KernelPage>() as u64;
     let loaded_bytes = frames * PAGE_SIZE;
+    // Half of RAM beyond the boot map's one GiB would not fit in it: at
+    // most half of the segment the heap comes from.
     let slack = if loaded_bytes >= LARGE_RAM - (16 << 20) {
-        loaded_bytes / 2
+        (loaded_bytes / 2).min(largest * PAGE_SIZE / 2)
     } else {
         HEAP_SLACK
     };

@@ -40,6 +40,10 @@ pub fn run(info: &BootInfo) -> ! {
         "the device tree reader refuses a bad blob with a typed error",
         crate::arch::fdt::refuses_bad_trees(),
     );
+    checks.check(
+        "the PCIe host bridge's ranges and interrupt-map decode as virt's, and broken ones are refused",
+        crate::arch::pci_host::reads_a_virt_bridge(),
+    );
     check_memory(&layout, &mut checks);
     check_interrupts(&mut checks);
     check_threads(&mut checks);

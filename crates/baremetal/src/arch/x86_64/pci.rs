@@ -3,6 +3,20 @@
 
 use super::instructions::{inl, inw, outb, outl, outw};
 
+/// Where the drivers place the BARs the firmware left unassigned: inside
+/// QEMU i440fx's PCI hole, above the RAM the kernel maps write-back and
+/// below the I/O APIC (0xfec0_0000).
+const MEMORY_WINDOW: (u64, u64) = (0xe000_0000, 0xfe00_0000);
+
+/// The memory window BARs are placed in: `(start, end)`.
+///
+/// ```ignore
+/// assert_eq!(arch::pci::memory_window(), (0xe000_0000, 0xfe00_0000));
+/// ```
+pub fn memory_window() -> (u64, u64) {
+    MEMORY_WINDOW
+}
+
 const ADDRESS: u16 = 0xcf8;
 const DATA: u16 = 0xcfc;
 

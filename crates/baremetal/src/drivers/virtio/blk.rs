@@ -140,8 +140,9 @@ impl VirtioBlock {
     /// Finds the device and brings it up.
     pub fn probe() -> Result<VirtioBlock, VirtioError> {
         let function = pci::find(VENDOR, DEVICE_BLOCK).ok_or(VirtioError::NotFound)?;
-        // Ports from 0xc000 up are PCI I/O space on QEMU's i440fx and
-        // nothing else of the kernel's lives there.
+        // Ports from 0xc000 up are PCI I/O space on QEMU's i440fx, and
+        // inside the 64 KiB I/O window of virt's host bridge; nothing else
+        // of the kernel's lives there.
         let port = function
             .io_bar(0, 0xc000)
             .ok_or(VirtioError::NoLegacyInterface)?;

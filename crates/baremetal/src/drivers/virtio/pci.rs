@@ -4,10 +4,11 @@
 //! The virtio 1.2 specification, section 4.1.4: the device lists its
 //! register blocks as vendor-specific PCI capabilities (common, notify,
 //! ISR and device configuration), each naming a BAR and an offset. The
-//! firmware hotkern boots with (qboot) assigns no BARs, so [`probe`] sizes
-//! every memory BAR of the function and places it in a window of the PCI
-//! hole ([`BAR_WINDOW`], identity-mapped uncached by the boot page tables),
-//! 64-bit BARs with a zero upper half.
+//! firmware hotkern boots with (qboot on x86-64, none on arm64) assigns no
+//! BARs, so [`probe`] sizes every memory BAR of the function and places it
+//! in the arch's memory window (`pci::memory_window`: x86-64's PCI hole,
+//! the arm64 host bridge's 32-bit window, both mapped uncached by the boot
+//! page tables), 64-bit BARs with a zero upper half.
 //!
 //! Completion is by polling the used ring, one request at a time, as the
 //! legacy virtio-blk driver does (the driver asks for no queue
@@ -43,13 +44,6 @@ pub use crate::arch::interrupts::DeviceTarget;
 use interrupt::route_config;
 pub use interrupt::{config_interrupts, ConfigRoute, NoRoute};
 use regs::{capability_list, Mmio};
-
-/// Where [`probe`] places the BARs the firmware left unassigned: inside
-/// QEMU i440fx's PCI hole, above the RAM the kernel maps write-back and
-/// below the I/O APIC.
-pub const BAR_WINDOW: u64 = 0xe000_0000;
-/// The window's end: the I/O APIC is at 0xfec0_0000.
-const BAR_WINDOW_END: u64 = 0xfe00_0000;
 
 const CAP_VENDOR: u8 = 0x09;
 const CFG_COMMON: u8 = 1;
@@ -169,7 +163,11 @@ fn capabilities(function: Function) -> impl Iterator<Item = Capability> {
 /// at zero or outside the uncached identity map, from `*next` up; returns
 /// the BARs' addresses. Memory decoding stays off until [`probe`] turns
 /// it on.
-fn place_bars(function: Function, next: &mut u64) -> Result<[u64; 6], TransportError> {
+fn place_bars(
+    function: Function,
+    next: &mut u64,
+    window_end: u64,
+) -> Result<[u64; 6], TransportError> {
     // No memory decoding while the BARs hold sizing patterns.
     let command = function.read(0x04) & 0xffff;
     function.write(0x04, command & !0b10);
@@ -209,7 +207,7 @@ fn place_bars(function: Function, next: &mut u64) -> Result<[u64; 6], TransportE
             // Unassigned, or where the kernel maps nothing (a firmware
             // may put a 64-bit BAR above 4 GiB): moved into the window.
             let base = next.next_multiple_of(size);
-            if base + size > BAR_WINDOW_END {
+            if base + size > window_end {
                 return Err(TransportError::Bar(index));
             }
             *next = base + size;
@@ -235,8 +233,8 @@ pub fn probe(
     wanted: u64,
     config: Option<DeviceTarget>,
 ) -> Result<(Transport, u64), TransportError> {
-    let mut next = BAR_WINDOW;
-    let bars = place_bars(function, &mut next)?;
+    let (mut next, window_end) = crate::arch::pci::memory_window();
+    let bars = place_bars(function, &mut next, window_end)?;
     let block = |kind: u8, name: &'static str| {
         let cap = capabilities(function)
             .find(|cap| cap.kind == kind)
