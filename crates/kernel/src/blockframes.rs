@@ -47,7 +47,7 @@ use crate::sync::Mutex;
 mod hand_over;
 mod maps;
 
-use maps::Maps;
+use maps::{Count, Maps};
 
 /// Whether a frame can be moved: Linux's migrate types, reduced to the two
 /// a shrink cares about.
@@ -133,10 +133,9 @@ struct Region {
     block_frames: u64,
     /// Bitmap words per block.
     words: usize,
-    /// Every block's bitmaps of free and of unmovable frames.
+    /// Every block's bitmaps of free and of unmovable frames, and its
+    /// counts of free, unmovable and reserved frames.
     maps: Maps,
-    /// Free frames per block (0 for a block not handed over).
-    free_count: Vec<u64>,
     /// A bit per block: handed over.
     present: Vec<u64>,
     /// A bit per block: handed over with a free frame, and not isolated
@@ -146,12 +145,6 @@ struct Region {
     isolated: Vec<u64>,
     /// A bit per block: handed over [`Online::Kernel`].
     kernel: Vec<u64>,
-    /// Unmovable frames per block.
-    unmovable_count: Vec<u64>,
-    /// Frames at the front of each handed-over block that are never
-    /// handed out: the block's own page descriptors (Linux's
-    /// `memmap_on_memory`), 0 for a block without them.
-    reserved: Vec<u32>,
     /// Frames free and frames handed over, over all blocks.
     free_total: u64,
     total: u64,
@@ -216,15 +209,32 @@ impl Region {
         }
     }
 
+    /// `block`'s count `which` (see [`Count`]).
+    fn count(&self, block: usize, which: Count) -> u64 {
+        self.maps.count(block, self.words, which)
+    }
+
+    fn set_count(&mut self, block: usize, which: Count, value: u64) {
+        let words = self.words;
+        self.maps.set_count(block, words, which, value);
+    }
+
+    /// Frames at the front of `block` never handed out: the block's own
+    /// page descriptors (Linux's `memmap_on_memory`), 0 for a block
+    /// without them.
+    fn reserved(&self, block: usize) -> u64 {
+        self.count(block, Count::Reserved)
+    }
+
     /// Frames of `block` that can be handed out: all but its reserved
     /// prefix.
     fn usable(&self, block: usize) -> u64 {
-        self.block_frames - u64::from(self.reserved[block])
+        self.block_frames - self.reserved(block)
     }
 
     /// Whether frame `index` of `block` is in the block's reserved prefix.
     fn is_reserved(&self, block: usize, index: u64) -> bool {
-        index < u64::from(self.reserved[block])
+        index < self.reserved(block)
     }
 }
 
@@ -302,14 +312,16 @@ impl BlockFrames {
         let (at, bits) = bits.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
         let offset = bits.trailing_zeros();
         *bits &= !(1 << offset);
-        region.free_count[block] -= 1;
+        let free = region.count(block, Count::Free) - 1;
+        region.set_count(block, Count::Free, free);
         region.free_total -= 1;
-        if region.free_count[block] == 0 {
+        if free == 0 {
             set(&mut region.with_free, block, false);
         }
         if mobility == Mobility::Unmovable {
             region.maps.unmovable_mut(block, words)[at] |= 1 << offset;
-            region.unmovable_count[block] += 1;
+            let unmovable = region.count(block, Count::Unmovable) + 1;
+            region.set_count(block, Count::Unmovable, unmovable);
         }
         Some(region.frame(block, at, offset))
     }
@@ -331,12 +343,14 @@ impl BlockFrames {
             return false;
         }
         *free |= mask;
-        region.free_count[block] += 1;
+        let free = region.count(block, Count::Free) + 1;
+        region.set_count(block, Count::Free, free);
         region.free_total += 1;
         let unmovable = &mut region.maps.unmovable_mut(block, words)[at];
         if *unmovable & mask != 0 {
             *unmovable &= !mask;
-            region.unmovable_count[block] -= 1;
+            let unmovable = region.count(block, Count::Unmovable) - 1;
+            region.set_count(block, Count::Unmovable, unmovable);
         }
         // A frame freed into an isolated block stays there: the shrink
         // emptying it counts on no allocation coming back.
@@ -357,7 +371,7 @@ impl BlockFrames {
         if bit(&region.isolated, block) {
             return Err(IsolateError::Isolated);
         }
-        if region.unmovable_count[block] != 0 {
+        if region.count(block, Count::Unmovable) != 0 {
             let words = region.words;
             let (at, word) = region
                 .maps
@@ -374,7 +388,7 @@ impl BlockFrames {
         }
         set(&mut region.isolated, block, true);
         set(&mut region.with_free, block, false);
-        Ok(region.usable(block) - region.free_count[block])
+        Ok(region.usable(block) - region.count(block, Count::Free))
     }
 
     /// Ends a block's isolation; false if it was not isolated.
@@ -384,7 +398,7 @@ impl BlockFrames {
             return false;
         }
         set(&mut region.isolated, block, false);
-        let any_free = region.free_count[block] != 0;
+        let any_free = region.count(block, Count::Free) != 0;
         set(&mut region.with_free, block, any_free);
         true
     }
@@ -397,7 +411,7 @@ impl BlockFrames {
             return;
         }
         let words = region.words;
-        let reserved = u64::from(region.reserved[block]);
+        let reserved = region.reserved(block);
         for (at, &free) in region.maps.free(block, words).iter().enumerate() {
             let in_block = (region.block_frames - 64 * at as u64).min(64);
             let mut used = !free & (u64::MAX >> (64 - in_block));
@@ -421,8 +435,8 @@ impl BlockFrames {
     pub fn block_use(&self, block: usize) -> Option<BlockUse> {
         let region = self.region.lock();
         (block < region.blocks && bit(&region.present, block)).then(|| BlockUse {
-            used: region.usable(block) - region.free_count[block],
-            unmovable: region.unmovable_count[block],
+            used: region.usable(block) - region.count(block, Count::Free),
+            unmovable: region.count(block, Count::Unmovable),
             isolated: bit(&region.isolated, block),
         })
     }
@@ -443,8 +457,7 @@ impl BlockFrames {
     /// handed over.
     pub fn reserved(&self, block: usize) -> Option<u64> {
         let region = self.region.lock();
-        (block < region.blocks && bit(&region.present, block))
-            .then(|| u64::from(region.reserved[block]))
+        (block < region.blocks && bit(&region.present, block)).then(|| region.reserved(block))
     }
 
     /// Whether `frame` is handed out unmovable.
@@ -491,25 +504,24 @@ impl BlockFrames {
     /// use hotkern_kernel::blockframes::BlockFrames;
     /// use hotkern_physmem::Pfn;
     ///
-    /// // 64 blocks of 512 frames: two bits a frame, 21 bytes a block.
+    /// // 64 blocks of 512 frames: two bits a frame, 24 bytes of counts
+    /// // and four bits a block.
     /// let frames = BlockFrames::new(Pfn(0), 64, 512)?;
-    /// assert_eq!(frames.heap_bytes(), 64 * 512 / 4 + 64 * 20 + 4 * 8);
+    /// assert_eq!(frames.heap_bytes(), 64 * 512 / 4 + 64 * 24 + 4 * 8);
     /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
     /// ```
     pub fn heap_bytes(&self) -> u64 {
         let region = self.region.lock();
         let words = [
-            &region.free_count,
             &region.present,
             &region.with_free,
             &region.isolated,
             &region.kernel,
-            &region.unmovable_count,
         ]
         .iter()
         .map(|map| map.capacity() as u64)
         .sum::<u64>();
-        words * 8 + region.reserved.capacity() as u64 * 4 + region.maps.heap_bytes()
+        words * 8 + region.maps.heap_bytes()
     }
 
     /// `(free, handed over)` frames.

@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 
 use hotkern_physmem::Pfn;
 
-use super::maps::Maps;
+use super::maps::{Count, Maps, COUNT_WORDS};
 use super::{bit, set, BlockFrames, Online, Region, RegionError};
 use crate::sync::Mutex;
 
@@ -50,9 +50,16 @@ impl BlockFrames {
     }
 
     /// Words of memory a block of `block_frames` frames needs for its two
-    /// bitmaps ([`BlockFrames::add_blocks_with_maps`]).
+    /// bitmaps and its counts ([`BlockFrames::add_blocks_with_maps`]).
+    ///
+    /// ```
+    /// use hotkern_kernel::blockframes::BlockFrames;
+    ///
+    /// // A 2 MiB block: two bitmaps of 8 words, then 3 words of counts.
+    /// assert_eq!(BlockFrames::map_words(512), 19);
+    /// ```
     pub fn map_words(block_frames: u64) -> usize {
-        2 * block_frames.div_ceil(64) as usize
+        2 * block_frames.div_ceil(64) as usize + COUNT_WORDS
     }
 
     fn make(
@@ -92,25 +99,19 @@ impl BlockFrames {
                     Maps::Given(pointers)
                 } else {
                     let len = blocks.checked_mul(words).ok_or(RegionError::TooLarge)?;
+                    let counts = blocks
+                        .checked_mul(COUNT_WORDS)
+                        .ok_or(RegionError::TooLarge)?;
                     Maps::Heap {
                         free: zeroed(len)?,
                         unmovable: zeroed(len)?,
+                        counts: zeroed(counts)?,
                     }
                 },
-                free_count: zeroed(blocks)?,
                 present: zeroed(map_words)?,
                 with_free: zeroed(map_words)?,
                 isolated: zeroed(map_words)?,
                 kernel: zeroed(map_words)?,
-                unmovable_count: zeroed(blocks)?,
-                reserved: {
-                    let mut reserved = Vec::new();
-                    reserved
-                        .try_reserve_exact(blocks)
-                        .map_err(|_| RegionError::OutOfMemory)?;
-                    reserved.resize(blocks, 0);
-                    reserved
-                },
                 free_total: 0,
                 total: 0,
             }),
@@ -205,15 +206,16 @@ impl BlockFrames {
         let words = region.words;
         for block in first..end {
             if let Some(maps) = maps {
-                let at = (block - first) * 2 * words;
+                let at = (block - first) * (2 * words + COUNT_WORDS);
                 // SAFETY: within the `count` blocks' bitmaps the caller
                 // vouched for, handed over with the block.
                 unsafe { region.maps.give(block, words, maps.add(at)) };
             }
             region.fill(block, reserved);
-            // Below `block_frames`, which a block's frame index fits in.
-            region.reserved[block] = reserved as u32;
-            region.free_count[block] = region.block_frames - reserved;
+            region.set_count(block, Count::Reserved, reserved);
+            let free = region.block_frames - reserved;
+            region.set_count(block, Count::Free, free);
+            region.set_count(block, Count::Unmovable, 0);
             set(&mut region.present, block, true);
             set(&mut region.with_free, block, true);
             set(&mut region.kernel, block, online == Online::Kernel);
@@ -230,13 +232,13 @@ impl BlockFrames {
         let mut region = self.region.lock();
         if block >= region.blocks
             || !bit(&region.present, block)
-            || region.free_count[block] != region.usable(block)
+            || region.count(block, Count::Free) != region.usable(block)
         {
             return false;
         }
         let usable = region.usable(block);
-        region.free_count[block] = 0;
-        region.reserved[block] = 0;
+        region.set_count(block, Count::Free, 0);
+        region.set_count(block, Count::Reserved, 0);
         region.maps.clear(block);
         set(&mut region.present, block, false);
         set(&mut region.with_free, block, false);

@@ -53,8 +53,9 @@ impl Device {
     }
 
     /// Frames a holder keeps after its descriptors for its run's
-    /// allocator bitmaps (`BlockFrames::with_maps_on_blocks`): 128 bytes
-    /// a 2 MiB block, two frames for a run of 64.
+    /// allocator bitmaps and per-block counts
+    /// (`BlockFrames::with_maps_on_blocks`): 152 bytes a 2 MiB block,
+    /// three frames for a run of 64.
     fn map_frames(&self) -> u64 {
         let words = BlockFrames::map_words(self.frames()) as u64;
         (self.run_blocks() * words * 8).div_ceil(PAGE_SIZE)
