@@ -100,7 +100,13 @@ fn resizes_are_followed_and_no_page_is_lost() {
     // resizes is reported.
     let descriptors = &vmem["descriptors"];
     assert_eq!(descriptors["blocks_off_block"], 0, "{descriptors}");
-    assert!(descriptors["frames_per_block"].is_u64(), "{descriptors}");
+    assert!(descriptors["frames_per_run"].is_u64(), "{descriptors}");
+    assert!(
+        descriptors["blocks_per_run"]
+            .as_u64()
+            .is_some_and(|blocks| blocks > 0),
+        "{descriptors}"
+    );
     let heap = &vmem["heap"];
     assert!(
         heap["before"].as_u64().is_some_and(|bytes| bytes > 0),
