@@ -59,6 +59,7 @@ pub mod cpu_states;
 pub mod exit_code;
 pub mod frames;
 pub mod heap;
+pub mod processors;
 pub mod ranges;
 
 #[cfg(target_arch = "x86_64")]
