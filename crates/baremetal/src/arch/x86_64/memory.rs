@@ -1,95 +1,20 @@
-//! Physical memory bring-up: the loader's map into physmem, then a heap on
-//! frames physmem gives back, then physmem's page descriptors in that heap.
-//!
-//! NetBSD's order (`uvm_page_physload` at boot, `uvm_pageboot_alloc`
-//! stealing pages, then `uvm_page_init`), which is what `uvm_physseg` was
-//! designed for:
-//!
-//! 1. every whole frame of usable RAM in the PVH memory map, less the first
-//!    MiB (firmware, the start info, the legacy holes) and the kernel image,
-//!    goes to [`Physmem::physload`](hotkern_physmem::Physmem::physload) as one boot segment per range, split at
-//!    4 GiB (free list [`FREELIST_FIRST4G`] below, [`FREELIST_DEFAULT`]
-//!    above); no heap is needed yet;
-//! 2. the heap's frames are taken from the front of the largest segment
-//!    below 3 GiB (identity-mapped, write-back) with
-//!    [`Physmem::physunload`](hotkern_physmem::Physmem::physunload), one frame at a time, as NetBSD steals them;
-//! 3. [`Physmem::init_pages`](hotkern_physmem::Physmem::init_pages) allocates the descriptors of every segment
-//!    from that heap and publishes the segments to lock-free readers.
+//! x86-64's memory: the PVH map fed to the shared bring-up
+//! ([`crate::arch::bring_up`]: physmem, the heap, the descriptors), and
+//! the page tables of the direct map.
 
 use core::fmt;
-use core::mem::size_of;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+pub use crate::arch::bring_up::MemoryError;
+pub use crate::arch::frames::{KernelPage, Layout, FRAME_LIMIT, PHYSMEM};
 use hotkern_kernel::directmap::{
     self, Change, GibMap, GibSpan, HUGE_PAGE_BYTES, LARGE_PAGE_BYTES, LARGE_PER_HUGE,
 };
-use hotkern_physmem::{BootRange, FreeList, Pfn, PhysmemError};
-
-pub use crate::arch::frames::{KernelPage, Layout, FRAME_LIMIT, PHYSMEM};
 
 use crate::arch::boot::{self, IDENTITY_MAP_END, MMIO_START};
 use crate::arch::boot_info::{BootInfo, RegionKind};
-use crate::arch::cpu::MAX_CPUS;
-use crate::arch::heap;
+use crate::arch::bring_up::{self, Plan};
 use crate::arch::ranges::{FrameRanges, PAGE_SIZE};
-use crate::arch::tsc;
-
-/// Frames above 4 GiB (NetBSD x86's `VM_FREELIST_DEFAULT`).
-pub const FREELIST_DEFAULT: FreeList = FreeList::DEFAULT;
-/// Frames below 4 GiB (NetBSD x86's `VM_FREELIST_FIRST4G`): what 32-bit
-/// DMA can reach and what the boot identity map covers.
-pub const FREELIST_FIRST4G: FreeList = FreeList(1);
-
-/// Heap bytes beyond the descriptors: physmem's index and records, room
-/// for the run-time plugs of the self test, a disk load (its cache's 4 MiB
-/// and the file), and for each CPU the room its trace ring takes twice
-/// more when the trace goes out at the end (the drained pages and the
-/// trace.dat built from them): a 16-CPU boot ran out of it there.
-const HEAP_SLACK: u64 = (12 << 20) + MAX_CPUS as u64 * (256 << 10);
-/// From this much RAM on, half of it goes to the heap instead, so that a
-/// boot loader's large file (`bench bcache --platform qemu --full` loads
-/// 270 MB) fits beside the cache.
-const LARGE_RAM: u64 = 512 << 20;
-
-/// Why memory could not be brought up.
-#[derive(Debug, Clone, Copy)]
-pub enum MemoryError {
-    /// The map has no usable RAM above 1 MiB.
-    NoRam,
-    /// `physload` refused a range.
-    Physload(u64, u64, PhysmemError),
-    /// No segment below 3 GiB can hold the heap.
-    NoRoomForHeap {
-        /// Frames the heap needs.
-        needed: u64,
-        /// Frames in the largest candidate segment.
-        largest: u64,
-    },
-    /// `physunload` refused, or did not return the next frame in order.
-    Steal(Option<PhysmemError>),
-    /// `init_pages` failed.
-    InitPages(PhysmemError),
-}
-
-impl fmt::Display for MemoryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MemoryError::NoRam => write!(f, "the memory map has no usable RAM above 1 MiB"),
-            MemoryError::Physload(start, end, error) => {
-                write!(f, "physload of frames [{start:#x}, {end:#x}): {error}")
-            }
-            MemoryError::NoRoomForHeap { needed, largest } => write!(
-                f,
-                "the heap needs {needed} frames, the largest segment below 3 GiB has {largest}"
-            ),
-            MemoryError::Steal(Some(error)) => write!(f, "stealing heap frames: {error}"),
-            MemoryError::Steal(None) => write!(f, "stolen heap frames are not contiguous"),
-            MemoryError::InitPages(error) => write!(f, "init_pages: {error}"),
-        }
-    }
-}
-
-impl core::error::Error for MemoryError {}
 
 /// The frames the loader's map says are usable RAM.
 fn ram_frames(info: &BootInfo) -> FrameRanges {
@@ -106,87 +31,23 @@ fn ram_frames(info: &BootInfo) -> FrameRanges {
     ram
 }
 
-/// Runs the three steps of the module documentation.
+/// Runs the shared bring-up ([`crate::arch::bring_up`]) on the PVH map:
+/// RAM less the first MiB (firmware, the start info, the legacy holes) and
+/// the kernel, split at 4 GiB, the heap from below 3 GiB (identity-mapped
+/// write-back, under the uncached device window).
 pub fn bring_up(info: &BootInfo) -> Result<Layout, MemoryError> {
     let ram = ram_frames(info);
-    let (kernel_start, kernel_end) = boot::kernel_image();
+    let kernel = boot::kernel_image();
     let mut loaded = ram.clone();
     loaded.remove_bytes(0, 1 << 20);
-    loaded.remove_bytes(kernel_start, kernel_end);
-    loaded.split_at(IDENTITY_MAP_END / PAGE_SIZE);
-    if loaded.len() == 0 {
-        return Err(MemoryError::NoRam);
-    }
-
-    let started = tsc::now();
-    let mut heap_home = None;
-    let mut largest = 0;
-    for (start, end) in loaded.iter() {
-        let below_4g = end <= IDENTITY_MAP_END / PAGE_SIZE;
-        let list = if below_4g {
-            FREELIST_FIRST4G
-        } else {
-            FREELIST_DEFAULT
-        };
-        let handle = PHYSMEM
-            .physload(
-                BootRange {
-                    start: Pfn(start),
-                    end: Pfn(end),
-                    avail_start: Pfn(start),
-                    avail_end: Pfn(end),
-                },
-                list,
-            )
-            .map_err(|error| MemoryError::Physload(start, end, error))?;
-        if end <= MMIO_START / PAGE_SIZE && end - start > largest {
-            largest = end - start;
-            heap_home = Some((handle, start));
-        }
-    }
-    let physload_us = tsc::micros_since(started);
-
-    let started = tsc::now();
-    let frames = loaded.frames();
-    let descriptors = frames * size_of::<KernelPage>() as u64;
-    let loaded_bytes = frames * PAGE_SIZE;
-    let slack = if loaded_bytes >= LARGE_RAM - (16 << 20) {
-        loaded_bytes / 2
-    } else {
-        HEAP_SLACK
-    };
-    let needed = (descriptors + descriptors / 4 + slack).div_ceil(PAGE_SIZE);
-    let Some((handle, first)) = heap_home.filter(|_| needed < largest) else {
-        return Err(MemoryError::NoRoomForHeap { needed, largest });
-    };
-    for index in 0..needed {
-        let pfn = PHYSMEM
-            .physunload(handle, FREELIST_FIRST4G)
-            .map_err(|error| MemoryError::Steal(Some(error)))?;
-        if pfn.0 != first + index {
-            return Err(MemoryError::Steal(None));
-        }
-    }
-    let heap = (first, first + needed);
-    // SAFETY: the frames are usable RAM from the loader's map, below 3 GiB
-    // (identity-mapped write-back), outside the first MiB and the kernel,
-    // and physmem no longer has them, so nothing else will hand them out.
-    unsafe { heap::init(heap.0 * PAGE_SIZE, (needed * PAGE_SIZE) as usize) };
-    let heap_us = tsc::micros_since(started);
-
-    let started = tsc::now();
-    PHYSMEM.init_pages().map_err(MemoryError::InitPages)?;
-    let init_us = tsc::micros_since(started);
-
-    let mut managed = loaded.clone();
-    managed.remove(heap.0, heap.1);
-    Ok(Layout {
+    loaded.remove_bytes(kernel.0, kernel.1);
+    bring_up::bring_up(Plan {
         ram,
         loaded,
-        managed,
-        kernel: (kernel_start / PAGE_SIZE, kernel_end.div_ceil(PAGE_SIZE)),
-        heap,
-        micros: [physload_us, heap_us, init_us],
+        boot_map_end: IDENTITY_MAP_END / PAGE_SIZE,
+        heap_end: MMIO_START / PAGE_SIZE,
+        cap_heap_to_segment: false,
+        kernel,
     })
 }
 
