@@ -62,6 +62,7 @@ pub mod frames;
 pub mod heap;
 pub mod processors;
 pub mod ranges;
+pub mod threads;
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
