@@ -53,6 +53,7 @@
 //! names it (`"skipped_runs"`), never silently.
 
 pub mod boot_info;
+pub mod boot_stack;
 pub mod bring_up;
 pub mod capabilities;
 pub mod console;
