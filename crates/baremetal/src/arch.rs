@@ -58,6 +58,7 @@ pub mod bring_up;
 pub mod capabilities;
 pub mod console;
 pub mod cpu_states;
+pub mod direct_map;
 pub mod exit_code;
 pub mod frames;
 pub mod heap;
