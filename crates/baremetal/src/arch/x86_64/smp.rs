@@ -20,7 +20,7 @@
 //! as it left them.
 //!
 //! The handshake around a start and a stop (who writes which state, who
-//! wakes whom) is the shared kernel's [`Lifecycle`], whose words live here
+//! wakes whom) is the shared kernel's [`Lifecycle`](hotkern_kernel::power::Lifecycle), whose words live here
 //! ([`LIVES`]) because the calls read them; the platform moves them
 //! (`crate::platform::power`) and gives [`kick`] the entry a started CPU
 //! runs, so this layer knows nothing of the CPU loop above it.
