@@ -23,6 +23,11 @@
 //! | [`frames`]`::{KernelPage, PHYSMEM, Layout, FRAME_LIMIT}` | physmem's page descriptor and instance, what `memory::bring_up` reports |
 //! | [`cpu_states`]`::{Park, SmpError}` | how an offline CPU parks; why an operation on another CPU failed |
 //! | [`capabilities`]`::Capabilities` | what an architecture can do yet |
+//! | [`processors`] | the CPU table, stacks, parking, cross-CPU mailboxes and doorbell under each `smp` (over its [`processors::Signals`]) |
+//! | [`bring_up`] | boot RAM → physmem → heap → descriptors under each `memory::bring_up` (given a [`bring_up::Plan`]) |
+//! | [`threads`] | kernel threads under each `kthread` (over its switch and [`threads::SwitchFrame`]) |
+//! | [`direct_map`] | the direct map of hot-plugged RAM under each `memory` (over its [`direct_map::PageTables`]) |
+//! | [`boot_stack`] | the boot stack's size, guard, high water; the kernel image's bounds |
 //!
 //! # What each architecture provides (the contract)
 //!
@@ -53,13 +58,18 @@
 //! names it (`"skipped_runs"`), never silently.
 
 pub mod boot_info;
+pub mod boot_stack;
+pub mod bring_up;
 pub mod capabilities;
 pub mod console;
 pub mod cpu_states;
+pub mod direct_map;
 pub mod exit_code;
 pub mod frames;
 pub mod heap;
+pub mod processors;
 pub mod ranges;
+pub mod threads;
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;

@@ -21,47 +21,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use crate::arch::boot_info::BootInfo;
 
-/// Bytes of the boot CPU's stack, which runs the whole boot.
-pub const BOOT_STACK_BYTES: usize = 128 * 1024;
-
-/// Bytes below the boot stack that nothing writes: x86-64's guard band,
-/// which [`stack_overflowed`] looks at (the boot map's 1 GiB blocks leave
-/// no room for an unmapped guard page).
-const BOOT_STACK_GUARD_BYTES: usize = 4096;
-
-extern "C" {
-    static boot_stack_guard: [u64; BOOT_STACK_GUARD_BYTES / 8];
-    static boot_stack: [u64; BOOT_STACK_BYTES / 8];
-}
-
-/// Whether the boot stack ever grew past its bottom into the guard band.
-pub fn stack_overflowed() -> bool {
-    // SAFETY: the guard is a `.bss` symbol of that many bytes; volatile
-    // reads, since the compiler cannot see the stack's writes into it.
-    (0..BOOT_STACK_GUARD_BYTES / 8).any(|i| unsafe {
-        core::ptr::addr_of!(boot_stack_guard)
-            .cast::<u64>()
-            .add(i)
-            .read_volatile()
-            != 0
-    })
-}
-
-/// The most of the boot stack ever used, in bytes (from the top down to
-/// the lowest word that is not zero, as x86-64 measures it).
-pub fn stack_high_water() -> usize {
-    // SAFETY: as in `stack_overflowed`, over the boot stack's words.
-    let untouched = (0..BOOT_STACK_BYTES / 8)
-        .take_while(|&i| unsafe {
-            core::ptr::addr_of!(boot_stack)
-                .cast::<u64>()
-                .add(i)
-                .read_volatile()
-                == 0
-        })
-        .count();
-    BOOT_STACK_BYTES - untouched * 8
-}
+use crate::arch::boot_stack::BOOT_STACK_GUARD_BYTES;
+pub use crate::arch::boot_stack::{
+    kernel_image, stack_high_water, stack_overflowed, BOOT_STACK_BYTES,
+};
 
 /// Where `-M virt`'s PCIe MMIO window starts (QEMU's `hw/arm/virt.c`,
 /// `VIRT_PCIE_MMIO`), inside the boot map's Device GiB: the contract's
@@ -105,18 +68,6 @@ static BOOT_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// What `CNTVCT_EL0` read before the kernel did anything else.
 pub fn started_at() -> u64 {
     BOOT_COUNTER.load(Ordering::Relaxed)
-}
-
-/// The kernel image's physical bounds, from the linker script.
-pub fn kernel_image() -> (u64, u64) {
-    extern "C" {
-        static __kernel_start: u8;
-        static __kernel_end: u8;
-    }
-    // Only the addresses of the linker symbols are taken; nothing is read.
-    let start = core::ptr::addr_of!(__kernel_start) as u64;
-    let end = core::ptr::addr_of!(__kernel_end) as u64;
-    (start, end)
 }
 
 /// The level-1 table of the boot map: the memory bring-up adds the RAM

@@ -20,309 +20,151 @@
 //! as it left them.
 //!
 //! The handshake around a start and a stop (who writes which state, who
-//! wakes whom) is the shared kernel's [`Lifecycle`], whose words live here
+//! wakes whom) is the shared kernel's [`Lifecycle`](hotkern_kernel::power::Lifecycle), whose words live here
 //! ([`LIVES`]) because the calls read them; the platform moves them
 //! (`crate::platform::power`) and gives [`kick`] the entry a started CPU
 //! runs, so this layer knows nothing of the CPU loop above it.
 
 use core::arch::asm;
-use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use hotkern_cpuhp::CpuId;
-use hotkern_kernel::power::Lifecycle;
 use hotkern_kernel::rcu::Activity;
 
 use crate::arch::apic;
-use crate::arch::cpu::{self, MAX_CPUS};
+use crate::arch::cpu;
 pub use crate::arch::cpu_states::{Park, SmpError};
 use crate::arch::instructions;
+#[allow(unused_imports)] // The contract's name; nothing above reads it yet.
+pub use crate::arch::processors::park;
+use crate::arch::processors::{self, Signals};
+pub use crate::arch::processors::{
+    application_processors, cpu_count, cpus, is_parked_idle, is_running, online, set_park, starts,
+    Posted, LIVES, RUNG, TIMEOUT_US,
+};
 use crate::arch::trampoline;
 use crate::arch::tsc;
 
 /// CPU 0: the boot CPU, which runs the runs and never goes offline.
 pub const BOOT_CPU: CpuId = CpuId(0);
 
-/// Bytes of each application processor's stack.
-const AP_STACK_BYTES: usize = 32 * 1024;
-
 /// A start waits this long for the first SIPI to take.
 pub const SECOND_SIPI_US: u64 = 200;
-/// A start, a call or an offline gives up after this long (TCG on a loaded
-/// two-core host can keep a vCPU away for a long time).
-pub const TIMEOUT_US: u64 = 5_000_000;
 
 /// When a start not yet answered gets its second signal (the contract's
 /// name for the SDM's second SIPI).
 pub const KICK_AGAIN_AFTER_US: Option<u64> = Some(SECOND_SIPI_US);
 
-/// How CPUs that go offline from now on park (`true`: [`Park::Idle`]).
-static PARK_IDLE: AtomicBool = AtomicBool::new(false);
-/// Starts through the trampoline (cold) and from an idle park, so far.
-static COLD_STARTS: AtomicU64 = AtomicU64::new(0);
-static PARKED_STARTS: AtomicU64 = AtomicU64::new(0);
+/// x86-64's operations under the shared CPU bookkeeping
+/// ([`crate::arch::processors`]): fixed IPIs through the local APIC,
+/// `sti; hlt; cli`, the TSC.
+pub struct Apic;
 
-/// How many CPU starts so far were cold (INIT-SIPI-SIPI) and how many woke
-/// a CPU parked idle.
-pub fn starts() -> (u64, u64) {
-    (
-        COLD_STARTS.load(Ordering::Relaxed),
-        PARKED_STARTS.load(Ordering::Relaxed),
-    )
-}
-
-/// The CPUs parked idle now, which a start wakes rather than INITs.
-static PARKED_IDLE: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
-
-/// Sets how CPUs that go offline from now on park; CPUs parked already
-/// stay as they are until started.
-pub fn set_park(park: Park) {
-    PARK_IDLE.store(park == Park::Idle, Ordering::Relaxed);
-}
-
-/// How CPUs that go offline now park.
-pub fn park() -> Park {
-    if PARK_IDLE.load(Ordering::Relaxed) {
-        Park::Idle
-    } else {
-        Park::PowerOff
+impl Signals for Apic {
+    fn send_call(cpu: CpuId) {
+        apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
     }
-}
 
-/// Whether `cpu` waits parked idle, so that a start is a wake-up IPI.
-/// Read by the starting CPU after `cpu` reported dead: the parked CPU
-/// sets it before it does, and clears it itself when it arrives.
-pub fn is_parked_idle(cpu: CpuId) -> bool {
-    PARKED_IDLE
-        .get(cpu.index())
-        .is_some_and(|parked| parked.load(Ordering::Acquire))
-}
+    fn send_wake(cpu: CpuId) {
+        apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
+    }
 
-/// Parks the calling CPU, which has left its loop, the way [`park`] says:
-/// `report_dead()` runs first (after the CPU is marked parked, so the CPU
-/// that sees it dead sees how it waits). Returns only from an idle park,
-/// once `started()` holds: the CPU then re-enters its loop.
-pub fn park_here(cpu: CpuId, report_dead: impl FnOnce(), started: impl Fn() -> bool) {
-    let idle = park() == Park::Idle;
-    // Release: pairs with the acquire in `is_parked_idle`, made before the
-    // death that the starter waits for.
-    PARKED_IDLE[cpu.index()].store(idle, Ordering::Release);
-    report_dead();
-    if !idle {
+    fn halt_once() {
+        // SAFETY: `sti; hlt` opens interrupts only for the halt (the
+        // `sti` shadow): a wake-up sent after the caller's check is taken
+        // by the halt, not before it; `cli` closes them again. Handlers
+        // that can run here take no lock (the wake-up only acknowledges,
+        // the tick counts).
+        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+    }
+
+    fn without_interrupts<R>(section: impl FnOnce() -> R) -> R {
+        instructions::without_interrupts(section)
+    }
+
+    fn nanos() -> u64 {
+        tsc::nanos()
+    }
+
+    fn current_id() -> Option<CpuId> {
+        cpu::current_id()
+    }
+
+    fn enter_activity(cpu: CpuId, activity: Activity) -> Activity {
+        cpu::enter_activity(cpu, activity)
+    }
+
+    fn power_off(_cpu: CpuId) -> ! {
         loop {
             // SAFETY: parks this CPU with interrupts off; only INIT (a new
             // start) takes it out.
             unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
         }
     }
-    while !started() {
-        // SAFETY: `sti; hlt` opens interrupts only for the halt (the `sti`
-        // shadow): a wake-up sent after the check is taken by the halt.
-        // Only the wake-up IPI reaches a parked CPU (its tick is stopped,
-        // calls go to running CPUs), and its handler only acknowledges.
-        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
+
+    fn leave_idle_park() {
+        // Call sites patched while this CPU was parked were not synced
+        // here (`crate::arch::text` syncs only running CPUs): serialise
+        // before running them, as the wake-up's `iretq` already did.
+        instructions::serialize();
     }
-    // Call sites patched while this CPU was parked were not synced here
-    // (`crate::arch::text` syncs only running CPUs): serialise before
-    // running them, as the wake-up's `iretq` already did.
-    crate::arch::instructions::serialize();
-    PARKED_IDLE[cpu.index()].store(false, Ordering::Release);
-    PARKED_STARTS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Which CPUs run: the shared core's handshake, whose words the platform's
-/// starts and parks move and whose `is_alive` the calls here read.
-pub static LIVES: Lifecycle = Lifecycle::new();
-static APIC_IDS: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
-static CPU_COUNT: AtomicU32 = AtomicU32::new(1);
-
-#[repr(C, align(16))]
-struct Stack(UnsafeCell<[u8; AP_STACK_BYTES]>);
-
-// SAFETY: each stack is used only by its own CPU, from its start until it
-// parks; the next start of that CPU begins after it parked.
-unsafe impl Sync for Stack {}
-
-static STACKS: [Stack; MAX_CPUS] =
-    [const { Stack(UnsafeCell::new([0; AP_STACK_BYTES])) }; MAX_CPUS];
-
-/// One CPU's mailbox for [`call`]: the function, its argument and result,
-/// and the numbers of the last call asked for and the last one done.
-struct Mailbox {
-    function: AtomicUsize,
-    arg: AtomicU64,
-    result: AtomicU64,
-    requested: AtomicU64,
-    done: AtomicU64,
-    /// The CPU that posted the call: woken when it is done.
-    caller: AtomicU32,
+/// Parks the calling CPU, which has left its loop, the way [`park`] says
+/// (powered off: `cli; hlt`, which only INIT ends).
+pub fn park_here(cpu: CpuId, report_dead: impl FnOnce(), started: impl Fn() -> bool) {
+    processors::park_here::<Apic>(cpu, report_dead, started);
 }
-
-static MAILBOXES: [Mailbox; MAX_CPUS] = [const {
-    Mailbox {
-        function: AtomicUsize::new(0),
-        arg: AtomicU64::new(0),
-        result: AtomicU64::new(0),
-        requested: AtomicU64::new(0),
-        done: AtomicU64::new(0),
-        caller: AtomicU32::new(0),
-    }
-}; MAX_CPUS];
 
 /// Records the CPUs: the boot CPU (the caller) as CPU 0, then every other
 /// APIC id of `apic_ids`. Returns how many CPUs there are.
 pub fn register(apic_ids: &[u32]) -> u32 {
-    let boot = apic::id();
-    APIC_IDS[0].store(boot, Ordering::Relaxed);
-    LIVES.boot_cpu(0);
-    let mut count = 1;
-    for &id in apic_ids.iter().filter(|&&id| id != boot) {
-        if count < MAX_CPUS {
-            APIC_IDS[count].store(id, Ordering::Relaxed);
-            count += 1;
-        }
-    }
-    CPU_COUNT.store(count as u32, Ordering::Release);
-    count as u32
-}
-
-/// CPUs known (online or not).
-pub fn cpu_count() -> u32 {
-    CPU_COUNT.load(Ordering::Acquire)
-}
-
-/// Every CPU known, online or not: CPU 0 (the boot CPU) first.
-pub fn cpus() -> impl Iterator<Item = CpuId> {
-    (0..cpu_count()).map(CpuId)
-}
-
-/// Every application processor known, online or not.
-pub fn application_processors() -> impl Iterator<Item = CpuId> {
-    (1..cpu_count()).map(CpuId)
-}
-
-/// CPUs online now.
-pub fn online() -> u32 {
-    (0..cpu_count() as usize)
-        .filter(|&cpu| LIVES.is_alive(cpu))
-        .count() as u32
+    let others = apic_ids.iter().map(|&id| u64::from(id));
+    processors::register(u64::from(apic::id()), others)
 }
 
 /// CPU `cpu`'s APIC id.
 pub fn apic_id(cpu: CpuId) -> u32 {
-    APIC_IDS[cpu.index()].load(Ordering::Relaxed)
+    processors::hardware_id(cpu) as u32
 }
 
 /// Runs `function(arg)` on CPU `cpu` from its IPI handler and returns the
 /// result.
 pub fn call(cpu: CpuId, function: fn(u64) -> u64, arg: u64) -> Result<u64, SmpError> {
-    let call = post(cpu, function, arg)?;
-    finish(call)
-}
-
-/// A call posted to another CPU, to [`finish`].
-#[must_use = "a posted call must be finished before its argument goes away"]
-pub struct Posted {
-    cpu: CpuId,
-    number: u64,
+    processors::call::<Apic>(cpu, function, arg)
 }
 
 /// Asks CPU `cpu` to run `function(arg)` from its IPI handler and returns
-/// at once; [`finish`] waits for it. A CPU holds one call at a time: the
-/// caller finishes each call before posting the next to the same CPU.
+/// at once; [`finish`] waits for it.
 pub fn post(cpu: CpuId, function: fn(u64) -> u64, arg: u64) -> Result<Posted, SmpError> {
-    if cpu.0 >= cpu_count() {
-        return Err(SmpError::NoCpu(cpu));
-    }
-    let index = cpu.index();
-    // A call to oneself would wait for a handler that cannot run.
-    if !LIVES.is_alive(index) || cpu::current_id() == Some(cpu) {
-        return Err(SmpError::WrongState(cpu));
-    }
-    let mailbox = &MAILBOXES[index];
-    mailbox.function.store(function as usize, Ordering::Relaxed);
-    mailbox.arg.store(arg, Ordering::Relaxed);
-    mailbox
-        .caller
-        .store(cpu::current_id().unwrap_or(CpuId(0)).0, Ordering::Relaxed);
-    let number = mailbox.requested.load(Ordering::Relaxed) + 1;
-    // Release: pairs with the acquire in `run_call`, which then sees the
-    // function and argument stored above.
-    mailbox.requested.store(number, Ordering::Release);
-    apic::send_fixed(apic_id(cpu), apic::CALL_VECTOR);
-    Ok(Posted { cpu, number })
+    processors::post::<Apic>(cpu, function, arg)
 }
 
-/// Waits until a posted call has run and returns its result. The caller
-/// halts, woken by the CPU that ran the call (Linux spins here, in
-/// `csd_lock_wait`; a spinning vCPU would hold a host core the callee
-/// needs, and a stop-machine's members would be released one by one).
+/// Waits (halted, woken by the callee) until a posted call has run.
 pub fn finish(call: Posted) -> Result<u64, SmpError> {
-    let mailbox = &MAILBOXES[call.cpu.index()];
-    let deadline = tsc::nanos().saturating_add(TIMEOUT_US * 1000);
-    // Acquire: pairs with the release in `run_call`, so the result is there.
-    let done = || mailbox.done.load(Ordering::Acquire) == call.number;
-    if halt_until(&done, deadline) {
-        Ok(mailbox.result.load(Ordering::Relaxed))
-    } else {
-        Err(SmpError::Timeout(call.cpu))
-    }
+    processors::finish::<Apic>(call)
 }
 
-/// Wakes CPU `cpu` from `hlt` (Linux's reschedule IPI): its idle loop looks
-/// at its run queue again. Nothing happens to a CPU that is not running.
+/// Wakes CPU `cpu` from `hlt`; nothing happens to one not running.
 pub fn wake(cpu: CpuId) {
-    let index = cpu.index();
-    if index < cpu_count() as usize && LIVES.is_alive(index) {
-        ring(cpu);
-    }
+    processors::wake::<Apic>(cpu);
 }
-
-/// Wake-ups sent to each CPU that its loop has not halted on yet: the
-/// machine's doorbell, Linux's `need_resched` as its idle loop checks it
-/// with interrupts off before it halts. A wake-up that lands while the
-/// CPU is busy (its IPI taken by the running thread) leaves this set, so
-/// the loop's next halt turns again at once instead of sleeping until
-/// the tick.
-pub static RUNG: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 
 /// Marks a wake-up for CPU `cpu` and sends its IPI, whatever its state
-/// (the [`Lifecycle`] wakes a CPU it asked to leave).
+/// (the shared core's `Lifecycle` wakes a CPU it asked to leave).
 pub fn ring(cpu: CpuId) {
-    if let Some(rung) = RUNG.get(cpu.index()) {
-        // Release, before the IPI: the halt's swap (acquire) that finds
-        // it also sees what the waker published before waking.
-        rung.store(true, Ordering::Release);
-        apic::send_fixed(apic_id(cpu), apic::WAKE_VECTOR);
-    }
+    processors::ring::<Apic>(cpu);
 }
 
-/// Whether CPU `cpu` is running (started and not parked): the CPUs a
-/// stop-machine must gather and a grace period must hear from.
-pub fn is_running(cpu: CpuId) -> bool {
-    cpu.index() < cpu_count() as usize && LIVES.is_alive(cpu.index())
+/// Halts until `condition` holds or the TSC passes `deadline_ns`.
+pub fn halt_until(condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
+    processors::halt_until::<Apic>(condition, deadline_ns)
 }
 
 /// Runs the call in the running CPU's mailbox, if there is a new one.
 fn run_call() {
-    let Some(cpu) = cpu::current_id() else { return };
-    let mailbox = &MAILBOXES[cpu.index()];
-    let number = mailbox.requested.load(Ordering::Acquire);
-    if mailbox.done.load(Ordering::Relaxed) == number {
-        return;
+    if let Some(cpu) = cpu::current_id() {
+        processors::run_call::<Apic>(cpu);
     }
-    let address = mailbox.function.load(Ordering::Relaxed);
-    // SAFETY: `call` stored a `fn(u64) -> u64` there before publishing the
-    // call's number (release), which this CPU read with acquire.
-    let function: fn(u64) -> u64 = unsafe { core::mem::transmute(address) };
-    let before = cpu::enter_activity(cpu, Activity::CrossCpuCall);
-    let result = function(mailbox.arg.load(Ordering::Relaxed));
-    cpu::enter_activity(cpu, before);
-    mailbox.result.store(result, Ordering::Relaxed);
-    // Read before `done` lets the caller post again.
-    let caller = mailbox.caller.load(Ordering::Relaxed);
-    mailbox.done.store(number, Ordering::Release);
-    ring(CpuId(caller));
 }
 
 /// Every interrupt below the exceptions' range comes here (from
@@ -347,40 +189,19 @@ pub fn enable_interrupts() {
     unsafe { asm!("sti", options(nomem, nostack)) };
 }
 
-/// Halts until `condition` holds or the TSC passes `deadline_ns`; says
-/// whether it held. The tick wakes the halt to look at the clock: a
-/// deadline passes within a tick, unless the caller masked the tick (a
-/// call handler).
-pub fn halt_until(condition: &dyn Fn() -> bool, deadline_ns: u64) -> bool {
-    instructions::without_interrupts(|| loop {
-        if condition() {
-            return true;
-        }
-        if tsc::nanos() >= deadline_ns {
-            return false;
-        }
-        // SAFETY: `sti; hlt` opens interrupts only for the halt (the
-        // `sti` shadow): a wake-up sent after the check above is taken
-        // by the halt, not before it; `cli` closes them again.
-        // Handlers that can run here take no lock (the wake-up only
-        // acknowledges, the tick counts).
-        unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) };
-    })
-}
-
 /// Sends CPU `cpu` (dead: parked or never started) INIT and SIPI into the
 /// trampoline, which brings it to `entry(cpu)` on its own stack in long
 /// mode.
 pub fn kick(cpu: CpuId, entry: extern "C" fn(u64) -> !) {
     let index = cpu.index();
-    let stack_top = STACKS[index].0.get() as u64 + AP_STACK_BYTES as u64;
+    let stack_top = processors::stack_top(cpu);
     // SAFETY: only the boot CPU starts CPUs, and `cpu` is dead: it is
     // parked (or never ran), so nothing reads its row; the CPUs
     // starting beside it read only their own rows.
     unsafe { trampoline::install(index, apic_id(cpu), stack_top, entry, u64::from(cpu.0)) };
     apic::send_init(apic_id(cpu));
     apic::send_startup(apic_id(cpu), (trampoline::BASE >> 12) as u8);
-    COLD_STARTS.fetch_add(1, Ordering::Relaxed);
+    processors::count_cold_start();
 }
 
 /// The SDM's second SIPI (a CPU already running ignores it).
@@ -420,7 +241,7 @@ pub fn discover(info: &crate::arch::boot::BootInfo) -> Result<u32, DiscoveryErro
 
 /// The hardware's own number for `cpu` (its APIC id).
 pub fn hardware_id(cpu: CpuId) -> u64 {
-    u64::from(apic_id(cpu))
+    processors::hardware_id(cpu)
 }
 
 /// The calling CPU's hardware number, read from the hardware (its local
