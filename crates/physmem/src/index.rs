@@ -23,16 +23,15 @@ use core::ops::Range;
 use core::ptr;
 
 use crate::error::PhysmemError;
-use crate::fallible::{boxed, reserve, try_vec};
+use crate::fallible::{reserve, try_vec};
 pub(crate) use crate::section::{Entry, Run, Section};
 use crate::slots::{SlotChunk, SlotMap};
 use crate::sync::Ordering;
 use crate::types::{FrameRange, Pfn, SegmentHandle};
-
-/// log2 of frames per section, unless the address span needs larger ones.
-pub(crate) const SECTION_SHIFT: u32 = 9;
-/// Most sections in a table; wider spans get larger sections.
-const MAX_SECTIONS: u64 = 1 << 16;
+#[cfg(all(test, not(loom)))]
+use sections::MAX_SECTIONS;
+pub(crate) use sections::SECTION_SHIFT;
+use sections::{fill_sections, shift_for, Maker};
 
 /// Where a run is listed in an index.
 pub(crate) struct Place<'a, P> {
@@ -591,91 +590,6 @@ impl<P> Index<P> {
     }
 }
 
-/// The smallest section shift (at least [`SECTION_SHIFT`]) that keeps the
-/// table over `span` within [`MAX_SECTIONS`].
-fn shift_for(span: FrameRange) -> u32 {
-    let count = |shift| {
-        let numbers = span.sections(shift);
-        numbers.end - numbers.start
-    };
-    let mut shift = SECTION_SHIFT;
-    while count(shift) > MAX_SECTIONS {
-        shift += 1;
-    }
-    shift
-}
-
-/// Builds sections `touched` (absolute numbers) of a table
-/// starting at section `base`, from `entries` (sorted, disjoint; must hold
-/// every segment overlapping those sections).
-fn fill_sections<P>(
-    sections: &mut [*const Section<P>],
-    base: u64,
-    shift: u32,
-    touched: Range<u64>,
-    entries: &[Entry<P>],
-) -> Result<(), PhysmemError> {
-    let mut first = 0;
-    let mut maker = Maker::new();
-    for number in touched {
-        let start = number << shift;
-        let end = start + (1 << shift);
-        while first < entries.len() && entries[first].run.end <= start {
-            first += 1;
-        }
-        let count = entries[first..]
-            .iter()
-            .take_while(|e| e.run.start < end)
-            .count();
-        let inside = &entries[first..first + count];
-        if !inside.is_empty() {
-            sections[(number - base) as usize] = maker.make(start, shift, inside)?;
-        }
-    }
-    Ok(())
-}
-
-/// Makes sections for consecutive section numbers, giving every section
-/// that one run covers entirely the same shared section.
-struct Maker<P> {
-    /// The last shared section made, and its run.
-    shared: Option<(RunKey, *const Section<P>)>,
-}
-
-/// Names one version of a run: (slot, generation, start).
-type RunKey = (u32, u32, u64);
-
-impl<P> Maker<P> {
-    fn new() -> Self {
-        Maker { shared: None }
-    }
-
-    /// The section starting at frame `start` holding `list`.
-    fn make(
-        &mut self,
-        start: u64,
-        shift: u32,
-        list: &[Entry<P>],
-    ) -> Result<*const Section<P>, PhysmemError> {
-        let end = start + (1 << shift);
-        if let [only] = list {
-            if only.run.start <= start && end <= only.run.end {
-                let key = (only.run.slot, only.run.generation, only.run.start);
-                if let Some((shared_key, section)) = self.shared {
-                    if shared_key == key {
-                        // SAFETY: made by this maker, alive in the index being built.
-                        unsafe { &*section }.share();
-                        return Ok(section);
-                    }
-                }
-                let section = Box::into_raw(boxed(Section::uniform(only)?)?).cast_const();
-                self.shared = Some((key, section));
-                return Ok(section);
-            }
-        }
-        Ok(Box::into_raw(boxed(Section::build(start, shift, list)?)?).cast_const())
-    }
-}
-
+mod sections;
 #[cfg(all(test, not(loom)))]
 mod tests;
