@@ -34,8 +34,9 @@ pub use report::RunReport;
 const KERNEL_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../baremetal");
 /// The kernel binary's name.
 const KERNEL_BIN: &str = "hotkern-kernel";
-/// The longest command line the kernel reads (`MAX_CMDLINE` in
-/// crates/baremetal/src/arch/x86_64/pvh.rs); it would cut a longer one.
+/// The longest command line the kernel reads on either architecture
+/// (`MAX_COMMAND_LINE` in crates/baremetal/src/arch/boot_info.rs); it
+/// would cut a longer one.
 const KERNEL_MAX_COMMAND_LINE: usize = 256;
 
 /// The default scenario's virtio-mem device, in MiB, and its resizes.
