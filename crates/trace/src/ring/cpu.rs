@@ -35,10 +35,12 @@ use core::cell::UnsafeCell;
 
 pub(crate) mod interrupt;
 mod reader;
+mod reservation;
 mod words;
 
 use interrupt::Window;
 pub use reader::PageRead;
+pub use reservation::Reservation;
 
 use super::local::{AtomicU64, LocalU64, Ordering};
 use super::page::{
@@ -195,50 +197,6 @@ pub(crate) struct CpuBuffer {
 unsafe impl Sync for CpuBuffer {}
 // SAFETY: as above; nothing is tied to a thread.
 unsafe impl Send for CpuBuffer {}
-
-/// Space reserved for one event; dropping it (or [`Reservation::commit`])
-/// commits the event.
-pub struct Reservation<'a> {
-    buffer: &'a CpuBuffer,
-    data: *mut u8,
-    len: usize,
-    /// `word` right after our reservation (its offset is where our event
-    /// ends).
-    word: u64,
-    nested: bool,
-}
-
-impl Reservation<'_> {
-    /// The event's payload bytes, to fill in.
-    #[inline(always)]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `data..data+len` lies in a page this reservation owns
-        // exclusively until it commits.
-        unsafe { core::slice::from_raw_parts_mut(self.data, self.len) }
-    }
-
-    /// Whether this writer interrupted another one on the same CPU (an
-    /// interrupt, or a signal handler in user space).
-    #[inline(always)]
-    pub fn nested(&self) -> bool {
-        self.nested
-    }
-
-    /// Commits the event, as dropping the reservation does; hot paths call
-    /// it because the drop glue stayed out of line (a call and a spill).
-    #[inline(always)]
-    pub fn commit(self) {
-        let this = core::mem::ManuallyDrop::new(self);
-        this.buffer.finish_reserved(this.word, this.nested);
-    }
-}
-
-impl Drop for Reservation<'_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        self.buffer.finish_reserved(self.word, self.nested);
-    }
-}
 
 impl CpuBuffer {
     /// A ring of `pages` pages (at least 2, at most [`MAX_PAGES_PER_CPU`]).
