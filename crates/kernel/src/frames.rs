@@ -175,6 +175,26 @@ impl FramePool {
         self.memory.unplug(first, frames)
     }
 
+    /// Whether physmem's descriptor of `frame` names it: false for a
+    /// frame no segment holds, or whose descriptor something else wrote
+    /// over (descriptors on a block's own frames that another user was
+    /// handed by mistake).
+    ///
+    /// ```
+    /// use hotkern_kernel::frames::FramePool;
+    /// use hotkern_physmem::{PageCount, Pfn};
+    ///
+    /// let pool = FramePool::new(Pfn(0), PageCount(16))?;
+    /// assert!(pool.describes(Pfn(15)) && !pool.describes(Pfn(16)));
+    /// # Ok::<(), hotkern_physmem::PhysmemError>(())
+    /// ```
+    pub fn describes(&self, frame: Pfn) -> bool {
+        let guard = self.memory.read();
+        guard
+            .page(frame)
+            .is_some_and(|page| page.phys_addr == frame.phys_addr())
+    }
+
     /// Whether a physmem segment holds `frame` (a lookup, as
     /// `PHYS_TO_VM_PAGE` does).
     pub fn holds(&self, frame: Pfn) -> bool {

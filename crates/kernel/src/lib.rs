@@ -101,6 +101,7 @@ pub mod platform;
 pub mod power;
 pub mod rcu;
 pub mod rcu_sync;
+pub mod runs;
 pub mod sched;
 pub mod smpboot;
 pub mod steps;

@@ -3,14 +3,17 @@
 //! CPU offline/online, while tasks allocate movable frames, write their
 //! (owner, generation) pattern, re-read every frame they own and free
 //! some. After every resize the memory invariants hold; at the end every
-//! task re-read all its frames intact and every item completed once.
+//! task re-read all its frames intact and every item completed once. The
+//! storm runs with descriptors on the heap and in the runs layout.
 
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use hotkern_machine::{CpuId, Machine, MemoryDeviceConfig, ResizeOutcome, Slot, TaskStatus};
+use hotkern_machine::{
+    CpuId, Machine, MemoryDeviceConfig, ResizeOutcome, RollbackCause, Slot, TaskStatus,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -71,7 +74,7 @@ fn owner(
     }
 }
 
-fn storm(resizes: usize, seed: u64) {
+fn storm(resizes: usize, seed: u64, layout: MemoryDeviceConfig) {
     let cpus = 4;
     let machine = Machine::builder()
         .cpus(cpus)
@@ -79,7 +82,7 @@ fn storm(resizes: usize, seed: u64) {
             blocks: BLOCKS as usize,
             block_frames: BLOCK,
             plugged_blocks: 6,
-            ..Default::default()
+            ..layout
         })
         .build()
         .unwrap();
@@ -93,6 +96,7 @@ fn storm(resizes: usize, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut outcomes = [0usize; 3];
     let mut migrated = 0;
+    let mut holders_kept = 0;
     let mut offline: Vec<u32> = Vec::new();
     for step in 0..resizes {
         // Eight tasks own up to 8 × 30 frames, of the smallest size's 128:
@@ -113,6 +117,9 @@ fn storm(resizes: usize, seed: u64) {
             let report = report.unwrap_or_else(|error| panic!("step {step}: {error}"));
             outcomes[report.outcome as usize] += 1;
             migrated += report.migrated;
+            holders_kept += (report.rolled_back.iter())
+                .filter(|(_, cause)| *cause == RollbackCause::HoldsDescriptors)
+                .count();
         }
         assert_eq!(machine.check_memory(), vec![], "after step {step}");
         if step % 4 == 0 {
@@ -130,7 +137,10 @@ fn storm(resizes: usize, seed: u64) {
     common::drain(&machine);
     assert_eq!(machine.check_memory(), vec![]);
     assert!(machine.check_invariants().is_empty());
-    eprintln!("outcomes (completed, partial, superseded) {outcomes:?}, {migrated} frames migrated");
+    eprintln!(
+        "outcomes (completed, partial, superseded) {outcomes:?}, {migrated} frames migrated, \
+         {holders_kept} holders kept for their runs"
+    );
     assert!(
         outcomes[ResizeOutcome::Completed as usize] > 0,
         "{outcomes:?}"
@@ -140,15 +150,32 @@ fn storm(resizes: usize, seed: u64) {
     assert!(report.is_clean(), "{report:?}");
 }
 
+/// Descriptors and bitmaps on the blocks, in runs of four (the shared
+/// core's runs layout): `check_memory` after every resize also finds each
+/// plugged block's holder plugged and its descriptors intact.
+fn runs_of_four() -> MemoryDeviceConfig {
+    MemoryDeviceConfig {
+        descriptors_on_block: true,
+        run_blocks: 4,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn resizes_while_tasks_write_and_verify_their_frames() {
-    storm(600, 7);
+    storm(600, 7, MemoryDeviceConfig::default());
+}
+
+#[test]
+fn resizes_in_runs_while_tasks_write_and_verify_their_frames() {
+    storm(600, 11, runs_of_four());
 }
 
 #[test]
 #[ignore = "long: run with --ignored"]
 fn a_long_storm_of_resizes() {
     for seed in 0..8 {
-        storm(3000, seed);
+        storm(3000, seed, MemoryDeviceConfig::default());
+        storm(3000, seed, runs_of_four());
     }
 }

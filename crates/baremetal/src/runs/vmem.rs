@@ -222,10 +222,9 @@ pub fn run(
             let blocks = (0..device.plugged.len()).filter(|&i| device.plugged[i]);
             report.descriptors_off_block += descriptors::off_block(blocks.map(|i| {
                 let first = device.block_address(i) / PAGE_SIZE;
-                let holder = device.holder[i] as usize;
-                let home = device.holder.get(holder).map_or(0..0, |_| {
+                let home = device.runs.holder(i).map_or(0..0, |holder| {
                     let start = device.block_address(holder) / PAGE_SIZE;
-                    start..start + u64::from(device.held_frames[holder])
+                    start..start + device.runs.held_descriptors(holder)
                 });
                 (first..first + frames, home)
             }));

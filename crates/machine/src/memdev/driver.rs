@@ -7,31 +7,20 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hotkern_kernel::blockframes::Online;
 use hotkern_kernel::frames::FramePool;
-use hotkern_kernel::migrate::{self, ShrinkError, ShrinkHooks};
-use hotkern_kernel::movable::FrameMemory;
-use hotkern_physmem::{PageCount, Pfn, PhysmemError};
+use hotkern_kernel::migrate::{self, ShrinkError};
+use hotkern_physmem::{PageCount, Pfn};
 
-use super::device::{Answer, DeviceRequest};
+use super::device::DeviceRequest;
+use super::runs;
+use super::steps::{
+    ask, forget, online_of, plugged_frames, replaced, unmovable_frames, DriverHooks,
+};
 use super::system::{
     MemoryDeviceConfig, MemoryError, MemorySystem, ResizeOutcome, ResizeReport, RollbackCause,
 };
 use crate::error::MachineError;
 use crate::kernel::Kernel;
-
-/// The migrate protocol's hooks: the driver's failure injection.
-struct DriverHooks<'a>(&'a MemorySystem);
-
-impl ShrinkHooks for DriverHooks<'_> {
-    fn isolated(&self, _block: usize) {
-        self.0.hold_if_armed();
-    }
-
-    fn allow_target(&self, index: usize) -> bool {
-        !self.0.target_fails(index)
-    }
-}
 
 /// Plugs the configured boot blocks, then starts the device thread and the
 /// driver thread.
@@ -41,9 +30,20 @@ pub(crate) fn start(kernel: &Arc<Kernel>, system: &Arc<MemorySystem>) -> std::io
         // Before any thread runs: the device and the driver agree at boot.
         let boot = system.device.boot_plug(plugged);
         debug_assert!(boot);
-        for block in 0..plugged {
-            hand_over(kernel.pages.pool(), system, block, 1)
-                .map_err(|error| std::io::Error::other(error.to_string()))?;
+        let pool = kernel.pages.pool();
+        let boot_error = |error: MemoryError| std::io::Error::other(error.to_string());
+        if system.runs.is_some() {
+            // In runs, never across the kernel blocks' end, as a grow.
+            let kernel_end = system.config.kernel_blocks.min(plugged);
+            for (first, count) in [(0, kernel_end), (kernel_end, plugged - kernel_end)] {
+                if count > 0 {
+                    runs::hand_over(pool, system, first, count).map_err(boot_error)?;
+                }
+            }
+        } else {
+            for block in 0..plugged {
+                hand_over(pool, system, block, 1).map_err(boot_error)?;
+            }
         }
     }
     system.add_thread(system.device.spawn()?);
@@ -71,16 +71,6 @@ fn run(pool: &FramePool, system: &MemorySystem) {
         };
         system.publish(generation, result);
     }
-}
-
-/// Frames of the blocks handed over, their descriptor frames too: what
-/// the device counts.
-fn plugged_frames(system: &MemorySystem) -> u64 {
-    let (blocks, block_frames) = system.frames.blocks().shape();
-    let handed_over = (0..blocks)
-        .filter(|&block| system.frames.blocks().reserved(block).is_some())
-        .count() as u64;
-    handed_over * block_frames
 }
 
 fn untouched(system: &MemorySystem, generation: u64) -> ResizeReport {
@@ -149,43 +139,19 @@ fn hand_over(
     first: usize,
     count: usize,
 ) -> Result<(), MemoryError> {
-    let block_frames = PageCount(system.config.block_frames);
-    if !system.config.descriptors_on_block {
-        let frames = PageCount(count as u64 * block_frames.0);
-        pool.plug_unpooled(system.block_start(first), frames)
-            .map_err(MemoryError::Physmem)?;
+    if system.runs.is_some() {
+        return runs::hand_over(pool, system, first, count);
     }
-    for block in (first..first + count).filter(|_| system.config.descriptors_on_block) {
-        let Some(memory) = system.descriptor_memory(block) else {
-            return Err(MemoryError::Physmem(PhysmemError::BlockTooSmall {
-                npages: block_frames,
-                descriptor_frames: PageCount(system.descriptor_frames()),
-            }));
-        };
-        // A block unplugged a moment ago: physmem lets its descriptors go
-        // once no reader can still reach them.
-        while !pool.released(memory) {
-            std::thread::yield_now();
-        }
-        // SAFETY: the block's descriptor memory lives as long as the
-        // system, and physmem let it go (just above): nothing else uses
-        // it until the block is unplugged and released again.
-        unsafe { pool.plug_unpooled_on_memory(system.block_start(block), block_frames, memory) }
-            .map_err(MemoryError::Physmem)?;
-    }
-    let added = system.frames.blocks().add_blocks_reserving(
-        first,
-        count,
-        online_of(system, first),
-        system.descriptor_frames(),
-    );
+    let frames = PageCount(count as u64 * system.config.block_frames);
+    pool.plug_unpooled(system.block_start(first), frames)
+        .map_err(MemoryError::Physmem)?;
+    let added =
+        system
+            .frames
+            .blocks()
+            .add_blocks_reserving(first, count, online_of(system, first), 0);
     debug_assert!(added, "blocks the device plugged are new to the allocator");
     Ok(())
-}
-
-/// Whether the host set a newer size.
-fn replaced(system: &MemorySystem, generation: u64) -> bool {
-    system.device.request().0 != generation
 }
 
 /// The next run of unplugged blocks to plug, at most `wanted` long, never
@@ -194,6 +160,11 @@ fn next_run(system: &MemorySystem, wanted: usize) -> Option<(usize, usize)> {
     let blocks = system.frames.blocks();
     let absent = |block: usize| blocks.block_use(block).is_none();
     let first = (0..system.config.blocks).find(|&block| absent(block))?;
+    // Each PLUG one run, as the bare-metal driver's.
+    let wanted = match &system.runs {
+        Some(runs) => wanted.min(runs.lock().run_blocks()),
+        None => wanted,
+    };
     let limit = if first < system.config.kernel_blocks {
         system.config.kernel_blocks
     } else {
@@ -238,37 +209,8 @@ fn grow(
     Ok(false)
 }
 
-/// Sends `request` and waits, bounded, for the device: `Ok(Ok(()))` when
-/// it did it, `Ok(Err(cause))` when it refused or failed, and
-/// [`MemoryError::DeviceTimeout`] when it did not answer.
-fn ask(
-    system: &MemorySystem,
-    request: DeviceRequest,
-) -> Result<Result<(), RollbackCause>, MemoryError> {
-    let waited = system.config.confirm_timeout;
-    match system.device.send(request, waited) {
-        Some(Answer::Ack) => Ok(Ok(())),
-        Some(Answer::Nack) => Ok(Err(RollbackCause::DeviceRefused)),
-        Some(_) => Ok(Err(RollbackCause::DeviceError)),
-        None => Err(MemoryError::DeviceTimeout { request, waited }),
-    }
-}
-
-/// Blocks handed over that hold an unmovable frame, in frames.
-fn unmovable_frames(system: &MemorySystem) -> u64 {
-    let blocks = system.frames.blocks();
-    let holding = (0..system.config.blocks)
-        .filter(|&block| {
-            blocks
-                .block_use(block)
-                .is_some_and(|used| used.unmovable > 0)
-        })
-        .count();
-    holding as u64 * system.config.block_frames
-}
-
 /// Returns whether a newer request stopped it.
-fn shrink(
+pub(super) fn shrink(
     pool: &FramePool,
     system: &MemorySystem,
     generation: u64,
@@ -284,6 +226,9 @@ fn shrink(
         });
     }
     let hooks = DriverHooks(system);
+    if system.runs.is_some() {
+        return runs::shrink(pool, system, generation, requested, report, &hooks);
+    }
     while plugged_frames(system) > requested {
         if replaced(system, generation) {
             return Ok(true);
@@ -309,12 +254,10 @@ fn shrink(
         };
         let start = system.block_start(block);
         if let Err(error) = pool.unplug_unpooled(start, PageCount(block_frames)) {
-            system.frames.blocks().add_blocks_reserving(
-                block,
-                1,
-                online_of(system, block),
-                system.descriptor_frames(),
-            );
+            system
+                .frames
+                .blocks()
+                .add_blocks_reserving(block, 1, online_of(system, block), 0);
             return Err(MemoryError::Physmem(error));
         }
         // Only now, with nothing of the block in use or in physmem, is it
@@ -336,30 +279,6 @@ fn shrink(
         }
     }
     Ok(false)
-}
-
-/// What unplugged memory holds: nothing the driver wrote. The device
-/// drops an unplugged block's contents (virtio-mem makes no promise about
-/// them); the arena is overwritten so that a read of a frame from a block
-/// gone — a reader that skipped its slot's sequence check — sees garbage,
-/// not the data it hoped for.
-pub(crate) const UNPLUGGED: u64 = 0xdead_dead_dead_dead;
-
-fn forget(system: &MemorySystem, block: usize) {
-    let start = system.block_start(block).0;
-    for frame in start..start + system.config.block_frames {
-        for word in 0..system.memory.words() {
-            system.memory.store(Pfn(frame), word, UNPLUGGED);
-        }
-    }
-}
-
-fn online_of(system: &MemorySystem, block: usize) -> Online {
-    if block < system.config.kernel_blocks {
-        Online::Kernel
-    } else {
-        Online::Movable
-    }
 }
 
 /// Gives `kernel` a memory device of `config`, its region above the boot

@@ -16,6 +16,10 @@
 //! * Between blocks the driver re-reads the requested size: a grow or a
 //!   further shrink arriving during a shrink ends it there
 //!   ([`ResizeOutcome::Superseded`]) and the driver follows the new size.
+//! * With [`MemoryDeviceConfig::descriptors_on_block`], descriptors and
+//!   bitmaps live on the blocks in the shared core's runs layout
+//!   ([`hotkern_kernel::runs`], as the bare-metal driver keeps them): a
+//!   run's first block holds them and goes only with its run's last.
 //!
 //! Tasks own movable frames through slots ([`Context::alloc_movable`]) and
 //! write a pattern of (owner, generation) ([`frame_pattern`]); the
@@ -29,6 +33,8 @@
 mod device;
 pub(crate) mod driver;
 mod owners;
+mod runs;
+mod steps;
 pub(crate) mod system;
 
 use std::time::Duration;

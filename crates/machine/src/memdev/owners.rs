@@ -49,6 +49,18 @@ pub enum MemoryViolation {
         /// The allocator has it handed over.
         allocator: bool,
     },
+    /// A plugged block's descriptors are not where they should be: its
+    /// run's holder ([`MemoryDeviceConfig::descriptors_on_block`]) is not
+    /// plugged, or physmem's descriptor of one of its frames does not
+    /// name that frame (something wrote over it).
+    ///
+    /// [`MemoryDeviceConfig::descriptors_on_block`]: crate::MemoryDeviceConfig::descriptors_on_block
+    Descriptors {
+        /// The block.
+        block: usize,
+        /// The block holding its descriptors, if they are on a block.
+        holder: Option<usize>,
+    },
     /// A block stayed isolated after a resize.
     Isolated {
         /// The block.
@@ -244,6 +256,19 @@ impl MemorySystem {
                     physmem,
                     allocator: in_use.is_some(),
                 });
+            }
+            if device {
+                let holder = self
+                    .runs
+                    .as_ref()
+                    .and_then(|runs| runs.lock().holder(block));
+                let holder_plugged = holder.is_some_and(|holder| {
+                    self.device.is_plugged(holder) && pool.holds(self.block_start(holder))
+                });
+                let described = (start.0..=last.0).all(|frame| pool.describes(Pfn(frame)));
+                if !described || (self.runs.is_some() && !holder_plugged) {
+                    found.push(MemoryViolation::Descriptors { block, holder });
+                }
             }
             if in_use.is_some_and(|used| used.isolated) {
                 found.push(MemoryViolation::Isolated { block });

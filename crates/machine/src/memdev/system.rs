@@ -10,10 +10,12 @@ use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use hotkern_kernel::blockframes::BlockFrames;
 use hotkern_kernel::frames::FramePool;
 use hotkern_kernel::migrate::ShrinkError;
 use hotkern_kernel::movable::{Arena, MovableFrames, Slot};
-use hotkern_physmem::{PageCount, Pfn, PhysmemError, PAGE_SIZE};
+use hotkern_kernel::runs::Runs;
+use hotkern_physmem::{Pfn, PhysmemError, PAGE_SIZE};
 use parking_lot::{Condvar, Mutex};
 
 use super::device::*;
@@ -47,11 +49,18 @@ pub struct MemoryDeviceConfig {
     /// (default 10 s: long enough for a loaded host to schedule the
     /// device thread).
     pub confirm_timeout: Duration,
-    /// Each plugged block's page descriptors on its own first frames
-    /// (Linux's `memmap_on_memory`, the x86 driver's way), which the
-    /// allocator then never hands out; otherwise physmem takes them from
-    /// the heap and every frame is handed out (default false).
+    /// Page descriptors and allocator bitmaps on the plugged memory
+    /// itself, in the shared core's runs layout
+    /// ([`hotkern_kernel::runs`], the bare-metal driver's way, Linux's
+    /// `memmap_on_memory`): each run's first block keeps them back and the
+    /// allocator never hands those frames out; otherwise physmem and the
+    /// allocator take them from the heap and every frame is handed out
+    /// (default false).
     pub descriptors_on_block: bool,
+    /// With [`MemoryDeviceConfig::descriptors_on_block`], the most blocks
+    /// a grow plugs as one physmem segment whose descriptors and bitmaps
+    /// its first block holds (default 1: each block holds its own).
+    pub run_blocks: usize,
 }
 
 impl Default for MemoryDeviceConfig {
@@ -64,14 +73,21 @@ impl Default for MemoryDeviceConfig {
             frame_words: 16,
             confirm_timeout: Duration::from_secs(10),
             descriptors_on_block: false,
+            run_blocks: 1,
         }
     }
 }
 
 impl MemoryDeviceConfig {
     pub(crate) fn validate(&self) -> Result<(), &'static str> {
-        if self.blocks == 0 || self.block_frames == 0 || self.frame_words == 0 {
-            return Err("a memory device needs blocks, frames per block and words per frame");
+        if self.blocks == 0
+            || self.block_frames == 0
+            || self.frame_words == 0
+            || self.run_blocks == 0
+        {
+            return Err(
+                "a memory device needs blocks, frames per block, words per frame and blocks per run",
+            );
         }
         if self.plugged_blocks > self.blocks || self.kernel_blocks > self.blocks {
             return Err("a memory device cannot plug more blocks than its region holds");
@@ -174,6 +190,10 @@ pub enum RollbackCause {
     DeviceRefused,
     /// The device called the request an error.
     DeviceError,
+    /// The block holds the descriptors and bitmaps of blocks of its run
+    /// that stay plugged ([`MemoryDeviceConfig::descriptors_on_block`]):
+    /// it goes only with the last of them.
+    HoldsDescriptors,
 }
 
 /// How a resize ended.
@@ -246,10 +266,15 @@ pub(crate) struct MemorySystem {
     pub(crate) device: std::sync::Arc<MemoryDevice>,
     pub(crate) frames: MovableFrames,
     pub(crate) memory: Arena,
-    /// Stands in for each block's first frames when the descriptors live
-    /// there: the arena's frames are smaller than the 4 KiB physmem
-    /// counts descriptor frames in. Empty otherwise.
+    /// Stands in for each block's first frames when the descriptors and
+    /// bitmaps live there ([`Runs::holder_frames`] 4 KiB frames a block):
+    /// the arena's frames are smaller than the 4 KiB physmem counts
+    /// descriptor frames in. Empty otherwise.
     descriptor_memory: Box<[AtomicU64]>,
+    /// Which block holds whose descriptors and bitmaps, with
+    /// [`MemoryDeviceConfig::descriptors_on_block`]; changed by the driver
+    /// under `resizing`.
+    pub(super) runs: Option<Mutex<Runs>>,
     /// Owned frames: slot → (owner, generation written).
     pub(super) owners: Mutex<BTreeMap<Slot, (u64, u64)>>,
     /// Unmovable frames handed out.
@@ -268,17 +293,28 @@ pub(crate) struct MemorySystem {
 impl MemorySystem {
     pub(crate) fn new(config: MemoryDeviceConfig, first: Pfn) -> Result<Self, &'static str> {
         config.validate()?;
-        let frames = MovableFrames::new(first, config.blocks, config.block_frames)
-            .map_err(|_| "the memory device's region is too large")?;
-        let region = config.blocks * config.block_frames as usize;
-        let words = if config.descriptors_on_block {
-            let frames = FramePool::descriptor_frames(PageCount(config.block_frames)).0;
-            if frames >= config.block_frames {
-                return Err("a block's descriptors would fill it");
-            }
-            config.blocks * (frames * PAGE_SIZE / 8) as usize
+        let too_large = |_| "the memory device's region is too large";
+        let (blocks, block_frames) = (config.blocks, config.block_frames);
+        let region = blocks * block_frames as usize;
+        let (frames, runs, words) = if config.descriptors_on_block {
+            // Descriptor frames are physmem's 4 KiB ones, whatever the
+            // arena's frame size: `Runs` counts them so, and refuses a
+            // run whose holder they would fill.
+            let runs = Runs::new(
+                blocks,
+                block_frames,
+                config.run_blocks,
+                FramePool::descriptor_frames,
+            )
+            .map_err(|_| "a run's descriptors and bitmaps would fill its first block")?;
+            let words = blocks * (runs.holder_frames() * PAGE_SIZE / 8) as usize;
+            let maps =
+                BlockFrames::with_maps_on_blocks(first, blocks, block_frames).map_err(too_large)?;
+            let frames = MovableFrames::over(maps, blocks).map_err(too_large)?;
+            (frames, Some(Mutex::new(runs)), words)
         } else {
-            0
+            let frames = MovableFrames::new(first, blocks, block_frames).map_err(too_large)?;
+            (frames, None, 0)
         };
         Ok(MemorySystem {
             descriptor_memory: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -289,6 +325,7 @@ impl MemorySystem {
                 config.block_frames,
             )),
             frames,
+            runs,
             memory: Arena::new(first, region, config.frame_words),
             owners: Mutex::new(BTreeMap::new()),
             unmovable: Mutex::new(Vec::new()),
@@ -302,25 +339,18 @@ impl MemorySystem {
         })
     }
 
-    /// The block's first frame.
-    /// Frames at the front of each block that hold its descriptors: 0
-    /// unless [`MemoryDeviceConfig::descriptors_on_block`].
-    pub(crate) fn descriptor_frames(&self) -> u64 {
-        if self.config.descriptors_on_block {
-            FramePool::descriptor_frames(PageCount(self.config.block_frames)).0
-        } else {
-            0
-        }
-    }
-
-    /// The memory block `block`'s descriptors live in, if they live on
-    /// the block.
-    pub(crate) fn descriptor_memory(&self, block: usize) -> Option<NonNull<u8>> {
+    /// What stands in for `block`'s first frames, `offset` bytes in: where
+    /// the runs layout puts descriptors and bitmaps. `None` without
+    /// [`MemoryDeviceConfig::descriptors_on_block`] or past the block's
+    /// share.
+    pub(crate) fn block_memory(&self, block: usize, offset: u64) -> Option<NonNull<u64>> {
         let words = self.descriptor_memory.len() / self.config.blocks;
-        let base = self.descriptor_memory.get(block * words)?;
-        NonNull::new(base.as_ptr().cast::<u8>())
+        let offset = usize::try_from(offset / 8).ok().filter(|&at| at < words)?;
+        let word = self.descriptor_memory.get(block * words + offset)?;
+        NonNull::new(word.as_ptr())
     }
 
+    /// The block's first frame.
     pub(crate) fn block_start(&self, block: usize) -> Pfn {
         Pfn(self.device.first().0 + block as u64 * self.config.block_frames)
     }

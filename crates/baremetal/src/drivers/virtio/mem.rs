@@ -30,6 +30,7 @@ use core::ptr::NonNull;
 use hotkern_kernel::blockframes::RegionError;
 use hotkern_kernel::migrate::{self, NoHooks, ShrinkError};
 use hotkern_kernel::movable::MovableFrames;
+use hotkern_kernel::runs::Runs;
 use hotkern_physmem::{PageCount, Pfn, PhysmemError};
 
 use crate::arch::boot::IDENTITY_MAP_END;
@@ -41,10 +42,6 @@ use crate::drivers::virtio::pci::{self as virtio_pci, Transport, TransportError}
 use crate::platform::pages::HotMemory;
 
 mod runs;
-
-/// A block whose descriptors are not on a block of the region (not
-/// plugged, or on the heap).
-pub const NO_HOLDER: u32 = u32::MAX;
 
 /// Red Hat's vendor id; virtio device 24 (memory) as a modern PCI device.
 const VENDOR: u16 = 0x1af4;
@@ -198,13 +195,9 @@ pub struct Device {
     /// a quarter of the free heap) or, cheaper per plug (no first touch of
     /// the block), with descriptors on the heap.
     pub descriptors_on_block: bool,
-    /// For each block plugged with its descriptors on memory, the block
-    /// that holds them (its run's first); [`NO_HOLDER`] otherwise.
-    pub holder: Vec<u32>,
-    /// Frames each holder block keeps at its front for its run's
-    /// descriptors (0 for the others); the run's allocator bitmaps
-    /// follow them.
-    pub held_frames: Vec<u16>,
+    /// Which block holds each plugged block's descriptors and bitmaps
+    /// (the shared core's runs layout), when they are on the blocks.
+    pub runs: Runs,
 }
 
 /// Makes the allocator for a region of `blocks` blocks of `frames`
@@ -241,6 +234,16 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
     let (size, used, _) = crate::arch::heap::usage();
     let descriptors = region / PAGE_SIZE * core::mem::size_of::<KernelPage>() as u64;
     let descriptors_on_block = descriptors > (size.saturating_sub(used) / 4) as u64;
+    let run_blocks = (RUN_BYTES / block).clamp(1, u64::from(u16::MAX)) as usize;
+    let runs = Runs::new(
+        blocks,
+        block / PAGE_SIZE,
+        run_blocks,
+        hotkern_physmem::Physmem::<KernelPage>::descriptor_frames,
+    )
+    .map_err(|_| {
+        MemError::BadConfig("a run's descriptors and bitmaps would fill its first block")
+    })?;
     let hot = hot(
         Pfn(addr / PAGE_SIZE),
         blocks,
@@ -255,8 +258,7 @@ pub fn probe(hot: HotFrames<'_>) -> Result<Device, MemError> {
         plugged: alloc::vec![false; blocks],
         hot,
         descriptors_on_block,
-        holder: alloc::vec![NO_HOLDER; blocks],
-        held_frames: alloc::vec![0; blocks],
+        runs,
     })
 }
 
@@ -308,14 +310,12 @@ impl Device {
         if !self.descriptors_on_block {
             return 0;
         }
-        let blocks = (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX));
-        hotkern_physmem::Physmem::<KernelPage>::descriptor_frames(PageCount(blocks * self.frames()))
-            .0
+        self.runs.descriptor_frames(self.runs.run_blocks())
     }
 
     /// Blocks per whole run.
     pub fn run_blocks(&self) -> u64 {
-        (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX))
+        self.runs.run_blocks() as u64
     }
 
     /// The block at `address` as the memory its descriptors are written
@@ -368,7 +368,7 @@ impl Device {
         ns[2] += t2 - t1;
         let frames = bytes / PAGE_SIZE;
         let held = if self.descriptors_on_block {
-            hotkern_physmem::Physmem::<KernelPage>::descriptor_frames(PageCount(frames)).0
+            self.runs.descriptor_frames(count)
         } else {
             0
         };
@@ -398,7 +398,7 @@ impl Device {
             let _ = self.send(REQ_UNPLUG, start, count as u16);
             return Err(error);
         }
-        let added = self.add_run(first, count, held);
+        let added = self.add_run(first, count);
         ns[3] += clock::nanos() - t3;
         if !added {
             return Err(MemError::Allocator);
@@ -412,7 +412,7 @@ impl Device {
     #[hotkern_trace::function]
     pub fn grow(&mut self, target: u64, resize: &mut Resize) -> Result<(), MemError> {
         let usable = self.transport.config64(USABLE_REGION_SIZE) / self.block;
-        let per_run = (RUN_BYTES / self.block).clamp(1, u64::from(u16::MAX)) as usize;
+        let per_run = self.runs.run_blocks();
         while self.plugged_bytes() < target {
             let wanted = ((target - self.plugged_bytes()) / self.block) as usize;
             let Some(first) = (0..usable as usize).find(|&i| !self.plugged[i]) else {
@@ -565,8 +565,7 @@ impl Device {
             self.send(REQ_UNPLUG, self.block_address(first), count as u16)?;
             for index in first..first + count {
                 self.plugged[index] = false;
-                self.holder[index] = NO_HOLDER;
-                self.held_frames[index] = 0;
+                self.runs.unplugged(index);
             }
             resize.blocks -= count as i64;
         }

@@ -1,4 +1,5 @@
-//! Which blocks hold which runs' page descriptors. A grow plugs a run of
+//! Which blocks hold which runs' page descriptors, as the shared core's
+//! `hotkern_kernel::runs` lays them out. A grow plugs a run of
 //! blocks (up to [`RUN_BYTES`](super::RUN_BYTES)) as one physmem segment
 //! whose descriptors live in the run's first frames (physmem's
 //! `plug_on_memory`, Linux's `memmap_on_memory`), so physmem's heap grows
@@ -10,11 +11,11 @@
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 
-use hotkern_kernel::blockframes::{BlockFrames, Online};
-use hotkern_physmem::{PageCount, Pfn, Physmem};
+use hotkern_kernel::blockframes::Online;
+use hotkern_physmem::{PageCount, Pfn};
 
-use super::{Device, NO_HOLDER};
-use crate::arch::memory::{KernelPage, PHYSMEM};
+use super::Device;
+use crate::arch::memory::PHYSMEM;
 use crate::arch::ranges::PAGE_SIZE;
 
 impl Device {
@@ -42,57 +43,36 @@ impl Device {
         }
     }
 
-    /// Hands the run of `count` blocks from `first` to the allocator, its
-    /// first block keeping `held` frames back for the run's descriptors,
-    /// and records the run's holder; false if the allocator refused.
-    pub(super) fn add_run(&mut self, first: usize, count: usize, held: u64) -> bool {
-        let holder = if held == 0 { NO_HOLDER } else { first as u32 };
-        self.holder[first..first + count].fill(holder);
-        self.held_frames[first] = held as u16;
+    /// Records the run of `count` blocks from `first` as plugged (the
+    /// shared core's [`Runs`](hotkern_kernel::runs::Runs): with its descriptors on `first` when the
+    /// region keeps them on its blocks) and hands it to the allocator;
+    /// false if the allocator refused.
+    pub(super) fn add_run(&mut self, first: usize, count: usize) -> bool {
+        let on_memory = self.descriptors_on_block;
+        if self.runs.plugged(first, count, on_memory).is_err() {
+            return false;
+        }
         (first..first + count).all(|block| self.hand_over(block))
     }
 
-    /// Frames a holder keeps after its descriptors for its run's
-    /// allocator bitmaps and per-block counts
-    /// (`BlockFrames::with_maps_on_blocks`): 152 bytes a 2 MiB block,
-    /// three frames for a run of 64.
-    fn map_frames(&self) -> u64 {
-        let words = BlockFrames::map_words(self.frames()) as u64;
-        (self.run_blocks() * words * 8).div_ceil(PAGE_SIZE)
-    }
-
     /// Hands `block` (plugged, in physmem) to the allocator. For a region
-    /// with its descriptors on its runs, the block's bitmaps go on its
-    /// holder, after the run's descriptors, and the holder keeps both
-    /// back; a block plugged on its own (after a failed shrink put it
-    /// back with heap descriptors) keeps its bitmaps in its first frame.
+    /// with its descriptors on its runs, the block's bitmaps go where the
+    /// runs layout puts them ([`Runs::maps`](hotkern_kernel::runs::Runs::maps): on its holder after the
+    /// run's descriptors, or on its own first frame for a block plugged
+    /// back with heap descriptors), at the holder's address: `map_range`
+    /// maps plugged blocks at their physical address.
     pub(super) fn hand_over(&self, block: usize) -> bool {
         let blocks = self.hot.blocks();
         if !self.descriptors_on_block {
             return blocks.add_blocks_reserving(block, 1, Online::Movable, 0);
         }
-        let words = BlockFrames::map_words(self.frames()) as u64;
-        let (at, reserved) = match self.holder[block] {
-            NO_HOLDER => (self.block_address(block), 1),
-            holder => {
-                let holder = holder as usize;
-                let held = u64::from(self.held_frames[holder]);
-                let maps = self.block_address(holder)
-                    + held * PAGE_SIZE
-                    + (block - holder) as u64 * words * 8;
-                let reserved = if holder == block {
-                    held + self.map_frames()
-                } else {
-                    0
-                };
-                (maps, reserved)
-            }
-        };
+        let place = self.runs.maps(block);
+        let at = self.block_address(place.block) + place.offset;
         let maps = NonNull::new(at as *mut u64).unwrap_or(NonNull::dangling());
         // SAFETY: the holder's (or the block's own) reserved frames, mapped
         // while the holder is plugged, which a shrink unplugs only after
         // every block of its run was taken back; nothing else uses them.
-        unsafe { blocks.add_blocks_with_maps(block, 1, Online::Movable, reserved, maps) }
+        unsafe { blocks.add_blocks_with_maps(block, 1, Online::Movable, place.reserved, maps) }
     }
 
     /// Whether the frame `pfn` starts a block that holds its run's
@@ -101,32 +81,19 @@ impl Device {
         let Some(offset) = (pfn * PAGE_SIZE).checked_sub(self.addr) else {
             return false;
         };
-        let index = (offset / self.block) as usize;
-        offset % self.block == 0 && self.holder.get(index) == Some(&(index as u32))
+        offset % self.block == 0 && self.runs.is_holder((offset / self.block) as usize)
     }
 
     /// Drops from `taken` (sorted) the holders whose runs keep a plugged
-    /// block outside it, handing them back to the allocator with their
-    /// descriptor frames kept. Returns how many were kept.
+    /// block outside it ([`Runs::keep_holders`](hotkern_kernel::runs::Runs::keep_holders)), handing them back to the
+    /// allocator with their descriptor frames kept. Returns how many were
+    /// kept.
     pub(super) fn keep_holders(&mut self, taken: &mut Vec<usize>) -> usize {
-        let before = taken.len();
-        let holder = &self.holder;
-        let plugged = &self.plugged;
-        let staying = |first: usize, list: &[usize]| {
-            (first..holder.len())
-                .take_while(|&index| holder[index] == first as u32)
-                .any(|index| plugged[index] && list.binary_search(&index).is_err())
-        };
-        let keep: Vec<usize> = taken
-            .iter()
-            .copied()
-            .filter(|&index| holder[index] == index as u32 && staying(index, taken))
-            .collect();
-        for &index in &keep {
+        let kept = self.runs.keep_holders(taken);
+        for &index in &kept {
             self.hand_over(index);
         }
-        taken.retain(|index| keep.binary_search(index).is_err());
-        before - taken.len()
+        kept.len()
     }
 
     /// Plugs back `pieces` (frame, count) that a failed shrink unplugged:
@@ -141,7 +108,6 @@ impl Device {
         for &(pfn, frames) in pieces {
             let first = ((pfn * PAGE_SIZE - self.addr) / self.block) as usize;
             let count = (frames / self.frames()) as usize;
-            let held = Physmem::<KernelPage>::descriptor_frames(PageCount(frames)).0;
             let address = pfn * PAGE_SIZE;
             // SAFETY: as in `plug_run`: the piece is plugged and mapped,
             // its blocks are out of the allocator, and physmem let go of
@@ -158,10 +124,11 @@ impl Device {
             if !replugged {
                 let _ = PHYSMEM.plug(Pfn(pfn), PageCount(frames));
             }
-            let holder = if replugged { first as u32 } else { NO_HOLDER };
-            self.holder[first..first + count].fill(holder);
-            self.held_frames[first..first + count].fill(0);
-            self.held_frames[first] = if replugged { held as u16 } else { 0 };
+            if self.descriptors_on_block {
+                // A piece is cut from one segment, so never longer than a run.
+                let recorded = self.runs.plugged(first, count, replugged);
+                debug_assert!(recorded.is_ok(), "{recorded:?}");
+            }
         }
     }
 }
