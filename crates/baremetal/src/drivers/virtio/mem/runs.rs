@@ -53,9 +53,9 @@ impl Device {
     }
 
     /// Frames a holder keeps after its descriptors for its run's
-    /// allocator bitmaps and per-block counts
-    /// (`BlockFrames::with_maps_on_blocks`): 152 bytes a 2 MiB block,
-    /// three frames for a run of 64.
+    /// allocator bitmaps, per-block counts and reverse map
+    /// (`BlockFrames::with_maps_on_blocks`): 2,200 bytes a 2 MiB block,
+    /// 35 frames for a run of 64.
     fn map_frames(&self) -> u64 {
         let words = BlockFrames::map_words(self.frames()) as u64;
         (self.run_blocks() * words * 8).div_ceil(PAGE_SIZE)
@@ -65,7 +65,7 @@ impl Device {
     /// with its descriptors on its runs, the block's bitmaps go on its
     /// holder, after the run's descriptors, and the holder keeps both
     /// back; a block plugged on its own (after a failed shrink put it
-    /// back with heap descriptors) keeps its bitmaps in its first frame.
+    /// back with heap descriptors) keeps its bitmaps in its first frames.
     pub(super) fn hand_over(&self, block: usize) -> bool {
         let blocks = self.hot.blocks();
         if !self.descriptors_on_block {
@@ -73,7 +73,7 @@ impl Device {
         }
         let words = BlockFrames::map_words(self.frames()) as u64;
         let (at, reserved) = match self.holder[block] {
-            NO_HOLDER => (self.block_address(block), 1),
+            NO_HOLDER => (self.block_address(block), (words * 8).div_ceil(PAGE_SIZE)),
             holder => {
                 let holder = holder as usize;
                 let held = u64::from(self.held_frames[holder]);
