@@ -46,6 +46,7 @@ use crate::sync::Mutex;
 
 mod hand_over;
 mod maps;
+mod owners;
 
 use maps::{Count, Maps};
 
@@ -174,21 +175,19 @@ impl Region {
         Pfn(self.first + block as u64 * self.block_frames + 64 * word as u64 + u64::from(offset))
     }
 
-    /// The first block below `end` an allocation of `mobility` may take
-    /// from.
-    fn allocatable(&self, mobility: Mobility, end: usize) -> Option<usize> {
+    /// The first block an allocation of `mobility` may take from.
+    fn allocatable(&self, mobility: Mobility) -> Option<usize> {
         self.with_free
             .iter()
             .zip(&self.kernel)
             .enumerate()
-            .take(end.div_ceil(64))
             .find_map(|(index, (&free, &kernel))| {
                 let word = match mobility {
                     Mobility::Movable => free,
                     Mobility::Unmovable => free & kernel,
                 };
                 let block = index * 64 + word.trailing_zeros() as usize;
-                (word != 0 && block < end).then_some(block)
+                (word != 0).then_some(block)
             })
     }
 
@@ -255,25 +254,8 @@ impl BlockFrames {
     /// A free frame for an allocation of `mobility`, from a block that is
     /// not isolated and takes it.
     pub fn alloc_as(&self, mobility: Mobility) -> Option<Pfn> {
-        self.alloc_below(mobility, usize::MAX)
-    }
-
-    /// [`BlockFrames::alloc_as`] from the blocks below `end` only: for an
-    /// owner table that covers the front of the region.
-    ///
-    /// ```
-    /// use hotkern_kernel::blockframes::{BlockFrames, Mobility};
-    /// use hotkern_physmem::Pfn;
-    ///
-    /// let frames = BlockFrames::new(Pfn(0), 2, 1)?;
-    /// assert!(frames.add_blocks(0, 2));
-    /// assert_eq!(frames.alloc_below(Mobility::Movable, 1), Some(Pfn(0)));
-    /// assert_eq!(frames.alloc_below(Mobility::Movable, 1), None, "block 1 is past the end");
-    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
-    /// ```
-    pub fn alloc_below(&self, mobility: Mobility, end: usize) -> Option<Pfn> {
         let mut region = self.region.lock();
-        let block = region.allocatable(mobility, end)?;
+        let block = region.allocatable(mobility)?;
         Self::take_frame(&mut region, block, mobility)
     }
 
@@ -343,6 +325,10 @@ impl BlockFrames {
             return false;
         }
         *free |= mask;
+        // A free frame has no owner: the next one to take it starts clean.
+        if let Some(word) = region.owner_word(frame) {
+            *word = 0;
+        }
         let free = region.count(block, Count::Free) + 1;
         region.set_count(block, Count::Free, free);
         region.free_total += 1;

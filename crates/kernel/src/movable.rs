@@ -7,10 +7,21 @@
 //! the slot holds the frame, as a page-table entry does for a task in
 //! Linux: the task reaches its page only through the entry, so the kernel
 //! can point the entry at a copy (mm/migrate.c's `remove_migration_ptes`).
-//! The *reverse map* — frame to slot, one word per frame of the region,
-//! allocated with it — is what Linux finds through `page->mapping` and the
-//! rmap walk: given a used frame in a block being emptied, the slot to
-//! switch.
+//! The *reverse map* — frame to slot, a `u32` per frame — is what Linux
+//! finds through `page->mapping` and the rmap walk: given a used frame in
+//! a block being emptied, the slot to switch. Linux keeps that owner in
+//! the frame's `struct page`, which with `memmap_on_memory` is on the
+//! hot-plugged memory itself; here likewise the owner words are the
+//! block allocator's ([`BlockFrames::map_words`]): in the memory each
+//! block brings for an allocator made
+//! [`BlockFrames::with_maps_on_blocks`], else on the heap for the whole
+//! region. Writing one is part of handing the frame out, under the
+//! allocator's lock.
+//!
+//! The slots themselves are on the heap, made a chunk of 4096 at a time
+//! as owners come (`slots.rs`): a slot must outlive the block its frame
+//! was in, and a region of 64 GiB that no one owns costs a directory of
+//! 32 KiB, not a table of 28 bytes a frame.
 //!
 //! A callback design (a `FrameOwner` trait whose `relocate(old, new)` the
 //! kernel calls) was the other choice. It was not taken because the
@@ -43,9 +54,10 @@
 //! (relaxed) in [`Arena`], so an optimistic read racing a write is not a
 //! data race.
 //!
-//! Lock order: a slot, then the table lock (the reverse map and the free
-//! slots). The shrink never waits for a slot while it holds the table
-//! lock: it tries the slot once and backs off.
+//! Lock order: a slot, then the free slots' lock, then the block
+//! allocator's (the reverse map). The shrink never waits for a slot while
+//! it holds a lock: it reads the owner word, lets the allocator's lock
+//! go, then tries the slot once and backs off.
 //!
 //! ```
 //! use hotkern_kernel::movable::{Arena, FrameMemory, MovableFrames};
@@ -64,16 +76,17 @@
 //! # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
 //! ```
 
-use alloc::vec::Vec;
-
 use hotkern_physmem::Pfn;
 
 use crate::blockframes::{BlockFrames, Mobility, RegionError};
-use crate::sync::{fence, spin_wait, AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, spin_wait, Ordering};
 
 mod arena;
+mod slots;
 
 pub use arena::Arena;
+pub use slots::AllocError;
+use slots::{Entry, Slots, NO_FRAME};
 
 /// The physical memory under the frames: on the machine and in tests a
 /// heap arena ([`Arena`]); on x86-64 it would be the direct map.
@@ -123,20 +136,9 @@ impl Slot {
     }
 }
 
-/// No frame or no slot, in the table's words.
-const NONE: u64 = u64::MAX;
-
-struct Entry {
-    sequence: AtomicU64,
-    frame: AtomicU64,
-}
-
-struct Table {
-    /// Slot of each frame of the region, by frame index; `NONE` if free,
-    /// unmovable, or handed out without an owner.
-    owner: Vec<u64>,
-    /// Slots not in use.
-    free_slots: Vec<u32>,
+/// The frame a slot's frame word holds, if any.
+fn held(word: u64) -> Option<Pfn> {
+    (word & NO_FRAME == 0).then_some(Pfn(word))
 }
 
 /// What [`MovableFrames::try_move`] found.
@@ -154,55 +156,25 @@ pub(crate) enum Move {
     Fault,
 }
 
-/// A block allocator whose movable frames have owners: [`BlockFrames`],
-/// an owner table and its reverse map.
+/// A block allocator whose movable frames have owners: [`BlockFrames`]
+/// with its reverse map, and the owner slots.
 pub struct MovableFrames {
     blocks: BlockFrames,
-    first: u64,
-    /// Blocks the owner table covers, from the region's first: owned
-    /// frames come only from these.
-    owned_blocks: usize,
-    entries: Vec<Entry>,
-    table: Mutex<Table>,
+    slots: Slots,
 }
 
 impl MovableFrames {
-    /// Over `blocks` blocks of `block_frames` frames from `first`, with
-    /// one slot and one reverse-map word per frame allocated now.
+    /// Over `blocks` blocks of `block_frames` frames from `first`, the
+    /// reverse map on the heap ([`BlockFrames::new`]).
     pub fn new(first: Pfn, blocks: usize, block_frames: u64) -> Result<Self, RegionError> {
-        Self::with_owned_blocks(first, blocks, block_frames, blocks)
+        Self::over(BlockFrames::new(first, blocks, block_frames)?)
     }
 
-    /// [`MovableFrames::new`] with an owner table (28 bytes a frame) over
-    /// only the region's first `owned_blocks` blocks: a region of tens of
-    /// GiB needs no table the heap cannot hold. Owned frames come from
-    /// those blocks alone; the others are handed out through
-    /// [`MovableFrames::blocks`] or not at all, and a shrink takes them
-    /// back when they are free (a used one has no owner to move it).
-    ///
-    /// ```
-    /// use hotkern_kernel::movable::MovableFrames;
-    /// use hotkern_physmem::Pfn;
-    ///
-    /// let frames = MovableFrames::with_owned_blocks(Pfn(0), 4, 2, 1)?;
-    /// assert!(frames.blocks().add_blocks(0, 4));
-    /// assert!(frames.alloc().is_some() && frames.alloc().is_some());
-    /// assert_eq!(frames.alloc(), None, "the owned block is full");
-    /// assert_eq!(frames.alloc_in(2), None, "block 2 has no owner table");
-    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
-    /// ```
-    pub fn with_owned_blocks(
-        first: Pfn,
-        blocks: usize,
-        block_frames: u64,
-        owned_blocks: usize,
-    ) -> Result<Self, RegionError> {
-        Self::over(BlockFrames::new(first, blocks, block_frames)?, owned_blocks)
-    }
-
-    /// [`MovableFrames::with_owned_blocks`] over a block allocator the
-    /// caller made, e.g. one whose bitmaps come with each block
-    /// ([`BlockFrames::with_maps_on_blocks`]).
+    /// Over a block allocator the caller made, e.g. one whose bitmaps and
+    /// reverse map come with each block
+    /// ([`BlockFrames::with_maps_on_blocks`]). Only the slots' directory
+    /// is allocated now, a pointer per 4096 frames; owned frames may come
+    /// from every block.
     ///
     /// ```
     /// use hotkern_kernel::blockframes::BlockFrames;
@@ -210,59 +182,43 @@ impl MovableFrames {
     /// use hotkern_physmem::Pfn;
     ///
     /// let blocks = BlockFrames::with_maps_on_blocks(Pfn(0), 64, 512)?;
-    /// let frames = MovableFrames::over(blocks, 1)?;
-    /// assert_eq!(frames.owner_table_bytes(), 512 * 28);
+    /// let frames = MovableFrames::over(blocks)?;
+    /// assert_eq!(frames.owner_table_bytes(), 8 * 8, "a pointer per 4096 frames");
     /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
     /// ```
-    pub fn over(inner: BlockFrames, owned_blocks: usize) -> Result<Self, RegionError> {
+    pub fn over(inner: BlockFrames) -> Result<Self, RegionError> {
         let (blocks, block_frames) = inner.shape();
-        let first = inner.first();
-        let owned_blocks = owned_blocks.min(blocks);
-        let frames = (owned_blocks as u64)
+        let frames = (blocks as u64)
             .checked_mul(block_frames)
             .filter(|&frames| frames < u64::from(u32::MAX))
             .ok_or(RegionError::TooLarge)? as usize;
-        let mut entries = Vec::new();
-        let mut owner = Vec::new();
-        let mut free_slots = Vec::new();
-        entries
-            .try_reserve_exact(frames)
-            .and_then(|()| owner.try_reserve_exact(frames))
-            .and_then(|()| free_slots.try_reserve_exact(frames))
-            .map_err(|_| RegionError::OutOfMemory)?;
-        entries.extend((0..frames).map(|_| Entry {
-            sequence: AtomicU64::new(0),
-            frame: AtomicU64::new(NONE),
-        }));
-        owner.resize(frames, NONE);
-        // Popped from the end: slot 0 first.
-        free_slots.extend((0..frames as u32).rev());
+        let slots = Slots::new(frames).ok_or(RegionError::OutOfMemory)?;
         Ok(MovableFrames {
             blocks: inner,
-            first: first.0,
-            owned_blocks,
-            entries,
-            table: Mutex::new(Table { owner, free_slots }),
+            slots,
         })
     }
 
-    /// Heap bytes the owner table holds: a slot, a reverse-map word and
-    /// a free-slot index for each frame of the owned blocks, 28 bytes a
-    /// frame (the bitmaps are [`BlockFrames::heap_bytes`]).
+    /// Heap bytes the owner table holds: the slots' directory and the
+    /// chunks of slots made so far (16 bytes a slot, 4096 a chunk), and
+    /// the reverse map if it is on the heap (4 bytes a frame of the
+    /// region, [`BlockFrames::owner_heap_bytes`]; the bitmaps are
+    /// [`BlockFrames::heap_bytes`]).
     ///
     /// ```
     /// use hotkern_kernel::movable::MovableFrames;
     /// use hotkern_physmem::Pfn;
     ///
-    /// let frames = MovableFrames::with_owned_blocks(Pfn(0), 4, 512, 1)?;
-    /// assert_eq!(frames.owner_table_bytes(), 512 * 28);
+    /// let frames = MovableFrames::new(Pfn(0), 4, 2048)?;
+    /// let reverse_map = 4 * 2048 * 4;
+    /// assert_eq!(frames.owner_table_bytes(), 2 * 8 + reverse_map);
+    /// assert!(frames.blocks().add_blocks(0, 4));
+    /// frames.alloc().unwrap();
+    /// assert_eq!(frames.owner_table_bytes(), 2 * 8 + 4096 * 16 + reverse_map, "a chunk");
     /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
     /// ```
     pub fn owner_table_bytes(&self) -> u64 {
-        let table = self.table.lock();
-        (self.entries.capacity() * core::mem::size_of::<Entry>()
-            + table.owner.capacity() * 8
-            + table.free_slots.capacity() * 4) as u64
+        self.slots.heap_bytes() + self.blocks.owner_heap_bytes()
     }
 
     /// The block allocator underneath: hand blocks over, allocate
@@ -271,35 +227,33 @@ impl MovableFrames {
         &self.blocks
     }
 
-    fn index(&self, frame: Pfn) -> usize {
-        (frame.0 - self.first) as usize
-    }
-
     /// A movable frame with a new owner slot, or `None` if no block that
-    /// is handed over and not isolated has a free frame.
+    /// is handed over and not isolated has a free frame, or no slot can
+    /// be had ([`MovableFrames::try_alloc`] says which).
     pub fn alloc(&self) -> Option<Slot> {
-        self.alloc_with(|| self.alloc_target())
+        self.try_alloc().ok()
     }
 
-    /// A new owner slot for the frame `pick` takes, with the table locked
-    /// and a free slot known to exist first, so that no frame is taken
-    /// that no slot could own.
-    fn alloc_with(&self, pick: impl FnOnce() -> Option<Pfn>) -> Option<Slot> {
-        let mut table = self.table.lock();
-        let slot = *table.free_slots.last()?;
-        let frame = pick()?;
-        table.free_slots.pop();
-        let index = self.index(frame);
-        table.owner[index] = u64::from(slot);
-        self.entries[slot as usize]
-            .frame
-            .store(frame.0, Ordering::Relaxed);
-        Some(Slot(slot))
+    /// [`MovableFrames::alloc`], with why not.
+    ///
+    /// ```
+    /// use hotkern_kernel::movable::{AllocError, MovableFrames};
+    /// use hotkern_physmem::Pfn;
+    ///
+    /// let frames = MovableFrames::new(Pfn(0), 2, 1)?;
+    /// assert_eq!(frames.try_alloc(), Err(AllocError::NoFrame), "nothing handed over");
+    /// assert!(frames.blocks().add_blocks(1, 1));
+    /// let slot = frames.try_alloc().unwrap();
+    /// assert_eq!(frames.frame_of(slot), Some(Pfn(1)));
+    /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
+    /// ```
+    pub fn try_alloc(&self) -> Result<Slot, AllocError> {
+        self.claim(None)
     }
 
     /// A movable frame of block `block` with a new owner slot, or `None`
-    /// if that block is not handed over, is isolated or is full
-    /// ([`BlockFrames::alloc_in`]).
+    /// if that block is not handed over, is isolated or is full, or no
+    /// slot can be had.
     ///
     /// ```
     /// use hotkern_kernel::movable::MovableFrames;
@@ -313,47 +267,48 @@ impl MovableFrames {
     /// # Ok::<(), hotkern_kernel::blockframes::RegionError>(())
     /// ```
     pub fn alloc_in(&self, block: usize) -> Option<Slot> {
-        if block >= self.owned_blocks {
-            return None;
-        }
-        self.alloc_with(|| self.blocks.alloc_in(block, Mobility::Movable))
+        self.try_alloc_in(block).ok()
+    }
+
+    /// [`MovableFrames::alloc_in`], with why not.
+    pub fn try_alloc_in(&self, block: usize) -> Result<Slot, AllocError> {
+        self.claim(Some(block))
+    }
+
+    /// A slot and a frame (of `block`, or of the first block with one)
+    /// whose owner word names it, written as the frame is taken.
+    fn claim(&self, block: Option<usize>) -> Result<Slot, AllocError> {
+        let (slot, _) = self
+            .slots
+            .claim(|slot| self.blocks.alloc_owned(block, slot).map(|frame| frame.0))?;
+        Ok(Slot(slot))
     }
 
     /// Frees the slot's frame and the slot; false if the slot holds none.
     pub fn free(&self, slot: Slot) -> bool {
-        let Some(entry) = self.entries.get(slot.0 as usize) else {
+        let Some(entry) = self.slots.entry(slot.0) else {
             return false;
         };
         let sequence = self.lock_slot(entry);
-        let frame = entry.frame.load(Ordering::Relaxed);
-        let freed = frame != NONE && {
-            let mut table = self.table.lock();
-            table.owner[self.index(Pfn(frame))] = NONE;
-            table.free_slots.push(slot.0);
-            entry.frame.store(NONE, Ordering::Relaxed);
-            self.blocks.free(Pfn(frame))
-        };
+        let freed = held(entry.frame.load(Ordering::Relaxed)).is_some_and(|frame| {
+            // Clears the frame's owner word with its free bit.
+            let freed = self.blocks.free(frame);
+            self.slots.release(slot.0, entry);
+            freed
+        });
         entry.sequence.store(sequence + 2, Ordering::Release);
         freed
     }
 
     /// The frame a slot holds now (it may move at any time after).
     pub fn frame_of(&self, slot: Slot) -> Option<Pfn> {
-        let frame = self
-            .entries
-            .get(slot.0 as usize)?
-            .frame
-            .load(Ordering::Acquire);
-        (frame != NONE).then_some(Pfn(frame))
+        held(self.slots.entry(slot.0)?.frame.load(Ordering::Acquire))
     }
 
     /// The reverse map: the slot owning `frame`, if it is a movable frame
     /// with an owner.
     pub fn owner_of(&self, frame: Pfn) -> Option<Slot> {
-        let table = self.table.lock();
-        let index = frame.0.checked_sub(self.first)? as usize;
-        let slot = *table.owner.get(index)?;
-        (slot != NONE).then_some(Slot(slot as u32))
+        self.blocks.owner(frame).map(Slot)
     }
 
     /// Takes a slot for writing, spinning while another writer has it;
@@ -385,26 +340,25 @@ impl MovableFrames {
     /// The owner writes its frame: `words` from the frame's first word,
     /// under the slot's lock; false if the slot holds no frame.
     pub fn write(&self, slot: Slot, memory: &impl FrameMemory, words: &[u64]) -> bool {
-        let Some(entry) = self.entries.get(slot.0 as usize) else {
+        let Some(entry) = self.slots.entry(slot.0) else {
             return false;
         };
         let sequence = self.lock_slot(entry);
-        let frame = entry.frame.load(Ordering::Relaxed);
-        let written = frame != NONE;
-        if written {
+        let frame = held(entry.frame.load(Ordering::Relaxed));
+        if let Some(frame) = frame {
             for (at, &word) in words.iter().take(memory.words()).enumerate() {
-                memory.store(Pfn(frame), at, word);
+                memory.store(frame, at, word);
             }
         }
         // U: pairs with a reader's first (acquire) load.
         entry.sequence.store(sequence + 2, Ordering::Release);
-        written
+        frame.is_some()
     }
 
     /// Reads the slot's frame into `out` (up to a frame's words), retrying
     /// until the read saw no writer; false if the slot holds no frame.
     pub fn read(&self, slot: Slot, memory: &impl FrameMemory, out: &mut [u64]) -> bool {
-        let Some(entry) = self.entries.get(slot.0 as usize) else {
+        let Some(entry) = self.slots.entry(slot.0) else {
             return false;
         };
         loop {
@@ -413,12 +367,11 @@ impl MovableFrames {
                 spin_wait();
                 continue;
             }
-            let frame = entry.frame.load(Ordering::Relaxed);
-            if frame == NONE {
+            let Some(frame) = held(entry.frame.load(Ordering::Relaxed)) else {
                 return false;
-            }
+            };
             for (at, word) in out.iter_mut().take(memory.words()).enumerate() {
-                *word = memory.load(Pfn(frame), at);
+                *word = memory.load(frame, at);
             }
             // R: pairs with a writer's fence W.
             fence(Ordering::Acquire);
@@ -429,47 +382,39 @@ impl MovableFrames {
         }
     }
 
-    /// A free movable frame the owner table covers: where an owned frame
-    /// may go.
+    /// A free movable frame, where an owned frame may go.
     pub(crate) fn alloc_target(&self) -> Option<Pfn> {
-        self.blocks
-            .alloc_below(Mobility::Movable, self.owned_blocks)
+        self.blocks.alloc_as(Mobility::Movable)
     }
 
     /// Moves `frame`'s contents to `target` and switches its owner's slot
     /// (see the module's protocol); frees `frame` on success. `target`
     /// must be a movable frame the caller allocated and owns.
     pub(crate) fn try_move(&self, frame: Pfn, target: Pfn, memory: &impl FrameMemory) -> Move {
-        let slot = {
-            let table = self.table.lock();
-            // A frame past the owner table has no owner either.
-            let slot = table.owner.get(self.index(frame)).copied().unwrap_or(NONE);
-            if slot == NONE {
-                // Freed since the shrink listed it (its block is isolated,
-                // so it stays free), or handed out without an owner.
-                drop(table);
-                return if self.blocks.is_used(frame) {
-                    Move::Unowned
-                } else {
-                    Move::Gone
-                };
-            }
-            slot as usize
+        let owner = self
+            .blocks
+            .owner(frame)
+            .and_then(|slot| self.slots.entry(slot));
+        let Some(entry) = owner else {
+            // Freed since the shrink listed it (its block is isolated, so
+            // it stays free), or handed out without an owner.
+            return if self.blocks.is_used(frame) {
+                Move::Unowned
+            } else {
+                Move::Gone
+            };
         };
-        let entry = &self.entries[slot];
         let Some(sequence) = Self::try_lock_slot(entry) else {
             return Move::Busy;
         };
-        // Freed and the slot reused while the table lock was dropped: the
+        // Freed and the slot reused since the owner word was read: the
         // frame is free in its isolated block, the slot someone else's.
         let result = if entry.frame.load(Ordering::Relaxed) != frame.0 {
             Move::Gone
         } else if memory.copy(frame, target).is_err() {
             Move::Fault
         } else {
-            let mut table = self.table.lock();
-            table.owner[self.index(target)] = slot as u64;
-            table.owner[self.index(frame)] = NONE;
+            self.blocks.move_owner(frame, target);
             entry.frame.store(target.0, Ordering::Relaxed);
             Move::Moved
         };
@@ -482,3 +427,6 @@ impl MovableFrames {
         result
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

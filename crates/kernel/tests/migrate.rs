@@ -504,40 +504,41 @@ fn a_shrink_never_moves_into_or_out_of_a_blocks_descriptor_frames() {
 }
 
 #[test]
-fn owners_stay_in_the_owned_blocks_and_a_shrink_takes_free_blocks_past_them() {
-    // Eight blocks of 16 frames, an owner table over the first two.
-    let frames = MovableFrames::with_owned_blocks(Pfn(FIRST), 8, 16, 2).unwrap();
-    let memory = Arena::new(Pfn(FIRST), 8 * 16, WORDS);
+fn owners_come_from_every_block_and_a_shrink_moves_them_out_of_the_last() {
+    // Eight blocks of 16 frames. The owner table once covered the blocks
+    // a quarter of the heap held from the region's front; now every
+    // frame of every block can be owned.
+    let (frames, memory) = setup(8, 16);
     assert!(frames.blocks().add_blocks(0, 8));
-    let slots = owners(&frames, &memory, 20);
-    for &(_, slot) in &slots {
-        assert!(
-            frames.frame_of(slot).unwrap().0 < FIRST + 32,
-            "owned past the table"
-        );
+    let slots = owners(&frames, &memory, 8 * 16);
+    assert_eq!(frames.blocks().counts(), (0, 128), "every frame owned");
+    assert!(frames.alloc().is_none());
+    let last = |slot: Slot| frames.frame_of(slot).unwrap().0 >= FIRST + 7 * 16;
+    assert_eq!(slots.iter().filter(|&&(_, slot)| last(slot)).count(), 16);
+    // Room outside the last block: free every other owner of blocks 0-3.
+    let (freed, kept): (Vec<_>, Vec<_>) = slots
+        .into_iter()
+        .partition(|&(owner, _)| owner < 64 && owner % 2 == 0);
+    for &(_, slot) in &freed {
+        assert!(frames.free(slot));
     }
-    assert_eq!(frames.alloc_in(5), None);
-    // Six blocks back: the free ones past the table, no owner moved there.
-    let report = shrink(&frames, &memory, 6 * 16, &NoHooks).unwrap();
-    assert!(report.complete(), "{report:?}");
-    assert_eq!(report.migrated, 0);
-    all_intact(&frames, &memory, &slots, 1);
-    // A frame past the table handed out without an owner cannot move.
+    let report = shrink_block(&frames, &memory, 7, &NoHooks).unwrap();
+    assert_eq!(report.migrated, 16);
+    all_intact(&frames, &memory, &kept, 1);
+    // A frame handed out without an owner still cannot move.
     assert!(frames.blocks().add_blocks(7, 1));
     let stray = frames.blocks().alloc_in(7, Mobility::Movable).unwrap();
-    let report = shrink(&frames, &memory, 16, &NoHooks).unwrap();
+    assert_eq!(frames.owner_of(stray), None);
+    let error = shrink_block(&frames, &memory, 7, &NoHooks).unwrap_err().0;
     assert_eq!(
-        report.rolled_back.first(),
-        Some(&(
-            7,
-            ShrinkError::Unmovable {
-                block: 7,
-                pfn: stray
-            }
-        ))
+        error,
+        ShrinkError::Unmovable {
+            block: 7,
+            pfn: stray
+        }
     );
     assert!(frames.blocks().is_used(stray));
-    all_intact(&frames, &memory, &slots, 1);
+    all_intact(&frames, &memory, &kept, 1);
 }
 
 #[test]

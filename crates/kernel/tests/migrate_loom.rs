@@ -5,7 +5,10 @@
 //!   in it after;
 //! * the owner's slot switch against a reader: a reader of a frame being
 //!   moved, whose old frame is then reused by another owner, never keeps a
-//!   torn or stale read.
+//!   torn or stale read;
+//! * a new chunk of owner slots against a reader of a slot in it: the
+//!   reader finds no slot, or a slot made whole (under loom a chunk is one
+//!   slot, so every allocation here makes one).
 //!
 //! Run with `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test
 //! --release -p hotkern-kernel --test migrate_loom`.
@@ -18,7 +21,7 @@ use loom::sync::Arc;
 use common::checker;
 use hotkern_kernel::blockframes::BlockFrames;
 use hotkern_kernel::migrate::{shrink_block, NoHooks};
-use hotkern_kernel::movable::{Arena, MovableFrames};
+use hotkern_kernel::movable::{Arena, MovableFrames, Slot};
 use hotkern_physmem::Pfn;
 
 #[test]
@@ -75,6 +78,31 @@ fn a_reader_never_keeps_a_torn_or_stale_frame_across_a_move() {
             "the old frame, reused"
         );
         assert!(frames.write(other, &*memory, &[2, 2]));
+        reader.join().unwrap();
+    });
+}
+
+#[test]
+fn a_reader_racing_a_new_chunk_of_slots_sees_none_or_a_whole_slot() {
+    checker().check(|| {
+        let frames = Arc::new(MovableFrames::new(Pfn(0), 2, 1).unwrap());
+        let memory = Arc::new(Arena::new(Pfn(0), 2, 1));
+        assert!(frames.blocks().add_blocks(0, 2));
+        let (their_frames, their_memory) = (Arc::clone(&frames), Arc::clone(&memory));
+        // The reader guesses slot 1, which the second allocation makes.
+        let reader = loom::thread::spawn(move || {
+            let slot = Slot::from_index(1);
+            let mut words = [0];
+            let read = their_frames.read(slot, &*their_memory, &mut words);
+            let frame = their_frames.frame_of(slot);
+            assert!(!read || words == [0] || words == [2], "{words:?}");
+            assert!(frame.is_none() || frame == Some(Pfn(1)), "{frame:?}");
+        });
+        let first = frames.alloc().unwrap();
+        let second = frames.alloc().unwrap();
+        assert_eq!(second, Slot::from_index(1));
+        assert!(frames.write(first, &*memory, &[1]));
+        assert!(frames.write(second, &*memory, &[2]));
         reader.join().unwrap();
     });
 }

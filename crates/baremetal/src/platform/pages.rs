@@ -27,8 +27,8 @@ pub fn init() -> Result<(), PoolError> {
     Kernel::take_task_pool(&PHYSMEM, Pfn(IDENTITY_MAPPED), POOL_FRAMES)
 }
 
-/// The allocator virtio-mem's blocks are handed to, with an owner slot
-/// per frame so that a shrink can move a used frame ([`set_hot`]).
+/// The allocator virtio-mem's blocks are handed to, with owner slots so
+/// that a shrink can move a used frame ([`set_hot`]).
 static HOT: spin::Once<MovableFrames> = spin::Once::new();
 
 /// The hot-plugged frames' allocator and owner table, once [`set_hot`]
@@ -37,19 +37,15 @@ pub fn hot() -> Option<&'static MovableFrames> {
     HOT.get()
 }
 
-/// Bytes of owner table per frame: a slot (16), a reverse-map word (8)
-/// and a free-slot index (4).
-const OWNER_BYTES_PER_FRAME: u64 = 28;
-
 /// Makes the hot-plugged frames' allocator over `blocks` blocks of
-/// `block_frames` frames from `first`, with all its bitmaps (or, with
-/// `maps_on_blocks`, a pointer per block to bitmaps each block brings,
-/// `BlockFrames::with_maps_on_blocks`) and its owner table (a slot and a
-/// reverse-map word per frame), so that no resize allocates for it. The owner table covers the region's front, as many
-/// blocks as a quarter of the free heap holds (all of them unless the
-/// region is tens of GiB on a small guest): a 16 GiB region's whole table
-/// would be 117 MiB. Only the first call makes one; a later call returns
-/// it.
+/// `block_frames` frames from `first`, with all its bitmaps and its
+/// reverse map (a frame's owner slot) on the heap, or, with
+/// `maps_on_blocks`, a pointer per block to the bitmaps and reverse map
+/// each block brings (`BlockFrames::with_maps_on_blocks`). Owner slots
+/// are made a chunk at a time as owners come (a pointer per 4096 frames
+/// now), so owned frames may come from every block and no resize
+/// allocates for the table. Only the first call makes one; a later call
+/// returns it.
 #[hotkern_trace::function]
 pub fn set_hot(
     first: Pfn,
@@ -57,17 +53,13 @@ pub fn set_hot(
     block_frames: u64,
     maps_on_blocks: bool,
 ) -> Result<&'static MovableFrames, RegionError> {
-    let (size, used, _) = crate::arch::heap::usage();
-    let budget = (size.saturating_sub(used) / 4) as u64;
-    let owned = budget / OWNER_BYTES_PER_FRAME / block_frames.max(1);
-    let owned = usize::try_from(owned).unwrap_or(usize::MAX).min(blocks);
     HOT.try_call_once(|| {
         let region = if maps_on_blocks {
             BlockFrames::with_maps_on_blocks(first, blocks, block_frames)?
         } else {
             BlockFrames::new(first, blocks, block_frames)?
         };
-        MovableFrames::over(region, owned)
+        MovableFrames::over(region)
     })
 }
 

@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 
 use hotkern_physmem::Pfn;
 
-use super::maps::{Count, Maps, COUNT_WORDS};
+use super::maps::{owner_words, Count, Maps, COUNT_WORDS};
 use super::{bit, set, BlockFrames, Online, Region, RegionError};
 use crate::sync::Mutex;
 
@@ -17,11 +17,12 @@ impl BlockFrames {
         Self::make(first, blocks, block_frames, false)
     }
 
-    /// [`BlockFrames::new`] with each block's bitmaps in memory handed
-    /// over with it ([`BlockFrames::add_blocks_with_maps`], the block's
-    /// own reserved prefix, as Linux's `memmap_on_memory`), so that the
-    /// heap holds a pointer per block rather than two bits per frame of
-    /// the region: 256 KiB for 64 GiB of 2 MiB blocks, not 4 MiB. Blocks
+    /// [`BlockFrames::new`] with each block's bitmaps, counts and owner
+    /// words in memory handed over with it
+    /// ([`BlockFrames::add_blocks_with_maps`], the block's own reserved
+    /// prefix, as Linux's `memmap_on_memory`), so that the heap holds a
+    /// pointer per block rather than two bits and an owner word per frame
+    /// of the region: 256 KiB for 64 GiB of 2 MiB blocks, not 68 MiB. Blocks
     /// must then come with their bitmaps: the other ways of handing them
     /// over are refused.
     ///
@@ -50,16 +51,19 @@ impl BlockFrames {
     }
 
     /// Words of memory a block of `block_frames` frames needs for its two
-    /// bitmaps and its counts ([`BlockFrames::add_blocks_with_maps`]).
+    /// bitmaps, its counts and its owner words, the reverse map a
+    /// migrating shrink reads (a `u32` a frame: the owner's slot, see
+    /// [`crate::movable`]) ([`BlockFrames::add_blocks_with_maps`]).
     ///
     /// ```
     /// use hotkern_kernel::blockframes::BlockFrames;
     ///
-    /// // A 2 MiB block: two bitmaps of 8 words, then 3 words of counts.
-    /// assert_eq!(BlockFrames::map_words(512), 19);
+    /// // A 2 MiB block: two bitmaps of 8 words, 3 words of counts, then
+    /// // 512 owner words, two a word.
+    /// assert_eq!(BlockFrames::map_words(512), 19 + 256);
     /// ```
     pub fn map_words(block_frames: u64) -> usize {
-        2 * block_frames.div_ceil(64) as usize + COUNT_WORDS
+        2 * block_frames.div_ceil(64) as usize + COUNT_WORDS + owner_words(block_frames)
     }
 
     fn make(
@@ -102,10 +106,20 @@ impl BlockFrames {
                     let counts = blocks
                         .checked_mul(COUNT_WORDS)
                         .ok_or(RegionError::TooLarge)?;
+                    let frames = usize::try_from(block_frames)
+                        .ok()
+                        .and_then(|frames| frames.checked_mul(blocks))
+                        .ok_or(RegionError::TooLarge)?;
+                    let mut owners = Vec::new();
+                    owners
+                        .try_reserve_exact(frames)
+                        .map_err(|_| RegionError::OutOfMemory)?;
+                    owners.resize(frames, 0);
                     Maps::Heap {
                         free: zeroed(len)?,
                         unmovable: zeroed(len)?,
                         counts: zeroed(counts)?,
+                        owners,
                     }
                 },
                 present: zeroed(map_words)?,
@@ -203,13 +217,14 @@ impl BlockFrames {
         {
             return false;
         }
-        let words = region.words;
+        let (words, frames) = (region.words, region.block_frames as usize);
+        let stride = Self::map_words(region.block_frames);
         for block in first..end {
             if let Some(maps) = maps {
-                let at = (block - first) * (2 * words + COUNT_WORDS);
+                let at = (block - first) * stride;
                 // SAFETY: within the `count` blocks' bitmaps the caller
                 // vouched for, handed over with the block.
-                unsafe { region.maps.give(block, words, maps.add(at)) };
+                unsafe { region.maps.give(block, words, frames, maps.add(at)) };
             }
             region.fill(block, reserved);
             region.set_count(block, Count::Reserved, reserved);

@@ -1,10 +1,13 @@
-//! Where each block's two bitmaps (free frames, unmovable frames) and its
-//! counts (free, unmovable, reserved frames) live: on the heap for the
-//! whole region, made with it, or in memory the caller gives each block
-//! as it is handed over — the block's own reserved prefix, as Linux's
-//! `memmap_on_memory` keeps a memory block's struct pages on it. Then the
-//! heap holds a pointer per block, not two bits per frame of the region
-//! (4 MiB for 64 GiB) and 24 bytes per block (0.75 MiB for 64 GiB).
+//! Where each block's two bitmaps (free frames, unmovable frames), its
+//! counts (free, unmovable, reserved frames) and its owner words (the
+//! reverse map: each frame's owner slot) live: on the heap for the whole
+//! region, made with it, or in memory the caller gives each block as it
+//! is handed over — the block's own reserved prefix, as Linux's
+//! `memmap_on_memory` keeps a memory block's struct pages, and with them
+//! each page's owner (`page->mapping`), on it. Then the heap holds a
+//! pointer per block, not two bits per frame of the region (4 MiB for 64
+//! GiB), 24 bytes per block (0.75 MiB for 64 GiB) and an owner word per
+//! frame (64 MiB for 64 GiB).
 
 use alloc::vec::Vec;
 use core::ptr::NonNull;
@@ -23,18 +26,28 @@ pub(super) enum Count {
 /// Words of counts a block keeps after its bitmaps.
 pub(super) const COUNT_WORDS: usize = 3;
 
-/// The bitmaps and counts of every block, `words` words a bitmap.
+/// Words of owner words (a `u32` each, two a word) a block of `frames`
+/// frames keeps after its counts.
+pub(super) fn owner_words(frames: u64) -> usize {
+    frames.div_ceil(2) as usize
+}
+
+/// The bitmaps, counts and owner words of every block, `words` words a
+/// bitmap and `frames` owner words a block. An owner word is 0 for a
+/// frame with no owner, else its owner's slot plus one, so that memory
+/// cleared to zero holds no owner.
 pub(super) enum Maps {
-    /// One allocation per bitmap, and one for the counts (three words a
-    /// block), for the whole region.
+    /// One allocation per bitmap, one for the counts (three words a
+    /// block) and one for the owner words, for the whole region.
     Heap {
         free: Vec<u64>,
         unmovable: Vec<u64>,
         counts: Vec<u64>,
+        owners: Vec<u32>,
     },
-    /// Per block: `2 * words + COUNT_WORDS` words of the caller's (the
-    /// free bitmap, the unmovable one, then the counts), `None` while the
-    /// block is not handed over.
+    /// Per block: `2 * words + COUNT_WORDS + owner_words(frames)` words
+    /// of the caller's (the free bitmap, the unmovable one, the counts,
+    /// then the owner words), `None` while the block is not handed over.
     Given(Vec<Option<NonNull<u64>>>),
 }
 
@@ -145,20 +158,62 @@ impl Maps {
         }
     }
 
+    /// `block`'s owner words, `frames` of them; empty for a block whose
+    /// memory was not given.
+    pub(super) fn owners(&self, block: usize, words: usize, frames: usize) -> &[u32] {
+        match self {
+            Maps::Heap { owners, .. } => &owners[block * frames..(block + 1) * frames],
+            Maps::Given(pointers) => match pointers.get(block).copied().flatten() {
+                // SAFETY: the owner words follow the counts in the memory
+                // handed over with the block (`give`), valid until `clear`;
+                // a `u64` pointer is aligned for `u32`.
+                Some(base) => unsafe {
+                    let at = base.as_ptr().add(2 * words + COUNT_WORDS).cast::<u32>();
+                    core::slice::from_raw_parts(at, frames)
+                },
+                None => &[],
+            },
+        }
+    }
+
+    pub(super) fn owners_mut(&mut self, block: usize, words: usize, frames: usize) -> &mut [u32] {
+        match self {
+            Maps::Heap { owners, .. } => &mut owners[block * frames..(block + 1) * frames],
+            Maps::Given(pointers) => match pointers.get(block).copied().flatten() {
+                // SAFETY: as in `owners`; `&mut self` makes this the only
+                // reference.
+                Some(base) => unsafe {
+                    let at = base.as_ptr().add(2 * words + COUNT_WORDS).cast::<u32>();
+                    core::slice::from_raw_parts_mut(at, frames)
+                },
+                None => &mut [],
+            },
+        }
+    }
+
     /// Whether each block's bitmaps come with it.
     pub(super) fn given_with_blocks(&self) -> bool {
         matches!(self, Maps::Given(_))
     }
 
-    /// Takes `base` as `block`'s bitmaps and counts, all cleared.
+    /// Takes `base` as `block`'s bitmaps, counts and owner words, all
+    /// cleared (a frame of a block just handed over has no owner, whatever
+    /// the memory held before).
     ///
     /// # Safety
     ///
     /// As [`BlockFrames::add_blocks_with_maps`](super::BlockFrames::add_blocks_with_maps).
-    pub(super) unsafe fn give(&mut self, block: usize, words: usize, base: NonNull<u64>) {
+    pub(super) unsafe fn give(
+        &mut self,
+        block: usize,
+        words: usize,
+        frames: usize,
+        base: NonNull<u64>,
+    ) {
         if let Maps::Given(pointers) = self {
             pointers[block] = Some(base);
             self.given_mut(block, words).fill(0);
+            self.owners_mut(block, words, frames).fill(0);
         }
     }
 
@@ -176,8 +231,18 @@ impl Maps {
                 free,
                 unmovable,
                 counts,
+                ..
             } => (free.capacity() + unmovable.capacity() + counts.capacity()) as u64 * 8,
             Maps::Given(pointers) => (pointers.capacity() * core::mem::size_of::<usize>()) as u64,
+        }
+    }
+
+    /// Heap bytes the owner words hold: 4 a frame of the region on the
+    /// heap, none when they come with the blocks.
+    pub(super) fn owner_heap_bytes(&self) -> u64 {
+        match self {
+            Maps::Heap { owners, .. } => owners.capacity() as u64 * 4,
+            Maps::Given(_) => 0,
         }
     }
 }

@@ -34,8 +34,12 @@ fn a_blocks_counts_live_after_its_bitmaps_in_its_memory() {
     let frames = BlockFrames::with_maps_on_blocks(Pfn(FIRST), 4, FRAMES).unwrap();
     // SAFETY: `memory` outlives the block's time in the allocator.
     assert!(unsafe { frames.add_blocks_with_maps(1, 1, Online::Movable, 3, at(&mut memory)) });
-    let counts = &memory[2 * bitmap..];
+    let counts = &memory[2 * bitmap..2 * bitmap + 3];
     assert_eq!(counts, [FRAMES - 3, 0, 3], "free, unmovable, reserved");
+    assert!(
+        memory[2 * bitmap + 3..].iter().all(|&word| word == 0),
+        "owner words cleared: no frame has an owner"
+    );
     let frame = frames.alloc().unwrap();
     assert_eq!(memory[2 * bitmap], FRAMES - 4, "a frame taken");
     assert_eq!(frames.block_use(1).map(|use_| use_.used), Some(1));
@@ -44,7 +48,11 @@ fn a_blocks_counts_live_after_its_bitmaps_in_its_memory() {
     assert_eq!(frames.block_use(1).map(|use_| use_.used), Some(2));
     memory[2 * bitmap] = FRAMES - 4;
     assert!(frames.free(frame) && frames.take_block(1));
-    assert_eq!(&memory[2 * bitmap..], [0, 0, 0], "cleared when taken back");
+    assert_eq!(
+        &memory[2 * bitmap..2 * bitmap + 3],
+        [0, 0, 0],
+        "cleared when taken back"
+    );
 }
 
 #[test]

@@ -31,8 +31,10 @@ pub struct HeapUse {
     pub after_rise: u64,
     /// Of `before`, the allocator's bitmaps and per-block counts.
     pub bitmaps: u64,
-    /// Of `before`, the owner table (28 bytes a frame of the owned
-    /// blocks).
+    /// Of `before`, the owner table: the slots' directory (a pointer per
+    /// 4096 frames), the chunks of slots made so far (64 KiB each), and
+    /// the reverse map when it is on the heap (4 bytes a frame; with the
+    /// bitmaps on the blocks it is there too, and not counted).
     pub owner_table: u64,
 }
 
