@@ -28,8 +28,9 @@
 //! assert_eq!(runs.plugged(0, 4, true)?, 4, "2048 descriptors fill four frames");
 //! let maps = runs.maps(2);
 //! assert_eq!((maps.block, maps.reserved), (0, 0), "block 2's bitmaps are on block 0");
-//! assert_eq!(maps.offset, 4 * 4096 + 2 * 19 * 8, "after the descriptors and blocks 0 and 1's");
-//! assert_eq!(runs.maps(0).reserved, 4 + 1, "the holder keeps descriptors and bitmaps back");
+//! // A block's bitmaps, counts and reverse map: 275 words.
+//! assert_eq!(maps.offset, 4 * 4096 + 2 * 275 * 8, "after the descriptors and blocks 0 and 1's");
+//! assert_eq!(runs.maps(0).reserved, 4 + 3, "the holder keeps descriptors and bitmaps back");
 //! let mut taken = vec![0, 1];
 //! assert_eq!(runs.keep_holders(&mut taken), [0], "blocks 2 and 3 stay: so does their holder");
 //! assert_eq!(taken, [1]);

@@ -29,13 +29,15 @@ fn bad_shapes_are_refused() {
         Runs::new(4, 512, 0, descriptors).err(),
         Some(RunsError::Empty)
     );
-    // 64 frames a block, runs of 64: 8 descriptor frames and 64 × 5 words
-    // of bitmaps (1 frame) fit; runs of 512 (64 + 5 frames) do not.
+    // 64 frames a block, runs of 64: 8 descriptor frames and 64 × 37
+    // words of bitmaps, counts and reverse map (5 frames) fit; runs of
+    // 512 (64 + 37 frames) do not.
+    assert_eq!(BlockFrames::map_words(64), 2 + 3 + 32);
     assert!(Runs::new(4, 64, 64, descriptors).is_ok());
     assert_eq!(
         Runs::new(4, 64, 512, descriptors).err(),
         Some(RunsError::HolderFull {
-            kept: 64 + 5,
+            kept: 64 + 37,
             block_frames: 64
         })
     );

@@ -310,7 +310,7 @@ impl MemorySystem {
             let words = blocks * (runs.holder_frames() * PAGE_SIZE / 8) as usize;
             let maps =
                 BlockFrames::with_maps_on_blocks(first, blocks, block_frames).map_err(too_large)?;
-            let frames = MovableFrames::over(maps, blocks).map_err(too_large)?;
+            let frames = MovableFrames::over(maps).map_err(too_large)?;
             (frames, Some(Mutex::new(runs)), words)
         } else {
             let frames = MovableFrames::new(first, blocks, block_frames).map_err(too_large)?;
