@@ -3,19 +3,22 @@
 //!
 //! Lookup is direct-indexed, so its cost does not grow with fragmentation:
 //! the frame number picks a *section* (2^9 frames, 2 MiB, Linux's sub-section
-//! size) in a flat table,
+//! size) in a two-level table (a directory of leaves of 512 sections),
 //! the section picks a *block* of its own size, and the block names the first
 //! run (segment) that can hold any of its frames. Each section chooses its
 //! block size so that at most [`MAX_SCAN`] runs are looked at, so a lookup is
-//! four dependent loads and a short scan whether there are 32 segments or
+//! five dependent loads and a short scan whether there are 32 segments or
 //! 80,000.
 //!
-//! Sections are separate allocations shared between successive indexes: a
-//! write rebuilds only the sections its segments overlap, copies the section
-//! table (one pointer per section) and the slot table, and retires what it
-//! replaced. Readers of untouched sections keep their caches warm, and a
-//! write costs O(sections + slots) copying plus O(runs in the touched
-//! sections), not a rebuild of everything.
+//! Sections, the table's leaves and the slot map's chunks are separate
+//! allocations shared between successive indexes: a write rebuilds only
+//! the sections its segments overlap, copies the table's directory (one
+//! pointer per 512 sections), the leaves and the slot chunk it changes,
+//! and retires what it replaced. Readers of untouched sections keep their
+//! caches warm, and a write costs O(sections / 512 + slots / 512) copying
+//! plus O(runs in the touched sections), not a copy of the table: at a
+//! 64 GiB span that is under 10 KiB a plug, where a flat table copied
+//! 256 KiB (see [`directory`]).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -23,11 +26,13 @@ use core::ops::Range;
 use core::ptr;
 
 use crate::error::PhysmemError;
-use crate::fallible::{reserve, try_vec};
+use crate::fallible::reserve;
 pub(crate) use crate::section::{Entry, Run, Section};
 use crate::slots::{SlotChunk, SlotMap};
 use crate::sync::Ordering;
 use crate::types::{FrameRange, Pfn, SegmentHandle};
+pub(crate) use directory::Leaf;
+use directory::SectionTable;
 #[cfg(all(test, not(loom)))]
 use sections::MAX_SECTIONS;
 pub(crate) use sections::SECTION_SHIFT;
@@ -73,10 +78,10 @@ pub(crate) enum Listing<'a, P> {
 
 pub(crate) struct Index<P> {
     shift: u32,
-    base: u64,
-    /// One per section from `base`; null where no run overlaps. Owned by
-    /// the index, shared with the next one for the sections a write keeps.
-    sections: Vec<*const Section<P>>,
+    /// One per section from the table's base; null where no run
+    /// overlaps. Owned by the index, shared with the next one for the
+    /// sections a write keeps; its leaves too (see [`directory`]).
+    sections: SectionTable<P>,
     /// Slot → first frame of its segment.
     slots: SlotMap,
     len: usize,
@@ -111,6 +116,7 @@ unsafe impl<P: Sync> Sync for Index<P> {}
 pub(crate) enum Unused<P> {
     Section(*const Section<P>),
     Chunk(*const SlotChunk),
+    Leaf(*const Leaf<P>),
 }
 
 /// What a write changed, for [`Index::update`].
@@ -137,8 +143,7 @@ impl<P> Index<P> {
         )?;
         let mut index = Index {
             shift: SECTION_SHIFT,
-            base: 0,
-            sections: Vec::new(),
+            sections: SectionTable::empty(),
             slots,
             len: entries.len(),
             fresh: 0..0,
@@ -154,14 +159,10 @@ impl<P> Index<P> {
         };
         index.shift = shift_for(span);
         let numbers = span.sections(index.shift);
-        index.base = numbers.start;
         index.fresh = numbers.clone();
-        let count = numbers.end - numbers.start;
-        let filled = try_vec(count as usize).and_then(|mut sections| {
-            sections.resize(count as usize, ptr::null());
+        let filled = SectionTable::new(numbers.clone()).and_then(|sections| {
             index.sections = sections;
-            let (base, shift) = (index.base, index.shift);
-            fill_sections(&mut index.sections, base, shift, numbers, entries)
+            fill_sections(&mut index.sections, index.shift, numbers, entries)
         });
         match filled {
             Ok(()) => Ok(index),
@@ -189,28 +190,21 @@ impl<P> Index<P> {
             }
             None => (0, 0),
         };
-        // The entries both tables cover are copied in one go (a memcpy,
-        // not a loop per section: under an emulator such as QEMU's TCG
-        // every guest instruction costs several host ones); the ones the
-        // write rebuilds are cleared below.
-        let kept = base.max(self.base)..(base + count).min(self.table_end());
-        let mut sections = try_vec(count as usize)?;
-        if kept.start < kept.end {
-            sections.resize((kept.start - base) as usize, ptr::null());
-            sections.extend_from_slice(
-                &self.sections[(kept.start - self.base) as usize..(kept.end - self.base) as usize],
-            );
-        }
-        sections.resize(count as usize, ptr::null());
+        // The entries both tables cover are shared a leaf at a time (the
+        // leaves the write does not touch), not copied: the ones the
+        // write rebuilds are cleared, in fresh leaves, and filled below.
         let touched = update.frames.sections(shift);
         let fresh = touched.start.max(base)..touched.end.min(base + count);
-        if fresh.start < fresh.end {
-            sections[(fresh.start - base) as usize..(fresh.end - base) as usize].fill(ptr::null());
-        }
-        let slots = self.slots.update(update.slot_count, update.slots)?;
+        let sections = self.sections.derive(base..base + count, fresh.clone())?;
+        let slots = match self.slots.update(update.slot_count, update.slots) {
+            Ok(slots) => slots,
+            Err(error) => {
+                sections.discard(Some(&self.sections));
+                return Err(error);
+            }
+        };
         let mut index = Index {
             shift,
-            base,
             sections,
             slots,
             len: update.len,
@@ -232,7 +226,7 @@ impl<P> Index<P> {
         index: &mut Index<P>,
         update: &Update<'_, P>,
     ) -> Result<(), PhysmemError> {
-        let (shift, base) = (self.shift, index.base);
+        let shift = self.shift;
         // Sections outside `fresh` are the old index's, copied by `update`:
         // kept sections are not written to, so readers' cached copies stay
         // valid, and the new index takes over their shares when it is
@@ -248,7 +242,7 @@ impl<P> Index<P> {
             let end = start + (1 << shift);
             list.clear();
             let old = number
-                .checked_sub(self.base)
+                .checked_sub(self.sections.base)
                 .and_then(|n| self.section(n as usize));
             if let Some(old) = old {
                 reserve(&mut list, old.len() + update.entries.len())?;
@@ -276,7 +270,7 @@ impl<P> Index<P> {
             if list.is_empty() {
                 continue;
             }
-            index.sections[(number - base) as usize] = maker.make(start, shift, &list)?;
+            index.sections.set(number, maker.make(start, shift, &list)?);
         }
         Ok(())
     }
@@ -317,6 +311,9 @@ impl<P> Index<P> {
         for chunk in self.slots.replaced_by(other.map(|n| &n.slots)) {
             unused(Unused::Chunk(chunk));
         }
+        for leaf in self.sections.replaced_by(other.map(|n| &n.sections)) {
+            unused(Unused::Leaf(leaf));
+        }
     }
 
     /// Calls `each` with (absolute number, section) for every non-null
@@ -332,14 +329,14 @@ impl<P> Index<P> {
         fresh: Range<u64>,
         mut each: impl FnMut(u64, *const Section<P>),
     ) {
-        let table = self.base..self.table_end();
+        let table = self.sections.base..self.table_end();
         let Some(other) = other else {
             return self.walk(table, &mut each);
         };
         let clip = |r: Range<u64>| r.start.max(table.start)..r.end.min(table.end);
         let mut ranges = [
             clip(fresh),
-            clip(table.start..other.base),
+            clip(table.start..other.sections.base),
             clip(other.table_end()..table.end),
         ];
         ranges.sort_unstable_by_key(|r| r.start);
@@ -357,24 +354,22 @@ impl<P> Index<P> {
     /// Calls `each` for the non-null entries with absolute numbers in
     /// `numbers` (within the table).
     fn walk(&self, numbers: Range<u64>, each: &mut impl FnMut(u64, *const Section<P>)) {
-        let entries = &self.sections
-            [(numbers.start - self.base) as usize..(numbers.end - self.base) as usize];
-        for (number, &listed) in numbers.zip(entries) {
-            if !listed.is_null() {
-                each(number, listed);
+        for number in numbers {
+            match self.sections.at(number) {
+                Some(listed) if !listed.is_null() => each(number, listed),
+                _ => {}
             }
         }
     }
 
     /// One past the last absolute section number of the table.
     fn table_end(&self) -> u64 {
-        self.base + self.sections.len() as u64
+        self.sections.end()
     }
 
     /// The table entry for absolute section `number`.
     fn entry_at(&self, number: u64) -> Option<*const Section<P>> {
-        let i = usize::try_from(number.checked_sub(self.base)?).ok()?;
-        self.sections.get(i).copied()
+        self.sections.at(number)
     }
 
     /// Most items [`release_for`](Self::release_for) with `next` can pass on.
@@ -382,7 +377,8 @@ impl<P> Index<P> {
         let mut listed = 0;
         let fresh = next.map_or(0..0, |next| next.fresh.clone());
         self.changed(next, fresh, |_, _| listed += 1);
-        listed + self.slots.chunk_count()
+        let leaves = self.sections.replaced_by(next.map(|n| &n.sections));
+        listed + self.slots.chunk_count() + leaves.count()
     }
 
     /// Frees an index that was never published (or is the last one): what
@@ -396,18 +392,20 @@ impl<P> Index<P> {
             // SAFETY: as for sections: from `Box::into_raw`, passed once,
             // listed by no index readers can reach.
             Unused::Chunk(chunk) => drop(unsafe { Box::from_raw(chunk.cast_mut()) }),
+            // SAFETY: as for chunks.
+            Unused::Leaf(leaf) => drop(unsafe { Box::from_raw(leaf.cast_mut()) }),
         });
     }
 
     /// First frame of section `n` of the table.
     fn section_start(&self, n: usize) -> u64 {
-        (self.base + n as u64) << self.shift
+        (self.sections.base + n as u64) << self.shift
     }
 
     fn section(&self, number: usize) -> Option<&Section<P>> {
         #[cfg(loom)]
         self.alive.with(|_| ());
-        let section = *self.sections.get(number)?;
+        let section = self.sections.get(number)?;
         // SAFETY: non-null section pointers stay valid as long as the index
         // that lists them (they are retired together with or after it).
         unsafe { section.as_ref() }
@@ -416,14 +414,14 @@ impl<P> Index<P> {
     /// The run holding `pfn`: the lookup every reader does.
     #[inline]
     pub(crate) fn find(&self, pfn: u64) -> Option<&Run<P>> {
-        let number = (pfn >> self.shift).wrapping_sub(self.base);
+        let number = (pfn >> self.shift).wrapping_sub(self.sections.base);
         let section = self.section(number as usize)?;
         section.find(pfn).map(|i| section.run(i))
     }
 
     /// Where the run holding `pfn` is listed.
     pub(crate) fn place(&self, pfn: u64) -> Option<Place<'_, P>> {
-        let number = (pfn >> self.shift).wrapping_sub(self.base) as usize;
+        let number = (pfn >> self.shift).wrapping_sub(self.sections.base) as usize;
         let section = self.section(number)?;
         let position = section.find(pfn)?;
         Some(Place {
@@ -435,7 +433,7 @@ impl<P> Index<P> {
 
     /// Alternative lookup measured by the benchmark.
     pub(crate) fn find_by_section_search(&self, pfn: u64) -> Option<&Run<P>> {
-        let number = (pfn >> self.shift).wrapping_sub(self.base);
+        let number = (pfn >> self.shift).wrapping_sub(self.sections.base);
         let section = self.section(number as usize)?;
         section.find_by_search(pfn).map(|i| section.run(i))
     }
@@ -459,10 +457,10 @@ impl<P> Index<P> {
         if let Some(run) = self.find(start) {
             return Some(run);
         }
-        let first = (start >> self.shift).max(self.base);
-        let last = ((end - 1) >> self.shift).min(self.base + self.sections.len() as u64);
+        let first = (start >> self.shift).max(self.sections.base);
+        let last = ((end - 1) >> self.shift).min(self.table_end());
         (first..=last).find_map(|number| {
-            let section = self.section((number - self.base) as usize)?;
+            let section = self.section((number - self.sections.base) as usize)?;
             // A run starting before `start` that reaches this section would
             // hold `start`; so the first overlapping run starts in range.
             let runs = &section.runs[..section.len()];
@@ -579,17 +577,19 @@ impl<P> Index<P> {
         let mut previous = ptr::null();
         let sections: usize = (0..self.sections.len())
             .filter(|&n| {
-                let fresh = self.sections[n] != previous;
-                previous = self.sections[n];
+                let listed = self.sections.get(n).unwrap_or(ptr::null());
+                let fresh = listed != previous;
+                previous = listed;
                 fresh
             })
             .filter_map(|n| self.section(n))
             .map(Section::bytes)
             .sum();
-        self.sections.len() * core::mem::size_of::<*const Section<P>>() + sections
+        self.sections.bytes() + sections
     }
 }
 
+mod directory;
 mod sections;
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -87,18 +87,21 @@
 //! # Design
 //!
 //! - **Lookup** ([`ReadGuard::find`], [`ReadGuard::page`]): readers search a
-//!   published, immutable index. The frame number indexes a flat table of
-//!   2 MiB sections; each section has a block table sized so that a lookup
-//!   examines at most two runs. Cost: four dependent loads and a short scan,
+//!   published, immutable index. The frame number indexes a two-level
+//!   table of 2 MiB sections; each section has a block table sized so that
+//!   a lookup examines at most two runs. Cost: five dependent loads and a
+//!   short scan,
 //!   the same at 32 segments as at 8,192 (NetBSD's rbtree pays O(log n)
 //!   cache misses, the static array O(log n) probes).
 //! - **Writes** ([`Physmem::plug`], [`Physmem::unplug`], ...) serialise on the
 //!   `R` mutex, rebuild only the sections the change touches (all sections
 //!   one segment covers entirely share a single section object), copy the
-//!   section table (one slice copy) and one chunk of the slot → segment
-//!   map, publish the new index with one atomic swap and retire what
-//!   readers might still hold: the old index, replaced sections and chunks,
-//!   unplugged descriptors. Finding what to retire looks only at the
+//!   section table's directory and the leaves of 512 sections they change
+//!   and one chunk of the slot → segment map, so a write's heap does not
+//!   grow with the span or the number of segments; publish the new index
+//!   with one atomic swap and retire what readers might still hold: the
+//!   old index, replaced sections, leaves and chunks, unplugged
+//!   descriptors. Finding what to retire looks only at the
 //!   sections the write made, not the whole table.
 //! - **Deferred descriptor init**: a plug of more than 64 frames writes no
 //!   descriptor. Each chunk of 64 frames is made by the first lookup that

@@ -10,7 +10,7 @@ use crate::deferred::{self, Deferred};
 use crate::epoch::{Domain, Retired};
 use crate::error::PhysmemError;
 use crate::fallible::try_vec;
-use crate::index::{Index, Section};
+use crate::index::{Index, Leaf, Section};
 use crate::page::Page;
 use crate::range::{BootRange, PfnRange};
 use crate::read::ReadGuard;
@@ -59,6 +59,7 @@ pub(crate) enum Garbage<P> {
     Index(Box<Index<P>>),
     Section(Box<Section<P>>),
     SlotChunk(Box<SlotChunk>),
+    Leaf(Box<Leaf<P>>),
     Pages {
         slab: u32,
         first: u64,
@@ -554,6 +555,7 @@ fn free<P: Page>(slabs: &mut Slabs<P>, garbage: Garbage<P>) {
         Garbage::Index(index) => drop(index),
         Garbage::Section(section) => drop(section),
         Garbage::SlotChunk(chunk) => drop(chunk),
+        Garbage::Leaf(leaf) => drop(leaf),
         // SAFETY: retired after being unpublished, and the epoch says no
         // reader is left that could reach these descriptors.
         Garbage::Pages {

@@ -175,6 +175,8 @@ impl<P: Page, R: RawMutex, const BOOT: usize> Physmem<P, R, BOOT> {
                         // passed once, retired until no reader can see it.
                         Garbage::SlotChunk(unsafe { Box::from_raw(chunk.cast_mut()) })
                     }
+                    // SAFETY: as for chunks.
+                    Unused::Leaf(leaf) => Garbage::Leaf(unsafe { Box::from_raw(leaf.cast_mut()) }),
                 })
             });
             retired.retire(Garbage::Index(old));

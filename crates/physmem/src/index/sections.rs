@@ -10,6 +10,8 @@ use crate::fallible::boxed;
 use crate::section::{Entry, Section};
 use crate::types::FrameRange;
 
+use super::directory::SectionTable;
+
 /// log2 of frames per section, unless the address span needs larger ones.
 pub(crate) const SECTION_SHIFT: u32 = 9;
 /// Most sections in a table; wider spans get larger sections.
@@ -33,8 +35,7 @@ pub(super) fn shift_for(span: FrameRange) -> u32 {
 /// starting at section `base`, from `entries` (sorted, disjoint; must hold
 /// every segment overlapping those sections).
 pub(super) fn fill_sections<P>(
-    sections: &mut [*const Section<P>],
-    base: u64,
+    sections: &mut SectionTable<P>,
     shift: u32,
     touched: Range<u64>,
     entries: &[Entry<P>],
@@ -53,7 +54,7 @@ pub(super) fn fill_sections<P>(
             .count();
         let inside = &entries[first..first + count];
         if !inside.is_empty() {
-            sections[(number - base) as usize] = maker.make(start, shift, inside)?;
+            sections.set(number, maker.make(start, shift, inside)?);
         }
     }
     Ok(())
