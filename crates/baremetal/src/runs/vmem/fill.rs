@@ -64,12 +64,15 @@ fn pattern(slot: Slot, generation: u32, word: usize) -> u64 {
 }
 
 impl Fill {
-    /// A fill of `percent`, with room for an owner per frame of a region
-    /// of `frames` frames; `None` for a fill of 0 or no heap for the list.
+    /// A fill of `percent`, with room for the owners of `percent` of a
+    /// region of `frames` frames (the most any target asks for: the list
+    /// is the test's, on the heap, so a 4 GiB region at 50% takes 8 MiB,
+    /// not 16); `None` for a fill of 0 or no heap for the list.
     pub(super) fn new(percent: u64, frames: u64) -> Option<Fill> {
         if percent == 0 {
             return None;
         }
+        let frames = (frames * percent.min(100)).div_ceil(100);
         let mut owners = Vec::new();
         owners.try_reserve_exact(frames as usize).ok()?;
         let mut published = Vec::new();
