@@ -159,7 +159,9 @@ pub(super) fn grow_once(target_mib: u64) -> Result<Grow, String> {
         resize: Some(Resizes(vec![target_mib, BOOT_MIB])),
         no_hotplug: false,
         no_disk: true,
-        timeout: 300.0,
+        // 15 s on an idle host, over 300 s beside three other helpers'
+        // QEMUs on two cores.
+        timeout: 900.0,
         ..BootArgs::scenario(CPUS)
     };
     read_grow(&kernel::run_quietly(&args)?.to_json(), target_mib)

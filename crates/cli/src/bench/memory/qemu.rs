@@ -160,19 +160,35 @@ pub fn run(options: &BenchOptions, fills: &[u64], repetitions: usize) -> Result<
     }
     let name = grow::case_name(target_mib);
     progress.start(&name);
+    // A boot that failed is said in the notes; the shrinks measured
+    // before it stay in the report.
     let mut grows = Vec::new();
     for _ in 0..repetitions {
-        grows.push(grow::grow_once(target_mib)?);
+        match grow::grow_once(target_mib) {
+            Ok(grow) => grows.push(grow),
+            Err(error) => report
+                .notes
+                .push(format!("{name}: a hotkern boot failed: {error}")),
+        }
         progress.advance();
     }
-    grow::add_case(&mut report, target_mib, &grows);
+    if !grows.is_empty() {
+        grow::add_case(&mut report, target_mib, &grows);
+    }
     let mut linux_grow_release = None;
     if let Some(prepared) = &anchor {
         for &memmap in memmaps {
             progress.start(&format!("{name} ({})", memmap.implementation()));
-            let run = linux_grow::grow_once(prepared, target_mib, memmap)?;
-            linux_grow::add_case(&mut report, target_mib, memmap, &run);
-            linux_grow_release = Some(run.release);
+            match linux_grow::grow_once(prepared, target_mib, memmap) {
+                Ok(run) => {
+                    linux_grow::add_case(&mut report, target_mib, memmap, &run);
+                    linux_grow_release = Some(run.release);
+                }
+                Err(error) => report.notes.push(format!(
+                    "{name}/{}: Linux's run failed: {error}",
+                    memmap.implementation()
+                )),
+            }
             progress.advance();
         }
         let key = format!("{}/linux_over_hotkern", name.replace('/', "-"));
