@@ -59,9 +59,10 @@ pub(super) fn note(release: &str) -> String {
 
 /// What the guest found on this machine and the fill program built.
 pub(super) struct Prepared {
-    qemu: PathBuf,
-    guest: Guest,
-    modules: Vec<(String, Vec<u8>)>,
+    pub(super) qemu: PathBuf,
+    pub(super) guest: Guest,
+    /// The virtio modules' file names and bytes, in load order.
+    pub(super) modules: Vec<(String, Vec<u8>)>,
     program: Vec<u8>,
 }
 
