@@ -98,13 +98,15 @@ impl Device {
 
     /// Plugs back `pieces` (frame, count) that a failed shrink unplugged:
     /// each on its own first frames once physmem let the old descriptors
-    /// go, else (or when descriptors are kept on the heap) on the heap.
+    /// go (or on the heap when the region keeps its descriptors there, or
+    /// when physmem refuses the plug on memory).
     pub(super) fn replug(&mut self, pieces: &[(u64, u64)]) {
         let holders = pieces
             .iter()
             .filter(|&&(pfn, _)| self.holds_descriptors(pfn))
             .map(|&(pfn, _)| pfn * PAGE_SIZE);
-        let on_memory = self.descriptors_on_block && self.release_descriptors(holders).is_ok();
+        self.release_descriptors(holders);
+        let on_memory = self.descriptors_on_block;
         for &(pfn, frames) in pieces {
             let first = ((pfn * PAGE_SIZE - self.addr) / self.block) as usize;
             let count = (frames / self.frames()) as usize;
