@@ -198,7 +198,13 @@ fn kernel_main(info: BootInfo) -> ! {
     let loaded = skipped.unless(Run::Load, || load::run(&info, false, &mut checks));
     let walked = skipped.unless(Run::Load, || load::run(&info, true, &mut checks));
     let vmem = skipped.unless(Run::Vmem, || {
-        vmem::run(info.option("vmem"), info.option("vmem_fill"), &mut checks)
+        let readers = info.option("vmem_readers") != Some("off");
+        vmem::run(
+            info.option("vmem"),
+            info.option("vmem_fill"),
+            readers,
+            &mut checks,
+        )
     });
     let stack_used = boot::stack_high_water();
     println!(

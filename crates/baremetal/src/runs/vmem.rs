@@ -2,7 +2,8 @@
 //! follows the host's `requested_size` through the sizes `vmem=` lists
 //! (MiB, `vmem=128,256,64`), halting until each change's interrupt
 //! ([`changes`]), while every other CPU runs a reader over the region
-//! ([`readers`]); with `vmem_fill=PERCENT`, owners hold movable frames
+//! ([`readers`]; `vmem_readers=off` leaves them idle, as a benchmark
+//! beside a guest whose other CPUs idle must); with `vmem_fill=PERCENT`, owners hold movable frames
 //! for each shrink to migrate ([`fill`]); then the audit ([`audit`]) and
 //! the checks. The host's QMP
 //! client waits for the ready line ([`READY`]) before its first resize.
@@ -75,10 +76,12 @@ fn targets(option: &str) -> Option<Vec<u64>> {
 
 /// Finds the device and, if `vmem=` lists sizes, follows the host's
 /// resizes to each of them in turn, with `vmem_fill=`'s share of each
-/// shrink's size used by owned frames; `None` without a device or `vmem=`.
+/// shrink's size used by owned frames, and (with `readers`) lookups on
+/// every other CPU all along; `None` without a device or `vmem=`.
 pub fn run(
     option: Option<&str>,
     fill_option: Option<&str>,
+    readers: bool,
     checks: &mut Checks,
 ) -> Option<VmemReport> {
     let wanted = option.map(|o| (o, targets(o)));
@@ -156,11 +159,15 @@ pub fn run(
     // change falls between the first read and the first wait.
     let mut changes = changes::Changes::new(&device.transport);
     println!("{READY}: following {option} MiB");
-    let reader = readers::start(
-        device.addr / PAGE_SIZE,
-        device.plugged.len() as u64 * device.frames(),
-        device.frames(),
-    );
+    let reader = readers
+        .then(|| {
+            readers::start(
+                device.addr / PAGE_SIZE,
+                device.plugged.len() as u64 * device.frames(),
+                device.frames(),
+            )
+        })
+        .flatten();
     let directories = memory::directories_made();
     let mut handled = 0u64;
     let mut since = clock::nanos();

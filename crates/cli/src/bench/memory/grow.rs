@@ -162,6 +162,7 @@ pub(super) fn grow_once(target_mib: u64) -> Result<Grow, String> {
         // 15 s on an idle host, over 300 s beside three other helpers'
         // QEMUs on two cores.
         timeout: 900.0,
+        append: super::qemu::IDLE_OTHERS.to_owned(),
         ..BootArgs::scenario(CPUS)
     };
     read_grow(&kernel::run_quietly(&args)?.to_json(), target_mib)
@@ -224,7 +225,7 @@ pub(super) fn add_case(report: &mut Report, target_mib: u64, grows: &[Grow]) {
 /// The report's note on the grow cases.
 pub(super) fn note(target_mib: u64, repetitions: usize) -> String {
     format!(
-        "{}: a {BOOT_MIB} MiB guest (TCG, {CPUS} vCPUs) grows by a {target_mib} MiB virtio-mem \
+        "{}: a {BOOT_MIB} MiB guest (TCG, {CPUS} vCPUs, the others idle) grows by a {target_mib} MiB virtio-mem \
          device in one request, then shrinks back to {BOOT_MIB} MiB of it; host_ms and \
          shrink_host_ms: from the QMP request until the device's size reached it; \
          *_ns_per_128mib: the kernel's own time for the grow by part; heap_rise_bytes: how far \
