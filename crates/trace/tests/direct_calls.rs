@@ -1,4 +1,4 @@
-//! Direct calls (hotkern issue 26, point 3): a function site one tracer
+//! Direct calls (ftrace 4.0's per-tracer trampolines): a function site one tracer
 //! watches calls it directly, a shared one walks the list. Both must
 //! record the same, and switching between them while threads run the
 //! function must neither cut an entry/exit pair nor enter a tracer after

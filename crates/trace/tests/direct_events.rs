@@ -1,4 +1,4 @@
-//! Direct calls for events (hotkern issue 26, point 3): an event with one
+//! Direct calls for events (as Linux's tracepoints call a lone probe): an event with one
 //! consumer (one tracer recording it, or one tracer's triggers alone)
 //! calls it directly, as Linux's tracepoints use a static call for a
 //! single probe; several consumers go through the list. Both must record

@@ -25,7 +25,7 @@ use crate::progress::Progress;
 const CASE: &str = "report/large";
 /// trace-cmd's implementation name, and the program run.
 const TRACE_CMD: &str = "trace-cmd";
-/// The input's default size, in MB: the "large" (≥ 100 MB).
+/// The input's default size, in MB: a "large" trace (≥ 100 MB).
 pub const DEFAULT_SIZE_MB: u64 = 100;
 
 /// The made file, removed when the benchmark ends however it ends.

@@ -21,15 +21,6 @@ use crate::statistics::median;
 /// vCPUs of each boot: the driver's CPU and three readers.
 const CPUS: u32 = 4;
 
-/// The kernel's command line for a measured resize: its other CPUs idle,
-/// as the Linux guest's do (its fill program sleeps while Linux resizes).
-/// By default the kernel runs a reader on every other CPU all through
-/// each resize, a correctness check (lookups answer, nothing half
-/// plugged); on a 2-core host those three vCPUs take host time from the
-/// one resizing, which the Linux side never pays. The boot checks in CI
-/// keep the readers.
-pub(super) const IDLE_OTHERS: &str = "vmem_readers=off";
-
 /// What one boot of the hotkern kernel measured.
 struct Shrink {
     /// The kernel's time for the shrink, per 128 MiB.
@@ -49,7 +40,7 @@ fn shrink_once(region_mib: u64, quarter_mib: u64, fill: u64) -> Result<Shrink, S
         fill: Some(fill),
         no_hotplug: false,
         timeout: 300.0,
-        append: IDLE_OTHERS.to_owned(),
+        append: grow::IDLE_OTHERS.to_owned(),
         ..BootArgs::scenario(CPUS)
     };
     let run = kernel::run_quietly(&args)?;
@@ -92,7 +83,7 @@ pub fn run(options: &BenchOptions, fills: &[u64], repetitions: usize) -> Result<
         None
     };
     let impls = if anchor.is_some() { 2 } else { 1 };
-    // The quick run's grow is 4 GiB, --full's the 64 GiB of issue 25.
+    // The quick run's grow is 4 GiB, --full's 64 GiB.
     let target_mib = if options.full { 65_536 } else { 4096 };
     let memmaps = if anchor.is_some() {
         &[Memmap::Default, Memmap::OnMemory][..]
