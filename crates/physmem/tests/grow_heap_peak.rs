@@ -9,42 +9,13 @@
 // These use a real global allocator; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod common;
+
 use std::ptr::NonNull;
 
+use common::counting::{self, Counting};
+
 use hotkern_physmem::{BasicPage, PageCount, Pfn, Physmem, PAGE_SIZE};
-
-/// Counts the bytes this thread has allocated and not freed, and their
-/// high-water mark.
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-// SAFETY: every allocation is `System`'s; the bookkeeping touches only
-// thread-locals.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: our caller's guarantees about `layout` are `System`'s.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            let live = LIVE.with(|live| {
-                live.set(live.get() + layout.size() as isize);
-                live.get()
-            });
-            PEAK.with(|peak| peak.set(peak.get().max(live)));
-        }
-        ptr
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.with(|live| live.set(live.get() - layout.size() as isize));
-        // SAFETY: from `System` in `alloc` above, with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -73,10 +44,9 @@ fn run_start(run: u64) -> Pfn {
 
 /// Peak rise of the heap over what was live when `write` started.
 fn peak_of(write: impl FnOnce()) -> isize {
-    let before = LIVE.with(Cell::get);
-    PEAK.with(|peak| peak.set(before));
+    let before = counting::reset_peak();
     write();
-    PEAK.with(Cell::get) - before
+    counting::peak() - before
 }
 
 #[test]
@@ -88,7 +58,7 @@ fn every_plug_of_a_64_gib_grow_and_its_shrink_takes_the_same_few_kib() {
     let mem: Physmem<BasicPage> = Physmem::initialized();
     mem.plug(Pfn(0x100), PageCount(1024)).unwrap();
     mem.reclaim();
-    let start = LIVE.with(Cell::get);
+    let start = counting::live();
     let mut grow_peak = 0;
     let mut plug_peaks = Vec::new();
     for (run, buffer) in (0..RUNS).zip(memory.iter_mut()) {
@@ -97,10 +67,10 @@ fn every_plug_of_a_64_gib_grow_and_its_shrink_takes_the_same_few_kib() {
             // SAFETY: each buffer is this run's alone and outlives `mem`.
             unsafe { mem.plug_on_memory(run_start(run), PageCount(RUN_FRAMES), base) }.unwrap();
         });
-        grow_peak = grow_peak.max(LIVE.with(Cell::get) - start + rise);
+        grow_peak = grow_peak.max(counting::live() - start + rise);
         plug_peaks.push(rise);
     }
-    let grown = LIVE.with(Cell::get) - start;
+    let grown = counting::live() - start;
     // The writer's record table is a vector: the plug that takes slot
     // 2^k grows it, holding old and new arrays for a moment (amortised,
     // once per doubling). Every other plug is the index's alone.
@@ -154,7 +124,7 @@ fn a_reader_that_holds_on_keeps_a_few_kib_per_write_not_a_table() {
         unsafe { mem.plug_on_memory(run_start(run), PageCount(RUN_FRAMES), base) }.unwrap();
     }
     mem.reclaim();
-    let before = LIVE.with(Cell::get);
+    let before = counting::live();
     // A reader stays inside while the last 64 runs are plugged: nothing
     // those writes retire can be freed.
     let reader = mem.read();
@@ -163,7 +133,7 @@ fn a_reader_that_holds_on_keeps_a_few_kib_per_write_not_a_table() {
         // SAFETY: as above.
         unsafe { mem.plug_on_memory(run_start(run), PageCount(RUN_FRAMES), base) }.unwrap();
     }
-    let held = LIVE.with(Cell::get) - before;
+    let held = counting::live() - before;
     println!("64 writes under one reader: +{held} B");
     assert!(
         mem.pending_reclaim() > 0,

@@ -10,42 +10,13 @@
 // These use a real global allocator; the loom build runs only tests/loom.rs.
 #![cfg(not(loom))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod common;
+
 use std::ptr::NonNull;
 
+use common::counting::{self, Counting};
+
 use hotkern_physmem::{BasicPage, PageCount, Pfn, Physmem, PAGE_SIZE};
-
-/// Counts the bytes this thread has allocated and not freed, and their
-/// high-water mark.
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-// SAFETY: every allocation is `System`'s; the bookkeeping touches only
-// thread-locals.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: our caller's guarantees about `layout` are `System`'s.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            let live = LIVE.with(|live| {
-                live.set(live.get() + layout.size() as isize);
-                live.get()
-            });
-            PEAK.with(|peak| peak.set(peak.get().max(live)));
-        }
-        ptr
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.with(|live| live.set(live.get() - layout.size() as isize));
-        // SAFETY: from `System` in `alloc` above, with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -66,8 +37,7 @@ fn grow_and_shrink(plug_frames: u64) -> (isize, isize, isize) {
     let mem: Physmem<BasicPage> = Physmem::initialized();
     mem.plug(Pfn(0x100), PageCount(1024)).unwrap();
     mem.reclaim();
-    let before = LIVE.with(Cell::get);
-    PEAK.with(|peak| peak.set(before));
+    let before = counting::reset_peak();
     for (plug, buffer) in memory.iter_mut().enumerate() {
         let pfn = Pfn(REGION + plug as u64 * plug_frames);
         let base = NonNull::new(buffer.as_mut_ptr().cast()).unwrap();
@@ -75,15 +45,15 @@ fn grow_and_shrink(plug_frames: u64) -> (isize, isize, isize) {
         unsafe { mem.plug_on_memory(pfn, PageCount(plug_frames), base) }.unwrap();
     }
     mem.reclaim();
-    let grown = LIVE.with(Cell::get) - before;
+    let grown = counting::live() - before;
     for plug in (0..plugs).rev() {
         let pfn = Pfn(REGION + plug * plug_frames);
         mem.reclaim();
         mem.unplug(pfn, PageCount(plug_frames)).unwrap();
     }
     mem.reclaim();
-    let after = LIVE.with(Cell::get) - before;
-    let peak = PEAK.with(Cell::get) - before;
+    let after = counting::live() - before;
+    let peak = counting::peak() - before;
     assert_eq!(mem.len(), 1, "only the boot segment is left");
     drop(mem);
     (grown, peak, after)

@@ -2,6 +2,8 @@
 //! one made from ranges, and its observable state.
 #![allow(dead_code)] // each test crate uses its own part
 
+pub mod counting;
+
 use hotkern_physmem::{BasicPage, PageCount, Pfn, Physmem, SegmentHandle, SegmentInfo};
 
 /// The physmem every test here builds.
