@@ -115,6 +115,56 @@ impl Qmp {
             .as_u64()
             .ok_or_else(|| format!("QMP qom-get size: not a number: {value}"))
     }
+
+    /// Asks for `mib` and polls `size` every `limits.poll` until it is
+    /// reached, `limits.total` has passed since the request, or it stayed
+    /// put for `limits.stall`. `plugged` (bytes) is the size last seen,
+    /// kept up to date. Returns the resize and whether QEMU went away
+    /// while it was polled; an error if the request itself failed.
+    pub fn resize(
+        &mut self,
+        mib: u64,
+        plugged: &mut u64,
+        limits: Limits,
+    ) -> Result<(Resized, bool), String> {
+        let started = Instant::now();
+        self.request_size(mib * MIB)?;
+        let mut moved_at = started;
+        let mut gone = false;
+        let latency = loop {
+            let Ok(now) = self.plugged_size() else {
+                gone = true;
+                break None;
+            };
+            if now != *plugged {
+                (*plugged, moved_at) = (now, Instant::now());
+            }
+            if *plugged == mib * MIB {
+                break Some((started.elapsed().as_secs_f64() * 1e6).round() / 1e3);
+            }
+            if started.elapsed() >= limits.total || moved_at.elapsed() >= limits.stall {
+                break None;
+            }
+            std::thread::sleep(limits.poll);
+        };
+        let resized = Resized {
+            requested_mib: mib,
+            plugged_mib: *plugged / MIB,
+            latency_ms: latency,
+        };
+        Ok((resized, gone))
+    }
+}
+
+/// How long [`Qmp::resize`] waits, and how often it looks.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// From the request on.
+    pub total: Duration,
+    /// With `size` not moving.
+    pub stall: Duration,
+    /// Between two reads of `size`.
+    pub poll: Duration,
 }
 
 /// One resize as the host saw it.
@@ -161,35 +211,20 @@ pub fn drive(
         if let Some(gate) = gate {
             let _ = gate.recv_timeout(wait);
         }
-        let started = Instant::now();
-        if qmp.request_size(mib * MIB).is_err() {
+        let limits = Limits {
+            total: wait,
+            stall: wait,
+            poll: POLL,
+        };
+        let Ok((resized, gone)) = qmp.resize(mib, &mut plugged, limits) else {
             done.push(Resized {
                 requested_mib: mib,
                 plugged_mib: plugged / MIB,
                 latency_ms: None,
             });
             break;
-        }
-        let mut gone = false;
-        let latency = loop {
-            let Ok(now) = qmp.plugged_size() else {
-                gone = true;
-                break None;
-            };
-            plugged = now;
-            if plugged == mib * MIB {
-                break Some(started.elapsed().as_secs_f64() * 1e3);
-            }
-            if started.elapsed() >= wait {
-                break None;
-            }
-            std::thread::sleep(POLL);
         };
-        done.push(Resized {
-            requested_mib: mib,
-            plugged_mib: plugged / MIB,
-            latency_ms: latency.map(|ms| (ms * 1e3).round() / 1e3),
-        });
+        done.push(resized);
         if gone {
             break;
         }
