@@ -66,6 +66,53 @@ pub(super) struct Prepared {
     program: Vec<u8>,
 }
 
+impl Prepared {
+    /// The virtio modules' names, in load order, for the init script.
+    pub(super) fn module_names(&self) -> Vec<String> {
+        self.modules.iter().map(|(name, _)| name.clone()).collect()
+    }
+
+    /// Boots the guest from `initramfs` with `append`, `boot_mib` of
+    /// memory and a virtio-mem device of `size_mib` behind a fresh QMP
+    /// socket, and follows its console with `follow` (which gets the
+    /// socket); the socket is removed afterwards.
+    pub(super) fn boot_with_device<T>(
+        &self,
+        initramfs: &[u8],
+        append: String,
+        (boot_mib, size_mib): (u64, u64),
+        follow: impl FnOnce(Console, &Path) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let socket = qemu::qmp_socket();
+        let _ = std::fs::remove_file(&socket);
+        let config = QemuConfig {
+            firmware: qemu::firmware(),
+            append,
+            hotplug: Some(HotplugMemory {
+                size_mib,
+                qmp_socket: socket.clone(),
+            }),
+            ..QemuConfig::new(self.guest.kernel.clone(), CPUS, boot_mib)
+        };
+        let result = self.guest.boot(&self.qemu, config, initramfs, |console| {
+            follow(console, &socket)
+        });
+        let _ = std::fs::remove_file(&socket);
+        result
+    }
+}
+
+/// The /init script around `body`: the shared preamble, the virtio
+/// modules, then `body` if the driver took the device (an error line if
+/// not), and the guest idles after.
+pub(super) fn device_script(module_names: &[String], body: &str) -> String {
+    crate::linux::init_script(&format!(
+        "{}if {}; then\n{body}else\n\x20   echo \"{PREFIX} error no device bound to virtio_mem\"\nfi\nwhile :; do sleep 1; done\n",
+        virtio_guest::load_modules(module_names),
+        virtio_guest::BOUND,
+    ))
+}
+
 /// Finds QEMU, Debian's kernel and its virtio modules, a static busybox
 /// and a C compiler with a static C library, naming the package of each
 /// missing one; builds the fill program. Runs before anything boots.
@@ -137,8 +184,7 @@ fn parse_line(line: &str) -> Option<Line> {
     }
 }
 
-/// The /init script: the shared preamble, the virtio modules, the check
-/// that the driver took the device, then the fill program.
+/// The /init script: the fill program once the driver took the device.
 fn init_script(
     module_names: &[String],
     region_mib: u64,
@@ -146,16 +192,10 @@ fn init_script(
     quarter_mib: u64,
     seed: u64,
 ) -> String {
-    crate::linux::init_script(&format!(
-        "{}if {}; then\n\
-         \x20   memory-fill {region_mib} {keep_mib} {quarter_mib} {seed}\n\
-         else\n\
-         \x20   echo \"{PREFIX} error no device bound to virtio_mem\"\n\
-         fi\n\
-         while :; do sleep 1; done\n",
-        virtio_guest::load_modules(module_names),
-        virtio_guest::BOUND,
-    ))
+    device_script(
+        module_names,
+        &format!("    memory-fill {region_mib} {keep_mib} {quarter_mib} {seed}\n"),
+    )
 }
 
 /// One shrink as Linux made it.
@@ -180,35 +220,24 @@ pub(super) fn shrink_once(
     seed: u64,
 ) -> Result<Shrink, String> {
     let keep_mib = (region_mib - quarter_mib) * fill / 100;
-    let names: Vec<String> = prepared
-        .modules
-        .iter()
-        .map(|(name, _)| name.clone())
-        .collect();
     let initramfs = prepared.guest.initramfs_with_programs(
-        &init_script(&names, region_mib, keep_mib, quarter_mib, seed),
+        &init_script(
+            &prepared.module_names(),
+            region_mib,
+            keep_mib,
+            quarter_mib,
+            seed,
+        ),
         &prepared.modules,
         &[("memory-fill".to_owned(), prepared.program.clone())],
     );
-    let socket = qemu::qmp_socket();
-    let _ = std::fs::remove_file(&socket);
-    let config = QemuConfig {
-        firmware: qemu::firmware(),
-        append: APPEND.into(),
-        hotplug: Some(HotplugMemory {
-            size_mib: region_mib,
-            qmp_socket: socket.clone(),
-        }),
-        ..QemuConfig::new(prepared.guest.kernel.clone(), CPUS, BOOT_MIB)
-    };
     let sizes = [region_mib, region_mib - quarter_mib];
-    let result = prepared
-        .guest
-        .boot(&prepared.qemu, config, &initramfs, |console| {
-            follow(console, &socket, sizes)
-        });
-    let _ = std::fs::remove_file(&socket);
-    result
+    prepared.boot_with_device(
+        &initramfs,
+        APPEND.into(),
+        (BOOT_MIB, region_mib),
+        |console, socket| follow(console, socket, sizes),
+    )
 }
 
 /// Follows the console: the plug when the fill program waits for it, the

@@ -17,16 +17,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::grow::{self, BOOT_MIB};
-use super::linux::Prepared;
+use super::linux::{self, Prepared};
 use crate::bench::{Case, Report};
-use crate::boot::linux as virtio_guest;
 use crate::linux::PREFIX;
 use crate::qemu::console::Console;
-use crate::qemu::qmp::{Qmp, Resized};
-use crate::qemu::{self, HotplugMemory, QemuConfig};
+use crate::qemu::qmp::{Limits, Qmp, Resized};
 
-const MIB: u64 = 1 << 20;
-const CPUS: u32 = 4;
 /// How long the grow may take, and how long the device's size may stay
 /// put before the grow counts as stopped (Linux adds and onlines 128 MiB
 /// memory blocks one by one; one stalled this long is out of memory).
@@ -94,25 +90,21 @@ fn parse_line(line: &str) -> Option<Line> {
 /// The /init script: the driver, then the parameter's value, then MemTotal
 /// (kB) and the kernel's new memory messages every two seconds.
 fn init_script(module_names: &[String]) -> String {
-    crate::linux::init_script(&format!(
-        "{}if {}; then\n\
-         \x20   echo \"{PREFIX} grow memmap_on_memory $(cat /sys/module/memory_hotplug/parameters/memmap_on_memory 2>/dev/null || echo absent)\"\n\
-         \x20   dmesg -c > /dev/null\n\
-         \x20   set -- $(grep MemTotal /proc/meminfo)\n\
-         \x20   echo \"{PREFIX} grow waiting $2\"\n\
-         \x20   while :; do\n\
-         \x20       sleep 2\n\
-         \x20       set -- $(grep MemTotal /proc/meminfo)\n\
-         \x20       echo \"{PREFIX} grow memtotal $2\"\n\
-         \x20       dmesg -c | grep -iE '{MEMORY_WORDS}' | head -n 4 | sed 's/^/{PREFIX} dmesg /'\n\
-         \x20   done\n\
-         else\n\
-         \x20   echo \"{PREFIX} error no device bound to virtio_mem\"\n\
-         fi\n\
-         while :; do sleep 1; done\n",
-        virtio_guest::load_modules(module_names),
-        virtio_guest::BOUND,
-    ))
+    linux::device_script(
+        module_names,
+        &format!(
+            "\x20   echo \"{PREFIX} grow memmap_on_memory $(cat /sys/module/memory_hotplug/parameters/memmap_on_memory 2>/dev/null || echo absent)\"\n\
+             \x20   dmesg -c > /dev/null\n\
+             \x20   set -- $(grep MemTotal /proc/meminfo)\n\
+             \x20   echo \"{PREFIX} grow waiting $2\"\n\
+             \x20   while :; do\n\
+             \x20       sleep 2\n\
+             \x20       set -- $(grep MemTotal /proc/meminfo)\n\
+             \x20       echo \"{PREFIX} grow memtotal $2\"\n\
+             \x20       dmesg -c | grep -iE '{MEMORY_WORDS}' | head -n 4 | sed 's/^/{PREFIX} dmesg /'\n\
+             \x20   done\n"
+        ),
+    )
 }
 
 /// One grow as Linux made it.
@@ -139,32 +131,15 @@ pub(super) fn grow_once(
     memmap: Memmap,
 ) -> Result<LinuxGrow, String> {
     grow::check_host_memory(target_mib)?;
-    let names: Vec<String> = prepared
-        .modules
-        .iter()
-        .map(|(name, _)| name.clone())
-        .collect();
     let initramfs = prepared
         .guest
-        .initramfs(&init_script(&names), &prepared.modules);
-    let socket = qemu::qmp_socket();
-    let _ = std::fs::remove_file(&socket);
-    let config = QemuConfig {
-        firmware: qemu::firmware(),
-        append: memmap.append(),
-        hotplug: Some(HotplugMemory {
-            size_mib: target_mib,
-            qmp_socket: socket.clone(),
-        }),
-        ..QemuConfig::new(prepared.guest.kernel.clone(), CPUS, BOOT_MIB)
-    };
-    let result = prepared
-        .guest
-        .boot(&prepared.qemu, config, &initramfs, |console| {
-            follow(console, &socket, target_mib)
-        });
-    let _ = std::fs::remove_file(&socket);
-    result
+        .initramfs(&init_script(&prepared.module_names()), &prepared.modules);
+    prepared.boot_with_device(
+        &initramfs,
+        memmap.append(),
+        (BOOT_MIB, target_mib),
+        |console, socket| follow(console, socket, target_mib),
+    )
 }
 
 /// Asks for `mib` and polls `size` until it is reached, `wait` passes, or
@@ -173,29 +148,12 @@ pub(super) fn grow_once(
 fn resize(socket: &Path, mib: u64, wait: Duration) -> Result<Resized, String> {
     let mut qmp = Qmp::connect(socket, Duration::from_secs(10))?;
     let mut plugged = qmp.plugged_size()?;
-    let started = Instant::now();
-    qmp.request_size(mib * MIB)?;
-    let mut moved_at = started;
-    let latency = loop {
-        let Ok(now) = qmp.plugged_size() else {
-            break None;
-        };
-        if now != plugged {
-            (plugged, moved_at) = (now, Instant::now());
-        }
-        if plugged == mib * MIB {
-            break Some((started.elapsed().as_secs_f64() * 1e6).round() / 1e3);
-        }
-        if started.elapsed() >= wait || moved_at.elapsed() >= STALL_WAIT {
-            break None;
-        }
-        thread::sleep(Duration::from_millis(10));
+    let limits = Limits {
+        total: wait,
+        stall: STALL_WAIT,
+        poll: Duration::from_millis(10),
     };
-    Ok(Resized {
-        requested_mib: mib,
-        plugged_mib: plugged / MIB,
-        latency_ms: latency,
-    })
+    Ok(qmp.resize(mib, &mut plugged, limits)?.0)
 }
 
 /// Follows the console: the grow when the guest waits for it, the shrink
